@@ -1,0 +1,9 @@
+"""The CPU simulator runtime (ARCHITECTURE §5).
+
+Ranks are processes; the symmetric heap is one shared-memory segment that every rank maps whole, divided into
+``world_size`` equal partitions (partition ``r`` is rank ``r``'s heap). A symmetric tensor lives at the same offset
+in every partition, so ``symm_at`` is ``addr - base(my_rank) + base(peer)`` inside one process's mapping.
+Kernels run through Triton's interpreter; the ``sim`` lowerings in ``triton_dist.backends.sim`` call
+:func:`current` to reach the heap.
+"""
+from .context import SimContext, current, is_active  # noqa: F401
