@@ -12,8 +12,21 @@ from triton.language import core as tl_core
 
 TRITON_VERSION = tuple(int(p) for p in triton.__version__.split("+")[0].split(".")[:3])
 
-#: Marks a Python function as a Triton builtin: the code generator then calls it with ``_semantic=``.
-builtin = tl_core.builtin
+TRITON_BUILTIN_ATTR = tl_core.TRITON_BUILTIN
+
+
+def builtin(fn):
+    """Mark ``fn`` as a Triton builtin, usable from compiled kernels AND from Triton's interpreter.
+
+    Use this (not ``triton.language.core.builtin``) for every triton_dist builtin. Assumptions: the code generator
+    calls any callable carrying the ``TRITON_BUILTIN`` attribute with ``_semantic=<TritonSemantic>``; the
+    interpreter calls builtins it did not patch (ours) without ``_semantic``. Triton's own decorator rejects a
+    missing ``_semantic``; ours passes ``_semantic=None`` through, which ``triton_dist.target.target_of`` reads as
+    the simulator target.
+    """
+    assert callable(fn)
+    setattr(fn, TRITON_BUILTIN_ATTR, True)
+    return fn
 #: The ``tl.tensor`` class and ``constexpr`` helpers.
 tensor = tl_core.tensor
 constexpr = tl_core.constexpr
@@ -70,3 +83,270 @@ def cache_invalidating_env_vars() -> dict:
     from triton._C.libtriton import get_cache_invalidating_env_vars
 
     return get_cache_invalidating_env_vars()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Simulator support (owner: sim runtime). Raw-address atomics and a concurrent grid executor for the interpreter.
+# ---------------------------------------------------------------------------------------------------------------
+
+def interp_atomics():
+    """Triton's interpreter C++ helpers on raw addresses (``triton._C.libtriton.interpreter``).
+
+    Assumptions: the module exposes ``load(ptrs_u64, mask, other, np_dtype)``, ``store(ptrs_u64, values, mask)``,
+    ``atomic_rmw(RMW_OP, ptrs_u64, values, mask, MEM_SEMANTIC)`` returning the old values and
+    ``atomic_cas(ptrs_u64, cmp, val, MEM_SEMANTIC)`` returning the old values. Integer 32/64-bit RMW/CAS are
+    hardware atomics (``std::atomic`` on the address), hence atomic across processes mapping the same memory.
+    """
+    from triton._C.libtriton import interpreter as _interp
+
+    return _interp
+
+
+def _np_u64(addrs):
+    import numpy as np
+
+    return np.ascontiguousarray(np.asarray(addrs, dtype=np.uint64).reshape(-1))
+
+
+def raw_atomic_rmw(op: str, addrs, values, sem: str = "acq_rel"):
+    """Atomic read-modify-write at raw address(es) (ints or arrays, same length as ``values``); returns old values.
+
+    ``op``: add | and | or | xor | xchg | max | min | umax | umin; ``sem``: relaxed | acquire | release | acq_rel.
+    The element width is ``values``' numpy dtype (use uint64/int64/uint32/int32)."""
+    import numpy as np
+
+    m = interp_atomics()
+    ops = {"add": m.RMW_OP.ADD, "and": m.RMW_OP.AND, "or": m.RMW_OP.OR, "xor": m.RMW_OP.XOR, "xchg": m.RMW_OP.XCHG,
+           "max": m.RMW_OP.MAX, "min": m.RMW_OP.MIN, "umax": m.RMW_OP.UMAX, "umin": m.RMW_OP.UMIN}
+    sems = {"relaxed": m.MEM_SEMANTIC.RELAXED, "acquire": m.MEM_SEMANTIC.ACQUIRE, "release": m.MEM_SEMANTIC.RELEASE,
+            "acq_rel": m.MEM_SEMANTIC.ACQUIRE_RELEASE}
+    if op not in ops:
+        raise ValueError(f"raw_atomic_rmw: unknown op {op!r}; accepted: {sorted(ops)}")
+    if sem not in sems:
+        raise ValueError(f"raw_atomic_rmw: unknown sem {sem!r}; accepted: {sorted(sems)}")
+    ptrs = _np_u64(addrs)
+    vals = np.ascontiguousarray(np.asarray(values).reshape(-1))
+    if vals.size == 1 and ptrs.size > 1:
+        vals = np.full(ptrs.shape, vals[0], dtype=vals.dtype)
+    mask = np.ones(ptrs.shape, dtype=bool)
+    return m.atomic_rmw(ops[op], ptrs, vals, mask, sems[sem])
+
+
+def raw_atomic_cas(addrs, cmp, val, sem: str = "acq_rel"):
+    """Atomic compare-and-swap at raw address(es); returns the old values (width = ``cmp``'s numpy dtype)."""
+    import numpy as np
+
+    m = interp_atomics()
+    sems = {"relaxed": m.MEM_SEMANTIC.RELAXED, "acquire": m.MEM_SEMANTIC.ACQUIRE, "release": m.MEM_SEMANTIC.RELEASE,
+            "acq_rel": m.MEM_SEMANTIC.ACQUIRE_RELEASE}
+    ptrs = _np_u64(addrs)
+    c = np.ascontiguousarray(np.asarray(cmp).reshape(-1))
+    v = np.ascontiguousarray(np.asarray(val, dtype=c.dtype).reshape(-1))
+    return m.atomic_cas(ptrs, c, v, sems[sem])
+
+
+def raw_load(addrs, np_dtype):
+    """Plain (non-atomic) load of ``np_dtype`` element(s) at raw address(es) through the interpreter's helper."""
+    import numpy as np
+
+    m = interp_atomics()
+    ptrs = _np_u64(addrs)
+    dt = np.dtype(np_dtype)
+    return m.load(ptrs, np.ones(ptrs.shape, dtype=bool), np.zeros(ptrs.shape, dtype=dt), dt)
+
+
+_grid_tls_installed = False
+
+
+def install_thread_local_grid_idx():
+    """Make the interpreter's program id thread-local, so programs of one launch can run in separate threads.
+
+    Assumptions: the interpreter has ONE module-level ``interpreter_builder`` (an ``InterpreterBuilder``) whose
+    ``grid_idx`` attribute (written by ``set_grid_idx``, read by ``create_get_program_id`` / ``create_print``) is
+    the only per-program state; builtins are bound to it by ``_patch_lang``. We switch that instance's class to a
+    subclass whose ``grid_idx`` is a property backed by ``threading.local`` (a thread that never set it reads the
+    last value set by any thread, which keeps the stock sequential executor's behaviour). Idempotent.
+    """
+    global _grid_tls_installed
+    if _grid_tls_installed:
+        return
+    import threading
+
+    from triton.runtime import interpreter as _it
+
+    builder = _it.interpreter_builder
+    base_cls = type(builder)
+
+    class _ThreadLocalGridBuilder(base_cls):
+        _tls = threading.local()
+
+        @property
+        def grid_idx(self):
+            v = getattr(_ThreadLocalGridBuilder._tls, "grid_idx", _MISSING_GRID)
+            if v is _MISSING_GRID:
+                return self.__dict__.get("_shared_grid_idx")
+            return v
+
+        @grid_idx.setter
+        def grid_idx(self, value):
+            _ThreadLocalGridBuilder._tls.grid_idx = value
+            self.__dict__["_shared_grid_idx"] = value
+
+    builder.__dict__["_shared_grid_idx"] = builder.__dict__.pop("grid_idx", None)
+    builder.__class__ = _ThreadLocalGridBuilder
+    _grid_tls_installed = True
+
+
+_MISSING_GRID = object()
+
+
+def make_concurrent_grid_executor():
+    """Return ``ConcurrentGridExecutor``: a ``triton.runtime.interpreter.GridExecutor`` subclass whose call runs
+    the grid's programs in threads (at most ``max_concurrent`` alive at once, started in grid order, like CTAs
+    becoming resident on a GPU), so programs that wait on each other (or on peers' programs) can all progress.
+
+    Assumptions (each tested in test_compat.py): ``GridExecutor(fn, arg_names, grid, pre_run_hooks)`` with helper
+    methods ``_init_args_hst(args, kwargs) -> (args_hst, kwargs_hst)`` and ``_restore_args_dev(...)``;
+    module-level ``_patch_lang(fn) -> scope`` with ``scope.restore()``, ``_implicit_cvt``, ``interpreter_builder``
+    (``set_grid_dim``/``set_grid_idx``) and ``InterpreterError``; and that CPU tensors are passed to the
+    interpreter without a copy (so programs see each other's writes immediately).
+    """
+    global _concurrent_executor_cls
+    if _concurrent_executor_cls is not None:
+        return _concurrent_executor_cls
+    import inspect
+    import threading
+
+    from triton.runtime import interpreter as _it
+
+    install_thread_local_grid_idx()
+
+    class ConcurrentGridExecutor(_it.GridExecutor):
+        max_concurrent = 1024
+        on_program_error = None  # callable(exc) invoked once on the first failing program (e.g. abort waits)
+
+        def __call__(self, *args_dev, **kwargs):
+            spec = inspect.getfullargspec(self.fn)
+            kwargs = {k: v for k, v in kwargs.items() if k in spec.args}
+            args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
+            for hook in self.pre_run_hooks:
+                hook(*args_hst, **kwargs_hst)
+            scope = _it._patch_lang(self.fn)
+            try:
+                bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+                call_args = {}
+                for name, value in bound.items():
+                    call_args[name] = value if name in self.constexprs else _it._implicit_cvt(value)
+                grid = self.grid(call_args) if callable(self.grid) else self.grid
+                grid = tuple(grid)
+                if len(grid) > 3:
+                    raise ValueError(f"grid must have at most 3 dimensions, got {grid}")
+                grid = grid + (1, ) * (3 - len(grid))
+                builder = _it.interpreter_builder
+                builder.set_grid_dim(*grid)
+                self._run_programs(builder, grid, call_args)
+            finally:
+                scope.restore()
+            self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
+
+        def _run_programs(self, builder, grid, call_args):
+            slots = threading.Semaphore(max(1, int(self.max_concurrent)))
+            errors = []
+            lock = threading.Lock()
+            threads = []
+
+            def program(idx):
+                try:
+                    builder.set_grid_idx(*idx)
+                    self.fn(**call_args)
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the launching thread
+                    with lock:
+                        first = not errors
+                        errors.append((idx, exc))
+                    if first and self.on_program_error is not None:
+                        self.on_program_error(exc)
+                finally:
+                    slots.release()
+
+            indices = ((x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2]))
+            for idx in indices:
+                slots.acquire()
+                if errors:  # a program failed: do not start the rest (like a GPU launch aborting)
+                    slots.release()
+                    break
+                t = threading.Thread(target=program, args=(idx, ), daemon=True,
+                                     name=f"triton_dist-sim-program-{idx[0]}-{idx[1]}-{idx[2]}")
+                t.start()
+                threads.append(t)
+            for t in threads:
+                t.join()
+            if errors:
+                idx, exc = errors[0]
+                if triton.knobs.compilation.front_end_debugging:
+                    raise exc
+                raise _it.InterpreterError(f"program {idx}: {exc!r}") from exc
+
+    _concurrent_executor_cls = ConcurrentGridExecutor
+    return ConcurrentGridExecutor
+
+
+_concurrent_executor_cls = None
+
+
+# ---- helper A (language ops) -------------------------------------------------------------------------------------
+
+def dist_builtin(fn):
+    """Like :data:`builtin`, but also callable by Triton's interpreter, which calls builtins it did not patch
+    without ``_semantic`` (our sim lowerings then take over).
+
+    Assumptions: the code generator recognises builtins by the ``tl.core.TRITON_BUILTIN`` attribute and passes
+    ``_semantic=`` / ``_generator=`` when the (``__wrapped__``) signature names them."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if kwargs.get("_semantic") is None and not interpret_enabled():
+            raise ValueError(f"{fn.__name__}: called outside a @triton.jit / @triton_dist.jit kernel")
+        return fn(*args, **kwargs)
+
+    setattr(wrapper, tl_core.TRITON_BUILTIN, True)
+    return wrapper
+
+
+def jit_function(fn):
+    """A real ``JITFunction`` for ``fn`` regardless of ``TRITON_INTERPRET`` (used for GPU-only helpers that
+    builtins inline through :func:`call_jit`)."""
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction(fn)
+
+
+def call_jit(generator, fn, args, kwargs=None):
+    """Emit a call to the ``JITFunction`` ``fn`` from inside a builtin, as if the kernel had called it.
+
+    Assumption: the code generator passes itself as ``_generator`` to builtins that ask for it, and has
+    ``call_JitFunction(fn, args, kwargs)``. Python ``str`` arguments are wrapped into ``constexpr``."""
+    args = [constexpr(a) if isinstance(a, str) else a for a in args]
+    return generator.call_JitFunction(fn, args, dict(kwargs or {}))
+
+
+def set_divisibility(value, divisor: int):
+    """Mark a scalar/1-D value's divisibility (``tt.divisibility`` attribute read by AxisInfo on any op)."""
+    value.handle.set_attr("tt.divisibility", _ir().make_attr([divisor] * max(1, len(value.shape)),
+                                                                value.handle.get_context()))
+    return value
+
+
+def _ir():
+    from triton._C.libtriton import ir
+
+    return ir
+
+
+def interpreter_memory():
+    """numpy-level helpers of the interpreter used by sim lowerings: ``(load, store, atomic_xchg, atomic_rmw_add)``
+    each taking numpy address arrays. Assumption: ``triton._C.libtriton.interpreter`` exports ``load``, ``store``,
+    ``atomic_rmw`` (with ``RMW_OP``/``MEM_SEMANTIC``)."""
+    from triton._C.libtriton import interpreter as _interp
+
+    return _interp

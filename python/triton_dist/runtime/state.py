@@ -1,0 +1,36 @@
+"""Process-wide runtime state shared by ``triton_dist.utils`` and ``triton_dist.jit``."""
+from __future__ import annotations
+
+from typing import Optional
+
+
+class RuntimeState:
+    """What ``initialize_distributed`` set up in this process.
+
+    ``backend``: the active :class:`ShmemBackend` once SHMEM is initialised (else None). ``group``: the torch
+    process group SHMEM was bootstrapped over. ``created_process_group``: whether triton_dist created the default
+    process group (and so destroys it in ``finalize_distributed``). ``local_world_size``: ranks on this node.
+    """
+
+    def __init__(self):
+        self.backend = None
+        self.group = None
+        self.created_process_group = False
+        self.local_world_size: Optional[int] = None
+        self.atexit_registered = False
+
+
+STATE = RuntimeState()
+
+NOT_INITIALIZED = "triton_dist SHMEM is not initialised: call initialize_distributed() first"
+
+
+def require_backend():
+    """The active backend; raises ``RuntimeError("... call initialize_distributed() first")`` before init."""
+    if STATE.backend is None or not STATE.backend.is_initialized():
+        raise RuntimeError(NOT_INITIALIZED)
+    return STATE.backend
+
+
+def shmem_initialized() -> bool:
+    return STATE.backend is not None and STATE.backend.is_initialized()

@@ -1,0 +1,207 @@
+"""Compile a Triton / triton_dist kernel for any target on any machine and print one stage.
+
+    python -m triton_dist.tools.compile KERNEL_FILE.py:kernel_name \
+        --signature "*fp32:16, *fp32:16, i32, 1024" --target cuda:90 --stage ptx
+
+``--signature`` lists the kernel's parameters in order: a type (``*fp32``, ``*bf16``, ``i32``, ``i64``, ``fp32``…,
+optionally ``:16`` for a 16-divisible pointer/int) or a literal, which becomes a constexpr (``1024``, ``True``).
+``-D NAME=VALUE`` sets a constexpr by name instead. Stages: ttir, ttgir, llir, ptx (cuda), amdgcn (hip), and the
+binary stages cubin/hsaco are accepted for ``--out``. Any error in the arguments — unknown target, stage, file or
+kernel — prints one line ``triton-dist-compile: error: …`` and exits with code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..target import Target, parse_target, to_gpu_target
+
+TEXT_STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx"), "hip": ("ttir", "ttgir", "llir", "amdgcn")}
+BINARY_STAGES = {"cuda": ("cubin", ), "hip": ("hsaco", )}
+
+
+class UsageError(Exception):
+    """Bad arguments: reported as one line and exit code 2."""
+
+
+@dataclass
+class CompileRequest:
+    kernel: object  # a JITFunction (triton.jit or triton_dist.jit)
+    target: Target
+    signature: List[str]
+    defines: Dict[str, object] = field(default_factory=dict)
+    options: Dict[str, object] = field(default_factory=dict)
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _split_signature(text: str) -> List[str]:
+    return [s.strip() for s in text.split(",") if s.strip()] if text else []
+
+
+def load_kernel(spec: str, name: Optional[str] = None):
+    """Import ``path.py`` (``path.py:name`` or ``module:name``) with Triton's interpreter off and return the
+    kernel object."""
+    if ":" in spec and not (len(spec) > 1 and spec[1] == ":" and spec[2:3] in ("\\", "/")):
+        spec, name = spec.rsplit(":", 1) if name is None else (spec.rsplit(":", 1)[0], name)
+    if not name:
+        raise UsageError("no kernel named: pass FILE.py:kernel_name or --kernel NAME")
+    # Compiling is never interpretation: kernels defined while importing must be real JIT functions.
+    os.environ["TRITON_INTERPRET"] = "0"
+    import triton
+
+    triton.knobs.runtime.interpret = False
+    if spec.endswith(".py") or os.path.sep in spec:
+        if not os.path.isfile(spec):
+            raise UsageError(f"kernel file not found: {spec}")
+        mod_name = "_triton_dist_compile_" + os.path.splitext(os.path.basename(spec))[0]
+        module_spec = importlib.util.spec_from_file_location(mod_name, spec)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(spec)
+        except ImportError as e:
+            raise UsageError(f"cannot import module {spec!r}: {e}") from e
+    kernel = getattr(module, name, None)
+    if kernel is None:
+        raise UsageError(f"no kernel named {name!r} in {spec}")
+    from triton.runtime.jit import JITFunction
+
+    # triton.autotune / heuristics wrap the JIT function in .fn chains
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    if not isinstance(kernel, JITFunction):
+        raise UsageError(f"{name!r} in {spec} is not a @triton.jit / @triton_dist.jit kernel")
+    return kernel
+
+
+def build_source(req: CompileRequest):
+    """The ``triton.compiler.ASTSource`` for ``req`` (signature types, constexprs, divisibility attrs)."""
+    from triton.compiler import ASTSource
+
+    arg_names = list(req.kernel.arg_names)
+    sig_items = list(req.signature)
+    unknown = set(req.defines) - set(arg_names)
+    if unknown:
+        raise UsageError(f"-D names no parameter of {req.kernel.__name__}: {', '.join(sorted(unknown))}")
+    free = [n for n in arg_names if n not in req.defines]
+    if len(sig_items) != len(free):
+        raise UsageError(f"signature has {len(sig_items)} entries but {req.kernel.__name__} takes {len(free)} "
+                         f"(not counting -D): {', '.join(free)}")
+    signature, constexprs, attrs = {}, {}, {}
+    for name, item in zip(free, sig_items):
+        ty, _, hint = item.partition(":")
+        value = _literal(ty)
+        if value is not None and not ty.startswith("*"):
+            signature[name], constexprs[name] = "constexpr", value
+            continue
+        signature[name] = ty
+        if hint:
+            if hint != "16":
+                raise UsageError(f"unsupported hint {item!r}: only ':16' (divisible by 16) is accepted")
+            attrs[(arg_names.index(name), )] = [["tt.divisibility", 16]]
+    for name, value in req.defines.items():
+        signature[name], constexprs[name] = "constexpr", value
+    signature = {n: signature[n] for n in arg_names}
+    return ASTSource(fn=req.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def compile_kernel(req: CompileRequest):
+    """Compile ``req`` and return Triton's ``CompiledKernel`` (``.asm`` maps stage -> text/bytes)."""
+    import triton
+
+    # Inspecting lowering must never show a stale cached kernel: triton_dist's lowerings are Python code outside
+    # the kernel's source hash, so a cache hit could predate a change to them.
+    triton.knobs.compilation.always_compile = True
+    src = build_source(req)
+    options = dict(req.options)
+    extra = getattr(req.kernel, "compile_options_for", None)  # triton_dist.jit adds SHMEM bitcode etc.
+    if extra is not None:
+        options = {**extra(req.target), **options}
+    return triton.compile(src, target=to_gpu_target(req.target), options=options)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="triton-dist-compile", description=__doc__.split("\n\n")[0])
+    p.add_argument("kernel", help="FILE.py:kernel_name (or module:kernel_name)")
+    p.add_argument("--kernel", dest="kernel_name", default=None, help="kernel name if not given after ':'")
+    p.add_argument("--signature", "-s", default="", help="comma-separated parameter types / constexpr literals")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a constexpr parameter by name")
+    p.add_argument("--target", "-t", default="cuda:90", help="cuda:<cc> (cuda:90) or hip:<gfx> (hip:gfx942)")
+    p.add_argument("--stage", default="ptx", help="ttir | ttgir | llir | ptx | amdgcn | cubin | hsaco")
+    p.add_argument("--num-warps", type=int, default=None)
+    p.add_argument("--num-stages", type=int, default=None)
+    p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other compile option, e.g. launch_cooperative_grid=True")
+    p.add_argument("--out", "-o", default=None, help="write the stage to this file instead of stdout")
+    return p
+
+
+
+
+def _parse_kv(items, what) -> Dict[str, object]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} must be NAME=VALUE, got {item!r}")
+        lit = _literal(value)
+        out[key.strip()] = value if lit is None else lit
+    return out
+
+
+def run(argv=None) -> int:
+    parser = _parser()
+    # argparse exits with 2 on its own errors, printing usage; keep that but make the last line ours.
+    args = parser.parse_args(argv)
+    try:
+        target = parse_target(args.target)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    stage = args.stage
+    if stage not in TEXT_STAGES[target.backend] + BINARY_STAGES[target.backend]:
+        raise UsageError(f"unknown stage {stage!r} for {target.backend}: choose one of "
+                         f"{', '.join(TEXT_STAGES[target.backend] + BINARY_STAGES[target.backend])}")
+    options = _parse_kv(args.option, "--option")
+    if args.num_warps is not None:
+        options["num_warps"] = args.num_warps
+    if args.num_stages is not None:
+        options["num_stages"] = args.num_stages
+    kernel = load_kernel(args.kernel, args.kernel_name)
+    req = CompileRequest(kernel, target, _split_signature(args.signature), _parse_kv(args.defines, "-D"), options)
+    compiled = compile_kernel(req)
+    asm = compiled.asm[stage]
+    if args.out:
+        mode = "wb" if isinstance(asm, bytes) else "w"
+        with open(args.out, mode) as f:
+            f.write(asm)
+    elif isinstance(asm, bytes):
+        raise UsageError(f"stage {stage!r} is binary: pass --out FILE")
+    else:
+        sys.stdout.write(asm)
+    return 0
+
+
+def main(argv=None) -> int:
+    try:
+        return run(argv)
+    except UsageError as e:
+        print(f"triton-dist-compile: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh, with the test extra) and runs the test tiers.
+#   scripts/test.sh            CPU tier: lit tests (compile for cuda:90 / hip:gfx942, FileCheck) + pytest
+#                              (unit, compile, simulator executions at 2 and 4 ranks). This is what CI runs.
+#   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun on the visible GPUs (>= 2).
+# Extra arguments go to pytest.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=cpu
+if [[ "${1:-}" == "--gpu" ]]; then mode=gpu; shift; fi
+PY=$(EXTRAS=test scripts/setup.sh) || { echo "setup failed" >&2; exit 1; }
+BIN=$(dirname "$PY")
+export PATH="$BIN:$PATH"
+export PYTHONUNBUFFERED=1
+
+if [[ $mode == gpu ]]; then
+  nproc=${NPROC:-$("$PY" -c "import torch; print(torch.cuda.device_count())")}
+  exec scripts/launch.sh --nproc_per_node "$nproc" -m pytest test/python -m gpu --collect-gpu -p no:cacheprovider "$@"
+fi
+
+status=0
+echo "== lit (compile for cuda:90 and hip:gfx942, FileCheck) =="
+"$PY" -m lit -sv test/lit || status=1
+echo "== pytest (CPU tier) =="
+"$PY" -m pytest test/python -p no:cacheprovider "$@"
+rc=$?
+# 5 = no tests collected (e.g. a -k filter that matched nothing): not a failure of the suite.
+if [[ $rc -ne 0 && $rc -ne 5 ]]; then status=1; fi
+exit $status

@@ -1,0 +1,95 @@
+"""triton_dist.tools.compile: stages for both targets, and its error paths (one line, exit code 2)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from triton_dist.tools import compile as ctool
+
+KERNEL = textwrap.dedent("""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scale(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
+
+    not_a_kernel = 3
+""")
+
+
+@pytest.fixture()
+def kernel_file(tmp_path):
+    path = tmp_path / "kern.py"
+    path.write_text(KERNEL)
+    return str(path)
+
+
+def _run(*argv):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", *argv], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("target, stage, needle", [
+    ("cuda:90", "ttir", "tt.func public @scale"),
+    ("cuda:90", "ttgir", 'ttg.target = "cuda:90"'),
+    ("cuda:90", "llir", "define ptx_kernel void @scale"),
+    ("cuda:90", "ptx", ".target sm_90a"),
+    ("cuda:80", "ptx", ".target sm_80"),
+    ("hip:gfx942", "ttgir", 'ttg.target = "hip:gfx942"'),
+    ("hip:gfx942", "llir", "amdgcn-amd-amdhsa"),
+    ("hip:gfx942", "amdgcn", '.amdgcn_target "amdgcn-amd-amdhsa--gfx942"'),
+])
+def test_stages(kernel_file, target, stage, needle, capsys):
+    rc = ctool.main([f"{kernel_file}:scale", "-s", "*fp32:16, *fp32:16, i32, fp32", "-D", "BLOCK=256",
+                     "--target", target, "--stage", stage])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert needle in out
+
+
+def test_binary_stage_to_file(kernel_file, tmp_path):
+    out = tmp_path / "k.cubin"
+    assert ctool.main([f"{kernel_file}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--stage", "cubin",
+                       "-o", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_options_reach_the_compiler(kernel_file, capsys):
+    ctool.main([f"{kernel_file}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--stage", "ttgir",
+                "--num-warps", "8"])
+    assert '"ttg.num-warps" = 8' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["{f}:scale", "-s", "*fp32", "--target", "cuda:banana"], "unknown target 'cuda:banana'"),
+    (["{f}:scale", "-s", "*fp32", "--target", "vulkan:1"], "unknown target 'vulkan:1'"),
+    (["{f}:scale", "-s", "*fp32", "--target", "hip:gfx942", "--stage", "ptx"], "unknown stage 'ptx' for hip"),
+    (["{f}:scale", "-s", "*fp32", "--stage", "sass"], "unknown stage 'sass' for cuda"),
+    (["{f}:nope", "-s", "*fp32"], "no kernel named 'nope'"),
+    (["{f}:not_a_kernel", "-s", "*fp32"], "is not a @triton.jit"),
+    (["/nonexistent/k.py:scale", "-s", "*fp32"], "kernel file not found"),
+    (["{f}:scale", "-s", "*fp32"], "signature has 1 entries but scale takes 5"),
+    (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32", "-D", "NOPE=1"], "-D names no parameter"),
+])
+def test_errors_are_one_line_exit_2(kernel_file, argv, message):
+    res = _run(*[a.format(f=kernel_file) for a in argv])
+    assert res.returncode == 2, res
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("triton-dist-compile: error: ")
+    assert message in lines[0]
+    assert res.stdout == ""
+
+
+def test_console_script_entry_point_declared():
+    import tomllib
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml"), "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert scripts["triton-dist-compile"] == "triton_dist.tools.compile:main"
