@@ -20,7 +20,7 @@ fi
 
 status=0
 echo "== lit (compile for cuda:90 and hip:gfx942, FileCheck) =="
-"$PY" -m lit -sv test/lit || status=1
+"$BIN/lit" -sv test/lit || status=1
 echo "== pytest (CPU tier) =="
 "$PY" -m pytest test/python -p no:cacheprovider "$@"
 rc=$?
