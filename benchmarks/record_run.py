@@ -1,0 +1,93 @@
+"""Run a command, tee its output, and record the run as evidence JSON (command, exit code, versions, git commit,
+GPU names, pytest summary, output tail) for benchmarks/results/.
+
+    python benchmarks/record_run.py --name gpu_tests --out DIR -- torchrun --nproc_per_node 2 -m pytest ...
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+
+def environment_facts() -> dict:
+    facts = {"python": sys.version.split()[0], "host": os.uname().nodename}
+    try:
+        import torch
+
+        facts["torch"] = torch.__version__
+        facts["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception as e:  # noqa: BLE001 - evidence gathering must not fail the run
+        facts["torch_error"] = repr(e)
+    try:
+        import triton
+
+        facts["triton"] = triton.__version__
+    except Exception as e:  # noqa: BLE001
+        facts["triton_error"] = repr(e)
+    for mod in ("nvshmem", "nvidia.nvshmem"):
+        try:
+            m = __import__(mod, fromlist=["x"])
+            facts[mod + "_version"] = getattr(m, "__version__", None) or str(list(getattr(m, "__path__", [])))
+        except Exception:  # noqa: BLE001
+            pass
+    facts["git_commit"] = os.environ.get("TRITON_DIST_GIT_COMMIT") or _git_commit()
+    facts["env"] = {k: v for k, v in os.environ.items()
+                    if k.startswith(("NVSHMEM_", "NCCL_NVLS", "TORCH_SYMM_MEM", "TRITON_DIST_"))}
+    return facts
+
+
+def _git_commit():
+    try:
+        return subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_PYTEST_SUMMARY = re.compile(r"=+ (.*?(?:passed|failed|error|skipped).*?) in [0-9.]+s")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--name", required=True)
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = p.parse_args(argv)
+    cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
+    os.makedirs(a.out, exist_ok=True)
+    log_path = os.path.join(a.out, f"{a.name}.log")
+    t0 = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            log.write(line)
+            lines.append(line)
+        rc = proc.wait()
+    text = "".join(lines)
+    summaries = _PYTEST_SUMMARY.findall(text)
+    record = {
+        "name": a.name,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(cmd),
+        "exit_code": rc,
+        "wall_s": round(time.time() - t0, 1),
+        "pytest_summary": summaries,
+        "facts": environment_facts(),
+        "output_tail": text[-6000:],
+    }
+    with open(os.path.join(a.out, f"{a.name}.json"), "w") as f:
+        json.dump(record, f, indent=1)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
