@@ -64,8 +64,9 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     log_path = os.path.join(a.out, f"{a.name}.log")
     t0 = time.time()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Line-buffered: a run killed by its `timeout` must still leave every line it printed.
+    with open(log_path, "w", buffering=1) as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         lines = []
         for line in proc.stdout:
             sys.stdout.write(line)

@@ -1,4 +1,321 @@
-"""``triton_dist.jit``: placeholder until the runtime lands; behaves as ``triton.jit``."""
-import triton
+"""``triton_dist.jit``: ``triton.jit`` plus what distributed kernels need at launch.
 
-jit = triton.jit
+:class:`DistJITFunction` is a ``triton.runtime.jit.JITFunction`` subclass, so Triton's code generator, the compile
+tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT function. It adds:
+
+* **Interpreter dispatch at launch time.** When Triton's interpreter is on at launch (``TRITON_INTERPRET`` /
+  ``triton.knobs.runtime.interpret``) the launch — and device-function calls from interpreted kernels — run
+  through an ``InterpretedFunction`` made (lazily) from the same Python function, whatever the mode was when the
+  kernel was defined. While the simulator is initialised, the grid runs on its concurrent executor
+  (``triton_dist.runtime.sim.launch.run_grid``: every program a thread, like a cooperative launch); otherwise on
+  Triton's sequential one.
+* **SHMEM device bitcode.** On CUDA the NVSHMEM bitcode is offered in ``extern_libs`` as ``libnvshmem_device``
+  (HIP: ``librocshmem_device``) when it is installed. Triton links ``extern_libs`` only for modules with external
+  calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A DistJIT kernel
+  that calls only libdevice functions links the library too: its PTX then also defines two unused constants
+  (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``) and its first compile takes a few seconds longer
+  (the 31 MB bitcode is parsed); its code is unchanged and it needs no module init (see below).
+  :meth:`DistJITFunction.compile_options_for` gives the same options to the compile tool.
+* **Module initialisation.** A ``kernel_load_end_hook`` (added to Triton's hook chain, so user hooks keep
+  working) calls ``nvshmemx_cumodule_init`` once per loaded module per device, before its first launch, for every
+  module whose code reads ``nvshmemi_device_state_d`` (what every NVSHMEM device function reads) — decided by what
+  the module links and uses, never by its name.
+  The hook is global: plain ``triton.jit`` kernels that link NVSHMEM are initialised too, others are untouched.
+* **Bounded-wait mode in the cache key.** ``TRITON_DIST_BOUNDED_WAIT`` (read when ``dl.wait`` is traced) is part
+  of the disk cache key (``cache_key``) and selects the in-memory per-device cache, so toggling it recompiles.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections import defaultdict
+from typing import Callable, Dict, Optional, Set, Tuple
+
+import triton
+from triton.runtime.jit import JITFunction
+
+from . import _compat
+
+BOUNDED_WAIT_ENV = "TRITON_DIST_BOUNDED_WAIT"
+NVSHMEM_LIB_NAME = "libnvshmem_device"
+ROCSHMEM_LIB_NAME = "librocshmem_device"
+#: The symbol every module that links NVSHMEM's device library defines (bound by nvshmemx_cumodule_init).
+NVSHMEM_STATE_SYMBOL = "nvshmemi_device_state_d"
+
+
+def bounded_wait_key() -> str:
+    """The raw value of ``TRITON_DIST_BOUNDED_WAIT`` ("" when unset): part of every DistJITFunction cache key."""
+    return os.environ.get(BOUNDED_WAIT_ENV, "").strip()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# extern libraries
+# ----------------------------------------------------------------------------------------------------------------
+def shmem_extern_libs(backend: str) -> Dict[str, str]:
+    """``{lib_name: path}`` of the SHMEM device bitcode to offer for Triton backend ``backend`` ("cuda"/"hip");
+    empty when it is not installed (kernels that need it then fail to link with the lookup error from
+    :mod:`triton_dist.runtime.bitcode`) or when ``TRITON_DIST_NO_SHMEM_BITCODE=1`` (compile-only checks of PTX that
+    want the SHMEM calls left unresolved, and faster)."""
+    from .runtime import bitcode
+
+    if os.environ.get("TRITON_DIST_NO_SHMEM_BITCODE", "").strip().lower() in ("1", "true", "on", "yes"):
+        return {}
+    if backend == "cuda":
+        path = bitcode.nvshmem_bitcode_or_none()
+        return {NVSHMEM_LIB_NAME: path} if path else {}
+    if backend == "hip":
+        path = bitcode.rocshmem_bitcode_or_none()
+        return {ROCSHMEM_LIB_NAME: path} if path else {}
+    return {}
+
+
+_launch_libs: Dict[str, Dict[str, str]] = {}
+_launch_backend: Optional[str] = None
+
+
+def _libs_for_launch() -> Dict[str, str]:
+    """:func:`shmem_extern_libs` for the active driver's backend, computed once per process (launch hot path)."""
+    global _launch_backend
+    if _launch_backend is None:
+        from triton.runtime import driver
+
+        _launch_backend = driver.active.get_current_target().backend
+    libs = _launch_libs.get(_launch_backend)
+    if libs is None:
+        libs = _launch_libs[_launch_backend] = shmem_extern_libs(_launch_backend)
+    return libs
+
+
+def _merge_extern_libs(ours: Dict[str, str], user) -> Dict[str, str]:
+    merged = dict(ours)
+    if user:
+        merged.update(dict(user))
+    return merged
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# module initialisation (kernel_load_end_hook)
+# ----------------------------------------------------------------------------------------------------------------
+_lock = threading.Lock()
+_links_cache: Dict[str, bool] = {}
+_initialised_modules: Set[Tuple[int, int]] = set()
+_init_count = 0
+
+
+_DECL_RE = re.compile(r"^\s*(\.(visible|extern|weak)\s+)?\.(const|global)\b")
+
+
+def ptx_uses_nvshmem(ptx: str) -> bool:
+    """True when some PTX instruction references ``nvshmemi_device_state_d`` (the device state every NVSHMEM device
+    function reads). A mere definition of the symbol — what linking the bitcode into a kernel that calls only
+    libdevice leaves behind — does not count: such a module never reads the state and needs no init."""
+    for line in ptx.splitlines():
+        if NVSHMEM_STATE_SYMBOL in line and not _DECL_RE.match(line):
+            return True
+    return False
+
+
+def module_links_nvshmem(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> bool:
+    """Whether the compiled module described by ``metadata_group`` (file name -> path, as Triton passes it to
+    load hooks) uses NVSHMEM's device library: its PTX reads ``nvshmemi_device_state_d`` (:func:`ptx_uses_nvshmem`);
+    with no PTX in the group, its cubin mentions the symbol."""
+    if cache_key is not None and cache_key in _links_cache:
+        return _links_cache[cache_key]
+    found = False
+    paths = list((metadata_group or {}).values())
+    ptx = [p for p in paths if str(p).endswith(".ptx")]
+    binaries = [p for p in paths if str(p).endswith(".cubin")]
+    for p in ptx:
+        try:
+            with open(p, "r", errors="replace") as f:
+                if ptx_uses_nvshmem(f.read()):
+                    found = True
+                    break
+        except OSError:
+            continue
+    if not ptx:
+        for p in binaries:
+            try:
+                with open(p, "rb") as f:
+                    if NVSHMEM_STATE_SYMBOL.encode() in f.read():
+                        found = True
+                        break
+            except OSError:
+                continue
+    if cache_key is not None:
+        _links_cache[cache_key] = found
+    return found
+
+
+def _current_device() -> int:
+    from triton.runtime import driver
+
+    return int(driver.active.get_current_device())
+
+
+def _on_kernel_load(module, function, name, metadata_group, hash, *, _device: Optional[int] = None) -> None:
+    """``kernel_load_end_hook``: run ``nvshmemx_cumodule_init`` on modules that link NVSHMEM, once per module per
+    device. Before ``initialize_distributed()`` such a load raises RuntimeError (and the kernel is left unloaded so
+    a later launch retries instead of running uninitialised)."""
+    global _init_count
+    if module is None or not module_links_nvshmem(metadata_group, hash):
+        return
+    from .runtime.state import STATE
+
+    backend = STATE.backend
+    if backend is None or not backend.is_initialized() or not hasattr(backend, "module_init"):
+        _compat.reset_loading_compiled_kernel()
+        raise RuntimeError(f"kernel {name!r} links the NVSHMEM device library, but NVSHMEM is not initialised in this "
+                           f"process: call triton_dist.utils.initialize_distributed() first")
+    device = _current_device() if _device is None else _device
+    key = (int(module), device)
+    with _lock:
+        if key in _initialised_modules:
+            return
+        backend.module_init(int(module))
+        _initialised_modules.add(key)
+        _init_count += 1
+
+
+def module_init_count() -> int:
+    """How many modules this process has initialised for NVSHMEM (tests)."""
+    return _init_count
+
+
+def forget_modules() -> None:
+    """Forget initialised modules (called at SHMEM finalize: a new init needs new module inits)."""
+    with _lock:
+        _initialised_modules.clear()
+
+
+def install_hooks() -> None:
+    """Add the module-init hook to Triton's ``kernel_load_end_hook`` chain (idempotent; user hooks keep working)."""
+    chain = _compat.kernel_load_end_hooks()
+    if hasattr(chain, "add"):
+        chain.add(_on_kernel_load)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the JIT function
+# ----------------------------------------------------------------------------------------------------------------
+def _sim_run_grid():
+    """The simulator's concurrent grid runner (``triton_dist.runtime.sim.launch.run_grid``) while the simulator is
+    initialised in this process, else None (Triton's sequential executor is used)."""
+    from .runtime.sim import context
+
+    if not context.is_active():
+        return None
+    try:
+        from .runtime.sim.launch import run_grid
+    except ImportError:
+        return None
+    return run_grid
+
+
+class DistJITFunction(JITFunction):
+    """A ``JITFunction`` that also runs under the interpreter and links / initialises SHMEM (module docstring)."""
+
+    def __init__(self, fn, **jit_kwargs):
+        self._jit_kwargs = dict(jit_kwargs)
+        self._interpreted = None
+        super().__init__(fn, **jit_kwargs)
+
+    # -- caches keyed by bounded-wait mode ------------------------------------------------------------------------
+    @property
+    def device_caches(self):
+        by_mode = self.__dict__.setdefault("_caches_by_mode", {})
+        key = bounded_wait_key()
+        caches = by_mode.get(key)
+        if caches is None:
+            caches = by_mode[key] = defaultdict(self.create_binder)
+        return caches
+
+    @device_caches.setter
+    def device_caches(self, value):
+        self.__dict__.setdefault("_caches_by_mode", {})[bounded_wait_key()] = value
+
+    @property
+    def cache_key(self) -> str:
+        base = JITFunction.cache_key.fget(self)
+        return hashlib.sha256(f"{base}-triton_dist-bw={bounded_wait_key()}".encode()).hexdigest()
+
+    # -- interpreter ---------------------------------------------------------------------------------------------
+    def interpreted(self):
+        """The ``InterpretedFunction`` of the same Python function (created on first use; shares pre-run hooks)."""
+        if self._interpreted is None:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self._interpreted = InterpretedFunction(self.fn, **self._jit_kwargs)
+        self._interpreted.pre_run_hooks = self.pre_run_hooks
+        return self._interpreted
+
+    def _run_interpreted(self, *args, grid, warmup, **kwargs):
+        interp = self.interpreted()
+        if warmup:
+            return None
+        run_grid = _sim_run_grid()
+        if run_grid is None:
+            return interp.run(*args, grid=grid, warmup=warmup, **kwargs)
+        return run_grid(interp, grid, *args, **kwargs)
+
+    # -- launch --------------------------------------------------------------------------------------------------
+    def run(self, *args, grid, warmup, **kwargs):
+        if _compat.interpret_enabled():
+            return self._run_interpreted(*args, grid=grid, warmup=warmup, **kwargs)
+        install_hooks()
+        ours = _libs_for_launch()
+        if ours:
+            kwargs["extern_libs"] = _merge_extern_libs(ours, kwargs.get("extern_libs"))
+        return super().run(*args, grid=grid, warmup=warmup, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        if _compat.interpret_enabled():
+            return self.interpreted()(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+    def compile_options_for(self, target) -> dict:
+        """Extra compile options for ``target`` (a :class:`triton_dist.target.Target`): the SHMEM bitcode in
+        ``extern_libs`` when installed. Used by ``triton_dist.tools.compile``."""
+        if getattr(target, "is_sim", False):
+            return {}
+        libs = shmem_extern_libs(target.backend)
+        return {"extern_libs": libs} if libs else {}
+
+    def __repr__(self):
+        return f"DistJITFunction({self.module}:{self.fn.__qualname__})"
+
+
+def jit(fn: Optional[Callable] = None, *, version=None, repr=None, launch_metadata=None, do_not_specialize=None,
+        do_not_specialize_on_alignment=None, debug=None, noinline=None):
+    """Decorator with ``triton.jit``'s forms (``@triton_dist.jit`` and ``@triton_dist.jit(...)``) returning a
+    :class:`DistJITFunction` (whatever the interpreter mode is at definition time; it is checked at launch)."""
+
+    def decorator(f):
+        assert callable(f)
+        return DistJITFunction(f, version=version, repr=repr, launch_metadata=launch_metadata,
+                               do_not_specialize=do_not_specialize,
+                               do_not_specialize_on_alignment=do_not_specialize_on_alignment, debug=debug,
+                               noinline=noinline)
+
+    return decorator(fn) if fn is not None else decorator
+
+
+install_hooks()
+
+# Under a launcher without a GPU (or TRITON_DIST_BACKEND=sim) kernels run on the simulator: see runtime/select.py.
+from .runtime import select as _select  # noqa: E402
+
+_select.maybe_enable_interpreter()
+
+__all__ = ["jit", "DistJITFunction", "module_init_count", "module_links_nvshmem", "compile_options_for_target",
+           "bounded_wait_key", "shmem_extern_libs"]
+
+
+def compile_options_for_target(target) -> dict:
+    """Module-level form of :meth:`DistJITFunction.compile_options_for` (for kernels made by ``triton.jit``)."""
+    if getattr(target, "is_sim", False):
+        return {}
+    libs = shmem_extern_libs(target.backend)
+    return {"extern_libs": libs} if libs else {}

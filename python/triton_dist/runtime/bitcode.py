@@ -1,0 +1,314 @@
+"""Finding the SHMEM device bitcode and checking that the installed Triton can link it.
+
+NVIDIA: ``libnvshmem_device.bc`` from (in order) ``TRITON_DIST_NVSHMEM_BITCODE`` (a file), the
+``nvidia-nvshmem-cu12/cu13`` wheel (``nvidia/nvshmem/lib``), ``NVSHMEM_HOME/lib``. NVSHMEM wheels <= 3.6 ship
+``lib/libnvshmem_device.bc``; 3.8 ships only per-arch ``libnvshmem_device_sm_XX.bc`` built by a newer LLVM than
+Triton <= 3.6 can read. We read the LLVM version that wrote the bitcode (its identification block, ``LLVM<ver>``;
+fallback: the ``clang version`` producer string) and compare its major with the LLVM inside the installed Triton;
+a newer producer, or a lib folder with only per-arch files, is an error that names what to install.
+
+AMD: ``librocshmem_device.bc`` from ``TRITON_DIST_ROCSHMEM_BITCODE``, ``ROCSHMEM_HOME/lib``, ``ROCM_PATH/lib``
+(default ``/opt/rocm/lib``).
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import mmap
+import os
+import re
+import struct
+from typing import Optional, Tuple
+
+NVSHMEM_BITCODE_NAME = "libnvshmem_device.bc"
+ROCSHMEM_BITCODE_NAME = "librocshmem_device.bc"
+
+
+class BitcodeError(RuntimeError):
+    """The SHMEM device bitcode is missing or cannot be read by the installed Triton."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# LLVM bitcode identification block
+# ----------------------------------------------------------------------------------------------------------------
+_CHAR6 = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._"
+_IDENTIFICATION_BLOCK_ID = 13
+_RAW_MAGIC = b"BC\xc0\xde"
+_WRAPPER_MAGIC = 0x0B17C0DE
+
+
+class _Bits:
+
+    def __init__(self, data: bytes, start: int = 0):
+        self.data = data
+        self.pos = start * 8
+
+    def read(self, n: int) -> int:
+        value = 0
+        for i in range(n):
+            byte = self.data[(self.pos + i) >> 3]
+            value |= ((byte >> ((self.pos + i) & 7)) & 1) << i
+        self.pos += n
+        if self.pos > len(self.data) * 8:
+            raise ValueError("truncated bitcode")
+        return value
+
+    def vbr(self, n: int) -> int:
+        value, shift, hi = 0, 0, 1 << (n - 1)
+        while True:
+            chunk = self.read(n)
+            value |= (chunk & (hi - 1)) << shift
+            if not chunk & hi:
+                return value
+            shift += n - 1
+            if shift > 64:
+                raise ValueError("bad vbr")
+
+    def align32(self):
+        self.pos = (self.pos + 31) & ~31
+
+
+def _read_abbrev_record(bits: _Bits, ops):
+    out, i = [], 0
+    while i < len(ops):
+        kind, val = ops[i]
+        if kind == "lit":
+            out.append(val)
+        elif kind == "fixed":
+            out.append(bits.read(val))
+        elif kind == "vbr":
+            out.append(bits.vbr(val))
+        elif kind == "char6":
+            out.append(ord(_CHAR6[bits.read(6)]))
+        elif kind == "array":
+            n = bits.vbr(6)
+            ekind, eval_ = ops[i + 1]
+            for _ in range(n):
+                if ekind == "fixed":
+                    out.append(bits.read(eval_))
+                elif ekind == "vbr":
+                    out.append(bits.vbr(eval_))
+                elif ekind == "char6":
+                    out.append(ord(_CHAR6[bits.read(6)]))
+                else:
+                    raise ValueError("unsupported array element")
+            i += 1
+        elif kind == "blob":
+            n = bits.vbr(6)
+            bits.align32()
+            out.extend(bits.data[bits.pos // 8:bits.pos // 8 + n])
+            bits.pos += n * 8
+            bits.align32()
+        i += 1
+    return out
+
+
+def read_identification(data: bytes) -> Optional[str]:
+    """The producer string of an LLVM bitcode file's identification block (e.g. ``"LLVM18.1.1"``), or None."""
+    start = 0
+    if len(data) >= 20 and struct.unpack_from("<I", data, 0)[0] == _WRAPPER_MAGIC:
+        start = struct.unpack_from("<I", data, 8)[0]
+    if data[start:start + 4] != _RAW_MAGIC:
+        return None
+    try:
+        bits = _Bits(data, start + 4)
+        if bits.read(2) != 1:  # ENTER_SUBBLOCK
+            return None
+        block_id, width = bits.vbr(8), bits.vbr(4)
+        bits.align32()
+        bits.read(32)
+        if block_id != _IDENTIFICATION_BLOCK_ID:
+            return None
+        abbrevs = []
+        while True:
+            aid = bits.read(width)
+            if aid == 0:  # END_BLOCK
+                return None
+            if aid == 2:  # DEFINE_ABBREV
+                ops = []
+                for _ in range(bits.vbr(5)):
+                    if bits.read(1):
+                        ops.append(("lit", bits.vbr(8)))
+                    else:
+                        enc = bits.read(3)
+                        if enc in (1, 2):
+                            ops.append(("fixed" if enc == 1 else "vbr", bits.vbr(5)))
+                        else:
+                            ops.append(({3: "array", 4: "char6", 5: "blob"}[enc], None))
+                abbrevs.append(ops)
+                continue
+            if aid == 3:  # UNABBREV_RECORD
+                code, n = bits.vbr(6), bits.vbr(6)
+                vals = [bits.vbr(6) for _ in range(n)]
+            elif aid >= 4:
+                rec = _read_abbrev_record(bits, abbrevs[aid - 4])
+                code, vals = rec[0], rec[1:]
+            else:
+                return None
+            if code == 1:  # IDENTIFICATION_CODE_STRING
+                return bytes(v & 0xFF for v in vals).decode("latin-1")
+    except (ValueError, IndexError, KeyError):
+        return None
+
+
+_CLANG_RE = re.compile(rb"clang version (\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def llvm_producer(path: str) -> Optional[Tuple[int, str]]:
+    """``(major, text)`` of the LLVM that wrote ``path`` or None if it cannot be told."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+        ident = read_identification(head)
+        if ident:
+            m = re.search(r"(\d+)", ident)
+            if m:
+                return int(m.group(1)), ident
+        f.seek(0)
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # empty file
+            return None
+        with mm:
+            m = _CLANG_RE.search(mm)
+            if m:
+                return int(m.group(1)), m.group(0).decode()
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def triton_llvm_major() -> Optional[int]:
+    """The major version of the LLVM built into the installed Triton (read from ``libtriton.so``), or None."""
+    override = os.environ.get("TRITON_DIST_TRITON_LLVM_MAJOR")
+    if override:
+        return int(override)
+    try:
+        import triton
+    except ImportError:  # pragma: no cover
+        return None
+    for lib in glob.glob(os.path.join(os.path.dirname(triton.__file__), "_C", "libtriton*.so")):
+        try:
+            with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                m = re.search(rb"LLVM version (\d+)\.", mm)
+                if m:
+                    return int(m.group(1))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _nvshmem_pip_hint() -> str:
+    cu = "cu12"
+    try:
+        import torch
+
+        if (torch.version.cuda or "").startswith("13"):
+            cu = "cu13"
+    except ImportError:  # pragma: no cover
+        pass
+    return f'pip install "nvidia-nvshmem-{cu}>=3.3,<3.7"'
+
+
+def _wheel_lib_dir() -> Optional[str]:
+    try:
+        import nvidia.nvshmem as pkg
+    except ImportError:
+        return None
+    paths = list(getattr(pkg, "__path__", []))
+    return os.path.join(paths[0], "lib") if paths else None
+
+
+def nvshmem_lib_dirs():
+    """Candidate ``lib`` folders, in lookup order, as ``(label, path)``."""
+    out = []
+    wheel = _wheel_lib_dir()
+    if wheel:
+        out.append(("the nvidia-nvshmem wheel", wheel))
+    home = os.environ.get("NVSHMEM_HOME")
+    if home:
+        out.append(("NVSHMEM_HOME", os.path.join(home, "lib")))
+    return out
+
+
+def check_bitcode(path: str, kind: str = "nvshmem") -> str:
+    """Raise :class:`BitcodeError` if ``path`` is not LLVM bitcode or was written by a newer LLVM than Triton's."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if not (head[:4] == _RAW_MAGIC or (len(head) >= 4 and struct.unpack_from("<I", head, 0)[0] == _WRAPPER_MAGIC)):
+        raise BitcodeError(f"{path} is not an LLVM bitcode file (bad magic {head[:4]!r})")
+    producer = llvm_producer(path)
+    tmajor = triton_llvm_major()
+    if producer is not None and tmajor is not None and producer[0] > tmajor:
+        hint = _nvshmem_pip_hint() if kind == "nvshmem" else "a rocSHMEM build made with Triton's LLVM or older"
+        raise BitcodeError(f"{path} was written by {producer[1]} (LLVM {producer[0]}), newer than the LLVM {tmajor} "
+                           f"inside the installed Triton, which cannot read it. Install a compatible device "
+                           f"library: {hint}")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _checked(path: str, mtime: float, size: int, kind: str) -> str:
+    return check_bitcode(path, kind)
+
+
+def _checked_cached(path: str, kind: str) -> str:
+    st = os.stat(path)
+    return _checked(path, st.st_mtime, st.st_size, kind)
+
+
+def find_nvshmem_bitcode() -> str:
+    """Path of a ``libnvshmem_device.bc`` the installed Triton can link; raises :class:`BitcodeError`."""
+    override = os.environ.get("TRITON_DIST_NVSHMEM_BITCODE")
+    if override:
+        if not os.path.isfile(override):
+            raise BitcodeError(f"TRITON_DIST_NVSHMEM_BITCODE={override!r} is not a file")
+        return _checked_cached(override, "nvshmem")
+    tried = []
+    for label, lib in nvshmem_lib_dirs():
+        path = os.path.join(lib, NVSHMEM_BITCODE_NAME)
+        tried.append(f"{path} ({label})")
+        if os.path.isfile(path):
+            return _checked_cached(path, "nvshmem")
+        per_arch = sorted(glob.glob(os.path.join(lib, "libnvshmem_device_sm_*.bc")))
+        if per_arch:
+            raise BitcodeError(f"{lib} ({label}) has only per-arch NVSHMEM bitcode ({os.path.basename(per_arch[0])}, "
+                               f"...): that is NVSHMEM >= 3.8, built by an LLVM newer than the installed Triton "
+                               f"can read. Install {_nvshmem_pip_hint()}, or point TRITON_DIST_NVSHMEM_BITCODE at a "
+                               f"compatible {NVSHMEM_BITCODE_NAME}")
+    where = "; ".join(tried) if tried else "no nvidia-nvshmem wheel installed and NVSHMEM_HOME unset"
+    raise BitcodeError(f"NVSHMEM device bitcode {NVSHMEM_BITCODE_NAME} not found (looked in: {where}). "
+                       f"Install it with {_nvshmem_pip_hint()}, set NVSHMEM_HOME, or set TRITON_DIST_NVSHMEM_BITCODE")
+
+
+def nvshmem_bitcode_or_none() -> Optional[str]:
+    """Like :func:`find_nvshmem_bitcode` but returns None instead of raising (used to *offer* the library)."""
+    try:
+        return find_nvshmem_bitcode()
+    except (BitcodeError, OSError):
+        return None
+
+
+def find_rocshmem_bitcode() -> str:
+    """Path of ``librocshmem_device.bc``; raises :class:`BitcodeError` naming where it looked."""
+    override = os.environ.get("TRITON_DIST_ROCSHMEM_BITCODE")
+    if override:
+        if not os.path.isfile(override):
+            raise BitcodeError(f"TRITON_DIST_ROCSHMEM_BITCODE={override!r} is not a file")
+        return _checked_cached(override, "rocshmem")
+    cands = []
+    if os.environ.get("ROCSHMEM_HOME"):
+        cands.append(os.path.join(os.environ["ROCSHMEM_HOME"], "lib", ROCSHMEM_BITCODE_NAME))
+    rocm = os.environ.get("ROCM_PATH") or os.environ.get("ROCM_HOME") or "/opt/rocm"
+    cands.append(os.path.join(rocm, "lib", ROCSHMEM_BITCODE_NAME))
+    for c in cands:
+        if os.path.isfile(c):
+            return _checked_cached(c, "rocshmem")
+    raise BitcodeError(f"rocSHMEM device bitcode {ROCSHMEM_BITCODE_NAME} not found (looked in: {', '.join(cands)}). "
+                       f"Build rocSHMEM with its device bitcode and set ROCSHMEM_HOME (or "
+                       f"TRITON_DIST_ROCSHMEM_BITCODE) to it")
+
+
+def rocshmem_bitcode_or_none() -> Optional[str]:
+    try:
+        return find_rocshmem_bitcode()
+    except (BitcodeError, OSError):
+        return None

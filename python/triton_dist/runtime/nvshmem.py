@@ -1,0 +1,244 @@
+"""The NVIDIA host runtime: NVSHMEM through nvshmem4py (``nvshmem.core`` / ``nvshmem.bindings``), imported lazily.
+
+Bootstrap: the unique-id method. Rank 0 of the group asks NVSHMEM for a unique id, it is broadcast over
+torch.distributed, and every rank calls ``nvshmem.core.init(uid=..., rank=..., nranks=..., device=...)``.
+Symmetric tensors are torch tensors over ``nvshmem_malloc`` memory (freed collectively by ``free_tensor`` or at
+``finalize``); peer views come from ``nvshmem_ptr``.
+
+Environment defaults set here (only when the variable is unset; documented in docs/runtime.md):
+``NVSHMEM_DISABLE_NVLS=1`` (never enable NVLink multicast unless the user sets 0) and, for multi-node jobs,
+``NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME`` = the interface whose address routes to ``MASTER_ADDR``.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import struct
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from .backend import ShmemBackend
+
+_NOT_INSTALLED = ("nvshmem4py is not installed: pip install nvshmem4py-cu12 (CUDA 12) or nvshmem4py-cu13 (CUDA 13), "
+                  "together with nvidia-nvshmem-cu12/cu13 >=3.3,<3.7")
+
+
+def import_nvshmem():
+    """``(nvshmem.core, nvshmem.bindings)``; raises RuntimeError naming what to install."""
+    try:
+        import nvshmem.bindings as bindings
+        import nvshmem.core as core
+    except ImportError as e:
+        raise RuntimeError(f"{_NOT_INSTALLED} ({e})") from e
+    return core, bindings
+
+
+def apply_env_defaults() -> None:
+    """NVLink multicast stays off unless the user asked for it; multi-node bootstrap picks the right NIC."""
+    os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+    if not os.environ.get("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME"):
+        ifname = interface_for(os.environ.get("MASTER_ADDR", ""))
+        if ifname:
+            os.environ["NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME"] = ifname
+
+
+def _is_loopback(host: str) -> bool:
+    if not host or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _iface_ipv4(name: str) -> Optional[str]:
+    """IPv4 address of interface ``name`` (SIOCGIFADDR), or None."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - non-Linux
+        return None
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        res = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+        return socket.inet_ntoa(res[20:24])
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def interface_for(master_addr: str) -> Optional[str]:
+    """The local interface whose address routes to ``master_addr`` (None for loopback / unresolvable)."""
+    if _is_loopback(master_addr):
+        return None
+    try:
+        target = socket.gethostbyname(master_addr)
+    except OSError:
+        return None
+    if _is_loopback(target):
+        return None
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((target, 9))  # UDP connect sends nothing; it only selects the route
+        local = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    for _, name in socket.if_nameindex():
+        if _iface_ipv4(name) == local:
+            return name
+    return None
+
+
+class _CudaArray:
+    """A ``__cuda_array_interface__`` view of raw device memory (no ownership)."""
+
+    def __init__(self, ptr: int, nbytes: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes, ), "typestr": "|u1", "data": (ptr, False), "version": 3,
+                                         "strides": None, "stream": None}
+
+
+def wrap_device_pointer(ptr: int, shape: Sequence[int], dtype: torch.dtype, device: int) -> torch.Tensor:
+    """A torch tensor of ``shape``/``dtype`` over device memory at ``ptr`` (not owned by torch)."""
+    numel = 1
+    for s in shape:
+        numel *= int(s)
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    raw = torch.as_tensor(_CudaArray(ptr, max(nbytes, 1)), device=f"cuda:{device}")
+    return raw[:nbytes].view(dtype).view(tuple(int(s) for s in shape))
+
+
+class NvshmemBackend(ShmemBackend):
+    """NVSHMEM host runtime (one PE per process, bound to ``torch.cuda.current_device()``)."""
+
+    name = "nvshmem"
+
+    def __init__(self):
+        self._initialized = False
+        self._allocs: Dict[int, int] = {}  # base pointer -> bytes, freed at finalize
+        self._device: Optional[int] = None
+        self._core = None
+        self._bindings = None
+        self.module_inits = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+    def init(self, group) -> None:
+        if self._initialized:
+            return
+        import torch.distributed as dist
+
+        apply_env_defaults()
+        core, bindings = import_nvshmem()
+        try:
+            from cuda.core import Device
+        except ImportError:  # older cuda-python
+            from cuda.core.experimental import Device
+        self._device = torch.cuda.current_device()
+        torch.cuda.synchronize()
+        rank, nranks = dist.get_rank(group), dist.get_world_size(group)
+        uid = core.get_unique_id(empty=(rank != 0))
+        objs = [uid]
+        dist.broadcast_object_list(objs, src=dist.get_global_rank(group, 0), group=group)
+        dev = Device(self._device)
+        dev.set_current()
+        core.init(device=dev, uid=objs[0], rank=rank, nranks=nranks, initializer_method="uid")
+        self._core, self._bindings = core, bindings
+        self._initialized = True
+        dist.barrier(group=group)
+
+    def is_initialized(self) -> bool:
+        return self._initialized
+
+    def my_pe(self) -> int:
+        return int(self._bindings.my_pe())
+
+    def n_pes(self) -> int:
+        return int(self._bindings.n_pes())
+
+    # -- memory --------------------------------------------------------------------------------------------------
+    def create_tensor(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        nbytes = max(numel * torch.empty((), dtype=dtype).element_size(), 1)
+        torch.cuda.synchronize()
+        ptr = int(self._bindings.malloc(nbytes))
+        if not ptr:
+            raise RuntimeError(f"nvshmem_malloc({nbytes}) failed: symmetric heap exhausted? "
+                               f"(raise NVSHMEM_SYMMETRIC_SIZE)")
+        self._allocs[ptr] = nbytes
+        return wrap_device_pointer(ptr, shape, dtype, self._device)
+
+    def peer_tensor(self, tensor: torch.Tensor, pe: int) -> torch.Tensor:
+        """View of ``tensor`` (symmetric) on PE ``pe`` through ``nvshmem_ptr``; raises if not load/store reachable."""
+        if pe == self.my_pe():
+            return tensor
+        peer = int(self._bindings.ptr(tensor.data_ptr(), pe))
+        if not peer:
+            raise RuntimeError(f"nvshmem_ptr returned NULL for PE {pe}: it is not reachable by load/store "
+                               f"(different node or no P2P)")
+        return wrap_device_pointer(peer, tensor.shape, tensor.dtype, self._device)
+
+    def create_tensors(self, shape, dtype, rank, local_world_size) -> List[torch.Tensor]:
+        t = self.create_tensor(shape, dtype)
+        first = rank - rank % local_world_size
+        return [self.peer_tensor(t, first + i) for i in range(local_world_size)]
+
+    def _base_of(self, tensor: torch.Tensor) -> int:
+        base = tensor.untyped_storage().data_ptr()
+        if base not in self._allocs:
+            raise ValueError("nvshmem_free_tensor_sync: tensor was not created by nvshmem_create_tensor(s) "
+                             "(or was already freed); pass this rank's tensor, not a peer view")
+        return base
+
+    def free_tensor(self, tensor: torch.Tensor) -> None:
+        base = self._base_of(tensor)
+        torch.cuda.synchronize()
+        self._bindings.free(base)
+        del self._allocs[base]
+        torch.cuda.synchronize()
+
+    def barrier_all_on_stream(self, stream=None) -> None:
+        stream = stream if stream is not None else torch.cuda.current_stream()
+        handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
+        self._bindings.barrier_all_on_stream(int(handle))
+
+    def finalize(self) -> None:
+        if not self._initialized:
+            return
+        try:
+            torch.cuda.synchronize()
+        except Exception:
+            pass
+        for ptr in list(self._allocs):
+            self._bindings.free(ptr)
+            del self._allocs[ptr]
+        self._core.finalize()
+        self._initialized = False
+
+    # -- modules -------------------------------------------------------------------------------------------------
+    def module_init(self, module_handle: int) -> None:
+        """``nvshmemx_cumodule_init`` on a loaded ``CUmodule`` (binds ``nvshmemi_device_state_d`` in it)."""
+        status = self._bindings.cumodule_init(int(module_handle))
+        if status not in (None, 0):
+            raise RuntimeError(f"nvshmemx_cumodule_init failed with status {status}")
+        self.module_inits += 1
+
+
+def libnvshmem_host_path() -> Optional[str]:
+    """Path of ``libnvshmem_host.so.3`` from the wheel / NVSHMEM_HOME (for diagnostics)."""
+    from .bitcode import nvshmem_lib_dirs
+
+    for _, lib in nvshmem_lib_dirs():
+        for name in ("libnvshmem_host.so.3", "libnvshmem_host.so"):
+            p = os.path.join(lib, name)
+            if os.path.isfile(p):
+                return p
+    return None
+
+
+__all__ = ["NvshmemBackend", "import_nvshmem", "interface_for", "apply_env_defaults", "wrap_device_pointer",
+           "libnvshmem_host_path"]

@@ -1,0 +1,156 @@
+"""The AMD host runtime: rocSHMEM's host API through ctypes on ``librocshmem.so`` (written to the rocSHMEM docs;
+no AMD GPU exists where this project is developed, so this path is untested — see docs/runtime.md).
+
+Bootstrap mirrors NVSHMEM's unique-id method: rank 0 calls ``rocshmem_get_uniqueid``, the bytes are broadcast over
+torch.distributed, every rank calls ``rocshmem_set_attr_uniqueid_args`` + ``rocshmem_init_attr(
+ROCSHMEM_INIT_WITH_UNIQUEID, &attr)``. Memory: ``rocshmem_malloc`` / ``rocshmem_free`` / ``rocshmem_ptr``.
+Library lookup: ``TRITON_DIST_ROCSHMEM_LIB``, ``ROCSHMEM_HOME/lib``, ``ROCM_PATH/lib`` (default /opt/rocm/lib).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from .backend import ShmemBackend
+
+UNIQUEID_BYTES = 128  # sizeof(rocshmem_uniqueid_t) (opaque)
+INIT_ATTR_BYTES = 1024  # generous opaque buffer for rocshmem_init_attr_t
+ROCSHMEM_INIT_WITH_UNIQUEID = 1
+
+
+def find_librocshmem() -> str:
+    cands = []
+    if os.environ.get("TRITON_DIST_ROCSHMEM_LIB"):
+        cands.append(os.environ["TRITON_DIST_ROCSHMEM_LIB"])
+    if os.environ.get("ROCSHMEM_HOME"):
+        cands.append(os.path.join(os.environ["ROCSHMEM_HOME"], "lib", "librocshmem.so"))
+    rocm = os.environ.get("ROCM_PATH") or os.environ.get("ROCM_HOME") or "/opt/rocm"
+    cands.append(os.path.join(rocm, "lib", "librocshmem.so"))
+    for c in cands:
+        if os.path.isfile(c):
+            return c
+    raise RuntimeError(f"librocshmem.so not found (looked in: {', '.join(cands)}); build/install rocSHMEM and set "
+                       f"ROCSHMEM_HOME (or TRITON_DIST_ROCSHMEM_LIB)")
+
+
+def load_librocshmem(path: Optional[str] = None):
+    lib = ctypes.CDLL(path or find_librocshmem(), mode=ctypes.RTLD_GLOBAL)
+    vp, i, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    sigs = {
+        "rocshmem_get_uniqueid": ([vp], i),
+        "rocshmem_set_attr_uniqueid_args": ([i, i, vp, vp], i),
+        "rocshmem_init_attr": ([ctypes.c_uint, vp], i),
+        "rocshmem_finalize": ([], None),
+        "rocshmem_my_pe": ([], i),
+        "rocshmem_n_pes": ([], i),
+        "rocshmem_malloc": ([sz], vp),
+        "rocshmem_free": ([vp], None),
+        "rocshmem_ptr": ([vp, i], vp),
+        "rocshmem_barrier_all": ([], None),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    return lib
+
+
+class RocshmemBackend(ShmemBackend):
+    """rocSHMEM host runtime (one PE per process)."""
+
+    name = "rocshmem"
+
+    def __init__(self):
+        self._lib = None
+        self._initialized = False
+        self._allocs: Dict[int, int] = {}
+        self._device = None
+        self.module_inits = 0
+
+    def init(self, group) -> None:
+        if self._initialized:
+            return
+        import torch.distributed as dist
+
+        self._lib = load_librocshmem()
+        self._device = torch.cuda.current_device()
+        rank, nranks = dist.get_rank(group), dist.get_world_size(group)
+        uid = (ctypes.c_uint8 * UNIQUEID_BYTES)()
+        if rank == 0:
+            rc = self._lib.rocshmem_get_uniqueid(ctypes.addressof(uid))
+            if rc:
+                raise RuntimeError(f"rocshmem_get_uniqueid failed ({rc})")
+        objs = [bytes(uid)]
+        dist.broadcast_object_list(objs, src=dist.get_global_rank(group, 0), group=group)
+        ctypes.memmove(uid, objs[0], UNIQUEID_BYTES)
+        attr = (ctypes.c_uint8 * INIT_ATTR_BYTES)()
+        rc = self._lib.rocshmem_set_attr_uniqueid_args(rank, nranks, ctypes.addressof(uid), ctypes.addressof(attr))
+        rc = rc or self._lib.rocshmem_init_attr(ROCSHMEM_INIT_WITH_UNIQUEID, ctypes.addressof(attr))
+        if rc:
+            raise RuntimeError(f"rocSHMEM unique-id init failed ({rc})")
+        self._initialized = True
+        dist.barrier(group=group)
+
+    def is_initialized(self) -> bool:
+        return self._initialized
+
+    def my_pe(self) -> int:
+        return int(self._lib.rocshmem_my_pe())
+
+    def n_pes(self) -> int:
+        return int(self._lib.rocshmem_n_pes())
+
+    def create_tensor(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        from .nvshmem import wrap_device_pointer
+
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        nbytes = max(numel * torch.empty((), dtype=dtype).element_size(), 1)
+        torch.cuda.synchronize()
+        ptr = self._lib.rocshmem_malloc(nbytes)
+        if not ptr:
+            raise RuntimeError(f"rocshmem_malloc({nbytes}) failed (symmetric heap exhausted?)")
+        self._allocs[int(ptr)] = nbytes
+        return wrap_device_pointer(int(ptr), shape, dtype, self._device)
+
+    def create_tensors(self, shape, dtype, rank, local_world_size) -> List[torch.Tensor]:
+        from .nvshmem import wrap_device_pointer
+
+        t = self.create_tensor(shape, dtype)
+        first = rank - rank % local_world_size
+        out = []
+        for pe in range(first, first + local_world_size):
+            if pe == rank:
+                out.append(t)
+                continue
+            p = self._lib.rocshmem_ptr(t.data_ptr(), pe)
+            if not p:
+                raise RuntimeError(f"rocshmem_ptr returned NULL for PE {pe}")
+            out.append(wrap_device_pointer(int(p), t.shape, t.dtype, self._device))
+        return out
+
+    def free_tensor(self, tensor: torch.Tensor) -> None:
+        base = tensor.untyped_storage().data_ptr()
+        if base not in self._allocs:
+            raise ValueError("tensor was not created by nvshmem_create_tensor(s) or was already freed")
+        torch.cuda.synchronize()
+        self._lib.rocshmem_free(base)
+        del self._allocs[base]
+
+    def barrier_all_on_stream(self, stream=None) -> None:
+        # rocSHMEM's host barrier is not stream-ordered: drain the stream first.
+        (stream or torch.cuda.current_stream()).synchronize()
+        self._lib.rocshmem_barrier_all()
+
+    def finalize(self) -> None:
+        if not self._initialized:
+            return
+        torch.cuda.synchronize()
+        for ptr in list(self._allocs):
+            self._lib.rocshmem_free(ptr)
+            del self._allocs[ptr]
+        self._lib.rocshmem_finalize()
+        self._initialized = False

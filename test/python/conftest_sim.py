@@ -1,0 +1,52 @@
+"""pytest plugin for simulator executions (load with ``pytest_plugins = ["conftest_sim"]`` or import the fixture).
+
+Fixture ``sim_ranks`` (session scope): a pool manager. ``sim_ranks.run(world_size, fn, *args, timeout=60,
+env=None, local_world_size=None, **kwargs)`` runs the module-level function ``fn`` on ``world_size`` simulator
+rank processes and returns the per-rank results (index = rank). Processes are spawned once per
+(world_size, local_world_size, env) and reused for the whole session (each process already has torch, triton, a
+gloo group and the symmetric heap; the heap is reset between calls), because spawning costs seconds per process
+on the 2-core CI machine. A failing call raises ``RankError`` with each rank's traceback; if every rank still
+answered, the processes are kept (heap reset), else (timeout, crash) they are killed and respawned on next use. Children see TRITON_INTERPRET=1 and TRITON_DIST_BACKEND=sim from birth.
+
+Tip: put many checks in one ``fn`` when they share set-up; mark tests ``@pytest.mark.sim``.
+"""
+from __future__ import annotations
+
+import pytest
+
+from triton_dist.runtime.sim.launch import RankPool
+
+
+class SimPools:
+    """Live :class:`RankPool` objects keyed by (world_size, local_world_size, env)."""
+
+    def __init__(self):
+        self._pools = {}
+
+    def pool(self, world_size: int, *, env=None, local_world_size=None) -> RankPool:
+        key = (world_size, local_world_size or world_size, tuple(sorted((env or {}).items())))
+        if key not in self._pools:
+            self._pools[key] = RankPool(world_size, local_world_size=local_world_size, env=env)
+        return self._pools[key]
+
+    def run(self, world_size: int, fn, *args, timeout: float = 60.0, env=None, local_world_size=None, **kwargs):
+        return self.pool(world_size, env=env, local_world_size=local_world_size).run(fn, *args, timeout=timeout,
+                                                                                     **kwargs)
+
+    def close(self):
+        for p in self._pools.values():
+            p.close(grace_s=3.0)
+        self._pools.clear()
+
+
+@pytest.fixture(scope="session")
+def sim_ranks():
+    pools = SimPools()
+    try:
+        yield pools
+    finally:
+        pools.close()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sim: executes kernels on the CPU simulator (multi-process)")

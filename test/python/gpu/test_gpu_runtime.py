@@ -1,0 +1,129 @@
+"""GPU tier for the NVSHMEM runtime and triton_dist.jit: run under ``torchrun --nproc_per_node 2 -m pytest``.
+
+Every rank runs the same tests in the same order (collectives line up). Kernels come from test/python/_jit_kernels.py
+(the NVSHMEM externs are declared there with ``tl.core.extern_elementwise``)."""
+import os
+import sys
+
+import pytest
+import torch
+import triton
+
+pytestmark = pytest.mark.gpu
+
+import triton_dist  # noqa: E402
+import triton_dist.utils as U  # noqa: E402
+
+tdjit = sys.modules["triton_dist.jit"]
+import _jit_kernels as K  # noqa: E402
+
+RANK = int(os.environ.get("RANK", 0))
+WORLD = int(os.environ.get("WORLD_SIZE", 1))
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
+
+
+def test_launch_before_init_is_a_clear_error_then_works_after():
+    torch.cuda.set_device(LOCAL_RANK)
+    out = torch.zeros(1, dtype=torch.int32, device="cuda")
+    sym = torch.zeros(WORLD, dtype=torch.int32, device="cuda")
+    with pytest.raises(RuntimeError, match=r"initialize_distributed\(\) first"):
+        K.shmem_kernel[(1, )](out, sym)
+    with pytest.raises(RuntimeError, match=r"initialize_distributed\(\) first"):
+        U.nvshmem_create_tensor((4, ), torch.float32)
+
+
+@pytest.fixture(scope="module")
+def tp_group():
+    group = U.initialize_distributed(seed=1)
+    yield group
+    U.finalize_distributed()
+    assert not U.is_shmem_initialized()
+
+
+def test_init(tp_group):
+    import nvshmem.core as nvc
+
+    assert U.is_shmem_initialized() and U.get_shmem_backend() == "nvshmem"
+    assert tp_group.size() == WORLD and torch.cuda.current_device() == LOCAL_RANK
+    assert nvc.my_pe() == RANK and nvc.n_pes() == WORLD
+    assert os.environ.get("NVSHMEM_DISABLE_NVLS") == "1"
+    assert U.is_nvshmem_multimem_supported() is False
+    assert U.get_triton_dist_local_world_size() == int(os.environ.get("LOCAL_WORLD_SIZE", WORLD))
+
+
+def test_device_queries(tp_group):
+    assert U.is_cuda() and not U.is_hip() and U.has_tma() == (torch.cuda.get_device_capability()[0] >= 9)
+    assert U.get_max_gpu_clock_rate_in_khz(LOCAL_RANK) > 100_000
+    assert U.get_current_gpu_clock_rate_in_khz(LOCAL_RANK) > 0
+    assert U.get_device_max_shared_memory_size(LOCAL_RANK) >= 48 * 1024
+    assert U.get_numa_node(LOCAL_RANK) >= 0
+    assert isinstance(U.has_fullmesh_nvlink(), bool) and isinstance(U.supports_p2p_native_atomic(), bool)
+
+
+def test_create_and_free(tp_group):
+    t = U.nvshmem_create_tensor((1024, 3), torch.bfloat16)
+    assert t.shape == (1024, 3) and t.dtype == torch.bfloat16 and t.is_cuda
+    t.fill_(RANK)
+    U.nvshmem_barrier_all_on_stream()
+    assert float(t.float().mean()) == RANK
+    sig = U.nvshmem_create_tensor((8, ), U.NVSHMEM_SIGNAL_DTYPE)
+    U.check_signal_tensor(sig)
+    f8 = U.nvshmem_create_tensor((16, ), torch.float8_e4m3fn)
+    assert f8.dtype == torch.float8_e4m3fn
+    for x in (t, sig, f8):
+        U.nvshmem_free_tensor_sync(x)
+    with pytest.raises(ValueError, match="not created by nvshmem_create_tensor"):
+        U.nvshmem_free_tensor_sync(torch.zeros(4, device="cuda"))
+
+
+def test_create_tensors_peer_views(tp_group):
+    lws = U.get_triton_dist_local_world_size()
+    ts = U.nvshmem_create_tensors((4096, ), torch.int32, RANK, lws)
+    assert len(ts) == lws
+    me = RANK % lws
+    ts[me].fill_(RANK + 1)
+    torch.cuda.synchronize()
+    U.nvshmem_barrier_all_on_stream()
+    torch.cuda.synchronize()
+    base = RANK - me
+    for i, view in enumerate(ts):
+        assert int(view[0]) == base + i + 1 and int(view[-1]) == base + i + 1
+    # write into the next rank's buffer through its peer view, read it there
+    nxt = (me + 1) % lws
+    ts[nxt][1] = 1000 + RANK
+    torch.cuda.synchronize()
+    U.nvshmem_barrier_all_on_stream()
+    torch.cuda.synchronize()
+    prev = base + (me - 1) % lws
+    assert int(ts[me][1]) == 1000 + prev
+    U.nvshmem_free_tensor_sync(ts[me])
+
+
+def test_jit_kernel_calls_nvshmem_and_module_init_once(tp_group):
+    n0 = tdjit.module_init_count()
+    out = torch.zeros(1, dtype=torch.int32, device="cuda")
+    sym = U.nvshmem_create_tensor((WORLD, ), torch.int32)
+    sym.zero_()
+    torch.cuda.synchronize()
+    U.nvshmem_barrier_all_on_stream()
+    K.shmem_kernel[(1, )](out, sym)
+    torch.cuda.synchronize()
+    U.nvshmem_barrier_all_on_stream()
+    torch.cuda.synchronize()
+    assert int(out[0]) == RANK * 100 + WORLD
+    prev = (RANK - 1) % WORLD
+    assert int(sym[prev]) == prev + 7
+    assert tdjit.module_init_count() == n0 + 1
+    K.shmem_kernel[(1, )](out, sym)  # same module: no second init
+    torch.cuda.synchronize()
+    assert tdjit.module_init_count() == n0 + 1
+    x = torch.arange(256, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+    K.plain_kernel[(2, )](x, y, 256, BLOCK=128)  # plain triton.jit: untouched
+    K.dist_plain_kernel[(2, )](x, y, 256, BLOCK=128)  # links the library (libdevice call) but never reads it
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, torch.exp(x))
+    assert tdjit.module_init_count() == n0 + 1
+    U.nvshmem_barrier_all_on_stream()
+    torch.cuda.synchronize()
+    U.nvshmem_free_tensor_sync(sym)
