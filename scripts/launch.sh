@@ -13,7 +13,8 @@
 #                   (CUDA_VISIBLE_DEVICES / torch.cuda.device_count()), or 2 on a machine without GPUs, where
 #                   the ranks run on the CPU simulator.
 #   PYTHON          interpreter (default: ./.venv/bin/python if present, else python3)
-#   TRITON_DIST_BACKEND  nvshmem | rocshmem | sim (default: chosen from what the machine has)
+#   TRITON_DIST_BACKEND  nvshmem | rocshmem | sim (default: sim when no GPU is visible, else what the machine
+#                   has); with sim, TRITON_INTERPRET=1 is exported so kernels run in Triton's interpreter
 #
 # NVSHMEM is bootstrapped by triton_dist itself with a unique id carried over torch.distributed (no MPI, no
 # PMI launcher needed). Multicast defaults set here:
@@ -34,8 +35,17 @@ fi
 nproc="${NPROC_PER_NODE:-}"
 if [[ "$1" == "--nproc_per_node" || "$1" == "--nproc-per-node" ]]; then nproc="$2"; shift 2; fi
 if [[ "$1" == --nproc_per_node=* || "$1" == --nproc-per-node=* ]]; then nproc="${1#*=}"; shift; fi
+ngpu=$("$PYTHON" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)")
 if [[ -z "$nproc" ]]; then
-  nproc=$("$PYTHON" -c "import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; print(n or 2)")
+  nproc=$(( ngpu > 0 ? ngpu : 2 ))
+fi
+if [[ "$ngpu" -eq 0 && -z "${TRITON_DIST_BACKEND:-}" ]]; then
+  export TRITON_DIST_BACKEND=sim
+fi
+if [[ "${TRITON_DIST_BACKEND:-}" == "sim" ]]; then
+  # Kernels are interpreted on the simulator; set before the script imports triton, so that every @triton.jit
+  # function (Triton's standard library included) is an interpreted one.
+  export TRITON_INTERPRET=1
 fi
 if [[ "${NVSHMEM_DISABLE_NVLS:-1}" != "1" ]]; then
   echo "launch.sh: refusing NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS}: this wrapper never enables NVLink multicast" >&2

@@ -50,6 +50,32 @@ def bounded_wait_key() -> str:
     return os.environ.get(BOUNDED_WAIT_ENV, "").strip()
 
 
+_LOWERING_DIRS = ("language", "backends", os.path.join("tools", "profiler"))
+_lowering_fingerprint: Optional[str] = None
+
+
+def lowering_fingerprint() -> str:
+    """A hash of triton_dist's trace-time code (language declarations, per-target lowerings, profiler ops).
+
+    Part of every DistJITFunction cache key: Triton hashes a kernel's own source and its @jit callees, not the Python
+    builtins it calls, so without this an upgraded lowering would silently reuse kernels compiled by the old one."""
+    global _lowering_fingerprint
+    if _lowering_fingerprint is None:
+        root = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256()
+        for sub in _LOWERING_DIRS:
+            for dirpath, dirnames, filenames in sorted(os.walk(os.path.join(root, sub))):
+                dirnames.sort()
+                for name in sorted(filenames):
+                    if name.endswith(".py"):
+                        path = os.path.join(dirpath, name)
+                        h.update(os.path.relpath(path, root).encode())
+                        with open(path, "rb") as f:
+                            h.update(f.read())
+        _lowering_fingerprint = h.hexdigest()[:16]
+    return _lowering_fingerprint
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # extern libraries
 # ----------------------------------------------------------------------------------------------------------------
@@ -239,7 +265,8 @@ class DistJITFunction(JITFunction):
     @property
     def cache_key(self) -> str:
         base = JITFunction.cache_key.fget(self)
-        return hashlib.sha256(f"{base}-triton_dist-bw={bounded_wait_key()}".encode()).hexdigest()
+        key = f"{base}-triton_dist-{lowering_fingerprint()}-bw={bounded_wait_key()}"
+        return hashlib.sha256(key.encode()).hexdigest()
 
     # -- interpreter ---------------------------------------------------------------------------------------------
     def interpreted(self):
@@ -256,9 +283,10 @@ class DistJITFunction(JITFunction):
         if warmup:
             return None
         run_grid = _sim_run_grid()
-        if run_grid is None:
-            return interp.run(*args, grid=grid, warmup=warmup, **kwargs)
-        return run_grid(interp, grid, *args, **kwargs)
+        with _compat.interpreted_jit_calls():
+            if run_grid is None:
+                return interp.run(*args, grid=grid, warmup=warmup, **kwargs)
+            return run_grid(interp, grid, *args, **kwargs)
 
     # -- launch --------------------------------------------------------------------------------------------------
     def run(self, *args, grid, warmup, **kwargs):
