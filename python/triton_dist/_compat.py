@@ -94,8 +94,10 @@ def interp_atomics():
 
     Assumptions: the module exposes ``load(ptrs_u64, mask, other, np_dtype)``, ``store(ptrs_u64, values, mask)``,
     ``atomic_rmw(RMW_OP, ptrs_u64, values, mask, MEM_SEMANTIC)`` returning the old values and
-    ``atomic_cas(ptrs_u64, cmp, val, MEM_SEMANTIC)`` returning the old values. Integer 32/64-bit RMW/CAS are
-    hardware atomics (``std::atomic`` on the address), hence atomic across processes mapping the same memory.
+    ``atomic_cas(ptrs_u64, cmp, val, MEM_SEMANTIC)`` returning the old values. Integer 32/64-bit and fp32/fp64
+    RMW/CAS are hardware atomics (``std::atomic`` on the address), hence atomic across processes mapping the same
+    memory. Caveat (Triton's implementation): fp16/bf16 ``FADD`` and types without a lock-free ``std::atomic`` use a
+    process-local mutex, so they are NOT atomic across rank processes.
     """
     from triton._C.libtriton import interpreter as _interp
 
@@ -350,3 +352,219 @@ def interpreter_memory():
     from triton._C.libtriton import interpreter as _interp
 
     return _interp
+
+
+# --- helper B: `with` targets, interpreter atomics (simt_exec_region / language_extra) -----------------------------
+
+def _visit_with_frame():
+    """The frame of ``CodeGenerator.visit_With`` that is calling a context manager's ``__enter__`` right now, or None.
+
+    Assumption: stock Triton lowers ``with cm() as target:`` in ``CodeGenerator.visit_With`` by calling
+    ``cm.__enter__()`` inside a loop whose locals are ``self`` (the generator) and ``item`` (the ``ast.withitem``),
+    then binds ``self.visit(item.optional_vars)`` with ``set_value`` -- which, for a tuple target ``as (a, b)``,
+    binds nothing usable (the key is a ``tl.tuple`` of names).
+    """
+    import sys
+
+    from triton.compiler.code_generator import CodeGenerator
+
+    code = CodeGenerator.visit_With.__code__
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is code:
+            return f
+        f = f.f_back
+    return None
+
+
+def bind_with_tuple_target(values):
+    """Called from a context manager's ``__enter__`` while Triton compiles a ``with``: when the statement's target
+    is a tuple (``as (tid, n)``), bind each name to the matching element of ``values`` in the code generator and
+    hide the target from ``visit_With`` (it would bind the tuple under a bogus key). Returns an undo callable for
+    ``__exit__`` (restores the AST node), or None when there is nothing to do (``as name``, no target, or not
+    called from ``visit_With``).
+    """
+    import ast
+
+    frame = _visit_with_frame()
+    if frame is None:
+        return None
+    gen, item = frame.f_locals.get("self"), frame.f_locals.get("item")
+    target = getattr(item, "optional_vars", None)
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return None
+    if len(target.elts) != len(values):
+        raise ValueError(f"`with ... as (...)` unpacks {len(values)} values, got {len(target.elts)} names")
+    gen.assignTarget(target, tl_core.tuple(list(values)))
+    item.optional_vars = None
+
+    def undo():
+        item.optional_vars = target
+
+    return undo
+
+
+def interpreter_atomic_rmw(op: str, ptr_data, val_data, mask_data, sem: str):
+    """Run Triton's interpreter C++ atomic RMW (``op`` in add/fadd/and/or/xor/xchg) on raw addresses.
+
+    Assumption: ``triton._C.libtriton.interpreter.atomic_rmw(op, ptrs, vals, mask, sem)`` performs a real hardware
+    atomic on each address (so it is atomic across processes mapping the same memory) and returns the old values.
+    """
+    from triton._C.libtriton import interpreter as _interp
+
+    return _interp.atomic_rmw(getattr(_interp.RMW_OP, op.upper()), ptr_data, val_data, mask_data,
+                              getattr(_interp.MEM_SEMANTIC, sem.upper()))
+
+
+def interpreter_atomic_cas(ptr_data, cmp_data, val_data, sem: str):
+    """Triton's interpreter C++ compare-and-swap on raw addresses; returns the old values.
+
+    Assumption: ``triton._C.libtriton.interpreter.atomic_cas(ptrs, cmp, val, sem)`` is a real hardware CAS.
+    """
+    from triton._C.libtriton import interpreter as _interp
+
+    return _interp.atomic_cas(ptr_data, cmp_data, val_data, getattr(_interp.MEM_SEMANTIC, sem.upper()))
+
+
+def interpreter_load(ptr_data, dtype_np):
+    """Plain loads from raw addresses (Triton interpreter's C++ ``load``)."""
+    import numpy as np
+    from triton._C.libtriton import interpreter as _interp
+
+    dtype_np = np.dtype(dtype_np)
+    mask = np.ones(ptr_data.shape, dtype=bool)
+    return _interp.load(ptr_data, mask, np.zeros(ptr_data.shape, dtype=dtype_np), dtype_np)
+
+
+def interpreter_store(ptr_data, value_data):
+    """Plain stores to raw addresses (Triton interpreter's C++ ``store``)."""
+    import numpy as np
+    from triton._C.libtriton import interpreter as _interp
+
+    _interp.store(ptr_data, value_data, np.ones(ptr_data.shape, dtype=bool))
+
+
+def interpreter_tensor(data, dtype):
+    """Wrap a numpy array as an interpreter ``tl.tensor`` of scalar type ``dtype`` (shape taken from ``data``:
+    a 1-element array is a scalar). Assumption: ``triton.runtime.interpreter.TensorHandle(data, dtype)``."""
+    from triton.runtime.interpreter import TensorHandle
+
+    return tl_core.tensor(TensorHandle(data, dtype), dtype)
+
+
+def reset_loading_compiled_kernel() -> bool:
+    """From inside a ``kernel_load_end_hook``: mark the ``CompiledKernel`` being loaded as not loaded, so that its
+    next launch loads it again and re-runs the hooks (used when a hook refuses a module, e.g. NVSHMEM not yet
+    initialised). Returns whether it found the kernel.
+
+    Assumption: Triton calls the hook from ``CompiledKernel._init_handles`` (a frame whose ``self`` is the
+    kernel), which returns early while ``self.module`` is set, and ``run`` reloads while ``self._run`` is None.
+    """
+    import sys
+
+    from triton.compiler.compiler import CompiledKernel
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_init_handles" and isinstance(frame.f_locals.get("self"), CompiledKernel):
+            kernel = frame.f_locals["self"]
+            kernel.module = None
+            kernel.function = None
+            kernel._run = None
+            return True
+        frame = frame.f_back
+    return False
+
+
+def interpreter_value(data, dtype):
+    """A ``tl.tensor`` of the interpreter holding numpy ``data`` with Triton type ``dtype`` (scalar or block type;
+    0-d data becomes shape (1,), as the interpreter keeps scalars).
+
+    Assumption: interpreter values are ``tl.tensor(TensorHandle(np_array, scalar_dtype), type)``."""
+    import numpy as np
+    from triton.runtime.interpreter import TensorHandle
+
+    arr = np.asarray(data)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    return tensor(TensorHandle(arr, dtype.scalar if hasattr(dtype, "scalar") else dtype), dtype)
+
+
+def interpreter_data(value):
+    """The numpy array behind an interpreter ``tl.tensor`` (or ``np.asarray(value)`` for Python scalars)."""
+    import numpy as np
+
+    handle = getattr(value, "handle", None)
+    if handle is not None and hasattr(handle, "data"):
+        return handle.data
+    return np.asarray(unwrap_constexpr(value))
+
+
+# --- helper E (tools: profiler / AOT) -------------------------------------------------------------------------------
+
+def aggregate(cls):
+    """Turn ``cls`` into a Triton aggregate value type (a struct of ``tl.tensor`` / ``tl.constexpr`` fields that a
+    kernel can pass around, return from builtins, and carry through ``if`` / loops).
+
+    Assumptions: ``triton.language.core._aggregate(cls)`` exists (3.4+); fields are ``cls.__annotations__`` and
+    must all be set by ``__init__``; plain methods become methods of the value (called by the code generator with
+    ``_semantic`` injected when they are marked builtins, and as ordinary Python under the interpreter); the code
+    generator flattens the value into its tensor fields for control flow.
+    """
+    return tl_core._aggregate(cls)
+
+
+
+#: Base class of every Triton value (``tl.tensor``, ``tl.constexpr``, aggregates); used as an aggregate field type
+#: that admits both tensors and constexprs. Assumption: ``triton.language.core.base_value`` exists.
+base_value = tl_core.base_value
+
+
+# --- interpreted launches: plain @triton.jit callees --------------------------------------------------------------
+
+_jit_call_lock = __import__("threading").Lock()
+_jit_call_depth = 0
+_jit_call_saved = None
+_interpreted_twins: dict = {}
+
+
+def _call_interpreted_twin(self, *args, **kwargs):
+    from triton.runtime.interpreter import InterpretedFunction
+
+    twin = _interpreted_twins.get(self.fn)
+    if twin is None:
+        twin = _interpreted_twins.setdefault(self.fn, InterpretedFunction(self.fn))
+    return twin(*args, **kwargs)
+
+
+class interpreted_jit_calls:
+    """Context manager for the duration of an interpreted (simulator) launch: a plain ``JITFunction`` called as a
+    device function from the interpreted kernel — ``tl.sum`` and the rest of Triton's standard library when
+    ``triton`` was imported before the interpreter was switched on, or a user's ``@triton.jit`` helper defined then
+    — runs through an ``InterpretedFunction`` of the same Python function instead of raising.
+
+    Assumptions: ``JITFunction.__call__`` only raises ("Cannot call @triton.jit'd outside of the scope of a kernel");
+    ``InterpretedFunction(fn)(*args)`` is the interpreter's device-function call. Re-entrant and thread-safe
+    (programs of a simulator launch run as threads); the class attribute is restored when the last user exits.
+    """
+
+    def __enter__(self):
+        global _jit_call_depth, _jit_call_saved
+        from triton.runtime.jit import JITFunction
+
+        with _jit_call_lock:
+            if _jit_call_depth == 0:
+                _jit_call_saved = JITFunction.__dict__["__call__"]
+                JITFunction.__call__ = _call_interpreted_twin
+            _jit_call_depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _jit_call_depth
+        from triton.runtime.jit import JITFunction
+
+        with _jit_call_lock:
+            _jit_call_depth -= 1
+            if _jit_call_depth == 0:
+                JITFunction.__call__ = _jit_call_saved
+        return False

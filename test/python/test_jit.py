@@ -216,3 +216,20 @@ def test_no_shmem_bitcode_switch(monkeypatch):
     monkeypatch.setenv("TRITON_DIST_NO_SHMEM_BITCODE", "1")
     assert K.scale_kernel.compile_options_for(parse_target("cuda:90")) == {}
     assert tdjit.shmem_extern_libs("cuda") == {}
+
+
+def test_cache_key_covers_triton_dist_lowerings(monkeypatch):
+    # A kernel's cache key must change when triton_dist's lowering code changes, even though the kernel's own
+    # source did not: Triton only hashes the kernel and its @jit callees.
+    tjit = sys.modules["triton_dist.jit"]  # the attribute triton_dist.jit is the decorator
+
+    @triton_dist.jit
+    def k(p):
+        pass
+
+    key_now = k.cache_key
+    monkeypatch.setattr(tjit, "_lowering_fingerprint", "0123456789abcdef")
+    assert k.cache_key != key_now
+    monkeypatch.setattr(tjit, "_lowering_fingerprint", None)
+    assert k.cache_key == key_now
+    assert len(tjit.lowering_fingerprint()) == 16
