@@ -93,3 +93,18 @@ def test_console_script_entry_point_declared():
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml"), "rb") as f:
         scripts = tomllib.load(f)["project"]["scripts"]
     assert scripts["triton-dist-compile"] == "triton_dist.tools.compile:main"
+
+
+def test_stop_after_skips_later_stages(kernel_file, capsys):
+    rc = ctool.main([f"{kernel_file}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--target", "hip:gfx942",
+                     "--stage", "llir", "--stop-after", "llir"])
+    assert rc == 0 and "amdgcn-amd-amdhsa" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--stage", "ptx", "--stop-after", "llir"], "--stage ptx comes after --stop-after llir"),
+    (["--stage", "llir", "--stop-after", "sass"], "unknown --stop-after stage 'sass'"),
+])
+def test_stop_after_errors(kernel_file, argv, message):
+    res = _run(f"{kernel_file}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", *argv)
+    assert res.returncode == 2 and message in res.stderr

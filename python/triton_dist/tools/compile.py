@@ -6,7 +6,8 @@
 ``--signature`` lists the kernel's parameters in order: a type (``*fp32``, ``*bf16``, ``i32``, ``i64``, ``fp32``…,
 optionally ``:16`` for a 16-divisible pointer/int) or a literal, which becomes a constexpr (``1024``, ``True``).
 ``-D NAME=VALUE`` sets a constexpr by name instead. Stages: ttir, ttgir, llir, ptx (cuda), amdgcn (hip), and the
-binary stages cubin/hsaco are accepted for ``--out``. Any error in the arguments — unknown target, stage, file or
+binary stages cubin/hsaco are accepted for ``--out``. ``--stop-after STAGE`` skips the later stages (for kernels
+calling a device library that is not installed here, e.g. ROCSHMEM on AMD, whose calls cannot be assembled). Any error in the arguments — unknown target, stage, file or
 kernel — prints one line ``triton-dist-compile: error: …`` and exits with code 2.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import ast
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -36,6 +38,7 @@ class CompileRequest:
     signature: List[str]
     defines: Dict[str, object] = field(default_factory=dict)
     options: Dict[str, object] = field(default_factory=dict)
+    stop_after: Optional[str] = None  # skip the stages after this one (e.g. llir: kernels with unresolved externs)
 
 
 def _literal(text: str):
@@ -130,7 +133,30 @@ def compile_kernel(req: CompileRequest):
     extra = getattr(req.kernel, "compile_options_for", None)  # triton_dist.jit adds SHMEM bitcode etc.
     if extra is not None:
         options = {**extra(req.target), **options}
-    return triton.compile(src, target=to_gpu_target(req.target), options=options)
+    if req.stop_after is None:
+        return triton.compile(src, target=to_gpu_target(req.target), options=options)
+    old = triton.knobs.runtime.add_stages_inspection_hook
+
+    def skipped(src_text, md, binary):
+        if "name" not in md and isinstance(src_text, str):  # later stages normally record the kernel name
+            m = re.search(r"define\s+(?:\w+\s+)*void\s+@([A-Za-z_][A-Za-z0-9_]*)", src_text)
+            md["name"] = m.group(1) if m else req.kernel.__name__
+        return b"" if binary else ""
+
+    def hook(backend, stages, opts, language, capability):
+        if old is not None:
+            old(backend, stages, opts, language, capability)
+        names = list(stages)
+        if req.stop_after not in names:
+            raise UsageError(f"--stop-after {req.stop_after!r}: not a stage of this target ({', '.join(names)})")
+        for name in names[names.index(req.stop_after) + 1:]:
+            stages[name] = (lambda s, md, _b=name in ("cubin", "hsaco"): skipped(s, md, _b))
+
+    triton.knobs.runtime.add_stages_inspection_hook = hook
+    try:
+        return triton.compile(src, target=to_gpu_target(req.target), options=options)
+    finally:
+        triton.knobs.runtime.add_stages_inspection_hook = old
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -146,6 +172,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-stages", type=int, default=None)
     p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                    help="any other compile option, e.g. launch_cooperative_grid=True")
+    p.add_argument("--stop-after", default=None,
+                   help="do not run the stages after this one (for kernels calling device libraries not linked here)")
     p.add_argument("--out", "-o", default=None, help="write the stage to this file instead of stdout")
     return p
 
@@ -180,8 +208,16 @@ def run(argv=None) -> int:
         options["num_warps"] = args.num_warps
     if args.num_stages is not None:
         options["num_stages"] = args.num_stages
+    all_stages = ("ttir", "ttgir", "llir") + TEXT_STAGES[target.backend][3:] + BINARY_STAGES[target.backend]
+    if args.stop_after is not None:
+        if args.stop_after not in all_stages:
+            raise UsageError(f"unknown --stop-after stage {args.stop_after!r} for {target.backend}: choose one of "
+                             f"{', '.join(all_stages)}")
+        if all_stages.index(stage) > all_stages.index(args.stop_after):
+            raise UsageError(f"--stage {stage} comes after --stop-after {args.stop_after}: nothing to print")
     kernel = load_kernel(args.kernel, args.kernel_name)
-    req = CompileRequest(kernel, target, _split_signature(args.signature), _parse_kv(args.defines, "-D"), options)
+    req = CompileRequest(kernel, target, _split_signature(args.signature), _parse_kv(args.defines, "-D"), options,
+                         stop_after=args.stop_after)
     compiled = compile_kernel(req)
     asm = compiled.asm[stage]
     if args.out:

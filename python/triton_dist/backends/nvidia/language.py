@@ -1,0 +1,233 @@
+"""NVIDIA (PTX) lowerings of the ``triton_dist.language`` ops. Called by ``triton_dist.language.core`` at trace time.
+
+Memory-ordering summary:
+- ``wait``: every thread polls its share of the signals (thread t: t, t+ntid, ...) with ``ld.<sem>.<scope>.b32/b64``
+  (plain loads, no RMW), then ``bar.sync 0`` so every thread of the CTA is ordered after all the acquires.
+- ``notify``: ``bar.sync 0``, then thread 0 alone: ``membar.gl`` + ``st.relaxed.gpu`` / ``atom.relaxed.gpu.add``
+  (gpu), ``membar.sys`` + ``st.relaxed.sys`` / ``atom.relaxed.sys.add`` on the ``nvshmem_ptr`` address
+  (intra_node), ``membar.sys`` + ``nvshmemx_signal_op`` (inter_node).
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+from ... import _compat
+from ...language import _gpu
+from . import libshmem
+
+_PTX_SCOPE = {"cta": "cta", "gpu": "gpu", "sys": "sys"}
+
+# --------------------------------------------------------------------------------------------------- wait
+
+def _wait_asm(scope: str, sem: str, bits: int, bound_ns: int) -> str:
+    """PTX for the spin. Operands: unbounded: $0 token, $1 addr, $2 n, $3 value.
+    Bounded: $0 token, $1 timed-out flag, $2 last seen value, $3 index, $4 addr, $5 n, $6 value."""
+    b = bits
+    ld = f"ld.{sem}.{_PTX_SCOPE[scope]}.b{b}"
+    if not bound_ns:
+        return f"""{{
+.reg .pred %tdw_p<2>;
+.reg .b32 %tdw_i, %tdw_n;
+.reg .b64 %tdw_o, %tdw_a;
+.reg .b{b} %tdw_v;
+mov.u32 %tdw_i, %tid.x;
+mov.u32 %tdw_n, %ntid.x;
+TDW_OUTER:
+setp.ge.u32 %tdw_p0, %tdw_i, $2;
+@%tdw_p0 bra TDW_DONE;
+mul.wide.u32 %tdw_o, %tdw_i, {b // 8};
+add.s64 %tdw_a, $1, %tdw_o;
+TDW_SPIN:
+{ld} %tdw_v, [%tdw_a];
+setp.ne.b{b} %tdw_p1, %tdw_v, $3;
+@%tdw_p1 bra TDW_SPIN;
+add.u32 %tdw_i, %tdw_i, %tdw_n;
+bra TDW_OUTER;
+TDW_DONE:
+bar.sync 0;
+mov.u32 $0, 0;
+}}"""
+    return f"""{{
+.reg .pred %tdw_p<3>;
+.reg .b32 %tdw_i, %tdw_n;
+.reg .b64 %tdw_o, %tdw_a, %tdw_t0, %tdw_t1;
+.reg .b{b} %tdw_v;
+mov.u64 %tdw_t0, %globaltimer;
+mov.u32 %tdw_i, %tid.x;
+mov.u32 %tdw_n, %ntid.x;
+mov.b{b} %tdw_v, $6;
+TDW_OUTER:
+setp.ge.u32 %tdw_p0, %tdw_i, $5;
+@%tdw_p0 bra TDW_DONE;
+mul.wide.u32 %tdw_o, %tdw_i, {b // 8};
+add.s64 %tdw_a, $4, %tdw_o;
+TDW_SPIN:
+{ld} %tdw_v, [%tdw_a];
+setp.eq.b{b} %tdw_p1, %tdw_v, $6;
+@%tdw_p1 bra TDW_NEXT;
+mov.u64 %tdw_t1, %globaltimer;
+sub.u64 %tdw_t1, %tdw_t1, %tdw_t0;
+setp.gt.u64 %tdw_p2, %tdw_t1, {bound_ns};
+@%tdw_p2 bra TDW_TIMEOUT;
+bra TDW_SPIN;
+TDW_NEXT:
+add.u32 %tdw_i, %tdw_i, %tdw_n;
+bra TDW_OUTER;
+TDW_TIMEOUT:
+mov.u32 $1, 1;
+mov.b{b} $2, %tdw_v;
+mov.u32 $3, %tdw_i;
+bra TDW_END;
+TDW_DONE:
+bar.sync 0;
+mov.u32 $1, 0;
+mov.b{b} $2, $6;
+mov.u32 $3, 0;
+TDW_END:
+mov.u32 $0, 0;
+}}"""
+
+
+def _wait_operands(ptr, n, value, bits, _semantic):
+    vty = tl.int64 if bits == 64 else tl.int32
+    addr = _semantic.cast(ptr, tl.int64)
+    n = _semantic.cast(_semantic.to_tensor(n), tl.int32)
+    value = _semantic.cast(_semantic.to_tensor(value), vty)
+    return addr, n, value, vty
+
+
+@_compat.dist_builtin
+def _my_pe(_semantic=None):
+    return libshmem.call("my_pe", _semantic=_semantic)
+
+
+#: A pure "1" the compiler cannot fold: the spin is emitted inside ``if on != 0`` so that Triton's software
+#: pipeliner can predicate it (it predicates scf.if by AND-ing its condition; a bare side-effecting inline asm
+#: makes the pipeliner fail with "doesn't know how to predicate this op").
+_ON_ASM = "mov.u32 $0, 1;"
+
+
+@_compat.jit_function
+def _wait_guarded(addr, n, value, ASM: tl.constexpr, CONSTRAINTS: tl.constexpr, ON_ASM: tl.constexpr,
+                  BOUNDED: tl.constexpr, DTYPES: tl.constexpr, BYTES: tl.constexpr, TRAP_ASM: tl.constexpr):
+    on = tl.inline_asm_elementwise(ON_ASM, "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+    tok = 0
+    if on != 0:
+        if BOUNDED:
+            tok, flag, seen, idx = tl.inline_asm_elementwise(ASM, CONSTRAINTS, [addr, n, value],
+                                                             dtype=DTYPES,
+                                                             is_pure=False, pack=1)
+            if flag != 0:  # only the thread(s) that timed out: report, then trap (the host gets an error)
+                tl.device_print("triton_dist dl.wait TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, address, "
+                                "expected, seen =", _my_pe(), tl.program_id(0), addr + idx.to(tl.int64) * BYTES,
+                                value, seen)
+                tl.inline_asm_elementwise(TRAP_ASM, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            tok = tl.inline_asm_elementwise(ASM, CONSTRAINTS, [addr, n, value], dtype=tl.int32, is_pure=False,
+                                            pack=1)
+    return tok
+
+
+def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic, _generator=None, target=None):
+    addr, n, value, vty = _wait_operands(ptr, n, value, bits, _semantic)
+    vc = "l" if bits == 64 else "r"
+    if _generator is None:
+        raise RuntimeError("dl.wait: must be called from inside a kernel being compiled")
+    if not bound_ms:
+        asm, cons = _wait_asm(scope, sem, bits, 0), f"=r,l,r,{vc}"
+    else:
+        asm, cons = _wait_asm(scope, sem, bits, int(bound_ms) * 1_000_000), f"=r,=r,={vc},=r,l,r,{vc}"
+    return _compat.call_jit(_generator, _wait_guarded, [
+        addr, n, value, tl.constexpr(asm), tl.constexpr(cons), tl.constexpr(_ON_ASM), tl.constexpr(bool(bound_ms)),
+        tl.constexpr((tl.int32, tl.int32, vty, tl.int32)), tl.constexpr(bits // 8), tl.constexpr("trap;")])
+
+
+# --------------------------------------------------------------------------------------------------- tokens
+
+_ZERO_ASM = "mov.u32 $0, 0;"
+
+
+def consume_token(value, token, *, _semantic, target=None):
+    return _gpu.consume_token(value, token, _ZERO_ASM, "=r,r", _semantic)
+
+
+# --------------------------------------------------------------------------------------------------- shmem
+
+def rank(*, _semantic, target=None):
+    return _gpu.rank(libshmem, _semantic)
+
+
+def num_ranks(*, _semantic, target=None):
+    return _gpu.num_ranks(libshmem, _semantic)
+
+
+def symm_at(ptr, rank, *, _semantic, target=None):
+    return _gpu.symm_at(ptr, _semantic.to_tensor(rank), libshmem, _semantic)
+
+
+def _notify_asm(scope: str, sig_op: str) -> str:
+    """bar.sync 0; then thread 0: membar.{gl|sys}; st.relaxed / atom.relaxed.add. Operands $0 dummy, $1 addr, $2 sig."""
+    membar = "membar.gl" if scope == "gpu" else "membar.sys"
+    if sig_op == "set":
+        op = f"@%tdn_p st.relaxed.{scope}.b64 [$1], $2;"
+    else:
+        op = f"@%tdn_p atom.relaxed.{scope}.add.u64 %tdn_old, [$1], $2;"
+    return f"""{{
+.reg .pred %tdn_p;
+.reg .b32 %tdn_t;
+.reg .b64 %tdn_old;
+bar.sync 0;
+mov.u32 %tdn_t, %tid.x;
+setp.eq.u32 %tdn_p, %tdn_t, 0;
+@%tdn_p {membar};
+{op}
+mov.u32 $0, 0;
+}}"""
+
+
+_FENCE_ASM = """{
+bar.sync 0;
+membar.sys;
+mov.u32 $0, 0;
+}"""
+
+_TID_ASM = "mov.u32 $0, %tid.x;"
+
+
+@_compat.dist_builtin
+def _signal_op(addr, sig, op, pe, _semantic=None):
+    return libshmem.call("signal_op", addr, sig, op, pe, _semantic=_semantic)
+
+
+@_compat.jit_function
+def _notify_inter(addr, sig, op, pe, FENCE_ASM: tl.constexpr, TID_ASM: tl.constexpr):
+    # every thread: barrier + system fence; thread 0 alone: the signal op.
+    tl.inline_asm_elementwise(FENCE_ASM, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+    tid = tl.inline_asm_elementwise(TID_ASM, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+    if tid == 0:
+        _signal_op(addr, sig, op, pe)
+
+
+def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None, target=None):
+    rank = _semantic.cast(_semantic.to_tensor(rank), tl.int32)
+    sig = _semantic.cast(_semantic.to_tensor(signal), tl.uint64)
+    if comm_scope == "inter_node":
+        addr = _semantic.cast(ptr, tl.int64)
+        op = _semantic.to_tensor(libshmem.SIGNAL_OPS[sig_op])
+        if _generator is None:
+            raise RuntimeError("dl.notify: inter_node needs the code generator (call it from a kernel)")
+        _compat.call_jit(_generator, _notify_inter, [addr, sig, op, rank, tl.constexpr(_FENCE_ASM),
+                                                      tl.constexpr(_TID_ASM)])
+        return None
+    if comm_scope == "intra_node":
+        ptr = symm_at(ptr, rank, _semantic=_semantic)
+        scope = "sys"
+    else:
+        scope = "gpu"
+    addr = _semantic.cast(ptr, tl.int64)
+    _gpu.asm(_notify_asm(scope, sig_op), "=r,l,l", [addr, sig], tl.int32, _semantic)
+    return None
+
+
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _semantic, target=None):
+    return _gpu.extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic)

@@ -1,0 +1,182 @@
+"""CPU-simulator lowerings of the ``triton_dist.language`` ops (Triton interpreter, ``TRITON_INTERPRET=1``).
+
+The interpreter runs each program as one sequential thread of numpy code, so "one thread" and "every thread"
+coincide. Memory is the real memory of this process (the symmetric heap is a shared mapping, see
+``triton_dist.runtime.sim``); signals are read and written with the interpreter's C++ atomics, which are real
+atomics across processes:
+- ``wait``: acquire (or relaxed) atomic loads of each signal until it equals the value; after
+  ``ctx.wait_timeout_s`` raises ``RuntimeError`` naming op, rank, address, expected and seen value.
+- ``notify``: release atomic exchange ("set") / add ("add") on the signal; the target is translated into the
+  peer's partition for intra_node / inter_node. Every earlier store of the program is visible before the signal.
+- ``extern_call``: only functions registered with :func:`register_extern` can run.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict
+
+import numpy as np
+import triton.language as tl
+
+from ... import _compat
+from ...runtime.sim import context as sim_context
+
+_EXTERNS: Dict[str, Callable] = {}
+
+#: default spin timeout when no simulator context is installed (single-process use)
+DEFAULT_WAIT_TIMEOUT_S = 30.0
+
+
+def register_extern(symbol: str, pyfunc: Callable) -> None:
+    """Make ``dl.extern_call`` to ``symbol`` runnable under the simulator: ``pyfunc(*numpy_args)`` gets the numpy
+    arrays of the arguments (pointers as uint64 addresses) and returns a numpy array / scalar (or None for void)."""
+    if not callable(pyfunc):
+        raise TypeError(f"register_extern({symbol!r}, ...): pyfunc must be callable")
+    _EXTERNS[symbol] = pyfunc
+
+
+def unregister_extern(symbol: str) -> None:
+    _EXTERNS.pop(symbol, None)
+
+
+def _ctx(required: bool, op: str):
+    if sim_context.is_active():
+        return sim_context.current()
+    if required:
+        sim_context.current()  # raises the runtime's clear "not initialised" error
+    return None
+
+
+def _scalar(value) -> int:
+    arr = np.asarray(_compat.interpreter_data(value)).reshape(-1)
+    if arr.size != 1:
+        raise TypeError(f"expected a scalar, got an array of shape {arr.shape}")
+    return int(arr[0])
+
+
+def _np_int(bits: int):
+    return np.int64 if bits == 64 else np.int32
+
+
+def _atomic_read(addr: int, bits: int, sem) -> int:
+    mem = _compat.interpreter_memory()
+    old = mem.atomic_rmw(mem.RMW_OP.ADD, np.array([addr], dtype=np.uint64), np.zeros(1, dtype=_np_int(bits)),
+                         np.ones(1, dtype=bool), sem)
+    return int(old[0])
+
+
+def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic=None, _generator=None, target=None):
+    ctx = _ctx(False, "wait")
+    mem = _compat.interpreter_memory()
+    msem = mem.MEM_SEMANTIC.ACQUIRE if sem == "acquire" else mem.MEM_SEMANTIC.RELAXED
+    base, count, expected = _scalar(ptr), _scalar(n), _scalar(value)
+    if bits == 32:
+        expected = int(np.array(expected).astype(np.int64).astype(np.int32))  # wrap like the GPU compare
+    timeout = getattr(ctx, "wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S) if ctx is not None else DEFAULT_WAIT_TIMEOUT_S
+    if bound_ms:
+        timeout = min(timeout, bound_ms / 1000.0)
+    step = bits // 8
+    if count <= 0:
+        return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
+    if ctx is not None and hasattr(ctx, "spin_wait"):  # the sim runtime's waiter (abort-aware, names the heap slot)
+        addrs = base + step * np.arange(count, dtype=np.uint64)
+        ctx.spin_wait(addrs, expected, nbytes=step, cmp="eq", op=f"dl.wait(scope={scope}, semantic={sem})",
+                      signed=True, timeout_s=(bound_ms / 1000.0) if bound_ms else None)
+        return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
+    for i in range(count):
+        addr = base + i * step
+        start = time.monotonic()
+        pause = 0.0
+        while True:
+            seen = _atomic_read(addr, bits, msem)
+            if seen == expected:
+                break
+            if time.monotonic() - start > timeout:
+                rank = ctx.rank if ctx is not None else 0
+                raise RuntimeError(f"dl.wait timed out after {timeout:g} s on rank {rank}: signal {i} of {count} at "
+                                   f"address {addr:#x} expected {expected}, last seen {seen} (scope={scope}, "
+                                   f"semantic={sem})")
+            time.sleep(pause)
+            pause = min(pause * 2 or 1e-6, 1e-3)
+    return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
+
+
+def consume_token(value, token, *, _semantic=None, target=None):
+    return value  # the interpreter executes in program order
+
+
+def rank(*, _semantic=None, target=None):
+    return _compat.interpreter_value(np.array([_ctx(True, "rank").rank], dtype=np.int32), tl.int32)
+
+
+def num_ranks(*, _semantic=None, target=None):
+    return _compat.interpreter_value(np.array([_ctx(True, "num_ranks").world_size], dtype=np.int32), tl.int32)
+
+
+def _check_peer(op, ctx, peer):
+    if not 0 <= peer < ctx.world_size:
+        raise ValueError(f"dl.{op}: rank {peer} out of range (world size {ctx.world_size})")
+
+
+def symm_at(ptr, rank, *, _semantic=None, target=None):
+    ctx = _ctx(True, "symm_at")
+    peer = _scalar(rank)
+    _check_peer("symm_at", ctx, peer)
+    data = np.asarray(_compat.interpreter_data(ptr)).astype(np.uint64)
+    out = np.asarray(ctx.translate(data, peer), dtype=np.uint64).reshape(data.shape)
+    return _compat.interpreter_value(out, ptr.type)
+
+
+def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic=None, _generator=None, target=None):
+    ctx = _ctx(comm_scope != "gpu", "notify")
+    addr = _scalar(ptr)
+    if comm_scope != "gpu":
+        peer = _scalar(rank)
+        _check_peer("notify", ctx, peer)
+        addr = int(np.asarray(ctx.translate(np.array([addr], dtype=np.uint64), peer)).reshape(-1)[0])
+    mem = _compat.interpreter_memory()
+    op = mem.RMW_OP.XCHG if sig_op == "set" else mem.RMW_OP.ADD
+    sig = np.array([_scalar(signal)], dtype=np.uint64).astype(np.int64)
+    mem.atomic_rmw(op, np.array([addr], dtype=np.uint64), sig, np.ones(1, dtype=bool),
+                   mem.MEM_SEMANTIC.ACQUIRE_RELEASE)
+    return None
+
+
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _semantic=None, target=None):
+    symbols = sorted({v[0] for v in arg_type_symbol_dict.values()})
+    missing = [s for s in symbols if s not in _EXTERNS]
+    if missing:
+        raise RuntimeError(f"dl.extern_call: {', '.join(missing)} (from {lib_name}) cannot run under the simulator: "
+                           f"device-library calls have no CPU implementation unless one is registered with "
+                           f"triton_dist.backends.sim.language.register_extern(symbol, pyfunc)")
+    dtypes = tuple(a.dtype if isinstance(a, tl.tensor) else _infer_dtype(a) for a in args)
+    if dtypes in arg_type_symbol_dict:
+        symbol, ret = arg_type_symbol_dict[dtypes]
+    elif len(arg_type_symbol_dict) == 1:
+        symbol, ret = next(iter(arg_type_symbol_dict.values()))
+    else:
+        raise TypeError(f"dl.extern_call: no entry for argument dtypes {dtypes} in arg_type_symbol_dict")
+    res = _EXTERNS[symbol](*[np.asarray(_compat.interpreter_data(a)) for a in args])
+    shapes = [a.type.shape for a in args if isinstance(a, tl.tensor) and a.type.is_block()]
+    if ret is None or ret == tl.void or res is None:
+        return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
+    arr = np.asarray(res).astype(_np_dtype(ret))
+    ty = tl.block_type(ret, shapes[0]) if shapes else ret
+    return _compat.interpreter_value(arr, ty)
+
+
+def _infer_dtype(v):
+    v = _compat.unwrap_constexpr(v)
+    if isinstance(v, bool):
+        return tl.int1
+    if isinstance(v, int):
+        return tl.int32 if -2**31 <= v < 2**31 else tl.int64
+    if isinstance(v, float):
+        return tl.float32
+    raise TypeError(f"dl.extern_call: unsupported argument {v!r}")
+
+
+def _np_dtype(dt):
+    return {"int1": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+            "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+            "fp16": np.float16, "fp32": np.float32, "fp64": np.float64}.get(dt.name, np.float32)

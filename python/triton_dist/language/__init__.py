@@ -1,0 +1,14 @@
+"""``triton_dist.language`` (import as ``dl``): distributed ops for Triton kernels.
+
+Ops: :func:`wait`, :func:`consume_token`, :func:`rank`, :func:`num_ranks`, :func:`symm_at`, :func:`notify`,
+:func:`extern_call`, and the SIMT region helpers (``simt_exec_region``, ``vector``, ``make_vector``,
+``zeros_vector``, ``extract``, ``insert``). Each op is declared once in ``core`` and lowered at trace time for
+NVIDIA, AMD or the CPU simulator.
+"""
+from .core import (wait, consume_token, rank, num_ranks, symm_at, notify, extern_call)  # noqa: F401
+
+__all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "extern_call"]
+
+from .simt import simt_exec_region, vector, make_vector, zeros_vector, extract, insert  # noqa: F401,E402
+
+__all__ += ["simt_exec_region", "vector", "make_vector", "zeros_vector", "extract", "insert"]

@@ -1,0 +1,78 @@
+"""Target-independent pieces of the GPU lowerings (no asm, no SHMEM symbols: those come in as arguments from
+``triton_dist.backends.{nvidia,amd}``)."""
+from __future__ import annotations
+
+import triton.language as tl
+
+from .. import _compat
+
+#: Divisibility re-asserted on opaque zeros and translated symmetric bases (symmetric heaps are >= 16-byte aligned).
+ALIGN = 16
+
+
+def asm(text, constraints, args, dtype, _semantic, is_pure=False):
+    return tl.inline_asm_elementwise(text, constraints, args, dtype, is_pure, 1, _semantic=_semantic)
+
+
+def opaque_zero(token, zero_asm, zero_constraints, _semantic):
+    """An int32 0 the compiler cannot see through, data-dependent on ``token``, marked 16-divisible."""
+    z = asm(zero_asm, zero_constraints, [token], tl.int32, _semantic, is_pure=True)
+    return _compat.set_divisibility(z, ALIGN)
+
+
+def consume_token(value, token, zero_asm, zero_constraints, _semantic):
+    zero = opaque_zero(token, zero_asm, zero_constraints, _semantic)
+    ty = value.type
+    if ty.is_ptr() and ty.element_ty.is_block():  # block pointer
+        ndim = len(ty.element_ty.shape)
+        return _semantic.advance(value, [zero] * ndim)
+    dt = value.dtype
+    if dt.is_ptr():
+        return _semantic.add(value, zero, True)
+    if dt.is_int() and dt.primitive_bitwidth == 1:
+        return _semantic.or_(value, _semantic.cast(zero, tl.int1))
+    if dt.is_int():
+        return _semantic.add(value, _semantic.cast(zero, dt), True)
+    if dt.is_floating():
+        ity = {16: tl.int16, 32: tl.int32, 64: tl.int64}.get(dt.primitive_bitwidth)
+        if ity is None:
+            raise TypeError(f"dl.consume_token: unsupported value dtype {dt}")
+        as_int = _semantic.bitcast(value, ity)
+        as_int = _semantic.add(as_int, _semantic.cast(zero, ity), True)
+        return _semantic.bitcast(as_int, dt)
+    raise TypeError(f"dl.consume_token: unsupported value type {ty}")
+
+
+def symm_at(ptr, rank, shmem, _semantic):
+    """Translate with ``shmem.call("ptr", addr, rank)``. A scalar pointer is translated once and re-marked
+    16-divisible (symmetric allocations are aligned), so ``symm_at(base, r) + offsets`` vectorises like a local
+    access; a null result (peer not load/store-reachable) stays null. A tensor of pointers is translated element
+    by element (correct, but its axis info is lost: translate the scalar base instead)."""
+    ptr_ty = ptr.type
+    rank = _semantic.cast(rank, tl.int32) if rank.dtype != tl.int32 else rank
+    addr = _semantic.cast(ptr, tl.int64)
+    out = shmem.call("ptr", addr, rank, _semantic=_semantic)
+    if ptr_ty.is_block():
+        return _semantic.cast(out, ptr.dtype)
+    res = _semantic.cast(out, ptr_ty)  # int_to_ptr: AxisInfo takes the hint on this op
+    return _compat.set_divisibility(res, ALIGN)
+
+
+def rank(shmem, _semantic):
+    return shmem.call("my_pe", _semantic=_semantic)
+
+
+def num_ranks(shmem, _semantic):
+    return shmem.call("n_pes", _semantic=_semantic)
+
+
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic):
+    from ._extern import Extern, call_extern
+
+    conv = [a if isinstance(a, tl.tensor) else _semantic.to_tensor(a) for a in args]
+    key = tuple(a.dtype for a in conv)
+    if key not in arg_type_symbol_dict:
+        raise TypeError(f"dl.extern_call: no entry for argument dtypes {key} in arg_type_symbol_dict "
+                        f"(has: {list(arg_type_symbol_dict)})")
+    symbol, ret = arg_type_symbol_dict[key]
+    return call_extern(lib_name, lib_path, Extern(symbol, key, ret, is_pure), conv, _semantic)

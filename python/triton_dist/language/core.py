@@ -1,0 +1,216 @@
+"""The ``triton_dist.language`` (``dl``) ops: declared once here, lowered per target in ``triton_dist.backends``.
+
+Each op checks its arguments (types, strings) and raises a ``ValueError``/``TypeError`` naming the op, the bad value
+and the accepted ones; Triton's code generator turns it into a ``CompilationError`` at trace time, before launch.
+The lowering is picked at trace time from the kernel's compile options (``cuda`` / ``hip``) or the interpreter
+(``sim``) via :func:`triton_dist.backends.lowering_for`.
+"""
+from __future__ import annotations
+
+import os
+
+import triton.language as tl
+
+from .. import _compat
+from ..backends import lowering_for
+
+__all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "extern_call",
+           "bounded_wait_ms", "WAIT_SCOPES", "WAIT_SEMANTICS", "SIG_OPS", "COMM_SCOPES"]
+
+WAIT_SCOPES = ("cta", "gpu", "sys")
+WAIT_SEMANTICS = ("acquire", "relaxed")
+SIG_OPS = ("set", "add")
+COMM_SCOPES = ("gpu", "intra_node", "inter_node")
+
+#: Env var read at COMPILE (trace) time: a timeout in milliseconds for every ``dl.wait`` (unset/0 = off).
+BOUNDED_WAIT_ENV = "TRITON_DIST_BOUNDED_WAIT"
+
+
+def bounded_wait_ms() -> int:
+    """The bounded-wait timeout in ms from ``TRITON_DIST_BOUNDED_WAIT`` (0 = off). Read when a kernel is traced,
+    so it must be part of the kernel cache key (``triton_dist.jit`` folds it in)."""
+    text = os.environ.get(BOUNDED_WAIT_ENV, "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{BOUNDED_WAIT_ENV}={text!r}: expected a timeout in milliseconds (integer >= 0)") from None
+    if value < 0:
+        raise ValueError(f"{BOUNDED_WAIT_ENV}={text!r}: expected a timeout in milliseconds (integer >= 0)")
+    return value
+
+
+def _c(v):
+    return _compat.unwrap_constexpr(v)
+
+
+def _choice(op, name, value, accepted):
+    value = _c(value)
+    if not isinstance(value, str) or value not in accepted:
+        raise ValueError(f"dl.{op}: {name}={value!r} is not supported; accepted: {', '.join(map(repr, accepted))}")
+    return value
+
+
+def _is_tensor(x):
+    return isinstance(x, tl.tensor)
+
+
+def _pointee(op, name, ptr):
+    """The element dtype of a (scalar or block) pointer ``ptr``; error if ``ptr`` is not a pointer."""
+    if not _is_tensor(ptr) or not ptr.dtype.is_ptr():
+        shown = getattr(ptr, "type", None) or type(_c(ptr)).__name__
+        raise TypeError(f"dl.{op}: {name} must be a pointer (scalar or tensor of pointers), got {shown}")
+    return ptr.dtype.element_ty
+
+
+def _int_arg(op, name, value, _semantic, target):
+    """An integer argument as a scalar tensor (interpreter: as-is)."""
+    v = _c(value)
+    if isinstance(v, bool) or not (isinstance(v, int) or (_is_tensor(v) and v.dtype.is_int())):
+        raise TypeError(f"dl.{op}: {name} must be an integer (Python int or integer scalar), got "
+                        f"{getattr(v, 'type', type(v).__name__)}")
+    if _is_tensor(v) and v.type.is_block():
+        raise TypeError(f"dl.{op}: {name} must be a scalar, got a block {v.type}")
+    return v
+
+
+@_compat.dist_builtin
+def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None, _generator=None):
+    """Spin until each of the ``numBarriers`` consecutive signals at ``barrierPtrs`` equals ``waitValue``.
+
+    Signals are 32- or 64-bit integers (by pointee type). ``scope`` in {"cta", "gpu", "sys"}, ``semantic`` in
+    {"acquire", "relaxed"}. Who executes: every thread of the program; the barriers are spread over the threads
+    (NVIDIA: thread t polls t, t+ntid, ...; AMD: lane l of every wavefront polls l, l+64, ...), then a CTA /
+    workgroup barrier orders every thread of the program after the wait (so call it in CTA-uniform control flow).
+    With ``semantic="acquire"`` every load/store after the wait (of any thread of the program) observes what the
+    signalling side published before its release. Returns an int32 token (value 0, opaque to the compiler); pass it
+    to :func:`consume_token` so that loads cannot be scheduled above the wait.
+    Bounded mode (``TRITON_DIST_BOUNDED_WAIT=<ms>`` at compile time): a wait exceeding the bound prints rank,
+    program id, address, expected and seen value and traps.
+    """
+    scope = _choice("wait", "scope", scope, WAIT_SCOPES)
+    sem = _choice("wait", "semantic", semantic, WAIT_SEMANTICS)
+    elem = _pointee("wait", "barrierPtrs", barrierPtrs)
+    if barrierPtrs.type.is_block():
+        raise TypeError(f"dl.wait: barrierPtrs must be a scalar pointer to the first signal, got {barrierPtrs.type}")
+    if not elem.is_int() or elem.primitive_bitwidth not in (32, 64):
+        raise TypeError(f"dl.wait: signals must be 32- or 64-bit integers, got pointer to {elem} "
+                        f"(accepted pointee types: int32, uint32, int64, uint64)")
+    target, impl = lowering_for(_semantic, "language")
+    n = _int_arg("wait", "numBarriers", numBarriers, _semantic, target)
+    val = _int_arg("wait", "waitValue", waitValue, _semantic, target)
+    return impl.wait(barrierPtrs, n, scope, sem, val, elem.primitive_bitwidth, bounded_wait_ms(),
+                     _semantic=_semantic, _generator=_generator, target=target)
+
+
+@_compat.dist_builtin
+def consume_token(value, token, _semantic=None):
+    """Return ``value`` unchanged, but data-dependent on ``token`` (from :func:`wait`).
+
+    Accepts scalar pointers, tensors of pointers, integer/float scalars and tensors, block pointers
+    (``tl.make_block_ptr``; advanced by an opaque zero) and tensor descriptors. Zero run-time cost for pointers and
+    integers (one register move to materialise the opaque zero); float tensors pay one integer add per element.
+    Loads through the result cannot be scheduled above the wait (the pointer depends on the token), and the
+    divisibility of pointers is preserved so that loads still vectorise.
+    Tensor descriptors are returned UNCHANGED (their handle cannot carry a dependency): to order
+    ``desc.load([x, y])`` after a wait, consume the token into the coordinates instead:
+    ``x = dl.consume_token(x, token)``.
+    """
+    token = _c(token)
+    if not _is_tensor(token) or not token.dtype.is_int() or token.type.is_block():
+        raise TypeError(f"dl.consume_token: token must be the int32 scalar returned by dl.wait, got "
+                        f"{getattr(token, 'type', type(token).__name__)}")
+    value = _c(value)
+    if isinstance(value, tl.core.tensor_descriptor_base):
+        return value
+    target, impl = lowering_for(_semantic, "language")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not target.is_sim:
+        value = _semantic.to_tensor(value)  # e.g. a descriptor coordinate
+    if not _is_tensor(value) and not (target.is_sim and isinstance(value, (int, float))):
+        raise TypeError(f"dl.consume_token: value must be a pointer, tensor, block pointer or tensor descriptor, "
+                        f"got {type(value).__name__}")
+    return impl.consume_token(value, token, _semantic=_semantic, target=target)
+
+
+def _check_axis(op, axis):
+    axis = _c(axis)
+    if axis is None or axis == -1:
+        return
+    raise ValueError(f"dl.{op}: axis={axis!r}: device meshes not supported yet (only axis=-1, the whole world)")
+
+
+@_compat.dist_builtin
+def rank(axis=-1, _semantic=None):
+    """This PE's rank in the world (int32). Executed by every thread (a SHMEM query, no memory ordering)."""
+    _check_axis("rank", axis)
+    target, impl = lowering_for(_semantic, "language")
+    return impl.rank(_semantic=_semantic, target=target)
+
+
+@_compat.dist_builtin
+def num_ranks(axis=-1, _semantic=None):
+    """Number of PEs in the world (int32). Executed by every thread."""
+    _check_axis("num_ranks", axis)
+    target, impl = lowering_for(_semantic, "language")
+    return impl.num_ranks(_semantic=_semantic, target=target)
+
+
+@_compat.dist_builtin
+def symm_at(ptr, rank, _semantic=None):
+    """The address of symmetric ``ptr`` (scalar or tensor of pointers) on PE ``rank``: same pointer type.
+
+    Translates the scalar base once (``nvshmem_ptr`` / ``rocshmem_ptr``; the simulator translates into the peer's
+    heap partition) and re-applies the offsets, so loads/stores through the result vectorise like local ones
+    (the translated base is assumed 16-byte aligned, as symmetric allocations are). No memory ordering.
+    """
+    _pointee("symm_at", "ptr", ptr)
+    target, impl = lowering_for(_semantic, "language")
+    r = _int_arg("symm_at", "rank", rank, _semantic, target)
+    return impl.symm_at(ptr, r, _semantic=_semantic, target=target)
+
+
+@_compat.dist_builtin
+def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic=None, _generator=None):
+    """Raise the 64-bit signal at symmetric ``ptr`` on PE ``rank``: ``set`` stores ``signal``, ``add`` adds it.
+
+    Who executes: ONE thread of the program issues the signal, after a CTA/workgroup barrier.
+    ``comm_scope``: "gpu" (``ptr`` on this GPU, gpu-scope release), "intra_node" (peer reached by load/store
+    through ``symm_at``, system-scope release), "inter_node" (``nvshmemx_signal_op`` / rocSHMEM equivalent).
+    Ordering contract (STRONGER than the reference, which only fences the signalling thread): every global write
+    issued by ANY thread of this program before ``notify`` is visible at ``rank`` before ``rank`` can observe the
+    signal. Why it holds: the barrier makes all the program's earlier writes happen-before the signalling thread's
+    next instruction (barriers synchronise at CTA scope), and the following release fence at gpu/system scope is
+    cumulative, so those writes are ordered before the signal store (PTX / HSA release cumulativity); for
+    inter_node, nvshmemx_signal_op orders the calling thread's prior writes (its fence is likewise cumulative).
+    Returns nothing.
+    """
+    sig_op = _choice("notify", "sig_op", sig_op, SIG_OPS)
+    comm_scope = _choice("notify", "comm_scope", comm_scope, COMM_SCOPES)
+    elem = _pointee("notify", "ptr", ptr)
+    if ptr.type.is_block():
+        raise TypeError(f"dl.notify: ptr must be a scalar pointer to one signal, got {ptr.type}")
+    if not elem.is_int() or elem.primitive_bitwidth != 64:
+        raise TypeError(f"dl.notify: signals are 64-bit: ptr must point to int64/uint64, got pointer to {elem} "
+                        f"(accepted pointee types: int64, uint64)")
+    target, impl = lowering_for(_semantic, "language")
+    r = _int_arg("notify", "rank", rank, _semantic, target)
+    sig = _int_arg("notify", "signal", signal, _semantic, target)
+    return impl.notify(ptr, r, sig, sig_op, comm_scope, _semantic=_semantic, _generator=_generator, target=target)
+
+
+@_compat.dist_builtin
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic=None):
+    """Call a device-library function ``symbol`` chosen by the argument dtypes from ``arg_type_symbol_dict``
+    (``{(tl.int32, ...): ("symbol", ret_dtype)}``); ``ret_dtype`` may be ``tl.void`` / ``None`` (void function).
+
+    Executed by every thread that reaches it (wrap in a SIMT region / predicate to call from one thread).
+    Returns the result (a dummy int32 0 for void functions). Under the simulator, the symbol must have been
+    registered with :func:`triton_dist.backends.sim.language.register_extern`.
+    """
+    if not isinstance(_c(arg_type_symbol_dict), dict) or not _c(arg_type_symbol_dict):
+        raise TypeError("dl.extern_call: arg_type_symbol_dict must be a non-empty dict "
+                        "{(arg dtypes...): ('symbol', return dtype)}")
+    target, impl = lowering_for(_semantic, "language")
+    return impl.extern_call(_c(lib_name), _c(lib_path), list(_c(args)), _c(arg_type_symbol_dict), bool(_c(is_pure)),
+                            _semantic=_semantic, target=target)

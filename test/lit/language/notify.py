@@ -1,0 +1,63 @@
+# dl.notify: a CTA barrier, then ONE thread fences and raises the 64-bit signal.
+#
+# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=GPUSET
+# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'add'" --target cuda:90 --stage cubin -o %t.cubin
+# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=GPUADD
+# RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'set'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRASET
+# RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*u64:16, i32, 'intra_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRAADD
+# RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTER
+# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDGPU
+# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'add'" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDINTRA
+# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'set'" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDINTER
+#
+# GPUSET: bar.sync 0;
+# GPUSET-NEXT: mov.u32 %tdn_t, %tid.x;
+# GPUSET-NEXT: setp.eq.u32 %tdn_p, %tdn_t, 0;
+# GPUSET-NEXT: @%tdn_p membar.gl;
+# GPUSET-NEXT: @%tdn_p st.relaxed.gpu.b64 [%rd{{[0-9]+}}], %rd{{[0-9]+}};
+#
+# GPUADD: bar.sync 0;
+# GPUADD: @%tdn_p membar.gl;
+# GPUADD-NEXT: @%tdn_p atom.relaxed.gpu.add.u64
+#
+# The peer address comes from nvshmem_ptr; system-scope fence and store.
+# INTRASET: call.uni (retval0), nvshmem_ptr, (param0, param1);
+# INTRASET: bar.sync 0;
+# INTRASET: @%tdn_p membar.sys;
+# INTRASET-NEXT: @%tdn_p st.relaxed.sys.b64
+#
+# INTRAADD: nvshmem_ptr
+# INTRAADD: @%tdn_p membar.sys;
+# INTRAADD-NEXT: @%tdn_p atom.relaxed.sys.add.u64
+#
+# inter_node: barrier + system fence, then thread 0 calls nvshmemx_signal_op(sig, value, NVSHMEM_SIGNAL_ADD=5, pe).
+# INTER: bar.sync 0;
+# INTER-NEXT: membar.sys;
+# INTER: mov.u32 [[TID:%r[0-9]+]], %tid.x;
+# INTER: setp.ne.b32 [[P:%p[0-9]+]], [[TID]], 0;
+# INTER: st.param.b32 [param2], 5;
+# INTER: call.uni (retval0), nvshmemx_signal_op, (param0, param1, param2, param3);
+#
+# AMD: workgroup barrier, then release atomics (L2 writeback before the atomic) at agent scope.
+# AMDGPU: s_waitcnt vmcnt(0) lgkmcnt(0)
+# AMDGPU: s_barrier
+# AMDGPU: buffer_wbl2 sc1
+# AMDGPU: global_atomic_swap_x2
+#
+# AMDINTRA: call i64 @rocshmem_ptr(
+# AMDINTRA: fence syncscope("workgroup") release
+# AMDINTRA: atomicrmw add ptr addrspace(1) {{.*}} release
+#
+# AMDINTER: fence syncscope("workgroup") release
+# AMDINTER: buffer_wbl2 sc0 sc1
+# AMDINTER: call i32 @llvm.amdgcn.workitem.id.x()
+# AMDINTER: call i32 @rocshmemx_signal_op(i64 {{.*}}, i64 {{.*}}, i32 0, i32
+import triton
+import triton.language as tl
+
+import triton_dist.language as dl
+
+
+@triton.jit
+def notify_kernel(sig, peer, SCOPE: tl.constexpr, OP: tl.constexpr):
+    dl.notify(sig, peer, 1, OP, SCOPE)

@@ -1,0 +1,24 @@
+# dl.rank / dl.num_ranks: SHMEM queries (extern calls, resolved when triton_dist.jit links the device bitcode).
+#
+# RUN: env PTXAS_OPTIONS=-c %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage llir | filecheck %s --check-prefix=NV
+# RUN: env PTXAS_OPTIONS=-c %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
+# RUN: %compile %s:rank_kernel -s "*i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+#
+# NV-DAG: declare {{.*}}i32 @nvshmem_my_pe()
+# NV-DAG: declare {{.*}}i32 @nvshmem_n_pes()
+# NV: call i32 @nvshmem_my_pe()
+# NV: call i32 @nvshmem_n_pes()
+# PTX: call.uni (retval0), nvshmem_my_pe, ();
+# PTX: call.uni (retval0), nvshmem_n_pes, ();
+# AMD: call i32 @rocshmem_my_pe()
+# AMD: call i32 @rocshmem_n_pes()
+import triton
+import triton.language as tl
+
+import triton_dist.language as dl
+
+
+@triton.jit
+def rank_kernel(out):
+    tl.store(out, dl.rank())
+    tl.store(out + 1, dl.num_ranks())

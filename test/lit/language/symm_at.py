@@ -1,0 +1,30 @@
+# dl.symm_at: the scalar base is translated once (nvshmem_ptr / rocshmem_ptr, pointers passed as 64-bit
+# addresses) and re-marked 16-byte aligned, so loads through base + offsets stay 128-bit vector loads.
+# The NVIDIA run assembles relocatable code (the NVSHMEM bitcode is not linked here); AMD stops at LLVM IR.
+#
+# RUN: env PTXAS_OPTIONS=-c %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target cuda:90 --stage llir | filecheck %s --check-prefix=LLIR
+# RUN: env PTXAS_OPTIONS=-c %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
+# RUN: %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+#
+# LLIR: [[PE:%.*]] = {{(tail )?}}call i64 @nvshmem_ptr(i64 {{%.*}}, i32 {{%.*}})
+# LLIR: inttoptr i64 [[PE]] to ptr addrspace(1)
+# LLIR: ld.global.v4.b32
+#
+# PTX: call.uni (retval0), nvshmem_ptr, (param0, param1);
+# PTX: ld.global.v4.b32
+# PTX-NOT: ld.global.b32
+# PTX: st.global.v4.b32
+#
+# AMD: call i64 @rocshmem_ptr(i64 {{%.*}}, i32 {{%.*}})
+# AMD: buffer.load.v4f32
+import triton
+import triton.language as tl
+
+import triton_dist.language as dl
+
+
+@triton.jit
+def symm_load(x, out, peer, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    remote = dl.symm_at(x, peer)
+    tl.store(out + offs, tl.load(remote + offs))

@@ -1,0 +1,63 @@
+"""Kernels for test_language_sim.py (imported with TRITON_INTERPRET=1 so they are interpreted)."""
+import triton
+import triton.language as tl
+
+import triton_dist.language as dl
+
+
+@triton.jit
+def k_rank(out):
+    tl.store(out, dl.rank())
+    tl.store(out + 1, dl.num_ranks())
+
+
+@triton.jit
+def k_symm_load(x, out, peer, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(dl.symm_at(x, peer) + offs))
+
+
+@triton.jit
+def k_put_notify(src, data, sig, peer, value, BLOCK: tl.constexpr, OP: tl.constexpr, SCOPE: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if SCOPE == "gpu":
+        tl.store(data + offs, tl.load(src + offs))
+    else:
+        tl.store(dl.symm_at(data, peer) + offs, tl.load(src + offs))
+    dl.notify(sig, peer, value, OP, SCOPE)
+
+
+@triton.jit
+def k_wait_read(sig, n, value, data, out, BLOCK: tl.constexpr):
+    tok = dl.wait(sig, n, "sys", "acquire", value)
+    p = dl.consume_token(data, tok)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(p + offs))
+
+
+@triton.jit
+def k_wait_scope(sig, SCOPE: tl.constexpr):
+    dl.wait(sig, 1, SCOPE, "acquire")
+
+
+@triton.jit
+def k_extern(out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    r = dl.extern_call("libfake", "", [offs], {(tl.int32, ): ("my_device_fn", tl.int32)}, True)
+    tl.store(out + offs, r)
+
+
+@triton.jit
+def k_ring(sig, data, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+    """Rank r forwards round i to rank r+1 (data then signal); rank 0 starts each round."""
+    me = dl.rank()
+    n = dl.num_ranks()
+    nxt = (me + 1) % n
+    offs = tl.arange(0, BLOCK)
+    for i in range(1, ITERS + 1):
+        if me != 0:
+            tok = dl.wait(sig, 1, "sys", "acquire", i)
+        tl.store(dl.symm_at(data, nxt) + offs, tl.zeros([BLOCK], tl.float32) + me * 1000 + i)
+        dl.notify(sig, nxt, i, "set", "intra_node")
+        if me == 0:
+            tok = dl.wait(sig, 1, "sys", "acquire", i)
