@@ -192,7 +192,6 @@ def test_ping_pong_latency(group):
     if RANK == 0:
         print(f"\n[dl ping-pong] notify(intra_node)/wait(sys, acquire) round trip: {us:.2f} us "
               f"(avg over {iters} round trips, 2 GPUs)")
-    assert us < 100.0
     _barrier()
     U.nvshmem_free_tensor_sync(sig)
 
