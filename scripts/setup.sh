@@ -11,6 +11,7 @@ if [[ -n "${TRITON_DIST_PYTHON:-}" ]]; then
   exit 0
 fi
 VENV=${VENV:-.venv}
+[[ "$VENV" = /* ]] || VENV="$PWD/$VENV"   # absolute: callers put its bin/ on PATH and change directories
 if [[ ! -x "$VENV/bin/python" ]]; then
   python3 -m venv "$VENV" >&2
 fi

@@ -16,7 +16,7 @@ repo_root = os.path.abspath(os.path.join(config.test_source_root, "..", ".."))
 python = sys.executable
 config.substitutions.append(("%python", python))
 config.substitutions.append(("%compile", f"{python} -m triton_dist.tools.compile"))
-filecheck = shutil.which("filecheck") or os.path.join(os.path.dirname(python), "filecheck")
+filecheck = os.path.abspath(shutil.which("filecheck") or os.path.join(os.path.dirname(python), "filecheck"))
 config.substitutions.append(("filecheck", filecheck))
 config.substitutions.append(("not ", f"{python} -m triton_dist.tools._not "))
 
