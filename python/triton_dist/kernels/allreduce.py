@@ -1,0 +1,142 @@
+"""All-reduce kernels (intra-node, SM based), fp32 accumulation: ``out = sum_r x_r`` on every rank.
+
+* one-shot (``allreduce_one_shot_kernel``, latency): every program stores its blocks of ``x`` into each peer's
+  symmetric buffer slot ``[parity, rank]`` (parity = epoch % 2), raises ``ready[parity]`` on the peers, waits for
+  the peers' ready signals and reduces ``x`` plus the peers' slots of its own buffer. Double buffering by parity
+  means no wait before the remote stores: when program ``p`` of rank B reaches call ``e + 2`` it has seen A's
+  call-``e + 1`` ready signal, which A raised only after its call ``e`` had finished reading slot parity ``e % 2``.
+* two-shot (``allreduce_two_shot_kernel``, bandwidth): reduce-scatter by push (shard ``d`` of ``x`` into peer
+  ``d``'s slot ``[rank]``), local fp32 reduction of shard ``rank``, then all-gather by push of the reduced shard
+  (into the peers' second buffer half); done handshake for reuse.
+
+Shards for two-shot: ``Ns = shard`` elements (host rounds ``ceil(N / WORLD)`` up to 128); shard ``d`` covers
+``[d * Ns, min((d + 1) * Ns, N))``.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+
+from triton_dist.kernels.common import next_epoch
+
+
+@triton_dist.jit
+def allreduce_one_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, counter_ptr, N, CAP, tag, rank, WORLD: tl.constexpr,
+                              BLOCK: tl.constexpr):
+    """``buf``: symmetric ``[2, WORLD, CAP]`` of x's dtype (``N <= CAP``); ``ready``: symmetric
+    ``[2, num_programs, WORLD]`` int64; ``counter [num_programs]``."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    par = e % 2
+    ready_val = e * 16777216 + tag
+    sig = (par * nprog + pid) * WORLD
+    slot = buf_ptr + (par * WORLD) * CAP
+    nblk = tl.cdiv(N, BLOCK)
+
+    b = pid
+    while b < nblk:
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < N
+        v = tl.load(x_ptr + offs, mask=mask)
+        for i in tl.static_range(1, WORLD):
+            peer = (rank + i) % WORLD
+            tl.store(dl.symm_at(slot, peer) + rank * CAP + offs, v, mask=mask)
+        b += nprog
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        dl.notify(ready_ptr + sig + rank, peer, ready_val, "set", "intra_node")
+    tok = pid * 0
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val)
+    slotr = dl.consume_token(slot, tok)
+
+    b = pid
+    while b < nblk:
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < N
+        acc = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+        for i in tl.static_range(1, WORLD):
+            src = (rank + i) % WORLD
+            acc += tl.load(slotr + src * CAP + offs, mask=mask).to(tl.float32)
+        tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+        b += nprog
+
+
+@triton_dist.jit
+def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, N, Ns, CAP, tag, rank,
+                              WORLD: tl.constexpr,
+                              BLOCK: tl.constexpr):
+    """``buf``: symmetric ``2 * WORLD * CAP`` elements of x's dtype (``Ns <= CAP``; first half: reduce-scatter slots
+    ``[src, CAP]``, second: all-gather slots); ``ready``: symmetric ``[2, num_programs, WORLD]``; ``done [num_programs, WORLD]``."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    ready_val = e * 16777216 + tag
+    sig = pid * WORLD
+    sig2 = (nprog + pid) * WORLD
+    nblk = tl.cdiv(Ns, BLOCK)
+    ag = buf_ptr + WORLD * CAP
+
+    tok = pid * 0
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        tok = dl.wait(done_ptr + sig + peer, 1, "sys", "acquire", e - 1)
+    bufw = dl.consume_token(buf_ptr, tok)
+
+    # 1. reduce-scatter, push: shard d -> peer d, slot [rank]
+    for i in tl.static_range(1, WORLD):
+        d = (rank + i) % WORLD
+        dst = dl.symm_at(bufw, d) + rank * CAP
+        b = pid
+        while b < nblk:
+            offs = b * BLOCK + tl.arange(0, BLOCK)
+            mask = (offs < Ns) & (d * Ns + offs < N)
+            v = tl.load(x_ptr + d * Ns + offs, mask=mask)
+            tl.store(dst + offs, v, mask=mask)
+            b += nprog
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        dl.notify(ready_ptr + sig + rank, peer, ready_val, "set", "intra_node")
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val)
+    bufr = dl.consume_token(buf_ptr, tok)
+    agw = dl.consume_token(ag, tok)
+
+    # 2. reduce shard `rank` (fp32), write it locally and push it to every peer's all-gather slot [rank]
+    b = pid
+    while b < nblk:
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = (offs < Ns) & (rank * Ns + offs < N)
+        acc = tl.load(x_ptr + rank * Ns + offs, mask=mask).to(tl.float32)
+        for i in tl.static_range(1, WORLD):
+            src = (rank + i) % WORLD
+            acc += tl.load(bufr + src * CAP + offs, mask=mask).to(tl.float32)
+        r = acc.to(out_ptr.dtype.element_ty)
+        tl.store(out_ptr + rank * Ns + offs, r, mask=mask)
+        for i in tl.static_range(1, WORLD):
+            peer = (rank + i) % WORLD
+            tl.store(dl.symm_at(agw, peer) + rank * CAP + offs, r.to(x_ptr.dtype.element_ty), mask=mask)
+        b += nprog
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        dl.notify(ready_ptr + sig2 + rank, peer, ready_val, "set", "intra_node")
+
+    # 3. all-gather: copy the peers' reduced shards out of our second buffer half
+    for i in tl.static_range(1, WORLD):
+        src = (rank + WORLD - i) % WORLD
+        tok = dl.wait(ready_ptr + sig2 + src, 1, "sys", "acquire", ready_val)
+        agr = dl.consume_token(ag, tok) + src * CAP
+        b = pid
+        while b < nblk:
+            offs = b * BLOCK + tl.arange(0, BLOCK)
+            mask = (offs < Ns) & (src * Ns + offs < N)
+            v = tl.load(agr + offs, mask=mask)
+            tl.store(out_ptr + src * Ns + offs, v.to(out_ptr.dtype.element_ty), mask=mask)
+            b += nprog
+        dl.notify(done_ptr + sig + rank, src, e, "set", "intra_node")

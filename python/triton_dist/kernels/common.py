@@ -1,0 +1,111 @@
+"""Shared pieces of the collective kernels (public API only: ``dl.*`` and ``tl.*``; no asm, no target checks).
+
+Signalling protocol used by every collective kernel in this package (see docs/collectives.md):
+
+* **Epochs, not resets.** Each context owns a device-side ``counter`` array with one int64 slot per program id (and
+  per peer for point-to-point). Program ``p`` of a launch bumps its own slot with one atomic (:func:`next_epoch`) and
+  uses the new value ``e`` for every signal of this call. All ranks make the same sequence of calls with the same
+  (fixed per context) grid, so program ``p`` has the same ``e`` on every rank without any host involvement: the
+  kernels can be captured in a CUDA graph and replayed (the epoch lives in device memory, not in a kernel argument).
+* **Same-program dependencies only.** Program ``p`` on one rank only ever waits for program ``p`` on a peer. That is
+  deadlock free whether the programs of a launch run concurrently (GPU, sim ``run_grid``) or one after another
+  (Triton's sequential interpreter), as long as all programs of a launch are co-resident on a GPU (grids are capped
+  at the SM count).
+* **Ready values carry a size tag.** ``ready = e * TAG_RANGE + (numel % TAG_RANGE)``: a peer that launched the same
+  call with a different element count never satisfies the wait, so a cross-rank size mismatch shows up as a wait
+  timeout whose *seen* value names the peer's size (simulator: an error; GPU: ``TRITON_DIST_BOUNDED_WAIT``).
+* **Fixed block ownership.** Buffer slots have a fixed stride (the context's capacity ``CAP``, not the call's size)
+  and block ``b`` is always handled by program ``b % num_programs``, so a region of a buffer is always written and
+  read by the same program id, whatever the sizes of successive calls (the per-program handshakes rely on it).
+* **Rank and world size** are passed by the host (``rank`` argument, ``WORLD`` constexpr: loops over peers are
+  unrolled); they equal ``dl.rank()`` / ``dl.num_ranks()`` for contexts on the SHMEM world.
+* **Buffer reuse.** Large kernels use a *done* handshake: after consuming what a peer wrote (or pulling what it
+  staged) a program raises ``done = e`` on that peer; before touching a peer's buffer in call ``e`` a program waits
+  for ``done == e - 1``. The latency kernel (one-shot all-reduce) double-buffers data and signals by ``e % 2``
+  instead, which needs no wait before the first remote write.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+
+#: ready signal = epoch * TAG_RANGE + (numel % TAG_RANGE)
+TAG_RANGE = 1 << 24
+
+
+def size_tag(numel: int) -> int:
+    """Host-side size tag folded into ready signals."""
+    return int(numel) % TAG_RANGE
+
+
+def decode_ready(value: int):
+    """``(epoch, numel % TAG_RANGE)`` of a ready signal value (for error messages)."""
+    return int(value) // TAG_RANGE, int(value) % TAG_RANGE
+
+
+@triton_dist.jit
+def next_epoch(counter_ptr, slot):
+    """Atomically bump ``counter[slot]`` and return the new value (int64, same in every thread of the program)."""
+    return tl.atomic_add(counter_ptr + slot, 1, sem="relaxed") + 1
+
+
+@triton_dist.jit
+def wait_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
+    """Wait (sys scope, acquire) until ``sig_ptr[src] == value`` for every ``src != rank``; returns a token."""
+    tok = tl.program_id(0) * 0
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        tok = dl.wait(sig_ptr + src, 1, "sys", "acquire", value)
+    return tok
+
+
+@triton_dist.jit
+def notify_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
+    """Raise ``sig_ptr[rank] = value`` on every peer (intra-node, system-scope release)."""
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        dl.notify(sig_ptr + rank, peer, value, "set", "intra_node")
+
+
+@triton_dist.jit
+def copy_blocks(src_ptr, dst_ptr, n, pid, nprog, BLOCK: tl.constexpr):
+    """``dst[0:n] = src[0:n]``, blocks ``pid, pid + nprog, ...`` of ``BLOCK`` elements (vectorised accesses)."""
+    nblk = tl.cdiv(n, BLOCK)
+    b = pid
+    while b < nblk:
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        v = tl.load(src_ptr + offs, mask=mask)
+        tl.store(dst_ptr + offs, v, mask=mask)
+        b += nprog
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# host-side signalling kernels (used by the copy-engine paths: a signal write around torch copies)
+# ---------------------------------------------------------------------------------------------------------------
+@triton_dist.jit
+def ce_enter_kernel(done_ptr, counter_ptr, rank, WORLD: tl.constexpr):
+    """Copy-engine protocol, step 1 (one program): bump the epoch, then wait until every peer finished reading
+    this rank's staging buffer in the previous call (``done[src] == e - 1``)."""
+    e = next_epoch(counter_ptr, 0)
+    wait_peers(done_ptr, rank, WORLD, e - 1)
+
+
+@triton_dist.jit
+def ce_ready_kernel(ready_ptr, counter_ptr, tag, rank, WORLD: tl.constexpr):
+    """Step 2: publish ``ready = e * TAG_RANGE + tag`` to every peer (after the staging copy, stream order), then
+    wait for every peer's ready signal."""
+    e = tl.load(counter_ptr)
+    val = e * 16777216 + tag
+    notify_peers(ready_ptr, rank, WORLD, val)
+    wait_peers(ready_ptr, rank, WORLD, val)
+
+
+@triton_dist.jit
+def ce_done_kernel(done_ptr, counter_ptr, rank, WORLD: tl.constexpr):
+    """Step 3 (after the peer copies, stream order): tell every peer that its staging buffer was read."""
+    e = tl.load(counter_ptr)
+    notify_peers(done_ptr, rank, WORLD, e)

@@ -1,0 +1,136 @@
+"""Reduce-scatter kernels (intra-node, SM based): rank ``r`` gets ``out = sum_src x_src[r * Ns:(r + 1) * Ns]``.
+
+Accumulation is fp32 for every input dtype (bf16/fp16 are converted on load and rounded once on store).
+
+* direct (``reduce_scatter_direct_kernel``): ``PUSH=False`` (pull, the default): each program stages the blocks of
+  ``x`` that peers need into this rank's symmetric buffer, raises ``ready``, then reduces its blocks of shard
+  ``rank`` by loading the peers' staged blocks. ``PUSH=True``: each program stores shard ``d`` of ``x`` into peer
+  ``d``'s buffer slot ``[rank]`` and reduces its own buffer's slots locally.
+* ring (``reduce_scatter_ring_kernel``): ``WORLD - 1`` steps; at step ``s`` rank ``r`` adds its part of chunk
+  ``(r - s - 1) mod WORLD`` to the fp32 partial received from ``r - 1`` and stores it into ``r + 1``'s buffer slot
+  ``s``. Partials travel as fp32 (exact same arithmetic as direct, twice the bytes for 16-bit inputs).
+
+Shards: ``x`` has ``WORLD * Ns`` elements; shard ``d`` is ``x[d * Ns:(d + 1) * Ns]``. Signals ``[num_programs, WORLD]``
+(direct) / ``[num_programs, WORLD]`` ring-step slots + ``[num_programs]`` done (ring); ``counter [num_programs]``.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+
+from triton_dist.kernels.common import next_epoch
+
+
+@triton_dist.jit
+def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, Ns, CAP, tag, rank,
+                                 WORLD: tl.constexpr,
+                                 PUSH: tl.constexpr, BLOCK: tl.constexpr):
+    """One call. ``buf``: symmetric, ``WORLD * CAP`` elements of x's dtype (slot stride ``CAP >= Ns``). Memory ordering as in all-gather."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    ready_val = e * 16777216 + tag
+    sig = pid * WORLD
+    nblk = tl.cdiv(Ns, BLOCK)
+
+    tok = pid * 0
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        tok = dl.wait(done_ptr + sig + peer, 1, "sys", "acquire", e - 1)
+    bufw = dl.consume_token(buf_ptr, tok)
+
+    # stage / push the shards the peers reduce
+    for i in tl.static_range(1, WORLD):
+        d = (rank + i) % WORLD
+        if PUSH:
+            dst = dl.symm_at(bufw, d) + rank * CAP
+        else:
+            dst = bufw + d * CAP
+        b = pid
+        while b < nblk:
+            offs = b * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < Ns
+            v = tl.load(x_ptr + d * Ns + offs, mask=mask)
+            tl.store(dst + offs, v, mask=mask)
+            b += nprog
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        dl.notify(ready_ptr + sig + rank, peer, ready_val, "set", "intra_node")
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val)
+    bufr = dl.consume_token(buf_ptr, tok)
+
+    b = pid
+    while b < nblk:
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < Ns
+        acc = tl.load(x_ptr + rank * Ns + offs, mask=mask).to(tl.float32)
+        for i in tl.static_range(1, WORLD):
+            src = (rank + i) % WORLD
+            if PUSH:
+                p = bufr + src * CAP
+            else:
+                p = dl.symm_at(bufr, src) + rank * CAP
+            acc += tl.load(p + offs, mask=mask).to(tl.float32)
+        tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+        b += nprog
+
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        dl.notify(done_ptr + sig + rank, peer, e, "set", "intra_node")
+
+
+@triton_dist.jit
+def reduce_scatter_ring_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, Ns, CAP, tag, rank,
+                               WORLD: tl.constexpr,
+                               BLOCK: tl.constexpr):
+    """One call. ``buf``: symmetric fp32, ``(WORLD - 1) * CAP`` (``Ns <= CAP``); ``ready [num_programs, WORLD]`` (slot = step);
+    ``done [num_programs]`` (raised by the next rank once it consumed this rank's partials)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    ready_val = e * 16777216 + tag
+    sig = pid * WORLD
+    nblk = tl.cdiv(Ns, BLOCK)
+    nxt = (rank + 1) % WORLD
+    prv = (rank + WORLD - 1) % WORLD
+
+    tok = pid * 0
+    if WORLD > 1:
+        tok = dl.wait(done_ptr + pid, 1, "sys", "acquire", e - 1)
+    bufw = dl.symm_at(dl.consume_token(buf_ptr, tok), nxt)
+
+    for s in tl.static_range(0, WORLD - 1):
+        c = (rank + 2 * WORLD - s - 1) % WORLD
+        if s > 0:
+            tok = dl.wait(ready_ptr + sig + s - 1, 1, "sys", "acquire", ready_val)
+        bufr = dl.consume_token(buf_ptr, tok) + (s - 1) * CAP
+        b = pid
+        while b < nblk:
+            offs = b * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < Ns
+            acc = tl.load(x_ptr + c * Ns + offs, mask=mask).to(tl.float32)
+            if s > 0:
+                acc += tl.load(bufr + offs, mask=mask)
+            tl.store(bufw + s * CAP + offs, acc, mask=mask)
+            b += nprog
+        dl.notify(ready_ptr + sig + s, nxt, ready_val, "set", "intra_node")
+
+    if WORLD > 1:
+        tok = dl.wait(ready_ptr + sig + WORLD - 2, 1, "sys", "acquire", ready_val)
+    bufr = dl.consume_token(buf_ptr, tok) + (WORLD - 2) * CAP
+    b = pid
+    while b < nblk:
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < Ns
+        acc = tl.load(x_ptr + rank * Ns + offs, mask=mask).to(tl.float32)
+        if WORLD > 1:
+            acc += tl.load(bufr + offs, mask=mask)
+        tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+        b += nprog
+    if WORLD > 1:
+        dl.notify(done_ptr + pid, prv, e, "set", "intra_node")

@@ -1,0 +1,692 @@
+"""Torch-facing collectives: contexts that own symmetric buffers and signals, and functional calls.
+
+Pattern (as in Triton-distributed): create a context once per (group, dtype, max size), reuse it for every call::
+
+    ctx = create_allreduce_ctx(max_numel=1 << 20, dtype=torch.bfloat16)
+    y = all_reduce(x, ctx)                 # method="auto": measured table, NCCL fallback where ours is slower
+
+Semantics and guarantees (docs/collectives.md):
+
+* Every call is validated on the host BEFORE anything is launched (dtype, device, contiguity, size against the
+  context's capacity): a ``ValueError`` naming the op, the bad value and what is accepted.
+* Contexts span the whole SHMEM world (``triton_dist.utils.initialize_distributed``) and one node (intra-node
+  NVLink / simulator heap). At creation the ranks exchange a fingerprint (kind, dtype, capacity, grid, world) once
+  over the process group; any difference raises ``ValueError`` on every rank instead of a later hang.
+* Signals are epoch-counted in device memory (``kernels.common``): no host sync, no allocation of symmetric memory
+  and no host-side counter per call, so calls can be captured in a CUDA graph and replayed; repeated calls on one
+  context never race (done handshake / parity double buffering).
+* A per-call size mismatch across ranks cannot be checked without a host round trip; it is caught by the size tag
+  in the ready signals: the simulator raises a wait-timeout error that names the tag, the GPU reports it in
+  bounded-wait mode (``TRITON_DIST_BOUNDED_WAIT=<ms>``). ``ctx.check_peers = True`` adds a host-side cross-rank
+  shape check to every call (debugging; not graph-capturable).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import weakref
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from ..kernels import allgather as _ag
+from ..kernels import allreduce as _ar
+from ..kernels import common as _common
+from ..kernels import p2p as _p2p
+from ..kernels import reduce_scatter as _rs
+
+FP8_DTYPES = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
+REDUCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+GATHER_DTYPES = REDUCE_DTYPES + FP8_DTYPES
+
+_registry: "weakref.WeakValueDictionary[int, _Context]" = weakref.WeakValueDictionary()
+_ids = itertools.count(1)
+
+
+def _runtime():
+    from .. import utils
+    from ..runtime.state import require_backend
+
+    backend = require_backend()
+    return utils, backend
+
+
+def _dtype_names(dtypes) -> str:
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def _on_gpu(backend) -> bool:
+    return getattr(backend, "name", "") != "sim"
+
+
+def _sm_count(device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1
+
+
+class _Channel:
+    """One fixed-grid signalling channel: ``num_programs`` programs, ``BLOCK`` elements per block, a symmetric
+    data buffer, symmetric int64 ``ready``/``done`` arrays and a local int64 epoch ``counter``."""
+
+    def __init__(self, ctx, name: str, buf_numel: int, buf_dtype, num_programs: int, block: int, num_warps: int,
+                 nready: int, ndone: int, ncounter: int, peer_views: bool = False):
+        u = ctx._utils
+        self.name = name
+        self.num_programs = int(num_programs)
+        self.block = int(block)
+        self.num_warps = int(num_warps)
+        self.peers = None
+        shape = (max(int(buf_numel), 1), )
+        if peer_views:  # views of the buffer at every rank of the node (index = rank), e.g. for copy-engine pulls
+            self.peers = u.nvshmem_create_tensors(shape, buf_dtype, ctx.rank, ctx.world_size)
+            self.buf = self.peers[ctx.rank]
+        else:
+            self.buf = u.nvshmem_create_tensor(shape, buf_dtype)
+        self.ready = u.nvshmem_create_tensor((max(nready, 1), ), torch.int64)
+        self.done = u.nvshmem_create_tensor((max(ndone, 1), ), torch.int64)
+        self.counter = torch.zeros(max(ncounter, 1), dtype=torch.int64, device=ctx.device)
+        # NVSHMEM does not zero allocations: signals start at 0 (epoch 0); _finish_init barriers before first use
+        self.ready.zero_()
+        self.done.zero_()
+        ctx._symmetric += [t for t in (self.buf, self.ready, self.done) if t is not None]
+
+    def fingerprint(self):
+        return (self.name, self.num_programs, self.block, None if self.buf is None else
+                (self.buf.numel(), str(self.buf.dtype)))
+
+
+class _Context:
+    """Base of the collective contexts (see module docstring). Attributes: ``rank``, ``world_size``, ``dtype``,
+    ``max_numel``, ``device``, ``group`` (torch process group used for fallbacks and the creation check)."""
+
+    kind = "base"
+
+    def __init__(self, max_numel: int, dtype: torch.dtype, accepted_dtypes, *, num_programs: Optional[int] = None,
+                 block_bytes: Optional[int] = None, num_warps: Optional[int] = None, fingerprint_extra=(),
+                 methods: Optional[Sequence[str]] = None, all_methods: Sequence[str] = ()):
+        utils, backend = _runtime()
+        self._utils = utils
+        self._backend = backend
+        op = f"create_{self.kind}_ctx"
+        if not isinstance(dtype, torch.dtype) or dtype not in accepted_dtypes:
+            raise ValueError(f"{op}: dtype={dtype!r} is not supported; accepted: {_dtype_names(accepted_dtypes)}")
+        if not isinstance(max_numel, int) or isinstance(max_numel, bool) or max_numel < 1:
+            raise ValueError(f"{op}: max_numel={max_numel!r} must be a positive int")
+        if max_numel >= 2**31 - 2**20:
+            raise ValueError(f"{op}: max_numel={max_numel} is too large (kernels index with int32; < 2**31)")
+        self.rank = backend.my_pe()
+        self.world_size = backend.n_pes()
+        local = utils.get_triton_dist_local_world_size() or self.world_size
+        if local != self.world_size:
+            raise ValueError(f"{op}: the collective kernels are intra-node (NVLink / simulator heap); world size "
+                             f"{self.world_size} spans several nodes (LOCAL_WORLD_SIZE={local}). The inter-node "
+                             f"path (NVSHMEM put-with-signal) is a follow-up: use NCCL there")
+        self.group = utils.get_triton_dist_world()
+        self.dtype = dtype
+        self.max_numel = int(max_numel)
+        self.esize = torch.empty((), dtype=dtype).element_size()
+        self.on_gpu = _on_gpu(backend)
+        self.device = torch.device("cuda", torch.cuda.current_device()) if self.on_gpu else torch.device("cpu")
+        self.sm_count = _sm_count(self.device)
+        self.block_bytes = int(block_bytes or (16384 if self.on_gpu else 4096))
+        self.num_warps = int(num_warps or (8 if self.on_gpu else 1))
+        self.max_programs = int(num_programs or (self.sm_count if self.on_gpu else 2))
+        self.check_peers = False
+        self._symmetric: List[torch.Tensor] = []
+        self.channels: Dict[str, _Channel] = {}
+        self.handle = next(_ids)
+        self._closed = False
+        if methods is None:
+            methods = tuple(all_methods)
+        bad = [m for m in methods if m not in all_methods]
+        if bad or not methods:
+            raise ValueError(f"{op}: methods={tuple(methods)!r}: accepted (allocate buffers for): "
+                             f"{', '.join(all_methods)}")
+        self.methods = tuple(methods)
+        self._exchange_fingerprint(tuple(fingerprint_extra) + self.methods)
+
+    # ------------------------------------------------------------------ helpers
+    def _block(self, elem_bytes=None) -> int:
+        return max(128, self.block_bytes // (elem_bytes or self.esize))
+
+    def _grid_for(self, numel: int, block: int) -> int:
+        return max(1, min(self.max_programs, -(-int(numel) // block)))
+
+    def _need(self, op: str, method: str) -> None:
+        if method not in ("auto", "nccl") and method not in self.methods:
+            raise ValueError(f"{op}: method={method!r} was not allocated by this context (created with "
+                             f"methods={self.methods}); create it with that method included")
+
+    def _add_channel(self, name, **kw) -> _Channel:
+        ch = _Channel(self, name, **kw)
+        self.channels[name] = ch
+        return ch
+
+    def _finish_init(self):
+        """Every rank zeroed its signals before any rank may raise one: device sync + SHMEM barrier."""
+        if self.on_gpu:
+            torch.cuda.synchronize()
+        self._utils.nvshmem_barrier_all_on_stream()
+        if self.on_gpu:
+            torch.cuda.synchronize()
+        _registry[self.handle] = self
+
+    def _exchange_fingerprint(self, extra):
+        """Exchange the creation arguments once, BEFORE any symmetric allocation; any difference raises ValueError
+        on every rank (instead of mismatched symmetric allocations and a later hang)."""
+        import torch.distributed as dist
+
+        fp = (self.kind, str(self.dtype), self.max_numel, self.world_size, self.block_bytes, self.max_programs,
+              self.num_warps, tuple(extra))
+        if dist.is_available() and dist.is_initialized() and self.world_size > 1:
+            all_fp = [None] * self.world_size
+            dist.all_gather_object(all_fp, fp, group=self.group)
+            bad = [r for r, f in enumerate(all_fp) if f != all_fp[0]]
+            if bad:
+                raise ValueError(f"create_{self.kind}_ctx: ranks disagree on the context (kind, dtype, max_numel, "
+                                 f"world, block bytes, programs, warps, extra): rank 0 has {all_fp[0]}, rank(s) {bad} have "
+                                 f"{[all_fp[r] for r in bad]}; create it with the same arguments on every rank")
+
+    def _check(self, op: str, x: torch.Tensor, name: str = "x", dtypes=None) -> None:
+        if self._closed:
+            raise ValueError(f"{op}: the context was closed")
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dtype != self.dtype:
+            raise ValueError(f"{op}: {name}.dtype={x.dtype} differs from the context's dtype {self.dtype}; create a "
+                             f"context per dtype")
+        if x.device.type != self.device.type or (self.on_gpu and x.device.index != self.device.index):
+            raise ValueError(f"{op}: {name} is on {x.device}, the context's buffers are on {self.device}")
+        if not x.is_contiguous():
+            raise ValueError(f"{op}: {name} must be contiguous (call .contiguous())")
+
+    def _check_peers(self, op: str, desc) -> None:
+        import torch.distributed as dist
+
+        if not self.check_peers or self.world_size == 1:
+            return
+        all_desc = [None] * self.world_size
+        dist.all_gather_object(all_desc, desc, group=self.group)
+        if any(d != all_desc[0] for d in all_desc):
+            raise ValueError(f"{op}: ranks called with different arguments: {all_desc}")
+
+    def _launch(self, kernel, ch: _Channel, *args, **consts):
+        kernel[(ch.num_programs, )](*args, self.rank, WORLD=self.world_size, BLOCK=ch.block,
+                                    num_warps=ch.num_warps, **consts)
+
+    def close(self) -> None:
+        """Collective: free the symmetric buffers (every rank must call it). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        _registry.pop(self.handle, None)
+        if self.on_gpu:
+            torch.cuda.synchronize()
+        for t in self._symmetric:
+            self._utils.nvshmem_free_tensor_sync(t)
+        self._symmetric = []
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(rank={self.rank}, world={self.world_size}, dtype={self.dtype}, "
+                f"max_numel={self.max_numel}, channels={list(self.channels)})")
+
+
+def _numel_of(x: torch.Tensor) -> int:
+    return int(x.numel())
+
+
+# ================================================================================================================
+# all-gather
+# ================================================================================================================
+class AllGatherContext(_Context):
+    """All-gather of up to ``max_numel`` elements per rank. Methods: ``push``/``pull`` (SM kernels), ``ce``
+    (copy engine, GPU only), ``nccl`` (torch.distributed), ``auto``."""
+
+    kind = "allgather"
+
+    def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, **kw):
+        gpu = _on_gpu(_runtime()[1])
+        super().__init__(max_numel, dtype, GATHER_DTYPES, methods=methods,
+                         all_methods=("push", "pull", "ce") if gpu else ("push", "pull"), **kw)
+        W = self.world_size
+        blk = self._block()
+        G = self._grid_for(max_numel, blk)
+        self.sm = None
+        if "push" in self.methods or "pull" in self.methods:
+            self.sm = self._add_channel("sm", buf_numel=(W + 1) * max_numel, buf_dtype=dtype, num_programs=G,
+                                        block=blk, num_warps=self.num_warps, nready=G * W, ndone=G * W, ncounter=G)
+        self.ce = None
+        if self.on_gpu and "ce" in self.methods:
+            ce = self._add_channel("ce", buf_numel=max_numel, buf_dtype=dtype, num_programs=1, block=blk,
+                                   num_warps=1, nready=W, ndone=W, ncounter=1, peer_views=True)
+            self.ce_peers = ce.peers
+            self.ce = ce
+            self._streams = [torch.cuda.Stream(device=self.device) for _ in range(max(W - 1, 1))]
+        self._finish_init()
+
+    def select(self, nbytes: int) -> str:
+        m = _select_method("all_gather", self.world_size, nbytes, self.on_gpu)
+        return m if m == "nccl" or m in self.methods else self.methods[0]
+
+    def __call__(self, x, out=None, method="auto"):
+        return all_gather(x, self, out=out, method=method)
+
+
+def create_allgather_ctx(max_numel: int, dtype: torch.dtype, **kw) -> AllGatherContext:
+    """Collective: a reusable all-gather context for up to ``max_numel`` elements per rank of ``dtype``
+    (bf16/fp16/fp32/fp8). Keyword tuning knobs: ``num_programs``, ``block_bytes``, ``num_warps``."""
+    return AllGatherContext(max_numel, dtype, **kw)
+
+
+AG_METHODS = ("auto", "push", "pull", "ce", "nccl")
+
+
+def _gather_out_shape(x: torch.Tensor, world: int):
+    if x.dim() == 0:
+        return (world, )
+    return (world * x.shape[0], ) + tuple(x.shape[1:])
+
+
+def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tensor] = None,
+               method: str = "auto") -> torch.Tensor:
+    """Gather ``x`` from every rank: returns ``out`` of shape ``(world * x.shape[0], *x.shape[1:])`` holding rank
+    ``r``'s ``x`` at rows ``[r * x.shape[0], (r + 1) * x.shape[0])``. Stream-ordered on the current stream; no host
+    sync. ``method``: one of ``AG_METHODS``."""
+    op = "all_gather"
+    if not isinstance(ctx, AllGatherContext):
+        raise ValueError(f"{op}: ctx must come from create_allgather_ctx, got {type(ctx).__name__}")
+    ctx._check(op, x)
+    n = _numel_of(x)
+    if n > ctx.max_numel:
+        raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel} per rank")
+    if method not in AG_METHODS:
+        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(AG_METHODS)}")
+    if method == "ce" and not ctx.on_gpu:
+        raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, push, pull, nccl")
+    ctx._need(op, method)
+    shape = _gather_out_shape(x, ctx.world_size)
+    if out is None:
+        if torch.compiler.is_compiling():
+            return torch.ops.triton_dist.all_gather(x, ctx.handle, method)
+        out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    else:
+        ctx._check(op, out, "out")
+        if out.numel() != n * ctx.world_size:
+            raise ValueError(f"{op}: out has {out.numel()} elements, expected world * x.numel() = "
+                             f"{n * ctx.world_size}")
+    ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
+    if method == "auto":
+        method = ctx.select(n * ctx.esize * ctx.world_size)
+    if n == 0:
+        return out
+    if method == "nccl":
+        import torch.distributed as dist
+
+        dist.all_gather_into_tensor(out.view(-1), x.reshape(-1), group=ctx.group)
+        return out
+    if method == "ce":
+        _all_gather_ce(x, out, ctx, n)
+        return out
+    ch = ctx.sm
+    xv, ov = _bits(x), _bits(out)
+    ctx._launch(_ag.allgather_kernel, ch, xv, ov, _bits(ch.buf), ch.ready, ch.done, ch.counter, n,
+                ctx.max_numel, _common.size_tag(n), PUSH=(method == "push"))
+    return out
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """fp8 tensors are moved as uint8 (the kernels only copy them)."""
+    if t is not None and t.dtype in FP8_DTYPES:
+        return t.view(torch.uint8)
+    return t
+
+
+def _all_gather_ce(x, out, ctx, n):
+    """Copy-engine all-gather: stage x in the symmetric buffer, signal, pull each peer's staging buffer with
+    cudaMemcpyAsync (torch copy_) on side streams, then raise done. GPU only."""
+    ch = ctx.ce
+    W, r = ctx.world_size, ctx.rank
+    flat = out.view(-1)
+    _common.ce_enter_kernel[(1, )](ch.done, ch.counter, r, WORLD=W, num_warps=1)
+    ch.buf[:n].copy_(x.reshape(-1))
+    flat[r * n:(r + 1) * n].copy_(x.reshape(-1))
+    _common.ce_ready_kernel[(1, )](ch.ready, ch.counter, _common.size_tag(n), r, WORLD=W, num_warps=1)
+    cur = torch.cuda.current_stream(ctx.device)
+    for i in range(1, W):
+        src = (r + i) % W
+        s = ctx._streams[i - 1]
+        s.wait_stream(cur)
+        with torch.cuda.stream(s):
+            flat[src * n:(src + 1) * n].copy_(ctx.ce_peers[src][:n])
+        cur.wait_stream(s)
+    _common.ce_done_kernel[(1, )](ch.done, ch.counter, r, WORLD=W, num_warps=1)
+
+
+# ================================================================================================================
+# reduce-scatter
+# ================================================================================================================
+class ReduceScatterContext(_Context):
+    """Reduce-scatter of inputs of up to ``max_numel`` elements (``world * shard``). Methods: ``direct`` (pull),
+    ``direct_push``, ``ring``, ``nccl``, ``auto``."""
+
+    kind = "reduce_scatter"
+
+    def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, **kw):
+        super().__init__(max_numel, dtype, REDUCE_DTYPES, methods=methods,
+                         all_methods=("direct", "direct_push", "ring"), **kw)
+        W = self.world_size
+        if max_numel % W:
+            raise ValueError(f"create_reduce_scatter_ctx: max_numel={max_numel} must be a multiple of the world size "
+                             f"{W} (input = world * shard)")
+        shard = max_numel // W
+        blk = self._block()
+        G = self._grid_for(shard, blk)
+        self.direct = self.direct_push = self.ring = None
+        if "direct" in self.methods:
+            self.direct = self._add_channel("direct", buf_numel=W * shard, buf_dtype=dtype, num_programs=G, block=blk,
+                                        num_warps=self.num_warps, nready=G * W, ndone=G * W, ncounter=G)
+        if "direct_push" in self.methods:
+            self.direct_push = self._add_channel("direct_push", buf_numel=W * shard, buf_dtype=dtype, num_programs=G,
+                                             block=blk, num_warps=self.num_warps, nready=G * W, ndone=G * W,
+                                             ncounter=G)
+        if "ring" in self.methods:
+            self.ring = self._add_channel("ring", buf_numel=max(W - 1, 1) * shard, buf_dtype=torch.float32,
+                                      num_programs=G, block=self._block(4), num_warps=self.num_warps, nready=G * W,
+                                      ndone=G, ncounter=G)
+        self._finish_init()
+
+    def select(self, nbytes: int) -> str:
+        m = _select_method("reduce_scatter", self.world_size, nbytes, self.on_gpu)
+        return m if m == "nccl" or m in self.methods else self.methods[0]
+
+    def __call__(self, x, out=None, method="auto"):
+        return reduce_scatter(x, self, out=out, method=method)
+
+
+def create_reduce_scatter_ctx(max_numel: int, dtype: torch.dtype, **kw) -> ReduceScatterContext:
+    """Collective: a reusable reduce-scatter context for inputs of up to ``max_numel`` elements (a multiple of the
+    world size) of ``dtype`` (bf16/fp16/fp32)."""
+    return ReduceScatterContext(max_numel, dtype, **kw)
+
+
+RS_METHODS = ("auto", "direct", "direct_push", "ring", "nccl")
+
+
+def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[torch.Tensor] = None,
+                   method: str = "auto") -> torch.Tensor:
+    """Sum ``x`` over ranks and return this rank's shard: ``x`` has ``world * S`` rows (or elements); the result
+    has shape ``(S, *x.shape[1:])`` = rows ``[rank * S, (rank + 1) * S)`` of the sum. fp32 accumulation."""
+    op = "reduce_scatter"
+    if not isinstance(ctx, ReduceScatterContext):
+        raise ValueError(f"{op}: ctx must come from create_reduce_scatter_ctx, got {type(ctx).__name__}")
+    ctx._check(op, x)
+    W = ctx.world_size
+    n = _numel_of(x)
+    if x.dim() == 0 or x.shape[0] % W:
+        raise ValueError(f"{op}: x.shape[0] must be a multiple of the world size {W}, got shape {tuple(x.shape)}")
+    if n > ctx.max_numel:
+        raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel}")
+    if method not in RS_METHODS:
+        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(RS_METHODS)}")
+    ctx._need(op, method)
+    shape = (x.shape[0] // W, ) + tuple(x.shape[1:])
+    ns = n // W
+    if out is None:
+        if torch.compiler.is_compiling():
+            return torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method)
+        out = torch.empty(shape, dtype=x.dtype, device=x.device)
+    else:
+        ctx._check(op, out, "out")
+        if out.numel() != ns:
+            raise ValueError(f"{op}: out has {out.numel()} elements, expected x.numel() / world = {ns}")
+    ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
+    if method == "auto":
+        method = ctx.select(n * ctx.esize)
+    if n == 0:
+        return out
+    if method == "nccl":
+        import torch.distributed as dist
+
+        dist.reduce_scatter_tensor(out.view(-1), x.reshape(-1), group=ctx.group)
+        return out
+    tag = _common.size_tag(n)
+    if method == "ring":
+        ch = ctx.ring
+        ctx._launch(_rs.reduce_scatter_ring_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, ns,
+                    ctx.max_numel // ctx.world_size, tag)
+    else:
+        ch = ctx.direct if method == "direct" else ctx.direct_push
+        ctx._launch(_rs.reduce_scatter_direct_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, ns,
+                    ctx.max_numel // ctx.world_size, tag, PUSH=(method == "direct_push"))
+    return out
+
+
+# ================================================================================================================
+# all-reduce
+# ================================================================================================================
+#: Crossover table for method="auto": world size -> [(max bytes, method), ...] (first entry whose bound holds).
+#: Filled from GPU measurements (benchmarks/RESULTS.md); other world sizes use DEFAULT_AR_TABLE.
+AR_TABLE = {
+    2: [(256 << 10, "one_shot"), (1 << 62, "one_shot")],
+}
+DEFAULT_AR_TABLE = [(256 << 10, "one_shot"), (1 << 62, "two_shot")]
+#: Default one-shot staging capacity in bytes (``one_shot_max_numel``): its buffer is ``2 * world`` times this.
+DEFAULT_ONE_SHOT_BYTES = 16 << 20
+#: Where our kernels measured slower than NCCL (op -> world -> [(lo bytes, hi bytes)]); "auto" uses NCCL there.
+#: Sizes follow the NCCL-tests convention (also used by ``ctx.select``): all_gather = output bytes,
+#: reduce_scatter = input bytes, all_reduce = buffer bytes.
+NCCL_FALLBACK = {"all_reduce": {}, "all_gather": {}, "reduce_scatter": {}}
+#: Default SM method of the other ops for "auto".
+AUTO_DEFAULTS = {"all_gather": "push", "reduce_scatter": "direct_push"}
+
+
+def _select_method(op: str, world: int, nbytes: int, on_gpu: bool) -> str:
+    for lo, hi in NCCL_FALLBACK.get(op, {}).get(world, []):
+        if lo <= nbytes < hi:
+            return "nccl"
+    if op == "all_reduce":
+        for bound, m in AR_TABLE.get(world, DEFAULT_AR_TABLE):
+            if nbytes <= bound:
+                return m
+        return "two_shot"
+    return AUTO_DEFAULTS[op]
+
+
+class AllReduceContext(_Context):
+    """All-reduce of up to ``max_numel`` elements. Methods: ``one_shot`` (latency; its double-buffered staging
+    holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``nccl``, ``auto``."""
+
+    kind = "allreduce"
+
+    def __init__(self, max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None, methods=None,
+                 **kw):
+        super().__init__(max_numel, dtype, REDUCE_DTYPES, fingerprint_extra=(one_shot_max_numel, ), methods=methods,
+                         all_methods=("one_shot", "two_shot"), **kw)
+        W = self.world_size
+        blk = self._block()
+        default_cap = max(1, DEFAULT_ONE_SHOT_BYTES // self.esize)
+        cap1 = int(min(max_numel, one_shot_max_numel if one_shot_max_numel is not None else default_cap))
+        cap1 = max(128, -(-cap1 // 128) * 128)
+        self.one_shot_cap = cap1 if "one_shot" in self.methods else 0
+        small = min(cap1, 32768 // self.esize)
+        self.small_cap = small
+        self.one_shot_small = self.one_shot = self.two_shot = None
+        if "one_shot" in self.methods:
+            # latency channel: few programs (fewer signals), one block each at <= 32 KiB
+            self.one_shot_small = self._add_channel(
+                "one_shot_small", buf_numel=2 * W * small, buf_dtype=dtype,
+                num_programs=max(1, min(self.max_programs, 4 if self.on_gpu else 1, -(-small // blk))), block=blk,
+                num_warps=self.num_warps, nready=2 * 4 * W, ndone=0, ncounter=4)
+            G1 = self._grid_for(cap1, blk)
+            self.one_shot = self._add_channel("one_shot", buf_numel=2 * W * cap1, buf_dtype=dtype, num_programs=G1,
+                                              block=blk, num_warps=self.num_warps, nready=2 * G1 * W, ndone=0,
+                                              ncounter=G1)
+        shard = -(-max_numel // W)
+        shard = -(-shard // 128) * 128
+        self.two_shot_cap = shard
+        if "two_shot" in self.methods:
+            G2 = self._grid_for(shard, blk)
+            self.two_shot = self._add_channel("two_shot", buf_numel=2 * W * shard, buf_dtype=dtype,
+                                              num_programs=G2, block=blk, num_warps=self.num_warps,
+                                              nready=2 * G2 * W, ndone=G2 * W, ncounter=G2)
+        self._finish_init()
+
+    def select(self, nbytes: int) -> str:
+        m = _select_method("all_reduce", self.world_size, nbytes, self.on_gpu)
+        if m == "one_shot" and (nbytes // self.esize > self.one_shot_cap):
+            m = "two_shot"
+        if m == "two_shot" and self.two_shot is None:
+            m = "one_shot"  # the call's size check reports it if one-shot cannot hold it either
+        return m
+
+    def __call__(self, x, out=None, method="auto"):
+        return all_reduce(x, self, out=out, method=method)
+
+
+def create_allreduce_ctx(max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None,
+                         **kw) -> AllReduceContext:
+    """Collective: a reusable all-reduce context for up to ``max_numel`` elements of ``dtype`` (bf16/fp16/fp32).
+    ``one_shot_max_numel`` bounds the one-shot staging (``2 * world * one_shot_max_numel`` symmetric elements;
+    default ``min(max_numel, 16 MiB / element size)``); ``methods`` restricts which buffers are allocated
+    (default: ``("one_shot", "two_shot")``).
+
+    Symmetric memory per rank: one-shot ``2 * world * one_shot_max_numel``, two-shot ``2 * world *
+    ceil(max_numel / world)`` elements, plus small signal arrays."""
+    return AllReduceContext(max_numel, dtype, one_shot_max_numel=one_shot_max_numel, **kw)
+
+
+AR_METHODS = ("auto", "one_shot", "two_shot", "nccl")
+
+
+def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tensor] = None,
+               method: str = "auto") -> torch.Tensor:
+    """Sum ``x`` over ranks (fp32 accumulation, one rounding to x's dtype); returns ``out`` (same shape as ``x``,
+    new tensor unless given; ``out`` may be ``x`` itself). ``method``: one of ``AR_METHODS``."""
+    op = "all_reduce"
+    if not isinstance(ctx, AllReduceContext):
+        raise ValueError(f"{op}: ctx must come from create_allreduce_ctx, got {type(ctx).__name__}")
+    ctx._check(op, x)
+    n = _numel_of(x)
+    if n > ctx.max_numel:
+        raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel}")
+    if method not in AR_METHODS:
+        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(AR_METHODS)}")
+    ctx._need(op, method)
+    if method == "auto":
+        method = ctx.select(n * ctx.esize)
+    if method == "one_shot" and n > ctx.one_shot_cap:
+        raise ValueError(f"{op}: method='one_shot' holds at most one_shot_max_numel={ctx.one_shot_cap} elements, "
+                         f"x has {n}; use 'two_shot' or 'auto'")
+    if out is None:
+        if torch.compiler.is_compiling():
+            return torch.ops.triton_dist.all_reduce(x, ctx.handle, method)
+        out = torch.empty_like(x)
+    else:
+        ctx._check(op, out, "out")
+        if out.numel() != n:
+            raise ValueError(f"{op}: out has {out.numel()} elements, expected {n}")
+    ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
+    if method == "auto":
+        method = ctx.select(n * ctx.esize)
+    if n == 0:
+        return out
+    tag = _common.size_tag(n)
+    if method == "nccl":
+        import torch.distributed as dist
+
+        if out.data_ptr() != x.data_ptr():
+            out.copy_(x)
+        dist.all_reduce(out, group=ctx.group)
+        return out
+    if method == "one_shot":
+        ch = ctx.one_shot_small if n <= ctx.small_cap else ctx.one_shot
+        cap = ctx.small_cap if ch is ctx.one_shot_small else ctx.one_shot_cap
+        ctx._launch(_ar.allreduce_one_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.counter, n, cap, tag)
+        return out
+    ch = ctx.two_shot
+    ns = -(-n // ctx.world_size)
+    ns = -(-ns // 128) * 128
+    ctx._launch(_ar.allreduce_two_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, n, ns,
+                ctx.two_shot_cap, tag)
+    return out
+
+
+# ================================================================================================================
+# point-to-point
+# ================================================================================================================
+class P2PContext(_Context):
+    """Signalled send/recv of up to ``max_numel`` elements per message; one message per (sender, receiver) in
+    flight (a second send to the same peer waits until the first was received)."""
+
+    kind = "p2p"
+
+    def __init__(self, max_numel: int, dtype: torch.dtype, **kw):
+        super().__init__(max_numel, dtype, GATHER_DTYPES, all_methods=("p2p", ), **kw)
+        W = self.world_size
+        blk = self._block()
+        G = self._grid_for(max_numel, blk)
+        self.ch = self._add_channel("p2p", buf_numel=W * max_numel, buf_dtype=dtype, num_programs=G, block=blk,
+                                    num_warps=self.num_warps, nready=G * W, ndone=G * W, ncounter=W * G)
+        self.recv_counter = torch.zeros(W * G, dtype=torch.int64, device=self.device)
+        self._finish_init()
+
+
+def create_p2p_ctx(max_numel: int, dtype: torch.dtype, **kw) -> P2PContext:
+    """Collective: a reusable point-to-point context (messages of up to ``max_numel`` elements of ``dtype``)."""
+    return P2PContext(max_numel, dtype, **kw)
+
+
+def _check_peer(op, ctx, peer, name):
+    if not isinstance(peer, int) or isinstance(peer, bool) or not 0 <= peer < ctx.world_size or peer == ctx.rank:
+        raise ValueError(f"{op}: {name}={peer!r} must be another rank in [0, {ctx.world_size}) (this rank is "
+                         f"{ctx.rank})")
+
+
+def send(x: torch.Tensor, dst: int, ctx: P2PContext) -> None:
+    """Send ``x`` to rank ``dst`` (stream-ordered; returns once enqueued). The matching ``recv`` on ``dst`` must
+    use the same element count and dtype."""
+    op = "send"
+    if not isinstance(ctx, P2PContext):
+        raise ValueError(f"{op}: ctx must come from create_p2p_ctx, got {type(ctx).__name__}")
+    ctx._check(op, x)
+    _check_peer(op, ctx, dst, "dst")
+    n = _numel_of(x)
+    if n > ctx.max_numel or n == 0:
+        raise ValueError(f"{op}: x has {n} elements; accepted: 1 .. {ctx.max_numel}")
+    ch = ctx.ch
+    ctx._launch(_p2p.p2p_send_kernel, ch, _bits(x), _bits(ch.buf), ch.ready, ch.done, ch.counter, n, ctx.max_numel,
+                dst, _common.size_tag(n))
+
+
+def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Receive a message of ``shape`` from rank ``src`` into ``out`` (new tensor unless given)."""
+    op = "recv"
+    if not isinstance(ctx, P2PContext):
+        raise ValueError(f"{op}: ctx must come from create_p2p_ctx, got {type(ctx).__name__}")
+    _check_peer(op, ctx, src, "src")
+    if out is None:
+        shape = tuple(int(s) for s in shape)
+        out = torch.empty(shape, dtype=ctx.dtype, device=ctx.device)
+    ctx._check(op, out, "out")
+    n = _numel_of(out)
+    if n > ctx.max_numel or n == 0:
+        raise ValueError(f"{op}: message has {n} elements; accepted: 1 .. {ctx.max_numel}")
+    ch = ctx.ch
+    ctx._launch(_p2p.p2p_recv_kernel, ch, _bits(out), _bits(ch.buf), ch.ready, ch.done, ctx.recv_counter, n,
+                ctx.max_numel, src, _common.size_tag(n))
+    return out
+
+
+def get_context(handle: int) -> _Context:
+    """The live context with ``handle`` (used by the torch.library ops)."""
+    ctx = _registry.get(int(handle))
+    if ctx is None:
+        raise ValueError(f"triton_dist ops: no live collective context with handle {handle}")
+    return ctx
+
+
+__all__ = ["AllGatherContext", "ReduceScatterContext", "AllReduceContext", "P2PContext", "create_allgather_ctx",
+           "create_reduce_scatter_ctx", "create_allreduce_ctx", "create_p2p_ctx", "all_gather", "reduce_scatter",
+           "all_reduce", "send", "recv", "get_context", "AR_TABLE", "NCCL_FALLBACK", "AG_METHODS", "RS_METHODS",
+           "AR_METHODS"]

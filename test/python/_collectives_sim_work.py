@@ -1,0 +1,305 @@
+"""Rank-side functions for test_collectives_sim.py / test_ops_api.py (module level, so rank processes can import
+them by reference). Each returns a list of failure strings (empty = pass) plus counts, so one spawn checks a lot."""
+from __future__ import annotations
+
+import random
+import time
+
+import torch
+
+
+def _init():
+    import triton_dist.utils as u
+
+    u.initialize_distributed()
+    import torch.distributed as dist
+
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _inputs(seed, rank, n, dtype):
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    if dtype.is_floating_point and dtype.itemsize == 1:
+        return (torch.randn(n, generator=g) * 4).to(dtype)
+    # small integers: sums are exact in every dtype, so results can be compared exactly
+    return torch.randint(-8, 9, (n, ), generator=g).to(dtype)
+
+
+def _all_inputs(seed, world, n, dtype):
+    return [_inputs(seed, r, n, dtype) for r in range(world)]
+
+
+def _eq(a, b):
+    if a.dtype.itemsize == 1 and a.dtype.is_floating_point:
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    return torch.equal(a, b)
+
+
+def check_ag(rank, world, ctx, seed, n, method):
+    from triton_dist.ops import all_gather
+
+    xs = _all_inputs(seed, world, n, ctx.dtype)
+    out = all_gather(xs[rank], ctx, method=method)
+    ref = torch.cat(xs)
+    return [] if _eq(out.view(-1), ref) else [f"all_gather {method} n={n} {ctx.dtype}"]
+
+
+def check_rs(rank, world, ctx, seed, n, method):
+    from triton_dist.ops import reduce_scatter
+
+    xs = _all_inputs(seed, world, n, ctx.dtype)
+    out = reduce_scatter(xs[rank], ctx, method=method)
+    ref = torch.stack([x.float() for x in xs]).sum(0).to(ctx.dtype)
+    s = n // world
+    return [] if torch.equal(out, ref[rank * s:(rank + 1) * s]) else [f"reduce_scatter {method} n={n} {ctx.dtype}"]
+
+
+def check_ar(rank, world, ctx, seed, n, method):
+    from triton_dist.ops import all_reduce
+
+    xs = _all_inputs(seed, world, n, ctx.dtype)
+    out = all_reduce(xs[rank], ctx, method=method)
+    ref = torch.stack([x.float() for x in xs]).sum(0).to(ctx.dtype)
+    return [] if torch.equal(out, ref) else [f"all_reduce {method} n={n} {ctx.dtype}: max err "
+                                             f"{(out.float() - ref.float()).abs().max().item()}"]
+
+
+def every_kernel(sizes=(1, 96, 1000, 4096), dtypes=("bfloat16", "float16", "float32")):
+    """Every kernel / method at several sizes and dtypes, each twice (epoch reuse); returns (failures, checks)."""
+    from triton_dist.ops import (create_allgather_ctx, create_allreduce_ctx, create_p2p_ctx,
+                                 create_reduce_scatter_ctx, recv, send)
+
+    rank, world = _init()
+    fails, checks = [], 0
+    for dn in dtypes:
+        dtype = getattr(torch, dn)
+        maxn = max(sizes) * world
+        ag = create_allgather_ctx(max(sizes), dtype)
+        rs = create_reduce_scatter_ctx(maxn, dtype)
+        ar = create_allreduce_ctx(maxn, dtype, one_shot_max_numel=maxn)
+        for rep in range(2):
+            for n in sizes:
+                seed = rep * 100 + n
+                for m in ("push", "pull", "auto"):
+                    fails += check_ag(rank, world, ag, seed, n, m)
+                    checks += 1
+                for m in ("direct", "direct_push", "ring", "auto"):
+                    fails += check_rs(rank, world, rs, seed, n * world, m)
+                    checks += 1
+                for m in ("one_shot", "two_shot", "auto"):
+                    fails += check_ar(rank, world, ar, seed, n * world - 3 if n > 1 else n, m)
+                    checks += 1
+        for c in (ag, rs, ar):
+            c.close()
+    # fp8 all-gather
+    f8 = torch.float8_e4m3fn
+    ag = create_allgather_ctx(512, f8)
+    for rep in range(2):
+        for m in ("push", "pull"):
+            fails += check_ag(rank, world, ag, rep, 512, m)
+            checks += 1
+    ag.close()
+    # p2p: ring exchange (send to next, receive from previous), twice, different sizes
+    p2p = create_p2p_ctx(2048, torch.bfloat16)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    for rep, n in enumerate((2048, 77, 1024)):
+        x = _inputs(rep, rank, n, torch.bfloat16)
+        send(x, nxt, p2p)
+        y = recv((n, ), prv, p2p)
+        checks += 1
+        if not torch.equal(y, _inputs(rep, prv, n, torch.bfloat16)):
+            fails.append(f"p2p rep={rep} n={n}")
+    p2p.close()
+    return fails, checks
+
+
+def stress(calls, seed=0, max_elems=512):
+    """Randomised op/size/dtype/method sequence (same on every rank), every result verified."""
+    from triton_dist.ops import create_allgather_ctx, create_allreduce_ctx, create_reduce_scatter_ctx
+
+    rank, world = _init()
+    rng = random.Random(seed)
+    dtypes = [torch.bfloat16, torch.float16, torch.float32]
+    ctxs = {}
+    for dt in dtypes:
+        ctxs[("ag", dt)] = create_allgather_ctx(max_elems, dt)
+        ctxs[("rs", dt)] = create_reduce_scatter_ctx(max_elems * world, dt)
+        ctxs[("ar", dt)] = create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems)
+    fails, t0 = [], time.time()
+    for i in range(calls):
+        dt = rng.choice(dtypes)
+        op = rng.choice(["ag", "rs", "ar"])
+        n = rng.randint(1, max_elems)
+        if op == "ag":
+            fails += check_ag(rank, world, ctxs[(op, dt)], i, n, rng.choice(["push", "pull", "auto"]))
+        elif op == "rs":
+            fails += check_rs(rank, world, ctxs[(op, dt)], i, n * world, rng.choice(["direct", "direct_push",
+                                                                                      "ring", "auto"]))
+        else:
+            m = rng.choice(["one_shot", "two_shot", "auto"])
+            nn = rng.randint(1, max_elems if m == "one_shot" else max_elems * world)
+            fails += check_ar(rank, world, ctxs[(op, dt)], i, nn, m)
+        if len(fails) > 5:
+            break
+    for c in ctxs.values():
+        c.close()
+    return fails, calls, time.time() - t0
+
+
+def _expect_value_error(fails, what, fn, *needles):
+    try:
+        fn()
+    except ValueError as exc:
+        msg = str(exc)
+        missing = [n for n in needles if n not in msg]
+        if missing:
+            fails.append(f"{what}: message lacks {missing}: {msg}")
+        return
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"{what}: raised {type(exc).__name__}: {exc} instead of ValueError")
+        return
+    fails.append(f"{what}: no error")
+
+
+def api_checks():
+    """Validation before launch, torch.library ops (real + fake + torch.compile), auto selection, check_peers,
+    fingerprint mismatch, out= and in-place use. Returns a list of failures."""
+    import torch.distributed as dist
+
+    from triton_dist import ops
+    from triton_dist.ops import collectives as C
+
+    rank, world = _init()
+    fails = []
+    bf = torch.bfloat16
+    ar = ops.create_allreduce_ctx(1024, bf)
+    ag = ops.create_allgather_ctx(256, bf)
+    rs = ops.create_reduce_scatter_ctx(256 * world, bf)
+    p2p = ops.create_p2p_ctx(64, bf)
+    x = _inputs(1, rank, 100, bf)
+    # --- validation (nothing is launched: a launch on one rank only would hang the peers' next call)
+    _expect_value_error(fails, "dtype", lambda: ops.all_reduce(x.float(), ar), "all_reduce", "float32", "bfloat16")
+    _expect_value_error(fails, "too big", lambda: ops.all_reduce(torch.zeros(2048, dtype=bf), ar), "2048", "1024")
+    _expect_value_error(fails, "method", lambda: ops.all_reduce(x, ar, method="tree"), "tree", "one_shot")
+    _expect_value_error(fails, "noncontig", lambda: ops.all_reduce(torch.zeros(8, 8, dtype=bf).t(), ar),
+                        "contiguous")
+    _expect_value_error(fails, "wrong ctx", lambda: ops.all_reduce(x, ag), "create_allreduce_ctx")
+    _expect_value_error(fails, "not tensor", lambda: ops.all_gather([1, 2], ag), "torch.Tensor")
+    _expect_value_error(fails, "ag out", lambda: ops.all_gather(x, ag, out=torch.empty(3, dtype=bf)), "out")
+    _expect_value_error(fails, "ag ce on sim", lambda: ops.all_gather(x, ag, method="ce"), "ce")
+    _expect_value_error(fails, "rs rows", lambda: ops.reduce_scatter(torch.zeros(world * 2 + 1, dtype=bf), rs),
+                        "multiple of the world size")
+    _expect_value_error(fails, "rs ctx size", lambda: ops.create_reduce_scatter_ctx(world * 8 + 1, bf),
+                        "multiple of the world size")
+    _expect_value_error(fails, "ctx dtype", lambda: ops.create_allreduce_ctx(16, torch.int32), "int32", "bfloat16")
+    _expect_value_error(fails, "fp8 reduce", lambda: ops.create_allreduce_ctx(16, torch.float8_e4m3fn),
+                        "float8_e4m3fn")
+    _expect_value_error(fails, "ctx size", lambda: ops.create_allgather_ctx(0, bf), "max_numel")
+    _expect_value_error(fails, "send to self", lambda: ops.send(x[:8], rank, p2p), "dst")
+    _expect_value_error(fails, "recv big", lambda: ops.recv((65, ), (rank + 1) % world, p2p), "65")
+    _expect_value_error(fails, "one_shot cap", lambda: ops.all_reduce(
+        torch.zeros(1024, dtype=bf), ops.create_allreduce_ctx(1024, bf, one_shot_max_numel=256), method="one_shot"),
+        "one_shot_max_numel")
+    # --- the ops still work after all those rejected calls (no half-launched state)
+    xs = _all_inputs(5, world, 100, bf)
+    ref = torch.stack([t.float() for t in xs]).sum(0).to(bf)
+    y = ops.all_reduce(xs[rank], ar)
+    if not torch.equal(y, ref):
+        fails.append("all_reduce after rejected calls")
+    # in place (out is x) and 2-D shapes
+    z = xs[rank].clone().view(10, 10)
+    ops.all_reduce(z, ar, out=z, method="two_shot")
+    if not torch.equal(z.view(-1), ref):
+        fails.append("in-place two_shot")
+    g = ops.all_gather(xs[rank].view(10, 10), ag)
+    if g.shape != (10 * world, 10) or not torch.equal(g.view(-1), torch.cat(xs)):
+        fails.append(f"all_gather 2-D shape {tuple(g.shape)}")
+    r = ops.reduce_scatter(torch.cat(xs).view(world * 10, 10)[:world * 10], rs) if False else None  # noqa: F841
+    big = _inputs(9, rank, world * 64, bf).view(world * 8, 8)
+    allb = [_inputs(9, q, world * 64, bf) for q in range(world)]
+    r = ops.reduce_scatter(big, rs)
+    rref = torch.stack([t.float() for t in allb]).sum(0).to(bf)[rank * 64:(rank + 1) * 64]
+    if r.shape != (8, 8) or not torch.equal(r.view(-1), rref):
+        fails.append(f"reduce_scatter 2-D shape {tuple(r.shape)}")
+    # --- auto selection follows the table; NCCL fallback ranges are honoured (gloo here)
+    if C._select_method("all_reduce", 2, 1024, True) != "one_shot":
+        fails.append("auto small != one_shot")
+    old = dict(C.NCCL_FALLBACK["all_reduce"])
+    C.NCCL_FALLBACK["all_reduce"][world] = [(0, 1 << 40)]
+    try:
+        if ar.select(200) != "nccl":
+            fails.append("fallback range ignored")
+        y = ops.all_reduce(xs[rank], ar)  # auto -> nccl (gloo on the simulator)
+        if not torch.equal(y, ref):
+            fails.append("nccl fallback result")
+    finally:
+        C.NCCL_FALLBACK["all_reduce"].clear()
+        C.NCCL_FALLBACK["all_reduce"].update(old)
+    # --- torch.library: registered ops, fake implementation, real call, torch.compile tracing around them
+    for name in ("all_gather", "reduce_scatter", "all_reduce"):
+        if not hasattr(torch.ops.triton_dist, name):
+            fails.append(f"torch.ops.triton_dist.{name} missing")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fx = torch.empty(10, 10, dtype=bf)
+        if torch.ops.triton_dist.all_gather(fx, ag.handle, "auto").shape != (10 * world, 10):
+            fails.append("fake all_gather shape")
+        if torch.ops.triton_dist.all_reduce(fx, ar.handle, "auto").shape != (10, 10):
+            fails.append("fake all_reduce shape")
+        if torch.ops.triton_dist.reduce_scatter(torch.empty(world * 4, 3, dtype=bf), rs.handle,
+                                                "auto").shape != (4, 3):
+            fails.append("fake reduce_scatter shape")
+    y = torch.ops.triton_dist.all_reduce(xs[rank], ar.handle, "one_shot")
+    if not torch.equal(y, ref):
+        fails.append("torch.ops all_reduce result")
+
+    def f(t):
+        return ops.all_reduce(t * 2, ar) + 1
+
+    try:
+        cf = torch.compile(f, backend="aot_eager", fullgraph=True)
+        y = cf(xs[rank])
+        if not torch.equal(y, (ref.float() * 2 + 1).to(bf)):
+            fails.append("torch.compile result")
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"torch.compile: {type(exc).__name__}: {str(exc)[:300]}")
+    # --- methods=: only the requested buffers are allocated; other methods are refused, auto adapts
+    rs_ring = ops.create_reduce_scatter_ctx(8 * world, bf, methods=("ring", ))
+    _expect_value_error(fails, "unallocated method", lambda: ops.reduce_scatter(torch.zeros(8 * world, dtype=bf),
+                                                                                rs_ring, method="direct"),
+                        "not allocated", "ring")
+    xr = [_inputs(11, q, 8 * world, bf) for q in range(world)]
+    got = ops.reduce_scatter(xr[rank], rs_ring)
+    if not torch.equal(got, torch.stack([t.float() for t in xr]).sum(0).to(bf)[rank * 8:(rank + 1) * 8]):
+        fails.append("methods=('ring',) auto result")
+    if rs_ring.select(64) != "ring" or rs_ring.direct is not None:
+        fails.append("methods=('ring',) allocation/selection")
+    rs_ring.close()
+    _expect_value_error(fails, "bad methods", lambda: ops.create_allreduce_ctx(16, bf, methods=("tree", )), "tree")
+    # --- check_peers: a cross-rank shape mismatch becomes a ValueError on every rank (host check)
+    ar.check_peers = True
+    bad = torch.zeros(16 + rank, dtype=bf)
+    _expect_value_error(fails, "check_peers", lambda: ops.all_reduce(bad, ar), "different arguments")
+    ar.check_peers = False
+    # --- fingerprint: contexts created with different arguments are refused on every rank, before allocation
+    _expect_value_error(fails, "fingerprint", lambda: ops.create_allgather_ctx(128 + rank, bf), "disagree")
+    # all contexts still usable
+    y = ops.all_reduce(xs[rank], ar)
+    if not torch.equal(y, ref):
+        fails.append("all_reduce at the end")
+    dist.barrier()
+    for c in (ar, ag, rs, p2p):
+        c.close()
+    return fails
+
+
+def size_mismatch():
+    """Ranks call all_reduce with different sizes (no check_peers): the tagged ready signals never match, so the
+    simulator's wait times out with an error instead of hanging or returning garbage."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    ar = ops.create_allreduce_ctx(1024, torch.bfloat16)
+    ops.all_reduce(torch.ones(100 + rank, dtype=torch.bfloat16), ar, method="one_shot")
+    return "no error"

@@ -1,0 +1,195 @@
+"""GPU tier: the collective kernels and ops on real GPUs (run under torchrun, every rank runs the same tests).
+
+    torchrun --nproc_per_node 2 -m pytest -q test/python/gpu/test_gpu_collectives.py
+    torchrun --nproc_per_node 2 test/python/gpu/test_gpu_collectives.py --calls 10000   # stress only
+
+Every result is compared with NCCL's (torch.distributed) on the same inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+
+def _init():
+    import torch.distributed as dist
+
+    import triton_dist.utils as tdu
+
+    tdu.initialize_distributed()
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _ints(n, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randint(-8, 9, (n, ), device="cuda", generator=g).to(dtype)
+
+
+def _check(op, ctx, n, method, seed, rank, world):
+    """Run one call and compare with NCCL; returns an error string or None."""
+    import torch.distributed as dist
+
+    from triton_dist import ops
+
+    dtype = ctx.dtype
+    if op == "ag":
+        x = _ints(n, torch.float32, seed * 7 + rank).to(dtype)
+        out = ops.all_gather(x, ctx, method=method)
+        ref = torch.empty(n * world, dtype=dtype, device="cuda")
+        dist.all_gather_into_tensor(ref.view(torch.uint8) if dtype.itemsize == 1 else ref,
+                                    x.view(torch.uint8) if dtype.itemsize == 1 else x)
+        ok = torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+    elif op == "rs":
+        x = _ints(n * world, dtype, seed * 7 + rank)
+        out = ops.reduce_scatter(x, ctx, method=method)
+        ref = torch.empty(n, dtype=dtype, device="cuda")
+        dist.reduce_scatter_tensor(ref, x)
+        ok = torch.equal(out, ref)
+    else:
+        x = _ints(n, dtype, seed * 7 + rank)
+        out = ops.all_reduce(x, ctx, method=method)
+        ref = x.clone()
+        dist.all_reduce(ref)
+        ok = torch.equal(out, ref)
+    return None if ok else f"{op} {method} n={n} {dtype} seed={seed}"
+
+
+def test_every_method_and_dtype():
+    from triton_dist import ops
+
+    rank, world = _init()
+    fails = []
+    sizes = [1, 8, 1000, 4096, 65536 + 24, 1 << 20]
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        ag = ops.create_allgather_ctx(max(sizes), dtype)
+        rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype)
+        ar = ops.create_allreduce_ctx(max(sizes) * world, dtype)
+        for rep in range(2):
+            for n in sizes:
+                for m in ("push", "pull", "ce", "auto"):
+                    fails.append(_check("ag", ag, n, m, rep + n, rank, world))
+                for m in ("direct", "direct_push", "ring", "auto"):
+                    fails.append(_check("rs", rs, n, m, rep + n, rank, world))
+                for m in ("one_shot", "two_shot", "auto"):
+                    fails.append(_check("ar", ar, n * world - 3 if n > 8 else n, m, rep + n, rank, world))
+        for c in (ag, rs, ar):
+            c.close()
+    f8 = ops.create_allgather_ctx(4096, torch.float8_e4m3fn)
+    for m in ("push", "pull", "ce"):
+        fails.append(_check("ag", f8, 4096, m, 3, rank, world))
+    f8.close()
+    fails = [f for f in fails if f]
+    assert not fails, fails[:10]
+
+
+def test_p2p_ring():
+    from triton_dist import ops
+
+    rank, world = _init()
+    ctx = ops.create_p2p_ctx(1 << 16, torch.bfloat16)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    for rep, n in enumerate((1 << 16, 77, 4096, 1 << 16)):
+        ops.send(_ints(n, torch.bfloat16, rep * 10 + rank), nxt, ctx)
+        y = ops.recv((n, ), prv, ctx)
+        assert torch.equal(y, _ints(n, torch.bfloat16, rep * 10 + prv)), (rep, n)
+    ctx.close()
+
+
+def test_cuda_graph_replay():
+    """Calls captured once and replayed many times: epochs advance in device memory, results stay right."""
+    import torch.distributed as dist
+
+    from triton_dist import ops
+
+    rank, world = _init()
+    n = 4096
+    ar = ops.create_allreduce_ctx(n, torch.bfloat16)
+    ag = ops.create_allgather_ctx(n, torch.bfloat16)
+    x = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    y = torch.empty_like(x)
+    z = torch.empty(n * world, dtype=torch.bfloat16, device="cuda")
+    w = torch.empty_like(x)
+    ops.all_reduce(x.zero_(), ar, out=y, method="one_shot")
+    ops.all_reduce(x, ar, out=y, method="two_shot")
+    ops.all_gather(x, ag, out=z)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        ops.all_reduce(x, ar, out=y, method="one_shot")
+        ops.all_reduce(y, ar, out=w, method="two_shot")
+        ops.all_gather(w, ag, out=z)
+    for it in range(50):
+        x.copy_(_ints(n, torch.bfloat16, it * 3 + rank))
+        g.replay()
+        torch.cuda.synchronize()
+        ref = x.clone()
+        dist.all_reduce(ref)
+        assert torch.equal(y, ref), it
+        ref2 = ref * world
+        assert torch.equal(w, ref2), it
+        assert torch.equal(z, ref2.repeat(world)), it
+    ar.close()
+    ag.close()
+
+
+def stress(calls: int, seed: int = 0, max_elems: int = 1 << 18):
+    """Randomised op/size/dtype/method calls, every result verified against NCCL. Returns (failures, seconds)."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    rng = random.Random(seed)
+    dts = [torch.bfloat16, torch.float16, torch.float32]
+    ctx = {}
+    for dt in dts:
+        ctx[("ag", dt)] = ops.create_allgather_ctx(max_elems, dt)
+        ctx[("rs", dt)] = ops.create_reduce_scatter_ctx(max_elems * world, dt)
+        ctx[("ar", dt)] = ops.create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems)
+    methods = {"ag": ["push", "pull", "ce", "auto"], "rs": ["direct", "direct_push", "ring", "auto"],
+               "ar": ["one_shot", "two_shot", "auto"]}
+    fails = []
+    t0 = time.time()
+    for i in range(calls):
+        op = rng.choice(["ag", "rs", "ar"])
+        dt = rng.choice(dts)
+        m = rng.choice(methods[op])
+        n = rng.choice([rng.randint(1, 256), rng.randint(1, 8192), rng.randint(1, max_elems)])
+        if op == "ar" and m != "one_shot":
+            n = rng.randint(1, max_elems * world)
+        err = _check(op, ctx[(op, dt)], n, m, i, rank, world)
+        if err:
+            fails.append(err)
+            if len(fails) > 10:
+                break
+    torch.cuda.synchronize()
+    for c in ctx.values():
+        c.close()
+    return fails, time.time() - t0
+
+
+def test_stress():
+    calls = int(os.environ.get("TRITON_DIST_STRESS_CALLS", "10000"))
+    fails, secs = stress(calls)
+    assert not fails, fails[:10]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=10000)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    fails, secs = stress(a.calls, a.seed)
+    r = int(os.environ.get("RANK", "0"))
+    print(f"rank {r}: stress {a.calls} calls in {secs:.1f} s: {len(fails)} failures {fails[:5]}", flush=True)
+    import triton_dist.utils as tdu
+
+    tdu.finalize_distributed()
+    sys.exit(1 if fails else 0)
