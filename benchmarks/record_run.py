@@ -58,6 +58,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--name", required=True)
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds; then the command's whole process group (torchrun and its workers) is killed")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
@@ -66,13 +68,30 @@ def main(argv=None) -> int:
     t0 = time.time()
     # Line-buffered: a run killed by its `timeout` must still leave every line it printed.
     with open(log_path, "w", buffering=1) as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                start_new_session=True)
+        timer = None
+        if a.timeout:
+            import signal
+            import threading
+
+            def kill_group():
+                log.write(f"\n[record_run] timeout after {a.timeout:.0f} s: killing the process group\n")
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+            timer = threading.Timer(a.timeout, kill_group)
+            timer.start()
         lines = []
         for line in proc.stdout:
             sys.stdout.write(line)
             log.write(line)
             lines.append(line)
         rc = proc.wait()
+        if timer is not None:
+            timer.cancel()
     text = "".join(lines)
     summaries = _PYTEST_SUMMARY.findall(text)
     record = {
@@ -80,6 +99,7 @@ def main(argv=None) -> int:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(cmd),
         "exit_code": rc,
+        "timed_out": bool(a.timeout) and rc == -9,
         "wall_s": round(time.time() - t0, 1),
         "pytest_summary": summaries,
         "facts": environment_facts(),
