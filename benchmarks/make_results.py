@@ -141,6 +141,8 @@ def run_section(doc):
            f"- commit: {doc.get('git_commit', '?')}",
            f"- record: `{doc['_path']}`"]
     out += [f"- command: `{c}`" for c in doc.get("commands", [])]
+    if doc.get("caveat"):
+        out.append(f"- **caveat**: {doc['caveat']}")
     for key, value in res.items():
         if isinstance(value, dict):
             out.append(f"- {key}:")

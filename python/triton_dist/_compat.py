@@ -568,3 +568,66 @@ class interpreted_jit_calls:
             if _jit_call_depth == 0:
                 JITFunction.__call__ = _jit_call_saved
         return False
+
+
+# --- helper I (overlap kernels): runtime-bound `for` loops under the interpreter -----------------------------------
+
+def install_interpreter_index_fix():
+    """Make ``for i in range(<runtime scalar>)`` work in interpreted kernels.
+
+    Stock Triton 3.6's interpreter gives ``tl.tensor`` an ``__index__`` of ``int(self.handle.data)``, but its scalars
+    hold 1-element 1-D numpy arrays, which numpy >= 2.3 refuses to convert with ``int()`` ("only 0-dimensional
+    arrays can be converted to Python scalars"): every ``for`` loop whose bound is a kernel argument or program id
+    fails. We wrap ``_patch_lang_tensor`` so ``__index__`` reads the single element instead.
+    Assumptions (tested in test_compat.py): the interpreter module has ``_patch_lang_tensor(tensor, scope)``, called
+    by ``_patch_lang`` through the module global, and ``scope.set_attr(obj, name, value)``. Idempotent.
+    """
+    import numpy as _np
+    from triton.runtime import interpreter as _it
+
+    orig = _it._patch_lang_tensor
+    if getattr(orig, "_triton_dist_index_fix", False):
+        return
+
+    def _index(self):
+        return int(_np.asarray(self.handle.data).reshape(-1)[0])
+
+    def patched(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", _index)
+
+    patched._triton_dist_index_fix = True
+    _it._patch_lang_tensor = patched
+
+
+def install_interpreter_bf16_dot_fix():
+    """Make ``tl.dot`` on bfloat16 operands correct under the interpreter.
+
+    Stock Triton 3.6's interpreter stores bfloat16 as raw ``uint16`` bits and its ``create_dot`` multiplies the raw
+    arrays (only fp8 operands are converted first), so a bf16 ``tl.dot`` returns garbage (~1e10). We wrap
+    ``InterpreterBuilder.create_dot`` to widen bf16 operands to fp32 (``bits << 16``, exact) before the product.
+    Assumptions (tested in test_compat.py): ``interpreter.InterpreterBuilder.create_dot(self, a, b, d,
+    input_precision, max_num_imprecise_acc)`` with ``TensorHandle(data, dtype)`` operands whose ``dtype`` is a
+    ``tl`` dtype and bf16 data is ``uint16``. Idempotent.
+    """
+    import numpy as _np
+    import triton.language as _tl
+    from triton.runtime import interpreter as _it
+
+    cls = _it.InterpreterBuilder
+    orig = cls.create_dot
+    if getattr(orig, "_triton_dist_bf16", False):
+        return
+
+    def _f32(h):
+        if h.dtype == _tl.bfloat16:
+            return _it.TensorHandle((_np.asarray(h.data).astype(_np.uint32) << 16).view(_np.float32), _tl.float32)
+        return h
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.dtype == _tl.bfloat16 or b.dtype == _tl.bfloat16:
+            a, b = _f32(a), _f32(b)
+        return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    create_dot._triton_dist_bf16 = True
+    cls.create_dot = create_dot

@@ -21,12 +21,18 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
   module whose code reads ``nvshmemi_device_state_d`` (what every NVSHMEM device function reads) — decided by what
   the module links and uses, never by its name.
   The hook is global: plain ``triton.jit`` kernels that link NVSHMEM are initialised too, others are untouched.
+* **Cooperative-launch check.** A launch with more than one program and no ``launch_cooperative_grid=True`` of a
+  kernel whose TTIR calls a SHMEM device collective (``libshmem_device`` barriers, sync, broadcast, fcollect) is
+  refused with a RuntimeError naming the kernel, the functions and the fix (:func:`check_cooperative_launch`); the
+  compiled kernel is looked up first (a warm-up run: compile or cache hit, no launch; costs one extra cache lookup
+  per non-cooperative launch).
 * **Bounded-wait mode in the cache key.** ``TRITON_DIST_BOUNDED_WAIT`` (read when ``dl.wait`` is traced) is part
   of the disk cache key (``cache_key``) and selects the in-memory per-device cache, so toggling it recompiles.
 """
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import re
 import threading
@@ -296,6 +302,15 @@ class DistJITFunction(JITFunction):
         ours = _libs_for_launch()
         if ours:
             kwargs["extern_libs"] = _merge_extern_libs(ours, kwargs.get("extern_libs"))
+        if not warmup and not kwargs.get("launch_cooperative_grid"):
+            # device-side collectives need every program resident: refuse before launching (see below)
+            hooks, self.pre_run_hooks = self.pre_run_hooks, []  # the real run below calls them (once)
+            try:
+                kernel = super().run(*args, grid=grid, warmup=True, **kwargs)
+            finally:
+                self.pre_run_hooks = hooks
+            if kernel is not None:
+                _check_launch(self, kernel, grid, args, kwargs)
         return super().run(*args, grid=grid, warmup=warmup, **kwargs)
 
     def __call__(self, *args, **kwargs):
@@ -337,8 +352,8 @@ from .runtime import select as _select  # noqa: E402
 
 _select.maybe_enable_interpreter()
 
-__all__ = ["jit", "DistJITFunction", "module_init_count", "module_links_nvshmem", "compile_options_for_target",
-           "bounded_wait_key", "shmem_extern_libs"]
+__all__ = ["jit", "DistJITFunction", "check_cooperative_launch", "collective_calls", "module_init_count",
+           "module_links_nvshmem", "compile_options_for_target", "bounded_wait_key", "shmem_extern_libs"]
 
 
 def compile_options_for_target(target) -> dict:
@@ -347,3 +362,83 @@ def compile_options_for_target(target) -> dict:
         return {}
     libs = shmem_extern_libs(target.backend)
     return {"extern_libs": libs} if libs else {}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# cooperative-launch check for device-side collectives (libshmem_device barriers / sync / broadcast / fcollect)
+# ----------------------------------------------------------------------------------------------------------------
+_COLLECTIVE_RE = None
+
+
+def _collective_re():
+    global _COLLECTIVE_RE
+    if _COLLECTIVE_RE is None:
+        from .backends.amd import libshmem as _amd
+        from .backends.nvidia import libshmem as _nv
+
+        names = sorted(set(_nv.COLLECTIVE_SYMBOLS) | set(_amd.COLLECTIVE_SYMBOLS), key=len, reverse=True)
+        _COLLECTIVE_RE = re.compile(r"(?<![A-Za-z0-9_$.])(" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_$])")
+    return _COLLECTIVE_RE
+
+
+def collective_calls(asm) -> Tuple[str, ...]:
+    """The SHMEM device collectives (barrier / sync / broadcast / fcollect symbols) a compiled kernel calls, read
+    from its TTIR (``asm["ttir"]``: the extern calls before linking, so inlined library code cannot hide or fake
+    them); LLIR / PTX when no TTIR is kept."""
+    text = None
+    for stage in ("ttir", "ttgir", "llir", "ptx", "amdgcn"):
+        try:
+            text = asm[stage]
+        except (KeyError, TypeError):
+            continue
+        if isinstance(text, bytes):
+            text = text.decode(errors="replace")
+        if text:
+            break
+    if not text:
+        return ()
+    return tuple(sorted(set(_collective_re().findall(text))))
+
+
+def _num_programs(grid) -> int:
+    n = 1
+    for g in tuple(grid):
+        n *= int(g)
+    return n
+
+
+def check_cooperative_launch(kernel_name: str, asm, grid, cooperative: bool) -> None:
+    """Raise RuntimeError when a kernel calling device-side collectives is launched with more than one program
+    without ``launch_cooperative_grid=True``: a device barrier / collective waits for every program of the launch
+    (through the other PEs), which may never be scheduled while the waiting ones occupy the GPU -> deadlock.
+    ``grid`` is the launch grid (a tuple); pure function (testable on compiled code without a GPU)."""
+    if cooperative:
+        return
+    n = _num_programs(grid)
+    if n <= 1:
+        return
+    calls = collective_calls(asm)
+    if calls:
+        raise RuntimeError(
+            f"triton_dist: kernel {kernel_name!r} calls the device-side collective(s) {', '.join(calls)} "
+            f"(libshmem_device barrier / sync / broadcast / fcollect) and is launched with {n} programs "
+            f"(grid {tuple(grid)}) without launch_cooperative_grid=True: its programs may not all be resident, so "
+            f"the collective can deadlock. Fix: launch it cooperatively, `{kernel_name}[grid](..., "
+            f"launch_cooperative_grid=True)` (grid small enough to be resident at once), or launch the collective "
+            f"in a 1-program kernel.")
+
+
+def _check_launch(fn: "DistJITFunction", kernel, grid, args, kwargs) -> None:
+    if hasattr(kernel, "result"):
+        kernel = kernel.result()
+    if callable(grid):
+        bound = {}
+        for i, p in enumerate(fn.params):
+            if i < len(args):
+                bound[p.name] = args[i]
+            elif p.name in kwargs:
+                bound[p.name] = kwargs[p.name]
+            elif p.default is not inspect.Parameter.empty:
+                bound[p.name] = p.default
+        grid = grid(bound)
+    check_cooperative_launch(fn.fn.__name__, getattr(kernel, "asm", {}), tuple(grid), False)

@@ -457,3 +457,89 @@ def test_plain_jit_callees_run_inside_interpreted_launches(tmp_path):
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == str(2 * sum(range(8)))
+
+
+# --- helper I (overlap kernels) ------------------------------------------------------------------------------------
+
+def test_interpreter_runtime_bound_for_loop(tmp_path):
+    """install_interpreter_index_fix: the interpreter still has _patch_lang_tensor (called through the module
+    global by _patch_lang, using scope.set_attr), and with the fix a `for` loop bounded by a kernel argument and by
+    the program id runs under the interpreter (stock 3.6 + numpy >= 2.3 raises 'only 0-dimensional arrays ...')."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from triton.runtime import interpreter as _it
+
+    assert callable(getattr(_it, "_patch_lang_tensor", None))
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        os.environ["TRITON_INTERPRET"] = "1"
+        import torch, triton, triton.language as tl
+        from triton_dist import _compat
+        _compat.install_interpreter_index_fix()
+        _compat.install_interpreter_index_fix()  # idempotent
+
+        @triton.jit
+        def k(out, K, STEP: tl.constexpr):
+            pid = tl.program_id(0)
+            acc = 0
+            for i in range(0, tl.cdiv(K, 4)):
+                acc += 1
+            for t in range(pid, K, STEP):
+                acc += 100
+            tl.store(out + pid, acc)
+
+        out = torch.zeros(2, dtype=torch.int32)
+        k[(2,)](out, 16, 4)
+        print(out.tolist())
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "[404, 404]"
+
+
+def test_interpreter_bf16_dot(tmp_path):
+    """install_interpreter_bf16_dot_fix: InterpreterBuilder.create_dot(a, b, d, input_precision,
+    max_num_imprecise_acc) still exists, bf16 is still stored as uint16, and with the fix a bf16 tl.dot under the
+    interpreter equals the fp32 product (stock 3.6 multiplies the raw bits)."""
+    import inspect
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from triton.runtime import interpreter as _it
+
+    params = list(inspect.signature(_it.InterpreterBuilder.create_dot).parameters)
+    assert params[:4] == ["self", "a", "b", "d"], params
+    script = tmp_path / "dot.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        os.environ["TRITON_INTERPRET"] = "1"
+        import torch, triton, triton.language as tl
+        from triton_dist import _compat
+        _compat.install_interpreter_bf16_dot_fix()
+        _compat.install_interpreter_bf16_dot_fix()  # idempotent
+
+        @triton.jit
+        def k(a, b, o):
+            r = tl.arange(0, 16)
+            x = tl.load(a + r[:, None] * 16 + r[None, :])
+            y = tl.load(b + r[:, None] * 16 + r[None, :])
+            tl.store(o + r[:, None] * 16 + r[None, :], tl.dot(x, y))
+
+        g = torch.Generator().manual_seed(0)
+        a = (torch.randint(-4, 5, (16, 16), generator=g).float() / 4).to(torch.bfloat16)
+        b = (torch.randint(-4, 5, (16, 16), generator=g).float() / 4).to(torch.bfloat16)
+        o = torch.zeros(16, 16)
+        k[(1,)](a, b, o)
+        print((o - a.float() @ b.float()).abs().max().item())
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert float(res.stdout.strip().splitlines()[-1]) == 0.0

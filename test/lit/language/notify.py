@@ -30,12 +30,12 @@
 # INTRAADD: @%tdn_p membar.sys;
 # INTRAADD-NEXT: @%tdn_p atom.relaxed.sys.add.u64
 #
-# inter_node: barrier + system fence, then thread 0 calls nvshmemx_signal_op(sig, value, NVSHMEM_SIGNAL_ADD=5, pe).
+# inter_node: barrier + system fence, then thread 0 calls nvshmemx_signal_op(sig, value, NVSHMEM_SIGNAL_ADD=10, pe).
 # INTER: bar.sync 0;
 # INTER-NEXT: membar.sys;
 # INTER: mov.u32 [[TID:%r[0-9]+]], %tid.x;
 # INTER: setp.ne.b32 [[P:%p[0-9]+]], [[TID]], 0;
-# INTER: st.param.b32 [param2], 5;
+# INTER: st.param.b32 [param2], 10;
 # INTER: call.uni (retval0), nvshmemx_signal_op, (param0, param1, param2, param3);
 #
 # AMD: workgroup barrier, then release atomics (L2 writeback before the atomic) at agent scope.

@@ -1,0 +1,269 @@
+"""CPU-simulator implementation of ``triton_dist.language.extra.libshmem_device`` (Triton interpreter).
+
+Each program of an interpreted launch is one Python thread (``triton_dist.runtime.sim.launch.run_grid``), so
+"thread", "warp" and "block" variants coincide: the program executes the operation once. Memory is the shared
+symmetric heap every rank process maps (``triton_dist.runtime.sim``):
+
+* put / get (all variants): a ``memmove`` between the local buffer and the peer's partition at the same symmetric
+  offset. Blocking and ``*_nbi`` variants complete before returning (``quiet`` / ``fence`` have nothing left to do),
+  which is a valid (strongest) schedule of the NVSHMEM semantics.
+* signals: real 64-bit hardware atomics on the shared pages (exchange for SET, add for ADD, acquire-release), after
+  the data copy, so a peer that sees the signal sees the data. ``signal_wait_until`` polls with acquire loads
+  through the runtime's waiter (timeout -> ``SimWaitTimeout`` naming address, comparison and last value).
+* ``remote_ptr``: the peer partition's address; null (0) for an address off this rank's partition or a peer on
+  another simulated node (``nvshmem_ptr`` is null there too). ``remote_mc_ptr``: always null (no multicast).
+* barriers / collectives -- the model: each call is ONE arrival of this PE at the team's barrier; each rank's k-th
+  barrier on a team meets every other rank's k-th (count-based, ``ctx.barrier_all`` / ``ctx.barrier_node``).
+  NVSHMEM / rocSHMEM require a team's collective to be called by one thread / warp / block per PE at a time
+  (rocSHMEM: "from only one thread/wavefront/workgroup within the grid"), so a launch whose programs call
+  collectives concurrently (e.g. every program calls ``barrier_all_block``) has no defined meaning on the GPU
+  either. The simulator refuses it with a clear error: a collective entered by a program while ANOTHER live
+  program of the same launch on this rank already called one on the same team raises ``RuntimeError``
+  (guard the call with ``if tl.program_id(0) == 0``). Calls from different launches, or from one program,
+  are fine. ``broadcastmem_block`` / ``fcollectmem_block``: team barrier, copy from the peers' partitions, team
+  barrier (so sources are complete before anyone reads, and nobody reuses them before everyone has).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Dict, Tuple
+
+import numpy as np
+import triton.language as tl
+
+from ... import _compat
+from ...runtime.sim import context as sim_context
+
+CMP_NAMES = {0: "eq", 1: "ne", 2: "gt", 3: "le", 4: "lt", 5: "ge"}
+SIGNAL_NAMES = {9: "set", 10: "add"}
+TEAM_NAMES = {0: "world", 1: "shared", 2: "node"}
+
+_PROGRAM_THREAD_PREFIX = "triton_dist-sim-program-"
+
+
+def _ctx():
+    return sim_context.current()
+
+
+def _int(v) -> int:
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    arr = np.asarray(_compat.interpreter_data(v)).reshape(-1)
+    if arr.size != 1:
+        raise TypeError(f"libshmem_device: expected a scalar, got an array of shape {arr.shape}")
+    return int(arr[0])
+
+
+def _u64(v) -> int:
+    return _int(v) & 0xFFFFFFFFFFFFFFFF
+
+
+def _i32(x):
+    return _compat.interpreter_value(np.array([x], dtype=np.int32), tl.int32)
+
+
+def _check_pe(op, ctx, pe):
+    if not 0 <= pe < ctx.world_size:
+        raise ValueError(f"libshmem_device.{op}: pe={pe} out of range [0, {ctx.world_size})")
+
+
+def _on_my_partition(ctx, addr) -> bool:
+    base = ctx.base(ctx.rank)
+    return base <= addr < base + ctx.heap_size
+
+
+def _sym(op, name, ctx, addr, pe, nbytes=0) -> int:
+    """``addr`` (symmetric, in this rank's partition) translated to ``pe``'s partition."""
+    if not _on_my_partition(ctx, addr) or (nbytes and not _on_my_partition(ctx, addr + nbytes - 1)):
+        desc = ctx.describe_addr(addr) if hasattr(ctx, "describe_addr") else f"{addr:#x}"
+        raise ValueError(f"libshmem_device.{op}: {name} {desc} (+{nbytes} bytes) is not a symmetric buffer of rank "
+                         f"{ctx.rank} (allocate it with triton_dist's symmetric allocator)")
+    return int(ctx.translate(int(addr), int(pe)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# teams
+# ---------------------------------------------------------------------------------------------------------------
+def _team(op, team) -> str:
+    t = _int(team)
+    if t not in TEAM_NAMES:
+        raise ValueError(f"libshmem_device.{op}: team={t} is not a valid team; accepted: "
+                         + ", ".join(f"{k} ({v})" for k, v in TEAM_NAMES.items()))
+    return "world" if t == 0 else "node"  # NVSHMEM_TEAM_SHARED = the node's PEs (all load/store reachable)
+
+
+def _team_layout(ctx, team: str) -> Tuple[int, int, int]:
+    """(my index in the team, team size, global rank of team member 0)."""
+    if team == "world":
+        return ctx.rank, ctx.world_size, 0
+    lw = ctx.local_world_size
+    return ctx.rank % lw, lw, (ctx.rank // lw) * lw
+
+
+def my_pe():
+    return _i32(_ctx().rank)
+
+
+def n_pes():
+    return _i32(_ctx().world_size)
+
+
+def team_my_pe(team):
+    return _i32(_team_layout(_ctx(), _team("team_my_pe", team))[0])
+
+
+def team_n_pes(team):
+    return _i32(_team_layout(_ctx(), _team("team_n_pes", team))[1])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# memory
+# ---------------------------------------------------------------------------------------------------------------
+def _ptr_result(addr: int, like):
+    return _compat.interpreter_value(np.array([addr], dtype=np.uint64), like.type)
+
+
+def remote_ptr(ptr, pe):
+    ctx = _ctx()
+    pe = _int(pe)
+    _check_pe("remote_ptr", ctx, pe)
+    addr = _int(ptr) & 0xFFFFFFFFFFFFFFFF
+    same_node = pe // ctx.local_world_size == ctx.rank // ctx.local_world_size
+    out = int(ctx.translate(addr, pe)) if (_on_my_partition(ctx, addr) and same_node) else 0
+    return _ptr_result(out, ptr)
+
+
+def remote_mc_ptr(team, ptr):
+    _team("remote_mc_ptr", team)
+    return _ptr_result(0, ptr)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RMA and signals
+# ---------------------------------------------------------------------------------------------------------------
+def rma(op, kind, dest, source, nbytes, pe):
+    ctx = _ctx()
+    pe, n = _int(pe), _int(nbytes)
+    _check_pe(op, ctx, pe)
+    if n < 0:
+        raise ValueError(f"libshmem_device.{op}: bytes={n} must be >= 0")
+    d, s = _u64(dest), _u64(source)
+    if n == 0:
+        return None
+    if kind == "put":
+        d = _sym(op, "dest", ctx, d, pe, n)
+    else:
+        s = _sym(op, "source", ctx, s, pe, n)
+    ctypes.memmove(d, s, n)
+    return None
+
+
+def _signal(op, ctx, sig_addr, signal, sig_op, pe):
+    o = _int(sig_op)
+    if o not in SIGNAL_NAMES:
+        raise ValueError(f"libshmem_device.{op}: sig_op={o}; accepted: NVSHMEM_SIGNAL_SET (9), NVSHMEM_SIGNAL_ADD (10)")
+    a = _sym(op, "sig_addr", ctx, _u64(sig_addr), pe, 8)
+    if a % 8:
+        raise ValueError(f"libshmem_device.{op}: sig_addr {a:#x} is not 8-byte aligned")
+    val = np.array([_u64(signal)], dtype=np.uint64)
+    _compat.raw_atomic_rmw("xchg" if SIGNAL_NAMES[o] == "set" else "add", [a], val, "acq_rel")
+
+
+def put_signal(op, dest, source, nbytes, sig_addr, signal, sig_op, pe):
+    ctx = _ctx()
+    rma(op, "put", dest, source, nbytes, pe)  # data first: complete before the signal below
+    _signal(op, ctx, sig_addr, signal, sig_op, _int(pe))
+    return None
+
+
+def signal_op(sig_addr, signal, sig_op, pe):
+    ctx = _ctx()
+    pe = _int(pe)
+    _check_pe("signal_op", ctx, pe)
+    _signal("signal_op", ctx, sig_addr, signal, sig_op, pe)
+    return None
+
+
+def signal_wait_until(sig_addr, cmp_, cmp_val):
+    ctx = _ctx()
+    c = _int(cmp_)
+    if c not in CMP_NAMES:
+        raise ValueError(f"libshmem_device.signal_wait_until: cmp_={c}; accepted: NVSHMEM_CMP_EQ/NE/GT/LE/LT/GE (0-5)")
+    a = _u64(sig_addr)
+    seen = ctx.spin_wait(a, np.uint64(_u64(cmp_val)), nbytes=8, cmp=CMP_NAMES[c], signed=False,
+                         op=f"libshmem_device.signal_wait_until(cmp={CMP_NAMES[c]}, cmp_val={_u64(cmp_val)})")
+    value = int(np.asarray(seen).reshape(-1)[0])
+    return _compat.interpreter_value(np.array([value], dtype=np.uint64), tl.uint64)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# barriers and collectives
+# ---------------------------------------------------------------------------------------------------------------
+_owner_lock = threading.Lock()
+_owners: Dict[Tuple[int, str], Tuple[threading.Thread, str]] = {}
+
+
+def _enter(op: str, ctx, team: str) -> None:
+    """Refuse collectives issued concurrently by two programs of one launch on this rank (see module doc)."""
+    me = threading.current_thread()
+    key = (id(ctx), team)
+    with _owner_lock:
+        prev = _owners.get(key)
+        if (prev is not None and prev[0] is not me and prev[0].is_alive() and me.name.startswith(_PROGRAM_THREAD_PREFIX)
+                and prev[0].name.startswith(_PROGRAM_THREAD_PREFIX)):
+            mine = me.name[len(_PROGRAM_THREAD_PREFIX):]
+            theirs = prev[0].name[len(_PROGRAM_THREAD_PREFIX):]
+            raise RuntimeError(
+                f"libshmem_device.{op}: program {mine} calls a device collective on team {team!r} while program "
+                f"{theirs} of the same launch on rank {ctx.rank} also calls one ({prev[1]}). NVSHMEM/rocSHMEM "
+                f"collectives on a team must be called by one thread/warp/block per PE at a time (the simulator "
+                f"matches each rank's k-th call with every other rank's k-th call); call it from one program, e.g. "
+                f"`if tl.program_id(0) == 0: libshmem_device.{op}(...)`")
+        _owners[key] = (me, op)
+
+
+def _team_barrier(ctx, team: str, op: str) -> None:
+    if team == "world":
+        ctx.barrier_all(op=f"libshmem_device.{op}")
+    else:
+        ctx.barrier_node(op=f"libshmem_device.{op}")
+
+
+def collective(op, *args):
+    """Barriers (``barrier_all*``, ``sync_all``, ``barrier(team)``) and the byte collectives."""
+    ctx = _ctx()
+    if op in ("barrier_all", "barrier_all_block", "barrier_all_warp", "sync_all", "quiet", "fence"):
+        if op in ("quiet", "fence"):
+            return None  # every put / get / signal already completed when it returned
+        _enter(op, ctx, "world")
+        _team_barrier(ctx, "world", op)
+        return None
+    team = _team(op, args[0])
+    _enter(op, ctx, team)
+    idx, size, first = _team_layout(ctx, team)
+    if op == "barrier":
+        _team_barrier(ctx, team, op)
+        return None
+    dest, source, nbytes = _u64(args[1]), _u64(args[2]), _int(args[3])
+    if nbytes < 0:
+        raise ValueError(f"libshmem_device.{op}: nelems={nbytes} must be >= 0")
+    if op == "broadcastmem_block":
+        root = _int(args[4])
+        if not 0 <= root < size:
+            raise ValueError(f"libshmem_device.{op}: pe_root={root} out of range for team {team!r} of {size} PEs")
+        _team_barrier(ctx, team, op)
+        if nbytes:
+            src = _sym(op, "source", ctx, source, first + root, nbytes)
+            ctypes.memmove(dest, src, nbytes)
+        _team_barrier(ctx, team, op)
+        return _i32(0)
+    if op == "fcollectmem_block":
+        _team_barrier(ctx, team, op)
+        if nbytes:
+            for i in range(size):
+                src = _sym(op, "source", ctx, source, first + i, nbytes)
+                ctypes.memmove(dest + i * nbytes, src, nbytes)
+        _team_barrier(ctx, team, op)
+        return _i32(0)
+    raise ValueError(f"libshmem_device: unknown collective {op!r}")

@@ -1,0 +1,536 @@
+"""``triton_dist.language.extra.libshmem_device``: the NVSHMEM / rocSHMEM device API for Triton kernels.
+
+Source-compatible with Triton-distributed's module of the same name. Each function is declared once here (argument
+checks, conversions); the lowering is picked at trace time: NVIDIA -> extern calls into ``libnvshmem_device.bc``
+(linked and module-initialised by ``triton_dist.jit``), AMD -> rocSHMEM device calls (``_wg`` / ``_wave``
+variants), simulator -> ``triton_dist.backends.sim.libshmem`` on the shared heap.
+
+Arguments: pointers may be typed Triton pointers (scalar, any element type) or int64 addresses; byte counts
+(``size_t``) and PE / team numbers (``int``) accept Python ints and integer scalars of any width (converted to
+i64 / i32). ``sig_op`` and ``cmp`` take the constants below (NVSHMEM's values; translated for rocSHMEM, where they must
+be compile-time constants).
+
+Who executes (OpenSHMEM / NVSHMEM semantics mapped onto a Triton program = one CTA / work-group):
+
+* ``*_block`` variants: called by every thread of the program (NVSHMEM ``nvshmemx_*_block`` / rocSHMEM ``*_wg``).
+* ``*_warp`` variants: executed by warp (wavefront) 0 of the program only.
+* thread variants (no suffix): executed by thread 0 of the program only (on stock Triton a scalar call runs in
+  every thread, so the call is predicated on ``tid == 0``). Around them the program synchronises so the call has
+  program-level meaning: puts and ``signal_op`` are preceded by a CTA barrier (a source written by any thread of the
+  program is complete before thread 0 reads it); ``quiet`` / ``fence`` / barriers are preceded by one too (the
+  program's earlier operations are issued, and the library's fences in thread 0 are cumulative over them); blocking
+  gets / puts, barriers, ``quiet`` and ``fence`` are followed by a CTA barrier (every thread of the program is
+  ordered after them).
+* queries (``my_pe`` ...), ``remote_ptr`` and ``signal_wait_until`` run in every thread (no side effects;
+  every thread gets the result).
+
+Completion: blocking put/get return when the local buffer may be reused (put) / holds the data (get); ``*_nbi``
+variants return at once and complete at the next ``quiet`` (or barrier). ``putmem_signal*``: the data is delivered
+before the signal is raised (a PE that sees the signal sees the data). ``fence`` orders this PE's puts to each PE;
+``quiet`` completes them all.
+
+Device-side barriers and collectives (``barrier_all*``, ``barrier``, ``sync_all``, ``broadcastmem_block``,
+``fcollectmem_block``) wait for other PEs: a kernel that uses them with more than one program must be launched
+cooperatively (``launch_cooperative_grid=True``) or it can deadlock; ``triton_dist.jit`` refuses such a launch
+before it happens. NVSHMEM / rocSHMEM also require that a given team's collective be called by ONE thread / warp /
+block per PE at a time (guard with ``if tl.program_id(0) == 0:``).
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+from ... import _compat
+from ...backends import lowering_for
+
+# ---------------------------------------------------------------------------------------------------------------
+# constants (NVSHMEM 3.4.5 headers under nvidia/nvshmem/include)
+# ---------------------------------------------------------------------------------------------------------------
+# device_host_transport/nvshmem_constants.h: enum nvshmemi_cmp_type (note LE = 3 comes before LT = 4)
+NVSHMEM_CMP_EQ = tl.constexpr(0)
+NVSHMEM_CMP_NE = tl.constexpr(1)
+NVSHMEM_CMP_GT = tl.constexpr(2)
+NVSHMEM_CMP_LE = tl.constexpr(3)
+NVSHMEM_CMP_LT = tl.constexpr(4)
+NVSHMEM_CMP_GE = tl.constexpr(5)
+# device_host_transport/nvshmem_common_transport.h: nvshmemx_signal_op_t
+NVSHMEM_SIGNAL_SET = tl.constexpr(9)
+NVSHMEM_SIGNAL_ADD = tl.constexpr(10)
+# device_host/nvshmem_common.cuh: predefined team handles
+NVSHMEM_TEAM_INVALID = tl.constexpr(-1)
+NVSHMEM_TEAM_WORLD = tl.constexpr(0)
+NVSHMEM_TEAM_SHARED = tl.constexpr(1)
+NVSHMEMX_TEAM_NODE = tl.constexpr(2)
+
+CMP_NAMES = {0: "eq", 1: "ne", 2: "gt", 3: "le", 4: "lt", 5: "ge"}
+SIGNAL_NAMES = {9: "set", 10: "add"}
+TEAM_NAMES = {0: "world", 1: "shared", 2: "node"}
+
+__all__ = [
+    "my_pe", "n_pes", "team_my_pe", "team_n_pes", "remote_ptr", "remote_mc_ptr",
+    "barrier_all", "barrier_all_block", "barrier_all_warp", "barrier", "sync_all", "quiet", "fence",
+    "getmem_nbi_block", "getmem_block", "getmem_nbi_warp", "getmem_warp", "getmem_nbi", "getmem",
+    "putmem_block", "putmem_nbi_block", "putmem_warp", "putmem_nbi_warp", "putmem", "putmem_nbi",
+    "putmem_signal_nbi_block", "putmem_signal_block", "signal_op", "signal_wait_until",
+    "broadcastmem_block", "fcollectmem_block",
+    "NVSHMEM_CMP_EQ", "NVSHMEM_CMP_NE", "NVSHMEM_CMP_GT", "NVSHMEM_CMP_LE", "NVSHMEM_CMP_LT", "NVSHMEM_CMP_GE",
+    "NVSHMEM_SIGNAL_SET", "NVSHMEM_SIGNAL_ADD", "NVSHMEM_TEAM_INVALID", "NVSHMEM_TEAM_WORLD", "NVSHMEM_TEAM_SHARED",
+    "NVSHMEMX_TEAM_NODE",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# argument conversion
+# ---------------------------------------------------------------------------------------------------------------
+def _c(v):
+    return _compat.unwrap_constexpr(v)
+
+
+def _ptr(op, name, v, _semantic, target):
+    """A pointer argument as an i64 address (simulator: the interpreter value itself)."""
+    v = _c(v)
+    if isinstance(v, tl.tensor):
+        if v.type.is_block():
+            raise TypeError(f"libshmem_device.{op}: {name} must be a scalar pointer (the start of the buffer), got "
+                            f"a block {v.type}")
+        if v.dtype.is_ptr() or (v.dtype.is_int() and v.dtype.primitive_bitwidth == 64):
+            if target.is_sim:
+                return v
+            return v if v.dtype == tl.int64 else _semantic.cast(v, tl.int64)
+    raise TypeError(f"libshmem_device.{op}: {name} must be a pointer (or an int64 address), got "
+                    f"{getattr(v, 'type', type(v).__name__)}")
+
+
+def _int(op, name, v, ty, _semantic, target):
+    """An integer argument (Python int or integer scalar of any width) converted to ``ty`` (i32 / i64 / u64)."""
+    v = _c(v)
+    if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, tl.tensor) and v.dtype.is_int())):
+        raise TypeError(f"libshmem_device.{op}: {name} must be an integer (Python int or integer scalar), got "
+                        f"{getattr(v, 'type', type(v).__name__)}")
+    if isinstance(v, tl.tensor) and v.type.is_block():
+        raise TypeError(f"libshmem_device.{op}: {name} must be a scalar, got a block {v.type}")
+    if isinstance(v, int):
+        if ty == tl.uint64:
+            lo, hi = -(1 << 63), (1 << 64) - 1
+        elif ty == tl.int64:
+            lo, hi = -(1 << 63), (1 << 63) - 1
+        else:
+            lo, hi = -(1 << 31), (1 << 31) - 1
+        if not lo <= v <= hi:
+            raise ValueError(f"libshmem_device.{op}: {name}={v} does not fit the C type ({ty})")
+        if target.is_sim:
+            return v
+        if ty == tl.uint64 and v >= (1 << 63):
+            v -= 1 << 64
+        t = _semantic.to_tensor(v)
+        return t if t.dtype == ty else _semantic.cast(t, ty)
+    if target.is_sim:
+        return v
+    return v if v.dtype == ty else _semantic.cast(v, ty)
+
+
+def _const(op, name, v, names):
+    """A sig_op / cmp / team constant: a Python int (compile time) from ``names``, or a runtime integer scalar."""
+    v = _c(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v not in names:
+            raise ValueError(f"libshmem_device.{op}: {name}={v} is not supported; accepted: "
+                             + ", ".join(f"{k} ({n})" for k, n in names.items()))
+        return v
+    if isinstance(v, tl.tensor) and v.dtype.is_int() and not v.type.is_block():
+        return v
+    raise TypeError(f"libshmem_device.{op}: {name} must be one of the libshmem_device constants, got "
+                    f"{getattr(v, 'type', type(v).__name__)}")
+
+
+def _lowering(_semantic):
+    return lowering_for(_semantic, "libshmem")
+
+
+def _gpu_const(kind, op, value, impl, target, _semantic):
+    """A validated constant as an i32 operand for the GPU call (AMD: translated to rocSHMEM's value)."""
+    if target.is_hip:
+        value = impl.translate_constant(kind, value if isinstance(value, int) else None, op)
+    if isinstance(value, int):
+        return _semantic.to_tensor(value)
+    return value if value.dtype == tl.int32 else _semantic.cast(value, tl.int32)
+
+
+def _emit(op, name, args, scope, _semantic, _generator, **sync):
+    target, impl = _lowering(_semantic)
+    return impl.lower(name, args, scope, _semantic=_semantic, _generator=_generator, target=target, **sync)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# PE info
+# ---------------------------------------------------------------------------------------------------------------
+@_compat.dist_builtin
+def my_pe(_semantic=None, _generator=None):
+    """This PE's number in the world team (int32). Every thread executes it (a query)."""
+    target, impl = _lowering(_semantic)
+    if target.is_sim:
+        return impl.my_pe()
+    return impl.lower("my_pe", [], "all", _semantic=_semantic, target=target)
+
+
+@_compat.dist_builtin
+def n_pes(_semantic=None, _generator=None):
+    """Number of PEs in the world team (int32). Every thread executes it."""
+    target, impl = _lowering(_semantic)
+    if target.is_sim:
+        return impl.n_pes()
+    return impl.lower("n_pes", [], "all", _semantic=_semantic, target=target)
+
+
+def _team(op, team, _semantic, target, impl):
+    team = _const(op, "team", team, TEAM_NAMES)
+    if target.is_sim:
+        return team
+    return _gpu_const("team", op, team, impl, target, _semantic)
+
+
+@_compat.dist_builtin
+def team_my_pe(team, _semantic=None, _generator=None):
+    """This PE's number in ``team`` (``NVSHMEM_TEAM_WORLD`` / ``NVSHMEM_TEAM_SHARED`` / ``NVSHMEMX_TEAM_NODE``),
+    int32. Every thread executes it."""
+    target, impl = _lowering(_semantic)
+    t = _team("team_my_pe", team, _semantic, target, impl)
+    if target.is_sim:
+        return impl.team_my_pe(t)
+    return impl.lower("team_my_pe", [t], "all", _semantic=_semantic, target=target)
+
+
+@_compat.dist_builtin
+def team_n_pes(team, _semantic=None, _generator=None):
+    """Number of PEs in ``team`` (int32). Every thread executes it."""
+    target, impl = _lowering(_semantic)
+    t = _team("team_n_pes", team, _semantic, target, impl)
+    if target.is_sim:
+        return impl.team_n_pes(t)
+    return impl.lower("team_n_pes", [t], "all", _semantic=_semantic, target=target)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# memory
+# ---------------------------------------------------------------------------------------------------------------
+def _as_ptr_like(res, like, _semantic):
+    """The i64 result of a pointer query converted to ``like``'s pointer type (i64 stays i64), marked 16-aligned
+    (symmetric allocations are) so accesses through it vectorise."""
+    if like.dtype == tl.int64:
+        return res
+    out = _semantic.cast(res, like.type)
+    return _compat.set_divisibility(out, 16)
+
+
+@_compat.dist_builtin
+def remote_ptr(local_ptr, pe, _semantic=None, _generator=None):
+    """The address of symmetric ``local_ptr`` on PE ``pe`` for direct loads/stores (``nvshmem_ptr``), same
+    pointer type; null (0) when ``pe`` is not load/store reachable (e.g. another node) or ``local_ptr`` is not
+    symmetric. Every thread executes it; no memory ordering."""
+    target, impl = _lowering(_semantic)
+    p = _ptr("remote_ptr", "local_ptr", local_ptr, _semantic, target)
+    r = _int("remote_ptr", "pe", pe, tl.int32, _semantic, target)
+    if target.is_sim:
+        return impl.remote_ptr(p, r)
+    res = impl.lower("ptr", [p, r], "all", _semantic=_semantic, target=target)
+    return _as_ptr_like(res, _c(local_ptr), _semantic)
+
+
+@_compat.dist_builtin
+def remote_mc_ptr(team, ptr, _semantic=None, _generator=None):
+    """The NVLink multicast address of symmetric ``ptr`` for ``team`` (``nvshmemx_mc_ptr``), same pointer type;
+    null (0) where multicast is unsupported or disabled (``NVSHMEM_DISABLE_NVLS=1``, as on our GPU machine;
+    rocSHMEM; always on the simulator). Compile-tested only. Every thread executes it."""
+    target, impl = _lowering(_semantic)
+    t = _team("remote_mc_ptr", team, _semantic, target, impl)
+    p = _ptr("remote_mc_ptr", "ptr", ptr, _semantic, target)
+    if target.is_sim:
+        return impl.remote_mc_ptr(t, p)
+    res = impl.lower("mc_ptr", [t, p], "all", _semantic=_semantic, target=target)
+    return _as_ptr_like(res, _c(ptr), _semantic)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# synchronisation
+# ---------------------------------------------------------------------------------------------------------------
+def _sync(op, scope, _semantic, _generator, team=None):
+    target, impl = _lowering(_semantic)
+    args = []
+    if team is not None:
+        args = [_team(op, team, _semantic, target, impl)]
+    if target.is_sim:
+        return impl.collective(op, *args)
+    impl.lower(op, args, scope, sync_before=scope != "block", sync_after=scope != "block", _semantic=_semantic,
+               _generator=_generator, target=target)
+    return None
+
+
+@_compat.dist_builtin
+def barrier_all(_semantic=None, _generator=None):
+    """Barrier over all PEs that also completes every outstanding put/get of this PE (``nvshmem_barrier_all``).
+    Thread variant: thread 0 calls it between two CTA barriers, so the whole program waits. Collective: needs a
+    cooperative launch when the grid has > 1 program, and one caller per PE at a time."""
+    return _sync("barrier_all", "thread", _semantic, _generator)
+
+
+@_compat.dist_builtin
+def barrier_all_block(_semantic=None, _generator=None):
+    """Block variant of :func:`barrier_all` (``nvshmemx_barrier_all_block`` / ``rocshmem_barrier_all_wg``): every
+    thread of the program calls it."""
+    return _sync("barrier_all_block", "block", _semantic, _generator)
+
+
+@_compat.dist_builtin
+def barrier_all_warp(_semantic=None, _generator=None):
+    """Warp variant of :func:`barrier_all`: warp 0 of the program calls it, between two CTA barriers."""
+    return _sync("barrier_all_warp", "warp", _semantic, _generator)
+
+
+@_compat.dist_builtin
+def barrier(team, _semantic=None, _generator=None):
+    """Barrier over the PEs of ``team`` completing this PE's outstanding operations (``nvshmem_barrier``).
+    Thread variant (thread 0, between CTA barriers)."""
+    return _sync("barrier", "thread", _semantic, _generator, team=team)
+
+
+@_compat.dist_builtin
+def sync_all(_semantic=None, _generator=None):
+    """Barrier over all PEs ordering (not completing) earlier memory operations (``nvshmem_sync_all``). Thread
+    variant (thread 0, between CTA barriers)."""
+    return _sync("sync_all", "thread", _semantic, _generator)
+
+
+@_compat.dist_builtin
+def quiet(_semantic=None, _generator=None):
+    """Complete every put / get / signal this PE issued (incl. ``*_nbi``), as seen by all PEs (``nvshmem_quiet``).
+    Thread 0 calls it between two CTA barriers (the barrier before makes the program's earlier operations
+    part of what it completes)."""
+    return _sync("quiet", "thread", _semantic, _generator)
+
+
+@_compat.dist_builtin
+def fence(_semantic=None, _generator=None):
+    """Order this PE's puts / signals to each PE: those before the fence are delivered before those after
+    (``nvshmem_fence``). Thread 0, between two CTA barriers."""
+    return _sync("fence", "thread", _semantic, _generator)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RMA
+# ---------------------------------------------------------------------------------------------------------------
+def _rma(op, kind, scope, blocking, dest, source, nbytes, pe, _semantic, _generator):
+    target, impl = _lowering(_semantic)
+    d = _ptr(op, "dest", dest, _semantic, target)
+    s = _ptr(op, "source", source, _semantic, target)
+    n = _int(op, "bytes", nbytes, tl.int64, _semantic, target)
+    r = _int(op, "pe", pe, tl.int32, _semantic, target)
+    if isinstance(_c(nbytes), int) and _c(nbytes) < 0:
+        raise ValueError(f"libshmem_device.{op}: bytes={_c(nbytes)} must be >= 0")
+    if target.is_sim:
+        return impl.rma(op, kind, d, s, n, r)
+    sync = {}
+    if scope != "block":
+        sync = {"sync_before": kind == "put", "sync_after": blocking}
+    impl.lower(op, [d, s, n, r], scope, _semantic=_semantic, _generator=_generator, target=target, **sync)
+    return None
+
+
+_RMA_DOC = """{what} ``bytes`` bytes: ``dest`` (symmetric on PE ``pe`` for puts, local for gets) <- ``source`` (local
+    for puts, symmetric on ``pe`` for gets). {who} {completion} Returns nothing."""
+
+
+def _doc(what, who, completion):
+    return _RMA_DOC.format(what=what, who=who, completion=completion)
+
+
+_BLOCK = "Every thread of the program calls it (block variant)."
+_WARP = "Warp 0 of the program executes it (warp variant)."
+_THREAD = "Thread 0 of the program executes it (thread variant; a put is preceded by a CTA barrier)."
+_BLOCKING_GET = "Blocking: returns when ``dest`` holds the data."
+_BLOCKING_PUT = "Blocking: returns when ``source`` may be reused (delivery is guaranteed by ``quiet``)."
+_NBI = "Non-blocking: completes at the next ``quiet`` / barrier."
+
+
+@_compat.dist_builtin
+def getmem_nbi_block(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("getmem_nbi_block", "get", "block", False, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def getmem_block(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("getmem_block", "get", "block", True, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def getmem_nbi_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("getmem_nbi_warp", "get", "warp", False, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def getmem_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("getmem_warp", "get", "warp", True, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def getmem_nbi(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("getmem_nbi", "get", "thread", False, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def getmem(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("getmem", "get", "thread", True, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def putmem_block(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("putmem_block", "put", "block", True, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def putmem_nbi_block(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("putmem_nbi_block", "put", "block", False, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def putmem_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("putmem_warp", "put", "warp", True, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def putmem_nbi_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("putmem_nbi_warp", "put", "warp", False, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def putmem(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("putmem", "put", "thread", True, dest, source, bytes, pe, _semantic, _generator)
+
+
+@_compat.dist_builtin
+def putmem_nbi(dest, source, bytes, pe, _semantic=None, _generator=None):
+    return _rma("putmem_nbi", "put", "thread", False, dest, source, bytes, pe, _semantic, _generator)
+
+
+for _f, _what, _who, _comp in [
+    (getmem_nbi_block, "Get", _BLOCK, _NBI), (getmem_block, "Get", _BLOCK, _BLOCKING_GET),
+    (getmem_nbi_warp, "Get", _WARP, _NBI), (getmem_warp, "Get", _WARP, _BLOCKING_GET),
+    (getmem_nbi, "Get", _THREAD, _NBI), (getmem, "Get", _THREAD, _BLOCKING_GET + " A CTA barrier follows."),
+    (putmem_block, "Put", _BLOCK, _BLOCKING_PUT), (putmem_nbi_block, "Put", _BLOCK, _NBI),
+    (putmem_warp, "Put", _WARP, _BLOCKING_PUT), (putmem_nbi_warp, "Put", _WARP, _NBI),
+    (putmem, "Put", _THREAD, _BLOCKING_PUT), (putmem_nbi, "Put", _THREAD, _NBI),
+]:
+    _f.__doc__ = _doc(_what, _who, _comp)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# signals
+# ---------------------------------------------------------------------------------------------------------------
+def _put_signal(op, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic, _generator):
+    target, impl = _lowering(_semantic)
+    d = _ptr(op, "dest", dest, _semantic, target)
+    s = _ptr(op, "source", source, _semantic, target)
+    n = _int(op, "bytes", nbytes, tl.int64, _semantic, target)
+    a = _ptr(op, "sig_addr", sig_addr, _semantic, target)
+    v = _int(op, "signal", signal, tl.uint64, _semantic, target)
+    o = _const(op, "sig_op", sig_op, SIGNAL_NAMES)
+    r = _int(op, "pe", pe, tl.int32, _semantic, target)
+    if target.is_sim:
+        return impl.put_signal(op, d, s, n, a, v, o, r)
+    o = _gpu_const("sig_op", op, o, impl, target, _semantic)
+    impl.lower(op, [d, s, n, a, v, o, r], "block", _semantic=_semantic, _generator=_generator, target=target)
+    return None
+
+
+@_compat.dist_builtin
+def putmem_signal_nbi_block(dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
+    """Put ``bytes`` bytes from local ``source`` to symmetric ``dest`` on ``pe``, then update the 64-bit signal at
+    symmetric ``sig_addr`` on ``pe`` (``sig_op``: ``NVSHMEM_SIGNAL_SET`` / ``NVSHMEM_SIGNAL_ADD`` with ``signal``).
+    The data is delivered before the signal update is visible. Non-blocking (``source`` reusable after ``quiet``).
+    Every thread of the program calls it (block variant)."""
+    return _put_signal("putmem_signal_nbi_block", False, dest, source, bytes, sig_addr, signal, sig_op, pe,
+                       _semantic, _generator)
+
+
+@_compat.dist_builtin
+def putmem_signal_block(dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
+    """Blocking form of :func:`putmem_signal_nbi_block` (returns when ``source`` may be reused)."""
+    return _put_signal("putmem_signal_block", True, dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic,
+                       _generator)
+
+
+@_compat.dist_builtin
+def signal_op(sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
+    """Atomically update the 64-bit signal at symmetric ``sig_addr`` on ``pe`` (SET / ADD ``signal``)
+    (``nvshmemx_signal_op``). Thread 0 executes it after a CTA barrier. Like OpenSHMEM's signal update it does NOT
+    order earlier puts / stores to ``pe`` (NVSHMEM's load/store path is a plain store / atomic): call ``fence()`` or
+    ``quiet()`` first, or use ``putmem_signal*`` (or ``dl.notify``, which fences)."""
+    op = "signal_op"
+    target, impl = _lowering(_semantic)
+    a = _ptr(op, "sig_addr", sig_addr, _semantic, target)
+    v = _int(op, "signal", signal, tl.uint64, _semantic, target)
+    o = _const(op, "sig_op", sig_op, SIGNAL_NAMES)
+    r = _int(op, "pe", pe, tl.int32, _semantic, target)
+    if target.is_sim:
+        return impl.signal_op(a, v, o, r)
+    name, args = op, None
+    if target.is_hip:  # rocSHMEM: rocshmem_signal_set / rocshmem_signal_add (sig_op must be a constant)
+        impl.translate_constant("sig_op", o if isinstance(o, int) else None, op)
+        name, args = f"signal_{SIGNAL_NAMES[o]}", [a, v, r]
+    else:
+        args = [a, v, _gpu_const("sig_op", op, o, impl, target, _semantic), r]
+    impl.lower(name, args, "thread", sync_before=True, _semantic=_semantic, _generator=_generator, target=target)
+    return None
+
+
+@_compat.dist_builtin
+def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None, _generator=None):
+    """Wait until the local 64-bit signal at symmetric ``sig_addr`` satisfies ``*sig_addr <cmp_> cmp_val``
+    (``NVSHMEM_CMP_EQ/NE/GT/GE/LT/LE``, unsigned compare) and return the value that satisfied it (uint64).
+    Every thread of the program waits (read-only polling); loads after it observe what the signalling PE
+    delivered before the signal (put-with-signal / fence / quiet ordering)."""
+    op = "signal_wait_until"
+    target, impl = _lowering(_semantic)
+    a = _ptr(op, "sig_addr", sig_addr, _semantic, target)
+    c = _const(op, "cmp_", cmp_, CMP_NAMES)
+    v = _int(op, "cmp_val", cmp_val, tl.uint64, _semantic, target)
+    if target.is_sim:
+        return impl.signal_wait_until(a, c, v)
+    c = _gpu_const("cmp", op, c, impl, target, _semantic)
+    return impl.lower(op, [a, c, v], "all", _semantic=_semantic, _generator=_generator, target=target)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# collectives
+# ---------------------------------------------------------------------------------------------------------------
+@_compat.dist_builtin
+def broadcastmem_block(team, dest, source, nelems, pe_root, _semantic=None, _generator=None):
+    """Copy ``nelems`` BYTES of ``source`` on the team's PE ``pe_root`` (team-relative) into ``dest`` on every PE
+    of ``team`` (root included). ``dest`` / ``source`` symmetric. Collective over ``team``: every PE calls it with
+    the same arguments; every thread of the calling program calls it (block variant). Returns 0 (int32) on
+    success (NVIDIA: NVSHMEM's return code)."""
+    op = "broadcastmem_block"
+    target, impl = _lowering(_semantic)
+    t = _team(op, team, _semantic, target, impl)
+    d = _ptr(op, "dest", dest, _semantic, target)
+    s = _ptr(op, "source", source, _semantic, target)
+    n = _int(op, "nelems", nelems, tl.int64, _semantic, target)
+    r = _int(op, "pe_root", pe_root, tl.int32, _semantic, target)
+    if target.is_sim:
+        return impl.collective(op, t, d, s, n, r)
+    res = impl.lower(op, [t, d, s, n, r], "block", _semantic=_semantic, _generator=_generator, target=target)
+    return res if res is not None else _semantic.to_tensor(0)
+
+
+@_compat.dist_builtin
+def fcollectmem_block(team, dest, source, nelems, _semantic=None, _generator=None):
+    """Concatenate ``nelems`` BYTES of ``source`` from every PE of ``team`` into ``dest`` on every PE, in team
+    order (``dest`` holds ``n_pes * nelems`` bytes). Collective over ``team``; block variant. Returns 0 (int32)."""
+    op = "fcollectmem_block"
+    target, impl = _lowering(_semantic)
+    t = _team(op, team, _semantic, target, impl)
+    d = _ptr(op, "dest", dest, _semantic, target)
+    s = _ptr(op, "source", source, _semantic, target)
+    n = _int(op, "nelems", nelems, tl.int64, _semantic, target)
+    if target.is_sim:
+        return impl.collective(op, t, d, s, n)
+    res = impl.lower(op, [t, d, s, n], "block", _semantic=_semantic, _generator=_generator, target=target)
+    return res if res is not None else _semantic.to_tensor(0)

@@ -1,0 +1,223 @@
+"""CPU tests of ``triton_dist.language.extra.libshmem_device``: import, constants (checked against the installed
+NVSHMEM headers), argument checking (clear errors at compile time), target translation, and the
+cooperative-launch refusal of ``triton_dist.jit`` (on real compiled TTIR, and through ``DistJITFunction.run`` with
+the driver launch replaced by a fake)."""
+import glob
+import os
+import re
+
+import pytest
+import triton
+import triton.language as tl
+
+import triton_dist
+from triton_dist.language.extra import libshmem_device as shmem
+from triton_dist.target import parse_target
+from triton_dist.tools.compile import CompileRequest, compile_kernel
+
+FUNCTIONS = [
+    "my_pe", "n_pes", "team_my_pe", "team_n_pes", "remote_ptr", "remote_mc_ptr", "barrier_all", "barrier_all_block",
+    "barrier_all_warp", "barrier", "sync_all", "quiet", "fence", "getmem_nbi_block", "getmem_block",
+    "getmem_nbi_warp", "getmem_warp", "getmem_nbi", "getmem", "putmem_block", "putmem_nbi_block", "putmem_warp",
+    "putmem_nbi_warp", "putmem", "putmem_nbi", "putmem_signal_nbi_block", "putmem_signal_block", "signal_op",
+    "signal_wait_until", "broadcastmem_block", "fcollectmem_block",
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_bitcode(monkeypatch):
+    # compile-only checks: leave the SHMEM calls unresolved (faster, no 31 MB bitcode parse)
+    monkeypatch.setenv("TRITON_DIST_NO_SHMEM_BITCODE", "1")
+
+
+def _compile(kernel, sig, target="cuda:90", stop_after="llir", **options):
+    return compile_kernel(CompileRequest(kernel, parse_target(target), [s.strip() for s in sig.split(",") if s.strip()],
+                                         options=options, stop_after=stop_after))
+
+
+def test_lazy_import_and_every_function():
+    import triton_dist.language.extra as extra
+
+    assert extra.libshmem_device is shmem
+    for name in FUNCTIONS:
+        f = getattr(shmem, name)
+        assert callable(f) and getattr(f, tl.core.TRITON_BUILTIN, False), name
+        assert f.__doc__ and len(f.__doc__) > 40, name
+    assert set(FUNCTIONS) <= set(shmem.__all__)
+
+
+def _nvshmem_include():
+    hits = glob.glob(os.path.join(os.path.dirname(triton.__file__), "..", "nvidia", "nvshmem", "include"))
+    return hits[0] if hits else None
+
+
+@pytest.mark.skipif(_nvshmem_include() is None, reason="NVSHMEM wheel (headers) not installed")
+def test_constants_match_installed_headers():
+    inc = _nvshmem_include()
+
+    def read(rel):
+        with open(os.path.join(inc, rel)) as f:
+            return f.read()
+
+    common = read("device_host_transport/nvshmem_common_transport.h")
+    m = re.search(r"NVSHMEM_SIGNAL_SET\s*=\s*(\d+),\s*NVSHMEM_SIGNAL_ADD\s*=\s*(\d+)", common)
+    assert (int(m.group(1)), int(m.group(2))) == (shmem.NVSHMEM_SIGNAL_SET.value, shmem.NVSHMEM_SIGNAL_ADD.value)
+    consts = read("device_host_transport/nvshmem_constants.h")
+    body = re.search(r"enum nvshmemi_cmp_type \{(.*?)\}", consts, re.S).group(1)
+    names = re.findall(r"(NVSHMEM_CMP_[A-Z]+)", body)
+    assert re.search(r"NVSHMEM_CMP_EQ\s*=\s*0", body)
+    for i, n in enumerate(n for n in names if n != "NVSHMEM_CMP_SENTINEL"):
+        assert getattr(shmem, n).value == i, n
+    teams = read("device_host/nvshmem_common.cuh")
+    for n in ("NVSHMEM_TEAM_WORLD", "NVSHMEM_TEAM_SHARED", "NVSHMEMX_TEAM_NODE", "NVSHMEM_TEAM_INVALID"):
+        v = int(re.search(rf"\b{n}\s*=\s*(-?\d+)", teams).group(1))
+        assert getattr(shmem, n).value == v, n
+
+
+# ------------------------------------------------------------------------------------------------ argument checks
+
+@triton_dist.jit
+def k_bad_block_ptr(dst, src, pe, BLOCK: tl.constexpr):
+    shmem.putmem_block(dst + tl.arange(0, BLOCK), src, 16, pe)
+
+
+@triton_dist.jit
+def k_bad_bytes(dst, src, pe):
+    shmem.putmem(dst, src, 1.5, pe)
+
+
+@triton_dist.jit
+def k_bad_sig_op(sig, pe):
+    shmem.signal_op(sig, 1, 3, pe)
+
+
+@triton_dist.jit
+def k_bad_cmp(sig):
+    shmem.signal_wait_until(sig, 7, 1)
+
+
+@triton_dist.jit
+def k_bad_team():
+    shmem.barrier(5)
+
+
+@triton_dist.jit
+def k_runtime_sig_op(sig, op, pe):
+    shmem.signal_op(sig, 1, op, pe)
+
+
+@triton_dist.jit
+def k_int_widths(dst, src, n8, n64, pe16):
+    shmem.putmem_block(dst, src, n8, pe16)
+    shmem.getmem_block(dst, src, n64, 1)
+    shmem.putmem_nbi_block(dst.to(tl.int64, bitcast=True), src, 4, pe16)
+
+
+@pytest.mark.parametrize("kernel,sig,needle", [
+    (k_bad_block_ptr, "*fp32, *fp32, i32, 16", "putmem_block: dest must be a scalar pointer"),
+    (k_bad_bytes, "*fp32, *fp32, i32", "putmem: bytes must be an integer"),
+    (k_bad_sig_op, "*u64, i32", "signal_op: sig_op=3 is not supported"),
+    (k_bad_cmp, "*u64", "signal_wait_until: cmp_=7 is not supported"),
+    (k_bad_team, "", "barrier: team=5 is not supported"),
+])
+def test_bad_arguments_are_compile_errors(kernel, sig, needle):
+    with pytest.raises(triton.compiler.errors.CompilationError) as e:
+        _compile(kernel, sig)
+    assert needle in str(e.value), str(e.value)[-500:]
+
+
+def test_amd_needs_constant_sig_op():
+    _compile(k_runtime_sig_op, "*u64, i32, i32")  # NVIDIA: a runtime sig_op is passed through
+    with pytest.raises(triton.compiler.errors.CompilationError) as e:
+        _compile(k_runtime_sig_op, "*u64, i32, i32", target="hip:gfx942")
+    assert "on AMD sig_op must be a compile-time constant" in str(e.value)
+
+
+def test_integer_widths_are_converted():
+    k = _compile(k_int_widths, "*fp32, *fp32, i8, i64, i16", stop_after="llir")
+    llir = k.asm["llir"]
+    assert re.search(r"call i32 @nvshmemx_putmem_block\(i64 %\w+, i64 %\w+, i64 %\w+, i32 %\w+\)", llir), llir[:2000]
+    assert "sext i8" in llir and "sext i16" in llir
+    assert re.search(r"call i32 @nvshmemx_getmem_block\(i64 %\w+, i64 %\w+, i64 %\w+, i32 1\)", llir)
+
+
+# ------------------------------------------------------------------------------------------------ cooperative launch
+
+@triton_dist.jit
+def k_barrier_every_block(x):
+    shmem.barrier_all_block()
+    tl.store(x + tl.program_id(0), 1)
+
+
+@triton_dist.jit
+def k_put_only(dst, src, pe):
+    shmem.putmem_block(dst, src, 64, pe)
+
+
+@triton_dist.jit
+def k_fcollect(dst, src):
+    shmem.fcollectmem_block(shmem.NVSHMEM_TEAM_WORLD, dst, src, 64)
+
+
+def test_collective_calls_found_in_compiled_ttir():
+    collective_calls = __import__("sys").modules["triton_dist.jit"].collective_calls
+
+    assert collective_calls(_compile(k_barrier_every_block, "*i32").asm) == ("nvshmemx_barrier_all_block", )
+    assert collective_calls(_compile(k_fcollect, "*fp32, *fp32").asm) == ("nvshmemx_fcollectmem_block", )
+    assert collective_calls(_compile(k_put_only, "*fp32, *fp32, i32").asm) == ()
+    amd = _compile(k_barrier_every_block, "*i32", target="hip:gfx942")
+    assert collective_calls(amd.asm) == ("rocshmem_barrier_all_wg", )
+
+
+def test_check_cooperative_launch_pure():
+    check_cooperative_launch = __import__("sys").modules["triton_dist.jit"].check_cooperative_launch
+
+    asm = _compile(k_barrier_every_block, "*i32").asm
+    check_cooperative_launch("k", asm, (1, ), False)  # one program: fine
+    check_cooperative_launch("k", asm, (8, ), True)  # cooperative: fine
+    check_cooperative_launch("k", _compile(k_put_only, "*fp32, *fp32, i32").asm, (8, 2), False)  # no collective
+    with pytest.raises(RuntimeError) as e:
+        check_cooperative_launch("k_barrier_every_block", asm, (4, 2), False)
+    msg = str(e.value)
+    for part in ("k_barrier_every_block", "nvshmemx_barrier_all_block", "8 programs", "launch_cooperative_grid=True"):
+        assert part in msg, msg
+
+
+def test_distjit_run_refuses_before_launch(monkeypatch):
+    """DistJITFunction.run on a machine without a GPU: Triton's JITFunction.run is replaced by a fake that returns
+    the really compiled kernel for warm-up and records launches."""
+    import sys
+
+    from triton.runtime.jit import JITFunction
+
+    J = sys.modules["triton_dist.jit"]  # the module (``triton_dist.jit`` the attribute is the decorator)
+
+    compiled = {"k_barrier_every_block": _compile(k_barrier_every_block, "*i32"),
+                "k_put_only": _compile(k_put_only, "*fp32, *fp32, i32")}
+    launches = []
+
+    class FakeKernel:
+
+        def __init__(self, asm):
+            self.asm = asm
+
+    def fake_run(self, *args, grid, warmup, **kwargs):
+        if warmup:
+            return FakeKernel(compiled[self.fn.__name__].asm)
+        launches.append((self.fn.__name__, grid, kwargs.get("launch_cooperative_grid", False)))
+        return None
+
+    monkeypatch.setattr(JITFunction, "run", fake_run)
+    monkeypatch.setattr(J, "_libs_for_launch", lambda: {})
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", False)
+
+    with pytest.raises(RuntimeError, match="k_barrier_every_block.*launch_cooperative_grid=True"):
+        k_barrier_every_block[(4, )](None)
+    with pytest.raises(RuntimeError, match="4 programs"):
+        k_barrier_every_block[lambda meta: (2, 2)](None)
+    assert launches == []  # refused before any launch
+    k_barrier_every_block[(4, )](None, launch_cooperative_grid=True)
+    k_barrier_every_block[(1, )](None)
+    k_put_only[(16, )](None, None, 1)
+    assert [(n, c) for n, _, c in launches] == [("k_barrier_every_block", True), ("k_barrier_every_block", False),
+                                                ("k_put_only", False)]

@@ -1,0 +1,332 @@
+"""Simulator executions of every ``libshmem_device`` function at 2 and 4 ranks, results checked.
+
+One rank-side function (``_every_function``) runs all checks per spawn (rank processes are reused through the
+``sim_ranks`` fixture), so the file stays well under a minute and a half on 2 cores. Kernels are interpreted in the
+rank processes (TRITON_INTERPRET=1 from birth).
+"""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_dist
+from triton_dist.language.extra import libshmem_device as shmem
+from conftest_sim import sim_ranks  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.sim
+
+ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "30", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "8M"}
+N = 64  # floats per buffer
+
+
+# --------------------------------------------------------------------------------------------------- kernels
+
+@triton_dist.jit
+def k_info(out):
+    tl.store(out + 0, shmem.my_pe())
+    tl.store(out + 1, shmem.n_pes())
+    tl.store(out + 2, shmem.team_my_pe(shmem.NVSHMEM_TEAM_WORLD))
+    tl.store(out + 3, shmem.team_n_pes(shmem.NVSHMEM_TEAM_WORLD))
+    tl.store(out + 4, shmem.team_my_pe(shmem.NVSHMEMX_TEAM_NODE))
+    tl.store(out + 5, shmem.team_n_pes(shmem.NVSHMEMX_TEAM_NODE))
+    tl.store(out + 6, shmem.team_my_pe(shmem.NVSHMEM_TEAM_SHARED))
+
+
+@triton_dist.jit
+def k_remote_ptr(buf, out, addrs, pe, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = shmem.remote_ptr(buf, pe)
+    tl.store(addrs, p.to(tl.int64, bitcast=True))
+    mc = shmem.remote_mc_ptr(shmem.NVSHMEM_TEAM_WORLD, buf)
+    tl.store(addrs + 1, mc.to(tl.int64, bitcast=True))
+    if p.to(tl.int64, bitcast=True) != 0:
+        tl.store(out + offs, tl.load(p + offs))
+
+
+@triton_dist.jit
+def k_rma(dest, src, nbytes, pe, FN: tl.constexpr):
+    if FN == "putmem_block":
+        shmem.putmem_block(dest, src, nbytes, pe)
+    elif FN == "putmem_nbi_block":
+        shmem.putmem_nbi_block(dest, src, nbytes, pe)
+        shmem.quiet()
+    elif FN == "putmem_warp":
+        shmem.putmem_warp(dest, src, nbytes, pe)
+    elif FN == "putmem_nbi_warp":
+        shmem.putmem_nbi_warp(dest, src, nbytes, pe)
+        shmem.quiet()
+    elif FN == "putmem":
+        shmem.putmem(dest, src, nbytes, pe)
+    elif FN == "putmem_nbi":
+        shmem.putmem_nbi(dest, src, nbytes, pe)
+        shmem.fence()
+        shmem.quiet()
+    elif FN == "getmem_block":
+        shmem.getmem_block(dest, src, nbytes, pe)
+    elif FN == "getmem_nbi_block":
+        shmem.getmem_nbi_block(dest, src, nbytes, pe)
+        shmem.quiet()
+    elif FN == "getmem_warp":
+        shmem.getmem_warp(dest, src, nbytes, pe)
+    elif FN == "getmem_nbi_warp":
+        shmem.getmem_nbi_warp(dest, src, nbytes, pe)
+        shmem.quiet()
+    elif FN == "getmem":
+        shmem.getmem(dest, src, nbytes, pe)
+    else:
+        tl.static_assert(FN == "getmem_nbi")
+        shmem.getmem_nbi(dest, src, nbytes, pe)
+        shmem.quiet()
+
+
+@triton_dist.jit
+def k_put_signal_then_wait(dest, src, sig, out, nbytes, pe, value, expect, BLOCKING: tl.constexpr, OP: tl.constexpr,
+                           BLOCK: tl.constexpr):
+    """Put to the peer with a signal, then wait for our own signal and read what the peer put into ``dest``."""
+    if BLOCKING:
+        shmem.putmem_signal_block(dest, src, nbytes, sig, value, OP, pe)
+    else:
+        shmem.putmem_signal_nbi_block(dest, src, nbytes, sig, value, OP, pe)
+    seen = shmem.signal_wait_until(sig, shmem.NVSHMEM_CMP_EQ, expect)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(dest + offs))
+    tl.store(out + BLOCK, seen.to(tl.float32))
+
+
+@triton_dist.jit
+def k_signal_op(sig, value, pe, OP: tl.constexpr):
+    shmem.signal_op(sig, value, OP, pe)
+
+
+@triton_dist.jit
+def k_wait(sig, out, value, CMP: tl.constexpr):
+    tl.store(out, shmem.signal_wait_until(sig, CMP, value).to(tl.int64))
+
+
+@triton_dist.jit
+def k_store_barrier_load(buf, stage, out, pe, value, FN: tl.constexpr, BLOCK: tl.constexpr):
+    """Put ``value + i`` into the peer's ``buf`` (a non-blocking put: the barrier completes it), barrier, read our
+    own ``buf``."""
+    offs = tl.arange(0, BLOCK)
+    tl.store(stage + offs, tl.zeros([BLOCK], tl.float32) + value + offs)
+    shmem.putmem_nbi(buf, stage, BLOCK * 4, pe)
+    if FN == "barrier_all":
+        shmem.barrier_all()
+    elif FN == "barrier_all_block":
+        shmem.barrier_all_block()
+    elif FN == "barrier_all_warp":
+        shmem.barrier_all_warp()
+    elif FN == "barrier_world":
+        shmem.barrier(shmem.NVSHMEM_TEAM_WORLD)
+    elif FN == "barrier_node":
+        shmem.barrier(shmem.NVSHMEMX_TEAM_NODE)
+    else:
+        tl.static_assert(FN == "sync_all")
+        shmem.quiet()  # sync_all orders stores but does not complete puts: quiet does
+        shmem.sync_all()
+    tl.store(out + offs, tl.load(buf + offs))
+
+
+@triton_dist.jit
+def k_broadcast(dest, src, nbytes, root, TEAM: tl.constexpr):
+    rc = shmem.broadcastmem_block(TEAM, dest, src, nbytes, root)
+    tl.device_assert(rc == 0)
+
+
+@triton_dist.jit
+def k_fcollect(dest, src, nbytes, TEAM: tl.constexpr):
+    rc = shmem.fcollectmem_block(TEAM, dest, src, nbytes)
+    tl.device_assert(rc == 0)
+
+
+@triton_dist.jit
+def k_every_program_barrier():
+    shmem.barrier_all_block()
+
+
+@triton_dist.jit
+def k_guarded_barrier(out):
+    """Program 0 alone runs the collective (the supported pattern); every program then writes its flag."""
+    if tl.program_id(0) == 0:
+        shmem.barrier_all_block()
+    tl.store(out + tl.program_id(0), 1)
+
+
+# --------------------------------------------------------------------------------------------------- rank side
+
+def _pattern(rank, n=N):
+    return torch.arange(n, dtype=torch.float32) + 1000.0 * (rank + 1)
+
+
+def _every_function():
+    """Inside a rank process: execute every libshmem_device function and return a list of failures."""
+    from triton_dist.runtime.sim import current
+    from triton_dist.runtime.sim.backend import SimBackend
+
+    b, ctx = SimBackend(), current()
+    r, n = ctx.rank, ctx.world_size
+    lw = ctx.local_world_size
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    fails = []
+
+    def check(name, got, want):
+        if got != want:
+            fails.append(f"rank {r} {name}: got {got}, want {want}")
+
+    # PE info
+    info = torch.zeros(8, dtype=torch.int32)
+    k_info[(1, )](info)
+    check("info", info[:7].tolist(), [r, n, r, n, r % lw, lw, r % lw])
+
+    src = b.create_tensor((N, ), torch.float32)
+    dest = b.create_tensor((N, ), torch.float32)
+    src.copy_(_pattern(r))
+    nbytes = N * 4
+
+    # remote_ptr / remote_mc_ptr
+    out = torch.zeros(N, dtype=torch.float32)
+    addrs = torch.zeros(2, dtype=torch.int64)
+    b.barrier_all_on_stream()
+    k_remote_ptr[(1, )](src, out, addrs, nxt, BLOCK=N)
+    same_node = nxt // lw == r // lw
+    check("remote_ptr data", out.tolist(), _pattern(nxt).tolist() if same_node else [0.0] * N)
+    check("remote_ptr null iff other node", addrs[0].item() == 0, not same_node)
+    check("remote_mc_ptr is null", addrs[1].item(), 0)
+
+    # put / get, every variant: puts go to the next rank, gets read the previous rank
+    for fn in ("putmem_block", "putmem_nbi_block", "putmem_warp", "putmem_nbi_warp", "putmem", "putmem_nbi",
+               "getmem_block", "getmem_nbi_block", "getmem_warp", "getmem_nbi_warp", "getmem", "getmem_nbi"):
+        dest.fill_(-1.0)
+        b.barrier_all_on_stream()
+        if fn.startswith("put"):
+            k_rma[(1, )](dest, src, nbytes, nxt, FN=fn)
+        else:
+            k_rma[(1, )](dest, src, nbytes, prv, FN=fn)
+        b.barrier_all_on_stream()
+        check(fn, dest.tolist(), _pattern(prv).tolist())
+    # a partial put: only the first 3 floats move
+    dest.fill_(-1.0)
+    b.barrier_all_on_stream()
+    k_rma[(1, )](dest, src, 12, nxt, FN="putmem")
+    b.barrier_all_on_stream()
+    check("partial put", dest[:4].tolist(), _pattern(prv)[:3].tolist() + [-1.0])
+
+    # put with signal (SET and ADD), blocking and nbi: data is there when the signal is
+    sig = b.create_tensor((4, ), torch.int64)
+    for blocking in (True, False):
+        for op, value, expect in ((shmem.NVSHMEM_SIGNAL_SET, 7, 7), (shmem.NVSHMEM_SIGNAL_ADD, 5, 5)):
+            dest.fill_(-1.0)
+            sig.zero_()
+            b.barrier_all_on_stream()
+            res = torch.zeros(N + 1, dtype=torch.float32)
+            k_put_signal_then_wait[(1, )](dest, src, sig, res, nbytes, nxt, value, expect, BLOCKING=blocking, OP=op,
+                                          BLOCK=N)
+            b.barrier_all_on_stream()
+            check(f"put_signal blocking={blocking} op={int(op)} data", res[:N].tolist(), _pattern(prv).tolist())
+            check(f"put_signal blocking={blocking} op={int(op)} signal", res[N].item(), float(expect))
+
+    # signal_op + signal_wait_until with every comparison. (initial, op, value, cmp, cmp_val, expected result)
+    cases = [
+        (0, shmem.NVSHMEM_SIGNAL_SET, 5, shmem.NVSHMEM_CMP_EQ, 5, 5),
+        (0, shmem.NVSHMEM_SIGNAL_SET, 7, shmem.NVSHMEM_CMP_NE, 0, 7),
+        (0, shmem.NVSHMEM_SIGNAL_SET, 9, shmem.NVSHMEM_CMP_GT, 8, 9),
+        (4, shmem.NVSHMEM_SIGNAL_ADD, 6, shmem.NVSHMEM_CMP_GE, 10, 10),
+        (100, shmem.NVSHMEM_SIGNAL_SET, 3, shmem.NVSHMEM_CMP_LT, 50, 3),
+        (100, shmem.NVSHMEM_SIGNAL_SET, 50, shmem.NVSHMEM_CMP_LE, 50, 50),
+    ]
+    got = torch.zeros(1, dtype=torch.int64)
+    for init, op, value, cmp, cmp_val, want in cases:
+        sig.fill_(init)
+        b.barrier_all_on_stream()
+        k_signal_op[(1, )](sig, value, nxt, OP=op)
+        k_wait[(1, )](sig, got, cmp_val, CMP=cmp)
+        b.barrier_all_on_stream()
+        check(f"signal_wait_until cmp={int(cmp)}", got.item(), want)
+    # a wait that is never satisfied ends with a clear error (short timeout)
+    sig.zero_()
+    saved = ctx.wait_timeout_s
+    ctx.wait_timeout_s = 0.3
+    try:
+        k_wait[(1, )](sig, got, 1, CMP=shmem.NVSHMEM_CMP_EQ)
+        fails.append(f"rank {r}: unsatisfiable signal_wait_until returned")
+    except Exception as exc:  # noqa: BLE001
+        msg = str(exc) + repr(exc.__cause__)
+        if "signal_wait_until" not in msg or "expected == 1" not in msg:
+            fails.append(f"rank {r}: unclear timeout message: {msg[:300]}")
+    finally:
+        ctx.wait_timeout_s = saved
+    b.barrier_all_on_stream()
+
+    # barriers: a value put into the peer before the barrier is visible to the peer after it
+    stage = b.create_tensor((N, ), torch.float32)
+    for i, fn in enumerate(("barrier_all", "barrier_all_block", "barrier_all_warp", "barrier_world", "barrier_node",
+                            "sync_all")):
+        peer = nxt if fn != "barrier_node" else (r // lw) * lw + (r % lw + 1) % lw
+        src_of_mine = prv if fn != "barrier_node" else (r // lw) * lw + (r % lw - 1) % lw
+        dest.fill_(-1.0)
+        b.barrier_all_on_stream()
+        res = torch.zeros(N, dtype=torch.float32)
+        k_store_barrier_load[(1, )](dest, stage, res, peer, 100.0 * (i + 1) + 10000 * r, FN=fn,
+                                    BLOCK=N)
+        b.barrier_all_on_stream()
+        want = (torch.arange(N, dtype=torch.float32) + 100 * (i + 1) + 10000 * src_of_mine).tolist()
+        check(fn, res.tolist(), want)
+
+    # collectives over the world and over the node
+    for team, size, first in ((shmem.NVSHMEM_TEAM_WORLD, n, 0), (shmem.NVSHMEMX_TEAM_NODE, lw, (r // lw) * lw)):
+        for root in sorted({0, size - 1}):
+            dest.fill_(-1.0)
+            b.barrier_all_on_stream()
+            k_broadcast[(1, )](dest, src, nbytes, root, TEAM=team)
+            b.barrier_all_on_stream()
+            check(f"broadcast team={int(team)} root={root}", dest.tolist(), _pattern(first + root).tolist())
+        coll = b.create_tensor((size * N, ), torch.float32)
+        coll.fill_(-1.0)
+        b.barrier_all_on_stream()
+        k_fcollect[(1, )](coll, src, nbytes, TEAM=team)
+        b.barrier_all_on_stream()
+        check(f"fcollect team={int(team)}", coll.tolist(),
+              torch.cat([_pattern(first + i) for i in range(size)]).tolist())
+    return fails
+
+
+def _guarded_collective():
+    out = torch.zeros(4, dtype=torch.int32)
+    k_guarded_barrier[(4, )](out)
+    return out.tolist()
+
+
+def _concurrent_collectives():
+    """Every program of a 4-program launch calls barrier_all_block: refused with a clear error."""
+    from triton_dist.runtime.sim import current
+
+    ctx = current()
+    saved = ctx.wait_timeout_s
+    ctx.wait_timeout_s = 5.0
+    try:
+        k_every_program_barrier[(4, )]()
+        return "no error"
+    except Exception as exc:  # noqa: BLE001
+        return str(exc) + " | " + repr(exc.__cause__)
+    finally:
+        ctx.wait_timeout_s = saved
+
+
+# --------------------------------------------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("world,local", [(2, 2), (4, 4), (4, 2)])
+def test_every_function(sim_ranks, world, local):  # noqa: F811
+    res = sim_ranks.run(world, _every_function, timeout=120, env=ENV, local_world_size=local)
+    fails = [f for per_rank in res for f in per_rank]
+    assert not fails, "\n".join(fails[:20])
+
+
+def test_concurrent_collectives_refused(sim_ranks):  # noqa: F811
+    res = sim_ranks.run(2, _concurrent_collectives, timeout=60, env=ENV, local_world_size=2)
+    assert all(m != "no error" for m in res), res
+    assert any("same launch" in m and "tl.program_id(0) == 0" in m for m in res), res
+
+
+def test_guarded_collective_in_multi_program_launch(sim_ranks):  # noqa: F811
+    res = sim_ranks.run(2, _guarded_collective, timeout=60, env=ENV, local_world_size=2)
+    assert res == [[1, 1, 1, 1]] * 2
