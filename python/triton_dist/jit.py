@@ -24,8 +24,9 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
 * **Cooperative-launch check.** A launch with more than one program and no ``launch_cooperative_grid=True`` of a
   kernel whose TTIR calls a SHMEM device collective (``libshmem_device`` barriers, sync, broadcast, fcollect) is
   refused with a RuntimeError naming the kernel, the functions and the fix (:func:`check_cooperative_launch`); the
-  compiled kernel is looked up first (a warm-up run: compile or cache hit, no launch; costs one extra cache lookup
-  per non-cooperative launch).
+  compiled kernel is looked up first (a warm-up run: compile or cache hit, no launch). Once a function's first
+  checked kernel is seen to call no collective, its later launches skip the check and pay nothing (a later
+  specialization that adds a collective through a constexpr branch is then not checked).
 * **Bounded-wait mode in the cache key.** ``TRITON_DIST_BOUNDED_WAIT`` (read when ``dl.wait`` is traced) is part
   of the disk cache key (``cache_key``) and selects the in-memory per-device cache, so toggling it recompiles.
 """
@@ -252,6 +253,9 @@ class DistJITFunction(JITFunction):
     def __init__(self, fn, **jit_kwargs):
         self._jit_kwargs = dict(jit_kwargs)
         self._interpreted = None
+        #: None until the first checked launch; then whether this function's kernels call device collectives
+        #: (libshmem_device barriers / broadcast / fcollect), which decides whether later launches are checked.
+        self._calls_collectives = None
         super().__init__(fn, **jit_kwargs)
 
     # -- caches keyed by bounded-wait mode ------------------------------------------------------------------------
@@ -302,8 +306,9 @@ class DistJITFunction(JITFunction):
         ours = _libs_for_launch()
         if ours:
             kwargs["extern_libs"] = _merge_extern_libs(ours, kwargs.get("extern_libs"))
-        if not warmup and not kwargs.get("launch_cooperative_grid"):
-            # device-side collectives need every program resident: refuse before launching (see below)
+        if not warmup and not kwargs.get("launch_cooperative_grid") and self._calls_collectives is not False:
+            # device-side collectives need every program resident: refuse before launching (see below). A function
+            # whose first compiled kernel calls none is not checked again, so ordinary launches pay nothing.
             hooks, self.pre_run_hooks = self.pre_run_hooks, []  # the real run below calls them (once)
             try:
                 kernel = super().run(*args, grid=grid, warmup=True, **kwargs)
@@ -441,4 +446,7 @@ def _check_launch(fn: "DistJITFunction", kernel, grid, args, kwargs) -> None:
             elif p.default is not inspect.Parameter.empty:
                 bound[p.name] = p.default
         grid = grid(bound)
-    check_cooperative_launch(fn.fn.__name__, getattr(kernel, "asm", {}), tuple(grid), False)
+    asm = getattr(kernel, "asm", {})
+    if fn._calls_collectives is None:
+        fn._calls_collectives = bool(collective_calls(asm))
+    check_cooperative_launch(fn.fn.__name__, asm, tuple(grid), False)

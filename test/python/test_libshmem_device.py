@@ -221,3 +221,20 @@ def test_distjit_run_refuses_before_launch(monkeypatch):
     k_put_only[(16, )](None, None, 1)
     assert [(n, c) for n, _, c in launches] == [("k_barrier_every_block", True), ("k_barrier_every_block", False),
                                                 ("k_put_only", False)]
+    # classification: a function whose kernel calls no collective is checked once, then launched directly
+    # (no warm-up lookup per launch); one that calls collectives stays checked.
+    warmups = []
+    real_fake_run = fake_run
+
+    def counting_run(self, *args, grid, warmup, **kwargs):
+        if warmup:
+            warmups.append(self.fn.__name__)
+        return real_fake_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    monkeypatch.setattr(JITFunction, "run", counting_run)
+    assert k_put_only._calls_collectives is False and k_barrier_every_block._calls_collectives is True
+    for _ in range(3):
+        k_put_only[(16, )](None, None, 1)
+    assert warmups == []
+    k_barrier_every_block[(1, )](None)
+    assert warmups == ["k_barrier_every_block"]
