@@ -578,7 +578,8 @@ def install_interpreter_index_fix():
     Stock Triton 3.6's interpreter gives ``tl.tensor`` an ``__index__`` of ``int(self.handle.data)``, but its scalars
     hold 1-element 1-D numpy arrays, which numpy >= 2.3 refuses to convert with ``int()`` ("only 0-dimensional
     arrays can be converted to Python scalars"): every ``for`` loop whose bound is a kernel argument or program id
-    fails. We wrap ``_patch_lang_tensor`` so ``__index__`` reads the single element instead.
+    fails. We wrap ``_patch_lang_tensor`` (through a scope proxy) so the ``__index__`` it installs reads the single
+    element instead.
     Assumptions (tested in test_compat.py): the interpreter module has ``_patch_lang_tensor(tensor, scope)``, called
     by ``_patch_lang`` through the module global, and ``scope.set_attr(obj, name, value)``. Idempotent.
     """
@@ -592,9 +593,21 @@ def install_interpreter_index_fix():
     def _index(self):
         return int(_np.asarray(self.handle.data).reshape(-1)[0])
 
+    class _IndexScope:
+        """Forwards to the interpreter's patch scope, substituting our ``__index__``: the stock one is never
+        installed, not even briefly (programs run as threads: another program could hit it in between)."""
+
+        def __init__(self, scope):
+            self._scope = scope
+
+        def set_attr(self, obj, name, value):
+            self._scope.set_attr(obj, name, _index if name == "__index__" else value)
+
+        def __getattr__(self, name):
+            return getattr(self._scope, name)
+
     def patched(tensor, scope):
-        orig(tensor, scope)
-        scope.set_attr(tensor, "__index__", _index)
+        orig(tensor, _IndexScope(scope))
 
     patched._triton_dist_index_fix = True
     _it._patch_lang_tensor = patched

@@ -1,0 +1,83 @@
+"""GEMM + ReduceScatter, overlapped: rank ``r`` gets ``C_r = sum_src (A_src @ B_src)[r * M_s:(r + 1) * M_s]``.
+
+One persistent kernel (:func:`gemm_rs_kernel`) per call; ``A_local``: ``[M, K_loc]``, ``B_local``: ``[K_loc, N]``,
+``M = WORLD * M_s``. Output row chunk ``d`` belongs to rank ``d``.
+
+* Tile order: chunks ``d = rank + 1, rank + 2, ..., rank`` (the next rank's chunk first, this rank's own chunk
+  last), tiles within a chunk in grouped order.
+* A tile of a peer's chunk: the fp32 partial is stored straight into the owner's symmetric staging slot
+  ``stage[par, rank]`` (``dl.symm_at``), then ``dl.notify`` raises the per-tile signal ``sig[par, rank, t] = value``
+  on the owner (its release orders the tile's stores before the signal).
+* A tile of the own chunk: after computing the local partial, wait (sys, acquire) for each peer's tile signal,
+  add the peers' fp32 partials (fp32 accumulation; order own, rank+1, rank+2, ...), round once to C's dtype.
+
+Own chunk last means the peers (which do this rank's chunk before their own) have usually produced the partials
+by the time they are needed: the reduction overlaps the GEMM instead of following it. Deadlock freedom: a program
+only waits in own-chunk tiles, which depend on peers' peer-chunk tiles, which never wait.
+
+Reuse across calls: staging and signals are double-buffered by epoch parity ``par = epoch % 2``; a rank can only
+start call ``e + 2`` (the next writer of parity ``par``) after finishing call ``e + 1``, which needed every peer to
+have started (so finished) call ``e``. Signal values ``value = epoch * 2**24 + (M * N) % 2**24`` are compared for
+equality; a stale or mismatched call never matches.
+Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M_s * N``; slot rows ``M_s`` x ``N``, row-major), ``sig``:
+int64 ``[2, WORLD, MAX_TILES]``.
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+
+from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
+
+
+@triton_dist.jit
+def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M_s, N, K, stride_am, stride_bk, stride_bn,
+                   stride_om, stride_on, CAP, MAX_TILES, value, par, rank, WORLD: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+                   USE_TMA: tl.constexpr):
+    """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M_s, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_chunk = tiles_m * tiles_n
+    num_tiles = WORLD * tiles_chunk
+    if USE_TMA:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[WORLD * M_s, K], strides=[stride_am, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
+                                           block_shape=[BLOCK_K, BLOCK_N])
+    slot_w = (par * WORLD + rank) * CAP  # this rank's slot in every owner's staging buffer
+    for tile in range(pid, num_tiles, NUM_SMS):
+        c = tile // tiles_chunk
+        t = tile % tiles_chunk
+        d = (rank + 1 + c) % WORLD
+        pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
+        loc_m = pid_m * BLOCK_M
+        row0 = d * M_s
+        off_n = pid_n * BLOCK_N
+        if USE_TMA:
+            acc = tile_acc_tma(a_desc, b_desc, row0 + loc_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
+                               stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
+        offs_m = loc_m + tl.arange(0, BLOCK_M)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        tile_off = offs_m[:, None] * N + offs_n[None, :]
+        mask = (offs_m[:, None] < M_s) & (offs_n[None, :] < N)
+        if d != rank:
+            dst = dl.symm_at(stage_ptr, d) + slot_w
+            tl.store(dst + tile_off, acc, mask=mask)
+            dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, d, value, "set", "intra_node")
+        else:
+            for i in tl.static_range(1, WORLD):
+                src = (rank + i) % WORLD
+                slot = par * WORLD + src
+                tok = dl.wait(sig_ptr + slot * MAX_TILES + t, 1, "sys", "acquire", value)
+                p = dl.consume_token(stage_ptr, tok) + slot * CAP
+                acc += tl.load(p + tile_off, mask=mask, other=0.0)
+            store_tile(out_ptr, acc, loc_m, off_n, M_s, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
+
+
+__all__ = ["gemm_rs_kernel"]

@@ -1,0 +1,566 @@
+"""Torch-facing overlapped compute + communication: AllGather+GEMM, GEMM+ReduceScatter, GEMM+AllReduce.
+
+Pattern (contexts own symmetric buffers and signals; create once, call many times)::
+
+    ag = create_ag_gemm_context(max_m_per_rank=4096, k=8192, dtype=torch.bfloat16)
+    c = ag_gemm(a_shard, w, ag)                 # all_gather(a_shard) @ w, overlapped
+    rs = create_gemm_rs_context(max_m=8192, n=8192, dtype=torch.bfloat16)
+    y = gemm_rs(h, w2, rs)                      # reduce_scatter(h @ w2, dim=0), overlapped
+    ar = create_gemm_ar_context(max_m=128, n=8192, dtype=torch.bfloat16)
+    z = gemm_ar(h, w2, ar)                      # all_reduce(h @ w2), overlapped (one-shot)
+
+Guarantees:
+
+* Every call is validated on the host before anything is launched (shapes, dtypes, devices, contiguity, sizes
+  against the context's capacity, fp8 scales): a ``ValueError`` naming the op, the bad value and what is
+  accepted. Contexts exchange a fingerprint at creation (all ranks must create them with the same arguments).
+* Signals are epoch-counted (the host counts calls; every rank makes the same calls in the same order), so
+  nothing is reset between calls and there is no reset race (see the kernels' docstrings for the argument).
+* ``method="auto"`` picks between the fused kernels and torch's NCCL + cuBLAS path by the measured table
+  ``overlap_table.json`` (GPU only; the simulator always runs the fused kernels). Until measured, the table is
+  the conservative default: torch below M = 1024, fused from there (``status: unmeasured``).
+* Accumulation is fp32; GEMM+RS / GEMM+AR reduce fp32 partials and round once.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import torch
+
+from ..kernels import ag_gemm as _agk
+from ..kernels import gemm as _gemm
+from ..kernels import gemm_ar as _ark
+from ..kernels import gemm_rs as _rsk
+from .collectives import FP8_DTYPES, _Context, _dtype_names
+
+TAG_RANGE = 1 << 24
+GEMM_DTYPES = (torch.bfloat16, torch.float16)
+AG_GEMM_DTYPES = GEMM_DTYPES + FP8_DTYPES
+
+# ================================================================================================================
+# dispatch table
+# ================================================================================================================
+TABLE_PATH = os.path.join(os.path.dirname(__file__), "overlap_table.json")
+#: Built-in conservative default (used when overlap_table.json is missing or unreadable).
+DEFAULT_TABLE = {
+    "status": "unmeasured",
+    "note": "conservative default: torch (NCCL + cuBLAS) below M=1024 (global rows), fused kernels from there; "
+            "benchmarks/bench_overlap.py --write-table replaces it with measured crossovers",
+    "ops": {op: {"default": [{"max_m": 1023, "method": "torch"}, {"max_m": None, "method": "fused"}]}
+            for op in ("ag_gemm", "gemm_rs", "gemm_ar")},
+}
+_table_cache = None
+
+
+def dispatch_table(reload: bool = False) -> dict:
+    """The dispatch table (``overlap_table.json`` next to this module, else :data:`DEFAULT_TABLE`)."""
+    global _table_cache
+    if _table_cache is None or reload:
+        try:
+            with open(TABLE_PATH) as f:
+                _table_cache = json.load(f)
+            _table_cache["ops"]  # noqa: B018  (shape check)
+        except (OSError, ValueError, KeyError, TypeError):
+            _table_cache = DEFAULT_TABLE
+    return _table_cache
+
+
+def select_method(op: str, world: int, m: int, on_gpu: bool) -> str:
+    """``"fused"`` (or a specific fused method, e.g. ``"sm"``/``"ce"`` for ag_gemm) or ``"torch"`` for ``op`` at
+    global row count ``m``: first rule whose ``max_m`` (inclusive; None =
+    unbounded) holds, from the world-size entry or ``"default"``. The simulator always returns ``"fused"``."""
+    if not on_gpu:
+        return "fused"
+    ops = dispatch_table()["ops"].get(op, {})
+    rules = ops.get(str(world), ops.get("default", []))
+    for rule in rules:
+        if rule.get("max_m") is None or m <= int(rule["max_m"]):
+            return rule["method"]
+    return "fused"
+
+
+# ================================================================================================================
+# validation helpers
+# ================================================================================================================
+def _check_gemm_operands(op: str, a, b, dtypes=AG_GEMM_DTYPES):
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{op}: {name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in dtypes:
+            raise ValueError(f"{op}: {name}.dtype={t.dtype} is not supported; accepted: {_dtype_names(dtypes)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"{op}: a.dtype={a.dtype} and b.dtype={b.dtype} differ")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"{op}: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.device != b.device:
+        raise ValueError(f"{op}: a is on {a.device}, b on {b.device}")
+    if a.stride(1) != 1 or b.stride(1) != 1:
+        raise ValueError(f"{op}: a and b must be row-major with unit column stride (call .contiguous())")
+    if a.shape[1] % 8 or b.shape[1] % 8:
+        raise ValueError(f"{op}: K={a.shape[1]} and N={b.shape[1]} must be multiples of 8 (16-byte rows for TMA)")
+    if a.stride(0) % 8 or b.stride(0) % 8:
+        raise ValueError(f"{op}: row strides a.stride(0)={a.stride(0)}, b.stride(0)={b.stride(0)} must be multiples "
+                         f"of 8 elements (16-byte aligned rows for TMA)")
+
+
+def _check_method(op, method, accepted):
+    if method not in accepted:
+        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(accepted)}")
+
+
+def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
+    if not fp8:
+        if scale_a is not None or scale_b is not None:
+            raise ValueError(f"{op}: scale_a / scale_b are only accepted for fp8 inputs")
+        return None
+    if scale_a is None or scale_b is None:
+        raise ValueError(f"{op}: fp8 inputs need per-tensor scales scale_a and scale_b (floats or 1-element tensors)")
+    vals = []
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if isinstance(s, torch.Tensor):
+            if s.numel() != 1:
+                raise ValueError(f"{op}: {name} must be per-tensor (1 element), got shape {tuple(s.shape)}")
+            s = s.reshape(1).to(device=device, dtype=torch.float32)
+        elif isinstance(s, (int, float)) and not isinstance(s, bool):
+            s = torch.tensor([float(s)], dtype=torch.float32, device=device)
+        else:
+            raise ValueError(f"{op}: {name} must be a float or a 1-element tensor, got {type(s).__name__}")
+        vals.append(s)
+    return (vals[0] * vals[1]).contiguous()
+
+
+_interp_warm = False
+
+
+def _warm_interpreter():
+    """Simulator only: rewrite every kernel / device function of the overlap kernels once, in this thread.
+
+    Triton 3.6's interpreter, on the FIRST rewrite of a function, inserts its own globals into the function's module
+    dict; a concurrently running program (the simulator runs programs as threads) iterating that dict in
+    ``_patch_lang`` then fails with "dictionary changed size during iteration". Rewriting up front avoids it."""
+    global _interp_warm
+    if _interp_warm:
+        return
+    from ..jit import DistJITFunction
+    from ..kernels import common as _common
+
+    from triton.language import standard as _std
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    for mod in (_gemm, _agk, _rsk, _ark, _common):
+        for obj in list(vars(mod).values()):
+            if isinstance(obj, DistJITFunction):
+                obj.interpreted().rewrite()
+    for obj in list(vars(_std).values()):  # tl.cdiv & co. are @triton.jit functions of triton.language.standard
+        if isinstance(obj, JITFunction):
+            InterpretedFunction(obj.fn).rewrite()
+    _interp_warm = True
+
+
+class _OverlapContext(_Context):
+    """Common part: epoch counter, GEMM tiling and launch helpers (on top of the collectives' context base)."""
+
+    def _setup_common(self):
+        if not self.on_gpu:
+            _warm_interpreter()
+        self.epoch = 0
+        self.num_sms = _gemm.num_sms(self.device)
+        self.side_stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
+        self.cc = torch.cuda.get_device_capability(self.device)[0] * 10 if self.on_gpu else 0
+        # fused kernels need every program resident (programs wait for peers' programs): launch them cooperatively
+        # on GPU, so an impossible grid is a launch error instead of a hang (TRITON_DIST_OVERLAP_COOPERATIVE=0: off)
+        self.cooperative = (self.on_gpu and not getattr(torch.version, "hip", None)
+                            and os.environ.get("TRITON_DIST_OVERLAP_COOPERATIVE", "1") != "0")
+
+    def _coop(self):
+        return {"launch_cooperative_grid": True} if self.cooperative else {}
+
+    def _next(self, numel: int):
+        self.epoch += 1
+        return self.epoch, self.epoch * TAG_RANGE + int(numel) % TAG_RANGE
+
+    def _cfg(self, M, N, K, elem_bytes):
+        return _gemm.pick_config(M, N, K, on_gpu=self.on_gpu, elem_bytes=elem_bytes, cc=self.cc or 90,
+                                 sim_config=self.sim_config)
+
+    def _use_tma(self):
+        tma = _gemm.use_tma_for(self.device)
+        if tma:
+            _gemm.ensure_tma_allocator()
+        return tma
+
+    def _check_out(self, op, out, shape, dtype, device):
+        if out is None:
+            return torch.empty(shape, dtype=dtype, device=device)
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape) or out.dtype != dtype:
+            raise ValueError(f"{op}: out must be a {dtype} tensor of shape {tuple(shape)}, got "
+                             f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}")
+        if out.device != device or out.stride(-1) != 1:
+            raise ValueError(f"{op}: out must be on {device} with unit column stride")
+        return out
+
+
+def _dev_check(op, ctx, *tensors):
+    for t in tensors:
+        if t.device.type != ctx.device.type or (ctx.on_gpu and t.device.index != ctx.device.index):
+            raise ValueError(f"{op}: inputs are on {t.device}, the context's buffers are on {ctx.device}")
+
+
+# ================================================================================================================
+# AllGather + GEMM
+# ================================================================================================================
+class AGGemmContext(_OverlapContext):
+    """Buffers for :func:`ag_gemm`: symmetric gathered-A buffer (``world * max_m_per_rank * k`` elements), ready
+    signals ``[world, comm_programs]``, ``recv_ok [world]``. Methods: ``sm`` (``comm_programs`` push programs inside
+    the GEMM launch, the rest of the SMs compute), ``ce`` (GPU: copy-engine pushes into peer views on a side
+    stream, one-program signal kernels between them), ``torch`` (NCCL all_gather_into_tensor + torch.matmul)."""
+
+    kind = "ag_gemm"
+
+    def __init__(self, max_m_per_rank: int, k: int, dtype: torch.dtype, methods=None, comm_programs=None,
+                 sim_config=None, **kw):
+        for name, v in (("max_m_per_rank", max_m_per_rank), ("k", k)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"create_ag_gemm_context: {name}={v!r} must be a positive int")
+        from ..runtime.state import require_backend
+
+        gpu = getattr(require_backend(), "name", "") != "sim"
+        self.comm_programs = int(comm_programs or (8 if gpu else 2))
+        super().__init__(max_m_per_rank * k, dtype, AG_GEMM_DTYPES, methods=methods,
+                         all_methods=("ce", "sm") if gpu else ("sm", ),
+                         fingerprint_extra=(max_m_per_rank, k, self.comm_programs), **kw)
+        self.sim_config = sim_config or _gemm.SIM_CONFIG
+        self._setup_common()
+        self.max_m_per_rank, self.k = max_m_per_rank, k
+        W, G = self.world_size, self.comm_programs
+        u = self._utils
+        shape = (W * max_m_per_rank * k, )
+        if self.on_gpu and "ce" in self.methods:
+            self.a_full_peers = u.nvshmem_create_tensors(shape, dtype, self.rank, W)
+            self.a_full = self.a_full_peers[self.rank]
+        else:
+            self.a_full_peers = None
+            self.a_full = u.nvshmem_create_tensor(shape, dtype)
+        self.ready = u.nvshmem_create_tensor((W * G, ), torch.int64)
+        self.recv_ok = u.nvshmem_create_tensor((W, ), torch.int64)
+        self.ready.zero_()
+        self.recv_ok.zero_()
+        self._symmetric += [self.a_full, self.ready, self.recv_ok]
+        self._finish_init()
+
+    def select(self, m_total: int) -> str:
+        m = select_method("ag_gemm", self.world_size, m_total, self.on_gpu)
+        if m == "torch" or m in self.methods:
+            return m
+        return "ce" if "ce" in self.methods else "sm"
+
+
+def create_ag_gemm_context(max_m_per_rank: int, k: int, dtype: torch.dtype = torch.bfloat16, **kw) -> AGGemmContext:
+    """Collective: context for :func:`ag_gemm` with shards of up to ``max_m_per_rank`` rows of ``k`` columns (bf16,
+    fp16, fp8 e4m3/e5m2). Keywords: ``methods`` (subset of ``("ce", "sm")`` to allocate for), ``comm_programs``
+    (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
+    return AGGemmContext(max_m_per_rank, k, dtype, **kw)
+
+
+AG_GEMM_METHODS = ("auto", "fused", "ce", "sm", "torch")
+
+
+def _bits(t):
+    return t.view(torch.uint8) if t.dtype in FP8_DTYPES else t
+
+
+def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[torch.Tensor] = None,
+            scale_a=None, scale_b=None, method: str = "auto", out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """``all_gather(a, dim=0) @ b`` on every rank: ``a`` ``[M_loc, K]`` (this rank's rows), ``b`` ``[K, N]`` (this
+    rank's weight shard). Returns ``[world * M_loc, N]`` (rows of rank ``r`` at ``[r * M_loc, (r + 1) * M_loc)``), in
+    ``a``'s dtype (bf16 for fp8 inputs unless ``out_dtype``). fp8 needs ``scale_a`` / ``scale_b`` (per tensor;
+    ``C = (A @ B) * scale_a * scale_b``). Stream-ordered on the current stream (``ce``: the copies run on a side
+    stream that the current stream joins before returning; ``sm``: one launch, push programs + GEMM programs). ``method``: ``AG_GEMM_METHODS`` (``fused`` = the
+    context's first fused method)."""
+    op = "ag_gemm"
+    if not isinstance(ctx, AGGemmContext):
+        raise ValueError(f"{op}: ctx must come from create_ag_gemm_context, got {type(ctx).__name__}")
+    if ctx._closed:
+        raise ValueError(f"{op}: the context was closed")
+    _check_gemm_operands(op, a, b)
+    _dev_check(op, ctx, a, b)
+    if a.dtype != ctx.dtype:
+        raise ValueError(f"{op}: a.dtype={a.dtype} differs from the context's dtype {ctx.dtype}")
+    if not a.is_contiguous():
+        raise ValueError(f"{op}: a must be contiguous")
+    M_loc, K = a.shape
+    N = b.shape[1]
+    if K != ctx.k:
+        raise ValueError(f"{op}: a has K={K} columns, the context was created for k={ctx.k}")
+    if M_loc > ctx.max_m_per_rank:
+        raise ValueError(f"{op}: a has {M_loc} rows, the context holds at most max_m_per_rank={ctx.max_m_per_rank}")
+    _check_method(op, method, AG_GEMM_METHODS)
+    fp8 = a.dtype in FP8_DTYPES
+    scale = _scale_tensor(op, scale_a, scale_b, fp8, a.device)
+    odt = out_dtype or (torch.bfloat16 if fp8 else a.dtype)
+    if odt not in GEMM_DTYPES + (torch.float32, ):
+        raise ValueError(f"{op}: out_dtype={odt} is not supported; accepted: bfloat16, float16, float32")
+    W = ctx.world_size
+    out = ctx._check_out(op, out, (W * M_loc, N), odt, a.device)
+    if method == "auto":
+        method = ctx.select(W * M_loc)
+    elif method == "fused":
+        method = "ce" if "ce" in ctx.methods else "sm"
+    if method == "ce" and not ctx.on_gpu:
+        raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, fused, sm, torch")
+    if method in ("ce", "sm") and method not in ctx.methods:
+        raise ValueError(f"{op}: method={method!r} was not allocated by this context (methods={ctx.methods})")
+    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
+    if M_loc == 0 or N == 0:
+        return out
+    if method == "torch":
+        return _ag_gemm_torch(a, b, ctx, out, scale)
+    n = M_loc * K
+    epoch, value = ctx._next(n)
+    G = ctx.comm_programs
+    a_full = ctx.a_full[:W * n]
+    cfg = ctx._cfg(W * M_loc, N, K, a.dtype.itemsize)
+    tma = ctx._use_tma()
+    push = G if method == "sm" else 0
+    gemm_sms = max(1, ctx.num_sms - (push if ctx.on_gpu else 0) - (1 if method == "ce" else 0))
+    tiles = W * -(-M_loc // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
+    gemm_programs = max(1, min(gemm_sms, tiles))
+    cur = None
+    if method == "ce":
+        cur = torch.cuda.current_stream(ctx.device)
+        ctx.side_stream.wait_stream(cur)
+        with torch.cuda.stream(ctx.side_stream):
+            _ag_ce(ctx, a, n, value, epoch)
+        a.record_stream(ctx.side_stream)
+    _agk.ag_gemm_kernel[(push + gemm_programs, )](
+        a_full, b, out, ctx.ready, scale if scale is not None else out, a, ctx.recv_ok, M_loc, N, K,
+        b.stride(0), b.stride(1), out.stride(0), out.stride(1), value, epoch, ctx.rank, WORLD=W, NSIG=G,
+        PUSH_PROGRAMS=push, COPY_BLOCK=ctx._block(), **cfg.meta(), NUM_SMS=gemm_programs, USE_TMA=tma,
+        HAS_SCALE=scale is not None, **cfg.launch(), **ctx._coop())
+    if cur is not None:
+        cur.wait_stream(ctx.side_stream)
+    return out
+
+
+def _ag_ce(ctx, a, n, value, epoch):
+    """Copy-engine all-gather (GPU, on the side stream): local copy + signals, then per peer in rotated order:
+    wait for its recv_ok, copy the shard into the peer's view of a_full (cudaMemcpyAsync over NVLink), signal."""
+    W, r, G = ctx.world_size, ctx.rank, ctx.comm_programs
+    flat = a.reshape(-1)
+    ctx.a_full[r * n:(r + 1) * n].copy_(flat)
+    sig = dict(WORLD=W, NSIG=G, num_warps=1)
+    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, r, value, epoch, r, STEP=0, **sig)
+    for i in range(1, W):
+        p = (r + i) % W
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, p, value, epoch, r, STEP=1, **sig)
+        ctx.a_full_peers[p][r * n:(r + 1) * n].copy_(flat)
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, p, value, epoch, r, STEP=2, **sig)
+
+
+def _ag_gemm_torch(a, b, ctx, out, scale):
+    import torch.distributed as dist
+
+    W = ctx.world_size
+    full = torch.empty((W * a.shape[0], a.shape[1]), dtype=a.dtype, device=a.device)
+    if a.dtype in FP8_DTYPES:
+        dist.all_gather_into_tensor(full.view(torch.uint8), a.view(torch.uint8), group=ctx.group)
+        res = (full.to(torch.float32) @ b.to(torch.float32)) * scale
+        out.copy_(res)
+        return out
+    dist.all_gather_into_tensor(full, a, group=ctx.group)
+    if out.dtype == a.dtype:
+        torch.matmul(full, b, out=out)
+    else:
+        out.copy_(torch.matmul(full, b))
+    return out
+
+
+# ================================================================================================================
+# GEMM + ReduceScatter / GEMM + AllReduce
+# ================================================================================================================
+class _PartialsContext(_OverlapContext):
+    """fp32 staging ``[2, world, cap]`` + tile signals ``[2, world, max_tiles]`` (double-buffered by epoch parity)."""
+
+    def _alloc_partials(self, cap: int, max_tiles: int):
+        W = self.world_size
+        u = self._utils
+        self.cap = int(cap)
+        self.max_tiles = int(max_tiles)
+        self.stage = u.nvshmem_create_tensor((2 * W * self.cap, ), torch.float32)
+        self.sig = u.nvshmem_create_tensor((2 * W * self.max_tiles, ), torch.int64)
+        self.sig.zero_()
+        self._symmetric += [self.stage, self.sig]
+        self._finish_init()
+
+    def _min_block(self):
+        if self.on_gpu:
+            return 64, 64
+        return self.sim_config.BLOCK_M, self.sim_config.BLOCK_N
+
+
+def _tiles(m, n, bm, bn):
+    return -(-m // bm) * -(-n // bn)
+
+
+class GemmRSContext(_PartialsContext):
+    """Buffers for :func:`gemm_rs` with up to ``max_m`` rows (``world * shard``) and ``n`` output columns."""
+
+    kind = "gemm_rs"
+
+    def __init__(self, max_m: int, n: int, dtype: torch.dtype, sim_config=None, **kw):
+        for name, v in (("max_m", max_m), ("n", n)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"create_gemm_rs_context: {name}={v!r} must be a positive int")
+        super().__init__(max_m * n, dtype, GEMM_DTYPES, methods=("fused", ), all_methods=("fused", ),
+                         fingerprint_extra=(max_m, n), **kw)
+        if max_m % self.world_size:
+            raise ValueError(f"create_gemm_rs_context: max_m={max_m} must be a multiple of the world size "
+                             f"{self.world_size}")
+        self.sim_config = sim_config or _gemm.SIM_CONFIG
+        self._setup_common()
+        self.max_m, self.n = max_m, n
+        ms = max_m // self.world_size
+        bm, bn = self._min_block()
+        self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
+
+    def select(self, m_total: int) -> str:
+        return select_method("gemm_rs", self.world_size, m_total, self.on_gpu)
+
+
+def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmRSContext:
+    """Collective: context for :func:`gemm_rs` (bf16 / fp16): inputs of up to ``max_m`` rows (a multiple of the world
+    size) and exactly ``n`` output columns. Symmetric memory: ``2 * world * (max_m / world) * n`` fp32 + signals."""
+    return GemmRSContext(max_m, n, dtype, **kw)
+
+
+FUSED_METHODS = ("auto", "fused", "torch")
+
+
+def _partials_checks(op, a, b, ctx, method):
+    if ctx._closed:
+        raise ValueError(f"{op}: the context was closed")
+    _check_gemm_operands(op, a, b, GEMM_DTYPES)
+    _dev_check(op, ctx, a, b)
+    if a.dtype != ctx.dtype:
+        raise ValueError(f"{op}: a.dtype={a.dtype} differs from the context's dtype {ctx.dtype}")
+    if b.shape[1] != ctx.n:
+        raise ValueError(f"{op}: b has N={b.shape[1]} columns, the context was created for n={ctx.n}")
+    _check_method(op, method, FUSED_METHODS)
+
+
+def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
+            method: str = "auto") -> torch.Tensor:
+    """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
+    rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
+    multiple of the world size. ``method``: ``auto`` / ``fused`` / ``torch`` (matmul + NCCL reduce_scatter)."""
+    op = "gemm_rs"
+    if not isinstance(ctx, GemmRSContext):
+        raise ValueError(f"{op}: ctx must come from create_gemm_rs_context, got {type(ctx).__name__}")
+    _partials_checks(op, a, b, ctx, method)
+    M, K = a.shape
+    N = b.shape[1]
+    W = ctx.world_size
+    if M % W:
+        raise ValueError(f"{op}: a has M={M} rows, not a multiple of the world size {W}")
+    if M > ctx.max_m:
+        raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
+    Ms = M // W
+    out = ctx._check_out(op, out, (Ms, N), a.dtype, a.device)
+    if method == "auto":
+        method = ctx.select(M)
+    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
+    if M == 0:
+        return out
+    if method == "torch":
+        import torch.distributed as dist
+
+        dist.reduce_scatter_tensor(out, torch.matmul(a, b), group=ctx.group)
+        return out
+    cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
+    tiles_chunk = _tiles(Ms, N, cfg.BLOCK_M, cfg.BLOCK_N)
+    if tiles_chunk > ctx.max_tiles:
+        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles_chunk} tile signals per chunk, the "
+                         f"context has {ctx.max_tiles} (use blocks >= the context's minimum)")
+    epoch, value = ctx._next(M * N)
+    tma = ctx._use_tma()
+    grid = (max(1, min(ctx.num_sms, W * tiles_chunk)), )
+    _rsk.gemm_rs_kernel[grid](a, b, out, ctx.stage, ctx.sig, Ms, N, K, a.stride(0), b.stride(0), b.stride(1),
+                              out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, value, epoch % 2, ctx.rank,
+                              WORLD=W, **cfg.meta(), NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+    return out
+
+
+class GemmARContext(_PartialsContext):
+    """Buffers for :func:`gemm_ar` with up to ``max_m`` rows and exactly ``n`` output columns."""
+
+    kind = "gemm_ar"
+
+    def __init__(self, max_m: int, n: int, dtype: torch.dtype, sim_config=None, **kw):
+        for name, v in (("max_m", max_m), ("n", n)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"create_gemm_ar_context: {name}={v!r} must be a positive int")
+        super().__init__(max_m * n, dtype, GEMM_DTYPES, methods=("fused", ), all_methods=("fused", ),
+                         fingerprint_extra=(max_m, n), **kw)
+        self.sim_config = sim_config or _gemm.SIM_CONFIG
+        self._setup_common()
+        self.max_m, self.n = max_m, n
+        bm, bn = self._min_block()
+        self._alloc_partials(max_m * n, _tiles(max_m, n, bm, bn))
+
+    def select(self, m_total: int) -> str:
+        return select_method("gemm_ar", self.world_size, m_total, self.on_gpu)
+
+
+def create_gemm_ar_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmARContext:
+    """Collective: context for :func:`gemm_ar` (bf16 / fp16, up to ``max_m`` rows, ``n`` columns). Symmetric memory:
+    ``2 * world * max_m * n`` fp32 + signals: meant for small-M (decode) shapes."""
+    return GemmARContext(max_m, n, dtype, **kw)
+
+
+def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[torch.Tensor] = None,
+            method: str = "auto") -> torch.Tensor:
+    """``all_reduce(a @ b)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]``; returns ``[M, N]``, identical on every rank
+    (fp32 sum in rank order, one rounding). ``method``: ``auto`` / ``fused`` / ``torch`` (matmul + NCCL all_reduce)."""
+    op = "gemm_ar"
+    if not isinstance(ctx, GemmARContext):
+        raise ValueError(f"{op}: ctx must come from create_gemm_ar_context, got {type(ctx).__name__}")
+    _partials_checks(op, a, b, ctx, method)
+    M, K = a.shape
+    N = b.shape[1]
+    W = ctx.world_size
+    if M > ctx.max_m:
+        raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
+    out = ctx._check_out(op, out, (M, N), a.dtype, a.device)
+    if method == "auto":
+        method = ctx.select(M)
+    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
+    if M == 0:
+        return out
+    if method == "torch":
+        import torch.distributed as dist
+
+        torch.matmul(a, b, out=out)
+        dist.all_reduce(out, group=ctx.group)
+        return out
+    cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
+    tiles = _tiles(M, N, cfg.BLOCK_M, cfg.BLOCK_N)
+    if tiles > ctx.max_tiles:
+        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals, the context has "
+                         f"{ctx.max_tiles}")
+    epoch, value = ctx._next(M * N)
+    tma = ctx._use_tma()
+    grid = (max(1, min(ctx.num_sms, tiles)), )
+    _ark.gemm_ar_kernel[grid](a, b, out, ctx.stage, ctx.sig, M, N, K, a.stride(0), b.stride(0), b.stride(1),
+                              out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, value, epoch % 2, ctx.rank,
+                              WORLD=W, **cfg.meta(), NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+    return out
+
+
+__all__ = ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context", "create_gemm_rs_context",
+           "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar", "select_method", "dispatch_table",
+           "DEFAULT_TABLE", "AG_GEMM_METHODS", "FUSED_METHODS"]

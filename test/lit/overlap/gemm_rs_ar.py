@@ -1,0 +1,29 @@
+# GEMM+ReduceScatter and GEMM+AllReduce compile for sm_90 (TMA + wgmma, fp32 partials stored to the owner through
+# dl.symm_at, per-tile signal with system-scope release, acquire spin before the reduction) and for gfx942.
+# Signature: a, b, out, stage, sig, M(_s), N, K, stride_am, stride_bk, stride_bn, stride_om, stride_on, CAP,
+#            MAX_TILES, value, par, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA
+#
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i64, i32, i32, 2, 128, 256, 64, 8, 132, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
+# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i64, i32, i32, 2, 64, 128, 64, 8, 132, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
+# RUN: %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i64, i32, i32, 2, 128, 128, 64, 8, 304, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+#
+# (gfx942: LLVM IR. Block placement puts the signalling code before the MMA loop in text order: no order between them is checked)
+# RS-DAG: cp.async.bulk.tensor.2d
+# RS-DAG: wgmma.mma_async
+# RS-DAG: membar.sys
+# RS-DAG: ld.acquire.sys.b64
+# RS-DAG: st.global.v4.b32
+#
+# AR-DAG: cp.async.bulk.tensor.2d
+# AR-DAG: wgmma.mma_async
+# AR-DAG: membar.sys
+# AR-DAG: ld.acquire.sys.b64
+# AR-DAG: st.global.v4.b32
+#
+# gfx942, LLVM IR only: dl.symm_at calls rocshmem_ptr, which cannot be assembled without the ROCSHMEM bitcode here.
+# AMD-DAG: call {{.*}}@rocshmem_ptr
+# AMD-DAG: llvm.amdgcn.mfma.f32.32x32x8f16
+# AMD-DAG: global_load_dwordx2 $0, $1, off sc0 sc1
+# AMD-DAG: atomicrmw xchg ptr addrspace(1) {{.*}} release
+from triton_dist.kernels.gemm_ar import gemm_ar_kernel  # noqa: F401
+from triton_dist.kernels.gemm_rs import gemm_rs_kernel  # noqa: F401

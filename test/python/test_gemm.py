@@ -1,0 +1,130 @@
+"""The overlap GEMM (triton_dist.kernels.gemm): correctness under the interpreter (pointer path and TMA
+descriptors), tiling choice, autotune config list, and compilation for cuda:90 (TMA + wgmma), cuda:80 (mma.sync)
+and hip:gfx942 (MFMA) in fresh processes."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+_INTERP_SCRIPT = r"""
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+import triton
+from triton_dist.kernels import gemm as g
+
+fails = []
+torch.manual_seed(0)
+
+def q(shape, dtype):
+    return (torch.randint(-4, 5, shape).float() / 4).to(dtype)
+
+# matmul(): odd M, N not a multiple of the block, K not a multiple of BLOCK_K, fp16 / bf16
+for dtype in (torch.float16, torch.bfloat16):
+    for (M, N, K) in ((37, 40, 48), (16, 16, 16), (1, 24, 72)):
+        a, b = q((M, K), dtype), q((K, N), dtype)
+        c = g.matmul(a, b)
+        ref = a.float() @ b.float()
+        err = (c.float() - ref).abs() - 2.0 ** -7 * ref.abs()
+        if c.dtype != dtype or c.shape != (M, N) or bool((err > 0).any()):
+            fails.append(f"matmul {dtype} {M}x{N}x{K}: max err {(c.float() - ref).abs().max().item()}")
+# fp8 with scale
+f8 = torch.float8_e4m3fn
+a, b = q((20, 32), torch.float32).to(f8), q((32, 16), torch.float32).to(f8)
+s = torch.tensor([0.75])
+c = g.matmul(a, b, scale=s)
+ref = a.float() @ b.float() * 0.75
+if c.dtype != torch.bfloat16 or (c.float() - ref).abs().max().item() > 2.0 ** -7 * ref.abs().max().item():
+    fails.append("fp8 matmul")
+# the TMA (tensor descriptor) path of gemm_kernel, forced: the interpreter implements descriptors too
+M, N, K = 32, 48, 64
+a, b = q((M, K), torch.float16), q((K, N), torch.float16)
+c = torch.empty(M, N, dtype=torch.float16)
+g.gemm_kernel[(2, )](a, b, c, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2,
+                     NUM_SMS=2, USE_TMA=True, HAS_SCALE=False)
+if not torch.equal(c.float(), a.float() @ b.float()):
+    fails.append("tma path under the interpreter")
+print("FAILS", fails)
+"""
+
+
+def _run(script):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("TRITON_DIST_BACKEND", None)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_matmul_under_interpreter():
+    res = _run(_INTERP_SCRIPT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "FAILS []", res.stdout[-3000:]
+
+
+def test_pick_config_is_deterministic_and_sane():
+    from triton_dist.kernels.gemm import SIM_CONFIG, TileConfig, pick_config
+
+    assert pick_config(8192, 14336, 8192, on_gpu=False) == SIM_CONFIG
+    big = pick_config(8192, 14336, 8192, on_gpu=True)
+    assert (big.BLOCK_M, big.BLOCK_N, big.BLOCK_K) == (128, 256, 64) and big.num_stages >= 3
+    small = pick_config(128, 14336, 8192, on_gpu=True)
+    assert small.BLOCK_M == 64
+    assert pick_config(8192, 8192, 8192, on_gpu=True, elem_bytes=1).BLOCK_K == 128
+    assert pick_config(8192, 8192, 8192, on_gpu=True, cc=80).BLOCK_N <= 128
+    assert pick_config(4096, 4096, 4096, on_gpu=True) == pick_config(4096, 4096, 4096, on_gpu=True)
+    os.environ["TRITON_DIST_OVERLAP_CONFIG"] = "64x64x32x4x2"
+    try:
+        assert pick_config(1, 1, 1, on_gpu=True) == TileConfig(64, 64, 32, 8, 4, 2)
+        os.environ["TRITON_DIST_OVERLAP_CONFIG"] = "bad"
+        with pytest.raises(ValueError, match="BMxBNxBKxWARPSxSTAGES"):
+            pick_config(1, 1, 1, on_gpu=True)
+    finally:
+        del os.environ["TRITON_DIST_OVERLAP_CONFIG"]
+
+
+def test_autotune_configs_are_hopper_sized():
+    from triton_dist.kernels.gemm import CONFIGS, _autotune_configs
+
+    cfgs = _autotune_configs()
+    assert len(cfgs) == len(CONFIGS) >= 4
+    assert any(c.kwargs["BLOCK_N"] == 256 and c.num_stages >= 3 for c in cfgs)
+    assert all(c.kwargs["BLOCK_K"] % 16 == 0 for c in cfgs)
+
+
+def test_matmul_rejects_bad_input_before_launch():
+    from triton_dist.kernels.gemm import matmul
+
+    a = torch.zeros(4, 16, dtype=torch.float16)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        matmul(a, torch.zeros(8, 16, dtype=torch.float16))
+    with pytest.raises(ValueError, match="float32"):
+        matmul(a.float(), torch.zeros(16, 8))
+    with pytest.raises(ValueError, match="differ"):
+        matmul(a, torch.zeros(16, 8, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="multiples of 8"):
+        matmul(torch.zeros(4, 12, dtype=torch.float16), torch.zeros(12, 8, dtype=torch.float16))
+
+
+SIG = "*bf16:16, *bf16:16, *bf16:16, *fp32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32:16, 1"
+
+
+@pytest.mark.parametrize("target,extra,expect", [
+    ("cuda:90", ", 128, 256, 64, 8, 132, True, False", ["cp.async.bulk.tensor", "wgmma.mma_async"]),
+    ("cuda:80", ", 128, 128, 32, 8, 108, False, False", ["cp.async.cg.shared.global", "mma.sync.aligned"]),
+    ("hip:gfx942", ", 128, 128, 64, 8, 304, False, False", ["v_mfma_f32"]),
+])
+def test_gemm_compiles_for_every_target(target, extra, expect):
+    stage = "amdgcn" if target.startswith("hip") else "ptx"
+    path = os.path.join(ROOT, "python", "triton_dist", "kernels", "gemm.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", f"{path}:gemm_kernel", "-s", SIG + extra,
+                          "--target", target, "--stage", stage, "--num-warps", "8" if target != "cuda:80" else "4",
+                          "--num-stages", "3" if target != "hip:gfx942" else "2"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for s in expect:
+        assert s in res.stdout, (target, s)

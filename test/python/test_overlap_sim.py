@@ -1,0 +1,234 @@
+"""Simulator executions of the overlapped kernels (AG+GEMM, GEMM+RS, GEMM+AR) and the TPMLP layer at 2 and 4
+ranks, checked against torch, plus host-side validation (bad input -> ValueError before any launch).
+
+Rank-side functions live in this module (rank processes import it by reference). Shapes are tiny (the interpreter
+executes each 16x16x16 tile with numpy); each function checks several calls on one context, so signal epochs,
+parity double-buffering and rank-rotated tile orders are all exercised.
+"""
+import pytest
+import torch
+
+from conftest_sim import sim_ranks  # noqa: F401  (fixture)
+
+# same settings as test_collectives_sim.py, so a CI session reuses one rank pool per world size
+ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "60", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "64M"}
+
+
+def _init():
+    import torch.distributed as dist
+
+    import triton_dist.utils as u
+
+    u.initialize_distributed()
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _rand(seed, shape, dtype):
+    g = torch.Generator().manual_seed(seed)
+    # small integers / 4: exact in bf16 and fp16, products and sums exact in fp32
+    return (torch.randint(-4, 5, shape, generator=g).float() / 4).to(dtype)
+
+
+def _close(got, ref, what, fails, atol=0.0, rtol=2.0**-7):
+    """Inputs are exact in fp32; the only error allowed is the final rounding to 16 bits (the interpreter's
+    fp32 -> bf16 conversion may truncate): ``|got - ref| <= atol + rtol * |ref|`` elementwise."""
+    if got.shape != ref.shape:
+        fails.append(f"{what}: shape {tuple(got.shape)} vs {tuple(ref.shape)}")
+        return
+    diff = (got.float() - ref.float()).abs()
+    bad = diff > atol + rtol * ref.float().abs()
+    if bool(bad.any()):
+        err = diff.max().item()
+        fails.append(f"{what}: shape {tuple(got.shape)} vs {tuple(ref.shape)}, max err {err}")
+
+
+def rank_ag_gemm(dtype_name="bfloat16"):
+    """AG+GEMM: two shard heights on one context (epochs 1..3), odd N, results exact."""
+    from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
+
+    rank, W = _init()
+    dtype = getattr(torch, dtype_name)
+    fails = []
+    K, N = 32, 40
+    ctx = create_ag_gemm_context(24, K, dtype)
+    for call, m_loc in enumerate((24, 8, 24)):
+        shards = [_rand(100 * call + r, (m_loc, K), dtype) for r in range(W)]
+        b = _rand(7 + call + 13 * rank, (K, N), dtype)  # weight shard differs per rank
+        c = ag_gemm(shards[rank], b, ctx, method="sm")
+        ref = (torch.cat(shards).float() @ b.float()).to(dtype)
+        _close(c, ref, f"ag_gemm call {call} m_loc={m_loc} {dtype}", fails)
+    ctx.close()
+    return fails
+
+
+def rank_gemm_rs():
+    from triton_dist.ops.overlap import create_gemm_rs_context, gemm_rs
+
+    rank, W = _init()
+    fails = []
+    K, N = 32, 24
+    ctx = create_gemm_rs_context(16 * W, N, torch.bfloat16)
+    for call, ms in enumerate((16, 8, 16)):
+        M = ms * W
+        a_all = [_rand(200 * call + r, (M, K), torch.bfloat16) for r in range(W)]
+        b_all = [_rand(300 * call + r, (K, N), torch.bfloat16) for r in range(W)]
+        out = gemm_rs(a_all[rank], b_all[rank], ctx, method="fused")
+        full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all))
+        _close(out, full[rank * ms:(rank + 1) * ms].to(torch.bfloat16), f"gemm_rs call {call} ms={ms}", fails)
+    ctx.close()
+    return fails
+
+
+def rank_gemm_ar():
+    from triton_dist.ops.overlap import create_gemm_ar_context, gemm_ar
+
+    rank, W = _init()
+    fails = []
+    K, N = 32, 32
+    ctx = create_gemm_ar_context(24, N, torch.float16)
+    for call, M in enumerate((24, 5, 24)):
+        a_all = [_rand(400 * call + r, (M, K), torch.float16) for r in range(W)]
+        b_all = [_rand(500 * call + r, (K, N), torch.float16) for r in range(W)]
+        out = gemm_ar(a_all[rank], b_all[rank], ctx, method="fused")
+        full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all)).to(torch.float16)
+        _close(out, full, f"gemm_ar call {call} M={M}", fails)
+    ctx.close()
+    return fails
+
+
+def rank_tp_mlp():
+    from triton_dist.layers import TPMLP, mlp_reference
+
+    rank, W = _init()
+    fails = []
+    H, I, T = 32, 16 * W, 16 * W
+    g = torch.Generator().manual_seed(0)
+    w_gate = (torch.randn(H, I, generator=g) / 8).to(torch.bfloat16)
+    w_up = (torch.randn(H, I, generator=g) / 8).to(torch.bfloat16)
+    w_down = (torch.randn(I, H, generator=g) / 8).to(torch.bfloat16)
+    mlp = TPMLP(H, I, max_tokens=T, dtype=torch.bfloat16, device="cpu", method="fused").load_full_weights(
+        w_gate, w_up, w_down)
+    for call in range(2):
+        x = torch.randn(T, H, generator=g).to(torch.bfloat16)
+        t_loc = T // W
+        y = mlp(x[rank * t_loc:(rank + 1) * t_loc])
+        ref = mlp_reference(x, w_gate, w_up, w_down)[rank * t_loc:(rank + 1) * t_loc]
+        _close(y, ref, f"tp_mlp call {call}", fails, atol=0.05 * max(1.0, ref.abs().max().item()))
+    mlp.close()
+    return fails
+
+
+def rank_ag_gemm_fp8():
+    """fp8 (e4m3) AG+GEMM with per-tensor scales: C = (A @ B) * scale_a * scale_b, bf16 output."""
+    from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
+
+    rank, W = _init()
+    f8 = torch.float8_e4m3fn
+    fails = []
+    K, N, m_loc = 32, 16, 16
+    ctx = create_ag_gemm_context(m_loc, K, f8)
+    for call in range(2):
+        shards = [_rand(600 * call + r, (m_loc, K), torch.float32).to(f8) for r in range(W)]
+        b = _rand(700 + call, (K, N), torch.float32).to(f8)
+        sa, sb = 0.5, torch.tensor([2.0 + call])
+        c = ag_gemm(shards[rank], b, ctx, scale_a=sa, scale_b=sb, method="sm")
+        ref = torch.cat(shards).float() @ b.float() * sa * float(sb)
+        if c.dtype != torch.bfloat16:
+            fails.append(f"fp8 ag_gemm returned {c.dtype}")
+        _close(c, ref, f"ag_gemm fp8 call {call}", fails)
+    ctx.close()
+    return fails
+
+
+def _expect(fails, what, fn, *match):
+    try:
+        fn()
+    except ValueError as exc:
+        if not all(m in str(exc) for m in match):
+            fails.append(f"{what}: message {exc!s} lacks {match}")
+        return
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"{what}: raised {type(exc).__name__}: {exc}")
+        return
+    fails.append(f"{what}: no ValueError")
+
+
+def rank_validation():
+    """Bad input -> ValueError naming op and value, before any launch; the contexts stay usable afterwards."""
+    from triton_dist.ops.overlap import (ag_gemm, create_ag_gemm_context, create_gemm_ar_context,
+                                         create_gemm_rs_context, gemm_ar, gemm_rs)
+
+    rank, W = _init()
+    fails = []
+    bf = torch.bfloat16
+    ag = create_ag_gemm_context(16, 32, bf)
+    rs = create_gemm_rs_context(16 * W, 16, bf)
+    ar = create_gemm_ar_context(16, 16, bf)
+    a = _rand(1, (16, 32), bf)
+    b = _rand(2, (32, 16), bf)
+    _expect(fails, "ag dtype", lambda: ag_gemm(a.half(), b.half(), ag), "ag_gemm", "dtype")
+    _expect(fails, "ag fp32", lambda: ag_gemm(a.float(), b.float(), ag), "ag_gemm", "float32", "accepted")
+    _expect(fails, "ag K", lambda: ag_gemm(_rand(1, (16, 24), bf), _rand(2, (24, 16), bf), ag), "K=24")
+    _expect(fails, "ag inner", lambda: ag_gemm(a, _rand(2, (24, 16), bf), ag), "inner dimensions")
+    _expect(fails, "ag rows", lambda: ag_gemm(_rand(1, (24, 32), bf), b, ag), "max_m_per_rank=16")
+    _expect(fails, "ag method", lambda: ag_gemm(a, b, ag, method="nccl"), "method='nccl'", "accepted")
+    _expect(fails, "ag ce on sim", lambda: ag_gemm(a, b, ag, method="ce"), "ce")
+    _expect(fails, "ag scale on bf16", lambda: ag_gemm(a, b, ag, scale_a=1.0, scale_b=1.0), "fp8")
+    _expect(fails, "ag 1-D", lambda: ag_gemm(a.reshape(-1), b, ag), "2-D")
+    _expect(fails, "ag transposed b", lambda: ag_gemm(a, _rand(2, (16, 32), bf).t(), ag), "unit column stride")
+    _expect(fails, "ag out shape", lambda: ag_gemm(a, b, ag, out=torch.empty(3, 3, dtype=bf)), "out")
+    _expect(fails, "rs M % W", lambda: gemm_rs(_rand(1, (16 * W - 1, 32), bf), b, rs), "multiple of the world size")
+    _expect(fails, "rs M cap", lambda: gemm_rs(_rand(1, (32 * W, 32), bf), b, rs), "max_m")
+    _expect(fails, "rs N", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), _rand(2, (32, 24), bf), rs), "n=16")
+    _expect(fails, "ar M cap", lambda: gemm_ar(_rand(1, (17, 32), bf), b, ar), "max_m=16")
+    _expect(fails, "ar ctx type", lambda: gemm_ar(a, b, rs), "create_gemm_ar_context")
+    _expect(fails, "ctx bad size", lambda: create_gemm_rs_context(0, 16, bf), "max_m=0")
+    # still usable (no epoch consumed by the rejected calls): a correct call afterwards
+    c = ag_gemm(a, b, ag, method="sm")
+    _close(c, (torch.cat([a] * W).float() @ b.float()), "ag after errors", fails)
+    for x in (ag, rs, ar):
+        x.close()
+    return fails
+
+
+def rank_method_auto_sim():
+    """method="auto" runs the fused kernels on the simulator; 'torch' goes through torch.distributed (gloo)."""
+    from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
+
+    rank, W = _init()
+    fails = []
+    ctx = create_ag_gemm_context(16, 32, torch.float16)
+    a = _rand(10 + rank, (16, 32), torch.float16)
+    b = _rand(3, (32, 16), torch.float16)
+    ref = torch.cat([_rand(10 + r, (16, 32), torch.float16) for r in range(W)]).float() @ b.float()
+    _close(ag_gemm(a, b, ctx), ref, "auto", fails)
+    _close(ag_gemm(a, b, ctx, method="torch"), ref, "torch", fails)
+    _close(ag_gemm(a, b, ctx, method="fused"), ref, "fused after torch", fails)
+    ctx.close()
+    return fails
+
+
+WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation",
+            "rank_method_auto_sim"],
+        4: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_tp_mlp"]}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("world,fn", [(w, f) for w, fs in WORK.items() for f in fs])
+def test_overlap_on_simulator(sim_ranks, world, fn):
+    res = sim_ranks.run(world, globals()[fn], timeout=300, env=ENV)
+    assert not any(res), res
+
+
+def test_dispatch_table_default_is_conservative_and_unmeasured():
+    from triton_dist.ops import overlap as ov
+
+    assert ov.DEFAULT_TABLE["status"] == "unmeasured"
+    table = ov.dispatch_table(reload=True)
+    assert table["status"] in ("unmeasured", "measured")
+    if table.get("status") == "unmeasured":
+        for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
+            assert ov.select_method(op, 2, 1023, on_gpu=True) == "torch"
+            assert ov.select_method(op, 2, 1024, on_gpu=True) == "fused"
+            assert ov.select_method(op, 2, 8192, on_gpu=True) == "fused"
+    assert ov.select_method("ag_gemm", 2, 128, on_gpu=False) == "fused"  # the simulator runs our kernels
