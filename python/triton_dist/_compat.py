@@ -644,3 +644,44 @@ def install_interpreter_bf16_dot_fix():
 
     create_dot._triton_dist_bf16 = True
     cls.create_dot = create_dot
+
+
+# --- interpreted launches: rewrite before programs run as threads -------------------------------------------------
+
+_prewarmed_modules: set = set()
+_prewarm_lock = __import__("threading").Lock()
+
+
+def prewarm_interpreter(kernel_fn) -> None:
+    """Rewrite, once and in the calling thread, every Triton function reachable from ``kernel_fn``'s module (and,
+    recursively, from the modules of the functions found there), plus ``triton.language.standard``.
+
+    Why: the interpreter's FIRST rewrite of a function inserts names into that function's module dict, while every
+    device-function call iterates the caller's module dict (``_patch_lang``); with a launch's programs running as
+    threads (the simulator's grid runner), a first call in one program then fails another with "dictionary changed
+    size during iteration". Assumptions: ``InterpretedFunction(fn).rewrite()`` caches per ``fn`` in the class-level
+    ``InterpretedFunction.rewritten_fn``; ``JITFunction`` / our ``DistJITFunction`` expose the Python function as
+    ``.fn``. Cheap after the first call per module."""
+    import sys
+    import types
+
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    def functions_of(module_dict):
+        for value in list(module_dict.values()):
+            if isinstance(value, (JITFunction, InterpretedFunction)):
+                yield value.fn
+
+    with _prewarm_lock:
+        pending = [getattr(kernel_fn, "__globals__", {}), vars(sys.modules["triton.language.standard"])]
+        while pending:
+            module_dict = pending.pop()
+            key = id(module_dict)
+            if key in _prewarmed_modules:
+                continue
+            _prewarmed_modules.add(key)
+            for fn in functions_of(module_dict):
+                if isinstance(fn, types.FunctionType):
+                    InterpretedFunction(fn).rewrite()
+                    pending.append(fn.__globals__)

@@ -543,3 +543,21 @@ def test_interpreter_bf16_dot(tmp_path):
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert float(res.stdout.strip().splitlines()[-1]) == 0.0
+
+
+def test_prewarm_rewrites_reachable_functions_once():
+    # Every Triton function of the kernel's module (and of modules reached from there, and Triton's standard
+    # library) is rewritten up front, so no first rewrite mutates a module dict while programs run as threads.
+    import _jit_kernels as K
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    kernel = next(v for v in vars(K).values() if isinstance(v, JITFunction))
+    _compat.prewarm_interpreter(kernel.fn)
+    for value in vars(K).values():
+        if isinstance(value, JITFunction):
+            assert value.fn in InterpretedFunction.rewritten_fn
+    assert tl.standard.sum.fn in InterpretedFunction.rewritten_fn
+    before = len(InterpretedFunction.rewritten_fn)
+    _compat.prewarm_interpreter(kernel.fn)  # cheap and idempotent
+    assert len(InterpretedFunction.rewritten_fn) == before

@@ -133,41 +133,10 @@ def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
     return (vals[0] * vals[1]).contiguous()
 
 
-_interp_warm = False
-
-
-def _warm_interpreter():
-    """Simulator only: rewrite every kernel / device function of the overlap kernels once, in this thread.
-
-    Triton 3.6's interpreter, on the FIRST rewrite of a function, inserts its own globals into the function's module
-    dict; a concurrently running program (the simulator runs programs as threads) iterating that dict in
-    ``_patch_lang`` then fails with "dictionary changed size during iteration". Rewriting up front avoids it."""
-    global _interp_warm
-    if _interp_warm:
-        return
-    from ..jit import DistJITFunction
-    from ..kernels import common as _common
-
-    from triton.language import standard as _std
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    for mod in (_gemm, _agk, _rsk, _ark, _common):
-        for obj in list(vars(mod).values()):
-            if isinstance(obj, DistJITFunction):
-                obj.interpreted().rewrite()
-    for obj in list(vars(_std).values()):  # tl.cdiv & co. are @triton.jit functions of triton.language.standard
-        if isinstance(obj, JITFunction):
-            InterpretedFunction(obj.fn).rewrite()
-    _interp_warm = True
-
-
 class _OverlapContext(_Context):
     """Common part: epoch counter, GEMM tiling and launch helpers (on top of the collectives' context base)."""
 
     def _setup_common(self):
-        if not self.on_gpu:
-            _warm_interpreter()
         self.epoch = 0
         self.num_sms = _gemm.num_sms(self.device)
         self.side_stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None

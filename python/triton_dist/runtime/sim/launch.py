@@ -346,6 +346,7 @@ def run_grid(kernel, grid, *args, **kwargs):
 
     executor_cls = _compat.make_concurrent_grid_executor()
     fn = kernel.rewrite()
+    _compat.prewarm_interpreter(kernel.fn)  # first rewrites mutate module dicts: not while programs run as threads
     executor = executor_cls(fn, kernel.arg_names, grid, kernel.pre_run_hooks)
     executor.max_concurrent = max_concurrent_programs()
     ctx = _context.current() if _context.is_active() else None
