@@ -459,7 +459,9 @@ ctx = b.ctx
 ts = b.create_tensors((8,), torch.int32, ctx.rank, ctx.local_world_size)
 ts[ctx.rank].fill_(ctx.rank + 1)
 b.barrier_all_on_stream()
-print("RANK", ctx.rank, [int(t[0]) for t in ts], flush=True)
+# one file per rank: two ranks printing to one pipe can interleave their lines
+with open(os.path.join(os.environ["TR_OUT_DIR"], f"rank{{ctx.rank}}.txt"), "w") as f:
+    f.write(f"RANK {{ctx.rank}} {{[int(t[0]) for t in ts]}}")
 b.barrier_all_on_stream()
 b.finalize()
 """
@@ -469,10 +471,11 @@ def test_torchrun_cpu(tmp_path):
     script = tmp_path / "tr.py"
     pypath = os.path.join(os.path.dirname(__file__), "..", "..", "python")
     script.write_text(_TORCHRUN_SCRIPT.format(pypath=os.path.abspath(pypath)))
-    env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1")
+    env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1", TR_OUT_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                            "--standalone", str(script)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "RANK 0 [1, 2]" in proc.stdout and "RANK 1 [1, 2]" in proc.stdout
+    assert (tmp_path / "rank0.txt").read_text() == "RANK 0 [1, 2]"
+    assert (tmp_path / "rank1.txt").read_text() == "RANK 1 [1, 2]"
     assert "leaked" not in proc.stderr and "Traceback" not in proc.stderr
