@@ -7,7 +7,6 @@ Nothing outside this module imports private Triton modules.
 from __future__ import annotations
 
 import triton
-import triton.language as tl
 from triton.language import core as tl_core
 
 TRITON_VERSION = tuple(int(p) for p in triton.__version__.split("+")[0].split(".")[:3])
@@ -110,22 +109,29 @@ def _np_u64(addrs):
     return np.ascontiguousarray(np.asarray(addrs, dtype=np.uint64).reshape(-1))
 
 
+def _mem_semantic(m, sem: str):
+    sems = {"relaxed": m.MEM_SEMANTIC.RELAXED, "acquire": m.MEM_SEMANTIC.ACQUIRE, "release": m.MEM_SEMANTIC.RELEASE,
+            "acq_rel": m.MEM_SEMANTIC.ACQUIRE_RELEASE, "acquire_release": m.MEM_SEMANTIC.ACQUIRE_RELEASE}
+    if sem not in sems:
+        raise ValueError(f"unknown memory semantic {sem!r}; accepted: {sorted(sems)}")
+    return sems[sem]
+
+
 def raw_atomic_rmw(op: str, addrs, values, sem: str = "acq_rel"):
     """Atomic read-modify-write at raw address(es) (ints or arrays, same length as ``values``); returns old values.
 
-    ``op``: add | and | or | xor | xchg | max | min | umax | umin; ``sem``: relaxed | acquire | release | acq_rel.
-    The element width is ``values``' numpy dtype (use uint64/int64/uint32/int32)."""
+    ``op``: add | fadd | and | or | xor | xchg | max | min | umax | umin; ``sem``: relaxed | acquire | release |
+    acq_rel (or acquire_release). The element width is ``values``' numpy dtype. ``fadd`` on fp16/bf16 is atomic
+    within one process only (see :func:`interp_atomics`)."""
     import numpy as np
 
     m = interp_atomics()
-    ops = {"add": m.RMW_OP.ADD, "and": m.RMW_OP.AND, "or": m.RMW_OP.OR, "xor": m.RMW_OP.XOR, "xchg": m.RMW_OP.XCHG,
-           "max": m.RMW_OP.MAX, "min": m.RMW_OP.MIN, "umax": m.RMW_OP.UMAX, "umin": m.RMW_OP.UMIN}
-    sems = {"relaxed": m.MEM_SEMANTIC.RELAXED, "acquire": m.MEM_SEMANTIC.ACQUIRE, "release": m.MEM_SEMANTIC.RELEASE,
-            "acq_rel": m.MEM_SEMANTIC.ACQUIRE_RELEASE}
+    ops = {"add": m.RMW_OP.ADD, "fadd": m.RMW_OP.FADD, "and": m.RMW_OP.AND, "or": m.RMW_OP.OR, "xor": m.RMW_OP.XOR,
+           "xchg": m.RMW_OP.XCHG, "max": m.RMW_OP.MAX, "min": m.RMW_OP.MIN, "umax": m.RMW_OP.UMAX,
+           "umin": m.RMW_OP.UMIN}
+    sems = {sem: _mem_semantic(m, sem)}
     if op not in ops:
         raise ValueError(f"raw_atomic_rmw: unknown op {op!r}; accepted: {sorted(ops)}")
-    if sem not in sems:
-        raise ValueError(f"raw_atomic_rmw: unknown sem {sem!r}; accepted: {sorted(sems)}")
     ptrs = _np_u64(addrs)
     vals = np.ascontiguousarray(np.asarray(values).reshape(-1))
     if vals.size == 1 and ptrs.size > 1:
@@ -139,12 +145,10 @@ def raw_atomic_cas(addrs, cmp, val, sem: str = "acq_rel"):
     import numpy as np
 
     m = interp_atomics()
-    sems = {"relaxed": m.MEM_SEMANTIC.RELAXED, "acquire": m.MEM_SEMANTIC.ACQUIRE, "release": m.MEM_SEMANTIC.RELEASE,
-            "acq_rel": m.MEM_SEMANTIC.ACQUIRE_RELEASE}
     ptrs = _np_u64(addrs)
     c = np.ascontiguousarray(np.asarray(cmp).reshape(-1))
     v = np.ascontiguousarray(np.asarray(val, dtype=c.dtype).reshape(-1))
-    return m.atomic_cas(ptrs, c, v, sems[sem])
+    return m.atomic_cas(ptrs, c, v, _mem_semantic(m, sem))
 
 
 def raw_load(addrs, np_dtype):
@@ -155,6 +159,15 @@ def raw_load(addrs, np_dtype):
     ptrs = _np_u64(addrs)
     dt = np.dtype(np_dtype)
     return m.load(ptrs, np.ones(ptrs.shape, dtype=bool), np.zeros(ptrs.shape, dtype=dt), dt)
+
+
+def raw_store(addrs, values) -> None:
+    """Plain (non-atomic) store of ``values`` (numpy, its dtype is the width) at raw address(es)."""
+    import numpy as np
+
+    ptrs = _np_u64(addrs)
+    vals = np.ascontiguousarray(np.asarray(values).reshape(-1))
+    interp_atomics().store(ptrs, vals, np.ones(ptrs.shape, dtype=bool))
 
 
 _grid_tls_installed = False
@@ -345,13 +358,6 @@ def _ir():
     return ir
 
 
-def interpreter_memory():
-    """numpy-level helpers of the interpreter used by sim lowerings: ``(load, store, atomic_xchg, atomic_rmw_add)``
-    each taking numpy address arrays. Assumption: ``triton._C.libtriton.interpreter`` exports ``load``, ``store``,
-    ``atomic_rmw`` (with ``RMW_OP``/``MEM_SEMANTIC``)."""
-    from triton._C.libtriton import interpreter as _interp
-
-    return _interp
 
 
 # --- helper B: `with` targets, interpreter atomics (simt_exec_region / language_extra) -----------------------------
@@ -404,52 +410,14 @@ def bind_with_tuple_target(values):
     return undo
 
 
-def interpreter_atomic_rmw(op: str, ptr_data, val_data, mask_data, sem: str):
-    """Run Triton's interpreter C++ atomic RMW (``op`` in add/fadd/and/or/xor/xchg) on raw addresses.
-
-    Assumption: ``triton._C.libtriton.interpreter.atomic_rmw(op, ptrs, vals, mask, sem)`` performs a real hardware
-    atomic on each address (so it is atomic across processes mapping the same memory) and returns the old values.
-    """
-    from triton._C.libtriton import interpreter as _interp
-
-    return _interp.atomic_rmw(getattr(_interp.RMW_OP, op.upper()), ptr_data, val_data, mask_data,
-                              getattr(_interp.MEM_SEMANTIC, sem.upper()))
 
 
-def interpreter_atomic_cas(ptr_data, cmp_data, val_data, sem: str):
-    """Triton's interpreter C++ compare-and-swap on raw addresses; returns the old values.
-
-    Assumption: ``triton._C.libtriton.interpreter.atomic_cas(ptrs, cmp, val, sem)`` is a real hardware CAS.
-    """
-    from triton._C.libtriton import interpreter as _interp
-
-    return _interp.atomic_cas(ptr_data, cmp_data, val_data, getattr(_interp.MEM_SEMANTIC, sem.upper()))
 
 
-def interpreter_load(ptr_data, dtype_np):
-    """Plain loads from raw addresses (Triton interpreter's C++ ``load``)."""
-    import numpy as np
-    from triton._C.libtriton import interpreter as _interp
-
-    dtype_np = np.dtype(dtype_np)
-    mask = np.ones(ptr_data.shape, dtype=bool)
-    return _interp.load(ptr_data, mask, np.zeros(ptr_data.shape, dtype=dtype_np), dtype_np)
 
 
-def interpreter_store(ptr_data, value_data):
-    """Plain stores to raw addresses (Triton interpreter's C++ ``store``)."""
-    import numpy as np
-    from triton._C.libtriton import interpreter as _interp
-
-    _interp.store(ptr_data, value_data, np.ones(ptr_data.shape, dtype=bool))
 
 
-def interpreter_tensor(data, dtype):
-    """Wrap a numpy array as an interpreter ``tl.tensor`` of scalar type ``dtype`` (shape taken from ``data``:
-    a 1-element array is a scalar). Assumption: ``triton.runtime.interpreter.TensorHandle(data, dtype)``."""
-    from triton.runtime.interpreter import TensorHandle
-
-    return tl_core.tensor(TensorHandle(data, dtype), dtype)
 
 
 def reset_loading_compiled_kernel() -> bool:

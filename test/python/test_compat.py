@@ -131,15 +131,15 @@ def _shm_adder(name, n, use_cas):
     try:
         arr = np.ndarray((1, ), dtype=np.int64, buffer=shm.buf)
         ptr = np.array([arr.ctypes.data], dtype=np.uint64)
-        one, mask = np.ones(1, np.int64), np.ones(1, bool)
+        one = np.ones(1, np.int64)
         for _ in range(n):
             if use_cas:
                 while True:
-                    cur = _compat.interpreter_load(ptr, np.int64)
-                    if _compat.interpreter_atomic_cas(ptr, cur, cur + 1, "acquire_release")[0] == cur[0]:
+                    cur = _compat.raw_load(ptr, np.int64)
+                    if _compat.raw_atomic_cas(ptr, cur, cur + 1, "acquire_release")[0] == cur[0]:
                         break
             else:
-                _compat.interpreter_atomic_rmw("add", ptr, one, mask, "relaxed")
+                _compat.raw_atomic_rmw("add", ptr, one, "relaxed")
         del arr
     finally:
         shm.close()
@@ -177,12 +177,12 @@ def test_interpreter_raw_load_store_and_tensor():
 
     a = np.array([5, 6], dtype=np.int32)
     ptr = np.array([a.ctypes.data + 4], dtype=np.uint64)
-    assert _compat.interpreter_load(ptr, np.int32).tolist() == [6]
-    _compat.interpreter_store(ptr, np.array([9], dtype=np.int32))
+    assert _compat.raw_load(ptr, np.int32).tolist() == [6]
+    _compat.raw_store(ptr, np.array([9], dtype=np.int32))
     assert a.tolist() == [5, 9]
-    old = _compat.interpreter_atomic_rmw("xchg", ptr, np.array([3], np.int32), np.ones(1, bool), "release")
+    old = _compat.raw_atomic_rmw("xchg", ptr, np.array([3], np.int32), "release")
     assert old.tolist() == [9] and a.tolist() == [5, 3]
-    t = _compat.interpreter_tensor(np.array([1.5], dtype=np.float32), tl.float32)
+    t = _compat.interpreter_value(np.array([1.5], dtype=np.float32), tl.float32)
     assert t.dtype == tl.float32 and t.handle.data.tolist() == [1.5]
 
 
@@ -409,10 +409,10 @@ def test_interpreter_value_and_data_roundtrip():
     assert _compat.interpreter_data(b).tolist() == [0, 1, 2, 3] and b.type.is_block()
 
 
-def test_interpreter_memory_exports_atomic_rmw():
+def test_interpreter_cpp_module_exports_atomic_rmw():
     import numpy as np
 
-    mem = _compat.interpreter_memory()
+    mem = _compat.interp_atomics()
     buf = np.zeros(1, dtype=np.int64)
     old = mem.atomic_rmw(mem.RMW_OP.XCHG, np.array([buf.ctypes.data], dtype=np.uint64), np.array([9], dtype=np.int64),
                          np.ones(1, dtype=bool), mem.MEM_SEMANTIC.ACQUIRE_RELEASE)

@@ -355,7 +355,7 @@ def extract(input, indices, _semantic=None, _generator=None):
         data = np.asarray(input.handle.data).reshape(-1)
         if not 0 <= i < data.size:
             raise IndexError(f"extract: flat index {i} out of range for shape {shape}")
-        return _compat.interpreter_tensor(data[i:i + 1].copy(), input.dtype)
+        return _compat.interpreter_value(data[i:i + 1].copy(), input.dtype)
     hit = _iota(shape, sem).__eq__(flat, _semantic=sem)
     work = tl.int32 if input.dtype.is_int1() else input.dtype
     vals = tl.cast(input, work, _semantic=sem)

@@ -35,7 +35,7 @@ def _val_data(val, np_dtype):
 
 
 def _scalar(data, dtype):
-    return _compat.interpreter_tensor(np.asarray(data).reshape(1), dtype)
+    return _compat.interpreter_value(np.asarray(data).reshape(1), dtype)
 
 
 def _int_view(elem):
@@ -65,9 +65,9 @@ def syncthreads(target, _semantic):
 def _cas_loop(p, npi, new_of, sem):
     """Atomically replace ``*p`` (viewed as integer type ``npi``) by ``new_of(old)`` with a CAS loop; returns the
     old bits. Used for 16-bit elements, for which the interpreter has CAS but no atomic RMW."""
-    cur = np.asarray(_compat.interpreter_load(p, npi)).reshape(1)
+    cur = np.asarray(_compat.raw_load(p, npi)).reshape(1)
     while True:
-        old = np.asarray(_compat.interpreter_atomic_cas(p, cur, new_of(cur), sem)).reshape(1)
+        old = np.asarray(_compat.raw_atomic_cas(p, cur, new_of(cur), sem)).reshape(1)
         if old[0] == cur[0]:
             return old
         cur = old
@@ -78,11 +78,11 @@ def ld(ptr, elem, scope, semantic, target, _semantic):
     if semantic == "acquire":
         npi = _np_dtype(_int_view(elem))
         if elem.primitive_bitwidth >= 32:  # atomic OR with 0: a real acquire load that never changes memory
-            old = _compat.interpreter_atomic_rmw("or", p, np.zeros(1, npi), np.ones(1, bool), "acquire")
+            old = _compat.raw_atomic_rmw("or", p, np.zeros(1, npi), "acquire")
         else:
             old = _cas_loop(p, npi, lambda cur: cur, "acquire")
         return _scalar(np.asarray(old).view(_np_dtype(elem)), elem)
-    return _scalar(_compat.interpreter_load(p, _np_dtype(elem)), elem)
+    return _scalar(_compat.raw_load(p, _np_dtype(elem)), elem)
 
 
 def st(ptr, val, elem, scope, semantic, target, _semantic):
@@ -91,25 +91,24 @@ def st(ptr, val, elem, scope, semantic, target, _semantic):
         npi = _np_dtype(_int_view(elem))
         bits = _val_data(val, _np_dtype(elem)).view(npi)
         if elem.primitive_bitwidth >= 32:
-            _compat.interpreter_atomic_rmw("xchg", p, bits, np.ones(1, bool), "release")
+            _compat.raw_atomic_rmw("xchg", p, bits, "release")
         else:
             _cas_loop(p, npi, lambda cur: bits, "release")
         return None
-    _compat.interpreter_store(p, _val_data(val, _np_dtype(elem)))
+    _compat.raw_store(p, _val_data(val, _np_dtype(elem)))
     return None
 
 
 def atomic_add(ptr, val, elem, scope, semantic, target, _semantic):
     op = "fadd" if elem.is_floating() else "add"
-    old = _compat.interpreter_atomic_rmw(op, _ptr_data(ptr), _val_data(val, _np_dtype(elem)), np.ones(1, bool),
-                                         _SEM[semantic])
+    old = _compat.raw_atomic_rmw(op, _ptr_data(ptr), _val_data(val, _np_dtype(elem)), _SEM[semantic])
     return _scalar(old, elem)
 
 
 def atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, target, _semantic):
     it = _int_view(elem)
     npt, npi = _np_dtype(elem), _np_dtype(it)
-    old = _compat.interpreter_atomic_cas(_ptr_data(ptr), _val_data(cmp_val, npt).view(npi),
+    old = _compat.raw_atomic_cas(_ptr_data(ptr), _val_data(cmp_val, npt).view(npi),
                                          _val_data(target_val, npt).view(npi), _SEM[semantic])
     return _scalar(np.asarray(old).view(npt), elem)
 

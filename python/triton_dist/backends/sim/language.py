@@ -59,7 +59,7 @@ def _np_int(bits: int):
 
 
 def _atomic_read(addr: int, bits: int, sem) -> int:
-    mem = _compat.interpreter_memory()
+    mem = _compat.interp_atomics()
     old = mem.atomic_rmw(mem.RMW_OP.ADD, np.array([addr], dtype=np.uint64), np.zeros(1, dtype=_np_int(bits)),
                          np.ones(1, dtype=bool), sem)
     return int(old[0])
@@ -67,7 +67,7 @@ def _atomic_read(addr: int, bits: int, sem) -> int:
 
 def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic=None, _generator=None, target=None):
     ctx = _ctx(False, "wait")
-    mem = _compat.interpreter_memory()
+    mem = _compat.interp_atomics()
     msem = mem.MEM_SEMANTIC.ACQUIRE if sem == "acquire" else mem.MEM_SEMANTIC.RELAXED
     base, count, expected = _scalar(ptr), _scalar(n), _scalar(value)
     if bits == 32:
@@ -134,7 +134,7 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic=None, _generator=
         peer = _scalar(rank)
         _check_peer("notify", ctx, peer)
         addr = int(np.asarray(ctx.translate(np.array([addr], dtype=np.uint64), peer)).reshape(-1)[0])
-    mem = _compat.interpreter_memory()
+    mem = _compat.interp_atomics()
     op = mem.RMW_OP.XCHG if sig_op == "set" else mem.RMW_OP.ADD
     sig = np.array([_scalar(signal)], dtype=np.uint64).astype(np.int64)
     mem.atomic_rmw(op, np.array([addr], dtype=np.uint64), sig, np.ones(1, dtype=bool),

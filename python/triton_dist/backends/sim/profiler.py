@@ -23,7 +23,7 @@ def now_ns() -> int:
 
 def timestamp(*, _semantic=None, target=None):
     """int64 scalar: the host's monotonic clock now (ns)."""
-    return _compat.interpreter_tensor(np.array([now_ns()], dtype=np.int64), tl.int64)
+    return _compat.interpreter_value(np.array([now_ns()], dtype=np.int64), tl.int64)
 
 
 def sm_id(*, _semantic=None, target=None):
@@ -31,4 +31,4 @@ def sm_id(*, _semantic=None, target=None):
     sem = _compat.interpreter_semantic()
     x, y, z = (int(sem.program_id(a).handle.data.reshape(-1)[0]) for a in range(3))
     nx, ny = (int(sem.num_programs(a).handle.data.reshape(-1)[0]) for a in range(2))
-    return _compat.interpreter_tensor(np.array([x + nx * (y + ny * z)], dtype=np.int32), tl.int32)
+    return _compat.interpreter_value(np.array([x + nx * (y + ny * z)], dtype=np.int32), tl.int32)
