@@ -249,11 +249,9 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     used; under the interpreter :data:`SIM_CONFIG`. Raises ValueError on bad shapes / dtypes."""
     import torch
 
-    from ..ops.overlap import _check_gemm_operands, _warm_interpreter
+    from ..ops.overlap import _check_gemm_operands
 
     _check_gemm_operands("matmul", a, b)
-    if a.device.type != "cuda":
-        _warm_interpreter()  # simulator: programs run as threads (see ops.overlap._warm_interpreter)
     M, K = a.shape
     N = b.shape[1]
     if out is None:
