@@ -18,8 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
@@ -32,6 +30,7 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 import torch  # noqa: E402
+from provenance import git_commit, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
@@ -44,36 +43,8 @@ METHODS = {
 }
 
 
-def git_commit():
-    c = os.environ.get("TRITON_DIST_GIT_COMMIT")
-    if c:
-        return c
-    try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=HERE, stderr=subprocess.DEVNULL).decode().strip()
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
-def versions():
-    v = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
-    try:
-        import triton
-
-        v["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        from importlib.metadata import version
-
-        for pkg in ("nvidia-nvshmem-cu13", "nvidia-nvshmem-cu12", "nvshmem4py-cu13", "nvshmem4py-cu12"):
-            try:
-                v[pkg] = version(pkg)
-            except Exception:  # noqa: BLE001
-                pass
-    except Exception:  # noqa: BLE001
-        pass
-    v["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
-    return v
 
 
 GPU = torch.cuda.is_available()

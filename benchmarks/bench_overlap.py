@@ -34,9 +34,7 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import traceback
 
@@ -49,6 +47,7 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
 import torch  # noqa: E402
+from provenance import git_commit, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 MODELS = {
@@ -61,28 +60,8 @@ QUICK_M = [512, 2048, 8192]
 AR_M = [1, 16, 128, 512]
 
 
-def git_commit():
-    c = os.environ.get("TRITON_DIST_GIT_COMMIT")
-    if c:
-        return c
-    try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=HERE, stderr=subprocess.DEVNULL).decode().strip()
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
-def versions():
-    v = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
-    try:
-        import triton
-
-        v["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
-        pass
-    if torch.cuda.is_available():
-        v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        v["gpu"] = torch.cuda.get_device_name()
-    return v
 
 
 def time_us(fn, iters, reps, warmup=3):

@@ -22,8 +22,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,7 +32,7 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 import torch  # noqa: E402
-import triton  # noqa: E402
+from provenance import git_commit, versions  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import triton_dist  # noqa: E402
@@ -78,33 +76,8 @@ def k_ping_pong(buf, src, sig, iters, nbytes, peer, IS_PING: tl.constexpr):
             shmem.putmem_signal_block(buf, src, nbytes, sig, i, shmem.NVSHMEM_SIGNAL_SET, peer)
 
 
-def git_commit():
-    c = os.environ.get("TRITON_DIST_GIT_COMMIT")
-    if c:
-        return c
-    try:
-        out = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=HERE, stderr=subprocess.DEVNULL)
-        return out.decode().strip()
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
-def versions():
-    v = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-         "triton": triton.__version__}
-    try:
-        from importlib.metadata import version
-
-        for pkg in ("nvidia-nvshmem-cu12", "nvidia-nvshmem-cu13", "nvshmem4py-cu12", "nvshmem4py-cu13"):
-            try:
-                v[pkg] = version(pkg)
-            except Exception:  # noqa: BLE001
-                pass
-    except Exception:  # noqa: BLE001
-        pass
-    if torch.cuda.is_available():
-        v["gpu"] = torch.cuda.get_device_name()
-    return v
 
 
 def timed_us(fn, iters, samples, barrier):

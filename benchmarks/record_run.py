@@ -14,41 +14,15 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from provenance import git_commit, versions  # noqa: E402
+
 
 def environment_facts() -> dict:
-    facts = {"python": sys.version.split()[0], "host": os.uname().nodename}
-    try:
-        import torch
-
-        facts["torch"] = torch.__version__
-        facts["cuda"] = torch.version.cuda
-        if torch.cuda.is_available():
-            facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except Exception as e:  # noqa: BLE001 - evidence gathering must not fail the run
-        facts["torch_error"] = repr(e)
-    try:
-        import triton
-
-        facts["triton"] = triton.__version__
-    except Exception as e:  # noqa: BLE001
-        facts["triton_error"] = repr(e)
-    for mod in ("nvshmem", "nvidia.nvshmem"):
-        try:
-            m = __import__(mod, fromlist=["x"])
-            facts[mod + "_version"] = getattr(m, "__version__", None) or str(list(getattr(m, "__path__", [])))
-        except Exception:  # noqa: BLE001
-            pass
-    facts["git_commit"] = os.environ.get("TRITON_DIST_GIT_COMMIT") or _git_commit()
+    facts = dict(versions(), host=os.uname().nodename, git_commit=git_commit())
     facts["env"] = {k: v for k, v in os.environ.items()
                     if k.startswith(("NVSHMEM_", "NCCL_NVLS", "TORCH_SYMM_MEM", "TRITON_DIST_"))}
     return facts
-
-
-def _git_commit():
-    try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-    except Exception:  # noqa: BLE001
-        return None
 
 
 _PYTEST_SUMMARY = re.compile(r"=+ (.*?(?:passed|failed|error|skipped).*?) in [0-9.]+s")
