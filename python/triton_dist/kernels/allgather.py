@@ -22,7 +22,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import next_epoch
+from triton_dist.kernels.common import next_epoch, notify_peers, wait_peers
 
 
 @triton_dist.jit
@@ -41,10 +41,7 @@ def allgather_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, 
     nblk = tl.cdiv(N, BLOCK)
 
     # previous call: every peer is done with the buffer we are about to write (push: theirs; pull: ours)
-    tok = pid * 0
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        tok = dl.wait(done_ptr + sig + peer, 1, "sys", "acquire", e - 1)
+    tok = wait_peers(done_ptr + sig, rank, WORLD, e - 1)
     bufw = dl.consume_token(buf_ptr, tok)
     stage = bufw + WORLD * CAP  # pull staging region, disjoint from the push slots (methods may alternate)
 
@@ -62,9 +59,7 @@ def allgather_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, 
             tl.store(stage + offs, v, mask=mask)
         b += nprog
 
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        dl.notify(ready_ptr + sig + rank, peer, ready_val, "set", "intra_node")
+    notify_peers(ready_ptr + sig, rank, WORLD, ready_val)
 
     for i in tl.static_range(1, WORLD):
         src = (rank + WORLD - i) % WORLD

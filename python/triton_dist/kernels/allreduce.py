@@ -20,7 +20,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import next_epoch
+from triton_dist.kernels.common import next_epoch, notify_peers, wait_peers
 
 
 @triton_dist.jit
@@ -46,13 +46,8 @@ def allreduce_one_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, counter_ptr, N
             peer = (rank + i) % WORLD
             tl.store(dl.symm_at(slot, peer) + rank * CAP + offs, v, mask=mask)
         b += nprog
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        dl.notify(ready_ptr + sig + rank, peer, ready_val, "set", "intra_node")
-    tok = pid * 0
-    for i in tl.static_range(1, WORLD):
-        src = (rank + i) % WORLD
-        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val)
+    notify_peers(ready_ptr + sig, rank, WORLD, ready_val)
+    tok = wait_peers(ready_ptr + sig, rank, WORLD, ready_val)
     slotr = dl.consume_token(slot, tok)
 
     b = pid
@@ -82,10 +77,7 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
     nblk = tl.cdiv(Ns, BLOCK)
     ag = buf_ptr + WORLD * CAP
 
-    tok = pid * 0
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        tok = dl.wait(done_ptr + sig + peer, 1, "sys", "acquire", e - 1)
+    tok = wait_peers(done_ptr + sig, rank, WORLD, e - 1)
     bufw = dl.consume_token(buf_ptr, tok)
 
     # 1. reduce-scatter, push: shard d -> peer d, slot [rank]
@@ -99,12 +91,8 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
             v = tl.load(x_ptr + d * Ns + offs, mask=mask)
             tl.store(dst + offs, v, mask=mask)
             b += nprog
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        dl.notify(ready_ptr + sig + rank, peer, ready_val, "set", "intra_node")
-    for i in tl.static_range(1, WORLD):
-        src = (rank + i) % WORLD
-        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val)
+    notify_peers(ready_ptr + sig, rank, WORLD, ready_val)
+    tok = wait_peers(ready_ptr + sig, rank, WORLD, ready_val)
     bufr = dl.consume_token(buf_ptr, tok)
     agw = dl.consume_token(ag, tok)
 
@@ -123,9 +111,7 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
             peer = (rank + i) % WORLD
             tl.store(dl.symm_at(agw, peer) + rank * CAP + offs, r.to(x_ptr.dtype.element_ty), mask=mask)
         b += nprog
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        dl.notify(ready_ptr + sig2 + rank, peer, ready_val, "set", "intra_node")
+    notify_peers(ready_ptr + sig2, rank, WORLD, ready_val)
 
     # 3. all-gather: copy the peers' reduced shards out of our second buffer half
     for i in tl.static_range(1, WORLD):

@@ -21,7 +21,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import next_epoch
+from triton_dist.kernels.common import next_epoch, notify_peers, wait_peers
 
 
 @triton_dist.jit
@@ -36,10 +36,7 @@ def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, c
     sig = pid * WORLD
     nblk = tl.cdiv(Ns, BLOCK)
 
-    tok = pid * 0
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        tok = dl.wait(done_ptr + sig + peer, 1, "sys", "acquire", e - 1)
+    tok = wait_peers(done_ptr + sig, rank, WORLD, e - 1)
     bufw = dl.consume_token(buf_ptr, tok)
 
     # stage / push the shards the peers reduce
@@ -56,12 +53,8 @@ def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, c
             v = tl.load(x_ptr + d * Ns + offs, mask=mask)
             tl.store(dst + offs, v, mask=mask)
             b += nprog
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        dl.notify(ready_ptr + sig + rank, peer, ready_val, "set", "intra_node")
-    for i in tl.static_range(1, WORLD):
-        src = (rank + i) % WORLD
-        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val)
+    notify_peers(ready_ptr + sig, rank, WORLD, ready_val)
+    tok = wait_peers(ready_ptr + sig, rank, WORLD, ready_val)
     bufr = dl.consume_token(buf_ptr, tok)
 
     b = pid
@@ -79,9 +72,7 @@ def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, c
         tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
         b += nprog
 
-    for i in tl.static_range(1, WORLD):
-        peer = (rank + i) % WORLD
-        dl.notify(done_ptr + sig + rank, peer, e, "set", "intra_node")
+    notify_peers(done_ptr + sig, rank, WORLD, e)
 
 
 @triton_dist.jit
