@@ -355,6 +355,15 @@ def _ag_gemm_torch(a, b, ctx, out, scale):
 class _PartialsContext(_OverlapContext):
     """fp32 staging ``[2, world, cap]`` + tile signals ``[2, world, max_tiles]`` (double-buffered by epoch parity)."""
 
+    def __init__(self, max_m: int, n: int, dtype: torch.dtype, sim_config=None, **kw):
+        for name, v in (("max_m", max_m), ("n", n)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"create_{self.kind}_context: {name}={v!r} must be a positive int")
+        super().__init__(max_m * n, dtype, GEMM_DTYPES, methods=("fused", ), all_methods=("fused", ),
+                         fingerprint_extra=(max_m, n), **kw)
+        self.max_m, self.n = max_m, n
+        self.sim_config = sim_config or _gemm.SIM_CONFIG
+
     def _alloc_partials(self, cap: int, max_tiles: int):
         W = self.world_size
         u = self._utils
@@ -382,17 +391,11 @@ class GemmRSContext(_PartialsContext):
     kind = "gemm_rs"
 
     def __init__(self, max_m: int, n: int, dtype: torch.dtype, sim_config=None, **kw):
-        for name, v in (("max_m", max_m), ("n", n)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"create_gemm_rs_context: {name}={v!r} must be a positive int")
-        super().__init__(max_m * n, dtype, GEMM_DTYPES, methods=("fused", ), all_methods=("fused", ),
-                         fingerprint_extra=(max_m, n), **kw)
+        super().__init__(max_m, n, dtype, sim_config, **kw)
         if max_m % self.world_size:
             raise ValueError(f"create_gemm_rs_context: max_m={max_m} must be a multiple of the world size "
                              f"{self.world_size}")
-        self.sim_config = sim_config or _gemm.SIM_CONFIG
         self._setup_common()
-        self.max_m, self.n = max_m, n
         ms = max_m // self.world_size
         bm, bn = self._min_block()
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
@@ -470,14 +473,8 @@ class GemmARContext(_PartialsContext):
     kind = "gemm_ar"
 
     def __init__(self, max_m: int, n: int, dtype: torch.dtype, sim_config=None, **kw):
-        for name, v in (("max_m", max_m), ("n", n)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"create_gemm_ar_context: {name}={v!r} must be a positive int")
-        super().__init__(max_m * n, dtype, GEMM_DTYPES, methods=("fused", ), all_methods=("fused", ),
-                         fingerprint_extra=(max_m, n), **kw)
-        self.sim_config = sim_config or _gemm.SIM_CONFIG
+        super().__init__(max_m, n, dtype, sim_config, **kw)
         self._setup_common()
-        self.max_m, self.n = max_m, n
         bm, bn = self._min_block()
         self._alloc_partials(max_m * n, _tiles(max_m, n, bm, bn))
 
