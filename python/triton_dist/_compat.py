@@ -283,6 +283,7 @@ def make_concurrent_grid_executor():
                 finally:
                     slots.release()
 
+            launch = LaunchRecord()
             indices = ((x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2]))
             for idx in indices:
                 slots.acquire()
@@ -291,6 +292,8 @@ def make_concurrent_grid_executor():
                     break
                 t = threading.Thread(target=program, args=(idx, ), daemon=True,
                                      name=f"triton_dist-sim-program-{idx[0]}-{idx[1]}-{idx[2]}")
+                t.triton_dist_launch = launch
+                t.triton_dist_program = idx
                 t.start()
                 threads.append(t)
             for t in threads:
@@ -306,6 +309,26 @@ def make_concurrent_grid_executor():
 
 
 _concurrent_executor_cls = None
+
+
+class LaunchRecord:
+    """One interpreted launch: every program thread of it carries the same record as ``thread.triton_dist_launch``
+    (and its ``(x, y, z)`` as ``thread.triton_dist_program``), so sim lowerings can keep per-launch state
+    (e.g. which program issues device collectives) without depending on thread timing."""
+
+    __slots__ = ("lock", "state")
+
+    def __init__(self):
+        import threading
+        self.lock = threading.Lock()
+        self.state = {}
+
+
+def current_launch():
+    """``(LaunchRecord, program index)`` of the calling interpreted program thread, or ``(None, None)``."""
+    import threading
+    t = threading.current_thread()
+    return getattr(t, "triton_dist_launch", None), getattr(t, "triton_dist_program", None)
 
 
 # ---- helper A (language ops) -------------------------------------------------------------------------------------

@@ -17,17 +17,16 @@ symmetric heap every rank process maps (``triton_dist.runtime.sim``):
   NVSHMEM / rocSHMEM require a team's collective to be called by one thread / warp / block per PE at a time
   (rocSHMEM: "from only one thread/wavefront/workgroup within the grid"), so a launch whose programs call
   collectives concurrently (e.g. every program calls ``barrier_all_block``) has no defined meaning on the GPU
-  either. The simulator refuses it with a clear error: a collective entered by a program while ANOTHER live
-  program of the same launch on this rank already called one on the same team raises ``RuntimeError``
-  (guard the call with ``if tl.program_id(0) == 0``). Calls from different launches, or from one program,
-  are fine. ``broadcastmem_block`` / ``fcollectmem_block``: team barrier, copy from the peers' partitions, team
+  either. The simulator refuses it with a clear error, decided per launch (not by timing): a collective called
+  by a program after ANOTHER program of the same launch on this rank called one on the same team raises
+  ``RuntimeError`` (guard the call with ``if tl.program_id(0) == 0``). Calls from different launches, or
+  repeated calls from one program, are fine. ``broadcastmem_block`` / ``fcollectmem_block``: team barrier, copy from the peers' partitions, team
   barrier (so sources are complete before anyone reads, and nobody reuses them before everyone has).
 """
 from __future__ import annotations
 
 import ctypes
-import threading
-from typing import Dict, Tuple
+from typing import Tuple
 
 import numpy as np
 import triton.language as tl
@@ -38,8 +37,6 @@ from ...runtime.sim import context as sim_context
 CMP_NAMES = {0: "eq", 1: "ne", 2: "gt", 3: "le", 4: "lt", 5: "ge"}
 SIGNAL_NAMES = {9: "set", 10: "add"}
 TEAM_NAMES = {0: "world", 1: "shared", 2: "node"}
-
-_PROGRAM_THREAD_PREFIX = "triton_dist-sim-program-"
 
 
 def _ctx():
@@ -200,27 +197,23 @@ def signal_wait_until(sig_addr, cmp_, cmp_val):
 # ---------------------------------------------------------------------------------------------------------------
 # barriers and collectives
 # ---------------------------------------------------------------------------------------------------------------
-_owner_lock = threading.Lock()
-_owners: Dict[Tuple[int, str], Tuple[threading.Thread, str]] = {}
-
-
 def _enter(op: str, ctx, team: str) -> None:
-    """Refuse collectives issued concurrently by two programs of one launch on this rank (see module doc)."""
-    me = threading.current_thread()
-    key = (id(ctx), team)
-    with _owner_lock:
-        prev = _owners.get(key)
-        if (prev is not None and prev[0] is not me and prev[0].is_alive() and me.name.startswith(_PROGRAM_THREAD_PREFIX)
-                and prev[0].name.startswith(_PROGRAM_THREAD_PREFIX)):
-            mine = me.name[len(_PROGRAM_THREAD_PREFIX):]
-            theirs = prev[0].name[len(_PROGRAM_THREAD_PREFIX):]
+    """Refuse device collectives on one team issued by two different programs of one launch on this rank (see
+    module doc). Decided per launch, not by timing: the second distinct program to call one raises, always."""
+    launch, me = _compat.current_launch()
+    if launch is None:
+        return
+    with launch.lock:
+        callers = launch.state.setdefault(("collective-caller", id(ctx), team), {})
+        if me not in callers and callers:
+            first, first_op = next(iter(callers.items()))
             raise RuntimeError(
-                f"libshmem_device.{op}: program {mine} calls a device collective on team {team!r} while program "
-                f"{theirs} of the same launch on rank {ctx.rank} also calls one ({prev[1]}). NVSHMEM/rocSHMEM "
-                f"collectives on a team must be called by one thread/warp/block per PE at a time (the simulator "
-                f"matches each rank's k-th call with every other rank's k-th call); call it from one program, e.g. "
+                f"libshmem_device.{op}: program {me} calls a device collective on team {team!r} after program "
+                f"{first} of the same launch on rank {ctx.rank} called one ({first_op}). NVSHMEM/rocSHMEM "
+                f"collectives on a team must be called by one thread/warp/block per PE (the simulator matches "
+                f"each rank's k-th call with every other rank's k-th call); call it from one program, e.g. "
                 f"`if tl.program_id(0) == 0: libshmem_device.{op}(...)`")
-        _owners[key] = (me, op)
+        callers.setdefault(me, op)
 
 
 def _team_barrier(ctx, team: str, op: str) -> None:
