@@ -371,12 +371,12 @@ def test_wait_timeout_diagnostic(sim_ranks):  # noqa: F811
         assert f"rank {r}: dl.wait timed out after 0.5 s" in msg
         assert f"symmetric offset 0x{out['sig_addr']:x} in rank {r}'s partition" in msg
         assert "expected == 1, last seen 0" in msg and "TRITON_DIST_SIM_WAIT_TIMEOUT" in msg
-        assert 0.5 <= out["wait_elapsed"] < 2.5
+        assert 0.5 <= out["wait_elapsed"] < 15  # timed out (bound 0.5 s), not satisfied; slack for loaded CI
         assert out["satisfied"] == 5
     assert "rank(s) [1] have not arrived" in res[0]["barrier"]
     for out in res:
         msg, elapsed = out["aborted"]
-        assert "abandoned because another program of this launch failed" in msg and elapsed < 5
+        assert "abandoned because another program of this launch failed" in msg and elapsed < 15  # well under the 30 s wait bound
 
 
 _SELF_COPY_SCRIPT = """
