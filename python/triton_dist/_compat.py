@@ -31,6 +31,14 @@ tensor = tl_core.tensor
 constexpr = tl_core.constexpr
 
 
+def hip_links_extern_lib(lib_name: str, undefined_symbols) -> bool:
+    """Whether Triton's HIP backend links the ``extern_libs`` entry ``lib_name`` into a module whose undefined
+    functions are ``undefined_symbols``. Assumption (``make_llir`` + ``amd.need_extern_lib``): an entry is linked
+    only when one undefined function's name contains ``lib_name``; the CUDA backend links every entry. Textual
+    LLVM IR is accepted as well as bitcode (``llvm.link_extern_libs`` parses either)."""
+    return any(lib_name in sym for sym in undefined_symbols)
+
+
 def unwrap_constexpr(value):
     """Return the Python value behind a ``tl.constexpr`` (or the value itself)."""
     return tl_core._unwrap_if_constexpr(value)

@@ -10,7 +10,8 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
   (``triton_dist.runtime.sim.launch.run_grid``: every program a thread, like a cooperative launch); otherwise on
   Triton's sequential one.
 * **SHMEM device bitcode.** On CUDA the NVSHMEM bitcode is offered in ``extern_libs`` as ``libnvshmem_device``
-  (HIP: ``librocshmem_device``) when it is installed. Triton links ``extern_libs`` only for modules with external
+  (HIP: ``rocshmem``; the HIP backend links an entry only into modules calling a function whose name contains the
+  key) when it is installed. Triton links ``extern_libs`` only for modules with external
   calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A DistJIT kernel
   that calls only libdevice functions links the library too: its PTX then also defines two unused constants
   (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``) and its first compile takes a few seconds longer
@@ -46,8 +47,11 @@ from triton.runtime.jit import JITFunction
 from . import _compat
 
 BOUNDED_WAIT_ENV = "TRITON_DIST_BOUNDED_WAIT"
+#: ``extern_libs`` keys. Triton's CUDA backend links every entry; its HIP backend links an entry only into a module
+#: that calls an undefined function whose name contains the key (``_compat.hip_links_extern_lib``), so the rocSHMEM
+#: key must be a substring of every rocSHMEM symbol.
 NVSHMEM_LIB_NAME = "libnvshmem_device"
-ROCSHMEM_LIB_NAME = "librocshmem_device"
+ROCSHMEM_LIB_NAME = "rocshmem"
 #: The symbol every module that links NVSHMEM's device library defines (bound by nvshmemx_cumodule_init).
 NVSHMEM_STATE_SYMBOL = "nvshmemi_device_state_d"
 

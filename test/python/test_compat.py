@@ -561,3 +561,29 @@ def test_prewarm_rewrites_reachable_functions_once():
     before = len(InterpretedFunction.rewritten_fn)
     _compat.prewarm_interpreter(kernel.fn)  # cheap and idempotent
     assert len(InterpretedFunction.rewritten_fn) == before
+
+
+def test_hip_backend_links_extern_lib_only_by_name_substring(tmp_path):
+    """_compat.hip_links_extern_lib: the HIP backend links an extern_libs entry only when an undefined function's
+    name contains the entry's key; textual LLVM IR is accepted as the library."""
+    from triton_dist.jit import ROCSHMEM_LIB_NAME
+    from triton_dist.language.extra import libshmem_device as shmem
+
+    lib = tmp_path / "lib.ll"
+    lib.write_text('target triple = "amdgcn-amd-amdhsa"\n'
+                   'define linkonce_odr hidden i32 @rocshmem_my_pe() {\n  ret i32 41\n}\n')
+
+    @triton.jit
+    def calls_my_pe(out):
+        tl.store(out, shmem.my_pe())
+
+    def llir(key):
+        req = CompileRequest(calls_my_pe, parse_target("hip:gfx942"), ["*i32"],
+                             options={"extern_libs": {key: str(lib)}}, stop_after="llir")
+        return compile_kernel(req).asm["llir"]
+
+    linked, skipped = llir(ROCSHMEM_LIB_NAME), llir("librocshmem_device")
+    assert "call i32 @rocshmem_my_pe" not in linked and "i32 41" in linked
+    assert _compat.hip_links_extern_lib(ROCSHMEM_LIB_NAME, ["rocshmem_my_pe"])
+    assert "call i32 @rocshmem_my_pe" in skipped
+    assert not _compat.hip_links_extern_lib("librocshmem_device", ["rocshmem_my_pe"])

@@ -78,7 +78,7 @@ def test_compile_options_for_targets():
 
     assert K.scale_kernel.compile_options_for(SIM) == {}
     hip = K.scale_kernel.compile_options_for(parse_target("hip:gfx942"))
-    assert hip == ({"extern_libs": {"librocshmem_device": bitcode.rocshmem_bitcode_or_none()}}
+    assert hip == ({"extern_libs": {"rocshmem": bitcode.rocshmem_bitcode_or_none()}}
                    if bitcode.rocshmem_bitcode_or_none() else {})
 
 

@@ -238,3 +238,21 @@ def test_distjit_run_refuses_before_launch(monkeypatch):
     assert warmups == []
     k_barrier_every_block[(1, )](None)
     assert warmups == ["k_barrier_every_block"]
+
+
+def test_amd_kernel_links_rocshmem_bitcode_and_assembles(tmp_path, monkeypatch):
+    """Every libshmem_device function, compiled for gfx942 with a rocSHMEM library offered the way triton_dist.jit
+    offers it: every rocSHMEM call is resolved by the library (none left declared in LLIR) and the hsaco
+    assembles. Before the extern_libs key was "rocshmem", Triton's HIP backend silently skipped the library."""
+    from _rocshmem_stub import write_stub
+
+    from triton_dist.runtime import bitcode
+    from triton_dist.tools.compile import load_kernel
+
+    monkeypatch.delenv("TRITON_DIST_NO_SHMEM_BITCODE")
+    monkeypatch.setattr(bitcode, "rocshmem_bitcode_or_none", lambda: write_stub(tmp_path))
+    here = os.path.dirname(__file__)
+    kernel = load_kernel(os.path.join(here, "..", "lit", "libshmem", "all_functions.py") + ":all_calls")
+    ck = _compile(kernel, "*fp32:16, *fp32:16, *u64:16, i32, i64", target="hip:gfx942", stop_after=None)
+    assert not re.findall(r"declare .*@rocshmem\w*", ck.asm["llir"]), "rocSHMEM calls left unresolved"
+    assert isinstance(ck.asm["hsaco"], bytes) and len(ck.asm["hsaco"]) > 0

@@ -5,7 +5,7 @@
 # which fails on an unresolved extern function).
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage llir --stop-after llir | filecheck %s --check-prefix=NV
 # RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage ptx | filecheck %s --check-prefix=LINKED
-# On AMD the rocSHMEM calls show in LLIR (no rocSHMEM bitcode here).
+# On AMD the rocSHMEM calls show in LLIR (no rocSHMEM bitcode here; test_libshmem_device.py links a stub library).
 # RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 #
 # NV-DAG: call i32 @nvshmem_my_pe()

@@ -31,7 +31,7 @@ import triton.language as tl
 from ... import _compat
 from ...language._extern import Extern, call_extern
 
-LIB_NAME = "librocshmem_device"
+LIB_NAME = "rocshmem"  # == triton_dist.jit.ROCSHMEM_LIB_NAME (the HIP backend links by this substring)
 LIB_PATH = ""
 
 #: ROCSHMEM_SIGNAL_SET / ROCSHMEM_SIGNAL_ADD (rocshmem_common.hpp)
