@@ -193,7 +193,7 @@ def main(argv=None) -> int:
             print(json.dumps(x), flush=True)
 
     record = {
-        "bench": "bench_shmem", "command": " ".join([sys.executable] + sys.argv), "git_commit": git_commit(),
+        "benchmark": "bench_shmem", "command": " ".join([sys.executable] + sys.argv), "git_commit": git_commit(),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(), "world_size": world,
         "versions": versions(), "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                                          "NVSHMEM_SYMMETRIC_SIZE")},

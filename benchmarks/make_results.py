@@ -2,10 +2,16 @@
 
     python benchmarks/make_results.py [--results DIR] [--out benchmarks/RESULTS.md]
 
-Collective runs (``"benchmark": "bench_collectives"``) get, per op: a table (size, ours per method, NCCL, speed-up,
-bus bandwidth, correctness) and a PNG with latency vs size and bus bandwidth vs size, ours vs NCCL. JSON files
-from other benchmarks are listed with their command and commit (their owners add sections). Needs matplotlib for
-the plots (tables are written without it).
+Sections, one per kind of record:
+* ``"benchmark": "bench_collectives"``: per op, a table (size, ours per method, NCCL, speed-up, bus bandwidth,
+  correctness) and a PNG with latency and bus bandwidth vs size, ours vs NCCL.
+* ``"benchmark": "bench_shmem"``: put/get bandwidth per size and method against the peer-copy figure of the same
+  run, and the put-with-signal round-trip latency.
+* ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
+  torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
+* GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
+* hand-written GPU test records (``"results"``) and anything else: listed.
+Needs matplotlib for the plots (tables are written without it).
 """
 from __future__ import annotations
 
@@ -132,6 +138,86 @@ def collective_section(doc, plots_dir):
     return lines
 
 
+def _f(x, fmt="{:.2f}"):
+    return "—" if x is None else fmt.format(x)
+
+
+def shmem_section(doc):
+    """bench_shmem: bandwidth per method vs the peer-copy figure of the same run; signal round-trip latency."""
+    rows = doc.get("bandwidth", [])
+    methods = []
+    for r in rows:
+        for k in r:
+            if k.endswith("_GBps") and k != "peer_copy_GBps" and k[:-5] not in methods:
+                methods.append(k[:-5])
+    out = [f"### {doc.get('time_utc', '?')} — {doc.get('world_size', '?')} ranks, commit `{doc.get('git_commit', '?')}`",
+           "", f"- record: `{doc['_path']}`", f"- command: `{doc.get('command', '?')}`",
+           f"- method: {doc.get('method', {}).get('bandwidth', '?')}", ""]
+    if rows:
+        head = "| size | peer copy GB/s | " + " | ".join(f"{m} GB/s (x peer copy)" for m in methods) + " | all correct |"
+        out += [head, "|" + "---|" * (head.count("|") - 1)]
+        for r in rows:
+            cells = [fmt_size(r["bytes"]) if "bytes" in r else str(r.get("size", "?")), _f(r.get("peer_copy_GBps"), "{:.0f}")]
+            for m in methods:
+                bw, ratio = r.get(f"{m}_GBps"), r.get(f"{m}_vs_peer_copy")
+                cells.append(f"{_f(bw, '{:.0f}')} ({_f(ratio)})")
+            oks = [r[k] for k in r if k.endswith("_ok")]
+            cells.append("yes" if oks and all(oks) else ("NO" if oks else "—"))
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    lat = doc.get("latency", [])
+    if lat:
+        out += ["| payload | round trip us | one way us |", "|---|---|---|"]
+        out += [f"| {fmt_size(x['payload_bytes'])} | {x['round_trip_us']:.2f} | {x['one_way_us']:.2f} |" for x in lat]
+        out.append("")
+    return out
+
+
+def overlap_section(doc):
+    """bench_overlap: one row per (op, model, M): best fused vs baselines, overlap efficiency, GEMM vs cuBLAS."""
+    out = [f"### {doc.get('_path')} — {doc.get('world_size', '?')} ranks, commit `{doc.get('git_commit', '?')}`"
+           f"{' (quick)' if doc.get('quick') else ''}", "", f"- command: `{doc.get('command', '?')}`",
+           f"- GPU: {doc.get('versions', {}).get('gpu', '?')}", ""]
+    recs = doc.get("records", [])
+    if recs:
+        head = ("| op | model | M | best fused | fused us | torch seq us | x torch seq | x torch symm | overlap eff | "
+                "TFLOP/s | our GEMM / cuBLAS | errors |")
+        out += [head, "|" + "---|" * (head.count("|") - 1)]
+        for r in recs:
+            res = r.get("results", {})
+            best = r.get("best_ours")
+            errs = "; ".join(f"{k}: {v}" for k, v in r.get("errors", {}).items()).replace("|", "/")[:160]
+            out.append("| " + " | ".join([
+                r.get("op", "?"), r.get("model", "?"), str(r.get("M", "?")), best or "—",
+                _f(res.get(best) if best else None, "{:.0f}"), _f(res.get("torch_seq"), "{:.0f}"),
+                _f(r.get("speedup_vs_torch_seq")), _f(r.get("speedup_vs_torch_symm")),
+                _f(r.get("overlap_eff"), "{:.0%}") if r.get("overlap_eff") is not None else "—",
+                _f(r.get("tflops_fused"), "{:.0f}"), _f(r.get("gemm_ours_vs_cublas")), errs or ""]) + " |")
+        out.append("")
+    for fail in doc.get("failures", []):
+        out.append(f"- FAILED {fail.get('op')} {fail.get('model')} M={fail.get('M')}: "
+                   f"`{fail.get('error', '').strip().splitlines()[-1] if fail.get('error') else '?'}`")
+    if doc.get("crossover_table"):
+        out += ["", f"- measured dispatch crossover: `{json.dumps(doc['crossover_table'])}`"]
+    return out + [""]
+
+
+def suite_steps_section(steps):
+    """benchmarks/record_run.py records (scripts/gpu_suite.sh steps): one row each."""
+    head = "| step | date | exit | timed out | wall s | pytest | commit | record |"
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    for d in sorted(steps, key=lambda d: (d.get("date", ""), d.get("name", ""))):
+        if "skipped" in d:
+            out.append(f"| {d.get('name')} | — | — | — | — | skipped: {d['skipped']} | — | `{d['_path']}` |")
+            continue
+        facts = d.get("facts", {})
+        summary = "; ".join(d.get("pytest_summary", [])) or "—"
+        out.append(f"| {d.get('name')} | {d.get('date', '?')} | {d.get('exit_code')} | "
+                   f"{'yes' if d.get('timed_out') else 'no'} | {d.get('wall_s', '?')} | {summary} | "
+                   f"`{str(facts.get('git_commit', '?'))[:12]}` | `{d['_path']}` |")
+    return out + [""]
+
+
 def run_section(doc):
     """A GPU test-tier record: machine, versions, commands, commit, what passed and what failed."""
     res = doc.get("results", {})
@@ -171,14 +257,36 @@ def main():
         lines += ["## Collectives (`benchmarks/bench_collectives.py`)", ""]
         for d in sorted(coll, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
             lines += collective_section(d, plots_dir)
-    runs = [d for d in docs if "benchmark" not in d and "results" in d]
+    kind = {"bench_shmem": [], "bench_overlap": []}
+    for d in docs:
+        b = d.get("benchmark") or d.get("bench")
+        if b in kind:
+            kind[b].append(d)
+    if kind["bench_shmem"]:
+        lines += ["## SHMEM put/get and signalling (`benchmarks/bench_shmem.py`)", "",
+                  "Bandwidth per rank with both ranks sending at once; `x peer copy` is against a "
+                  "`copy_` between peer-mapped buffers measured in the same run.", ""]
+        for d in sorted(kind["bench_shmem"], key=lambda d: d.get("time_utc", ""), reverse=True):
+            lines += shmem_section(d)
+    if kind["bench_overlap"]:
+        lines += ["## Overlapped GEMMs (`benchmarks/bench_overlap.py`)", "",
+                  "`x torch seq`: sequential NCCL + cuBLAS time / our best fused time (same run); `overlap eff`: "
+                  "max(t_gemm cuBLAS, t_comm NCCL) / t_fused.", ""]
+        for d in sorted(kind["bench_overlap"], key=lambda d: d["_path"], reverse=True):
+            lines += overlap_section(d)
+    steps = [d for d in docs if ("exit_code" in d and "name" in d) or "skipped" in d]
+    if steps:
+        lines += ["## GPU suite steps (`scripts/gpu_suite.sh`, `benchmarks/record_run.py`)", ""]
+        lines += suite_steps_section(steps)
+    runs = [d for d in docs if "benchmark" not in d and "results" in d and d not in steps]
     if runs:
         lines += ["## GPU test runs", "",
                   "Pass/fail records of GPU test tiers (logs beside each JSON). What failed, and why, is part of the "
                   "record.", ""]
         for d in sorted(runs, key=lambda d: d.get("date", "")):
             lines += run_section(d)
-    other = [d for d in docs if d.get("benchmark") != "bench_collectives" and d not in runs]
+    done = coll + kind["bench_shmem"] + kind["bench_overlap"] + steps + runs
+    other = [d for d in docs if not any(d is x for x in done)]
     if other:
         lines += ["## Other result files", ""]
         for d in other:
@@ -187,7 +295,8 @@ def main():
         lines.append("")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"wrote {args.out} ({len(coll)} collective runs, {len(other)} other files)")
+    print(f"wrote {args.out} ({len(coll)} collective, {len(kind['bench_shmem'])} shmem, {len(kind['bench_overlap'])} "
+          f"overlap runs, {len(steps)} suite steps, {len(other)} other files)")
 
 
 if __name__ == "__main__":
