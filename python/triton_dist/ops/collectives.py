@@ -23,7 +23,6 @@ Semantics and guarantees (docs/collectives.md):
 from __future__ import annotations
 
 import itertools
-import os
 import weakref
 from typing import Dict, List, Optional, Sequence
 
@@ -232,18 +231,60 @@ class _Context:
                 f"max_numel={self.max_numel}, channels={list(self.channels)})")
 
 
+class _CollectiveContext(_Context):
+    """A context of one collective ``op`` (``"all_gather"``, ...) whose calls accept ``method="auto"``."""
+
+    op = ""
+
+    def select(self, nbytes: int) -> str:
+        """The method ``"auto"`` picks for a call of ``nbytes`` (sizes as in :data:`NCCL_FALLBACK`): ``"nccl"``,
+        the table's method if this context allocated it, else the context's first method."""
+        m = _select_method(self.op, self.world_size, nbytes, self.on_gpu)
+        return m if m == "nccl" or m in self.methods else self.methods[0]
+
+
 def _numel_of(x: torch.Tensor) -> int:
     return int(x.numel())
+
+
+def _check_ctx(op: str, ctx, cls, factory: str) -> None:
+    if not isinstance(ctx, cls):
+        raise ValueError(f"{op}: ctx must come from {factory}, got {type(ctx).__name__}")
+
+
+def _check_method(op: str, method: str, accepted) -> None:
+    if method not in accepted:
+        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(accepted)}")
+
+
+def _out_and_method(op, ctx, x, out, method, out_numel: int, numel_desc: str, new_out, nbytes: int):
+    """Middle of a collective call after its argument checks: check ``out`` (``out_numel`` elements, prefixed by
+    ``numel_desc`` in the error) or make ``new_out()``, run the ``check_peers`` exchange, resolve ``"auto"`` for
+    ``nbytes``. Returns ``(out, method)``; ``out`` is None while torch.compile traces a call without ``out`` (the
+    caller then returns its ``torch.ops.triton_dist`` op)."""
+    if out is None:
+        if torch.compiler.is_compiling():
+            return None, method
+        out = new_out()
+    else:
+        ctx._check(op, out, "out")
+        if out.numel() != out_numel:
+            raise ValueError(f"{op}: out has {out.numel()} elements, expected {numel_desc}{out_numel}")
+    ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
+    if method == "auto":
+        method = ctx.select(nbytes)
+    return out, method
 
 
 # ================================================================================================================
 # all-gather
 # ================================================================================================================
-class AllGatherContext(_Context):
+class AllGatherContext(_CollectiveContext):
     """All-gather of up to ``max_numel`` elements per rank. Methods: ``push``/``pull`` (SM kernels), ``ce``
     (copy engine, GPU only), ``nccl`` (torch.distributed), ``auto``."""
 
     kind = "allgather"
+    op = "all_gather"
 
     def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, **kw):
         gpu = _on_gpu(_runtime()[1])
@@ -264,10 +305,6 @@ class AllGatherContext(_Context):
             self.ce = ce
             self._streams = [torch.cuda.Stream(device=self.device) for _ in range(max(W - 1, 1))]
         self._finish_init()
-
-    def select(self, nbytes: int) -> str:
-        m = _select_method("all_gather", self.world_size, nbytes, self.on_gpu)
-        return m if m == "nccl" or m in self.methods else self.methods[0]
 
     def __call__(self, x, out=None, method="auto"):
         return all_gather(x, self, out=out, method=method)
@@ -294,30 +331,21 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
     ``r``'s ``x`` at rows ``[r * x.shape[0], (r + 1) * x.shape[0])``. Stream-ordered on the current stream; no host
     sync. ``method``: one of ``AG_METHODS``."""
     op = "all_gather"
-    if not isinstance(ctx, AllGatherContext):
-        raise ValueError(f"{op}: ctx must come from create_allgather_ctx, got {type(ctx).__name__}")
+    _check_ctx(op, ctx, AllGatherContext, "create_allgather_ctx")
     ctx._check(op, x)
     n = _numel_of(x)
     if n > ctx.max_numel:
         raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel} per rank")
-    if method not in AG_METHODS:
-        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(AG_METHODS)}")
+    _check_method(op, method, AG_METHODS)
     if method == "ce" and not ctx.on_gpu:
         raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, push, pull, nccl")
     ctx._need(op, method)
     shape = _gather_out_shape(x, ctx.world_size)
+    out, method = _out_and_method(op, ctx, x, out, method, n * ctx.world_size, "world * x.numel() = ",
+                                  lambda: torch.empty(shape, dtype=x.dtype, device=x.device),
+                                  n * ctx.esize * ctx.world_size)
     if out is None:
-        if torch.compiler.is_compiling():
-            return torch.ops.triton_dist.all_gather(x, ctx.handle, method)
-        out = torch.empty(shape, dtype=x.dtype, device=x.device)
-    else:
-        ctx._check(op, out, "out")
-        if out.numel() != n * ctx.world_size:
-            raise ValueError(f"{op}: out has {out.numel()} elements, expected world * x.numel() = "
-                             f"{n * ctx.world_size}")
-    ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
-    if method == "auto":
-        method = ctx.select(n * ctx.esize * ctx.world_size)
+        return torch.ops.triton_dist.all_gather(x, ctx.handle, method)
     if n == 0:
         return out
     if method == "nccl":
@@ -366,11 +394,12 @@ def _all_gather_ce(x, out, ctx, n):
 # ================================================================================================================
 # reduce-scatter
 # ================================================================================================================
-class ReduceScatterContext(_Context):
+class ReduceScatterContext(_CollectiveContext):
     """Reduce-scatter of inputs of up to ``max_numel`` elements (``world * shard``). Methods: ``direct`` (pull),
     ``direct_push``, ``ring``, ``nccl``, ``auto``."""
 
     kind = "reduce_scatter"
+    op = "reduce_scatter"
 
     def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, **kw):
         super().__init__(max_numel, dtype, REDUCE_DTYPES, methods=methods,
@@ -396,10 +425,6 @@ class ReduceScatterContext(_Context):
                                       ndone=G, ncounter=G)
         self._finish_init()
 
-    def select(self, nbytes: int) -> str:
-        m = _select_method("reduce_scatter", self.world_size, nbytes, self.on_gpu)
-        return m if m == "nccl" or m in self.methods else self.methods[0]
-
     def __call__(self, x, out=None, method="auto"):
         return reduce_scatter(x, self, out=out, method=method)
 
@@ -418,8 +443,7 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     """Sum ``x`` over ranks and return this rank's shard: ``x`` has ``world * S`` rows (or elements); the result
     has shape ``(S, *x.shape[1:])`` = rows ``[rank * S, (rank + 1) * S)`` of the sum. fp32 accumulation."""
     op = "reduce_scatter"
-    if not isinstance(ctx, ReduceScatterContext):
-        raise ValueError(f"{op}: ctx must come from create_reduce_scatter_ctx, got {type(ctx).__name__}")
+    _check_ctx(op, ctx, ReduceScatterContext, "create_reduce_scatter_ctx")
     ctx._check(op, x)
     W = ctx.world_size
     n = _numel_of(x)
@@ -427,22 +451,14 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
         raise ValueError(f"{op}: x.shape[0] must be a multiple of the world size {W}, got shape {tuple(x.shape)}")
     if n > ctx.max_numel:
         raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel}")
-    if method not in RS_METHODS:
-        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(RS_METHODS)}")
+    _check_method(op, method, RS_METHODS)
     ctx._need(op, method)
     shape = (x.shape[0] // W, ) + tuple(x.shape[1:])
     ns = n // W
+    out, method = _out_and_method(op, ctx, x, out, method, ns, "x.numel() / world = ",
+                                  lambda: torch.empty(shape, dtype=x.dtype, device=x.device), n * ctx.esize)
     if out is None:
-        if torch.compiler.is_compiling():
-            return torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method)
-        out = torch.empty(shape, dtype=x.dtype, device=x.device)
-    else:
-        ctx._check(op, out, "out")
-        if out.numel() != ns:
-            raise ValueError(f"{op}: out has {out.numel()} elements, expected x.numel() / world = {ns}")
-    ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
-    if method == "auto":
-        method = ctx.select(n * ctx.esize)
+        return torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method)
     if n == 0:
         return out
     if method == "nccl":
@@ -493,11 +509,12 @@ def _select_method(op: str, world: int, nbytes: int, on_gpu: bool) -> str:
     return AUTO_DEFAULTS[op]
 
 
-class AllReduceContext(_Context):
+class AllReduceContext(_CollectiveContext):
     """All-reduce of up to ``max_numel`` elements. Methods: ``one_shot`` (latency; its double-buffered staging
     holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``nccl``, ``auto``."""
 
     kind = "allreduce"
+    op = "all_reduce"
 
     def __init__(self, max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None, methods=None,
                  **kw):
@@ -533,7 +550,7 @@ class AllReduceContext(_Context):
         self._finish_init()
 
     def select(self, nbytes: int) -> str:
-        m = _select_method("all_reduce", self.world_size, nbytes, self.on_gpu)
+        m = _select_method(self.op, self.world_size, nbytes, self.on_gpu)
         if m == "one_shot" and (nbytes // self.esize > self.one_shot_cap):
             m = "two_shot"
         if m == "two_shot" and self.two_shot is None:
@@ -564,31 +581,21 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     """Sum ``x`` over ranks (fp32 accumulation, one rounding to x's dtype); returns ``out`` (same shape as ``x``,
     new tensor unless given; ``out`` may be ``x`` itself). ``method``: one of ``AR_METHODS``."""
     op = "all_reduce"
-    if not isinstance(ctx, AllReduceContext):
-        raise ValueError(f"{op}: ctx must come from create_allreduce_ctx, got {type(ctx).__name__}")
+    _check_ctx(op, ctx, AllReduceContext, "create_allreduce_ctx")
     ctx._check(op, x)
     n = _numel_of(x)
     if n > ctx.max_numel:
         raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel}")
-    if method not in AR_METHODS:
-        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(AR_METHODS)}")
+    _check_method(op, method, AR_METHODS)
     ctx._need(op, method)
     if method == "auto":
         method = ctx.select(n * ctx.esize)
     if method == "one_shot" and n > ctx.one_shot_cap:
         raise ValueError(f"{op}: method='one_shot' holds at most one_shot_max_numel={ctx.one_shot_cap} elements, "
                          f"x has {n}; use 'two_shot' or 'auto'")
+    out, method = _out_and_method(op, ctx, x, out, method, n, "", lambda: torch.empty_like(x), n * ctx.esize)
     if out is None:
-        if torch.compiler.is_compiling():
-            return torch.ops.triton_dist.all_reduce(x, ctx.handle, method)
-        out = torch.empty_like(x)
-    else:
-        ctx._check(op, out, "out")
-        if out.numel() != n:
-            raise ValueError(f"{op}: out has {out.numel()} elements, expected {n}")
-    ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
-    if method == "auto":
-        method = ctx.select(n * ctx.esize)
+        return torch.ops.triton_dist.all_reduce(x, ctx.handle, method)
     if n == 0:
         return out
     tag = _common.size_tag(n)
@@ -647,8 +654,7 @@ def send(x: torch.Tensor, dst: int, ctx: P2PContext) -> None:
     """Send ``x`` to rank ``dst`` (stream-ordered; returns once enqueued). The matching ``recv`` on ``dst`` must
     use the same element count and dtype."""
     op = "send"
-    if not isinstance(ctx, P2PContext):
-        raise ValueError(f"{op}: ctx must come from create_p2p_ctx, got {type(ctx).__name__}")
+    _check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
     ctx._check(op, x)
     _check_peer(op, ctx, dst, "dst")
     n = _numel_of(x)
@@ -662,8 +668,7 @@ def send(x: torch.Tensor, dst: int, ctx: P2PContext) -> None:
 def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Receive a message of ``shape`` from rank ``src`` into ``out`` (new tensor unless given)."""
     op = "recv"
-    if not isinstance(ctx, P2PContext):
-        raise ValueError(f"{op}: ctx must come from create_p2p_ctx, got {type(ctx).__name__}")
+    _check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
     _check_peer(op, ctx, src, "src")
     if out is None:
         shape = tuple(int(s) for s in shape)

@@ -33,7 +33,7 @@ from ..kernels import ag_gemm as _agk
 from ..kernels import gemm as _gemm
 from ..kernels import gemm_ar as _ark
 from ..kernels import gemm_rs as _rsk
-from .collectives import FP8_DTYPES, _Context, _dtype_names
+from .collectives import FP8_DTYPES, _check_ctx, _check_method, _Context, _dtype_names
 
 TAG_RANGE = 1 << 24
 GEMM_DTYPES = (torch.bfloat16, torch.float16)
@@ -107,11 +107,6 @@ def _check_gemm_operands(op: str, a, b, dtypes=AG_GEMM_DTYPES):
                          f"of 8 elements (16-byte aligned rows for TMA)")
 
 
-def _check_method(op, method, accepted):
-    if method not in accepted:
-        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(accepted)}")
-
-
 def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
     if not fp8:
         if scale_a is not None or scale_b is not None:
@@ -178,6 +173,16 @@ def _dev_check(op, ctx, *tensors):
     for t in tensors:
         if t.device.type != ctx.device.type or (ctx.on_gpu and t.device.index != ctx.device.index):
             raise ValueError(f"{op}: inputs are on {t.device}, the context's buffers are on {ctx.device}")
+
+
+def _operand_checks(op, a, b, ctx, dtypes):
+    """The checks every overlap call starts with: open context, GEMM operands, devices, ``a``'s dtype."""
+    if ctx._closed:
+        raise ValueError(f"{op}: the context was closed")
+    _check_gemm_operands(op, a, b, dtypes)
+    _dev_check(op, ctx, a, b)
+    if a.dtype != ctx.dtype:
+        raise ValueError(f"{op}: a.dtype={a.dtype} differs from the context's dtype {ctx.dtype}")
 
 
 # ================================================================================================================
@@ -252,14 +257,8 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     stream that the current stream joins before returning; ``sm``: one launch, push programs + GEMM programs). ``method``: ``AG_GEMM_METHODS`` (``fused`` = the
     context's first fused method)."""
     op = "ag_gemm"
-    if not isinstance(ctx, AGGemmContext):
-        raise ValueError(f"{op}: ctx must come from create_ag_gemm_context, got {type(ctx).__name__}")
-    if ctx._closed:
-        raise ValueError(f"{op}: the context was closed")
-    _check_gemm_operands(op, a, b)
-    _dev_check(op, ctx, a, b)
-    if a.dtype != ctx.dtype:
-        raise ValueError(f"{op}: a.dtype={a.dtype} differs from the context's dtype {ctx.dtype}")
+    _check_ctx(op, ctx, AGGemmContext, "create_ag_gemm_context")
+    _operand_checks(op, a, b, ctx, AG_GEMM_DTYPES)
     if not a.is_contiguous():
         raise ValueError(f"{op}: a must be contiguous")
     M_loc, K = a.shape
@@ -380,6 +379,9 @@ class _PartialsContext(_OverlapContext):
             return 64, 64
         return self.sim_config.BLOCK_M, self.sim_config.BLOCK_N
 
+    def select(self, m_total: int) -> str:
+        return select_method(self.kind, self.world_size, m_total, self.on_gpu)
+
 
 def _tiles(m, n, bm, bn):
     return -(-m // bm) * -(-n // bn)
@@ -400,9 +402,6 @@ class GemmRSContext(_PartialsContext):
         bm, bn = self._min_block()
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
 
-    def select(self, m_total: int) -> str:
-        return select_method("gemm_rs", self.world_size, m_total, self.on_gpu)
-
 
 def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmRSContext:
     """Collective: context for :func:`gemm_rs` (bf16 / fp16): inputs of up to ``max_m`` rows (a multiple of the world
@@ -414,15 +413,41 @@ FUSED_METHODS = ("auto", "fused", "torch")
 
 
 def _partials_checks(op, a, b, ctx, method):
-    if ctx._closed:
-        raise ValueError(f"{op}: the context was closed")
-    _check_gemm_operands(op, a, b, GEMM_DTYPES)
-    _dev_check(op, ctx, a, b)
-    if a.dtype != ctx.dtype:
-        raise ValueError(f"{op}: a.dtype={a.dtype} differs from the context's dtype {ctx.dtype}")
+    _operand_checks(op, a, b, ctx, GEMM_DTYPES)
     if b.shape[1] != ctx.n:
         raise ValueError(f"{op}: b has N={b.shape[1]} columns, the context was created for n={ctx.n}")
     _check_method(op, method, FUSED_METHODS)
+
+
+def _run_partials(op, ctx, a, b, out, method, chunked: bool, torch_path, kernel):
+    """The part of :func:`gemm_rs` (``chunked``: ``world`` chunks of ``M / world`` output rows) and :func:`gemm_ar`
+    (one chunk of ``M`` rows) after their shape checks: output check, "auto", then ``torch_path`` or ``kernel``."""
+    M, K = a.shape
+    N = b.shape[1]
+    W = ctx.world_size
+    chunks = W if chunked else 1
+    rows = M // chunks
+    out = ctx._check_out(op, out, (rows, N), a.dtype, a.device)
+    if method == "auto":
+        method = ctx.select(M)
+    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
+    if M == 0:
+        return out
+    if method == "torch":
+        return torch_path(a, b, ctx, out)
+    cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
+    tiles = _tiles(rows, N, cfg.BLOCK_M, cfg.BLOCK_N)
+    if tiles > ctx.max_tiles:
+        per, hint = (" per chunk", " (use blocks >= the context's minimum)") if chunked else ("", "")
+        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals{per}, the context has "
+                         f"{ctx.max_tiles}{hint}")
+    epoch, value = ctx._next(M * N)
+    tma = ctx._use_tma()
+    grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
+    kernel[grid](a, b, out, ctx.stage, ctx.sig, rows, N, K, a.stride(0), b.stride(0), b.stride(1), out.stride(0),
+                 out.stride(1), ctx.cap, ctx.max_tiles, value, epoch % 2, ctx.rank, WORLD=W, **cfg.meta(),
+                 NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+    return out
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
@@ -431,39 +456,21 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
     multiple of the world size. ``method``: ``auto`` / ``fused`` / ``torch`` (matmul + NCCL reduce_scatter)."""
     op = "gemm_rs"
-    if not isinstance(ctx, GemmRSContext):
-        raise ValueError(f"{op}: ctx must come from create_gemm_rs_context, got {type(ctx).__name__}")
+    _check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
     _partials_checks(op, a, b, ctx, method)
-    M, K = a.shape
-    N = b.shape[1]
+    M = a.shape[0]
     W = ctx.world_size
     if M % W:
         raise ValueError(f"{op}: a has M={M} rows, not a multiple of the world size {W}")
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
-    Ms = M // W
-    out = ctx._check_out(op, out, (Ms, N), a.dtype, a.device)
-    if method == "auto":
-        method = ctx.select(M)
-    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
-    if M == 0:
-        return out
-    if method == "torch":
-        import torch.distributed as dist
+    return _run_partials(op, ctx, a, b, out, method, True, _gemm_rs_torch, _rsk.gemm_rs_kernel)
 
-        dist.reduce_scatter_tensor(out, torch.matmul(a, b), group=ctx.group)
-        return out
-    cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
-    tiles_chunk = _tiles(Ms, N, cfg.BLOCK_M, cfg.BLOCK_N)
-    if tiles_chunk > ctx.max_tiles:
-        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles_chunk} tile signals per chunk, the "
-                         f"context has {ctx.max_tiles} (use blocks >= the context's minimum)")
-    epoch, value = ctx._next(M * N)
-    tma = ctx._use_tma()
-    grid = (max(1, min(ctx.num_sms, W * tiles_chunk)), )
-    _rsk.gemm_rs_kernel[grid](a, b, out, ctx.stage, ctx.sig, Ms, N, K, a.stride(0), b.stride(0), b.stride(1),
-                              out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, value, epoch % 2, ctx.rank,
-                              WORLD=W, **cfg.meta(), NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+
+def _gemm_rs_torch(a, b, ctx, out):
+    import torch.distributed as dist
+
+    dist.reduce_scatter_tensor(out, torch.matmul(a, b), group=ctx.group)
     return out
 
 
@@ -478,9 +485,6 @@ class GemmARContext(_PartialsContext):
         bm, bn = self._min_block()
         self._alloc_partials(max_m * n, _tiles(max_m, n, bm, bn))
 
-    def select(self, m_total: int) -> str:
-        return select_method("gemm_ar", self.world_size, m_total, self.on_gpu)
-
 
 def create_gemm_ar_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmARContext:
     """Collective: context for :func:`gemm_ar` (bf16 / fp16, up to ``max_m`` rows, ``n`` columns). Symmetric memory:
@@ -493,37 +497,19 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[
     """``all_reduce(a @ b)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]``; returns ``[M, N]``, identical on every rank
     (fp32 sum in rank order, one rounding). ``method``: ``auto`` / ``fused`` / ``torch`` (matmul + NCCL all_reduce)."""
     op = "gemm_ar"
-    if not isinstance(ctx, GemmARContext):
-        raise ValueError(f"{op}: ctx must come from create_gemm_ar_context, got {type(ctx).__name__}")
+    _check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
     _partials_checks(op, a, b, ctx, method)
-    M, K = a.shape
-    N = b.shape[1]
-    W = ctx.world_size
+    M = a.shape[0]
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
-    out = ctx._check_out(op, out, (M, N), a.dtype, a.device)
-    if method == "auto":
-        method = ctx.select(M)
-    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
-    if M == 0:
-        return out
-    if method == "torch":
-        import torch.distributed as dist
+    return _run_partials(op, ctx, a, b, out, method, False, _gemm_ar_torch, _ark.gemm_ar_kernel)
 
-        torch.matmul(a, b, out=out)
-        dist.all_reduce(out, group=ctx.group)
-        return out
-    cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
-    tiles = _tiles(M, N, cfg.BLOCK_M, cfg.BLOCK_N)
-    if tiles > ctx.max_tiles:
-        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals, the context has "
-                         f"{ctx.max_tiles}")
-    epoch, value = ctx._next(M * N)
-    tma = ctx._use_tma()
-    grid = (max(1, min(ctx.num_sms, tiles)), )
-    _ark.gemm_ar_kernel[grid](a, b, out, ctx.stage, ctx.sig, M, N, K, a.stride(0), b.stride(0), b.stride(1),
-                              out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, value, epoch % 2, ctx.rank,
-                              WORLD=W, **cfg.meta(), NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+
+def _gemm_ar_torch(a, b, ctx, out):
+    import torch.distributed as dist
+
+    torch.matmul(a, b, out=out)
+    dist.all_reduce(out, group=ctx.group)
     return out
 
 

@@ -229,6 +229,17 @@ def nvshmem_lib_dirs():
     return out
 
 
+def rocshmem_lib_dirs():
+    """Candidate rocSHMEM ``lib`` folders, in lookup order: ``ROCSHMEM_HOME/lib`` (when set), then
+    ``ROCM_PATH/lib`` (else ``ROCM_HOME``, else ``/opt/rocm``)."""
+    out = []
+    if os.environ.get("ROCSHMEM_HOME"):
+        out.append(os.path.join(os.environ["ROCSHMEM_HOME"], "lib"))
+    rocm = os.environ.get("ROCM_PATH") or os.environ.get("ROCM_HOME") or "/opt/rocm"
+    out.append(os.path.join(rocm, "lib"))
+    return out
+
+
 def check_bitcode(path: str, kind: str = "nvshmem") -> str:
     """Raise :class:`BitcodeError` if ``path`` is not LLVM bitcode or was written by a newer LLVM than Triton's."""
     with open(path, "rb") as f:
@@ -255,13 +266,29 @@ def _checked_cached(path: str, kind: str) -> str:
     return _checked(path, st.st_mtime, st.st_size, kind)
 
 
+def _env_bitcode(var: str, kind: str) -> Optional[str]:
+    """The checked bitcode file named by the environment variable ``var``, or None when it is unset or empty."""
+    override = os.environ.get(var)
+    if not override:
+        return None
+    if not os.path.isfile(override):
+        raise BitcodeError(f"{var}={override!r} is not a file")
+    return _checked_cached(override, kind)
+
+
+def _or_none(find) -> Optional[str]:
+    """``find()``, or None where it raises :class:`BitcodeError` or ``OSError``."""
+    try:
+        return find()
+    except (BitcodeError, OSError):
+        return None
+
+
 def find_nvshmem_bitcode() -> str:
     """Path of a ``libnvshmem_device.bc`` the installed Triton can link; raises :class:`BitcodeError`."""
-    override = os.environ.get("TRITON_DIST_NVSHMEM_BITCODE")
-    if override:
-        if not os.path.isfile(override):
-            raise BitcodeError(f"TRITON_DIST_NVSHMEM_BITCODE={override!r} is not a file")
-        return _checked_cached(override, "nvshmem")
+    override = _env_bitcode("TRITON_DIST_NVSHMEM_BITCODE", "nvshmem")
+    if override is not None:
+        return override
     tried = []
     for label, lib in nvshmem_lib_dirs():
         path = os.path.join(lib, NVSHMEM_BITCODE_NAME)
@@ -281,24 +308,15 @@ def find_nvshmem_bitcode() -> str:
 
 def nvshmem_bitcode_or_none() -> Optional[str]:
     """Like :func:`find_nvshmem_bitcode` but returns None instead of raising (used to *offer* the library)."""
-    try:
-        return find_nvshmem_bitcode()
-    except (BitcodeError, OSError):
-        return None
+    return _or_none(find_nvshmem_bitcode)
 
 
 def find_rocshmem_bitcode() -> str:
     """Path of ``librocshmem_device.bc``; raises :class:`BitcodeError` naming where it looked."""
-    override = os.environ.get("TRITON_DIST_ROCSHMEM_BITCODE")
-    if override:
-        if not os.path.isfile(override):
-            raise BitcodeError(f"TRITON_DIST_ROCSHMEM_BITCODE={override!r} is not a file")
-        return _checked_cached(override, "rocshmem")
-    cands = []
-    if os.environ.get("ROCSHMEM_HOME"):
-        cands.append(os.path.join(os.environ["ROCSHMEM_HOME"], "lib", ROCSHMEM_BITCODE_NAME))
-    rocm = os.environ.get("ROCM_PATH") or os.environ.get("ROCM_HOME") or "/opt/rocm"
-    cands.append(os.path.join(rocm, "lib", ROCSHMEM_BITCODE_NAME))
+    override = _env_bitcode("TRITON_DIST_ROCSHMEM_BITCODE", "rocshmem")
+    if override is not None:
+        return override
+    cands = [os.path.join(lib, ROCSHMEM_BITCODE_NAME) for lib in rocshmem_lib_dirs()]
     for c in cands:
         if os.path.isfile(c):
             return _checked_cached(c, "rocshmem")
@@ -308,7 +326,5 @@ def find_rocshmem_bitcode() -> str:
 
 
 def rocshmem_bitcode_or_none() -> Optional[str]:
-    try:
-        return find_rocshmem_bitcode()
-    except (BitcodeError, OSError):
-        return None
+    """Like :func:`find_rocshmem_bitcode` but returns None instead of raising."""
+    return _or_none(find_rocshmem_bitcode)

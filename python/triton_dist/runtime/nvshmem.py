@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from .backend import ShmemBackend
+from .device_memory import malloc_tensor, wrap_device_pointer
 
 _NOT_INSTALLED = ("nvshmem4py is not installed: pip install nvshmem4py-cu12 (CUDA 12) or nvshmem4py-cu13 (CUDA 13), "
                   "together with nvidia-nvshmem-cu12/cu13 >=3.3,<3.7")
@@ -93,24 +94,6 @@ def interface_for(master_addr: str) -> Optional[str]:
     return None
 
 
-class _CudaArray:
-    """A ``__cuda_array_interface__`` view of raw device memory (no ownership)."""
-
-    def __init__(self, ptr: int, nbytes: int):
-        self.__cuda_array_interface__ = {"shape": (nbytes, ), "typestr": "|u1", "data": (ptr, False), "version": 3,
-                                         "strides": None, "stream": None}
-
-
-def wrap_device_pointer(ptr: int, shape: Sequence[int], dtype: torch.dtype, device: int) -> torch.Tensor:
-    """A torch tensor of ``shape``/``dtype`` over device memory at ``ptr`` (not owned by torch)."""
-    numel = 1
-    for s in shape:
-        numel *= int(s)
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
-    raw = torch.as_tensor(_CudaArray(ptr, max(nbytes, 1)), device=f"cuda:{device}")
-    return raw[:nbytes].view(dtype).view(tuple(int(s) for s in shape))
-
-
 class NvshmemBackend(ShmemBackend):
     """NVSHMEM host runtime (one PE per process, bound to ``torch.cuda.current_device()``)."""
 
@@ -160,17 +143,9 @@ class NvshmemBackend(ShmemBackend):
 
     # -- memory --------------------------------------------------------------------------------------------------
     def create_tensor(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        numel = 1
-        for s in shape:
-            numel *= int(s)
-        nbytes = max(numel * torch.empty((), dtype=dtype).element_size(), 1)
-        torch.cuda.synchronize()
-        ptr = int(self._bindings.malloc(nbytes))
-        if not ptr:
-            raise RuntimeError(f"nvshmem_malloc({nbytes}) failed: symmetric heap exhausted? "
-                               f"(raise NVSHMEM_SYMMETRIC_SIZE)")
-        self._allocs[ptr] = nbytes
-        return wrap_device_pointer(ptr, shape, dtype, self._device)
+        return malloc_tensor(lambda nbytes: int(self._bindings.malloc(nbytes)), self._allocs, shape, dtype,
+                             self._device, "nvshmem_malloc",
+                             ": symmetric heap exhausted? (raise NVSHMEM_SYMMETRIC_SIZE)")
 
     def peer_tensor(self, tensor: torch.Tensor, pe: int) -> torch.Tensor:
         """View of ``tensor`` (symmetric) on PE ``pe`` through ``nvshmem_ptr``; raises if not load/store reachable."""

@@ -15,6 +15,8 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from .backend import ShmemBackend
+from .bitcode import rocshmem_lib_dirs
+from .device_memory import malloc_tensor, wrap_device_pointer
 
 UNIQUEID_BYTES = 128  # sizeof(rocshmem_uniqueid_t) (opaque)
 INIT_ATTR_BYTES = 1024  # generous opaque buffer for rocshmem_init_attr_t
@@ -25,10 +27,7 @@ def find_librocshmem() -> str:
     cands = []
     if os.environ.get("TRITON_DIST_ROCSHMEM_LIB"):
         cands.append(os.environ["TRITON_DIST_ROCSHMEM_LIB"])
-    if os.environ.get("ROCSHMEM_HOME"):
-        cands.append(os.path.join(os.environ["ROCSHMEM_HOME"], "lib", "librocshmem.so"))
-    rocm = os.environ.get("ROCM_PATH") or os.environ.get("ROCM_HOME") or "/opt/rocm"
-    cands.append(os.path.join(rocm, "lib", "librocshmem.so"))
+    cands += [os.path.join(lib, "librocshmem.so") for lib in rocshmem_lib_dirs()]
     for c in cands:
         if os.path.isfile(c):
             return c
@@ -103,22 +102,10 @@ class RocshmemBackend(ShmemBackend):
         return int(self._lib.rocshmem_n_pes())
 
     def create_tensor(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        from .nvshmem import wrap_device_pointer
-
-        numel = 1
-        for s in shape:
-            numel *= int(s)
-        nbytes = max(numel * torch.empty((), dtype=dtype).element_size(), 1)
-        torch.cuda.synchronize()
-        ptr = self._lib.rocshmem_malloc(nbytes)
-        if not ptr:
-            raise RuntimeError(f"rocshmem_malloc({nbytes}) failed (symmetric heap exhausted?)")
-        self._allocs[int(ptr)] = nbytes
-        return wrap_device_pointer(int(ptr), shape, dtype, self._device)
+        return malloc_tensor(lambda nbytes: self._lib.rocshmem_malloc(nbytes), self._allocs, shape, dtype,
+                             self._device, "rocshmem_malloc", " (symmetric heap exhausted?)")
 
     def create_tensors(self, shape, dtype, rank, local_world_size) -> List[torch.Tensor]:
-        from .nvshmem import wrap_device_pointer
-
         t = self.create_tensor(shape, dtype)
         first = rank - rank % local_world_size
         out = []
