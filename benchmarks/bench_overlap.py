@@ -60,10 +60,6 @@ QUICK_M = [512, 2048, 8192]
 AR_M = [1, 16, 128, 512]
 
 
-
-
-
-
 def time_us(fn, iters, reps, warmup=3):
     """Median microseconds per call on this rank (CUDA events around ``iters`` calls), max over ranks."""
     for _ in range(warmup):
@@ -95,6 +91,27 @@ def close(a, b, tol=2e-2):
     err = (a.float() - b.float()).abs().max().item()
     scale = b.float().abs().max().item() + 1e-6
     return err <= tol * scale, err / scale
+
+
+def check_and_time(rec, impls, ref, args):
+    """Check each implementation against ``ref``, then time it (``rec["results"]``); a wrong result or an
+    exception goes to ``rec["errors"]`` instead."""
+    for name, fn in impls.items():
+        try:
+            ok, rel = close(fn(), ref)
+            torch.cuda.synchronize()
+            if not ok:
+                rec["errors"][name] = f"wrong result: rel err {rel:.3g}"
+                continue
+            rec["results"][name] = time_us(fn, args.iters, args.reps)
+        except Exception as exc:  # noqa: BLE001
+            rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
+
+
+def time_baselines(rec, args, **fns):
+    """Time each baseline (no correctness check, exceptions propagate) into ``rec["results"]``, in order."""
+    for name, fn in fns.items():
+        rec["results"][name] = time_us(fn, args.iters, args.reps)
 
 
 def symm_group_name():
@@ -131,20 +148,10 @@ def bench_ag(model, M, args, rank, W, gname, out):
         if gname is not None:
             impls["torch_symm"] = lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], 0, gname,
                                                                                       return_A=False)[1][0]
-        for name, fn in impls.items():
-            try:
-                ok, rel = close(fn(), ref)
-                torch.cuda.synchronize()
-                if not ok:
-                    rec["errors"][name] = f"wrong result: rel err {rel:.3g}"
-                    continue
-                rec["results"][name] = time_us(fn, args.iters, args.reps)
-            except Exception as exc:  # noqa: BLE001
-                rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
+        check_and_time(rec, impls, ref, args)
         full = torch.empty((M, K), dtype=torch.bfloat16, device="cuda")
-        rec["results"]["gemm_ours"] = time_us(lambda: matmul(full, b), args.iters, args.reps)
-        rec["results"]["gemm_cublas"] = time_us(lambda: torch.matmul(full, b), args.iters, args.reps)
-        rec["results"]["comm_nccl"] = time_us(lambda: dist.all_gather_into_tensor(full, a), args.iters, args.reps)
+        time_baselines(rec, args, gemm_ours=lambda: matmul(full, b), gemm_cublas=lambda: torch.matmul(full, b),
+                       comm_nccl=lambda: dist.all_gather_into_tensor(full, a))
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
@@ -169,21 +176,11 @@ def bench_rs(model, M, args, rank, W, gname, out):
         }
         if gname is not None:
             impls["torch_symm"] = lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname)
-        for name, fn in impls.items():
-            try:
-                ok, rel = close(fn(), ref)
-                torch.cuda.synchronize()
-                if not ok:
-                    rec["errors"][name] = f"wrong result: rel err {rel:.3g}"
-                    continue
-                rec["results"][name] = time_us(fn, args.iters, args.reps)
-            except Exception as exc:  # noqa: BLE001
-                rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
+        check_and_time(rec, impls, ref, args)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         shard = torch.empty((M // W, N), dtype=torch.bfloat16, device="cuda")
-        rec["results"]["gemm_ours"] = time_us(lambda: matmul(a, b), args.iters, args.reps)
-        rec["results"]["gemm_cublas"] = time_us(lambda: torch.matmul(a, b, out=c), args.iters, args.reps)
-        rec["results"]["comm_nccl"] = time_us(lambda: dist.reduce_scatter_tensor(shard, c), args.iters, args.reps)
+        time_baselines(rec, args, gemm_ours=lambda: matmul(a, b), gemm_cublas=lambda: torch.matmul(a, b, out=c),
+                       comm_nccl=lambda: dist.reduce_scatter_tensor(shard, c))
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
@@ -204,20 +201,10 @@ def bench_ar(model, M, args, rank, W, gname, out):
         impls = {"ours/fused": lambda: gemm_ar(a, b, ctx, method="fused"),
                  "ours/auto": lambda: gemm_ar(a, b, ctx, method="auto"),
                  "torch_seq": lambda: gemm_ar(a, b, ctx, method="torch")}
-        for name, fn in impls.items():
-            try:
-                ok, rel = close(fn(), ref)
-                torch.cuda.synchronize()
-                if not ok:
-                    rec["errors"][name] = f"wrong result: rel err {rel:.3g}"
-                    continue
-                rec["results"][name] = time_us(fn, args.iters, args.reps)
-            except Exception as exc:  # noqa: BLE001
-                rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
+        check_and_time(rec, impls, ref, args)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
-        rec["results"]["gemm_ours"] = time_us(lambda: matmul(a, b), args.iters, args.reps)
-        rec["results"]["gemm_cublas"] = time_us(lambda: torch.matmul(a, b, out=c), args.iters, args.reps)
-        rec["results"]["comm_nccl"] = time_us(lambda: dist.all_reduce(c), args.iters, args.reps)
+        time_baselines(rec, args, gemm_ours=lambda: matmul(a, b), gemm_cublas=lambda: torch.matmul(a, b, out=c),
+                       comm_nccl=lambda: dist.all_reduce(c))
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))

@@ -38,8 +38,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import copy_blocks
-from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
+from triton_dist.kernels.common import copy_blocks, notify_peers
+from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
 
 
 @triton_dist.jit
@@ -50,9 +50,7 @@ def ag_push(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, n, value, epoch, rank, pi
     epoch``, store the blocks into the peer's chunk ``rank`` and raise ``ready[rank, pid]`` there. Program 0 first
     raises ``recv_ok[rank] = epoch`` on every peer."""
     if pid == 0:
-        for i in tl.static_range(1, WORLD):
-            peer = (rank + i) % WORLD
-            dl.notify(recv_ok_ptr + rank, peer, epoch, "set", "intra_node")
+        notify_peers(recv_ok_ptr, rank, WORLD, epoch)
     copy_blocks(x_ptr, a_full_ptr + rank * n, n, pid, nprog, BLOCK)
     dl.notify(ready_ptr + rank * nprog + pid, rank, value, "set", "intra_node")
     for i in tl.static_range(1, WORLD):
@@ -81,9 +79,7 @@ def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, peer, value, epoch, rank, WORLD:
     ``ready[rank, :] = value`` on ``peer`` (after the copy; the notify's system-scope release is ordered after the
     copy by stream order)."""
     if STEP == 0:
-        for i in tl.static_range(1, WORLD):
-            p = (rank + i) % WORLD
-            dl.notify(recv_ok_ptr + rank, p, epoch, "set", "intra_node")
+        notify_peers(recv_ok_ptr, rank, WORLD, epoch)
         for j in tl.static_range(0, NSIG):
             dl.notify(ready_ptr + rank * NSIG + j, rank, value, "set", "intra_node")
     elif STEP == 1:
@@ -130,10 +126,8 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, M_loc, N, K, s
     tiles_chunk = tiles_m * tiles_n
     num_tiles = WORLD * tiles_chunk
     if USE_TMA:
-        a_desc = tl.make_tensor_descriptor(a_full_ptr, shape=[WORLD * M_loc, K], strides=[K, 1],
-                                           block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
-                                           block_shape=[BLOCK_K, BLOCK_N])
+        a_desc, b_desc = tma_descriptors(a_full_ptr, b_ptr, WORLD * M_loc, N, K, K, stride_bk, BLOCK_M, BLOCK_N,
+                                         BLOCK_K)
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)

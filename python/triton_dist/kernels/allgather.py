@@ -16,13 +16,12 @@ views, signalled with the ``ce_*`` kernels of ``kernels.common``).
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import next_epoch, notify_peers, wait_peers
+from triton_dist.kernels.common import acquire_buffer, copy_blocks, notify_peers, program_epoch, store_to_peers
 
 
 @triton_dist.jit
@@ -33,16 +32,11 @@ def allgather_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, 
     symmetric, ``(WORLD + 1) * CAP`` elements, ``N <= CAP``. Every program participates in the signalling even when it
     owns no block. Memory ordering: ``dl.notify`` publishes all the program's earlier stores; the reader waits with
     sys-scope acquire and consumes the token into its pointers."""
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    e = next_epoch(counter_ptr, pid)
-    ready_val = e * 16777216 + tag
-    sig = pid * WORLD
+    pid, nprog, e, ready_val, sig = program_epoch(counter_ptr, tag, WORLD)
     nblk = tl.cdiv(N, BLOCK)
 
     # previous call: every peer is done with the buffer we are about to write (push: theirs; pull: ours)
-    tok = wait_peers(done_ptr + sig, rank, WORLD, e - 1)
-    bufw = dl.consume_token(buf_ptr, tok)
+    bufw = acquire_buffer(buf_ptr, done_ptr + sig, rank, WORLD, e)
     stage = bufw + WORLD * CAP  # pull staging region, disjoint from the push slots (methods may alternate)
 
     b = pid
@@ -52,9 +46,7 @@ def allgather_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, 
         v = tl.load(x_ptr + offs, mask=mask)
         tl.store(out_ptr + rank * N + offs, v, mask=mask)
         if PUSH:
-            for i in tl.static_range(1, WORLD):
-                peer = (rank + i) % WORLD
-                tl.store(dl.symm_at(bufw, peer) + rank * CAP + offs, v, mask=mask)
+            store_to_peers(bufw, rank * CAP, offs, v, mask, rank, WORLD)
         else:
             tl.store(stage + offs, v, mask=mask)
         b += nprog
@@ -68,12 +60,6 @@ def allgather_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, 
             srcp = dl.consume_token(buf_ptr, tok) + src * CAP
         else:
             srcp = dl.symm_at(dl.consume_token(buf_ptr, tok), src) + WORLD * CAP
-        b = pid
-        while b < nblk:
-            offs = b * BLOCK + tl.arange(0, BLOCK)
-            mask = offs < N
-            v = tl.load(srcp + offs, mask=mask)
-            tl.store(out_ptr + src * N + offs, v, mask=mask)
-            b += nprog
+        copy_blocks(srcp, out_ptr + src * N, N, pid, nprog, BLOCK)
         # push: src may overwrite our slot [src] next call; pull: src may re-stage its buffer
         dl.notify(done_ptr + sig + rank, src, e, "set", "intra_node")

@@ -14,13 +14,13 @@ Shards for two-shot: ``Ns = shard`` elements (host rounds ``ceil(N / WORLD)`` up
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import next_epoch, notify_peers, wait_peers
+from triton_dist.kernels.common import (acquire_buffer, add_peer_slots, exchange, notify_peers, program_epoch,
+                                        store_to_peers)
 
 
 @triton_dist.jit
@@ -28,11 +28,8 @@ def allreduce_one_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, counter_ptr, N
                               BLOCK: tl.constexpr):
     """``buf``: symmetric ``[2, WORLD, CAP]`` of x's dtype (``N <= CAP``); ``ready``: symmetric
     ``[2, num_programs, WORLD]`` int64; ``counter [num_programs]``."""
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    e = next_epoch(counter_ptr, pid)
+    pid, nprog, e, ready_val, _ = program_epoch(counter_ptr, tag, WORLD)
     par = e % 2
-    ready_val = e * 16777216 + tag
     sig = (par * nprog + pid) * WORLD
     slot = buf_ptr + (par * WORLD) * CAP
     nblk = tl.cdiv(N, BLOCK)
@@ -42,12 +39,9 @@ def allreduce_one_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, counter_ptr, N
         offs = b * BLOCK + tl.arange(0, BLOCK)
         mask = offs < N
         v = tl.load(x_ptr + offs, mask=mask)
-        for i in tl.static_range(1, WORLD):
-            peer = (rank + i) % WORLD
-            tl.store(dl.symm_at(slot, peer) + rank * CAP + offs, v, mask=mask)
+        store_to_peers(slot, rank * CAP, offs, v, mask, rank, WORLD)
         b += nprog
-    notify_peers(ready_ptr + sig, rank, WORLD, ready_val)
-    tok = wait_peers(ready_ptr + sig, rank, WORLD, ready_val)
+    tok = exchange(ready_ptr + sig, rank, WORLD, ready_val)
     slotr = dl.consume_token(slot, tok)
 
     b = pid
@@ -55,9 +49,7 @@ def allreduce_one_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, counter_ptr, N
         offs = b * BLOCK + tl.arange(0, BLOCK)
         mask = offs < N
         acc = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-        for i in tl.static_range(1, WORLD):
-            src = (rank + i) % WORLD
-            acc += tl.load(slotr + src * CAP + offs, mask=mask).to(tl.float32)
+        acc = add_peer_slots(acc, slotr, offs, mask, rank, CAP, WORLD)
         tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
         b += nprog
 
@@ -68,17 +60,12 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
                               BLOCK: tl.constexpr):
     """``buf``: symmetric ``2 * WORLD * CAP`` elements of x's dtype (``Ns <= CAP``; first half: reduce-scatter slots
     ``[src, CAP]``, second: all-gather slots); ``ready``: symmetric ``[2, num_programs, WORLD]``; ``done [num_programs, WORLD]``."""
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    e = next_epoch(counter_ptr, pid)
-    ready_val = e * 16777216 + tag
-    sig = pid * WORLD
+    pid, nprog, e, ready_val, sig = program_epoch(counter_ptr, tag, WORLD)
     sig2 = (nprog + pid) * WORLD
     nblk = tl.cdiv(Ns, BLOCK)
     ag = buf_ptr + WORLD * CAP
 
-    tok = wait_peers(done_ptr + sig, rank, WORLD, e - 1)
-    bufw = dl.consume_token(buf_ptr, tok)
+    bufw = acquire_buffer(buf_ptr, done_ptr + sig, rank, WORLD, e)
 
     # 1. reduce-scatter, push: shard d -> peer d, slot [rank]
     for i in tl.static_range(1, WORLD):
@@ -91,8 +78,7 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
             v = tl.load(x_ptr + d * Ns + offs, mask=mask)
             tl.store(dst + offs, v, mask=mask)
             b += nprog
-    notify_peers(ready_ptr + sig, rank, WORLD, ready_val)
-    tok = wait_peers(ready_ptr + sig, rank, WORLD, ready_val)
+    tok = exchange(ready_ptr + sig, rank, WORLD, ready_val)
     bufr = dl.consume_token(buf_ptr, tok)
     agw = dl.consume_token(ag, tok)
 
@@ -102,14 +88,10 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
         offs = b * BLOCK + tl.arange(0, BLOCK)
         mask = (offs < Ns) & (rank * Ns + offs < N)
         acc = tl.load(x_ptr + rank * Ns + offs, mask=mask).to(tl.float32)
-        for i in tl.static_range(1, WORLD):
-            src = (rank + i) % WORLD
-            acc += tl.load(bufr + src * CAP + offs, mask=mask).to(tl.float32)
+        acc = add_peer_slots(acc, bufr, offs, mask, rank, CAP, WORLD)
         r = acc.to(out_ptr.dtype.element_ty)
         tl.store(out_ptr + rank * Ns + offs, r, mask=mask)
-        for i in tl.static_range(1, WORLD):
-            peer = (rank + i) % WORLD
-            tl.store(dl.symm_at(agw, peer) + rank * CAP + offs, r.to(x_ptr.dtype.element_ty), mask=mask)
+        store_to_peers(agw, rank * CAP, offs, r.to(x_ptr.dtype.element_ty), mask, rank, WORLD)
         b += nprog
     notify_peers(ready_ptr + sig2, rank, WORLD, ready_val)
 

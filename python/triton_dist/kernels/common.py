@@ -26,7 +26,6 @@ Signalling protocol used by every collective kernel in this package (see docs/co
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 
 import triton_dist
@@ -53,6 +52,17 @@ def next_epoch(counter_ptr, slot):
 
 
 @triton_dist.jit
+def program_epoch(counter_ptr, tag, WORLD: tl.constexpr):
+    """Start of a collective program: ``(pid, nprog, e, ready, sig)``, with ``e`` this call's epoch
+    (:func:`next_epoch` on slot ``pid``), ``ready = e * TAG_RANGE + tag`` and ``sig = pid * WORLD`` (the program's
+    row of a ``[num_programs, WORLD]`` signal array)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    return pid, nprog, e, e * 16777216 + tag, pid * WORLD
+
+
+@triton_dist.jit
 def wait_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
     """Wait (sys scope, acquire) until ``sig_ptr[src] == value`` for every ``src != rank``; returns a token."""
     tok = tl.program_id(0) * 0
@@ -68,6 +78,38 @@ def notify_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
     for i in tl.static_range(1, WORLD):
         peer = (rank + i) % WORLD
         dl.notify(sig_ptr + rank, peer, value, "set", "intra_node")
+
+
+@triton_dist.jit
+def exchange(sig_ptr, rank, WORLD: tl.constexpr, value):
+    """:func:`notify_peers` then :func:`wait_peers` with the same ``value``; returns the wait's token."""
+    notify_peers(sig_ptr, rank, WORLD, value)
+    return wait_peers(sig_ptr, rank, WORLD, value)
+
+
+@triton_dist.jit
+def acquire_buffer(buf_ptr, done_ptr, rank, WORLD: tl.constexpr, e):
+    """Done handshake before writing in call ``e``: wait until every peer raised ``done_ptr[src] == e - 1``, then
+    return ``buf_ptr`` carrying the wait's token."""
+    tok = wait_peers(done_ptr, rank, WORLD, e - 1)
+    return dl.consume_token(buf_ptr, tok)
+
+
+@triton_dist.jit
+def store_to_peers(buf_ptr, off, offs, v, mask, rank, WORLD: tl.constexpr):
+    """Store ``v`` at ``off + offs`` of every peer's copy of the symmetric buffer ``buf_ptr`` (``dl.symm_at``)."""
+    for i in tl.static_range(1, WORLD):
+        peer = (rank + i) % WORLD
+        tl.store(dl.symm_at(buf_ptr, peer) + off + offs, v, mask=mask)
+
+
+@triton_dist.jit
+def add_peer_slots(acc, slots_ptr, offs, mask, rank, CAP, WORLD: tl.constexpr):
+    """``acc`` plus ``slots[src * CAP + offs]`` (as fp32) for every peer ``src``, in order ``rank + 1, ...``."""
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        acc += tl.load(slots_ptr + src * CAP + offs, mask=mask).to(tl.float32)
+    return acc
 
 
 @triton_dist.jit
@@ -99,9 +141,7 @@ def ce_ready_kernel(ready_ptr, counter_ptr, tag, rank, WORLD: tl.constexpr):
     """Step 2: publish ``ready = e * TAG_RANGE + tag`` to every peer (after the staging copy, stream order), then
     wait for every peer's ready signal."""
     e = tl.load(counter_ptr)
-    val = e * 16777216 + tag
-    notify_peers(ready_ptr, rank, WORLD, val)
-    wait_peers(ready_ptr, rank, WORLD, val)
+    exchange(ready_ptr, rank, WORLD, e * 16777216 + tag)
 
 
 @triton_dist.jit

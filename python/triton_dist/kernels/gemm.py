@@ -54,6 +54,16 @@ def tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton_dist.jit
+def tma_descriptors(a_ptr, b_ptr, M, N, K, stride_am, stride_bk, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr):
+    """Device-side tensor descriptors ``(a_desc, b_desc)`` of ``A [M, K]`` and ``B [K, N]`` (unit column strides),
+    with :func:`tile_acc_tma`'s block shapes."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+    return a_desc, b_desc
+
+
+@triton_dist.jit
 def tile_acc_tma(a_desc, b_desc, off_m, off_n, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_K: tl.constexpr):
     """fp32 ``A[off_m:+BM, :] @ B[:, off_n:+BN]`` through tensor descriptors (TMA on sm_90; out-of-range rows and
@@ -100,6 +110,15 @@ def store_tile(c_ptr, acc, off_m, off_n, m_end, N, stride_cm, stride_cn, BLOCK_M
 
 
 @triton_dist.jit
+def slot_tile(off_m, off_n, m_end, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """``(offsets, mask)`` of the tile at ``(off_m, off_n)`` in a row-major ``[m_end, N]`` array (the fp32 partial
+    staging slots of ``gemm_rs`` / ``gemm_ar``)."""
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    return offs_m[:, None] * N + offs_n[None, :], (offs_m[:, None] < m_end) & (offs_n[None, :] < N)
+
+
+@triton_dist.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                 stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr):
@@ -110,10 +129,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, s
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     if USE_TMA:
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
-                                           block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
-                                           block_shape=[BLOCK_K, BLOCK_N])
+        a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, M, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K)
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
@@ -281,5 +297,6 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     return out
 
 
-__all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_coords", "store_tile", "TileConfig", "CONFIGS",
-           "SIM_CONFIG", "pick_config", "gemm_autotuned", "use_tma_for", "ensure_tma_allocator", "matmul", "num_sms"]
+__all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
+           "TileConfig", "CONFIGS", "SIM_CONFIG", "pick_config", "gemm_autotuned", "use_tma_for", "ensure_tma_allocator",
+           "matmul", "num_sms"]

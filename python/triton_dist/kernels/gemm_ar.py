@@ -21,7 +21,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
+from triton_dist.kernels.common import store_to_peers
+from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
 
 
 @triton_dist.jit
@@ -35,10 +36,7 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M, N, K, stride_am
     tiles_n = tl.cdiv(N, BLOCK_N)
     num_tiles = tiles_m * tiles_n
     if USE_TMA:
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
-                                           block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
-                                           block_shape=[BLOCK_K, BLOCK_N])
+        a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, M, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K)
     slot_w = (par * WORLD + rank) * CAP
     for t in range(pid, num_tiles, NUM_SMS):
         pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
@@ -49,14 +47,9 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M, N, K, stride_am
         else:
             acc = tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, M, N, K, stride_am, 1, stride_bk, stride_bn,
                                BLOCK_M, BLOCK_N, BLOCK_K)
-        offs_m = off_m + tl.arange(0, BLOCK_M)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        tile_off = offs_m[:, None] * N + offs_n[None, :]
-        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tile_off, mask = slot_tile(off_m, off_n, M, N, BLOCK_M, BLOCK_N)
         tl.store(stage_ptr + slot_w + tile_off, acc, mask=mask)
-        for i in tl.static_range(1, WORLD):
-            peer = (rank + i) % WORLD
-            tl.store(dl.symm_at(stage_ptr, peer) + slot_w + tile_off, acc, mask=mask)
+        store_to_peers(stage_ptr, slot_w, tile_off, acc, mask, rank, WORLD)
         for i in tl.static_range(1, WORLD):
             peer = (rank + i) % WORLD
             dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, peer, value, "set", "intra_node")
@@ -64,10 +57,7 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M, N, K, stride_am
         pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        offs_m = off_m + tl.arange(0, BLOCK_M)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        tile_off = offs_m[:, None] * N + offs_n[None, :]
-        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tile_off, mask = slot_tile(off_m, off_n, M, N, BLOCK_M, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for src in tl.static_range(0, WORLD):
             slot = par * WORLD + src

@@ -29,7 +29,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
+from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
 
 
 @triton_dist.jit
@@ -44,10 +44,8 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M_s, N, K, stride_
     tiles_chunk = tiles_m * tiles_n
     num_tiles = WORLD * tiles_chunk
     if USE_TMA:
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[WORLD * M_s, K], strides=[stride_am, 1],
-                                           block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
-                                           block_shape=[BLOCK_K, BLOCK_N])
+        a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, WORLD * M_s, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N,
+                                         BLOCK_K)
     slot_w = (par * WORLD + rank) * CAP  # this rank's slot in every owner's staging buffer
     for tile in range(pid, num_tiles, NUM_SMS):
         c = tile // tiles_chunk
@@ -62,10 +60,7 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M_s, N, K, stride_
         else:
             acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
-        offs_m = loc_m + tl.arange(0, BLOCK_M)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        tile_off = offs_m[:, None] * N + offs_n[None, :]
-        mask = (offs_m[:, None] < M_s) & (offs_n[None, :] < N)
+        tile_off, mask = slot_tile(loc_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
         if d != rank:
             dst = dl.symm_at(stage_ptr, d) + slot_w
             tl.store(dst + tile_off, acc, mask=mask)

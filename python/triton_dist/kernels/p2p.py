@@ -10,13 +10,12 @@ source), both local, so each (pair, program) has the same message number on both
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import next_epoch
+from triton_dist.kernels.common import copy_blocks, next_epoch
 
 
 @triton_dist.jit
@@ -29,14 +28,7 @@ def p2p_send_kernel(x_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, N, CAP, ds
     sig = pid * WORLD
     tok = dl.wait(done_ptr + sig + dst, 1, "sys", "acquire", e - 1)
     rbuf = dl.symm_at(dl.consume_token(buf_ptr, tok), dst) + rank * CAP
-    nblk = tl.cdiv(N, BLOCK)
-    b = pid
-    while b < nblk:
-        offs = b * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < N
-        v = tl.load(x_ptr + offs, mask=mask)
-        tl.store(rbuf + offs, v, mask=mask)
-        b += nprog
+    copy_blocks(x_ptr, rbuf, N, pid, nprog, BLOCK)
     dl.notify(ready_ptr + sig + rank, dst, e * 16777216 + tag, "set", "intra_node")
 
 
@@ -50,12 +42,5 @@ def p2p_recv_kernel(out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, N, CAP, 
     sig = pid * WORLD
     tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", e * 16777216 + tag)
     lbuf = dl.consume_token(buf_ptr, tok) + src * CAP
-    nblk = tl.cdiv(N, BLOCK)
-    b = pid
-    while b < nblk:
-        offs = b * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < N
-        v = tl.load(lbuf + offs, mask=mask)
-        tl.store(out_ptr + offs, v, mask=mask)
-        b += nprog
+    copy_blocks(lbuf, out_ptr, N, pid, nprog, BLOCK)
     dl.notify(done_ptr + sig + rank, src, e, "set", "intra_node")

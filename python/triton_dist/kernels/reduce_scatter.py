@@ -15,13 +15,12 @@ Shards: ``x`` has ``WORLD * Ns`` elements; shard ``d`` is ``x[d * Ns:(d + 1) * N
 """
 from __future__ import annotations
 
-import triton
 import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import next_epoch, notify_peers, wait_peers
+from triton_dist.kernels.common import acquire_buffer, copy_blocks, exchange, notify_peers, program_epoch
 
 
 @triton_dist.jit
@@ -29,15 +28,10 @@ def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, c
                                  WORLD: tl.constexpr,
                                  PUSH: tl.constexpr, BLOCK: tl.constexpr):
     """One call. ``buf``: symmetric, ``WORLD * CAP`` elements of x's dtype (slot stride ``CAP >= Ns``). Memory ordering as in all-gather."""
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    e = next_epoch(counter_ptr, pid)
-    ready_val = e * 16777216 + tag
-    sig = pid * WORLD
+    pid, nprog, e, ready_val, sig = program_epoch(counter_ptr, tag, WORLD)
     nblk = tl.cdiv(Ns, BLOCK)
 
-    tok = wait_peers(done_ptr + sig, rank, WORLD, e - 1)
-    bufw = dl.consume_token(buf_ptr, tok)
+    bufw = acquire_buffer(buf_ptr, done_ptr + sig, rank, WORLD, e)
 
     # stage / push the shards the peers reduce
     for i in tl.static_range(1, WORLD):
@@ -46,15 +40,8 @@ def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, c
             dst = dl.symm_at(bufw, d) + rank * CAP
         else:
             dst = bufw + d * CAP
-        b = pid
-        while b < nblk:
-            offs = b * BLOCK + tl.arange(0, BLOCK)
-            mask = offs < Ns
-            v = tl.load(x_ptr + d * Ns + offs, mask=mask)
-            tl.store(dst + offs, v, mask=mask)
-            b += nprog
-    notify_peers(ready_ptr + sig, rank, WORLD, ready_val)
-    tok = wait_peers(ready_ptr + sig, rank, WORLD, ready_val)
+        copy_blocks(x_ptr + d * Ns, dst, Ns, pid, nprog, BLOCK)
+    tok = exchange(ready_ptr + sig, rank, WORLD, ready_val)
     bufr = dl.consume_token(buf_ptr, tok)
 
     b = pid
@@ -76,17 +63,28 @@ def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, c
 
 
 @triton_dist.jit
+def add_blocks(x_ptr, prev_ptr, dst_ptr, n, pid, nprog, HAS_PREV: tl.constexpr, BLOCK: tl.constexpr):
+    """Ring step: ``dst[0:n] = x[0:n]`` (as fp32) ``+ prev[0:n]`` (fp32 partial, only when ``HAS_PREV``), rounded
+    to dst's dtype; blocks ``pid, pid + nprog, ...``."""
+    nblk = tl.cdiv(n, BLOCK)
+    b = pid
+    while b < nblk:
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        acc = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+        if HAS_PREV:
+            acc += tl.load(prev_ptr + offs, mask=mask)
+        tl.store(dst_ptr + offs, acc.to(dst_ptr.dtype.element_ty), mask=mask)
+        b += nprog
+
+
+@triton_dist.jit
 def reduce_scatter_ring_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, Ns, CAP, tag, rank,
                                WORLD: tl.constexpr,
                                BLOCK: tl.constexpr):
     """One call. ``buf``: symmetric fp32, ``(WORLD - 1) * CAP`` (``Ns <= CAP``); ``ready [num_programs, WORLD]`` (slot = step);
     ``done [num_programs]`` (raised by the next rank once it consumed this rank's partials)."""
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    e = next_epoch(counter_ptr, pid)
-    ready_val = e * 16777216 + tag
-    sig = pid * WORLD
-    nblk = tl.cdiv(Ns, BLOCK)
+    pid, nprog, e, ready_val, sig = program_epoch(counter_ptr, tag, WORLD)
     nxt = (rank + 1) % WORLD
     prv = (rank + WORLD - 1) % WORLD
 
@@ -100,28 +98,12 @@ def reduce_scatter_ring_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
         if s > 0:
             tok = dl.wait(ready_ptr + sig + s - 1, 1, "sys", "acquire", ready_val)
         bufr = dl.consume_token(buf_ptr, tok) + (s - 1) * CAP
-        b = pid
-        while b < nblk:
-            offs = b * BLOCK + tl.arange(0, BLOCK)
-            mask = offs < Ns
-            acc = tl.load(x_ptr + c * Ns + offs, mask=mask).to(tl.float32)
-            if s > 0:
-                acc += tl.load(bufr + offs, mask=mask)
-            tl.store(bufw + s * CAP + offs, acc, mask=mask)
-            b += nprog
+        add_blocks(x_ptr + c * Ns, bufr, bufw + s * CAP, Ns, pid, nprog, s > 0, BLOCK)
         dl.notify(ready_ptr + sig + s, nxt, ready_val, "set", "intra_node")
 
     if WORLD > 1:
         tok = dl.wait(ready_ptr + sig + WORLD - 2, 1, "sys", "acquire", ready_val)
     bufr = dl.consume_token(buf_ptr, tok) + (WORLD - 2) * CAP
-    b = pid
-    while b < nblk:
-        offs = b * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < Ns
-        acc = tl.load(x_ptr + rank * Ns + offs, mask=mask).to(tl.float32)
-        if WORLD > 1:
-            acc += tl.load(bufr + offs, mask=mask)
-        tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
-        b += nprog
+    add_blocks(x_ptr + rank * Ns, bufr, out_ptr, Ns, pid, nprog, WORLD > 1, BLOCK)
     if WORLD > 1:
         dl.notify(done_ptr + pid, prv, e, "set", "intra_node")
