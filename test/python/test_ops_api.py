@@ -31,3 +31,18 @@ def test_ops_importable_without_runtime():
     assert hasattr(torch.ops.triton_dist, "all_reduce")
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_allreduce_ctx(16, torch.bfloat16)
+
+
+def test_every_context_names_its_real_factory_in_errors():
+    """Construction errors name the factory the user called (create_*_ctx for collectives, create_*_context for
+    the overlapped GEMMs); each named factory exists in the module that defines the context."""
+    import sys
+
+    from triton_dist.ops import collectives as C
+    from triton_dist.ops import overlap as O
+
+    classes = [C.AllGatherContext, C.ReduceScatterContext, C.AllReduceContext, C.P2PContext, O.AGGemmContext,
+               O.GemmRSContext, O.GemmARContext]
+    for cls in classes:
+        assert callable(getattr(sys.modules[cls.__module__], cls.factory_name())), cls.factory_name()
+    assert O.GemmRSContext.factory_name() == "create_gemm_rs_context"

@@ -100,6 +100,12 @@ class _Context:
     ``max_numel``, ``device``, ``group`` (torch process group used for fallbacks and the creation check)."""
 
     kind = "base"
+    #: the name of the public factory that builds this context (named in construction errors)
+    factory_suffix = "_ctx"
+
+    @classmethod
+    def factory_name(cls) -> str:
+        return f"create_{cls.kind}{cls.factory_suffix}"
 
     def __init__(self, max_numel: int, dtype: torch.dtype, accepted_dtypes, *, num_programs: Optional[int] = None,
                  block_bytes: Optional[int] = None, num_warps: Optional[int] = None, fingerprint_extra=(),
@@ -107,7 +113,7 @@ class _Context:
         utils, backend = _runtime()
         self._utils = utils
         self._backend = backend
-        op = f"create_{self.kind}_ctx"
+        op = self.factory_name()
         if not isinstance(dtype, torch.dtype) or dtype not in accepted_dtypes:
             raise ValueError(f"{op}: dtype={dtype!r} is not supported; accepted: {_dtype_names(accepted_dtypes)}")
         if not isinstance(max_numel, int) or isinstance(max_numel, bool) or max_numel < 1:
@@ -183,7 +189,7 @@ class _Context:
             dist.all_gather_object(all_fp, fp, group=self.group)
             bad = [r for r, f in enumerate(all_fp) if f != all_fp[0]]
             if bad:
-                raise ValueError(f"create_{self.kind}_ctx: ranks disagree on the context (kind, dtype, max_numel, "
+                raise ValueError(f"{self.factory_name()}: ranks disagree on the context (kind, dtype, max_numel, "
                                  f"world, block bytes, programs, warps, extra): rank 0 has {all_fp[0]}, rank(s) {bad} have "
                                  f"{[all_fp[r] for r in bad]}; create it with the same arguments on every rank")
 

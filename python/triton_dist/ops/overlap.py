@@ -131,6 +131,8 @@ def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
 class _OverlapContext(_Context):
     """Common part: epoch counter, GEMM tiling and launch helpers (on top of the collectives' context base)."""
 
+    factory_suffix = "_context"
+
     def _setup_common(self):
         self.epoch = 0
         self.num_sms = _gemm.num_sms(self.device)
@@ -357,7 +359,7 @@ class _PartialsContext(_OverlapContext):
     def __init__(self, max_m: int, n: int, dtype: torch.dtype, sim_config=None, **kw):
         for name, v in (("max_m", max_m), ("n", n)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"create_{self.kind}_context: {name}={v!r} must be a positive int")
+                raise ValueError(f"{self.factory_name()}: {name}={v!r} must be a positive int")
         super().__init__(max_m * n, dtype, GEMM_DTYPES, methods=("fused", ), all_methods=("fused", ),
                          fingerprint_extra=(max_m, n), **kw)
         self.max_m, self.n = max_m, n
