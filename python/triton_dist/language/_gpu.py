@@ -1,5 +1,7 @@
 """Target-independent pieces of the GPU lowerings (no asm, no SHMEM symbols: those come in as arguments from
-``triton_dist.backends.{nvidia,amd}``)."""
+``triton_dist.backends.{nvidia,amd}``). ``consume_token``, ``symm_at``, ``rank`` and ``num_ranks`` take those
+first (the opaque-zero asm and constraints; the target's libshmem module), then the backend lowering's
+signature: a backend binds them with ``functools.partial``."""
 from __future__ import annotations
 
 import triton.language as tl
@@ -14,13 +16,22 @@ def asm(text, constraints, args, dtype, _semantic, is_pure=False):
     return tl.inline_asm_elementwise(text, constraints, args, dtype, is_pure, 1, _semantic=_semantic)
 
 
+def wait_operands(ptr, n, value, bits, _semantic):
+    """``dl.wait``'s operands: the address as i64, the count as i32, the value as i32 / i64 (returned last)."""
+    vty = tl.int64 if bits == 64 else tl.int32
+    addr = _semantic.cast(ptr, tl.int64)
+    n = _semantic.cast(_semantic.to_tensor(n), tl.int32)
+    value = _semantic.cast(_semantic.to_tensor(value), vty)
+    return addr, n, value, vty
+
+
 def opaque_zero(token, zero_asm, zero_constraints, _semantic):
     """An int32 0 the compiler cannot see through, data-dependent on ``token``, marked 16-divisible."""
     z = asm(zero_asm, zero_constraints, [token], tl.int32, _semantic, is_pure=True)
     return _compat.set_divisibility(z, ALIGN)
 
 
-def consume_token(value, token, zero_asm, zero_constraints, _semantic):
+def consume_token(zero_asm, zero_constraints, value, token, *, _semantic, target=None):
     zero = opaque_zero(token, zero_asm, zero_constraints, _semantic)
     ty = value.type
     if ty.is_ptr() and ty.element_ty.is_block():  # block pointer
@@ -43,12 +54,13 @@ def consume_token(value, token, zero_asm, zero_constraints, _semantic):
     raise TypeError(f"dl.consume_token: unsupported value type {ty}")
 
 
-def symm_at(ptr, rank, shmem, _semantic):
+def symm_at(shmem, ptr, rank, *, _semantic, target=None):
     """Translate with ``shmem.call("ptr", addr, rank)``. A scalar pointer is translated once and re-marked
     16-divisible (symmetric allocations are aligned), so ``symm_at(base, r) + offsets`` vectorises like a local
     access; a null result (peer not load/store-reachable) stays null. A tensor of pointers is translated element
     by element (correct, but its axis info is lost: translate the scalar base instead)."""
     ptr_ty = ptr.type
+    rank = _semantic.to_tensor(rank)
     rank = _semantic.cast(rank, tl.int32) if rank.dtype != tl.int32 else rank
     addr = _semantic.cast(ptr, tl.int64)
     out = shmem.call("ptr", addr, rank, _semantic=_semantic)
@@ -58,15 +70,15 @@ def symm_at(ptr, rank, shmem, _semantic):
     return _compat.set_divisibility(res, ALIGN)
 
 
-def rank(shmem, _semantic):
+def rank(shmem, *, _semantic, target=None):
     return shmem.call("my_pe", _semantic=_semantic)
 
 
-def num_ranks(shmem, _semantic):
+def num_ranks(shmem, *, _semantic, target=None):
     return shmem.call("n_pes", _semantic=_semantic)
 
 
-def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic):
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _semantic, target=None):
     from ._extern import Extern, call_extern
 
     conv = [a if isinstance(a, tl.tensor) else _semantic.to_tensor(a) for a in args]

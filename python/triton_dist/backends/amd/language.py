@@ -12,10 +12,12 @@ Memory-ordering summary (AMDGPU memory model, "load atomic acquire" / "store ato
 """
 from __future__ import annotations
 
+import functools
+
 import triton.language as tl
 
 from ... import _compat
-from ...language import _gpu
+from ...language import _gpu, _libshmem
 from . import libshmem
 
 OCKL = "ockl"
@@ -83,9 +85,7 @@ def _ockl(symbol, _semantic=None):
 _TIMER_ASM = tl.constexpr("s_memrealtime $0\ns_waitcnt lgkmcnt(0)")  # 100 MHz constant clock on CDNA
 
 
-@_compat.dist_builtin
-def _my_pe(_semantic=None):
-    return libshmem.call("my_pe", _semantic=_semantic)
+_my_pe = _libshmem.builtin(libshmem, "my_pe")
 
 
 @_compat.jit_function
@@ -134,10 +134,7 @@ def _wait_loop(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: 
 def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic, _generator=None, target=None):
     if _generator is None:
         raise RuntimeError("dl.wait: the AMD lowering needs the code generator (call dl.wait from a kernel)")
-    vty = tl.int64 if bits == 64 else tl.int32
-    addr = _semantic.cast(ptr, tl.int64)
-    n = _semantic.cast(_semantic.to_tensor(n), tl.int32)
-    value = _semantic.cast(_semantic.to_tensor(value), vty)
+    addr, n, value, _ = _gpu.wait_operands(ptr, n, value, bits, _semantic)
     bound_ticks = int(bound_ms) * 100_000
     return _compat.call_jit(_generator, _wait_loop, [
         addr, n, value, tl.constexpr(bits // 8), tl.constexpr(load_asm(sem, scope, bits, target)), tl.constexpr("=v,v"),
@@ -149,25 +146,15 @@ def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic, _generator=Non
 _ZERO_ASM = "s_mov_b32 $0, 0"
 
 
-def consume_token(value, token, *, _semantic, target=None):
-    return _gpu.consume_token(value, token, _ZERO_ASM, "=s,s", _semantic)
+consume_token = functools.partial(_gpu.consume_token, _ZERO_ASM, "=s,s")
 
 
-def rank(*, _semantic, target=None):
-    return _gpu.rank(libshmem, _semantic)
+rank = functools.partial(_gpu.rank, libshmem)
+num_ranks = functools.partial(_gpu.num_ranks, libshmem)
+symm_at = functools.partial(_gpu.symm_at, libshmem)
 
 
-def num_ranks(*, _semantic, target=None):
-    return _gpu.num_ranks(libshmem, _semantic)
-
-
-def symm_at(ptr, rank, *, _semantic, target=None):
-    return _gpu.symm_at(ptr, _semantic.to_tensor(rank), libshmem, _semantic)
-
-
-@_compat.dist_builtin
-def _signal_op(addr, sig, op, pe, _semantic=None):
-    return libshmem.call("signal_op", addr, sig, op, pe, _semantic=_semantic)
+_signal_op = _libshmem.builtin(libshmem, "signal_op")
 
 
 @_compat.jit_function
@@ -206,5 +193,4 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None,
     return None
 
 
-def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _semantic, target=None):
-    return _gpu.extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic)
+extern_call = _gpu.extern_call

@@ -9,10 +9,12 @@ Memory-ordering summary:
 """
 from __future__ import annotations
 
+import functools
+
 import triton.language as tl
 
 from ... import _compat
-from ...language import _gpu
+from ...language import _gpu, _libshmem
 from . import libshmem
 
 _PTX_SCOPE = {"cta": "cta", "gpu": "gpu", "sys": "sys"}
@@ -88,17 +90,7 @@ mov.u32 $0, 0;
 }}"""
 
 
-def _wait_operands(ptr, n, value, bits, _semantic):
-    vty = tl.int64 if bits == 64 else tl.int32
-    addr = _semantic.cast(ptr, tl.int64)
-    n = _semantic.cast(_semantic.to_tensor(n), tl.int32)
-    value = _semantic.cast(_semantic.to_tensor(value), vty)
-    return addr, n, value, vty
-
-
-@_compat.dist_builtin
-def _my_pe(_semantic=None):
-    return libshmem.call("my_pe", _semantic=_semantic)
+_my_pe = _libshmem.builtin(libshmem, "my_pe")
 
 
 #: A pure "1" the compiler cannot fold: the spin is emitted inside ``if on != 0`` so that Triton's software
@@ -129,7 +121,7 @@ def _wait_guarded(addr, n, value, ASM: tl.constexpr, CONSTRAINTS: tl.constexpr, 
 
 
 def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic, _generator=None, target=None):
-    addr, n, value, vty = _wait_operands(ptr, n, value, bits, _semantic)
+    addr, n, value, vty = _gpu.wait_operands(ptr, n, value, bits, _semantic)
     vc = "l" if bits == 64 else "r"
     if _generator is None:
         raise RuntimeError("dl.wait: must be called from inside a kernel being compiled")
@@ -147,22 +139,14 @@ def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic, _generator=Non
 _ZERO_ASM = "mov.u32 $0, 0;"
 
 
-def consume_token(value, token, *, _semantic, target=None):
-    return _gpu.consume_token(value, token, _ZERO_ASM, "=r,r", _semantic)
+consume_token = functools.partial(_gpu.consume_token, _ZERO_ASM, "=r,r")
 
 
 # --------------------------------------------------------------------------------------------------- shmem
 
-def rank(*, _semantic, target=None):
-    return _gpu.rank(libshmem, _semantic)
-
-
-def num_ranks(*, _semantic, target=None):
-    return _gpu.num_ranks(libshmem, _semantic)
-
-
-def symm_at(ptr, rank, *, _semantic, target=None):
-    return _gpu.symm_at(ptr, _semantic.to_tensor(rank), libshmem, _semantic)
+rank = functools.partial(_gpu.rank, libshmem)
+num_ranks = functools.partial(_gpu.num_ranks, libshmem)
+symm_at = functools.partial(_gpu.symm_at, libshmem)
 
 
 def _notify_asm(scope: str, sig_op: str) -> str:
@@ -194,9 +178,7 @@ mov.u32 $0, 0;
 _TID_ASM = "mov.u32 $0, %tid.x;"
 
 
-@_compat.dist_builtin
-def _signal_op(addr, sig, op, pe, _semantic=None):
-    return libshmem.call("signal_op", addr, sig, op, pe, _semantic=_semantic)
+_signal_op = _libshmem.builtin(libshmem, "signal_op")
 
 
 @_compat.jit_function
@@ -229,5 +211,4 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None,
     return None
 
 
-def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _semantic, target=None):
-    return _gpu.extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic)
+extern_call = _gpu.extern_call
