@@ -51,7 +51,7 @@
 # AMDINTER: fence syncscope("workgroup") release
 # AMDINTER: buffer_wbl2 sc0 sc1
 # AMDINTER: call i32 @llvm.amdgcn.workitem.id.x()
-# AMDINTER: call i32 @rocshmemx_signal_op(i64 {{.*}}, i64 {{.*}}, i32 0, i32
+# AMDINTER: call i32 @rocshmem_signal_set(i64 {{.*}}, i64 {{.*}}, i32
 import triton
 import triton.language as tl
 

@@ -6,7 +6,11 @@
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage llir --stop-after llir | filecheck %s --check-prefix=NV
 # RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage ptx | filecheck %s --check-prefix=LINKED
 # On AMD the rocSHMEM calls show in LLIR (no rocSHMEM bitcode here; test_libshmem_device.py links a stub library).
-# RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# No call to a name rocSHMEM lacks: no multicast (remote_mc_ptr is null), no signal op taking sig_op, and
+# rocSHMEM's device rocshmem_barrier() takes no team.
+# RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage llir --stop-after llir > %t.amd.ll
+# RUN: filecheck %s --check-prefix=AMD --input-file %t.amd.ll
+# RUN: not grep -E "mc_ptr|rocshmemx_|signal_op|@rocshmem_barrier\(i32" %t.amd.ll
 #
 # NV-DAG: call i32 @nvshmem_my_pe()
 # NV-DAG: call i32 @nvshmem_n_pes()
@@ -51,11 +55,11 @@
 # AMD-DAG: call i32 @rocshmem_team_my_pe(i32 1)
 # AMD-DAG: call i32 @rocshmem_team_n_pes(i32 0)
 # AMD-DAG: call i64 @rocshmem_ptr(
-# AMD-DAG: call i64 @rocshmem_mc_ptr(
 # AMD-DAG: call i32 @rocshmem_barrier_all()
 # AMD-DAG: call i32 @rocshmem_barrier_all_wg()
 # AMD-DAG: call i32 @rocshmem_barrier_all_wave()
-# AMD-DAG: call i32 @rocshmem_barrier(i32 1)
+# barrier(NODE): rocSHMEM's rocshmem_barrier() is TEAM_WORLD only; other teams call the wrapper's team barrier.
+# AMD-DAG: call i32 @rocshmem_team_barrier(i32 1)
 # AMD-DAG: call i32 @rocshmem_sync_all()
 # AMD-DAG: call i32 @rocshmem_quiet()
 # AMD-DAG: call i32 @rocshmem_fence()
@@ -71,11 +75,12 @@
 # AMD-DAG: call i32 @rocshmem_putmem_nbi_wave(
 # AMD-DAG: call i32 @rocshmem_putmem(
 # AMD-DAG: call i32 @rocshmem_putmem_nbi(
-# rocSHMEM's own enums: SIGNAL_SET = 0, SIGNAL_ADD = 1, CMP_GE = 3.
+# rocSHMEM's own enums: SIGNAL_SET = 0, SIGNAL_ADD = 1, CMP_GE = 3; signal_op(ADD) is rocshmem_signal_add.
 # AMD-DAG: call i32 @rocshmem_putmem_signal_nbi_wg(i64 {{.*}}, i64 {{.*}}, i64 {{.*}}, i64 {{.*}}, i64 1, i32 0, i32 {{.*}})
 # AMD-DAG: call i32 @rocshmem_putmem_signal_wg(i64 {{.*}}, i64 {{.*}}, i64 {{.*}}, i64 {{.*}}, i64 2, i32 1, i32 {{.*}})
 # AMD-DAG: call i32 @rocshmem_signal_add(i64 {{.*}}, i64 3, i32 {{.*}})
 # AMD-DAG: call i64 @rocshmem_signal_wait_until(i64 {{.*}}, i32 3, i64 3)
+# Team index (world 0, shared / node 1) first; the wrapper forwards to rocshmem_ctx_{broadcast,fcollect}mem_wg.
 # AMD-DAG: call i32 @rocshmem_broadcastmem_wg(i32 0,
 # AMD-DAG: call i32 @rocshmem_fcollectmem_wg(i32 1,
 import triton

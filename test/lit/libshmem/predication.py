@@ -5,6 +5,7 @@
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:warp_get -s "*fp32:16, *fp32:16, i64, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=WARP
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:block_put -s "*fp32:16, *fp32:16, i64, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=BLOCK
 # RUN: %compile %s:thread_put -s "*fp32:16, *fp32:16, i64, i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDTHREAD
+# RUN: %compile %s:world_barrier -s "*i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDBARRIER
 #
 # A put from thread 0 is preceded by a CTA barrier (the source written by any thread is complete); the other
 # threads branch around the call; a blocking put is followed by a CTA barrier.
@@ -33,6 +34,16 @@
 # AMDTHREAD: icmp {{.*}}
 # AMDTHREAD: br i1
 # AMDTHREAD: call i32 @rocshmem_putmem(
+#
+# barrier(TEAM_WORLD) on AMD: thread 0, between two workgroup barriers, calls rocSHMEM's rocshmem_barrier(), which
+# takes no team (the team branch is folded away at compile time).
+# AMDBARRIER-NOT: rocshmem_team_barrier
+# AMDBARRIER: s.barrier()
+# AMDBARRIER: call i32 @llvm.amdgcn.workitem.id.x()
+# AMDBARRIER: br i1
+# AMDBARRIER: call i32 @rocshmem_barrier()
+# AMDBARRIER: s.barrier()
+# AMDBARRIER-NOT: rocshmem_team_barrier
 import triton
 import triton.language as tl
 
@@ -53,3 +64,9 @@ def warp_get(dst, src, nbytes, pe):
 @triton_dist.jit
 def block_put(dst, src, nbytes, pe):
     shmem.putmem_block(dst, src, nbytes, pe)
+
+
+@triton_dist.jit
+def world_barrier(x):
+    shmem.barrier(shmem.NVSHMEM_TEAM_WORLD)
+    tl.store(x, 1)

@@ -8,7 +8,8 @@ Memory-ordering summary (AMDGPU memory model, "load atomic acquire" / "store ato
 - ``notify``: workgroup barrier, then ONE thread (Triton's scalar atomics are issued by one thread) does an atomic
   exchange / add with release semantics at agent (gpu) or system (intra_node, on the ``rocshmem_ptr`` address)
   scope: LLVM emits ``buffer_wbl2`` + ``s_waitcnt`` before the atomic. inter_node: barrier, system release fence,
-  thread 0 calls ``rocshmemx_signal_op``.
+  thread 0 calls ``rocshmem_signal_set`` / ``rocshmem_signal_add`` (rocSHMEM >= 3.8; rocSHMEM has no signal op taking
+  ``sig_op``, so the call is chosen by the compile-time ``sig_op``).
 """
 from __future__ import annotations
 
@@ -154,16 +155,20 @@ num_ranks = functools.partial(_gpu.num_ranks, libshmem)
 symm_at = functools.partial(_gpu.symm_at, libshmem)
 
 
-_signal_op = _libshmem.builtin(libshmem, "signal_op")
+_signal_set = _libshmem.builtin(libshmem, "signal_set")
+_signal_add = _libshmem.builtin(libshmem, "signal_add")
 
 
 @_compat.jit_function
-def _notify_inter(addr, sig, op, pe, FENCE_ASM: tl.constexpr, WG_ASM: tl.constexpr):
+def _notify_inter(addr, sig, pe, ADD: tl.constexpr, FENCE_ASM: tl.constexpr, WG_ASM: tl.constexpr):
     tl.inline_asm_elementwise(WG_ASM, "=s", [], dtype=tl.int32, is_pure=False, pack=1)
     tl.debug_barrier()
     tl.inline_asm_elementwise(FENCE_ASM + "\nv_mov_b32 $0, 0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)
     if _ockl("__ockl_get_local_id") == 0:
-        _signal_op(addr, sig, op, pe)
+        if ADD:
+            _signal_add(addr, sig, pe)
+        else:
+            _signal_set(addr, sig, pe)
 
 
 def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None, target=None):
@@ -173,10 +178,9 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None,
         if _generator is None:
             raise RuntimeError("dl.notify: inter_node needs the code generator (call it from a kernel)")
         addr = _semantic.cast(ptr, tl.int64)
-        op = _semantic.to_tensor(libshmem.SIGNAL_OPS[sig_op])
         _compat.call_jit(_generator, _notify_inter,
-                         [addr, sig, op, rank, tl.constexpr(_RELEASE_SYS_FENCE[_family(target)]),
-                          tl.constexpr(_WG_RELEASE_ASM)])
+                         [addr, sig, rank, tl.constexpr(sig_op == "add"),
+                          tl.constexpr(_RELEASE_SYS_FENCE[_family(target)]), tl.constexpr(_WG_RELEASE_ASM)])
         return None
     scope = "gpu"
     if comm_scope == "intra_node":

@@ -2,29 +2,43 @@
 ``triton_dist.language.extra.libshmem_device``.
 
 The C signatures are the NVIDIA table's (``triton_dist.language._libshmem``: pointers as 64-bit addresses,
-``size_t`` = i64, ``int`` = i32, void results declared with a dummy int32), except that ``broadcastmem_block`` /
-``fcollectmem_block`` are declared void here. The rocSHMEM device bitcode is linked by ``triton_dist.jit`` when
-present; it must export these names unmangled (rocSHMEM declares its device API in C++, so a thin ``extern "C"``
-wrapper bitcode is the usual way). No AMD GPU / bitcode exists here: the AMD path is compile-tested to LLIR only
-(test/lit/libshmem).
+``size_t`` = i64, ``int`` = i32, void results declared with a dummy int32), with the AMD differences below. The
+rocSHMEM device bitcode is linked by ``triton_dist.jit`` when present. rocSHMEM's device API is C++ (``namespace
+rocshmem``, mangled); the bitcode must export these names unmangled. No AMD GPU / bitcode exists here: the AMD path is
+compile-tested to LLIR and linked against a stub generated from ``EXTERNS`` (test/python/_rocshmem_stub.py).
 
-Names (rocSHMEM device API docs, rocm.docs.amd.com/projects/rocSHMEM): ``rocshmem_<name>`` with ``_block`` ->
-``_wg`` (work-group variant) and ``_warp`` -> ``_wave`` (wavefront variant); no suffix = one thread.
-``rocshmem_barrier_all{,_wg,_wave}``, ``rocshmem_barrier(team)``, ``rocshmem_sync_all``,
-``rocshmem_{put,get}mem{,_nbi}{,_wg,_wave}``, ``rocshmem_putmem_signal{,_nbi}_wg``, ``rocshmem_signal_set`` /
-``rocshmem_signal_add`` / ``rocshmem_signal_wait_until`` (rocSHMEM >= 3.8), ``rocshmem_team_my_pe`` /
-``rocshmem_team_n_pes``, ``rocshmem_ptr``. NOT in the device docs (documented there only as typed
-``rocshmem_ctx_TYPENAME_broadcast_wg`` / ``..._fcollect_wg`` with a context): ``rocshmem_broadcastmem_wg``,
-``rocshmem_fcollectmem_wg`` and the multicast ``rocshmem_mc_ptr`` (rocSHMEM has no multicast: expect null) --
-these names follow the ctx-less convention and are unverified against a real bitcode, as is
-``rocshmemx_signal_op`` (kept for ``dl.notify``'s inter_node path).
-Team handles are passed as int32 (world 0, shared / node 1); a rocSHMEM whose ``rocshmem_team_t`` is a pointer
-needs the C wrapper to map them.
+Checked against rocSHMEM's public sources (ROCm/rocm-systems ``projects/rocshmem``; commits in docs/runtime.md):
 
-Constants: rocSHMEM's own enums (rocshmem_common.hpp): ``ROCSHMEM_SIGNAL_SET = 0``, ``ROCSHMEM_SIGNAL_ADD = 1``;
-``ROCSHMEM_CMP_EQ = 0, NE = 1, GT = 2, GE = 3, LT = 4, LE = 5`` (a different order from NVSHMEM's);
-``ROCSHMEM_TEAM_WORLD = 0``. The public ``libshmem_device`` constants are NVSHMEM's; the AMD lowering translates
-them at compile time (sig_op / cmp must then be compile-time constants).
+* Exported unmangled by rocSHMEM itself (``src/device/rocshmem_wrapper.cc``, its ``extern "C"`` wrapper for
+  JIT / bitcode users), same names, parameter order and C types as here: ``rocshmem_my_pe``, ``rocshmem_n_pes``,
+  ``rocshmem_ptr(const void *, int) -> void *``, ``rocshmem_{put,get}mem{,_nbi}{,_wg,_wave}(dest, source, size_t
+  nbytes, int pe)``, ``rocshmem_putmem_signal{,_nbi}_wg(dest, source, size_t, uint64_t *sig_addr, uint64_t signal,
+  int sig_op, int pe)``, ``rocshmem_barrier_all{,_wg,_wave}()``, ``rocshmem_barrier()`` (NO team: TEAM_WORLD only),
+  ``rocshmem_sync_all()``, ``rocshmem_quiet()``, ``rocshmem_fence()`` -- all void except my_pe / n_pes / ptr.
+* rocSHMEM C++ device functions that its wrapper does not export, so a wrapper of ours must forward to them:
+  ``rocshmem_team_my_pe`` / ``rocshmem_team_n_pes(rocshmem_team_t) -> int``; ``rocshmem_signal_set`` /
+  ``rocshmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)`` and ``rocshmem_signal_wait_until(uint64_t
+  *sig_addr, int cmp, uint64_t cmp_value) -> uint64_t`` (rocSHMEM >= 3.8).
+* No ctx-less rocSHMEM function: the names below are ours (a wrapper forwards with ``ROCSHMEM_CTX_DEFAULT``):
+  ``rocshmem_broadcastmem_wg(team, dest, source, nbytes, pe_root)`` -> ``rocshmem_ctx_broadcastmem_wg(ctx, team,
+  void *, const void *, int nelems, int pe_root)`` (void); ``rocshmem_fcollectmem_wg(team, dest, source, nbytes)``
+  -> ``rocshmem_ctx_fcollectmem_wg(ctx, team, void *, const void *, int nelems)`` (void; rocSHMEM's byte counts
+  are ``int``); ``rocshmem_team_barrier(team)`` -> ``rocshmem_ctx_barrier(ctx, team)``, used for
+  ``barrier(team)`` on a team other than the world (the world team calls rocSHMEM's ``rocshmem_barrier()``).
+* Nothing to call: rocSHMEM has no multicast (``remote_mc_ptr`` is the null pointer, as NVSHMEM returns where
+  multicast is unavailable) and no ``signal_op`` with a run-time ``sig_op`` (``signal_op`` / ``dl.notify``
+  inter_node call ``rocshmem_signal_set`` / ``rocshmem_signal_add``, so ``sig_op`` must be a compile-time constant).
+
+Teams: ``rocshmem_team_t`` is ``uint64_t *``; ``ROCSHMEM_TEAM_WORLD`` / ``ROCSHMEM_TEAM_SHARED`` are device
+variables (set at init), ``ROCSHMEM_TEAM_INVALID`` is ``nullptr``. A kernel cannot name them, so team arguments are
+int32 indices that the wrapper maps to the handles: world 0 (rocSHMEM's own wrapper passes ``int team`` with 0 =
+``ROCSHMEM_TEAM_WORLD`` for its reductions), shared 1; NVSHMEMX_TEAM_NODE maps to shared (``ROCSHMEM_TEAM_SHARED``
+is the PEs sharing a memory domain, i.e. the node).
+
+Constants (``include/rocshmem/rocshmem_common.hpp``): ``enum ROCSHMEM_SIGNAL_OPS {ROCSHMEM_SIGNAL_SET,
+ROCSHMEM_SIGNAL_ADD}`` = 0, 1; ``enum rocshmem_cmps {EQ, NE, GT, GE, LT, LE}`` = 0..5 (a different order from
+NVSHMEM's). The public ``libshmem_device`` constants are NVSHMEM's; the AMD lowering translates them at compile
+time (sig_op / cmp / team must then be compile-time constants).
 """
 from __future__ import annotations
 
@@ -32,39 +46,51 @@ import sys
 
 import triton.language as tl
 
+from ... import _compat
 from ...language import _libshmem
 from ...language._extern import Extern, call_extern
 
 LIB_NAME = "rocshmem"  # == triton_dist.jit.ROCSHMEM_LIB_NAME (the HIP backend links by this substring)
 LIB_PATH = ""
 
-#: ROCSHMEM_SIGNAL_SET / ROCSHMEM_SIGNAL_ADD (rocshmem_common.hpp)
+#: enum ROCSHMEM_SIGNAL_OPS (rocshmem_common.hpp)
 SIGNAL_OPS = {"set": 0, "add": 1}
-#: rocshmem_cmps (rocshmem_common.hpp)
+#: enum rocshmem_cmps (rocshmem_common.hpp)
 CMP = {"eq": 0, "ne": 1, "gt": 2, "ge": 3, "lt": 4, "le": 5}
-#: team handles: ROCSHMEM_TEAM_WORLD = 0; node/shared teams are mapped onto ROCSHMEM_TEAM_SHARED's handle value 1
+#: int32 team indices the wrapper maps to rocSHMEM's team handles (world 0 = ROCSHMEM_TEAM_WORLD, as in rocSHMEM's
+#: own extern "C" wrapper; 1 = ROCSHMEM_TEAM_SHARED, which also stands for NVSHMEMX_TEAM_NODE)
 TEAMS = {"world": 0, "shared": 1, "node": 1}
 #: threads that run a "warp" call (wavefront 0) when the target does not say
 WARP_SIZE = 64
 
 
 def _symbol(name: str) -> str:
-    if name == "signal_op":  # the pre-existing dl.notify inter_node lowering uses this name
-        return "rocshmemx_signal_op"
     for suffix, roc in (("_block", "_wg"), ("_warp", "_wave")):
         if name.endswith(suffix):
             name = name[:-len(suffix)] + roc
     return "rocshmem_" + name
 
 
+#: libshmem_device functions with no rocSHMEM function to call (see the module docstring)
+NO_EXTERN = {
+    "mc_ptr": "rocSHMEM has no multicast: lowered to the null pointer",
+    "signal_op": "rocSHMEM has no signal op taking sig_op: lowered to rocshmem_signal_set / rocshmem_signal_add",
+}
+
 #: name -> Extern (symbol, argument types, result type)
-EXTERNS = _libshmem.externs(_symbol, returns={"broadcastmem_block": None, "fcollectmem_block": None})
-# libshmem_device.signal_op: the standalone signal APIs (rocSHMEM >= 3.8 CHANGELOG), chosen by sig_op
+EXTERNS = {
+    n: e for n, e in _libshmem.externs(_symbol, returns={"broadcastmem_block": None, "fcollectmem_block": None}).items()
+    if n not in NO_EXTERN
+}
+# rocSHMEM's device rocshmem_barrier() takes no team (TEAM_WORLD); other teams go through the wrapper's team barrier
+EXTERNS["barrier"] = Extern("rocshmem_barrier", (), None)
+EXTERNS["team_barrier"] = Extern("rocshmem_team_barrier", (tl.int32, ), None)
+# libshmem_device.signal_op: the standalone signal APIs (rocSHMEM >= 3.8), chosen by the compile-time sig_op
 EXTERNS["signal_set"] = Extern("rocshmem_signal_set", (tl.int64, tl.uint64, tl.int32), None)
 EXTERNS["signal_add"] = Extern("rocshmem_signal_add", (tl.int64, tl.uint64, tl.int32), None)
 
 #: see ``triton_dist.language._libshmem.COLLECTIVES``
-COLLECTIVE_SYMBOLS = tuple(EXTERNS[n].symbol for n in _libshmem.COLLECTIVES)
+COLLECTIVE_SYMBOLS = tuple(EXTERNS[n].symbol for n in _libshmem.COLLECTIVES) + (EXTERNS["team_barrier"].symbol, )
 
 #: NVSHMEM value (the public constants) -> rocSHMEM value
 NV_SIGNAL_TO_ROC = {9: SIGNAL_OPS["set"], 10: SIGNAL_OPS["add"]}
@@ -73,6 +99,9 @@ NV_TEAM_TO_ROC = {0: TEAMS["world"], 1: TEAMS["shared"], 2: TEAMS["node"]}
 
 
 def call(name: str, *args, _semantic):
+    if name not in EXTERNS:
+        raise ValueError(f"libshmem_device.{name}: no rocSHMEM device function to call on AMD"
+                         + (f" ({NO_EXTERN[name]})" if name in NO_EXTERN else ""))
     return call_extern(LIB_NAME, LIB_PATH, EXTERNS[name], list(args), _semantic)
 
 
@@ -94,7 +123,29 @@ def translate_constant(kind: str, value, op: str):
     return table[value]
 
 
-def lower(name, args, scope, **kwargs):
+@_compat.jit_function
+def _barrier_team(team, SHMEM: tl.constexpr, WORLD: tl.constexpr):
+    # libshmem_device.barrier(team), thread variant: thread 0 between two work-group barriers. The team is a
+    # compile-time constant, so the branch folds away: the world team calls rocSHMEM's rocshmem_barrier() (which
+    # takes no team), any other team the wrapper's rocshmem_team_barrier(team).
+    _libshmem._barrier()
+    if _libshmem._thread_id(SHMEM) < 1:
+        if team == WORLD:
+            _libshmem._call(SHMEM, "barrier", ())
+        else:
+            _libshmem._call(SHMEM, "team_barrier", (team, ))
+    _libshmem._barrier()
+
+
+def lower(name, args, scope, *, _semantic, _generator=None, target=None, **kwargs):
     """Emit libshmem_device function ``name``: see ``triton_dist.language._libshmem.lower`` ("warp": wavefront 0
     of the work-group)."""
-    return _libshmem.lower(sys.modules[__name__], name, args, scope, **kwargs)
+    if name == "mc_ptr":  # no multicast in rocSHMEM: the null address
+        return _semantic.cast(_semantic.to_tensor(0), tl.int64)
+    if name == "barrier":
+        if _generator is None:
+            raise RuntimeError("libshmem_device.barrier: needs the code generator (call it from a kernel)")
+        _compat.call_jit(_generator, _barrier_team, [args[0], tl.constexpr(__name__), tl.constexpr(TEAMS["world"])])
+        return None
+    return _libshmem.lower(sys.modules[__name__], name, args, scope, _semantic=_semantic, _generator=_generator,
+                           target=target, **kwargs)
