@@ -10,18 +10,20 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
   (``triton_dist.runtime.sim.launch.run_grid``: every program a thread, like a cooperative launch); otherwise on
   Triton's sequential one.
 * **SHMEM device bitcode.** On CUDA the NVSHMEM bitcode is offered in ``extern_libs`` as ``libnvshmem_device``
-  (HIP: ``rocshmem``; the HIP backend links an entry only into modules calling a function whose name contains the
-  key) when it is installed. Triton links ``extern_libs`` only for modules with external
-  calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A DistJIT kernel
+  (HIP: ``rocshmem``, the target arch's ``librocshmem_device_<gfx>.bc``; the HIP backend links an entry only into
+  modules calling a function whose name contains the key) when it is installed. Triton links ``extern_libs`` only
+  for modules with external calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A DistJIT kernel
   that calls only libdevice functions links the library too: its PTX then also defines two unused constants
   (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``) and its first compile takes a few seconds longer
   (the 31 MB bitcode is parsed); its code is unchanged and it needs no module init (see below).
   :meth:`DistJITFunction.compile_options_for` gives the same options to the compile tool.
 * **Module initialisation.** A ``kernel_load_end_hook`` (added to Triton's hook chain, so user hooks keep
-  working) calls ``nvshmemx_cumodule_init`` once per loaded module per device, before its first launch, for every
-  module whose code reads ``nvshmemi_device_state_d`` (what every NVSHMEM device function reads) — decided by what
-  the module links and uses, never by its name.
-  The hook is global: plain ``triton.jit`` kernels that link NVSHMEM are initialised too, others are untouched.
+  working) calls the active backend's ``module_init`` once per loaded module per device, before its first launch:
+  ``nvshmemx_cumodule_init`` for every module whose PTX reads ``nvshmemi_device_state_d`` (what every NVSHMEM device
+  function reads), ``rocshmem_hipmodule_init`` for every module whose AMDGCN references ``ROCSHMEM_CTX_DEFAULT`` or a
+  rocSHMEM team handle — decided by what the module links and uses, never by its name.
+  The hook is global: plain ``triton.jit`` kernels that link NVSHMEM / rocSHMEM are initialised too, others are
+  untouched.
 * **Cooperative-launch check.** A launch with more than one program and no ``launch_cooperative_grid=True`` of a
   kernel whose TTIR calls a SHMEM device collective (``libshmem_device`` barriers, sync, broadcast, fcollect) is
   refused with a RuntimeError naming the kernel, the functions and the fix (:func:`check_cooperative_launch`); the
@@ -41,7 +43,6 @@ import threading
 from collections import defaultdict
 from typing import Callable, Dict, Optional, Set, Tuple
 
-import triton
 from triton.runtime.jit import JITFunction
 
 from . import _compat
@@ -90,11 +91,12 @@ def lowering_fingerprint() -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # extern libraries
 # ----------------------------------------------------------------------------------------------------------------
-def shmem_extern_libs(backend: str) -> Dict[str, str]:
-    """``{lib_name: path}`` of the SHMEM device bitcode to offer for Triton backend ``backend`` ("cuda"/"hip");
-    empty when it is not installed (kernels that need it then fail to link with the lookup error from
-    :mod:`triton_dist.runtime.bitcode`) or when ``TRITON_DIST_NO_SHMEM_BITCODE=1`` (compile-only checks of PTX that
-    want the SHMEM calls left unresolved, and faster)."""
+def shmem_extern_libs(backend: str, arch=None) -> Dict[str, str]:
+    """``{lib_name: path}`` of the SHMEM device bitcode to offer for Triton backend ``backend`` ("cuda"/"hip") and
+    GPU ``arch`` (HIP: rocSHMEM installs one bitcode per gfx arch; CUDA ignores it); empty when it is not installed
+    (kernels that need it then fail to link with the lookup error from :mod:`triton_dist.runtime.bitcode`) or when
+    ``TRITON_DIST_NO_SHMEM_BITCODE=1`` (compile-only checks of PTX that want the SHMEM calls left unresolved, and
+    faster)."""
     from .runtime import bitcode
 
     if os.environ.get("TRITON_DIST_NO_SHMEM_BITCODE", "").strip().lower() in ("1", "true", "on", "yes"):
@@ -103,25 +105,39 @@ def shmem_extern_libs(backend: str) -> Dict[str, str]:
         path = bitcode.nvshmem_bitcode_or_none()
         return {NVSHMEM_LIB_NAME: path} if path else {}
     if backend == "hip":
-        path = bitcode.rocshmem_bitcode_or_none()
+        path = _rocshmem_bitcode_for(bitcode.rocshmem_bitcode_or_none, arch)
         return {ROCSHMEM_LIB_NAME: path} if path else {}
     return {}
 
 
-_launch_libs: Dict[str, Dict[str, str]] = {}
-_launch_backend: Optional[str] = None
+def _rocshmem_bitcode_for(lookup: Callable, arch) -> Optional[str]:
+    """``lookup(arch)``; ``lookup()`` when no arch is known or ``lookup`` takes no argument (a replacement of
+    ``bitcode.rocshmem_bitcode_or_none`` that predates the arch parameter)."""
+    if arch is None:
+        return lookup()
+    try:
+        takes_arch = bool(inspect.signature(lookup).parameters)
+    except (TypeError, ValueError):  # pragma: no cover - builtins / C callables
+        takes_arch = True
+    return lookup(arch) if takes_arch else lookup()
+
+
+_launch_libs: Dict[Tuple[str, object], Dict[str, str]] = {}
+_launch_target: Optional[Tuple[str, object]] = None
 
 
 def _libs_for_launch() -> Dict[str, str]:
-    """:func:`shmem_extern_libs` for the active driver's backend, computed once per process (launch hot path)."""
-    global _launch_backend
-    if _launch_backend is None:
+    """:func:`shmem_extern_libs` for the active driver's target (backend, arch), computed once per process (launch
+    hot path)."""
+    global _launch_target
+    if _launch_target is None:
         from triton.runtime import driver
 
-        _launch_backend = driver.active.get_current_target().backend
-    libs = _launch_libs.get(_launch_backend)
+        target = driver.active.get_current_target()
+        _launch_target = (target.backend, target.arch)
+    libs = _launch_libs.get(_launch_target)
     if libs is None:
-        libs = _launch_libs[_launch_backend] = shmem_extern_libs(_launch_backend)
+        libs = _launch_libs[_launch_target] = shmem_extern_libs(*_launch_target)
     return libs
 
 
@@ -186,6 +202,82 @@ def module_links_nvshmem(metadata_group: Dict[str, str], cache_key: Optional[str
     return found
 
 
+#: Device symbols rocSHMEM's ``rocshmem_hipmodule_init`` copies into a loaded module (all ``extern "C"``, so
+#: unmangled): the default context every default-context device function reads, and the world / shared team handles.
+ROCSHMEM_STATE_SYMBOL = "ROCSHMEM_CTX_DEFAULT"
+ROCSHMEM_STATE_SYMBOLS = (ROCSHMEM_STATE_SYMBOL, "ROCSHMEM_TEAM_WORLD", "ROCSHMEM_TEAM_SHARED")
+_ROCSHMEM_SYM_RE = re.compile(r"(?<![\w.$])(?:" + "|".join(ROCSHMEM_STATE_SYMBOLS) + r")(?![\w$])")
+#: AMDGCN assembler directives that declare or lay out a symbol rather than use it.
+_AMDGCN_DECL_DIRECTIVES = frozenset((".globl", ".global", ".protected", ".hidden", ".internal", ".weak", ".type",
+                                     ".size", ".local", ".comm", ".lcomm", ".no_dead_strip", ".addrsig_sym"))
+_rocshmem_links_cache: Dict[str, bool] = {}
+
+
+def amdgcn_uses_rocshmem(asm: str) -> bool:
+    """True when some line of AMDGCN assembly other than a declaration references rocSHMEM's device state
+    (``ROCSHMEM_CTX_DEFAULT`` or a team handle), e.g. ``s_add_u32 s0, s0, ROCSHMEM_CTX_DEFAULT@rel32@lo+4``. The
+    symbol's own definition (``.globl`` / ``.type`` / ``.size`` directives and its label) does not count."""
+    for line in asm.splitlines():
+        code = line.split(";", 1)[0]  # ';' starts an AMDGCN assembler comment
+        m = _ROCSHMEM_SYM_RE.search(code)
+        if m is None:
+            continue
+        stripped = code.strip()
+        if stripped.split(None, 1)[0].rstrip(",") in _AMDGCN_DECL_DIRECTIVES:
+            continue
+        if stripped.startswith(m.group(0)) and stripped[len(m.group(0)):].lstrip().startswith(":"):
+            continue  # the label that defines it
+        return True
+    return False
+
+
+def module_links_rocshmem(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> bool:
+    """Whether the compiled AMD module described by ``metadata_group`` uses rocSHMEM's device library: its
+    ``.amdgcn`` assembly references ``ROCSHMEM_CTX_DEFAULT`` / ``ROCSHMEM_TEAM_WORLD`` / ``ROCSHMEM_TEAM_SHARED``
+    (:func:`amdgcn_uses_rocshmem`); with no assembly in the group, its ``.hsaco`` names one of them."""
+    if cache_key is not None and cache_key in _rocshmem_links_cache:
+        return _rocshmem_links_cache[cache_key]
+    found = False
+    paths = list((metadata_group or {}).values())
+    asm = [p for p in paths if str(p).endswith(".amdgcn")]
+    binaries = [p for p in paths if str(p).endswith(".hsaco")]
+    for p in asm:
+        try:
+            with open(p, "r", errors="replace") as f:
+                if amdgcn_uses_rocshmem(f.read()):
+                    found = True
+                    break
+        except OSError:
+            continue
+    if not asm:
+        for p in binaries:
+            try:
+                with open(p, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            if any(sym.encode() in data for sym in ROCSHMEM_STATE_SYMBOLS):
+                found = True
+                break
+    if cache_key is not None:
+        _rocshmem_links_cache[cache_key] = found
+    return found
+
+
+#: (library name in messages, ShmemBackend.name that can initialise its modules, detector)
+_SHMEM_DETECTORS = (("NVSHMEM", "nvshmem", module_links_nvshmem), ("rocSHMEM", "rocshmem", module_links_rocshmem))
+
+
+def module_shmem_library(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> Optional[str]:
+    """``"NVSHMEM"`` / ``"rocSHMEM"`` when the module described by ``metadata_group`` uses that SHMEM device library
+    (NVIDIA: PTX / cubin, :func:`module_links_nvshmem`; AMD: AMDGCN / hsaco, :func:`module_links_rocshmem`), else
+    None."""
+    for lib, _, detect in _SHMEM_DETECTORS:
+        if detect(metadata_group, cache_key):
+            return lib
+    return None
+
+
 def _current_device() -> int:
     from triton.runtime import driver
 
@@ -193,19 +285,30 @@ def _current_device() -> int:
 
 
 def _on_kernel_load(module, function, name, metadata_group, hash, *, _device: Optional[int] = None) -> None:
-    """``kernel_load_end_hook``: run ``nvshmemx_cumodule_init`` on modules that link NVSHMEM, once per module per
-    device. Before ``initialize_distributed()`` such a load raises RuntimeError (and the kernel is left unloaded so
-    a later launch retries instead of running uninitialised)."""
+    """``kernel_load_end_hook``: initialise modules that use a SHMEM device library, once per module per device —
+    ``nvshmemx_cumodule_init`` (NVSHMEM) or ``rocshmem_hipmodule_init`` (rocSHMEM), through the active backend's
+    ``module_init``. Before ``initialize_distributed()`` such a load raises RuntimeError (and the kernel is left
+    unloaded so a later launch retries instead of running uninitialised)."""
     global _init_count
-    if module is None or not module_links_nvshmem(metadata_group, hash):
+    if module is None:
+        return
+    lib = module_shmem_library(metadata_group, hash)
+    if lib is None:
         return
     from .runtime.state import STATE
 
     backend = STATE.backend
     if backend is None or not backend.is_initialized() or not hasattr(backend, "module_init"):
         _compat.reset_loading_compiled_kernel()
-        raise RuntimeError(f"kernel {name!r} links the NVSHMEM device library, but NVSHMEM is not initialised in this "
+        raise RuntimeError(f"kernel {name!r} links the {lib} device library, but {lib} is not initialised in this "
                            f"process: call triton_dist.utils.initialize_distributed() first")
+    wanted = {l: b for l, b, _ in _SHMEM_DETECTORS}[lib]
+    active = getattr(backend, "name", None)
+    if active in {b for _, b, _ in _SHMEM_DETECTORS} and active != wanted:
+        _compat.reset_loading_compiled_kernel()
+        raise RuntimeError(f"kernel {name!r} links the {lib} device library, but this process initialised the "
+                           f"{active!r} SHMEM backend, which cannot initialise it (TRITON_DIST_BACKEND={wanted} "
+                           f"selects the right one)")
     device = _current_device() if _device is None else _device
     key = (int(module), device)
     with _lock:
@@ -217,7 +320,7 @@ def _on_kernel_load(module, function, name, metadata_group, hash, *, _device: Op
 
 
 def module_init_count() -> int:
-    """How many modules this process has initialised for NVSHMEM (tests)."""
+    """How many modules this process has initialised for NVSHMEM / rocSHMEM (tests)."""
     return _init_count
 
 
@@ -332,7 +435,7 @@ class DistJITFunction(JITFunction):
         ``extern_libs`` when installed. Used by ``triton_dist.tools.compile``."""
         if getattr(target, "is_sim", False):
             return {}
-        libs = shmem_extern_libs(target.backend)
+        libs = shmem_extern_libs(target.backend, getattr(target, "arch", None))
         return {"extern_libs": libs} if libs else {}
 
     def __repr__(self):
@@ -362,14 +465,15 @@ from .runtime import select as _select  # noqa: E402
 _select.maybe_enable_interpreter()
 
 __all__ = ["jit", "DistJITFunction", "check_cooperative_launch", "collective_calls", "module_init_count",
-           "module_links_nvshmem", "compile_options_for_target", "bounded_wait_key", "shmem_extern_libs"]
+           "module_links_nvshmem", "module_links_rocshmem", "module_shmem_library", "compile_options_for_target",
+           "bounded_wait_key", "shmem_extern_libs"]
 
 
 def compile_options_for_target(target) -> dict:
     """Module-level form of :meth:`DistJITFunction.compile_options_for` (for kernels made by ``triton.jit``)."""
     if getattr(target, "is_sim", False):
         return {}
-    libs = shmem_extern_libs(target.backend)
+    libs = shmem_extern_libs(target.backend, getattr(target, "arch", None))
     return {"extern_libs": libs} if libs else {}
 
 

@@ -161,3 +161,32 @@ def test_rocshmem_lookup(tmp_path, monkeypatch):
     assert bc.rocshmem_bitcode_or_none() is None
     p = _write(tmp_path / "rs" / "lib" / "librocshmem_device.bc", fake_bitcode("LLVM19.0.0"))
     assert bc.find_rocshmem_bitcode() == p
+
+
+def test_rocshmem_per_arch_lookup(tmp_path, monkeypatch):
+    """rocSHMEM installs one ``librocshmem_device_<gfx>.bc`` per GPU arch (cmake/DeviceBitcode.cmake)."""
+    monkeypatch.delenv("TRITON_DIST_ROCSHMEM_BITCODE", raising=False)
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "rocm"))
+    monkeypatch.setenv("ROCSHMEM_HOME", str(tmp_path / "rs"))
+    p942 = _write(tmp_path / "rs" / "lib" / "librocshmem_device_gfx942.bc", fake_bitcode("LLVM19.0.0"))
+    assert bc.find_rocshmem_bitcode("gfx942") == p942
+    assert bc.find_rocshmem_bitcode("gfx942:sramecc+:xnack-") == p942  # feature suffixes are not in the name
+    assert bc.rocshmem_bitcode_or_none("gfx942") == p942
+    # another arch, or no arch, does not pick a per-arch file of a different GPU; the error lists what is there
+    with pytest.raises(bc.BitcodeError, match=r"librocshmem_device_gfx90a.bc / librocshmem_device.bc not found.*"
+                                              r"librocshmem_device_gfx942.bc"):
+        bc.find_rocshmem_bitcode("gfx90a")
+    with pytest.raises(bc.BitcodeError, match=r"no target arch was given"):
+        bc.find_rocshmem_bitcode()
+    assert bc.rocshmem_bitcode_or_none() is None
+    # the arch-less file is the fallback; the per-arch one wins when both exist; ROCSHMEM_HOME before ROCM_PATH
+    generic = _write(tmp_path / "rs" / "lib" / "librocshmem_device.bc", fake_bitcode("LLVM19.0.0"))
+    assert bc.find_rocshmem_bitcode("gfx90a") == generic and bc.find_rocshmem_bitcode() == generic
+    assert bc.find_rocshmem_bitcode("gfx942") == p942
+    rocm950 = _write(tmp_path / "rocm" / "lib" / "librocshmem_device_gfx950.bc", fake_bitcode("LLVM19.0.0"))
+    assert bc.find_rocshmem_bitcode("gfx950") == generic  # ROCSHMEM_HOME/lib is searched first
+    os.remove(generic)
+    assert bc.find_rocshmem_bitcode("gfx950") == rocm950
+    # the explicit override wins over everything
+    monkeypatch.setenv("TRITON_DIST_ROCSHMEM_BITCODE", p942)
+    assert bc.find_rocshmem_bitcode("gfx950") == p942

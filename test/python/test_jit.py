@@ -234,3 +234,276 @@ def test_cache_key_covers_triton_dist_lowerings(monkeypatch):
     monkeypatch.setattr(tjit, "_lowering_fingerprint", None)
     assert k.cache_key == key_now
     assert len(tjit.lowering_fingerprint()) == 16
+
+
+# ---- AMD (rocSHMEM) module-init detection, with fake modules ----------------------------------------------------
+# AMDGCN as Triton's LLVM prints it (checked by compiling for gfx942 against a stub bitcode defining the rocSHMEM
+# globals): a kernel whose rocSHMEM call reads the default context (instruction reference through the GOT), and one
+# that only carries the definition the bitcode's llvm.used keeps (ROCSHMEM_TEAM_SHARED), which needs no init.
+_AMDGCN_USES = """\t.text
+\t.globl\tk
+k:
+\ts_getpc_b64 s[4:5]
+\ts_add_u32 s4, s4, ROCSHMEM_CTX_DEFAULT@gotpcrel32@lo+4
+\ts_addc_u32 s5, s5, ROCSHMEM_CTX_DEFAULT@gotpcrel32@hi+12
+\ts_endpgm
+\t.protected\tROCSHMEM_CTX_DEFAULT
+\t.type\tROCSHMEM_CTX_DEFAULT,@object
+\t.globl\tROCSHMEM_CTX_DEFAULT
+ROCSHMEM_CTX_DEFAULT:
+\t.zero\t16
+\t.size\tROCSHMEM_CTX_DEFAULT, 16
+"""
+_AMDGCN_DEFINES_ONLY = """\t.text
+\t.globl\tk
+k:  ; uses nothing from ROCSHMEM_CTX_DEFAULT
+\ts_endpgm
+\t.type\tROCSHMEM_TEAM_SHARED,@object
+\t.globl\tROCSHMEM_TEAM_SHARED
+ROCSHMEM_TEAM_SHARED:
+\t.quad\t0
+\t.size\tROCSHMEM_TEAM_SHARED, 8
+\t.no_dead_strip\tROCSHMEM_TEAM_SHARED
+"""
+
+
+class FakeRocshmemBackend(FakeBackend):
+    name = "rocshmem"
+
+
+@pytest.fixture
+def fake_amd_backend(monkeypatch):
+    b = FakeRocshmemBackend()
+    monkeypatch.setattr(STATE, "backend", b)
+    tdjit.forget_modules()
+    yield b
+    tdjit.forget_modules()
+
+
+def test_amdgcn_reference_detection():
+    assert tdjit.amdgcn_uses_rocshmem(_AMDGCN_USES)
+    assert not tdjit.amdgcn_uses_rocshmem(_AMDGCN_DEFINES_ONLY)
+    assert tdjit.amdgcn_uses_rocshmem("\ts_add_u32 s0, s0, ROCSHMEM_TEAM_WORLD@rel32@lo+4")
+    assert not tdjit.amdgcn_uses_rocshmem("\ts_add_u32 s0, s0, ROCSHMEM_CTX_DEFAULT_lookalike@rel32@lo+4")
+    assert not tdjit.amdgcn_uses_rocshmem(".visible .const .b8 nvshmemi_device_state_d[8];")
+
+
+def test_hook_inits_amd_modules_that_use_rocshmem_once_per_device(tmp_path, fake_amd_backend):
+    g = _group(tmp_path, "ra", _AMDGCN_USES, ext="amdgcn")
+    g["ra.hsaco"] = str(tmp_path / "ra.hsaco")  # present but not read: the assembly decides
+    assert tdjit.module_shmem_library(g) == "rocSHMEM" and not tdjit.module_links_nvshmem(g)
+    n0 = tdjit.module_init_count()
+    tdjit._on_kernel_load(0x1000, 1, "any_name", g, "hashRA", _device=0)
+    tdjit._on_kernel_load(0x1000, 1, "any_name", g, "hashRA", _device=0)
+    assert fake_amd_backend.inited == [0x1000]
+    tdjit._on_kernel_load(0x2000, 1, "any_name", g, "hashRA", _device=1)
+    assert fake_amd_backend.inited == [0x1000, 0x2000] and tdjit.module_init_count() == n0 + 2
+
+
+def test_hook_ignores_amd_modules_without_rocshmem_use(tmp_path, fake_amd_backend):
+    g = _group(tmp_path, "rb", _AMDGCN_DEFINES_ONLY, ext="amdgcn")
+    tdjit._on_kernel_load(0x3000, 1, "rocshmem_lookalike_kernel", g, "hashRB", _device=0)
+    g2 = _group(tmp_path, "rc", "\t.globl\tk\nk:\n\ts_endpgm\n", ext="amdgcn")
+    tdjit._on_kernel_load(0x4000, 1, "k", g2, "hashRC", _device=0)
+    assert fake_amd_backend.inited == [] and tdjit.module_shmem_library(g) is None
+
+
+def test_hook_reads_hsaco_when_no_amdgcn(tmp_path, fake_amd_backend):
+    g = _group(tmp_path, "rd", b"\x7fELF....ROCSHMEM_CTX_DEFAULT....", ext="hsaco")
+    tdjit._on_kernel_load(0x5000, 1, "k", g, "hashRD", _device=0)
+    g2 = _group(tmp_path, "re", b"\x7fELF....nothing here....", ext="hsaco")
+    tdjit._on_kernel_load(0x6000, 1, "k", g2, "hashRE", _device=0)
+    assert fake_amd_backend.inited == [0x5000]
+
+
+def test_amd_hook_before_init_names_rocshmem(tmp_path, monkeypatch):
+    monkeypatch.setattr(STATE, "backend", None)
+    g = _group(tmp_path, "rf", _AMDGCN_USES, ext="amdgcn")
+    with pytest.raises(RuntimeError, match=r"rocSHMEM device library, but rocSHMEM is not initialised.*"
+                                           r"initialize_distributed\(\) first"):
+        tdjit._on_kernel_load(0x7000, 1, "k", g, "hashRF", _device=0)
+
+
+def test_nvidia_hook_error_still_names_nvshmem(tmp_path, monkeypatch):
+    monkeypatch.setattr(STATE, "backend", None)
+    g = _group(tmp_path, "rg", "mov.u64 %rd1, nvshmemi_device_state_d;")
+    with pytest.raises(RuntimeError, match=r"NVSHMEM device library, but NVSHMEM is not initialised"):
+        tdjit._on_kernel_load(0x8000, 1, "k", g, "hashRG", _device=0)
+
+
+def test_module_of_the_other_library_is_refused(tmp_path, monkeypatch):
+    class FakeNvshmemBackend(FakeBackend):
+        name = "nvshmem"
+
+    b = FakeNvshmemBackend()
+    monkeypatch.setattr(STATE, "backend", b)
+    tdjit.forget_modules()
+    g = _group(tmp_path, "rh", _AMDGCN_USES, ext="amdgcn")
+    with pytest.raises(RuntimeError, match=r"rocSHMEM device library.*'nvshmem' SHMEM backend"):
+        tdjit._on_kernel_load(0x9000, 1, "k", g, "hashRH", _device=0)
+    assert b.inited == []
+
+
+# ---- RocshmemBackend.module_init / load_librocshmem, with a fake library ------------------------------------------
+class _FakeFn:
+
+    def __init__(self, name, calls, rc=0):
+        self.name, self.calls, self.rc = name, calls, rc
+        self.argtypes = self.restype = None
+
+    def __call__(self, *args):
+        self.calls.append((self.name, args))
+        return self.rc
+
+
+class _FakeCDLL:
+    """Exports ``symbols`` like ctypes.CDLL (attribute lookup, AttributeError for a missing symbol)."""
+
+    def __init__(self, symbols, calls, rc=0):
+        self._name = "librocshmem.so"
+        self._symbols, self._calls, self._rc = set(symbols), calls, rc
+
+    def __getattr__(self, name):
+        if name.startswith("_") and not name.startswith("_Z") or name not in self._symbols:
+            raise AttributeError(name)
+        fn = _FakeFn(name, self._calls, self._rc)
+        setattr(self, name, fn)
+        return fn
+
+
+_HOST_SYMBOLS = ["rocshmem_get_uniqueid", "rocshmem_set_attr_uniqueid_args", "rocshmem_init_attr", "rocshmem_finalize",
+                 "rocshmem_my_pe", "rocshmem_n_pes", "rocshmem_malloc", "rocshmem_free", "rocshmem_ptr",
+                 "rocshmem_barrier_all"]
+
+
+def _load_fake(monkeypatch, symbols, rc=0):
+    from triton_dist.runtime import rocshmem as rs
+
+    calls = []
+    monkeypatch.setattr(rs.ctypes, "CDLL", lambda path, mode=0: _FakeCDLL(symbols, calls, rc))
+    return rs, rs.load_librocshmem("/fake/librocshmem.so"), calls
+
+
+def test_load_librocshmem_binds_mangled_hipmodule_init(monkeypatch):
+    rs, lib, _ = _load_fake(monkeypatch, _HOST_SYMBOLS + [rs_mangled()])
+    fn = lib.rocshmem_hipmodule_init
+    assert fn is not None and fn.name == rs_mangled() and fn.restype is rs.ctypes.c_int
+    # a library without it still loads (older rocSHMEM); a missing required symbol does not
+    _, lib2, _ = _load_fake(monkeypatch, _HOST_SYMBOLS)
+    assert lib2.rocshmem_hipmodule_init is None
+    with pytest.raises(AttributeError, match="rocshmem_ptr"):
+        _load_fake(monkeypatch, [s for s in _HOST_SYMBOLS if s != "rocshmem_ptr"])
+
+
+def rs_mangled():
+    return "_ZN8rocshmem23rocshmem_hipmodule_initEP12ihipModule_tP12ihipStream_t"
+
+
+class _Stream:
+
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def _fake_cuda(monkeypatch, handle=0, capturing=False):
+    synced = []
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: _Stream(handle))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: synced.append(True))
+    return synced
+
+
+def test_rocshmem_module_init_calls_hipmodule_init(monkeypatch):
+    rs, lib, calls = _load_fake(monkeypatch, _HOST_SYMBOLS + ["rocshmem_hipmodule_init"])
+    b = rs.RocshmemBackend()
+    b._lib, b._initialized = lib, True
+    synced = _fake_cuda(monkeypatch, handle=0xABC)
+    b.module_init(0x1234)
+    assert calls == [("rocshmem_hipmodule_init", (0x1234, 0xABC))] and synced == [True] and b.module_inits == 1
+    synced = _fake_cuda(monkeypatch, handle=0xABC, capturing=True)  # graph capture: stream-ordered, no sync
+    b.module_init(0x5678)
+    assert calls[-1] == ("rocshmem_hipmodule_init", (0x5678, 0xABC)) and synced == [] and b.module_inits == 2
+
+
+def test_rocshmem_module_init_failures_are_clear(monkeypatch):
+    rs, lib, _ = _load_fake(monkeypatch, _HOST_SYMBOLS + ["rocshmem_hipmodule_init"], rc=1)
+    b = rs.RocshmemBackend()
+    with pytest.raises(RuntimeError, match="initialize_distributed"):
+        b.module_init(1)
+    b._lib, b._initialized = lib, True
+    _fake_cuda(monkeypatch)
+    with pytest.raises(RuntimeError, match=r"rocshmem_hipmodule_init failed with status 1 .*ROCSHMEM_CTX_DEFAULT"):
+        b.module_init(0x10)
+    assert b.module_inits == 0
+    _, lib2, _ = _load_fake(monkeypatch, _HOST_SYMBOLS)
+    b._lib = lib2
+    with pytest.raises(RuntimeError, match="exports no rocshmem_hipmodule_init"):
+        b.module_init(0x10)
+
+
+def test_hip_extern_libs_use_the_target_arch(monkeypatch):
+    seen = []
+    monkeypatch.delenv("TRITON_DIST_NO_SHMEM_BITCODE", raising=False)
+
+    def lookup(arch=None):
+        seen.append(arch)
+        return f"/x/librocshmem_device_{arch}.bc"
+
+    monkeypatch.setattr(bitcode, "rocshmem_bitcode_or_none", lookup)
+    opts = K.scale_kernel.compile_options_for(parse_target("hip:gfx942"))
+    assert opts == {"extern_libs": {"rocshmem": "/x/librocshmem_device_gfx942.bc"}} and seen == ["gfx942"]
+    # a zero-argument replacement (older monkeypatches) still works
+    monkeypatch.setattr(bitcode, "rocshmem_bitcode_or_none", lambda: "/y/any.bc")
+    assert tdjit.shmem_extern_libs("hip", "gfx90a") == {"rocshmem": "/y/any.bc"}
+
+
+def _state_reading_stub(tmp_path, read_state):
+    """The CPU stand-in for rocSHMEM's bitcode (test/python/_rocshmem_stub.py) plus rocSHMEM's device globals laid
+    out as rocSHMEM defines them (``ROCSHMEM_CTX_DEFAULT`` 16 bytes; ``ROCSHMEM_TEAM_SHARED`` kept by llvm.used);
+    with ``read_state`` its ``rocshmem_my_pe`` reads the default context, as rocSHMEM's device functions do."""
+    import re
+
+    from _rocshmem_stub import stub_ir
+
+    ir = stub_ir()
+    if read_state:
+        ir, n = re.subn(r"(define linkonce_odr hidden i32 @rocshmem_my_pe\(\) \{\n)  ret i32 0",
+                        r"\1  %p = load ptr, ptr addrspace(1) @ROCSHMEM_CTX_DEFAULT, align 8\n"
+                        r"  %v = ptrtoint ptr %p to i32\n  ret i32 %v", ir)
+        assert n == 1
+    state = ("@ROCSHMEM_CTX_DEFAULT = addrspace(1) global [2 x ptr] zeroinitializer, align 8\n"
+             "@ROCSHMEM_TEAM_SHARED = protected addrspace(4) externally_initialized constant ptr null, align 8\n"
+             "@llvm.used = appending addrspace(1) global [1 x ptr] [ptr addrspacecast (ptr addrspace(4) "
+             "@ROCSHMEM_TEAM_SHARED to ptr)], section \"llvm.metadata\"\n")
+    head = 'target triple = "amdgcn-amd-amdhsa"\n'
+    path = tmp_path / f"stub_{int(read_state)}.ll"
+    path.write_text(ir.replace(head, head + state, 1))
+    return str(path)
+
+
+import triton.language as tl  # noqa: E402
+from triton_dist.language.extra.libshmem_device import my_pe as _shmem_my_pe  # noqa: E402
+
+
+@triton_dist.jit
+def _amd_pe_kernel(out_ptr):
+    tl.store(out_ptr, _shmem_my_pe())
+
+
+@pytest.mark.parametrize("read_state", [True, False])
+def test_amd_detection_on_compiled_gfx942_kernel(tmp_path, monkeypatch, read_state):
+    """Real AMDGCN from Triton's HIP backend: a kernel whose rocSHMEM call reads ROCSHMEM_CTX_DEFAULT needs the module
+    init; one that links the library but reads no state (only the llvm.used definition is left) does not."""
+    monkeypatch.delenv("TRITON_DIST_NO_SHMEM_BITCODE", raising=False)
+    path = _state_reading_stub(tmp_path, read_state)
+    monkeypatch.setattr(bitcode, "rocshmem_bitcode_or_none", lambda arch=None: path)
+    extra = _amd_pe_kernel.compile_options_for(parse_target("hip:gfx942"))
+    assert extra == {"extern_libs": {"rocshmem": path}}
+    ck = _compile(_amd_pe_kernel, ["*i32"], extra, target="hip:gfx942")
+    asm = ck.asm["amdgcn"]
+    assert "ROCSHMEM_TEAM_SHARED:" in asm  # the bitcode was linked in both cases
+    assert tdjit.amdgcn_uses_rocshmem(asm) is read_state
+    (tmp_path / "k.amdgcn").write_text(asm)
+    (tmp_path / "k.hsaco").write_bytes(ck.asm["hsaco"])
+    group = {"k.amdgcn": str(tmp_path / "k.amdgcn"), "k.hsaco": str(tmp_path / "k.hsaco")}
+    assert tdjit.module_shmem_library(group) == ("rocSHMEM" if read_state else None)

@@ -7,8 +7,9 @@ Triton <= 3.6 can read. We read the LLVM version that wrote the bitcode (its ide
 fallback: the ``clang version`` producer string) and compare its major with the LLVM inside the installed Triton;
 a newer producer, or a lib folder with only per-arch files, is an error that names what to install.
 
-AMD: ``librocshmem_device.bc`` from ``TRITON_DIST_ROCSHMEM_BITCODE``, ``ROCSHMEM_HOME/lib``, ``ROCM_PATH/lib``
-(default ``/opt/rocm/lib``).
+AMD: ``TRITON_DIST_ROCSHMEM_BITCODE`` (a file), else in ``ROCSHMEM_HOME/lib`` then ``ROCM_PATH/lib`` (default
+``/opt/rocm/lib``) the per-arch ``librocshmem_device_<gfx>.bc`` for the target arch (what rocSHMEM's build installs:
+one file per GPU arch, the arch without feature suffixes) or else a single ``librocshmem_device.bc``.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from typing import Optional, Tuple
 
 NVSHMEM_BITCODE_NAME = "libnvshmem_device.bc"
 ROCSHMEM_BITCODE_NAME = "librocshmem_device.bc"
+#: rocSHMEM's per-arch device bitcode (``cmake/DeviceBitcode.cmake``: one per GPU arch, installed into ``lib``).
+ROCSHMEM_BITCODE_ARCH_NAME = "librocshmem_device_{arch}.bc"
 
 
 class BitcodeError(RuntimeError):
@@ -311,20 +314,43 @@ def nvshmem_bitcode_or_none() -> Optional[str]:
     return _or_none(find_nvshmem_bitcode)
 
 
-def find_rocshmem_bitcode() -> str:
-    """Path of ``librocshmem_device.bc``; raises :class:`BitcodeError` naming where it looked."""
+def rocshmem_arch(arch: Optional[str]) -> Optional[str]:
+    """The gfx name rocSHMEM's per-arch bitcode file is named by: ``arch`` without target features
+    (``"gfx942:sramecc+:xnack-"`` -> ``"gfx942"``), lower case; None for None or an empty string."""
+    if not arch:
+        return None
+    return str(arch).split(":", 1)[0].strip().lower() or None
+
+
+def rocshmem_bitcode_names(arch: Optional[str] = None):
+    """File names tried in each rocSHMEM ``lib`` folder, in order: ``librocshmem_device_<gfx>.bc`` (when ``arch`` is
+    given) then ``librocshmem_device.bc``."""
+    gfx = rocshmem_arch(arch)
+    names = [ROCSHMEM_BITCODE_ARCH_NAME.format(arch=gfx)] if gfx else []
+    return names + [ROCSHMEM_BITCODE_NAME]
+
+
+def find_rocshmem_bitcode(arch: Optional[str] = None) -> str:
+    """Path of the rocSHMEM device bitcode for GPU ``arch`` (e.g. ``"gfx942"``; None: only the arch-less name);
+    raises :class:`BitcodeError` naming where it looked."""
     override = _env_bitcode("TRITON_DIST_ROCSHMEM_BITCODE", "rocshmem")
     if override is not None:
         return override
-    cands = [os.path.join(lib, ROCSHMEM_BITCODE_NAME) for lib in rocshmem_lib_dirs()]
+    names = rocshmem_bitcode_names(arch)
+    cands = [os.path.join(lib, name) for lib in rocshmem_lib_dirs() for name in names]
     for c in cands:
         if os.path.isfile(c):
             return _checked_cached(c, "rocshmem")
-    raise BitcodeError(f"rocSHMEM device bitcode {ROCSHMEM_BITCODE_NAME} not found (looked in: {', '.join(cands)}). "
-                       f"Build rocSHMEM with its device bitcode and set ROCSHMEM_HOME (or "
+    others = sorted({os.path.basename(p)
+                     for lib in rocshmem_lib_dirs()
+                     for p in glob.glob(os.path.join(lib, ROCSHMEM_BITCODE_ARCH_NAME.format(arch="*")))})
+    found = (f" Per-arch bitcode present for other targets: {', '.join(others)}"
+             f"{'' if arch else ' (no target arch was given)'}." if others else "")
+    raise BitcodeError(f"rocSHMEM device bitcode {' / '.join(names)} not found (looked in: {', '.join(cands)}).{found} "
+                       f"Build rocSHMEM with its device bitcode for this GPU (GPU_TARGETS) and set ROCSHMEM_HOME (or "
                        f"TRITON_DIST_ROCSHMEM_BITCODE) to it")
 
 
-def rocshmem_bitcode_or_none() -> Optional[str]:
+def rocshmem_bitcode_or_none(arch: Optional[str] = None) -> Optional[str]:
     """Like :func:`find_rocshmem_bitcode` but returns None instead of raising."""
-    return _or_none(find_rocshmem_bitcode)
+    return _or_none(lambda: find_rocshmem_bitcode(arch))

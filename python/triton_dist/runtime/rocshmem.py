@@ -5,6 +5,11 @@ Bootstrap mirrors NVSHMEM's unique-id method: rank 0 calls ``rocshmem_get_unique
 torch.distributed, every rank calls ``rocshmem_set_attr_uniqueid_args`` + ``rocshmem_init_attr(
 ROCSHMEM_INIT_WITH_UNIQUEID, &attr)``. Memory: ``rocshmem_malloc`` / ``rocshmem_free`` / ``rocshmem_ptr``.
 Library lookup: ``TRITON_DIST_ROCSHMEM_LIB``, ``ROCSHMEM_HOME/lib``, ``ROCM_PATH/lib`` (default /opt/rocm/lib).
+
+Module init: a JIT-loaded code object that uses rocSHMEM's device library has its own copies of the device state
+(``ROCSHMEM_CTX_DEFAULT``, ``ROCSHMEM_TEAM_WORLD``, ``ROCSHMEM_TEAM_SHARED``); ``rocshmem_hipmodule_init(hipModule_t,
+hipStream_t)`` copies the library's values into them (:meth:`RocshmemBackend.module_init`, called by
+``triton_dist.jit``'s load hook), like ``nvshmemx_cumodule_init`` on NVIDIA.
 """
 from __future__ import annotations
 
@@ -21,6 +26,15 @@ from .device_memory import malloc_tensor, wrap_device_pointer
 UNIQUEID_BYTES = 128  # sizeof(rocshmem_uniqueid_t) (opaque)
 INIT_ATTR_BYTES = 1024  # generous opaque buffer for rocshmem_init_attr_t
 ROCSHMEM_INIT_WITH_UNIQUEID = 1
+#: Exported names of ``int rocshmem_hipmodule_init(hipModule_t module, hipStream_t stream = nullptr)`` (0 = success;
+#: ``stream == nullptr`` means ``hipStreamPerThread``; the copies are stream-ordered, not waited for). rocSHMEM
+#: declares it in ``namespace rocshmem`` with C++ linkage (``include/rocshmem/rocshmem.hpp``), so a stock library
+#: exports the Itanium-mangled name; the plain name is tried first for builds / wrappers that export it as C.
+HIPMODULE_INIT_SYMBOLS = ("rocshmem_hipmodule_init",
+                          "_ZN8rocshmem23rocshmem_hipmodule_initEP12ihipModule_tP12ihipStream_t")
+#: Functions load_librocshmem binds when the library has them (else the attribute is None): rocSHMEM releases
+#: without ``rocshmem_hipmodule_init`` still load; module_init then says what is missing.
+_OPTIONAL_SYMBOLS = {"rocshmem_hipmodule_init": HIPMODULE_INIT_SYMBOLS}
 
 
 def find_librocshmem() -> str:
@@ -49,10 +63,23 @@ def load_librocshmem(path: Optional[str] = None):
         "rocshmem_free": ([vp], None),
         "rocshmem_ptr": ([vp, i], vp),
         "rocshmem_barrier_all": ([], None),
+        "rocshmem_hipmodule_init": ([vp, vp], i),
     }
     for name, (args, res) in sigs.items():
-        fn = getattr(lib, name)
+        fn = None
+        for exported in _OPTIONAL_SYMBOLS.get(name, (name, )):
+            try:
+                fn = getattr(lib, exported)
+                break
+            except AttributeError:
+                continue
+        if fn is None:
+            if name not in _OPTIONAL_SYMBOLS:
+                raise AttributeError(f"{getattr(lib, '_name', 'librocshmem')}: undefined symbol {name}")
+            setattr(lib, name, None)
+            continue
         fn.argtypes, fn.restype = args, res
+        setattr(lib, name, fn)
     return lib
 
 
@@ -131,6 +158,31 @@ class RocshmemBackend(ShmemBackend):
         # rocSHMEM's host barrier is not stream-ordered: drain the stream first.
         (stream or torch.cuda.current_stream()).synchronize()
         self._lib.rocshmem_barrier_all()
+
+    def module_init(self, module_handle: int) -> None:
+        """``rocshmem_hipmodule_init`` on a loaded ``hipModule_t``: copies the library's ``ROCSHMEM_CTX_DEFAULT``,
+        ``ROCSHMEM_TEAM_WORLD`` / ``ROCSHMEM_TEAM_SHARED`` (and ``rocshmem::constmem`` when the module has it) into
+        the module. The copies go on the current stream; outside graph capture they are waited for (once per
+        module), so a launch on any stream sees them."""
+        if not self._initialized or self._lib is None:
+            raise RuntimeError("rocshmem_hipmodule_init needs an initialised rocSHMEM: call "
+                               "triton_dist.utils.initialize_distributed() first")
+        fn = getattr(self._lib, "rocshmem_hipmodule_init", None)
+        if fn is None:
+            raise RuntimeError(f"{getattr(self._lib, '_name', 'librocshmem')} exports no rocshmem_hipmodule_init "
+                               f"(looked for {', '.join(HIPMODULE_INIT_SYMBOLS)}): this rocSHMEM cannot initialise "
+                               f"JIT-loaded modules that use its device library; use a rocSHMEM that has it")
+        capturing = torch.cuda.is_current_stream_capturing()
+        stream = int(torch.cuda.current_stream().cuda_stream)
+        rc = fn(int(module_handle), stream or None)
+        if rc not in (None, 0):
+            raise RuntimeError(f"rocshmem_hipmodule_init failed with status {rc} for module {int(module_handle):#x}: "
+                               f"the module must define ROCSHMEM_CTX_DEFAULT, ROCSHMEM_TEAM_WORLD and "
+                               f"ROCSHMEM_TEAM_SHARED with the library's sizes (rocSHMEM's log names the one that "
+                               f"failed)")
+        if not capturing:
+            torch.cuda.synchronize()  # the null stream handle means hipStreamPerThread inside rocSHMEM
+        self.module_inits += 1
 
     def finalize(self) -> None:
         if not self._initialized:
