@@ -1,5 +1,6 @@
 """Rank-side functions for test_collectives_sim.py / test_ops_api.py (module level, so rank processes can import
-them by reference). Each returns a list of failure strings (empty = pass) plus counts, so one spawn checks a lot."""
+them by reference). Each returns a list of failure strings (empty = pass) plus counts, so one spawn checks a lot.
+``_expect_value_error`` also serves test_overlap_sim.py."""
 from __future__ import annotations
 
 import random

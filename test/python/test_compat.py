@@ -419,16 +419,41 @@ def test_interpreter_cpp_module_exports_atomic_rmw():
     assert old.tolist() == [0] and buf.tolist() == [9]
 
 
-def test_plain_jit_callees_run_inside_interpreted_launches(tmp_path):
-    # triton (and so tl.sum) imported with the interpreter OFF, then a triton_dist kernel launched with it ON:
-    # tl.sum and a user @triton.jit helper must run through their interpreted twins.
+def _run_script(path, source):
+    """Run ``source`` (dedented) as a fresh Python process that sees this one's sys.path and not its
+    TRITON_INTERPRET; it must exit 0. Returns the last line it printed."""
     import os
     import subprocess
     import sys
     import textwrap
 
-    script = tmp_path / "k.py"
-    script.write_text(textwrap.dedent("""
+    path.write_text(textwrap.dedent(source))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout.strip().splitlines()[-1]
+
+
+def _run_with_interpreter_fix(path, fix, body):
+    """``_run_script`` of ``body`` under the interpreter, after ``_compat.<fix>()`` (called twice: idempotent)."""
+    import textwrap
+
+    preamble = f"""
+        import os
+        os.environ["TRITON_INTERPRET"] = "1"
+        import torch, triton, triton.language as tl
+        from triton_dist import _compat
+        _compat.{fix}()
+        _compat.{fix}()  # idempotent
+    """
+    return _run_script(path, textwrap.dedent(preamble) + textwrap.dedent(body))
+
+
+def test_plain_jit_callees_run_inside_interpreted_launches(tmp_path):
+    # triton (and so tl.sum) imported with the interpreter OFF, then a triton_dist kernel launched with it ON:
+    # tl.sum and a user @triton.jit helper must run through their interpreted twins.
+    out = _run_script(tmp_path / "k.py", """
         import os
         os.environ.pop("TRITON_INTERPRET", None)
         import torch, triton, triton.language as tl
@@ -451,12 +476,8 @@ def test_plain_jit_callees_run_inside_interpreted_launches(tmp_path):
         k[(1,)](x, out, N=8)
         assert JITFunction.__dict__["__call__"] is before, "JITFunction.__call__ was not restored"
         print(int(out[0]))
-    """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.strip().splitlines()[-1] == str(2 * sum(range(8)))
+    """)
+    assert out == str(2 * sum(range(8)))
 
 
 # --- helper I (overlap kernels) ------------------------------------------------------------------------------------
@@ -465,23 +486,10 @@ def test_interpreter_runtime_bound_for_loop(tmp_path):
     """install_interpreter_index_fix: the interpreter still has _patch_lang_tensor (called through the module
     global by _patch_lang, using scope.set_attr), and with the fix a `for` loop bounded by a kernel argument and by
     the program id runs under the interpreter (stock 3.6 + numpy >= 2.3 raises 'only 0-dimensional arrays ...')."""
-    import os
-    import subprocess
-    import sys
-    import textwrap
-
     from triton.runtime import interpreter as _it
 
     assert callable(getattr(_it, "_patch_lang_tensor", None))
-    script = tmp_path / "loop.py"
-    script.write_text(textwrap.dedent("""
-        import os
-        os.environ["TRITON_INTERPRET"] = "1"
-        import torch, triton, triton.language as tl
-        from triton_dist import _compat
-        _compat.install_interpreter_index_fix()
-        _compat.install_interpreter_index_fix()  # idempotent
-
+    out = _run_with_interpreter_fix(tmp_path / "loop.py", "install_interpreter_index_fix", """
         @triton.jit
         def k(out, K, STEP: tl.constexpr):
             pid = tl.program_id(0)
@@ -495,11 +503,8 @@ def test_interpreter_runtime_bound_for_loop(tmp_path):
         out = torch.zeros(2, dtype=torch.int32)
         k[(2,)](out, 16, 4)
         print(out.tolist())
-    """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.strip().splitlines()[-1] == "[404, 404]"
+    """)
+    assert out == "[404, 404]"
 
 
 def test_interpreter_bf16_dot(tmp_path):
@@ -507,24 +512,12 @@ def test_interpreter_bf16_dot(tmp_path):
     max_num_imprecise_acc) still exists, bf16 is still stored as uint16, and with the fix a bf16 tl.dot under the
     interpreter equals the fp32 product (stock 3.6 multiplies the raw bits)."""
     import inspect
-    import os
-    import subprocess
-    import sys
-    import textwrap
 
     from triton.runtime import interpreter as _it
 
     params = list(inspect.signature(_it.InterpreterBuilder.create_dot).parameters)
     assert params[:4] == ["self", "a", "b", "d"], params
-    script = tmp_path / "dot.py"
-    script.write_text(textwrap.dedent("""
-        import os
-        os.environ["TRITON_INTERPRET"] = "1"
-        import torch, triton, triton.language as tl
-        from triton_dist import _compat
-        _compat.install_interpreter_bf16_dot_fix()
-        _compat.install_interpreter_bf16_dot_fix()  # idempotent
-
+    out = _run_with_interpreter_fix(tmp_path / "dot.py", "install_interpreter_bf16_dot_fix", """
         @triton.jit
         def k(a, b, o):
             r = tl.arange(0, 16)
@@ -538,11 +531,8 @@ def test_interpreter_bf16_dot(tmp_path):
         o = torch.zeros(16, 16)
         k[(1,)](a, b, o)
         print((o - a.float() @ b.float()).abs().max().item())
-    """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert float(res.stdout.strip().splitlines()[-1]) == 0.0
+    """)
+    assert float(out) == 0.0
 
 
 def test_prewarm_rewrites_reachable_functions_once():

@@ -67,69 +67,39 @@ def _error(kernel, sig, target="cuda:90"):
     return str(ei.value)
 
 
-@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
-def test_wait_bad_scope(target):
-    msg = _error(k_wait, ["*i32", "'warp'", "'acquire'"], target)
-    assert "dl.wait" in msg and "scope='warp'" in msg and "'cta', 'gpu', 'sys'" in msg
+def _case(kernel, sig, *needles, target="cuda:90", id):
+    return pytest.param(kernel, sig, target, needles, id=id)
 
 
-def test_wait_bad_semantic():
-    msg = _error(k_wait, ["*i32", "'gpu'", "'release'"])
-    assert "dl.wait" in msg and "semantic='release'" in msg and "'acquire', 'relaxed'" in msg
+# (kernel, signature, target, substrings the CompilationError must contain)
+BAD_ARGUMENTS = [
+    *(_case(k_wait, ["*i32", "'warp'", "'acquire'"], "dl.wait", "scope='warp'", "'cta', 'gpu', 'sys'", target=t,
+            id=f"wait_bad_scope-{t}") for t in ("cuda:90", "hip:gfx942")),
+    _case(k_wait, ["*i32", "'gpu'", "'release'"], "dl.wait", "semantic='release'", "'acquire', 'relaxed'",
+          id="wait_bad_semantic"),
+    *(_case(k_wait, [ptr, "'gpu'", "'acquire'"], "dl.wait", "32- or 64-bit", "int32, uint32, int64, uint64",
+            id=f"wait_bad_signal_width-{ptr}") for ptr in ("*i16", "*fp32", "*i8")),
+    _case(k_wait, ["i32", "'gpu'", "'acquire'"], "dl.wait", "barrierPtrs must be a pointer", id="wait_non_pointer"),
+    _case(k_wait_block_ptr, ["*i32", "32"], "dl.wait", "scalar pointer", id="wait_tensor_of_pointers"),
+    _case(k_notify, ["*i64", "'gpu'", "'xor'"], "dl.notify", "sig_op='xor'", "'set', 'add'",
+          id="notify_bad_sig_op"),
+    _case(k_notify, ["*i64", "'node'", "'set'"], "dl.notify", "comm_scope='node'",
+          "'gpu', 'intra_node', 'inter_node'", id="notify_bad_comm_scope"),
+    *(_case(k_notify, [ptr, "'gpu'", "'set'"], "dl.notify", "64-bit", "int64, uint64",
+            id=f"notify_signal_must_be_64bit-{ptr}") for ptr in ("*i32", "*u32", "*fp64")),
+    _case(k_notify, ["i64", "'gpu'", "'set'"], "dl.notify", "must be a pointer", id="notify_non_pointer"),
+    _case(k_symm, ["i32"], "dl.symm_at", "must be a pointer", id="symm_at_non_pointer"),
+    _case(k_rank_axis, ["*i32", "0"], "dl.rank", "axis=0", "device meshes not supported yet", id="rank_axis"),
+    _case(k_num_ranks_axis, ["*i32", "1"], "dl.num_ranks", "device meshes", id="num_ranks_axis"),
+    _case(k_consume_bad_token, ["*i32"], "dl.consume_token", "token", id="consume_token_bad_token"),
+]
 
 
-@pytest.mark.parametrize("ptr", ["*i16", "*fp32", "*i8"])
-def test_wait_bad_signal_width(ptr):
-    msg = _error(k_wait, [ptr, "'gpu'", "'acquire'"])
-    assert "dl.wait" in msg and "32- or 64-bit" in msg and "int32, uint32, int64, uint64" in msg
-
-
-def test_wait_non_pointer():
-    msg = _error(k_wait, ["i32", "'gpu'", "'acquire'"])
-    assert "dl.wait" in msg and "barrierPtrs must be a pointer" in msg
-
-
-def test_wait_tensor_of_pointers_rejected():
-    msg = _error(k_wait_block_ptr, ["*i32", "32"])
-    assert "dl.wait" in msg and "scalar pointer" in msg
-
-
-def test_notify_bad_sig_op():
-    msg = _error(k_notify, ["*i64", "'gpu'", "'xor'"])
-    assert "dl.notify" in msg and "sig_op='xor'" in msg and "'set', 'add'" in msg
-
-
-def test_notify_bad_comm_scope():
-    msg = _error(k_notify, ["*i64", "'node'", "'set'"])
-    assert "dl.notify" in msg and "comm_scope='node'" in msg and "'gpu', 'intra_node', 'inter_node'" in msg
-
-
-@pytest.mark.parametrize("ptr", ["*i32", "*u32", "*fp64"])
-def test_notify_signal_must_be_64bit(ptr):
-    msg = _error(k_notify, [ptr, "'gpu'", "'set'"])
-    assert "dl.notify" in msg and "64-bit" in msg and "int64, uint64" in msg
-
-
-def test_notify_non_pointer():
-    msg = _error(k_notify, ["i64", "'gpu'", "'set'"])
-    assert "dl.notify" in msg and "must be a pointer" in msg
-
-
-def test_symm_at_non_pointer():
-    msg = _error(k_symm, ["i32"])
-    assert "dl.symm_at" in msg and "must be a pointer" in msg
-
-
-def test_rank_axis_rejected():
-    msg = _error(k_rank_axis, ["*i32", "0"])
-    assert "dl.rank" in msg and "axis=0" in msg and "device meshes not supported yet" in msg
-    msg = _error(k_num_ranks_axis, ["*i32", "1"])
-    assert "dl.num_ranks" in msg and "device meshes" in msg
-
-
-def test_consume_token_bad_token():
-    msg = _error(k_consume_bad_token, ["*i32"])
-    assert "dl.consume_token" in msg and "token" in msg
+@pytest.mark.parametrize("kernel,sig,target,needles", BAD_ARGUMENTS)
+def test_bad_argument_rejected_at_trace_time(kernel, sig, target, needles):
+    msg = _error(kernel, sig, target)
+    missing = [n for n in needles if n not in msg]
+    assert not missing, f"{missing} not in: {msg}"
 
 
 def test_bounded_wait_env_parse(monkeypatch):

@@ -6,7 +6,6 @@ rank processes (TRITON_INTERPRET=1 from birth).
 """
 import pytest
 import torch
-import triton
 import triton.language as tl
 
 import triton_dist
@@ -45,38 +44,13 @@ def k_remote_ptr(buf, out, addrs, pe, BLOCK: tl.constexpr):
 
 
 @triton_dist.jit
-def k_rma(dest, src, nbytes, pe, FN: tl.constexpr):
-    if FN == "putmem_block":
-        shmem.putmem_block(dest, src, nbytes, pe)
-    elif FN == "putmem_nbi_block":
-        shmem.putmem_nbi_block(dest, src, nbytes, pe)
-        shmem.quiet()
-    elif FN == "putmem_warp":
-        shmem.putmem_warp(dest, src, nbytes, pe)
-    elif FN == "putmem_nbi_warp":
-        shmem.putmem_nbi_warp(dest, src, nbytes, pe)
-        shmem.quiet()
-    elif FN == "putmem":
-        shmem.putmem(dest, src, nbytes, pe)
-    elif FN == "putmem_nbi":
-        shmem.putmem_nbi(dest, src, nbytes, pe)
+def k_rma(dest, src, nbytes, pe, FN: tl.constexpr, NBI: tl.constexpr = False, FENCE: tl.constexpr = False):
+    """``FN``: one libshmem_device put / get function (a constexpr: each launch calls exactly that one); a
+    non-blocking one (``NBI``) is completed by ``quiet``, after a ``fence`` where ``FENCE``."""
+    FN(dest, src, nbytes, pe)
+    if FENCE:
         shmem.fence()
-        shmem.quiet()
-    elif FN == "getmem_block":
-        shmem.getmem_block(dest, src, nbytes, pe)
-    elif FN == "getmem_nbi_block":
-        shmem.getmem_nbi_block(dest, src, nbytes, pe)
-        shmem.quiet()
-    elif FN == "getmem_warp":
-        shmem.getmem_warp(dest, src, nbytes, pe)
-    elif FN == "getmem_nbi_warp":
-        shmem.getmem_nbi_warp(dest, src, nbytes, pe)
-        shmem.quiet()
-    elif FN == "getmem":
-        shmem.getmem(dest, src, nbytes, pe)
-    else:
-        tl.static_assert(FN == "getmem_nbi")
-        shmem.getmem_nbi(dest, src, nbytes, pe)
+    if NBI:
         shmem.quiet()
 
 
@@ -195,20 +169,20 @@ def _every_function():
     check("remote_mc_ptr is null", addrs[1].item(), 0)
 
     # put / get, every variant: puts go to the next rank, gets read the previous rank
-    for fn in ("putmem_block", "putmem_nbi_block", "putmem_warp", "putmem_nbi_warp", "putmem", "putmem_nbi",
-               "getmem_block", "getmem_nbi_block", "getmem_warp", "getmem_nbi_warp", "getmem", "getmem_nbi"):
+    for fn in (shmem.putmem_block, shmem.putmem_nbi_block, shmem.putmem_warp, shmem.putmem_nbi_warp, shmem.putmem,
+               shmem.putmem_nbi, shmem.getmem_block, shmem.getmem_nbi_block, shmem.getmem_warp,
+               shmem.getmem_nbi_warp, shmem.getmem, shmem.getmem_nbi):
+        name = fn.__name__
         dest.fill_(-1.0)
         b.barrier_all_on_stream()
-        if fn.startswith("put"):
-            k_rma[(1, )](dest, src, nbytes, nxt, FN=fn)
-        else:
-            k_rma[(1, )](dest, src, nbytes, prv, FN=fn)
+        k_rma[(1, )](dest, src, nbytes, nxt if name.startswith("put") else prv, FN=fn, NBI="_nbi" in name,
+                     FENCE=name == "putmem_nbi")
         b.barrier_all_on_stream()
-        check(fn, dest.tolist(), _pattern(prv).tolist())
+        check(name, dest.tolist(), _pattern(prv).tolist())
     # a partial put: only the first 3 floats move
     dest.fill_(-1.0)
     b.barrier_all_on_stream()
-    k_rma[(1, )](dest, src, 12, nxt, FN="putmem")
+    k_rma[(1, )](dest, src, 12, nxt, FN=shmem.putmem)
     b.barrier_all_on_stream()
     check("partial put", dest[:4].tolist(), _pattern(prv)[:3].tolist() + [-1.0])
 

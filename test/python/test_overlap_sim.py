@@ -8,6 +8,7 @@ parity double-buffering and rank-rotated tile orders are all exercised.
 import pytest
 import torch
 
+from _collectives_sim_work import _expect_value_error as _expect  # ValueError with every needle, else a failure
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
 # same settings as test_collectives_sim.py, so a CI session reuses one rank pool per world size
@@ -62,39 +63,39 @@ def rank_ag_gemm(dtype_name="bfloat16"):
     return fails
 
 
-def rank_gemm_rs():
-    from triton_dist.ops.overlap import create_gemm_rs_context, gemm_rs
+def _rank_gemm_reduce(op):
+    """GEMM+RS (``op="rs"``) / GEMM+AR (``op="ar"``): three calls on one context, the middle one with fewer rows;
+    the result is the sum over ranks of A_r @ B_r (RS: this rank's slice of rows of it)."""
+    from triton_dist.ops import overlap as ov
 
     rank, W = _init()
     fails = []
-    K, N = 32, 24
-    ctx = create_gemm_rs_context(16 * W, N, torch.bfloat16)
-    for call, ms in enumerate((16, 8, 16)):
-        M = ms * W
-        a_all = [_rand(200 * call + r, (M, K), torch.bfloat16) for r in range(W)]
-        b_all = [_rand(300 * call + r, (K, N), torch.bfloat16) for r in range(W)]
-        out = gemm_rs(a_all[rank], b_all[rank], ctx, method="fused")
+    K = 32
+    if op == "rs":
+        dtype, N, a_seed, b_seed, rows = torch.bfloat16, 24, 200, 300, [ms * W for ms in (16, 8, 16)]
+        ctx, gemm = ov.create_gemm_rs_context(16 * W, N, dtype), ov.gemm_rs
+    else:
+        dtype, N, a_seed, b_seed, rows = torch.float16, 32, 400, 500, [24, 5, 24]
+        ctx, gemm = ov.create_gemm_ar_context(24, N, dtype), ov.gemm_ar
+    for call, M in enumerate(rows):
+        a_all = [_rand(a_seed * call + r, (M, K), dtype) for r in range(W)]
+        b_all = [_rand(b_seed * call + r, (K, N), dtype) for r in range(W)]
+        out = gemm(a_all[rank], b_all[rank], ctx, method="fused")
         full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all))
-        _close(out, full[rank * ms:(rank + 1) * ms].to(torch.bfloat16), f"gemm_rs call {call} ms={ms}", fails)
+        if op == "rs":
+            ms = M // W
+            full = full[rank * ms:(rank + 1) * ms]
+        _close(out, full.to(dtype), f"gemm_{op} call {call} M={M}", fails)
     ctx.close()
     return fails
+
+
+def rank_gemm_rs():
+    return _rank_gemm_reduce("rs")
 
 
 def rank_gemm_ar():
-    from triton_dist.ops.overlap import create_gemm_ar_context, gemm_ar
-
-    rank, W = _init()
-    fails = []
-    K, N = 32, 32
-    ctx = create_gemm_ar_context(24, N, torch.float16)
-    for call, M in enumerate((24, 5, 24)):
-        a_all = [_rand(400 * call + r, (M, K), torch.float16) for r in range(W)]
-        b_all = [_rand(500 * call + r, (K, N), torch.float16) for r in range(W)]
-        out = gemm_ar(a_all[rank], b_all[rank], ctx, method="fused")
-        full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all)).to(torch.float16)
-        _close(out, full, f"gemm_ar call {call} M={M}", fails)
-    ctx.close()
-    return fails
+    return _rank_gemm_reduce("ar")
 
 
 def rank_tp_mlp():
@@ -139,19 +140,6 @@ def rank_ag_gemm_fp8():
         _close(c, ref, f"ag_gemm fp8 call {call}", fails)
     ctx.close()
     return fails
-
-
-def _expect(fails, what, fn, *match):
-    try:
-        fn()
-    except ValueError as exc:
-        if not all(m in str(exc) for m in match):
-            fails.append(f"{what}: message {exc!s} lacks {match}")
-        return
-    except Exception as exc:  # noqa: BLE001
-        fails.append(f"{what}: raised {type(exc).__name__}: {exc}")
-        return
-    fails.append(f"{what}: no ValueError")
 
 
 def rank_validation():
