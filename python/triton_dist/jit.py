@@ -170,36 +170,46 @@ def ptx_uses_nvshmem(ptx: str) -> bool:
     return False
 
 
-def module_links_nvshmem(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> bool:
-    """Whether the compiled module described by ``metadata_group`` (file name -> path, as Triton passes it to
-    load hooks) uses NVSHMEM's device library: its PTX reads ``nvshmemi_device_state_d`` (:func:`ptx_uses_nvshmem`);
-    with no PTX in the group, its cubin mentions the symbol."""
-    if cache_key is not None and cache_key in _links_cache:
-        return _links_cache[cache_key]
+def _module_uses(metadata_group: Dict[str, str], cache: Dict[str, bool], cache_key: Optional[str], text_ext: str,
+                 text_uses: Callable[[str], bool], binary_ext: str, symbols: Tuple[str, ...]) -> bool:
+    """Scan a module's files (``metadata_group``: file name -> path, as Triton passes it to load hooks): any
+    ``text_ext`` file for which ``text_uses(text)``; with no such file, any ``binary_ext`` file naming one of
+    ``symbols``. Cached by ``cache_key`` in ``cache``."""
+    if cache_key is not None and cache_key in cache:
+        return cache[cache_key]
     found = False
     paths = list((metadata_group or {}).values())
-    ptx = [p for p in paths if str(p).endswith(".ptx")]
-    binaries = [p for p in paths if str(p).endswith(".cubin")]
-    for p in ptx:
+    texts = [p for p in paths if str(p).endswith(text_ext)]
+    binaries = [p for p in paths if str(p).endswith(binary_ext)]
+    for p in texts:
         try:
             with open(p, "r", errors="replace") as f:
-                if ptx_uses_nvshmem(f.read()):
+                if text_uses(f.read()):
                     found = True
                     break
         except OSError:
             continue
-    if not ptx:
+    if not texts:
         for p in binaries:
             try:
                 with open(p, "rb") as f:
-                    if NVSHMEM_STATE_SYMBOL.encode() in f.read():
-                        found = True
-                        break
+                    data = f.read()
             except OSError:
                 continue
+            if any(sym.encode() in data for sym in symbols):
+                found = True
+                break
     if cache_key is not None:
-        _links_cache[cache_key] = found
+        cache[cache_key] = found
     return found
+
+
+def module_links_nvshmem(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> bool:
+    """Whether the compiled module described by ``metadata_group`` (file name -> path, as Triton passes it to
+    load hooks) uses NVSHMEM's device library: its PTX reads ``nvshmemi_device_state_d`` (:func:`ptx_uses_nvshmem`);
+    with no PTX in the group, its cubin mentions the symbol."""
+    return _module_uses(metadata_group, _links_cache, cache_key, ".ptx", ptx_uses_nvshmem, ".cubin",
+                        (NVSHMEM_STATE_SYMBOL, ))
 
 
 #: Device symbols rocSHMEM's ``rocshmem_hipmodule_init`` copies into a loaded module (all ``extern "C"``, so
@@ -235,33 +245,8 @@ def module_links_rocshmem(metadata_group: Dict[str, str], cache_key: Optional[st
     """Whether the compiled AMD module described by ``metadata_group`` uses rocSHMEM's device library: its
     ``.amdgcn`` assembly references ``ROCSHMEM_CTX_DEFAULT`` / ``ROCSHMEM_TEAM_WORLD`` / ``ROCSHMEM_TEAM_SHARED``
     (:func:`amdgcn_uses_rocshmem`); with no assembly in the group, its ``.hsaco`` names one of them."""
-    if cache_key is not None and cache_key in _rocshmem_links_cache:
-        return _rocshmem_links_cache[cache_key]
-    found = False
-    paths = list((metadata_group or {}).values())
-    asm = [p for p in paths if str(p).endswith(".amdgcn")]
-    binaries = [p for p in paths if str(p).endswith(".hsaco")]
-    for p in asm:
-        try:
-            with open(p, "r", errors="replace") as f:
-                if amdgcn_uses_rocshmem(f.read()):
-                    found = True
-                    break
-        except OSError:
-            continue
-    if not asm:
-        for p in binaries:
-            try:
-                with open(p, "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue
-            if any(sym.encode() in data for sym in ROCSHMEM_STATE_SYMBOLS):
-                found = True
-                break
-    if cache_key is not None:
-        _rocshmem_links_cache[cache_key] = found
-    return found
+    return _module_uses(metadata_group, _rocshmem_links_cache, cache_key, ".amdgcn", amdgcn_uses_rocshmem, ".hsaco",
+                        ROCSHMEM_STATE_SYMBOLS)
 
 
 #: (library name in messages, ShmemBackend.name that can initialise its modules, detector)
