@@ -88,3 +88,14 @@ def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _sem
                         f"(has: {list(arg_type_symbol_dict)})")
     symbol, ret = arg_type_symbol_dict[key]
     return call_extern(lib_name, lib_path, Extern(symbol, key, ret, is_pure), conv, _semantic)
+
+
+def int_of(dtype):
+    """The unsigned integer type of ``dtype``'s width (the bits a 16/32/64-bit ld/st/atomic moves)."""
+    return tl.core.get_int_dtype(dtype.primitive_bitwidth, False)
+
+
+def as_int_ptr(ptr, elem, _semantic):
+    """``(ptr as a pointer to int_of(elem), int_of(elem))``; ``ptr`` itself when it already points to that type."""
+    it = int_of(elem)
+    return ptr if elem == it else tl.cast(ptr, tl.pointer_type(it), _semantic=_semantic), it

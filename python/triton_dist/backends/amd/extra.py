@@ -18,6 +18,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
+from ...language._gpu import as_int_ptr as _as_int_ptr
 from ...language.simt import _join_bits, _split_bits, vector
 
 _GFX94 = ("gfx940", "gfx941", "gfx942", "gfx950")
@@ -64,15 +65,6 @@ _STORE_OP = {16: "global_store_short", 32: "global_store_dword", 64: "global_sto
 def _asm(lines, constraints, args, dtype, _semantic, is_pure=False):
     text = "\n\t".join(line for line in lines if line)
     return tl.inline_asm_elementwise(text, constraints, args, dtype, is_pure=is_pure, pack=1, _semantic=_semantic)
-
-
-def _int_of(dtype):
-    return tl.core.get_int_dtype(dtype.primitive_bitwidth, False)
-
-
-def _as_int_ptr(ptr, elem, _semantic):
-    it = _int_of(elem)
-    return ptr if elem == it else tl.cast(ptr, tl.pointer_type(it), _semantic=_semantic), it
 
 
 def _release_lines(fam, scope, semantic):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
+from ...language._gpu import as_int_ptr as _as_int_ptr, int_of as _int_of
 from ...language.simt import _join_bits, _split_bits, vector
 
 _CONSTRAINT = {16: "h", 32: "r", 64: "l"}
@@ -17,15 +18,6 @@ _CONSTRAINT = {16: "h", 32: "r", 64: "l"}
 
 def _asm(asm, constraints, args, dtype, _semantic, is_pure=False):
     return tl.inline_asm_elementwise(asm, constraints, args, dtype, is_pure=is_pure, pack=1, _semantic=_semantic)
-
-
-def _int_of(dtype):
-    return tl.core.get_int_dtype(dtype.primitive_bitwidth, False)
-
-
-def _as_int_ptr(ptr, elem, _semantic):
-    it = _int_of(elem)
-    return ptr if elem == it else tl.cast(ptr, tl.pointer_type(it), _semantic=_semantic), it
 
 
 def _qual(semantic, scope):
