@@ -157,54 +157,39 @@ def bench_ag(model, M, args, rank, W, gname, out):
     out.append(finish(rec, flops=2.0 * M * K * N))
 
 
-def bench_rs(model, M, args, rank, W, gname, out):
+def bench_partials(op, model, M, args, rank, W, gname, out):
+    """GEMM+RS (``op="gemm_rs"``) or GEMM+AR (``"gemm_ar"``): A [M, K/W] @ B [K/W, N] per rank, partials summed
+    across ranks (scattered by rows, or all-reduced)."""
     from triton_dist.kernels.gemm import matmul
-    from triton_dist.ops.overlap import create_gemm_rs_context, gemm_rs
+    from triton_dist.ops import overlap as ov
 
+    rs = op == "gemm_rs"
+    fused = ov.gemm_rs if rs else ov.gemm_ar
     _, _, K_tot, N = MODELS[model]
     K = K_tot // W
-    rec = {"op": "gemm_rs", "model": model, "M": M, "K_per_rank": K, "N": N, "results": {}, "errors": {}}
+    rec = {"op": op, "model": model, "M": M, "K_per_rank": K, "N": N, "results": {}, "errors": {}}
     a = rand((M, K), 1 + rank)
     b = rand((K, N), 100 + rank)
-    ctx = create_gemm_rs_context(M, N, torch.bfloat16)
+    ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16) if rs else ov.create_gemm_ar_context(max(M, 16), N,
+                                                                                               torch.bfloat16)
     try:
-        ref = gemm_rs(a, b, ctx, method="torch")
+        ref = fused(a, b, ctx, method="torch")
         impls = {
-            "ours/fused": lambda: gemm_rs(a, b, ctx, method="fused"),
-            "ours/auto": lambda: gemm_rs(a, b, ctx, method="auto"),
-            "torch_seq": lambda: gemm_rs(a, b, ctx, method="torch"),
+            "ours/fused": lambda: fused(a, b, ctx, method="fused"),
+            "ours/auto": lambda: fused(a, b, ctx, method="auto"),
+            "torch_seq": lambda: fused(a, b, ctx, method="torch"),
         }
-        if gname is not None:
+        if rs and gname is not None:
             impls["torch_symm"] = lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname)
         check_and_time(rec, impls, ref, args)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
-        shard = torch.empty((M // W, N), dtype=torch.bfloat16, device="cuda")
+        if rs:
+            shard = torch.empty((M // W, N), dtype=torch.bfloat16, device="cuda")
+            comm = lambda: dist.reduce_scatter_tensor(shard, c)  # noqa: E731
+        else:
+            comm = lambda: dist.all_reduce(c)  # noqa: E731
         time_baselines(rec, args, gemm_ours=lambda: matmul(a, b), gemm_cublas=lambda: torch.matmul(a, b, out=c),
-                       comm_nccl=lambda: dist.reduce_scatter_tensor(shard, c))
-    finally:
-        ctx.close()
-    out.append(finish(rec, flops=2.0 * M * K * N))
-
-
-def bench_ar(model, M, args, rank, W, gname, out):
-    from triton_dist.kernels.gemm import matmul
-    from triton_dist.ops.overlap import create_gemm_ar_context, gemm_ar
-
-    _, _, K_tot, N = MODELS[model]
-    K = K_tot // W
-    rec = {"op": "gemm_ar", "model": model, "M": M, "K_per_rank": K, "N": N, "results": {}, "errors": {}}
-    a = rand((M, K), 1 + rank)
-    b = rand((K, N), 100 + rank)
-    ctx = create_gemm_ar_context(max(M, 16), N, torch.bfloat16)
-    try:
-        ref = gemm_ar(a, b, ctx, method="torch")
-        impls = {"ours/fused": lambda: gemm_ar(a, b, ctx, method="fused"),
-                 "ours/auto": lambda: gemm_ar(a, b, ctx, method="auto"),
-                 "torch_seq": lambda: gemm_ar(a, b, ctx, method="torch")}
-        check_and_time(rec, impls, ref, args)
-        c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
-        time_baselines(rec, args, gemm_ours=lambda: matmul(a, b), gemm_cublas=lambda: torch.matmul(a, b, out=c),
-                       comm_nccl=lambda: dist.all_reduce(c))
+                       comm_nccl=comm)
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
@@ -296,6 +281,9 @@ def main():
     ap.add_argument("--write-table", action="store_true", help="write the measured dispatch table (rank 0)")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
+    unknown = [op for op in args.ops.split(",") if op not in ("ag_gemm", "gemm_rs", "gemm_ar")]
+    if unknown:
+        ap.error(f"--ops: unknown {unknown}; accepted: ag_gemm, gemm_rs, gemm_ar")
     args.iters = args.iters or (3 if args.quick else 10)
     args.reps = args.reps or (5 if args.quick else 15)
     ms = [int(x) for x in args.m.split(",")] if args.m else (QUICK_M if args.quick else FULL_M)
@@ -310,9 +298,11 @@ def main():
     for model in args.models.split(","):
         for op in args.ops.split(","):
             for M in (ar_ms if op == "gemm_ar" else ms):
-                fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}[op]
                 try:
-                    fn(model, M, args, rank, W, gname, records)
+                    if op == "ag_gemm":
+                        bench_ag(model, M, args, rank, W, gname, records)
+                    else:
+                        bench_partials(op, model, M, args, rank, W, gname, records)
                     if rank == 0:
                         r = records[-1]
                         print(json.dumps({k: r[k] for k in r if k not in ("errors", )}), flush=True)
