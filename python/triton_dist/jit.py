@@ -105,21 +105,9 @@ def shmem_extern_libs(backend: str, arch=None) -> Dict[str, str]:
         path = bitcode.nvshmem_bitcode_or_none()
         return {NVSHMEM_LIB_NAME: path} if path else {}
     if backend == "hip":
-        path = _rocshmem_bitcode_for(bitcode.rocshmem_bitcode_or_none, arch)
+        path = bitcode.rocshmem_bitcode_or_none(arch)
         return {ROCSHMEM_LIB_NAME: path} if path else {}
     return {}
-
-
-def _rocshmem_bitcode_for(lookup: Callable, arch) -> Optional[str]:
-    """``lookup(arch)``; ``lookup()`` when no arch is known or ``lookup`` takes no argument (a replacement of
-    ``bitcode.rocshmem_bitcode_or_none`` that predates the arch parameter)."""
-    if arch is None:
-        return lookup()
-    try:
-        takes_arch = bool(inspect.signature(lookup).parameters)
-    except (TypeError, ValueError):  # pragma: no cover - builtins / C callables
-        takes_arch = True
-    return lookup(arch) if takes_arch else lookup()
 
 
 _launch_libs: Dict[Tuple[str, object], Dict[str, str]] = {}

@@ -250,7 +250,7 @@ def test_amd_kernel_links_rocshmem_bitcode_and_assembles(tmp_path, monkeypatch):
     from triton_dist.tools.compile import load_kernel
 
     monkeypatch.delenv("TRITON_DIST_NO_SHMEM_BITCODE")
-    monkeypatch.setattr(bitcode, "rocshmem_bitcode_or_none", lambda: write_stub(tmp_path))
+    monkeypatch.setattr(bitcode, "rocshmem_bitcode_or_none", lambda arch=None: write_stub(tmp_path))
     here = os.path.dirname(__file__)
     kernel = load_kernel(os.path.join(here, "..", "lit", "libshmem", "all_functions.py") + ":all_calls")
     ck = _compile(kernel, "*fp32:16, *fp32:16, *u64:16, i32, i64", target="hip:gfx942", stop_after=None)
