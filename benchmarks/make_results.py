@@ -157,7 +157,7 @@ def shmem_section(doc):
         head = "| size | peer copy GB/s | " + " | ".join(f"{m} GB/s (x peer copy)" for m in methods) + " | all correct |"
         out += [head, "|" + "---|" * (head.count("|") - 1)]
         for r in rows:
-            cells = [fmt_size(r["bytes"]) if "bytes" in r else str(r.get("size", "?")), _f(r.get("peer_copy_GBps"), "{:.0f}")]
+            cells = [fmt_size(r["bytes"]), _f(r.get("peer_copy_GBps"), "{:.0f}")]
             for m in methods:
                 bw, ratio = r.get(f"{m}_GBps"), r.get(f"{m}_vs_peer_copy")
                 cells.append(f"{_f(bw, '{:.0f}')} ({_f(ratio)})")
@@ -259,7 +259,7 @@ def main():
             lines += collective_section(d, plots_dir)
     kind = {"bench_shmem": [], "bench_overlap": []}
     for d in docs:
-        b = d.get("benchmark") or d.get("bench")
+        b = d.get("benchmark")
         if b in kind:
             kind[b].append(d)
     if kind["bench_shmem"]:
