@@ -23,6 +23,7 @@ Semantics and guarantees (docs/collectives.md):
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 from typing import Dict, List, Optional, Sequence
 
@@ -263,15 +264,16 @@ def _check_method(op: str, method: str, accepted) -> None:
         raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(accepted)}")
 
 
-def _out_and_method(op, ctx, x, out, method, out_numel: int, numel_desc: str, new_out, nbytes: int):
-    """Middle of a collective call after its argument checks: check ``out`` (``out_numel`` elements, prefixed by
-    ``numel_desc`` in the error) or make ``new_out()``, run the ``check_peers`` exchange, resolve ``"auto"`` for
-    ``nbytes``. Returns ``(out, method)``; ``out`` is None while torch.compile traces a call without ``out`` (the
-    caller then returns its ``torch.ops.triton_dist`` op)."""
+def _out_and_method(op, ctx, x, out, method, out_shape, numel_desc: str, nbytes: int):
+    """Middle of a collective call after its argument checks: check ``out`` (as many elements as ``out_shape``, the
+    count prefixed by ``numel_desc`` in the error) or make an empty ``out_shape`` tensor like ``x``, run the
+    ``check_peers`` exchange, resolve ``"auto"`` for ``nbytes``. Returns ``(out, method)``; ``out`` is None while
+    torch.compile traces a call without ``out`` (the caller then returns its ``torch.ops.triton_dist`` op)."""
+    out_numel = math.prod(out_shape)
     if out is None:
         if torch.compiler.is_compiling():
             return None, method
-        out = new_out()
+        out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     else:
         ctx._check(op, out, "out")
         if out.numel() != out_numel:
@@ -347,8 +349,7 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
         raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, push, pull, nccl")
     ctx._need(op, method)
     shape = _gather_out_shape(x, ctx.world_size)
-    out, method = _out_and_method(op, ctx, x, out, method, n * ctx.world_size, "world * x.numel() = ",
-                                  lambda: torch.empty(shape, dtype=x.dtype, device=x.device),
+    out, method = _out_and_method(op, ctx, x, out, method, shape, "world * x.numel() = ",
                                   n * ctx.esize * ctx.world_size)
     if out is None:
         return torch.ops.triton_dist.all_gather(x, ctx.handle, method)
@@ -461,8 +462,7 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     ctx._need(op, method)
     shape = (x.shape[0] // W, ) + tuple(x.shape[1:])
     ns = n // W
-    out, method = _out_and_method(op, ctx, x, out, method, ns, "x.numel() / world = ",
-                                  lambda: torch.empty(shape, dtype=x.dtype, device=x.device), n * ctx.esize)
+    out, method = _out_and_method(op, ctx, x, out, method, shape, "x.numel() / world = ", n * ctx.esize)
     if out is None:
         return torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method)
     if n == 0:
@@ -599,7 +599,7 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     if method == "one_shot" and n > ctx.one_shot_cap:
         raise ValueError(f"{op}: method='one_shot' holds at most one_shot_max_numel={ctx.one_shot_cap} elements, "
                          f"x has {n}; use 'two_shot' or 'auto'")
-    out, method = _out_and_method(op, ctx, x, out, method, n, "", lambda: torch.empty_like(x), n * ctx.esize)
+    out, method = _out_and_method(op, ctx, x, out, method, tuple(x.shape), "", n * ctx.esize)
     if out is None:
         return torch.ops.triton_dist.all_reduce(x, ctx.handle, method)
     if n == 0:
