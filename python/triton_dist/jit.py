@@ -237,15 +237,16 @@ def module_links_rocshmem(metadata_group: Dict[str, str], cache_key: Optional[st
                         ROCSHMEM_STATE_SYMBOLS)
 
 
-#: (library name in messages, ShmemBackend.name that can initialise its modules, detector)
-_SHMEM_DETECTORS = (("NVSHMEM", "nvshmem", module_links_nvshmem), ("rocSHMEM", "rocshmem", module_links_rocshmem))
+#: library name in messages -> (ShmemBackend.name that can initialise its modules, detector)
+_SHMEM_LIBRARIES = {"NVSHMEM": ("nvshmem", module_links_nvshmem), "rocSHMEM": ("rocshmem", module_links_rocshmem)}
+_SHMEM_BACKENDS = frozenset(b for b, _ in _SHMEM_LIBRARIES.values())
 
 
 def module_shmem_library(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> Optional[str]:
     """``"NVSHMEM"`` / ``"rocSHMEM"`` when the module described by ``metadata_group`` uses that SHMEM device library
     (NVIDIA: PTX / cubin, :func:`module_links_nvshmem`; AMD: AMDGCN / hsaco, :func:`module_links_rocshmem`), else
     None."""
-    for lib, _, detect in _SHMEM_DETECTORS:
+    for lib, (_, detect) in _SHMEM_LIBRARIES.items():
         if detect(metadata_group, cache_key):
             return lib
     return None
@@ -275,9 +276,9 @@ def _on_kernel_load(module, function, name, metadata_group, hash, *, _device: Op
         _compat.reset_loading_compiled_kernel()
         raise RuntimeError(f"kernel {name!r} links the {lib} device library, but {lib} is not initialised in this "
                            f"process: call triton_dist.utils.initialize_distributed() first")
-    wanted = {l: b for l, b, _ in _SHMEM_DETECTORS}[lib]
+    wanted = _SHMEM_LIBRARIES[lib][0]
     active = getattr(backend, "name", None)
-    if active in {b for _, b, _ in _SHMEM_DETECTORS} and active != wanted:
+    if active in _SHMEM_BACKENDS and active != wanted:
         _compat.reset_loading_compiled_kernel()
         raise RuntimeError(f"kernel {name!r} links the {lib} device library, but this process initialised the "
                            f"{active!r} SHMEM backend, which cannot initialise it (TRITON_DIST_BACKEND={wanted} "
