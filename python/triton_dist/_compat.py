@@ -92,6 +92,55 @@ def cache_invalidating_env_vars() -> dict:
     return get_cache_invalidating_env_vars()
 
 
+def llvm_type_name(dtype) -> str:
+    """The LLVM integer type a ``tl`` integer dtype passes as in an extern call (``i32``, ``i64``; signedness is not
+    part of an LLVM type)."""
+    return f"i{dtype.primitive_bitwidth}"
+
+
+def extract_library_functions(lib_path: str, functions, triple: str, proc: str, features: str = "") -> str:
+    """Textual LLVM IR of a module that defines ``functions`` (``{symbol: (arg_type_names, ret_type_name)}``, e.g.
+    ``{"nvshmem_ptr": (("i64", "i32"), "i64")}``) exactly as ``lib_path`` defines them, plus every function and
+    global those definitions need, and nothing else of the library.
+
+    Made with the linker Triton itself links ``extern_libs`` with, so a kernel that links the result compiles to the
+    same code as one that links ``lib_path`` (checked on compiled PTX by the tests). Assumptions, each tested in
+    ``test_compat.py``: ``ir.parse_mlir_module(path, context)`` parses an LLVM-dialect file; ``llvm.to_module``
+    translates it; ``llvm.attach_datalayout`` needs ``llvm.init_targets()`` first; ``llvm.link_extern_libs`` links
+    only what the module declares (``LinkOnlyNeeded``) and gives every function it linked in internal linkage;
+    ``str(llvm_module)`` is IR text that ``link_extern_libs`` parses back (it accepts text as well as bitcode). The
+    requested functions get their external linkage back (a textual edit of their ``define internal`` lines), so
+    the result can itself be linked by ``link_extern_libs``."""
+    import re
+    import tempfile
+
+    from triton._C.libtriton import ir, llvm
+
+    lines = ["module {"]
+    for sym, (args, ret) in sorted(functions.items()):
+        lines.append(f"  llvm.func @{sym}({', '.join(args)}) -> {ret}")
+    lines.append("}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/declarations.mlir"
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        context = ir.context()
+        ir.load_dialects(context)
+        mlir_module = ir.parse_mlir_module(path, context)
+        llvm_context = llvm.context()
+        module = llvm.to_module(mlir_module, llvm_context)
+    llvm.init_targets()
+    llvm.attach_datalayout(module, triple, proc, features)
+    llvm.link_extern_libs(module, [lib_path])
+    text = str(module)
+    wanted = set(functions)
+
+    def external(m):
+        return m.group(0).replace("define internal ", "define ", 1) if m.group(1) in wanted else m.group(0)
+
+    return re.sub(r"^define internal [^@\n]*@([A-Za-z0-9_.$]+)\(", external, text, flags=re.M)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Simulator support (owner: sim runtime). Raw-address atomics and a concurrent grid executor for the interpreter.
 # ---------------------------------------------------------------------------------------------------------------

@@ -9,14 +9,18 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
   kernel was defined. While the simulator is initialised, the grid runs on its concurrent executor
   (``triton_dist.runtime.sim.launch.run_grid``: every program a thread, like a cooperative launch); otherwise on
   Triton's sequential one.
-* **SHMEM device bitcode.** On CUDA the NVSHMEM bitcode is offered in ``extern_libs`` as ``libnvshmem_device``
-  (HIP: ``rocshmem``, the target arch's ``librocshmem_device_<gfx>.bc``; the HIP backend links an entry only into
-  modules calling a function whose name contains the key) when it is installed. Triton links ``extern_libs`` only
-  for modules with external calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A DistJIT kernel
-  that calls only libdevice functions links the library too: its PTX then also defines two unused constants
-  (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``) and its first compile takes a few seconds longer
-  (the 31 MB bitcode is parsed); its code is unchanged and it needs no module init (see below).
-  :meth:`DistJITFunction.compile_options_for` gives the same options to the compile tool.
+* **SHMEM device library.** On CUDA the NVSHMEM device library is offered in ``extern_libs`` as
+  ``libnvshmem_device`` (HIP: ``rocshmem``, the target arch's ``librocshmem_device_<gfx>.bc``; the HIP backend links
+  an entry only into modules calling a function whose name contains the key) when it is installed. On CUDA that is
+  the *slim* library (``runtime.bitcode.slim_nvshmem_library``): the NVSHMEM functions triton_dist calls and what
+  they need, cut once per machine from NVSHMEM's whole bitcode, which Triton would otherwise parse (about 6 s) for
+  every kernel it compiles; the PTX is the same. A kernel that calls an NVSHMEM function outside that set fails to
+  link against it and is compiled again, once, against the whole bitcode (:func:`missing_from_slim_library`);
+  ``TRITON_DIST_SLIM_BITCODE=0`` always links the whole bitcode. Triton links ``extern_libs`` only for modules
+  with external calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A
+  DistJIT kernel that calls only libdevice functions links the library too: its PTX then also defines two unused
+  constants (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``); its code is unchanged and it needs no
+  module init (see below). :meth:`DistJITFunction.compile_options_for` gives the same options to the compile tool.
 * **Module initialisation.** A ``kernel_load_end_hook`` (added to Triton's hook chain, so user hooks keep
   working) calls the active backend's ``module_init`` once per loaded module per device, before its first launch:
   ``nvshmemx_cumodule_init`` for every module whose PTX reads ``nvshmemi_device_state_d`` (what every NVSHMEM device
@@ -91,18 +95,21 @@ def lowering_fingerprint() -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # extern libraries
 # ----------------------------------------------------------------------------------------------------------------
-def shmem_extern_libs(backend: str, arch=None) -> Dict[str, str]:
-    """``{lib_name: path}`` of the SHMEM device bitcode to offer for Triton backend ``backend`` ("cuda"/"hip") and
+def shmem_extern_libs(backend: str, arch=None, full: bool = False) -> Dict[str, str]:
+    """``{lib_name: path}`` of the SHMEM device library to offer for Triton backend ``backend`` ("cuda"/"hip") and
     GPU ``arch`` (HIP: rocSHMEM installs one bitcode per gfx arch; CUDA ignores it); empty when it is not installed
     (kernels that need it then fail to link with the lookup error from :mod:`triton_dist.runtime.bitcode`) or when
     ``TRITON_DIST_NO_SHMEM_BITCODE=1`` (compile-only checks of PTX that want the SHMEM calls left unresolved, and
-    faster)."""
+    faster). CUDA: the slim NVSHMEM library (``runtime.bitcode.slim_nvshmem_library``: the functions triton_dist
+    calls, same PTX, ~20x faster to link) unless ``full`` or ``TRITON_DIST_SLIM_BITCODE=0``."""
     from .runtime import bitcode
 
     if os.environ.get("TRITON_DIST_NO_SHMEM_BITCODE", "").strip().lower() in ("1", "true", "on", "yes"):
         return {}
     if backend == "cuda":
         path = bitcode.nvshmem_bitcode_or_none()
+        if path and not full:
+            path = bitcode.nvshmem_link_library(path)
         return {NVSHMEM_LIB_NAME: path} if path else {}
     if backend == "hip":
         path = bitcode.rocshmem_bitcode_or_none(arch)
@@ -110,11 +117,11 @@ def shmem_extern_libs(backend: str, arch=None) -> Dict[str, str]:
     return {}
 
 
-_launch_libs: Dict[Tuple[str, object], Dict[str, str]] = {}
+_launch_libs: Dict[Tuple[str, object, bool], Dict[str, str]] = {}
 _launch_target: Optional[Tuple[str, object]] = None
 
 
-def _libs_for_launch() -> Dict[str, str]:
+def _libs_for_launch(full: bool = False) -> Dict[str, str]:
     """:func:`shmem_extern_libs` for the active driver's target (backend, arch), computed once per process (launch
     hot path)."""
     global _launch_target
@@ -123,10 +130,21 @@ def _libs_for_launch() -> Dict[str, str]:
 
         target = driver.active.get_current_target()
         _launch_target = (target.backend, target.arch)
-    libs = _launch_libs.get(_launch_target)
+    key = _launch_target + (full, )
+    libs = _launch_libs.get(key)
     if libs is None:
-        libs = _launch_libs[_launch_target] = shmem_extern_libs(*_launch_target)
+        libs = _launch_libs[key] = shmem_extern_libs(*_launch_target, full=full)
     return libs
+
+
+_UNRESOLVED_NVSHMEM = re.compile(r"Unresolved extern function '(nvshmemx?_\w+)'")
+
+
+def missing_from_slim_library(exc: BaseException) -> Optional[str]:
+    """The NVSHMEM function a failed compile could not resolve (ptxas: ``Unresolved extern function 'nvshmem...'``),
+    or None: a kernel calling an NVSHMEM function outside the slim library's set needs the whole bitcode."""
+    m = _UNRESOLVED_NVSHMEM.search(str(exc))
+    return m.group(1) if m else None
 
 
 def _merge_extern_libs(ours: Dict[str, str], user) -> Dict[str, str]:
@@ -337,6 +355,8 @@ class DistJITFunction(JITFunction):
         #: None until the first checked launch; then whether this function's kernels call device collectives
         #: (libshmem_device barriers / broadcast / fcollect), which decides whether later launches are checked.
         self._calls_collectives = None
+        #: set once a kernel of this function called an NVSHMEM function the slim library lacks: link the full one
+        self._full_shmem_library = False
         super().__init__(fn, **jit_kwargs)
 
     # -- caches keyed by bounded-wait mode ------------------------------------------------------------------------
@@ -384,7 +404,18 @@ class DistJITFunction(JITFunction):
         if _compat.interpret_enabled():
             return self._run_interpreted(*args, grid=grid, warmup=warmup, **kwargs)
         install_hooks()
-        ours = _libs_for_launch()
+        try:
+            return self._run_compiled(args, grid, warmup, kwargs)
+        except Exception as exc:
+            if self._full_shmem_library or missing_from_slim_library(exc) is None or \
+                    _libs_for_launch() == _libs_for_launch(full=True):
+                raise
+            self._full_shmem_library = True  # an NVSHMEM function outside triton_dist's set: whole bitcode
+            return self._run_compiled(args, grid, warmup, kwargs)
+
+    def _run_compiled(self, args, grid, warmup, kwargs):
+        kwargs = dict(kwargs)
+        ours = _libs_for_launch(full=self._full_shmem_library)
         if ours:
             kwargs["extern_libs"] = _merge_extern_libs(ours, kwargs.get("extern_libs"))
         if not warmup and not kwargs.get("launch_cooperative_grid") and self._calls_collectives is not False:
@@ -409,7 +440,7 @@ class DistJITFunction(JITFunction):
         ``extern_libs`` when installed. Used by ``triton_dist.tools.compile``."""
         if getattr(target, "is_sim", False):
             return {}
-        libs = shmem_extern_libs(target.backend, getattr(target, "arch", None))
+        libs = shmem_extern_libs(target.backend, getattr(target, "arch", None), full=self._full_shmem_library)
         return {"extern_libs": libs} if libs else {}
 
     def __repr__(self):

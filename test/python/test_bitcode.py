@@ -190,3 +190,105 @@ def test_rocshmem_per_arch_lookup(tmp_path, monkeypatch):
     # the explicit override wins over everything
     monkeypatch.setenv("TRITON_DIST_ROCSHMEM_BITCODE", p942)
     assert bc.find_rocshmem_bitcode("gfx950") == p942
+
+
+# ------------------------------------------------------------------------------------------- the slim NVSHMEM library
+
+@pytest.mark.skipif(bc.nvshmem_bitcode_or_none() is None, reason="no NVSHMEM wheel with device bitcode installed")
+def test_slim_library_gives_the_same_ptx_as_the_whole_bitcode(tmp_path, monkeypatch):
+    """A kernel calling every libshmem_device function compiles to the same PTX (debug lines aside) whether it links
+    the slim library or NVSHMEM's whole bitcode; the slim library defines every function of the table, externally,
+    and keeps the device state every function reads (what nvshmemx_cumodule_init binds)."""
+    import re
+
+    from triton_dist.target import parse_target
+    from triton_dist.tools.compile import CompileRequest, compile_kernel, load_kernel
+
+    monkeypatch.setenv("TRITON_DIST_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRITON_DIST_NO_SHMEM_BITCODE", raising=False)
+    full = bc.find_nvshmem_bitcode()
+    slim = bc.slim_nvshmem_library(full)
+    assert slim != full and slim.startswith(str(tmp_path)) and os.path.getsize(slim) < os.path.getsize(full) / 4
+    text = open(slim).read()
+    for sym in bc.nvshmem_functions():
+        assert re.search(rf"^define [^@\n]*@{sym}\(", text, re.M) and f"define internal" not in \
+            re.search(rf"^define [^\n]*@{sym}\(", text, re.M).group(0), sym
+    assert re.search(r"^@nvshmemi_device_state_d = ", text, re.M)
+    assert bc.slim_nvshmem_library(full) == slim  # made once
+
+    here = os.path.dirname(__file__)
+    every_call = load_kernel(os.path.join(here, "..", "lit", "libshmem", "all_functions.py") + ":all_calls")
+    from triton_dist.kernels.allreduce import allreduce_one_shot_kernel
+
+    def compiled(kernel, sig, path, stop_after, **defines):
+        req = CompileRequest(kernel, parse_target("cuda:90"), sig, defines=defines, stop_after=stop_after,
+                             options={"extern_libs": {"libnvshmem_device": path}})
+        return compile_kernel(req).asm
+
+    # every function: the optimised LLVM IR (what PTX is generated from; ptxas on this kernel takes a minute)
+    sig = ["*fp32:16", "*fp32:16", "*u64:16", "i32", "i64"]
+    assert compiled(every_call, sig, slim, "llir")["llir"] == compiled(every_call, sig, full, "llir")["llir"]
+    # a collective kernel of the library, all the way to PTX
+    sig = ["*bf16:16", "*bf16:16", "*bf16:16", "*i64:16", "*i64:16", "i32", "i32", "i32", "i32"]
+
+    def ptx(path):
+        text = compiled(allreduce_one_shot_kernel, sig, path, None, WORLD=2, BLOCK=4096)["ptx"]
+        return re.sub(r"^\s*\.(file|loc)\b.*$", "", text, flags=re.M)
+
+    assert ptx(slim) == ptx(full)
+
+
+def test_slim_library_can_be_turned_off_and_falls_back_on_failure(tmp_path, monkeypatch):
+    full = tmp_path / "libnvshmem_device.bc"
+    full.write_bytes(b"BC\xc0\xde not really bitcode")
+    monkeypatch.setenv("TRITON_DIST_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(bc.SLIM_ENV, "0")
+    assert bc.nvshmem_link_library(str(full)) == str(full)
+    monkeypatch.delenv(bc.SLIM_ENV)
+    with pytest.warns(UserWarning, match="could not make the slim NVSHMEM library"):
+        assert bc.nvshmem_link_library(str(full)) == str(full)
+
+
+def test_kernel_calling_an_nvshmem_function_outside_the_slim_set_is_recompiled_with_the_whole_bitcode(monkeypatch):
+    """triton_dist.jit: a compile that fails on an NVSHMEM function the slim library lacks is retried, once, with the
+    whole bitcode; other failures propagate unchanged."""
+    import triton.language as tl
+
+    import importlib
+
+    import triton_dist
+
+    J = importlib.import_module("triton_dist.jit")  # the module (the package attribute is the decorator)
+
+    @triton_dist.jit
+    def k(x):
+        tl.store(x, 1)
+
+    monkeypatch.setattr(J._compat, "interpret_enabled", lambda: False)
+    monkeypatch.setattr(J, "_libs_for_launch", lambda full=False: {"libnvshmem_device": "full" if full else "slim"})
+    seen = []
+
+    def fake(self, args, grid, warmup, kwargs):
+        libs = J._libs_for_launch(full=self._full_shmem_library)
+        seen.append(libs["libnvshmem_device"])
+        if libs["libnvshmem_device"] == "slim":
+            raise RuntimeError("PTXAS error\nptxas fatal   : Unresolved extern function 'nvshmem_int_p'")
+        return "launched"
+
+    monkeypatch.setattr(J.DistJITFunction, "_run_compiled", fake)
+    assert k[(1, )](None) == "launched" and seen == ["slim", "full"]
+    assert k[(1, )](None) == "launched" and seen == ["slim", "full", "full"]
+    assert J.missing_from_slim_library(RuntimeError("Unresolved extern function 'nvshmemx_foo_block'")) == \
+        "nvshmemx_foo_block"
+
+    @triton_dist.jit
+    def k2(x):
+        tl.store(x, 1)
+
+    def other(self, args, grid, warmup, kwargs):
+        raise RuntimeError("Unresolved extern function '__nv_foo'")
+
+    monkeypatch.setattr(J.DistJITFunction, "_run_compiled", other)
+    with pytest.raises(RuntimeError, match="__nv_foo"):
+        k2[(1, )](None)
+    assert not k2._full_shmem_library

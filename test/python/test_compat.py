@@ -3,6 +3,8 @@
 If a Triton upgrade breaks one of these, this file says which assumption moved. Helpers working on other parts
 append their assumptions below, one test each.
 """
+import re
+
 import triton
 import triton.language as tl
 
@@ -577,3 +579,57 @@ def test_hip_backend_links_extern_lib_only_by_name_substring(tmp_path):
     assert _compat.hip_links_extern_lib(ROCSHMEM_LIB_NAME, ["rocshmem_my_pe"])
     assert "call i32 @rocshmem_my_pe" in skipped
     assert not _compat.hip_links_extern_lib("librocshmem_device", ["rocshmem_my_pe"])
+
+
+def test_extract_library_functions_keeps_what_is_needed_and_only_that(tmp_path):
+    """_compat.extract_library_functions: ir.parse_mlir_module / llvm.to_module / attach_datalayout (after
+    init_targets) / link_extern_libs (LinkOnlyNeeded, linked functions made internal) / str(module). The requested
+    function comes back external, its callee internal, the unused function and its data are left out, a global the
+    requested function reads keeps its definition; the result links into a kernel like the library itself."""
+    lib = tmp_path / "lib.ll"
+    lib.write_text('@state = addrspace(1) externally_initialized global i64 7, align 8\n'
+                   '@unused_data = private constant [6 x i8] c"never\\00"\n'
+                   'define i64 @wanted(i64 %x) {\n  %s = load i64, ptr addrspace(1) @state\n'
+                   '  %y = call i64 @helper(i64 %x)\n  %z = add i64 %y, %s\n  ret i64 %z\n}\n'
+                   'define i64 @helper(i64 %x) {\n  %y = mul i64 %x, 3\n  ret i64 %y\n}\n'
+                   'define i64 @unused(i64 %x) {\n  %p = getelementptr [6 x i8], ptr @unused_data, i64 0, i64 %x\n'
+                   '  %v = load i8, ptr %p\n  %w = zext i8 %v to i64\n  ret i64 %w\n}\n')
+    text = _compat.extract_library_functions(str(lib), {"wanted": (("i64", ), "i64")}, "nvptx64-nvidia-cuda",
+                                             "sm_90a")
+    assert re.search(r"^define i64 @wanted\(", text, re.M)
+    assert re.search(r"^define internal i64 @helper\(", text, re.M)
+    assert "@unused" not in text and "never" not in text
+    assert re.search(r"^@state = .*global i64 7", text, re.M)
+    slim = tmp_path / "slim.ll"
+    slim.write_text(text)
+
+    def llir(path):
+        req = CompileRequest(_k_calls_wanted, parse_target("cuda:90"), ["*i64", "*i64"],
+                             options={"extern_libs": {"mylib": str(path)}}, stop_after="llir")
+        return compile_kernel(req).asm["llir"]
+
+    from_slim = llir(slim)
+    assert "call i64 @wanted" not in from_slim and "@state" in from_slim
+    assert from_slim == llir(lib)
+    assert _compat.llvm_type_name(tl.int32) == "i32" and _compat.llvm_type_name(tl.uint64) == "i64"
+
+
+@tl.core.extern
+def _wanted(x, _semantic=None):
+    return tl.core.extern_elementwise("mylib", "", [x], {(tl.int64, ): ("wanted", tl.int64)}, is_pure=True,
+                                      _semantic=_semantic)
+
+
+@triton.jit
+def _k_calls_wanted(inp, out):
+    tl.store(out, _wanted(tl.load(inp)))
+
+
+def test_ast_source_hash_uses_cache_key_of_constants():
+    """A constexpr argument's part of the disk cache key is its ``cache_key`` attribute when it has one (what
+    ``_compat.dist_builtin`` gives every builtin), else ``str()``."""
+    import inspect
+
+    from triton.compiler import ASTSource
+
+    assert "cache_key" in inspect.getsource(ASTSource.hash)

@@ -71,7 +71,7 @@ def test_compile_options_for_targets():
     cuda = K.scale_kernel.compile_options_for(parse_target("cuda:90"))
     path = bitcode.nvshmem_bitcode_or_none()
     if path:
-        assert cuda == {"extern_libs": {"libnvshmem_device": path}}
+        assert cuda == {"extern_libs": {"libnvshmem_device": bitcode.nvshmem_link_library(path)}}
     else:
         assert cuda == {}
     from triton_dist.target import SIM

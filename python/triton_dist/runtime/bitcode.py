@@ -354,3 +354,96 @@ def find_rocshmem_bitcode(arch: Optional[str] = None) -> str:
 def rocshmem_bitcode_or_none(arch: Optional[str] = None) -> Optional[str]:
     """Like :func:`find_rocshmem_bitcode` but returns None instead of raising."""
     return _or_none(lambda: find_rocshmem_bitcode(arch))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the slim NVSHMEM library: only the functions triton_dist can call
+# ----------------------------------------------------------------------------------------------------------------
+#: ``0`` / ``false`` / ``off`` / ``no``: link the whole NVSHMEM bitcode into every kernel (the slow, old way).
+SLIM_ENV = "TRITON_DIST_SLIM_BITCODE"
+#: bump when the slim library's contents change for the same inputs
+_SLIM_FORMAT = 1
+_NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+
+
+def slim_enabled() -> bool:
+    """Whether kernels link the slim NVSHMEM library (default) rather than the whole bitcode (``SLIM_ENV``)."""
+    return os.environ.get(SLIM_ENV, "").strip().lower() not in ("0", "false", "off", "no")
+
+
+def cache_dir() -> str:
+    """Where triton_dist keeps files it derives once per machine: ``TRITON_DIST_CACHE_DIR``, else ``triton_dist/``
+    in Triton's cache directory."""
+    override = os.environ.get("TRITON_DIST_CACHE_DIR", "").strip()
+    if override:
+        return override
+    import triton
+
+    return os.path.join(triton.knobs.cache.dir, "triton_dist")
+
+
+def nvshmem_functions() -> dict:
+    """``{symbol: (argument LLVM types, result LLVM type)}`` of every NVSHMEM function triton_dist's lowerings call
+    (``backends.nvidia.libshmem.EXTERNS``; void functions are declared with an ``i32`` result, as kernels declare
+    them)."""
+    from .. import _compat
+    from ..backends.nvidia import libshmem as nv
+
+    return {e.symbol: (tuple(_compat.llvm_type_name(t) for t in e.arg_types),
+                       "i32" if e.ret is None else _compat.llvm_type_name(e.ret))
+            for e in nv.EXTERNS.values()}
+
+
+_slim_paths = {}
+
+
+def slim_nvshmem_library(full_path: str) -> str:
+    """Path of an LLVM IR file that defines every NVSHMEM function triton_dist calls (:func:`nvshmem_functions`)
+    exactly as ``full_path`` does, with everything they need and nothing else (``_compat.extract_library_functions``).
+
+    Why: Triton parses every ``extern_libs`` file for each kernel it compiles; NVSHMEM's whole bitcode is 31-43 MB
+    and costs about 6 s per compile, the slim file (about 5 MB of IR) a fraction of a second, and the kernels'
+    PTX is identical. Made once per (bitcode file, size, mtime, Triton version, function set) and kept in
+    :func:`cache_dir`; written atomically (several ranks may make it at once). Kernels that call an NVSHMEM
+    function outside the set are recompiled against ``full_path`` by ``triton_dist.jit``. Where the file cannot be
+    made, a warning is printed once and ``full_path`` is returned."""
+    import hashlib
+
+    import triton
+
+    st = os.stat(full_path)
+    functions = nvshmem_functions()
+    ident = repr((_SLIM_FORMAT, os.path.realpath(full_path), st.st_size, st.st_mtime_ns, triton.__version__,
+                  sorted(functions.items())))
+    key = hashlib.sha256(ident.encode()).hexdigest()[:24]
+    out = os.path.join(cache_dir(), f"libnvshmem_device-slim-{key}.ll")
+    if out in _slim_paths:
+        return _slim_paths[out]
+    wanted = out
+    if not os.path.isfile(out):
+        try:
+            from .. import _compat
+
+            text = _compat.extract_library_functions(full_path, functions, _NVPTX_TRIPLE, "sm_90a")
+            hidden = [s for s in functions if re.search(rf"^define internal [^@\n]*@{re.escape(s)}\(", text, re.M)]
+            if hidden:  # the linkage edit missed them: kernels could not link them
+                raise BitcodeError(f"slim library: {', '.join(sorted(hidden))} left internal")
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            tmp = f"{out}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, out)
+        except Exception as exc:  # a Triton upgrade broke an assumption, a read-only cache: stay correct, be slow
+            import warnings
+
+            warnings.warn(f"triton_dist: could not make the slim NVSHMEM library from {full_path} ({exc}); kernels "
+                          f"link the whole bitcode (about 6 s more per compile). {SLIM_ENV}=0 silences this.")
+            out = full_path
+    _slim_paths[wanted] = out
+    return out
+
+
+def nvshmem_link_library(full_path: str) -> str:
+    """The NVSHMEM library file kernels link: the slim one (:func:`slim_nvshmem_library`) unless ``SLIM_ENV`` turns it
+    off."""
+    return slim_nvshmem_library(full_path) if slim_enabled() else full_path
