@@ -405,6 +405,10 @@ def dist_builtin(fn):
         return fn(*args, **kwargs)
 
     setattr(wrapper, tl_core.TRITON_BUILTIN, True)
+    # A builtin passed to a kernel as a constexpr argument (``FN=libshmem_device.putmem``) is part of the kernel's
+    # disk cache key: ``ASTSource.hash`` uses a constant's ``cache_key`` attribute when it has one, else ``str()``,
+    # which for a function holds its address and so would change in every process.
+    wrapper.cache_key = f"triton_dist-builtin:{fn.__module__}.{fn.__qualname__}"
     return wrapper
 
 

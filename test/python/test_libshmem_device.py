@@ -208,7 +208,7 @@ def test_distjit_run_refuses_before_launch(monkeypatch):
         return None
 
     monkeypatch.setattr(JITFunction, "run", fake_run)
-    monkeypatch.setattr(J, "_libs_for_launch", lambda: {})
+    monkeypatch.setattr(J, "_libs_for_launch", lambda full=False: {})
     monkeypatch.setattr(triton.knobs.runtime, "interpret", False)
 
     with pytest.raises(RuntimeError, match="k_barrier_every_block.*launch_cooperative_grid=True"):
@@ -256,3 +256,43 @@ def test_amd_kernel_links_rocshmem_bitcode_and_assembles(tmp_path, monkeypatch):
     ck = _compile(kernel, "*fp32:16, *fp32:16, *u64:16, i32, i64", target="hip:gfx942", stop_after=None)
     assert not re.findall(r"declare .*@rocshmem\w*", ck.asm["llir"]), "rocSHMEM calls left unresolved"
     assert isinstance(ck.asm["hsaco"], bytes) and len(ck.asm["hsaco"]) > 0
+
+
+# ------------------------------------------------------------------- libshmem functions as constexpr arguments
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_rma_kernel_takes_the_function_as_a_constexpr(target):
+    """The GPU tier's put / get launches (``k_rma`` with ``FN=<libshmem_device function>``, exactly as
+    ``rma_launch_args`` builds them) compile for both targets; before, the GPU test passed the function's *name*,
+    which only failed on the GPU (``'str' object is not callable``). The simulator runs the same launches."""
+    from test_libshmem_sim import RMA_FUNCTIONS, k_rma, rma_launch_args
+
+    symbols = set()
+    for fn in RMA_FUNCTIONS:
+        _, meta = rma_launch_args(fn, 1, 0)
+        ck = compile_kernel(CompileRequest(k_rma, parse_target(target), ["*fp32", "*fp32", "i64", "i32"],
+                                           defines=meta, stop_after="llir"))
+        called = set(re.findall(r"call [^@\n]*@((?:nvshmemx?|rocshmem)_\w+)", ck.asm["llir"]))
+        assert called, fn.__name__
+        symbols |= called
+    assert len(symbols) >= len(RMA_FUNCTIONS) // 2  # one extern per variant (AMD: thread variants share one)
+
+
+def test_builtin_constexpr_has_a_process_independent_cache_key():
+    """A libshmem_device function passed as a constexpr is hashed by its ``cache_key`` (module-qualified name), not
+    by ``str()`` (which holds the function's address), so the on-disk kernel cache hits across processes."""
+    from triton.compiler import ASTSource
+
+    from test_libshmem_sim import k_rma
+
+    assert shmem.putmem.cache_key == "triton_dist-builtin:triton_dist.language.extra.libshmem_device.putmem"
+    assert shmem.putmem.cache_key != shmem.getmem.cache_key
+    sig = {"dest": "*fp32", "src": "*fp32", "nbytes": "i64", "pe": "i32", "FN": "constexpr", "NBI": "constexpr",
+           "FENCE": "constexpr"}
+
+    def key(fn):
+        return ASTSource(k_rma, sig, constexprs={"FN": fn, "NBI": False, "FENCE": False}).hash()
+
+    twin = lambda *a, **k: None  # noqa: E731  another object with the same cache_key hashes the same
+    twin.cache_key = shmem.putmem.cache_key
+    assert key(shmem.putmem) == key(twin) != key(shmem.getmem)

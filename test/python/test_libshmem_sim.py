@@ -43,6 +43,20 @@ def k_remote_ptr(buf, out, addrs, pe, BLOCK: tl.constexpr):
         tl.store(out + offs, tl.load(p + offs))
 
 
+#: every put / get variant, as the GPU tier and the CPU compile test also run them: passed to ``k_rma`` as the
+#: constexpr ``FN`` (the function object itself, never its name)
+RMA_FUNCTIONS = (shmem.putmem_block, shmem.putmem_nbi_block, shmem.putmem_warp, shmem.putmem_nbi_warp, shmem.putmem,
+                 shmem.putmem_nbi, shmem.getmem_block, shmem.getmem_nbi_block, shmem.getmem_warp,
+                 shmem.getmem_nbi_warp, shmem.getmem, shmem.getmem_nbi)
+
+
+def rma_launch_args(fn, nxt, prv):
+    """``(pe, constexprs)`` of the ``k_rma`` launch that runs put / get ``fn`` (puts go to the next rank, gets read
+    the previous one; ``nbi`` variants are completed by ``quiet``, ``putmem_nbi`` after a ``fence``)."""
+    name = fn.__name__
+    return (nxt if name.startswith("put") else prv), dict(FN=fn, NBI="_nbi" in name, FENCE=name == "putmem_nbi")
+
+
 @triton_dist.jit
 def k_rma(dest, src, nbytes, pe, FN: tl.constexpr, NBI: tl.constexpr = False, FENCE: tl.constexpr = False):
     """``FN``: one libshmem_device put / get function (a constexpr: each launch calls exactly that one); a
@@ -169,16 +183,13 @@ def _every_function():
     check("remote_mc_ptr is null", addrs[1].item(), 0)
 
     # put / get, every variant: puts go to the next rank, gets read the previous rank
-    for fn in (shmem.putmem_block, shmem.putmem_nbi_block, shmem.putmem_warp, shmem.putmem_nbi_warp, shmem.putmem,
-               shmem.putmem_nbi, shmem.getmem_block, shmem.getmem_nbi_block, shmem.getmem_warp,
-               shmem.getmem_nbi_warp, shmem.getmem, shmem.getmem_nbi):
-        name = fn.__name__
+    for fn in RMA_FUNCTIONS:
         dest.fill_(-1.0)
         b.barrier_all_on_stream()
-        k_rma[(1, )](dest, src, nbytes, nxt if name.startswith("put") else prv, FN=fn, NBI="_nbi" in name,
-                     FENCE=name == "putmem_nbi")
+        pe, meta = rma_launch_args(fn, nxt, prv)
+        k_rma[(1, )](dest, src, nbytes, pe, **meta)
         b.barrier_all_on_stream()
-        check(name, dest.tolist(), _pattern(prv).tolist())
+        check(fn.__name__, dest.tolist(), _pattern(prv).tolist())
     # a partial put: only the first 3 floats move
     dest.fill_(-1.0)
     b.barrier_all_on_stream()

@@ -18,9 +18,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import triton_dist.utils as U  # noqa: E402
 from triton_dist.language.extra import libshmem_device as shmem  # noqa: E402
-from test_libshmem_sim import (N, _pattern, k_broadcast, k_every_program_barrier, k_fcollect,  # noqa: E402
-                               k_guarded_barrier, k_info, k_put_signal_then_wait, k_remote_ptr, k_rma, k_signal_op,
-                               k_store_barrier_load, k_wait)
+from test_libshmem_sim import (N, RMA_FUNCTIONS, _pattern, k_broadcast, k_every_program_barrier,  # noqa: E402
+                               k_fcollect, k_guarded_barrier, k_info, k_put_signal_then_wait, k_remote_ptr, k_rma,
+                               k_signal_op, k_store_barrier_load, k_wait, rma_launch_args)
 
 RANK = int(os.environ.get("RANK", 0))
 WORLD = int(os.environ.get("WORLD_SIZE", 1))
@@ -81,16 +81,16 @@ def test_remote_ptr_and_mc_ptr(bufs):
         assert addrs[1].item() == 0  # multicast off: nvshmemx_mc_ptr returns null
 
 
-@pytest.mark.parametrize("fn", ["putmem_block", "putmem_nbi_block", "putmem_warp", "putmem_nbi_warp", "putmem",
-                                "putmem_nbi", "getmem_block", "getmem_nbi_block", "getmem_warp", "getmem_nbi_warp",
-                                "getmem", "getmem_nbi"])
+@pytest.mark.parametrize("fn", RMA_FUNCTIONS, ids=lambda f: f.__name__)
 def test_rma(bufs, fn):
+    """The simulator's launch exactly (``rma_launch_args``): the function object as the constexpr ``FN``."""
     src, dest, _, _ = bufs
     dest.fill_(-1.0)
     _barrier()
-    k_rma[(1, )](dest, src, N * 4, NXT if fn.startswith("put") else PRV, FN=fn)
+    pe, meta = rma_launch_args(fn, NXT, PRV)
+    k_rma[(1, )](dest, src, N * 4, pe, **meta)
     _barrier()
-    assert torch.equal(dest, _pat(PRV)), (fn, dest[:4].tolist())
+    assert torch.equal(dest, _pat(PRV)), (fn.__name__, dest[:4].tolist())
 
 
 @pytest.mark.parametrize("blocking", [True, False])
