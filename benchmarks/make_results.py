@@ -204,16 +204,21 @@ def overlap_section(doc):
 
 def suite_steps_section(steps):
     """benchmarks/record_run.py records (scripts/gpu_suite.sh steps): one row each."""
-    head = "| step | date | exit | timed out | wall s | pytest | commit | record |"
+    head = ("| step | date | exit | timed out | wall s | exit after summary s | left behind | exit noise lines | "
+            "pytest | commit | record |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for d in sorted(steps, key=lambda d: (d.get("date", ""), d.get("name", ""))):
         if "skipped" in d:
-            out.append(f"| {d.get('name')} | — | — | — | — | skipped: {d['skipped']} | — | `{d['_path']}` |")
+            out.append(f"| {d.get('name')} | — | — | — | — | — | — | — | skipped: {d['skipped']} | — | "
+                       f"`{d['_path']}` |")
             continue
         facts = d.get("facts", {})
         summary = "; ".join(d.get("pytest_summary", [])) or "—"
+        left = d.get("left_behind")
         out.append(f"| {d.get('name')} | {d.get('date', '?')} | {d.get('exit_code')} | "
-                   f"{'yes' if d.get('timed_out') else 'no'} | {d.get('wall_s', '?')} | {summary} | "
+                   f"{'yes' if d.get('timed_out') else 'no'} | {d.get('wall_s', '?')} | "
+                   f"{_f(d.get('exit_after_summary_s'), '{:.1f}')} | {'—' if left is None else len(left)} | "
+                   f"{d.get('exit_noise_lines', '—')} | {summary} | "
                    f"`{str(facts.get('git_commit', '?'))[:12]}` | `{d['_path']}` |")
     return out + [""]
 

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +27,64 @@ def environment_facts() -> dict:
 
 
 _PYTEST_SUMMARY = re.compile(r"=+ (.*?(?:passed|failed|error|skipped).*?) in [0-9.]+s")
+#: what torch / NCCL print when a rank outlives its process group or store (counted, never expected)
+_EXIT_NOISE = re.compile(r"Broken pipe|TCPStore|heartbeat|destroy_process_group\(\) was not called|"
+                         r"ProcessGroupNCCL.*(?:abort|shut ?down)", re.I)
+#: environment variable that marks every process of one recorded run (torchrun's workers run in sessions of their
+#: own and are re-parented when torchrun dies, so neither the process group nor the parent chain finds them all)
+RUN_TAG_ENV = "TRITON_DIST_RUN_TAG"
+
+
+def tagged_pids(tag: str):
+    """Pids of live processes whose environment carries ``RUN_TAG_ENV=tag`` (Linux /proc; empty elsewhere)."""
+    needle = f"{RUN_TAG_ENV}={tag}".encode()
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for d in entries:
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    out.append(int(d))
+        except OSError:
+            continue
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return "?"
+
+
+def _signal_all(pids, sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_run(tag: str, grace_s: float = 10.0):
+    """SIGTERM every process of the run, then SIGKILL what is still there after ``grace_s``. Returns what was
+    found alive first, as ``[(pid, cmdline)]``."""
+    import signal
+
+    alive = tagged_pids(tag)
+    found = [(p, _cmdline(p)) for p in alive]
+    _signal_all(alive, signal.SIGTERM)
+    deadline = time.time() + grace_s
+    while alive and time.time() < deadline:
+        time.sleep(0.2)
+        alive = tagged_pids(tag)
+    _signal_all(alive, signal.SIGKILL)
+    return found
 
 
 def main(argv=None) -> int:
@@ -33,39 +92,54 @@ def main(argv=None) -> int:
     p.add_argument("--name", required=True)
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     p.add_argument("--timeout", type=float, default=None,
-                   help="seconds; then the command's whole process group (torchrun and its workers) is killed")
+                   help="seconds; then every process of the command (torchrun and all its workers) is ended")
+    p.add_argument("--linger", type=float, default=10.0,
+                   help="seconds a process of the command may outlive the command itself before it counts as "
+                        "left behind (recorded, ended, and the step fails)")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
     os.makedirs(a.out, exist_ok=True)
     log_path = os.path.join(a.out, f"{a.name}.log")
     t0 = time.time()
-    # Line-buffered: a run killed by its `timeout` must still leave every line it printed.
+    tag = f"{a.name}-{os.getpid()}-{time.time_ns()}"
+    env = dict(os.environ, **{RUN_TAG_ENV: tag})
+    lines = []
+    last_summary = [None]  # time the last pytest summary line was read
+    timed_out = [False]
+    # Line-buffered: a run that is killed must still leave every line it printed.
     with open(log_path, "w", buffering=1) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                start_new_session=True)
-        timer = None
-        if a.timeout:
-            import signal
-            import threading
+                                start_new_session=True, env=env)
 
-            def kill_group():
-                log.write(f"\n[record_run] timeout after {a.timeout:.0f} s: killing the process group\n")
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        def pump():
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+                lines.append(line)
+                if _PYTEST_SUMMARY.search(line):
+                    last_summary[0] = time.time()
 
-            timer = threading.Timer(a.timeout, kill_group)
-            timer.start()
-        lines = []
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            log.write(line)
-            lines.append(line)
-        rc = proc.wait()
-        if timer is not None:
-            timer.cancel()
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            rc = proc.wait(timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out[0] = True
+            log.write(f"\n[record_run] timeout after {a.timeout:.0f} s: ending every process of the run\n")
+            end_run(tag)
+            rc = proc.wait()
+        t_exit = time.time()
+        # The command is done; its workers must be too (torchrun waits for them). Anything still alive after
+        # --linger seconds was left behind.
+        deadline = time.time() + a.linger
+        while tagged_pids(tag) and time.time() < deadline:
+            time.sleep(0.2)
+        left = end_run(tag, grace_s=5.0)
+        if left:
+            log.write(f"\n[record_run] {len(left)} process(es) outlived the command by {a.linger:.0f} s and were "
+                      f"ended: {left}\n")
+        reader.join(timeout=10)  # an orphan holding the pipe open cannot keep us here
     text = "".join(lines)
     summaries = _PYTEST_SUMMARY.findall(text)
     record = {
@@ -73,14 +147,19 @@ def main(argv=None) -> int:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(cmd),
         "exit_code": rc,
-        "timed_out": bool(a.timeout) and rc == -9,
-        "wall_s": round(time.time() - t0, 1),
+        "timed_out": timed_out[0],
+        "wall_s": round(t_exit - t0, 1),
+        "exit_after_summary_s": None if last_summary[0] is None else round(t_exit - last_summary[0], 1),
+        "left_behind": [{"pid": pid, "cmdline": c} for pid, c in left],
+        "exit_noise_lines": sum(1 for line in lines if _EXIT_NOISE.search(line)),
         "pytest_summary": summaries,
         "facts": environment_facts(),
         "output_tail": text[-6000:],
     }
     with open(os.path.join(a.out, f"{a.name}.json"), "w") as f:
         json.dump(record, f, indent=1)
+    if rc == 0 and left:
+        return 3  # the work passed, but the run did not end cleanly
     return rc
 
 

@@ -6,14 +6,18 @@
 #   scripts/gpu_suite.sh 3    benchmarks (quick): collectives vs NCCL, shmem put/get, overlap vs torch
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
-# step that ran comes back even when something hangs. On the lent GPU machine, first install the carried wheels
-# (../shared/gpu/README.md). Never enables multicast.
+# step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
+# included) at its timeout, and fails a step whose processes outlive it (JSON: left_behind, exit_after_summary_s).
+# The exit status is the number of steps that did not pass (0: all passed). On the lent GPU machine, first install the
+# carried wheels (../shared/gpu/README.md). Never enables multicast.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
 OUT=${OUT:-benchmarks/results/gpu-$(date -u +%Y%m%d-%H%M)}
 mkdir -p "$OUT"
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
+# A rank whose peer died waits in a collective until the process-group timeout: minutes here, not half an hour.
+export TRITON_DIST_PG_TIMEOUT_S=${TRITON_DIST_PG_TIMEOUT_S:-150}
 export PYTHONPATH="$PWD/python:$PWD/test/python${PYTHONPATH:+:$PYTHONPATH}"
 export TRITON_DIST_RESULTS_DIR="$OUT"
 NP=${NPROC:-2}
@@ -21,17 +25,22 @@ PY=${PYTHON:-python3}
 SUITE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET_S:-560} ))
 rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE_BUDGET_S)
   local name=$1 t=$2; shift 2
-  local left=$(( SUITE_DEADLINE - $(date +%s) - 5 ))
+  # 25 s of slack: record_run may take that long to end a step's processes after its timeout
+  local left=$(( SUITE_DEADLINE - $(date +%s) - 25 ))
   if (( left < 30 )); then
     echo "{\"name\": \"$name\", \"skipped\": \"suite budget spent before this step\"}" > "$OUT/$name.json"
-    echo "$name: skipped (suite budget spent)"; return
+    echo "$name: skipped (suite budget spent)"; failed=$((failed + 1)); return
   fi
   (( t > left )) && t=$left
+  local t0=$SECONDS rc
   "$PY" benchmarks/record_run.py --name "$name" --out "$OUT" --timeout "$t" -- "$@" > /dev/null
-  echo "$name: exit $? in <= ${t}s ($(grep -ho '[0-9]* passed[^"]*' "$OUT/$name.log" | tail -1))"
+  rc=$?
+  (( rc != 0 )) && failed=$((failed + 1))
+  echo "$name: exit $rc in $((SECONDS - t0)) s (limit ${t} s) ($(grep -ho '[0-9]* \(passed\|failed\)[^"=]*' "$OUT/$name.log" | tail -1))"
 }
+failed=0
 tier() {  # tier NAME TIMEOUT_S TESTFILE
-  rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA -p no:cacheprovider -m gpu --collect-gpu "$3"
+  rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "$3"
 }
 case $part in
   1)
@@ -41,9 +50,9 @@ case $part in
     tier gpu_tools 100 test/python/gpu/test_gpu_tools.py
     rec gpu_example 60 torchrun --nproc_per_node "$NP" examples/allgather_demo.py ;;
   2)
-    tier gpu_libshmem 200 test/python/gpu/test_gpu_libshmem.py
-    tier gpu_collectives 180 test/python/gpu/test_gpu_collectives.py
-    tier gpu_overlap 180 test/python/gpu/test_gpu_overlap.py ;;
+    tier gpu_libshmem 160 test/python/gpu/test_gpu_libshmem.py
+    tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
+    tier gpu_overlap 220 test/python/gpu/test_gpu_overlap.py ;;
   3)
     rec bench_collectives 200 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --quick
     rec bench_shmem 120 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
@@ -51,3 +60,4 @@ case $part in
   *) echo "usage: $0 1|2|3" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
+exit $failed

@@ -47,3 +47,20 @@ def pytest_ignore_collect(collection_path, config):
 def pytest_addoption(parser):
     parser.addoption("--collect-gpu", action="store_true", default=False,
                      help="collect test/python/gpu even when the GPU tier cannot run (its tests are skipped)")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """GPU tier under torchrun: end this rank cleanly once its tests are done -- a barrier with the other ranks
+    (none tears down while a peer still uses SHMEM or the process group), then ``finalize_distributed()`` (symmetric
+    memory freed, NVSHMEM finalized, the process group destroyed), so no NCCL thread outlives the torchrun store.
+    Nothing happens where no test initialised the distributed runtime."""
+    utils = sys.modules.get("triton_dist.utils")
+    if utils is None:
+        return
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
+    finally:
+        utils.finalize_distributed()
