@@ -36,7 +36,7 @@ rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE
   "$PY" benchmarks/record_run.py --name "$name" --out "$OUT" --timeout "$t" -- "$@" > /dev/null
   rc=$?
   (( rc != 0 )) && failed=$((failed + 1))
-  echo "$name: exit $rc in $((SECONDS - t0)) s (limit ${t} s) ($(grep -ho '[0-9]* \(passed\|failed\)[^"=]*' "$OUT/$name.log" | tail -1))"
+  echo "$name: exit $rc in $((SECONDS - t0)) s (limit ${t} s) ($(grep -ho '[0-9]* \(passed\|failed\|skipped\)[^"=]*' "$OUT/$name.log" | tail -1))"
 }
 failed=0
 tier() {  # tier NAME TIMEOUT_S TESTFILE
