@@ -30,7 +30,7 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 import torch  # noqa: E402
-from provenance import git_commit, versions  # noqa: E402
+from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
@@ -248,7 +248,7 @@ def main():
             "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
             "mode": "quick" if args.quick else "full",
             "timestamp_utc": stamp,
-            "git_commit": git_commit(),
+            "git_commit": git_commit(), "tree": tree_fingerprint(),
             "versions": versions(),
             "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if GPU else
                         ["cpu-simulator"]),

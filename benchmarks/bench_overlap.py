@@ -47,7 +47,7 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
 import torch  # noqa: E402
-from provenance import git_commit, versions  # noqa: E402
+from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 MODELS = {
@@ -318,7 +318,8 @@ def main():
         os.makedirs(outdir, exist_ok=True)
         base = os.path.join(outdir, f"overlap-{stamp}{('-' + args.tag) if args.tag else ''}")
         doc = {"benchmark": "bench_overlap", "command": " ".join(sys.argv), "world_size": W, "quick": args.quick,
-               "iters": args.iters, "reps": args.reps, "git_commit": git_commit(), "versions": versions(),
+               "iters": args.iters, "reps": args.reps, "git_commit": git_commit(),
+               "tree": tree_fingerprint(), "versions": versions(),
                "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                        "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
                "torch_symm_available": gname is not None, "torch_symm_error": symm_err,

@@ -32,7 +32,7 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 import torch  # noqa: E402
-from provenance import git_commit, versions  # noqa: E402
+from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import triton_dist  # noqa: E402
@@ -194,6 +194,7 @@ def main(argv=None) -> int:
 
     record = {
         "benchmark": "bench_shmem", "command": " ".join([sys.executable] + sys.argv), "git_commit": git_commit(),
+        "tree": tree_fingerprint(),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(), "world_size": world,
         "versions": versions(), "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                                          "NVSHMEM_SYMMETRIC_SIZE")},

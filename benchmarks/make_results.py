@@ -202,6 +202,10 @@ def overlap_section(doc):
     return out + [""]
 
 
+def _tree(facts):
+    return f" (tree `{facts['tree']}`)" if facts.get("tree") else ""
+
+
 def suite_steps_section(steps):
     """benchmarks/record_run.py records (scripts/gpu_suite.sh steps): one row each."""
     head = ("| step | date | exit | timed out | wall s | exit after summary s | left behind | exit noise lines | "
@@ -219,7 +223,7 @@ def suite_steps_section(steps):
                    f"{'yes' if d.get('timed_out') else 'no'} | {d.get('wall_s', '?')} | "
                    f"{_f(d.get('exit_after_summary_s'), '{:.1f}')} | {'—' if left is None else len(left)} | "
                    f"{d.get('exit_noise_lines', '—')} | {summary} | "
-                   f"`{str(facts.get('git_commit', '?'))[:12]}` | `{d['_path']}` |")
+                   f"`{str(facts.get('git_commit', '?'))[:12]}`{_tree(facts)} | `{d['_path']}` |")
     return out + [""]
 
 

@@ -12,16 +12,45 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _PACKAGES = ("nvidia-nvshmem-cu12", "nvidia-nvshmem-cu13", "nvshmem4py-cu12", "nvshmem4py-cu13")
 
 
+ROOT = os.path.dirname(HERE)
+#: the parts of the tree whose content decides what a run ran
+_FINGERPRINTED = ("python", "test", "benchmarks", "scripts", "examples")
+
+
 def git_commit() -> str:
-    """``TRITON_DIST_GIT_COMMIT`` if set (the GPU machine gets a copy of the tree without .git), else HEAD."""
+    """``TRITON_DIST_GIT_COMMIT`` if set, else HEAD of the repository the project root itself holds, else
+    "unknown". The GPU machine gets a copy of the tree: a ``.git`` found further up is not this tree's (the
+    2026-11-30 suite run recorded a stale commit that way), so it is never asked; :func:`tree_fingerprint` names
+    the tree whatever git says."""
     commit = os.environ.get("TRITON_DIST_GIT_COMMIT")
     if commit:
         return commit
+    if not os.path.exists(os.path.join(ROOT, ".git")):
+        return "unknown"
     try:
-        out = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=HERE, stderr=subprocess.DEVNULL)
+        out = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, stderr=subprocess.DEVNULL)
         return out.decode().strip()
     except Exception:  # noqa: BLE001 - provenance must never fail the run
         return "unknown"
+
+
+def tree_fingerprint() -> str:
+    """sha256 (first 16 hex digits) over the path and bytes of every ``.py``/``.sh``/``.json`` source file under
+    python/, test/, benchmarks/ (not results/), scripts/ and examples/: recompute it on a checkout to tell whether
+    that checkout is what ran (``python benchmarks/provenance.py``)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for top in _FINGERPRINTED:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, top)):
+            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", "results", "Output"))
+            for name in sorted(filenames):
+                if name.endswith((".py", ".sh", ".json")):
+                    path = os.path.join(dirpath, name)
+                    h.update(os.path.relpath(path, ROOT).encode() + b"\0")
+                    with open(path, "rb") as f:
+                        h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def versions() -> dict:
@@ -51,3 +80,7 @@ def versions() -> dict:
         except PackageNotFoundError:
             pass
     return v
+
+
+if __name__ == "__main__":
+    print(f"git_commit {git_commit()}\ntree_fingerprint {tree_fingerprint()}")

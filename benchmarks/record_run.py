@@ -16,11 +16,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from provenance import git_commit, versions  # noqa: E402
+from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 
 
 def environment_facts() -> dict:
-    facts = dict(versions(), host=os.uname().nodename, git_commit=git_commit())
+    facts = dict(versions(), host=os.uname().nodename, git_commit=git_commit(), tree=tree_fingerprint())
     facts["env"] = {k: v for k, v in os.environ.items()
                     if k.startswith(("NVSHMEM_", "NCCL_NVLS", "TORCH_SYMM_MEM", "TRITON_DIST_"))}
     return facts
