@@ -37,6 +37,7 @@ import os
 import statistics
 import sys
 import traceback
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -119,7 +120,9 @@ def symm_group_name():
         import torch.distributed._symmetric_memory as symm
 
         name = dist.group.WORLD.group_name
-        symm.enable_symm_mem_for_group(name)
+        with warnings.catch_warnings():  # needed before torch 2.11, a FutureWarning (one per rank) since
+            warnings.simplefilter("ignore", FutureWarning)
+            symm.enable_symm_mem_for_group(name)
         torch.ops.symm_mem.fused_all_gather_matmul  # noqa: B018  (availability)
         return name, None
     except Exception as exc:  # noqa: BLE001

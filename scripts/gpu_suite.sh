@@ -18,6 +18,7 @@ mkdir -p "$OUT"
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
 # A rank whose peer died waits in a collective until the process-group timeout: minutes here, not half an hour.
 export TRITON_DIST_PG_TIMEOUT_S=${TRITON_DIST_PG_TIMEOUT_S:-150}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # what torchrun sets anyway, minus its warning banner in every log
 export PYTHONPATH="$PWD/python:$PWD/test/python${PYTHONPATH:+:$PYTHONPATH}"
 export TRITON_DIST_RESULTS_DIR="$OUT"
 NP=${NPROC:-2}
