@@ -92,6 +92,24 @@ def cache_invalidating_env_vars() -> dict:
     return get_cache_invalidating_env_vars()
 
 
+#: The NVIDIA compute capabilities the installed Triton compiles to cubin for (Triton 3.6: its ptxas 12.8 and
+#: ptxas-blackwell; 88 and 110 are refused by them). ``parse_target`` accepts only these, so a typo fails in one line
+#: instead of in ptxas. Tested per capability in test_compat.py.
+CUDA_CAPABILITIES = (70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121)
+#: The AMD gfx processors the installed Triton's HIP backend compiles for (Triton 3.6's LLVM rejects gfx906, gfx940
+#: and gfx941). Tested per arch in test_compat.py.
+HIP_ARCHS = ("gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
+             "gfx1150", "gfx1151", "gfx1200", "gfx1201", "gfx1250")
+
+
+def type_from_name(name: str):
+    """The ``tl`` dtype for a signature type name (``fp32``, ``bf16``, ``i64``, ``*fp16``, ...); ``KeyError`` for an
+    unknown one. Assumption: ``triton.language.str_to_ty(name, None)`` parses signature type names."""
+    from triton.language import str_to_ty
+
+    return str_to_ty(name, None)
+
+
 def llvm_type_name(dtype) -> str:
     """The LLVM integer type a ``tl`` integer dtype passes as in an extern call (``i32``, ``i64``; signedness is not
     part of an LLVM type)."""

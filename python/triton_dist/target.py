@@ -88,9 +88,15 @@ def parse_target(text: str) -> Target:
         digits = re.sub(r"^sm_?", "", arch)
         if not digits.isdigit() or int(digits) < 70:
             raise ValueError(f"unknown target {text!r}: CUDA compute capability must be a number >= 70 (e.g. cuda:90)")
+        if int(digits) not in _compat.CUDA_CAPABILITIES:
+            raise ValueError(f"unknown target {text!r}: the installed Triton compiles for compute capabilities "
+                             f"{', '.join(map(str, _compat.CUDA_CAPABILITIES))}")
         return Target("cuda", int(digits), 32)
     if not re.match(r"^gfx[0-9a-f]{3,4}$", arch):
         raise ValueError(f"unknown target {text!r}: HIP arch must look like gfx942 / gfx90a / gfx950")
+    if arch not in _compat.HIP_ARCHS:
+        raise ValueError(f"unknown target {text!r}: the installed Triton's AMD backend compiles for "
+                         f"{', '.join(_compat.HIP_ARCHS)}")
     return Target("hip", arch, _hip_warp_size(arch))
 
 

@@ -633,3 +633,39 @@ def test_ast_source_hash_uses_cache_key_of_constants():
     from triton.compiler import ASTSource
 
     assert "cache_key" in inspect.getsource(ASTSource.hash)
+
+
+@triton.jit
+def _k_scale(x, n):
+    tl.store(x + tl.arange(0, 64), tl.load(x + tl.arange(0, 64)) * n)
+
+
+def test_every_listed_target_compiles_and_neighbours_do_not():
+    """_compat.CUDA_CAPABILITIES / HIP_ARCHS are exactly what the installed Triton compiles a plain kernel for (to
+    cubin / hsaco): each listed one compiles; the ones next to them that parse_target refuses fail in the compiler."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    def compiles(backend, arch, warp):
+        try:
+            triton.compile(ASTSource(_k_scale, {"x": "*fp32", "n": "fp32"}), target=GPUTarget(backend, arch, warp))
+            return True
+        except Exception:  # noqa: BLE001  ptxas / LLVM errors of every kind
+            return False
+
+    for cc in _compat.CUDA_CAPABILITIES:
+        assert compiles("cuda", cc, 32), cc
+    for cc in (88, 99, 110):
+        assert not compiles("cuda", cc, 32), cc
+    for gfx in _compat.HIP_ARCHS:
+        assert compiles("hip", gfx, 32 if gfx.startswith(("gfx10", "gfx11", "gfx12")) else 64), gfx
+    for gfx in ("gfx906", "gfx940", "gfx9999"):
+        assert not compiles("hip", gfx, 64), gfx
+
+
+def test_type_from_name_parses_signature_types():
+    assert _compat.type_from_name("fp32") == tl.float32 and _compat.type_from_name("*bf16") == tl.pointer_type(tl.bfloat16)
+    import pytest
+
+    with pytest.raises(KeyError):
+        _compat.type_from_name("flt32")

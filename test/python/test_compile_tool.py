@@ -76,6 +76,10 @@ def test_options_reach_the_compiler(kernel_file, capsys):
     (["/nonexistent/k.py:scale", "-s", "*fp32"], "kernel file not found"),
     (["{f}:scale", "-s", "*fp32"], "signature has 1 entries but scale takes 5"),
     (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32", "-D", "NOPE=1"], "-D names no parameter"),
+    # were a KeyError traceback, 50 lines of ptxas (and /tmp/*.ptx left behind), 61 lines of MLIR
+    (["{f}:scale", "-s", "*flt32, *fp32, i32, fp32, 128"], "unknown type '*flt32'"),
+    (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--target", "cuda:99"], "unknown target 'cuda:99'"),
+    (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--target", "hip:gfx9999"], "unknown target 'hip:gfx9999'"),
 ])
 def test_errors_are_one_line_exit_2(kernel_file, argv, message):
     res = _run(*[a.format(f=kernel_file) for a in argv])

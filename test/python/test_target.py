@@ -75,7 +75,8 @@ def test_sim_target_execution_in_interpreter(tmp_path):
     assert out.stdout.strip() == "['sim', 'sim'] 7"
 
 
-@pytest.mark.parametrize("bad", ["cuda", "cuda:banana", "cuda:50", "hip:sm90", "rocm:gfx942", "", "hip:"])
+@pytest.mark.parametrize("bad", ["cuda", "cuda:banana", "cuda:50", "cuda:99", "cuda:88", "hip:sm90", "hip:gfx9999",
+                                 "hip:gfx940", "rocm:gfx942", "", "hip:"])
 def test_parse_target_rejects(bad):
     with pytest.raises(ValueError, match="unknown target"):
         parse_target(bad)

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from .. import _compat
 from ..target import Target, parse_target, to_gpu_target
 
 TEXT_STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx"), "hip": ("ttir", "ttgir", "llir", "amdgcn")}
@@ -110,6 +111,12 @@ def build_source(req: CompileRequest):
         if value is not None and not ty.startswith("*"):
             signature[name], constexprs[name] = "constexpr", value
             continue
+        try:
+            _compat.type_from_name(ty)
+        except (KeyError, ValueError, IndexError):
+            raise UsageError(f"unknown type {ty!r} in signature entry {item!r}: use a Triton type name such as *fp32, "
+                             f"*bf16, i32, i64, fp16, u8 (a leading * for pointers), or a literal for a constexpr") \
+                from None
         signature[name] = ty
         if hint:
             if hint != "16":
