@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     env = dict(os.environ, **{RUN_TAG_ENV: tag})
     lines = []
     last_summary = [None]  # time the last pytest summary line was read
-    timed_out = [False]
+    timed_out = False
     # Line-buffered: a run that is killed must still leave every line it printed.
     with open(log_path, "w", buffering=1) as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
         try:
             rc = proc.wait(timeout=a.timeout)
         except subprocess.TimeoutExpired:
-            timed_out[0] = True
+            timed_out = True
             log.write(f"\n[record_run] timeout after {a.timeout:.0f} s: ending every process of the run\n")
             end_run(tag)
             rc = proc.wait()
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(cmd),
         "exit_code": rc,
-        "timed_out": timed_out[0],
+        "timed_out": timed_out,
         "wall_s": round(t_exit - t0, 1),
         "exit_after_summary_s": None if last_summary[0] is None else round(t_exit - last_summary[0], 1),
         "left_behind": [{"pid": pid, "cmdline": c} for pid, c in left],
