@@ -625,16 +625,6 @@ def _k_calls_wanted(inp, out):
     tl.store(out, _wanted(tl.load(inp)))
 
 
-def test_ast_source_hash_uses_cache_key_of_constants():
-    """A constexpr argument's part of the disk cache key is its ``cache_key`` attribute when it has one (what
-    ``_compat.dist_builtin`` gives every builtin), else ``str()``."""
-    import inspect
-
-    from triton.compiler import ASTSource
-
-    assert "cache_key" in inspect.getsource(ASTSource.hash)
-
-
 @triton.jit
 def _k_scale(x, n):
     tl.store(x + tl.arange(0, 64), tl.load(x + tl.arange(0, 64)) * n)
