@@ -1,36 +1,44 @@
 """Benchmark the overlapped GEMMs against torch in the same run (2 GPUs, bf16, TP=2 Llama-3 MLP shapes).
 
-    torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--quick] [--write-table] [--ops ag_gemm,gemm_rs,gemm_ar]
+    torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--quick] [--sweep] [--write-table] [--mlp]
+        [--profile DIR] [--ops ag_gemm,gemm_rs,gemm_ar] [--models llama3-70b,llama3-8b,comm-heavy]
 
-For every shape and implementation: a correctness check against torch's sequential path first, then timing.
+For every shape and implementation: a correctness check against torch's sequential path first (fresh random
+inputs), then timing.
 
-* ``ours/<method>``: ``triton_dist.ops.overlap`` fused kernels (AG+GEMM: ``sm`` = push programs inside the GEMM
-  launch, ``ce`` = copy engine on a side stream; GEMM+RS / GEMM+AR: ``fused``).
-* ``torch_seq``: (a) sequential NCCL + cuBLAS: ``all_gather_into_tensor`` + ``torch.matmul`` /
-  ``torch.matmul`` + ``reduce_scatter_tensor`` / ``torch.matmul`` + ``all_reduce``.
-* ``torch_symm``: (b) torch's fused symmetric-memory ops (``torch.distributed._symmetric_memory``
+* ``ours/<method>``: ``triton_dist.ops.overlap`` (AG+GEMM: ``sm`` = push programs inside the GEMM launch, ``ce`` =
+  copy engine on a side stream + our GEMM, ``chunked`` = copy engine + cuBLAS per chunk; GEMM+RS: ``fused``;
+  GEMM+AR: ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). ``ours/auto`` is what ``method="auto"``
+  does with the dispatch table in the tree (``python/triton_dist/ops/overlap_table.json``).
+* ``torch_seq``: sequential NCCL + cuBLAS: ``all_gather_into_tensor`` + ``torch.matmul`` / ``torch.matmul`` +
+  ``reduce_scatter_tensor`` / ``torch.matmul`` + ``all_reduce``.
+* ``torch_symm``: torch's fused symmetric-memory ops (``torch.distributed._symmetric_memory``
   ``fused_all_gather_matmul`` / ``fused_matmul_reduce_scatter``) where available (multicast stays off:
   ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``); any failure is recorded, not fatal.
-* ``gemm_ours`` / ``gemm_cublas``: the local GEMM alone (our autotuned persistent GEMM, cuBLAS).
-* ``comm_nccl``: the communication alone (NCCL all_gather of A / reduce_scatter or all_reduce of C).
-* ``overlap_eff`` = max(t_gemm, t_comm) / t_fused with t_gemm = cuBLAS GEMM, t_comm = NCCL (1.0 = perfect overlap;
-  > 1 means the fused op beats even the perfectly overlapped sum of the baselines' parts).
+* ``gemm_ours`` / ``gemm_cublas``: the local GEMM alone (our autotuned persistent GEMM, cuBLAS);
+  ``comm_nccl``: the communication alone (NCCL all_gather of A / reduce_scatter or all_reduce of C).
 
-Timing: CUDA events around ``iters`` back-to-back calls after a warm-up; median over ``reps`` samples per rank;
-the reported value is the max over ranks. Shapes (global M; TP=2):
+Timing (every implementation the same way): CUDA-graph replay of ``k`` back-to-back calls (``--k``), CUDA events,
+median of ``--reps`` replays per rank, max over ranks: ``results``. The same for eager calls (host launch overhead
+included) as a separate column: ``eager``. Every implementation allocates its output per call (torch's way).
+A capture that fails falls back to eager timing for that implementation and is listed in ``graph_failures``.
 
-* Llama-3-70B MLP: AG+GEMM M=8192, K=8192, N=28672 (14336 per rank); GEMM+RS M=8192, K=14336 (7168 per rank),
-  N=8192.
-* Llama-3-8B MLP: AG+GEMM M=8192, K=4096, N=14336 (7168 per rank); GEMM+RS M=8192, K=7168 (3584 per rank), N=4096.
-* Small M for both: 128, 512, 1024, 2048. GEMM+AR (decode): M in 1, 16, 128, 512 with the GEMM+RS weights.
+Ratios per record: ``bound`` = max(t_cuBLAS GEMM, t_NCCL comm); ``auto_over_bound`` = t_auto / bound;
+``auto_vs_symm`` = t_torch_symm / t_auto; ``auto_vs_best_torch`` = min(t_torch_seq, t_torch_symm) / t_auto;
+``auto_vs_seq`` = t_torch_seq / t_auto; ``gemm_ours_vs_cublas`` = t_cuBLAS / t_ours.
 
-Output: JSON in ``$TRITON_DIST_RESULTS_DIR`` (default ``benchmarks/results/``) + a bar chart PNG (speed-up over
-torch_seq per shape). ``--write-table`` (rank 0) writes the measured crossover into
-``python/triton_dist/ops/overlap_table.json`` (``status: measured``), which ``method="auto"`` reads.
+``--sweep``: the fused kernels' tilings (``TRITON_DIST_OVERLAP_CONFIG`` candidates) are timed per shape and the best
+one is used for the ``ours/*`` timings; ``--write-table`` (rank 0) then writes the fastest method per measured
+shape (and the tiling) into ``overlap_table.json`` (``status: measured``), which ``method="auto"`` reads.
+``--profile DIR``: one profiled call of AG+GEMM and GEMM+RS (Llama-3-70B, M=8192) -> Perfetto JSON + Gantt PNG.
+``--mlp``: ``TPMLP`` (Llama-3-70B MLP, TP=2) against the same MLP with torch.matmul + NCCL.
+
+Output: JSON in ``$TRITON_DIST_RESULTS_DIR`` (default ``benchmarks/results/``) + a bar chart PNG.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -42,7 +50,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "16G")
+os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "8G")
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -51,19 +59,37 @@ import torch  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+#: name: (K for AG+GEMM, N total for AG+GEMM, K total for GEMM+RS, N for GEMM+RS)
 MODELS = {
-    # name: (K for AG+GEMM, N total for AG+GEMM, K total for GEMM+RS, N for GEMM+RS)
     "llama3-70b": (8192, 28672, 14336, 8192),
     "llama3-8b": (4096, 14336, 7168, 4096),
+    # communication at least half the GEMM: AG: A [8192, 8192] gathered, N per rank 1024; RS: K per rank 1024
+    "comm-heavy": (8192, 2048, 2048, 8192),
 }
-FULL_M = [128, 512, 1024, 2048, 8192]
+FULL_M = [128, 512, 1024, 2048, 4096, 8192]
 QUICK_M = [512, 2048, 8192]
-AR_M = [1, 16, 128, 512]
+COMM_HEAVY_M = [8192]
+#: decode GEMM+AR: (K per rank, N) x M
+AR_SHAPES = [(7168, 8192), (3584, 8192)]
+AR_M = [1, 16, 64, 128]
+#: fused-kernel tilings tried by --sweep (BMxBNxBKxWARPSxSTAGES)
+SWEEP_LARGE = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64x4x4", "128x128x128x8x3"]
+SWEEP_SMALL = ["64x128x64x4x4", "64x64x128x4x4", "64x256x64x4x4", "128x128x64x8x4"]
+SWEEP_DECODE = ["64x64x128x4x4", "64x128x64x4x4", "64x64x64x4x6", "64x128x128x4x3"]
+
+GRAPH_FAILURES = []
 
 
-def time_us(fn, iters, reps, warmup=3):
-    """Median microseconds per call on this rank (CUDA events around ``iters`` calls), max over ranks."""
-    for _ in range(warmup):
+# ------------------------------------------------------------------------------------------------------------- timing
+def _max_over_ranks(v):
+    t = torch.tensor([v], device="cuda", dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def time_eager(fn, k, reps):
+    """Median us per call of ``k`` back-to-back eager calls (CUDA events), max over ranks."""
+    for _ in range(2):
         fn()
     torch.cuda.synchronize()
     samples = []
@@ -73,14 +99,60 @@ def time_us(fn, iters, reps, warmup=3):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()
-        for _ in range(iters):
+        for _ in range(k):
             fn()
         b.record()
         b.synchronize()
-        samples.append(a.elapsed_time(b) * 1e3 / iters)
-    t = torch.tensor([statistics.median(samples)], device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
+        samples.append(a.elapsed_time(b) * 1e3 / k)
+    return _max_over_ranks(statistics.median(samples))
+
+
+def time_graph(name, fn, k, reps):
+    """Median us per call: ``k`` calls captured in one CUDA graph, replayed ``reps`` times; max over ranks. Falls
+    back to eager timing (recorded in GRAPH_FAILURES) when the capture fails on any rank."""
+    stream = torch.cuda.Stream()
+    g = None
+    err = None
+    try:
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up outside the graph (compilation, autotuning, workspaces)
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for _ in range(k):
+                fn()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        err = f"{type(exc).__name__}: {exc}"[:300]
+        g = None
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+    bad = _max_over_ranks(1.0 if err else 0.0)
+    if bad:
+        GRAPH_FAILURES.append({"impl": name, "error": err or "capture failed on another rank"})
+        return time_eager(fn, k, reps), False
+    dist.barrier()
+    for _ in range(2):
+        g.replay()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        dist.barrier()
+        torch.cuda.synchronize()
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b) * 1e3 / k)
+    torch.cuda.synchronize()
+    dist.barrier()
+    del g
+    return _max_over_ranks(statistics.median(samples)), True
 
 
 def rand(shape, seed):
@@ -89,32 +161,81 @@ def rand(shape, seed):
 
 
 def close(a, b, tol=2e-2):
-    err = (a.float() - b.float()).abs().max().item()
-    scale = b.float().abs().max().item() + 1e-6
-    return err <= tol * scale, err / scale
+    err = (a.float() - b.float()).norm().item()
+    scale = b.float().norm().item() + 1e-6
+    ok = err <= tol * scale and bool(torch.isfinite(a.float()).all())
+    return ok, err / scale
 
 
-def check_and_time(rec, impls, ref, args):
-    """Check each implementation against ``ref``, then time it (``rec["results"]``); a wrong result or an
-    exception goes to ``rec["errors"]`` instead."""
-    for name, fn in impls.items():
+@contextlib.contextmanager
+def overlap_config(cfg):
+    """Force the fused kernels' tiling (None: the table / heuristic)."""
+    old = os.environ.get("TRITON_DIST_OVERLAP_CONFIG")
+    if cfg:
+        os.environ["TRITON_DIST_OVERLAP_CONFIG"] = cfg
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_DIST_OVERLAP_CONFIG", None)
+        else:
+            os.environ["TRITON_DIST_OVERLAP_CONFIG"] = old
+
+
+def run_impls(rec, impls, ref_fn, args, check_inputs=None):
+    """Check each implementation against the reference (on fresh inputs from ``check_inputs()``), then time it
+    (graph -> ``results``, eager -> ``eager``); a wrong result or an exception goes to ``errors``."""
+    for name, (fn, cfg) in impls.items():
         try:
-            ok, rel = close(fn(), ref)
-            torch.cuda.synchronize()
-            if not ok:
-                rec["errors"][name] = f"wrong result: rel err {rel:.3g}"
-                continue
-            rec["results"][name] = time_us(fn, args.iters, args.reps)
+            with overlap_config(cfg):
+                if check_inputs is not None:
+                    check_inputs()
+                ok, rel = close(fn(), ref_fn())
+                torch.cuda.synchronize()
+                bad = _max_over_ranks(0.0 if ok else 1.0)
+                if bad:
+                    rec["errors"][name] = f"wrong result: rel err {rel:.3g} (this rank)"
+                    continue
+                rec["results"][name], graphed = time_graph(name, fn, args.k, args.reps)
+                if not graphed:
+                    rec.setdefault("eager_only", []).append(name)
+                if args.eager:
+                    rec["eager"][name] = time_eager(fn, args.k, max(3, args.reps // 2))
         except Exception as exc:  # noqa: BLE001
             rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+            dist.barrier()
 
 
-def time_baselines(rec, args, **fns):
-    """Time each baseline (no correctness check, exceptions propagate) into ``rec["results"]``, in order."""
-    for name, fn in fns.items():
-        rec["results"][name] = time_us(fn, args.iters, args.reps)
+def sweep(rec, name, fn, cfgs, args):
+    """Time ``fn`` under each tiling; returns the fastest (or None)."""
+    res = {}
+    for cfg in cfgs:
+        try:
+            with overlap_config(cfg):
+                fn()
+                torch.cuda.synchronize()
+                ok = _max_over_ranks(0.0) == 0.0
+                if ok:
+                    res[cfg], _ = time_graph(f"{name}@{cfg}", fn, args.k, max(3, args.reps // 2))
+        except Exception as exc:  # noqa: BLE001
+            res[cfg] = f"{type(exc).__name__}: {exc}"[:200]
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+            dist.barrier()
+    rec.setdefault("sweep", {})[name] = res
+    timed = {c: t for c, t in res.items() if isinstance(t, float)}
+    return min(timed, key=timed.get) if timed else None
 
 
+def sweep_list(op, M):
+    if op == "gemm_ar" or M <= 128:
+        return SWEEP_DECODE
+    return SWEEP_LARGE if M >= 1024 else SWEEP_SMALL
+
+
+# -------------------------------------------------------------------------------------------------------- the ops
 def symm_group_name():
     try:
         import torch.distributed._symmetric_memory as symm
@@ -136,63 +257,105 @@ def bench_ag(model, M, args, rank, W, gname, out):
     K, N_tot, _, _ = MODELS[model]
     N = N_tot // W
     m_loc = M // W
-    rec = {"op": "ag_gemm", "model": model, "M": M, "K": K, "N_per_rank": N, "results": {}, "errors": {}}
-    a = rand((m_loc, K), 1 + rank)
-    b = rand((K, N), 100 + rank)
+    rec = {"op": "ag_gemm", "model": model, "M": M, "K": K, "N_per_rank": N, "results": {}, "eager": {},
+           "errors": {}}
+    io = {"a": rand((m_loc, K), 1 + rank), "b": rand((K, N), 100 + rank)}
     ctx = create_ag_gemm_context(m_loc, K, torch.bfloat16)
+    seed = [0]
+
+    def fresh():
+        seed[0] += 1
+        io["a"] = rand((m_loc, K), 1000 * seed[0] + rank)
+
     try:
-        ref = ag_gemm(a, b, ctx, method="torch")
+        best = {}
+        if args.sweep and M >= 2048:
+            for meth in ("ce", "sm"):
+                best[meth] = sweep(rec, f"ours/{meth}", lambda m=meth: ag_gemm(io["a"], io["b"], ctx, method=m),
+                                   sweep_list("ag_gemm", M), args)
         impls = {
-            "ours/sm": lambda: ag_gemm(a, b, ctx, method="sm"),
-            "ours/ce": lambda: ag_gemm(a, b, ctx, method="ce"),
-            "ours/auto": lambda: ag_gemm(a, b, ctx, method="auto"),
-            "torch_seq": lambda: ag_gemm(a, b, ctx, method="torch"),
+            "ours/sm": (lambda: ag_gemm(io["a"], io["b"], ctx, method="sm"), best.get("sm")),
+            "ours/ce": (lambda: ag_gemm(io["a"], io["b"], ctx, method="ce"), best.get("ce")),
+            "ours/chunked": (lambda: ag_gemm(io["a"], io["b"], ctx, method="chunked"), None),
+            "ours/auto": (lambda: ag_gemm(io["a"], io["b"], ctx, method="auto"), None),
+            "torch_seq": (lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), None),
         }
         if gname is not None:
-            impls["torch_symm"] = lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], 0, gname,
-                                                                                      return_A=False)[1][0]
-        check_and_time(rec, impls, ref, args)
+            impls["torch_symm"] = (lambda: torch.ops.symm_mem.fused_all_gather_matmul(
+                io["a"], [io["b"]], 0, gname, return_A=False)[1][0], None)
+        rec["configs"] = {k: v for k, v in best.items() if v}
+        run_impls(rec, impls, lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), args, fresh)
         full = torch.empty((M, K), dtype=torch.bfloat16, device="cuda")
-        time_baselines(rec, args, gemm_ours=lambda: matmul(full, b), gemm_cublas=lambda: torch.matmul(full, b),
-                       comm_nccl=lambda: dist.all_gather_into_tensor(full, a))
+        base = {"gemm_ours": (lambda: matmul(full, io["b"]), None),
+                "gemm_cublas": (lambda: torch.matmul(full, io["b"]), None),
+                "comm_nccl": (lambda: dist.all_gather_into_tensor(full, io["a"]), None)}
+        time_baselines(rec, base, args)
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
 
 
-def bench_partials(op, model, M, args, rank, W, gname, out):
-    """GEMM+RS (``op="gemm_rs"``) or GEMM+AR (``"gemm_ar"``): A [M, K/W] @ B [K/W, N] per rank, partials summed
-    across ranks (scattered by rows, or all-reduced)."""
+def time_baselines(rec, fns, args):
+    for name, (fn, _) in fns.items():
+        try:
+            rec["results"][name], _g = time_graph(name, fn, args.k, args.reps)
+            if args.eager:
+                rec["eager"][name] = time_eager(fn, args.k, max(3, args.reps // 2))
+        except Exception as exc:  # noqa: BLE001
+            rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
+            dist.barrier()
+
+
+def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
+    """GEMM+RS (``op="gemm_rs"``) or GEMM+AR (``"gemm_ar"``): A [M, K_loc] @ B [K_loc, N] per rank, partials summed
+    across ranks (scattered by rows, or all-reduced). ``shape``: (K_loc, N) for GEMM+AR."""
     from triton_dist.kernels.gemm import matmul
     from triton_dist.ops import overlap as ov
 
     rs = op == "gemm_rs"
     fused = ov.gemm_rs if rs else ov.gemm_ar
-    _, _, K_tot, N = MODELS[model]
-    K = K_tot // W
-    rec = {"op": op, "model": model, "M": M, "K_per_rank": K, "N": N, "results": {}, "errors": {}}
-    a = rand((M, K), 1 + rank)
-    b = rand((K, N), 100 + rank)
+    if shape is None:
+        _, _, K_tot, N = MODELS[model]
+        K = K_tot // W
+    else:
+        K, N = shape
+    rec = {"op": op, "model": model, "M": M, "K_per_rank": K, "N": N, "results": {}, "eager": {}, "errors": {}}
+    io = {"a": rand((M, K), 1 + rank), "b": rand((K, N), 100 + rank)}
     ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16) if rs else ov.create_gemm_ar_context(max(M, 16), N,
                                                                                                torch.bfloat16)
+    seed = [0]
+
+    def fresh():
+        seed[0] += 1
+        io["a"] = rand((M, K), 1000 * seed[0] + rank)
+
     try:
-        ref = fused(a, b, ctx, method="torch")
-        impls = {
-            "ours/fused": lambda: fused(a, b, ctx, method="fused"),
-            "ours/auto": lambda: fused(a, b, ctx, method="auto"),
-            "torch_seq": lambda: fused(a, b, ctx, method="torch"),
-        }
+        best = {}
+        if args.sweep and (M >= 2048 or not rs):
+            best["fused"] = sweep(rec, "ours/fused", lambda: fused(io["a"], io["b"], ctx, method="fused"),
+                                  sweep_list(op, M), args)
+        impls = {"ours/fused": (lambda: fused(io["a"], io["b"], ctx, method="fused"), best.get("fused"))}
+        if not rs:
+            impls["ours/one_shot"] = (lambda: fused(io["a"], io["b"], ctx, method="one_shot"), None)
+        impls["ours/auto"] = (lambda: fused(io["a"], io["b"], ctx, method="auto"), None)
+        impls["torch_seq"] = (lambda: fused(io["a"], io["b"], ctx, method="torch"), None)
         if rs and gname is not None:
-            impls["torch_symm"] = lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname)
-        check_and_time(rec, impls, ref, args)
+            impls["torch_symm"] = (lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(
+                io["a"], io["b"], "sum", 0, gname), None)
+        rec["configs"] = {k: v for k, v in best.items() if v}
+        run_impls(rec, impls, lambda: fused(io["a"], io["b"], ctx, method="torch"), args, fresh)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        base = {"gemm_ours": (lambda: matmul(io["a"], io["b"]), None),
+                "gemm_cublas": (lambda: torch.matmul(io["a"], io["b"]), None)}
         if rs:
             shard = torch.empty((M // W, N), dtype=torch.bfloat16, device="cuda")
-            comm = lambda: dist.reduce_scatter_tensor(shard, c)  # noqa: E731
+            base["comm_nccl"] = (lambda: dist.reduce_scatter_tensor(shard, c), None)
         else:
-            comm = lambda: dist.all_reduce(c)  # noqa: E731
-        time_baselines(rec, args, gemm_ours=lambda: matmul(a, b), gemm_cublas=lambda: torch.matmul(a, b, out=c),
-                       comm_nccl=comm)
+            base["comm_nccl"] = (lambda: dist.all_reduce(c), None)
+            from triton_dist.ops.collectives import all_reduce
+
+            base["comm_ours"] = (lambda: all_reduce(c, ctx.ar_ctx, method="one_shot"), None)
+        time_baselines(rec, base, args)
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
@@ -204,45 +367,146 @@ def finish(rec, flops):
     if ours:
         best = min(ours, key=ours.get)
         rec["best_ours"] = best
-        t_fused = ours[best]
+        rec["tflops_best"] = flops / (ours[best] * 1e-6) / 1e12
+    t_auto = r.get("ours/auto")
+    if "gemm_cublas" in r and "comm_nccl" in r:
+        rec["bound"] = max(r["gemm_cublas"], r["comm_nccl"])
+        if t_auto:
+            rec["auto_over_bound"] = t_auto / rec["bound"]
+    if t_auto:
         if "torch_seq" in r:
-            rec["speedup_vs_torch_seq"] = r["torch_seq"] / t_fused
+            rec["auto_vs_seq"] = r["torch_seq"] / t_auto
         if "torch_symm" in r:
-            rec["speedup_vs_torch_symm"] = r["torch_symm"] / t_fused
-        if "gemm_cublas" in r and "comm_nccl" in r:
-            rec["overlap_eff"] = max(r["gemm_cublas"], r["comm_nccl"]) / t_fused
-        rec["tflops_fused"] = flops / (t_fused * 1e-6) / 1e12
+            rec["auto_vs_symm"] = r["torch_symm"] / t_auto
+        torch_best = [r[k] for k in ("torch_seq", "torch_symm") if k in r]
+        if torch_best:
+            rec["auto_vs_best_torch"] = min(torch_best) / t_auto
     if "gemm_ours" in r and "gemm_cublas" in r:
         rec["gemm_ours_vs_cublas"] = r["gemm_cublas"] / r["gemm_ours"]
     return rec
 
 
-def crossover_table(records, world):
-    """Smallest M from which the best fused method beats torch_seq for every model at that M and every larger M."""
-    ops = {}
+# ------------------------------------------------------------------------------------------------ dispatch table
+def method_rules(records, world):
+    """Per op: shape-specific rules (fastest of ours/<method> and torch_seq at each measured M; M in between uses
+    the next measured M above) followed by the generic crossover (smallest M from which ours wins everywhere)."""
+    ops, configs = {}, {}
     for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
-        rs = [r for r in records if r["op"] == op and "speedup_vs_torch_seq" in r]
+        rs = [r for r in records if r["op"] == op and r["results"]]
         if not rs:
             continue
-        ms = sorted({r["M"] for r in rs})
-        wins = {m: all(r["speedup_vs_torch_seq"] > 1.0 for r in rs if r["M"] == m) for m in ms}
-        cross = None
-        for i, m in enumerate(ms):
-            if all(wins[x] for x in ms[i:]):
-                cross = m
-                break
+        rules, cfgs = [], []
+        kn = "K" if op == "ag_gemm" else "K_per_rank"
+        nn = "N_per_rank" if op == "ag_gemm" else "N"
+        wins = {}
+        for r in sorted(rs, key=lambda r: (r[nn], r[kn], r["M"])):
+            cand = {k.split("/", 1)[1]: v for k, v in r["results"].items() if k.startswith("ours/")
+                    and k != "ours/auto"}
+            if "torch_seq" in r["results"]:
+                cand["torch"] = r["results"]["torch_seq"]
+            if not cand:
+                continue
+            best = min(cand, key=cand.get)
+            rules.append({"n": r[nn], "k": r[kn], "max_m": r["M"], "method": best,
+                          "us": round(cand[best], 1)})
+            wins.setdefault(r["M"], []).append(best != "torch")
+            cfg = r.get("configs", {}).get(best if best in ("sm", "ce", "fused") else "", None)
+            if cfg is None and r.get("configs"):
+                cfg = next(iter(r["configs"].values()))
+            if cfg:
+                cfgs.append({"n": r[nn], "k": r[kn], "max_m": r["M"], "config": cfg})
+        # generic fallback for unmeasured shapes
+        ms = sorted(wins)
+        cross = next((m for i, m in enumerate(ms) if all(all(wins[x]) for x in ms[i:])), None)
         fused = "fused"
-        if op == "ag_gemm" and cross is not None:  # the fused method that won most often from the crossover on
-            best = [r.get("best_ours", "ours/fused").split("/")[1] for r in rs if r["M"] >= cross]
-            fused = max(set(best), key=best.count)
+        if op == "ag_gemm":
+            fused = "ce"
         if cross is None:
-            rules = [{"max_m": None, "method": "torch"}]
+            generic = [{"max_m": None, "method": "torch"}]
         elif cross == ms[0]:
-            rules = [{"max_m": None, "method": fused}]
+            generic = [{"max_m": None, "method": fused}]
         else:
-            rules = [{"max_m": cross - 1, "method": "torch"}, {"max_m": None, "method": fused}]
-        ops[op] = {str(world): rules, "default": rules}
-    return ops
+            generic = [{"max_m": cross - 1, "method": "torch"}, {"max_m": None, "method": fused}]
+        ops[op] = {str(world): rules + generic, "default": generic}
+        configs[op] = {str(world): cfgs}
+    return ops, configs
+
+
+# ------------------------------------------------------------------------------------------------------ profile
+def profile_calls(args, rank, W, outdir, stamp):
+    """One profiled AG+GEMM and GEMM+RS call at Llama-3-70B, M=8192 -> Perfetto JSON + Gantt PNG per op."""
+    from triton_dist.kernels import ag_gemm as agk
+    from triton_dist.kernels import gemm_rs as rsk
+    from triton_dist.ops import overlap as ov
+    from triton_dist.tools.profiler import alloc_profiler_buffer, export_to_perfetto_trace, reset_profiler_buffer
+
+    written = {}
+    K, N_tot, K_tot, N_rs = MODELS["llama3-70b"]
+    M = 8192
+    buf = alloc_profiler_buffer(160 * 512)
+    ag = ov.create_ag_gemm_context(M // W, K, torch.bfloat16)
+    a, b = rand((M // W, K), 1 + rank), rand((K, N_tot // W), 100 + rank)
+    for meth in ("ce", "sm"):
+        try:
+            ov.ag_gemm(a, b, ag, method=meth)
+            reset_profiler_buffer(buf)
+            torch.cuda.synchronize()
+            dist.barrier()
+            ov.ag_gemm(a, b, ag, method=meth, profiler_buffer=buf)
+            torch.cuda.synchronize()
+            base = os.path.join(outdir, f"profile-{stamp}-ag_gemm-{meth}")
+            export_to_perfetto_trace(buf, agk.TASKS, base + ".json", gantt_png=base + ".png")
+            written[f"ag_gemm/{meth}"] = base
+        except Exception as exc:  # noqa: BLE001
+            written[f"ag_gemm/{meth}"] = f"{type(exc).__name__}: {exc}"[:300]
+    ag.close()
+    rs = ov.create_gemm_rs_context(M, N_rs, torch.bfloat16)
+    a, b = rand((M, K_tot // W), 1 + rank), rand((K_tot // W, N_rs), 100 + rank)
+    try:
+        ov.gemm_rs(a, b, rs, method="fused")
+        reset_profiler_buffer(buf)
+        torch.cuda.synchronize()
+        dist.barrier()
+        ov.gemm_rs(a, b, rs, method="fused", profiler_buffer=buf)
+        torch.cuda.synchronize()
+        base = os.path.join(outdir, f"profile-{stamp}-gemm_rs-fused")
+        export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
+        written["gemm_rs/fused"] = base
+    except Exception as exc:  # noqa: BLE001
+        written["gemm_rs/fused"] = f"{type(exc).__name__}: {exc}"[:300]
+    rs.close()
+    return written
+
+
+# ------------------------------------------------------------------------------------------------------------ MLP
+def bench_mlp(args, rank, W, out):
+    """TPMLP (Llama-3-70B: hidden 8192, intermediate 28672) at T global tokens: ours (auto) vs torch.matmul + NCCL
+    (the same layer with method="torch")."""
+    from triton_dist.layers.tp_mlp import TPMLP
+
+    H, I = 8192, 28672
+    Tmax = max(args.mlp_m)
+    layers = {}
+    for meth in ("auto", "torch"):
+        layers[meth] = TPMLP(H, I, max_tokens=Tmax, method=meth)
+        g = torch.Generator(device="cuda").manual_seed(5)
+        layers[meth].w_gate_up.copy_(torch.randn(layers[meth].w_gate_up.shape, device="cuda", generator=g) / 64)
+        layers[meth].w_down.copy_(torch.randn(layers[meth].w_down.shape, device="cuda", generator=g) / 64)
+    try:
+        for T in args.mlp_m:
+            rec = {"op": "tp_mlp", "model": "llama3-70b", "M": T, "results": {}, "eager": {}, "errors": {}}
+            x = rand((T // W, H), 7 + rank)
+            impls = {"ours/auto": (lambda: layers["auto"](x), None), "torch_seq": (lambda: layers["torch"](x), None)}
+            run_impls(rec, impls, lambda: layers["torch"](x), args)
+            r = rec["results"]
+            if "ours/auto" in r and "torch_seq" in r:
+                rec["auto_vs_seq"] = r["torch_seq"] / r["ours/auto"]
+            out.append(rec)
+            if rank == 0:
+                print(json.dumps({k: rec[k] for k in rec if k != "errors"}), rec["errors"] or "", flush=True)
+    finally:
+        for layer in layers.values():
+            layer.close()
 
 
 def plot(records, path):
@@ -253,21 +517,22 @@ def plot(records, path):
         import matplotlib.pyplot as plt
     except Exception:  # noqa: BLE001
         return False
-    rows = [r for r in records if "speedup_vs_torch_seq" in r]
+    rows = [r for r in records if "auto_vs_seq" in r]
     if not rows:
         return False
     labels = [f"{r['op']}\n{r['model'].replace('llama3-', '')} M={r['M']}" for r in rows]
-    fig, ax = plt.subplots(figsize=(max(8, 0.7 * len(rows)), 4.5))
-    xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["speedup_vs_torch_seq"] for r in rows], 0.4, label="vs NCCL + cuBLAS")
-    ax.bar([x + 0.2 for x in xs], [r.get("speedup_vs_torch_symm", 0) for r in rows], 0.4,
-           label="vs torch symm-mem fused")
+    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(rows)), 4.8))
+    xs = list(range(len(rows)))
+    ax.bar([x - 0.27 for x in xs], [r["auto_vs_seq"] for r in rows], 0.27, label="vs NCCL + cuBLAS (torch_seq)")
+    ax.bar(xs, [r.get("auto_vs_symm", 0) for r in rows], 0.27, label="vs torch symm-mem fused")
+    ax.bar([x + 0.27 for x in xs], [1.0 / r["auto_over_bound"] if r.get("auto_over_bound") else 0 for r in rows],
+           0.27, label="bound / auto (1 = at the overlap bound)")
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(list(xs))
+    ax.set_xticks(xs)
     ax.set_xticklabels(labels, fontsize=6, rotation=90)
-    ax.set_ylabel("speed-up of best fused method")
-    ax.set_title("triton_dist overlapped GEMMs, 2 GPUs, bf16")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("ratio (higher is better for ours/auto)")
+    ax.set_title("triton_dist overlapped GEMMs, 2x H200, bf16, CUDA-graph replay")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return True
@@ -277,74 +542,149 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer shapes / samples")
     ap.add_argument("--ops", default="ag_gemm,gemm_rs,gemm_ar")
-    ap.add_argument("--models", default="llama3-70b,llama3-8b")
-    ap.add_argument("--m", default=None, help="comma list of global M (default: 128,512,1024,2048,8192)")
-    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--models", default="llama3-70b,llama3-8b,comm-heavy")
+    ap.add_argument("--m", default=None, help="comma list of global M (default: 128,512,1024,2048,4096,8192)")
+    ap.add_argument("--ar-m", default=None, help="comma list of M for GEMM+AR (default: 1,16,64,128)")
+    ap.add_argument("--k", type=int, default=None, help="calls per CUDA graph / eager sample (default 5)")
     ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--no-eager", dest="eager", action="store_false", help="skip the eager column")
+    ap.add_argument("--sweep", action="store_true", help="time the fused kernels' tilings per shape, use the best")
     ap.add_argument("--write-table", action="store_true", help="write the measured dispatch table (rank 0)")
+    ap.add_argument("--profile", default=None, metavar="DIR", help="profiled AG+GEMM / GEMM+RS calls -> DIR")
+    ap.add_argument("--mlp", action="store_true", help="TPMLP end to end against torch")
+    ap.add_argument("--mlp-m", default="128,2048,8192")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--table-from", default=None, metavar="JSON",
+                    help="no GPU: write overlap_table.json from a results JSON of an earlier --sweep run, and exit")
     args = ap.parse_args()
-    unknown = [op for op in args.ops.split(",") if op not in ("ag_gemm", "gemm_rs", "gemm_ar")]
+    if args.table_from:
+        with open(args.table_from) as f:
+            doc = json.load(f)
+        print("dispatch table:", write_table(doc, os.path.basename(args.table_from)))
+        return
+    unknown = [op for op in args.ops.split(",") if op and op not in ("ag_gemm", "gemm_rs", "gemm_ar")]
     if unknown:
         ap.error(f"--ops: unknown {unknown}; accepted: ag_gemm, gemm_rs, gemm_ar")
-    args.iters = args.iters or (3 if args.quick else 10)
-    args.reps = args.reps or (5 if args.quick else 15)
+    bad_models = [m for m in args.models.split(",") if m not in MODELS]
+    if bad_models:
+        ap.error(f"--models: unknown {bad_models}; accepted: {', '.join(MODELS)}")
+    args.k = args.k or (3 if args.quick else 5)
+    args.reps = args.reps or (5 if args.quick else 10)
     ms = [int(x) for x in args.m.split(",")] if args.m else (QUICK_M if args.quick else FULL_M)
-    ar_ms = [16, 128] if args.quick else AR_M
+    ar_ms = [int(x) for x in args.ar_m.split(",")] if args.ar_m else ([16, 128] if args.quick else AR_M)
+    args.mlp_m = [int(x) for x in args.mlp_m.split(",")]
 
     import triton_dist.utils as tdu
 
     tdu.initialize_distributed()
     rank, W = dist.get_rank(), dist.get_world_size()
     gname, symm_err = symm_group_name()
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
+    os.makedirs(outdir, exist_ok=True)
     records, failures = [], []
+    ops = [op for op in args.ops.split(",") if op]
+    todo = []
     for model in args.models.split(","):
-        for op in args.ops.split(","):
-            for M in (ar_ms if op == "gemm_ar" else ms):
-                try:
-                    if op == "ag_gemm":
-                        bench_ag(model, M, args, rank, W, gname, records)
-                    else:
-                        bench_partials(op, model, M, args, rank, W, gname, records)
-                    if rank == 0:
-                        r = records[-1]
-                        print(json.dumps({k: r[k] for k in r if k not in ("errors", )}), flush=True)
-                        if r["errors"]:
-                            print("  errors:", r["errors"], flush=True)
-                except Exception as exc:  # noqa: BLE001
-                    failures.append({"op": op, "model": model, "M": M, "error": traceback.format_exc()[-2000:]})
-                    if rank == 0:
-                        print(f"FAILED {op} {model} M={M}: {exc}", flush=True)
+        for op in ops:
+            if op == "gemm_ar":
+                continue
+            for M in (COMM_HEAVY_M if model == "comm-heavy" else ms):
+                todo.append((op, model, M, None))
+    if "gemm_ar" in ops:
+        for shape in AR_SHAPES:
+            for M in ar_ms:
+                todo.append(("gemm_ar", f"decode-k{shape[0]}-n{shape[1]}", M, shape))
+    for op, model, M, shape in todo:
+        try:
+            if op == "ag_gemm":
+                bench_ag(model, M, args, rank, W, gname, records)
+            else:
+                bench_partials(op, model, M, args, rank, W, gname, records, shape)
+            if rank == 0:
+                r = records[-1]
+                print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
+                                  if k not in ("errors", "sweep")}), flush=True)
+                if r["errors"]:
+                    print("  errors:", r["errors"], flush=True)
+        except Exception as exc:  # noqa: BLE001
+            failures.append({"op": op, "model": model, "M": M, "error": traceback.format_exc()[-2000:]})
+            if rank == 0:
+                print(f"FAILED {op} {model} M={M}: {exc}", flush=True)
+    profiles = {}
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
+        profiles = profile_calls(args, rank, W, args.profile, stamp)
+    if args.mlp:
+        try:
+            bench_mlp(args, rank, W, records)
+        except Exception as exc:  # noqa: BLE001
+            failures.append({"op": "tp_mlp", "error": traceback.format_exc()[-2000:]})
+            if rank == 0:
+                print(f"FAILED tp_mlp: {exc}", flush=True)
     if rank == 0:
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
-        os.makedirs(outdir, exist_ok=True)
         base = os.path.join(outdir, f"overlap-{stamp}{('-' + args.tag) if args.tag else ''}")
         doc = {"benchmark": "bench_overlap", "command": " ".join(sys.argv), "world_size": W, "quick": args.quick,
-               "iters": args.iters, "reps": args.reps, "git_commit": git_commit(),
+               "k": args.k, "reps": args.reps, "timing": "CUDA-graph replay of k calls (results); eager k calls "
+               "(eager); CUDA events, median of reps, max over ranks", "git_commit": git_commit(),
                "tree": tree_fingerprint(), "versions": versions(),
                "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                        "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
                "torch_symm_available": gname is not None, "torch_symm_error": symm_err,
-               "records": records, "failures": failures}
-        table = crossover_table(records, W)
-        doc["crossover_table"] = table
+               "graph_failures": GRAPH_FAILURES, "profiles": profiles, "records": records, "failures": failures}
+        rules, configs = method_rules([r for r in records if r["op"] != "tp_mlp"], W)
+        doc["dispatch_rules"] = rules
+        doc["dispatch_configs"] = configs
         with open(base + ".json", "w") as f:
             json.dump(doc, f, indent=1)
-        if plot(records, base + ".png"):
+        if plot([r for r in records], base + ".png"):
             print("plot:", base + ".png")
         print("results:", base + ".json")
-        if args.write_table and table:
-            from triton_dist.ops import overlap as ov
-
-            new = {"status": "measured", "source": os.path.basename(base) + ".json", "git_commit": doc["git_commit"],
-                   "gpu": doc["versions"].get("gpu"), "note": "crossover M per op from benchmarks/bench_overlap.py",
-                   "ops": {**ov.DEFAULT_TABLE["ops"], **table}}
-            with open(ov.TABLE_PATH, "w") as f:
-                json.dump(new, f, indent=1)
-            print("dispatch table:", ov.TABLE_PATH)
+        summary(records)
+        if args.write_table and rules:
+            print("dispatch table:", write_table(doc, os.path.basename(base) + ".json"))
     dist.barrier()
     tdu.finalize_distributed()
+
+
+def write_table(doc, source):
+    """Write ``overlap_table.json`` from a results document (its ``dispatch_rules`` / ``dispatch_configs``), merged
+    over the measured rules already there for other ops. Returns the path."""
+    from triton_dist.ops import overlap as ov
+
+    old = ov.dispatch_table(reload=True)
+    measured = old.get("status") == "measured"
+    new = {"status": "measured", "source": source, "git_commit": doc.get("git_commit"),
+           "gpu": doc.get("versions", {}).get("gpu"), "world_size": doc.get("world_size"),
+           "note": "fastest method per measured shape (CUDA-graph replay timing) from benchmarks/bench_overlap.py "
+                   "--sweep --write-table; generic crossover rules for other shapes",
+           "ops": {**ov.DEFAULT_TABLE["ops"], **(old.get("ops", {}) if measured else {}), **doc["dispatch_rules"]},
+           "configs": {**(old.get("configs", {}) if measured else {}), **doc.get("dispatch_configs", {})}}
+    with open(ov.TABLE_PATH, "w") as f:
+        json.dump(new, f, indent=1)
+        f.write("\n")
+    ov.dispatch_table(reload=True)
+    return ov.TABLE_PATH
+
+
+def summary(records):
+    """One line per record: the ratios the targets are stated in."""
+    print(f"{'op':8} {'model':22} {'M':>5} {'auto':>8} {'seq':>8} {'symm':>8} {'gemm':>8} {'comm':>8} "
+          f"{'a/bound':>7} {'vs_seq':>6} {'vs_symm':>7} {'best':>12}")
+    for r in records:
+        res = r["results"]
+
+        def g(k):
+            v = res.get(k)
+            return f"{v:8.1f}" if isinstance(v, float) else f"{'-':>8}"
+
+        def f(k, w):
+            v = r.get(k)
+            return f"{v:{w}.3f}" if isinstance(v, float) else f"{'-':>{w}}"
+
+        print(f"{r['op']:8} {r['model']:22} {r['M']:5d} {g('ours/auto')} {g('torch_seq')} {g('torch_symm')} "
+              f"{g('gemm_cublas')} {g('comm_nccl')} {f('auto_over_bound', 7)} {f('auto_vs_seq', 6)} "
+              f"{f('auto_vs_symm', 7)} {str(r.get('best_ours', '-')):>12}")
 
 
 if __name__ == "__main__":

@@ -221,3 +221,37 @@ def test_dispatch_table_default_is_conservative_and_unmeasured():
             assert ov.select_method(op, 2, 1024, on_gpu=True) == "fused"
             assert ov.select_method(op, 2, 8192, on_gpu=True) == "fused"
     assert ov.select_method("ag_gemm", 2, 128, on_gpu=False) == "fused"  # the simulator runs our kernels
+
+
+def test_measured_table_rules_match_shape_then_fall_back(monkeypatch):
+    """Shape-specific rules (from measured shapes) win for their (n, k); other shapes use the generic rules; the
+    measured tiling is returned only for its shape and bf16/fp16."""
+    from triton_dist.kernels.gemm import TileConfig
+    from triton_dist.ops import overlap as ov
+
+    table = {"status": "measured", "ops": {"gemm_ar": {"2": [
+        {"n": 8192, "k": 7168, "max_m": 16, "method": "one_shot"},
+        {"n": 8192, "k": 7168, "max_m": 128, "method": "fused"},
+        {"max_m": 63, "method": "torch"}, {"max_m": None, "method": "fused"}]}},
+        "configs": {"gemm_ar": {"2": [{"n": 8192, "k": 7168, "max_m": 128, "config": "64x64x128x4x4"}]}}}
+    monkeypatch.setattr(ov, "_table_cache", table)
+    assert ov.select_method("gemm_ar", 2, 1, True, 8192, 7168) == "one_shot"
+    assert ov.select_method("gemm_ar", 2, 64, True, 8192, 7168) == "fused"
+    assert ov.select_method("gemm_ar", 2, 256, True, 8192, 7168) == "fused"  # past the measured M: generic
+    assert ov.select_method("gemm_ar", 2, 16, True, 4096, 7168) == "torch"  # another shape: generic
+    assert ov.select_method("gemm_ar", 2, 16, False, 8192, 7168) == "fused"  # the simulator runs our kernels
+    assert ov.table_config("gemm_ar", 2, 64, 8192, 7168) == TileConfig(64, 64, 128, 8, 4, 4)
+    assert ov.table_config("gemm_ar", 2, 256, 8192, 7168) is None
+    assert ov.table_config("gemm_ar", 2, 64, 8192, 3584) is None
+    assert ov.table_config("gemm_ar", 2, 64, 8192, 7168, elem_bytes=1) is None
+    assert ov.table_config("gemm_ar", 4, 64, 8192, 7168) is None
+
+
+def test_tile_config_round_trips_and_rejects_bad_text():
+    from triton_dist.kernels.gemm import TileConfig
+
+    cfg = TileConfig.parse("128x256x64x8x4")
+    assert str(cfg) == "128x256x64x8x4" and TileConfig.parse(str(cfg)) == cfg
+    for bad in ("128x256x64x8", "128x200x64x8x4", "axbxcxdxe", "128x256x64x8x0"):
+        with pytest.raises(ValueError, match="tile config"):
+            TileConfig.parse(bad)

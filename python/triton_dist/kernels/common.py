@@ -63,6 +63,27 @@ def program_epoch(counter_ptr, tag, WORLD: tl.constexpr):
 
 
 @triton_dist.jit
+def call_epoch(counter_ptr):
+    """Epoch of the running launch of a *whole-launch* epoch counter (the overlapped GEMMs): ``counter[0] + 1``,
+    where ``counter[0]`` counts the launches on this context that completed (advanced by :func:`finish_call`).
+    Every program of a launch reads the same value: the counter only moves after all of them called
+    :func:`finish_call`, and the next launch on the stream starts after this one ended. The epoch lives in device
+    memory, so the launch can be captured in a CUDA graph and replayed."""
+    return tl.atomic_add(counter_ptr, 0, sem="relaxed") + 1
+
+
+@triton_dist.jit
+def finish_call(counter_ptr, e):
+    """Last statement of every program of a launch that read :func:`call_epoch`: counts the program in
+    ``counter[1]``; the last of the launch's programs resets that count and publishes ``counter[0] = e`` (seen by
+    the next launch on the stream)."""
+    arrived = tl.atomic_add(counter_ptr + 1, 1, sem="acq_rel")
+    if arrived == tl.num_programs(0) - 1:
+        tl.atomic_xchg(counter_ptr + 1, 0, sem="relaxed")
+        tl.atomic_xchg(counter_ptr, e, sem="release")
+
+
+@triton_dist.jit
 def wait_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
     """Wait (sys scope, acquire) until ``sig_ptr[src] == value`` for every ``src != rank``; returns a token."""
     tok = tl.program_id(0) * 0

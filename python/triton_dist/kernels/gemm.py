@@ -167,6 +167,20 @@ class TileConfig:
     def launch(self) -> dict:
         return dict(num_warps=self.num_warps, num_stages=self.num_stages)
 
+    def __str__(self) -> str:
+        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}"
+
+    @classmethod
+    def parse(cls, text: str, group_m: int = 8) -> "TileConfig":
+        """``"BMxBNxBKxWARPSxSTAGES"`` (as ``str()`` writes it) -> TileConfig; ValueError otherwise."""
+        try:
+            bm, bn, bk, w, st = (int(v) for v in str(text).strip().lower().split("x"))
+        except ValueError:
+            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES, e.g. 128x256x64x8x3") from None
+        if min(bm, bn, bk, w, st) < 1 or any(v & (v - 1) for v in (bm, bn, bk, w)):
+            raise ValueError(f"tile config {text!r}: block sizes and warps must be positive powers of two, stages >= 1")
+        return cls(bm, bn, bk, group_m, w, st)
+
 
 #: Hopper bf16/fp16 autotune candidates (128x256x64 / 4 stages is the classic sm_90 wgmma sweet spot).
 CONFIGS = [
@@ -189,11 +203,9 @@ def pick_config(M: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2, cc
     env = os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip()
     if env:
         try:
-            bm, bn, bk, w, s = (int(v) for v in env.lower().split("x"))
-        except ValueError:
-            raise ValueError(f"TRITON_DIST_OVERLAP_CONFIG={env!r}: expected BMxBNxBKxWARPSxSTAGES, e.g. "
-                             f"128x256x64x8x3") from None
-        return TileConfig(bm, bn, bk, 8, w, s)
+            return TileConfig.parse(env)
+        except ValueError as exc:
+            raise ValueError(f"TRITON_DIST_OVERLAP_CONFIG: {exc}") from None
     if not on_gpu:
         return sim_config
     bk = 128 if elem_bytes == 1 else 64

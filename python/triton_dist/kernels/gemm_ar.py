@@ -11,7 +11,8 @@ One persistent kernel (:func:`gemm_ar_kernel`): ``A_local``: ``[M, K_loc]``, ``B
 
 Program ``p`` only waits for program ``p`` of the peers (same tiles), so there is no cross-program dependency.
 Pushing all tiles before reducing any lets the peers' pushes overlap this rank's remaining GEMM work.
-Reuse: double-buffered by epoch parity, signals compared for equality (same argument as ``gemm_rs``).
+Reuse: double-buffered by epoch parity, signals compared for equality (same argument as ``gemm_rs``); the epoch
+comes from the context's device counter, so calls can be captured in a CUDA graph and replayed.
 Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M * N``), ``sig``: int64 ``[2, WORLD, MAX_TILES]``.
 """
 from __future__ import annotations
@@ -21,17 +22,21 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import store_to_peers
+from triton_dist.kernels.common import call_epoch, finish_call, store_to_peers
 from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
 
 
 @triton_dist.jit
-def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M, N, K, stride_am, stride_bk, stride_bn, stride_om,
-                   stride_on, CAP, MAX_TILES, value, par, rank, WORLD: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-                   USE_TMA: tl.constexpr):
-    """One call (module docstring). ``a``: ``[M, K]`` with unit column stride; ``out``: ``[M, N]``."""
+def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_ptr, M, N, K, stride_am, stride_bk,
+                   stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False):
+    """One call (module docstring). ``a``: ``[M, K]`` with unit column stride; ``out``: ``[M, N]``. ``prof_ptr`` /
+    ``PROFILE``: accepted for a uniform launch signature with ``gemm_rs_kernel`` (no tasks recorded)."""
     pid = tl.program_id(0)
+    e = call_epoch(counter_ptr)
+    par = e % 2
+    value = e * 16777216 + tag
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     num_tiles = tiles_m * tiles_n
@@ -67,6 +72,7 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M, N, K, stride_am
                 p = dl.consume_token(p, tok)
             acc += tl.load(p + tile_off, mask=mask, other=0.0)
         store_tile(out_ptr, acc, off_m, off_n, M, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
+    finish_call(counter_ptr, e)
 
 
 __all__ = ["gemm_ar_kernel"]

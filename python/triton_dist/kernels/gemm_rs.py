@@ -15,10 +15,16 @@ Own chunk last means the peers (which do this rank's chunk before their own) hav
 by the time they are needed: the reduction overlaps the GEMM instead of following it. Deadlock freedom: a program
 only waits in own-chunk tiles, which depend on peers' peer-chunk tiles, which never wait.
 
-Reuse across calls: staging and signals are double-buffered by epoch parity ``par = epoch % 2``; a rank can only
+Reuse across calls: staging and signals are double-buffered by epoch parity ``par = e % 2``; a rank can only
 start call ``e + 2`` (the next writer of parity ``par``) after finishing call ``e + 1``, which needed every peer to
-have started (so finished) call ``e``. Signal values ``value = epoch * 2**24 + (M * N) % 2**24`` are compared for
-equality; a stale or mismatched call never matches.
+have started (so finished) call ``e``. Signal values ``value = e * 2**24 + tag`` (``tag = (M * N) % 2**24``) are
+compared for equality; a stale or mismatched call never matches. The epoch ``e`` comes from the context's device
+counter (``counter[0] + 1``, :func:`~triton_dist.kernels.common.call_epoch` / ``finish_call``), so calls can be
+captured in a CUDA graph and replayed.
+
+Profiling (``PROFILE=True``, :data:`TASKS`): ``tile`` (loads + MMA of one tile), ``push`` (a peer-chunk tile's
+fp32 partial stored into the owner's slot + its signal), ``wait`` (an own-chunk tile waiting for a peer's
+partial), ``reduce`` (adding the peers' partials and storing the output tile).
 Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M_s * N``; slot rows ``M_s`` x ``N``, row-major), ``sig``:
 int64 ``[2, WORLD, MAX_TILES]``.
 """
@@ -29,16 +35,26 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
+from triton_dist.kernels.common import call_epoch, finish_call
 from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
+from triton_dist.tools.profiler.language import Profiler
+
+#: profiler task names of :func:`gemm_rs_kernel` (index = task type)
+TASKS = ("tile", "push", "wait", "reduce")
+TASK_TILE, TASK_PUSH, TASK_WAIT, TASK_REDUCE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), tl.constexpr(3)
 
 
 @triton_dist.jit
-def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M_s, N, K, stride_am, stride_bk, stride_bn,
-                   stride_om, stride_on, CAP, MAX_TILES, value, par, rank, WORLD: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-                   USE_TMA: tl.constexpr):
+def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_ptr, M_s, N, K, stride_am, stride_bk,
+                   stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False):
     """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``."""
     pid = tl.program_id(0)
+    e = call_epoch(counter_ptr)
+    par = e % 2
+    value = e * 16777216 + tag
+    profiler = Profiler.create(prof_ptr, ENABLE_PROFILING=PROFILE)
     tiles_m = tl.cdiv(M_s, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     tiles_chunk = tiles_m * tiles_n
@@ -55,24 +71,33 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, M_s, N, K, stride_
         loc_m = pid_m * BLOCK_M
         row0 = d * M_s
         off_n = pid_n * BLOCK_N
+        profiler = profiler.record(True, TASK_TILE)
         if USE_TMA:
             acc = tile_acc_tma(a_desc, b_desc, row0 + loc_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
         else:
             acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
+        profiler = profiler.record(False, TASK_TILE)
         tile_off, mask = slot_tile(loc_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
         if d != rank:
+            profiler = profiler.record(True, TASK_PUSH)
             dst = dl.symm_at(stage_ptr, d) + slot_w
             tl.store(dst + tile_off, acc, mask=mask)
             dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, d, value, "set", "intra_node")
+            profiler = profiler.record(False, TASK_PUSH)
         else:
             for i in tl.static_range(1, WORLD):
                 src = (rank + i) % WORLD
                 slot = par * WORLD + src
+                profiler = profiler.record(True, TASK_WAIT)
                 tok = dl.wait(sig_ptr + slot * MAX_TILES + t, 1, "sys", "acquire", value)
+                profiler = profiler.record(False, TASK_WAIT)
                 p = dl.consume_token(stage_ptr, tok) + slot * CAP
                 acc += tl.load(p + tile_off, mask=mask, other=0.0)
+            profiler = profiler.record(True, TASK_REDUCE)
             store_tile(out_ptr, acc, loc_m, off_n, M_s, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
+            profiler = profiler.record(False, TASK_REDUCE)
+    finish_call(counter_ptr, e)
 
 
-__all__ = ["gemm_rs_kernel"]
+__all__ = ["gemm_rs_kernel", "TASKS"]

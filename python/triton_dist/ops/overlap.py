@@ -67,18 +67,47 @@ def dispatch_table(reload: bool = False) -> dict:
     return _table_cache
 
 
-def select_method(op: str, world: int, m: int, on_gpu: bool) -> str:
-    """``"fused"`` (or a specific fused method, e.g. ``"sm"``/``"ce"`` for ag_gemm) or ``"torch"`` for ``op`` at
-    global row count ``m``: first rule whose ``max_m`` (inclusive; None =
-    unbounded) holds, from the world-size entry or ``"default"``. The simulator always returns ``"fused"``."""
+def _rule_matches(rule: dict, m: int, n: Optional[int], k: Optional[int]) -> bool:
+    if "n" in rule and rule["n"] != n:
+        return False
+    if "k" in rule and rule["k"] != k:
+        return False
+    return rule.get("max_m") is None or m <= int(rule["max_m"])
+
+
+def select_method(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = None,
+                  k: Optional[int] = None) -> str:
+    """``"fused"`` (or a specific method, e.g. ``"sm"`` / ``"ce"`` / ``"chunked"`` for ag_gemm, ``"one_shot"`` for
+    gemm_ar) or ``"torch"`` for ``op`` at global row count ``m`` with ``n`` output columns and inner size ``k``
+    (per rank): the first rule of the world-size entry (else ``"default"``) that holds. A rule holds when its
+    ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` / ``k`` equal the call's (rules with
+    a shape come from measured shapes, rules without one are the fallback). The simulator always returns
+    ``"fused"``."""
     if not on_gpu:
         return "fused"
     ops = dispatch_table()["ops"].get(op, {})
     rules = ops.get(str(world), ops.get("default", []))
     for rule in rules:
-        if rule.get("max_m") is None or m <= int(rule["max_m"]):
+        if _rule_matches(rule, m, n, k):
             return rule["method"]
     return "fused"
+
+
+def table_config(op: str, world: int, m: int, n: int, k: int, elem_bytes: int = 2):
+    """The measured tiling (:class:`~triton_dist.kernels.gemm.TileConfig`) of ``op``'s fused kernel for global rows
+    ``m``, ``n`` output columns and inner size ``k`` (per rank), or None when the table has none for this shape
+    (callers then use :func:`~triton_dist.kernels.gemm.pick_config`). Table entries (``configs[op][world]``):
+    ``{"n", "k", "max_m", "config": "BMxBNxBKxWARPSxSTAGES"}``, first match wins; bf16/fp16 only."""
+    if elem_bytes != 2:
+        return None
+    entries = dispatch_table().get("configs", {}).get(op, {}).get(str(world), [])
+    for ent in entries:
+        if ent.get("n") == n and ent.get("k") == k and (ent.get("max_m") is None or m <= int(ent["max_m"])):
+            try:
+                return _gemm.TileConfig.parse(ent["config"])
+            except (KeyError, ValueError):
+                return None
+    return None
 
 
 # ================================================================================================================
@@ -134,7 +163,9 @@ class _OverlapContext(_Context):
     factory_suffix = "_context"
 
     def _setup_common(self):
-        self.epoch = 0
+        # device-side epoch counter (kernels.common.call_epoch / finish_call): [completed calls, finished programs of
+        # the running launch, copy-engine epoch]; no host counter, so calls can be captured in a CUDA graph
+        self.counter = torch.zeros(3, dtype=torch.int64, device=self.device)
         self.num_sms = _gemm.num_sms(self.device)
         self.side_stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
         self.cc = torch.cuda.get_device_capability(self.device)[0] * 10 if self.on_gpu else 0
@@ -146,13 +177,29 @@ class _OverlapContext(_Context):
     def _coop(self):
         return {"launch_cooperative_grid": True} if self.cooperative else {}
 
-    def _next(self, numel: int):
-        self.epoch += 1
-        return self.epoch, self.epoch * TAG_RANGE + int(numel) % TAG_RANGE
+    @property
+    def epoch(self) -> int:
+        """Number of fused calls completed on this context (reads the device counter: synchronizes; for tests)."""
+        return int(self.counter[0].item())
 
     def _cfg(self, M, N, K, elem_bytes):
+        if self.on_gpu and not os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip():
+            measured = table_config(self.kind, self.world_size, M, N, K, elem_bytes)
+            if measured is not None:
+                return measured
         return _gemm.pick_config(M, N, K, on_gpu=self.on_gpu, elem_bytes=elem_bytes, cc=self.cc or 90,
                                  sim_config=self.sim_config)
+
+    def _prof(self, op, profiler_buffer):
+        """``(buffer argument, PROFILE)`` for a launch: the profiler buffer (an int64 tensor from
+        ``triton_dist.tools.profiler.alloc_profiler_buffer``) or the counter as an unused dummy."""
+        if profiler_buffer is None:
+            return self.counter, False
+        if not isinstance(profiler_buffer, torch.Tensor) or profiler_buffer.dtype != torch.int64 \
+                or profiler_buffer.device != self.device:
+            raise ValueError(f"{op}: profiler_buffer must be an int64 tensor on {self.device} from "
+                             f"triton_dist.tools.profiler.alloc_profiler_buffer")
+        return profiler_buffer, True
 
     def _use_tma(self):
         tma = _gemm.use_tma_for(self.device)
@@ -227,11 +274,12 @@ class AGGemmContext(_OverlapContext):
         self.ready.zero_()
         self.recv_ok.zero_()
         self._symmetric += [self.a_full, self.ready, self.recv_ok]
+        self._gather_streams = None
         self._finish_init()
 
-    def select(self, m_total: int) -> str:
-        m = select_method("ag_gemm", self.world_size, m_total, self.on_gpu)
-        if m == "torch" or m in self.methods:
+    def select(self, m_total: int, n: Optional[int] = None) -> str:
+        m = select_method("ag_gemm", self.world_size, m_total, self.on_gpu, n, self.k)
+        if m == "torch" or m in self.methods or (m == "chunked" and "ce" in self.methods):
             return m
         return "ce" if "ce" in self.methods else "sm"
 
@@ -243,21 +291,39 @@ def create_ag_gemm_context(max_m_per_rank: int, k: int, dtype: torch.dtype = tor
     return AGGemmContext(max_m_per_rank, k, dtype, **kw)
 
 
-AG_GEMM_METHODS = ("auto", "fused", "ce", "sm", "torch")
+AG_GEMM_METHODS = ("auto", "fused", "ce", "sm", "chunked", "torch")
 
 
 def _bits(t):
     return t.view(torch.uint8) if t.dtype in FP8_DTYPES else t
 
 
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[torch.Tensor] = None,
-            scale_a=None, scale_b=None, method: str = "auto", out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+            scale_a=None, scale_b=None, method: str = "auto", out_dtype: Optional[torch.dtype] = None,
+            profiler_buffer: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``all_gather(a, dim=0) @ b`` on every rank: ``a`` ``[M_loc, K]`` (this rank's rows), ``b`` ``[K, N]`` (this
     rank's weight shard). Returns ``[world * M_loc, N]`` (rows of rank ``r`` at ``[r * M_loc, (r + 1) * M_loc)``), in
     ``a``'s dtype (bf16 for fp8 inputs unless ``out_dtype``). fp8 needs ``scale_a`` / ``scale_b`` (per tensor;
-    ``C = (A @ B) * scale_a * scale_b``). Stream-ordered on the current stream (``ce``: the copies run on a side
-    stream that the current stream joins before returning; ``sm``: one launch, push programs + GEMM programs). ``method``: ``AG_GEMM_METHODS`` (``fused`` = the
-    context's first fused method)."""
+    ``C = (A @ B) * scale_a * scale_b``).
+
+    Stream-ordered on the current stream, no host synchronization: calls can be captured in a CUDA graph. Methods
+    (``AG_GEMM_METHODS``; ``fused`` = the context's first fused method, ``auto`` = the measured table):
+
+    * ``sm``: one launch: ``comm_programs`` push programs copy the shard into every peer while the other SMs run the
+      persistent GEMM (local rows first, then each peer's rows as soon as their ready signal is seen);
+    * ``ce`` (GPU): the same GEMM on all but one SM; the shard travels by copy engine (cudaMemcpyAsync into the
+      peers' views) on a side stream that the current stream joins before returning;
+    * ``chunked`` (GPU): copy-engine gather as in ``ce``, and the GEMM is cuBLAS (``torch.matmul``), one call per
+      chunk: this rank's rows first (overlapping the copies), then each peer's rows after a one-program kernel has
+      waited for their ready signal;
+    * ``torch``: NCCL ``all_gather_into_tensor`` + ``torch.matmul``.
+
+    ``profiler_buffer`` (``sm`` / ``ce``): record per-program tasks (``kernels.ag_gemm.TASKS``) into a buffer from
+    ``triton_dist.tools.profiler.alloc_profiler_buffer``."""
     op = "ag_gemm"
     _check_ctx(op, ctx, AGGemmContext, "create_ag_gemm_context")
     _operand_checks(op, a, b, ctx, AG_GEMM_DTYPES)
@@ -278,20 +344,26 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     W = ctx.world_size
     out = ctx._check_out(op, out, (W * M_loc, N), odt, a.device)
     if method == "auto":
-        method = ctx.select(W * M_loc)
+        method = ctx.select(W * M_loc, N)
     elif method == "fused":
         method = "ce" if "ce" in ctx.methods else "sm"
-    if method == "ce" and not ctx.on_gpu:
-        raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, fused, sm, torch")
-    if method in ("ce", "sm") and method not in ctx.methods:
+    if method in ("ce", "chunked") and not ctx.on_gpu:
+        raise ValueError(f"{op}: method={method!r} (copy engine) needs GPUs; accepted here: auto, fused, sm, torch")
+    if method in ("ce", "sm", "chunked") and ("ce" if method == "chunked" else method) not in ctx.methods:
         raise ValueError(f"{op}: method={method!r} was not allocated by this context (methods={ctx.methods})")
+    if method == "chunked" and (fp8 or odt != a.dtype):
+        raise ValueError(f"{op}: method='chunked' (cuBLAS per chunk) takes bf16/fp16 inputs and output in a's dtype; "
+                         f"use 'ce' or 'sm' for fp8 or another out_dtype")
+    prof, profile = ctx._prof(op, profiler_buffer)
     ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
     if M_loc == 0 or N == 0:
         return out
     if method == "torch":
         return _ag_gemm_torch(a, b, ctx, out, scale)
     n = M_loc * K
-    epoch, value = ctx._next(n)
+    tag = n % TAG_RANGE
+    if method == "chunked":
+        return _ag_gemm_chunked(ctx, a, b, out, n, tag)
     G = ctx.comm_programs
     a_full = ctx.a_full[:W * n]
     cfg = ctx._cfg(W * M_loc, N, K, a.dtype.itemsize)
@@ -305,31 +377,54 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
         cur = torch.cuda.current_stream(ctx.device)
         ctx.side_stream.wait_stream(cur)
         with torch.cuda.stream(ctx.side_stream):
-            _ag_ce(ctx, a, n, value, epoch)
-        a.record_stream(ctx.side_stream)
+            _ag_ce(ctx, a, n, tag)
+        if not _capturing():
+            a.record_stream(ctx.side_stream)
     _agk.ag_gemm_kernel[(push + gemm_programs, )](
-        a_full, b, out, ctx.ready, scale if scale is not None else out, a, ctx.recv_ok, M_loc, N, K,
-        b.stride(0), b.stride(1), out.stride(0), out.stride(1), value, epoch, ctx.rank, WORLD=W, NSIG=G,
+        a_full, b, out, ctx.ready, scale if scale is not None else out, a, ctx.recv_ok, ctx.counter, prof, M_loc, N,
+        K, b.stride(0), b.stride(1), out.stride(0), out.stride(1), tag, ctx.rank, WORLD=W, NSIG=G,
         PUSH_PROGRAMS=push, COPY_BLOCK=ctx._block(), **cfg.meta(), NUM_SMS=gemm_programs, USE_TMA=tma,
-        HAS_SCALE=scale is not None, **cfg.launch(), **ctx._coop())
+        HAS_SCALE=scale is not None, PROFILE=profile, **cfg.launch(), **ctx._coop())
     if cur is not None:
         cur.wait_stream(ctx.side_stream)
     return out
 
 
-def _ag_ce(ctx, a, n, value, epoch):
-    """Copy-engine all-gather (GPU, on the side stream): local copy + signals, then per peer in rotated order:
+def _ag_ce(ctx, a, n, tag):
+    """Copy-engine all-gather (GPU, on the side stream): raise recv_ok on the peers, then per peer in rotated order:
     wait for its recv_ok, copy the shard into the peer's view of a_full (cudaMemcpyAsync over NVLink), signal."""
     W, r, G = ctx.world_size, ctx.rank, ctx.comm_programs
     flat = a.reshape(-1)
-    ctx.a_full[r * n:(r + 1) * n].copy_(flat)
     sig = dict(WORLD=W, NSIG=G, num_warps=1)
-    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, r, value, epoch, r, STEP=0, **sig)
+    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, r, tag, r, STEP=0, **sig)
     for i in range(1, W):
         p = (r + i) % W
-        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, p, value, epoch, r, STEP=1, **sig)
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, p, tag, r, STEP=1, **sig)
         ctx.a_full_peers[p][r * n:(r + 1) * n].copy_(flat)
-        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, p, value, epoch, r, STEP=2, **sig)
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, p, tag, r, STEP=2, **sig)
+
+
+def _ag_gemm_chunked(ctx, a, b, out, n, tag):
+    """Method ``chunked``: copy-engine gather on the side stream; cuBLAS on the current stream, local chunk first,
+    then per peer (rotated): wait for its ready signal (one-program kernel), ``torch.matmul`` of its rows; finally
+    publish the call's epoch (``counter[0] = counter[2]``)."""
+    W, r, G = ctx.world_size, ctx.rank, ctx.comm_programs
+    M_loc = a.shape[0]
+    cur = torch.cuda.current_stream(ctx.device)
+    ctx.side_stream.wait_stream(cur)
+    with torch.cuda.stream(ctx.side_stream):
+        _ag_ce(ctx, a, n, tag)
+    if not _capturing():
+        a.record_stream(ctx.side_stream)
+    torch.matmul(a, b, out=out[r * M_loc:(r + 1) * M_loc])
+    sig = dict(WORLD=W, NSIG=G, num_warps=1)
+    for i in range(1, W):
+        src = (r + i) % W
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, src, tag, r, STEP=3, **sig)
+        torch.matmul(ctx.a_full[src * n:(src + 1) * n].view(M_loc, -1), b, out=out[src * M_loc:(src + 1) * M_loc])
+    cur.wait_stream(ctx.side_stream)
+    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, r, tag, r, STEP=4, **sig)
+    return out
 
 
 def _ag_gemm_torch(a, b, ctx, out, scale):
@@ -381,8 +476,11 @@ class _PartialsContext(_OverlapContext):
             return 64, 64
         return self.sim_config.BLOCK_M, self.sim_config.BLOCK_N
 
-    def select(self, m_total: int) -> str:
-        return select_method(self.kind, self.world_size, m_total, self.on_gpu)
+    def select(self, m_total: int, k: Optional[int] = None) -> str:
+        m = select_method(self.kind, self.world_size, m_total, self.on_gpu, self.n, k)
+        if m == "one_shot" and getattr(self, "ar_ctx", None) is None:
+            return "fused"
+        return m
 
 
 def _tiles(m, n, bm, bn):
@@ -414,16 +512,17 @@ def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat
 FUSED_METHODS = ("auto", "fused", "torch")
 
 
-def _partials_checks(op, a, b, ctx, method):
+def _partials_checks(op, a, b, ctx, method, accepted):
     _operand_checks(op, a, b, ctx, GEMM_DTYPES)
     if b.shape[1] != ctx.n:
         raise ValueError(f"{op}: b has N={b.shape[1]} columns, the context was created for n={ctx.n}")
-    _check_method(op, method, FUSED_METHODS)
+    _check_method(op, method, accepted)
 
 
-def _run_partials(op, ctx, a, b, out, method, chunked: bool, torch_path, kernel):
+def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, profiler_buffer=None):
     """The part of :func:`gemm_rs` (``chunked``: ``world`` chunks of ``M / world`` output rows) and :func:`gemm_ar`
-    (one chunk of ``M`` rows) after their shape checks: output check, "auto", then ``torch_path`` or ``kernel``."""
+    (one chunk of ``M`` rows) after their shape checks: output check, "auto", then ``paths[method]`` (host-composed
+    methods) or the fused ``kernel``."""
     M, K = a.shape
     N = b.shape[1]
     W = ctx.world_size
@@ -431,42 +530,47 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, torch_path, kernel)
     rows = M // chunks
     out = ctx._check_out(op, out, (rows, N), a.dtype, a.device)
     if method == "auto":
-        method = ctx.select(M)
+        method = ctx.select(M, K)
+    prof, profile = ctx._prof(op, profiler_buffer)
     ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
     if M == 0:
         return out
-    if method == "torch":
-        return torch_path(a, b, ctx, out)
+    if method in paths:
+        return paths[method](a, b, ctx, out)
     cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
     tiles = _tiles(rows, N, cfg.BLOCK_M, cfg.BLOCK_N)
     if tiles > ctx.max_tiles:
         per, hint = (" per chunk", " (use blocks >= the context's minimum)") if chunked else ("", "")
         raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals{per}, the context has "
                          f"{ctx.max_tiles}{hint}")
-    epoch, value = ctx._next(M * N)
     tma = ctx._use_tma()
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
-    kernel[grid](a, b, out, ctx.stage, ctx.sig, rows, N, K, a.stride(0), b.stride(0), b.stride(1), out.stride(0),
-                 out.stride(1), ctx.cap, ctx.max_tiles, value, epoch % 2, ctx.rank, WORLD=W, **cfg.meta(),
-                 NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+    kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),
+                 out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=W,
+                 **cfg.meta(), NUM_SMS=grid[0], USE_TMA=tma, PROFILE=profile, **cfg.launch(), **ctx._coop())
     return out
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
-            method: str = "auto") -> torch.Tensor:
+            method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
-    multiple of the world size. ``method``: ``auto`` / ``fused`` / ``torch`` (matmul + NCCL reduce_scatter)."""
+    multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``:
+    ``auto`` (measured table) / ``fused`` (one persistent kernel: peers' row chunks first, their fp32 partial
+    tiles stored straight into the owner's symmetric staging, own chunk last, reduced as the peers' tiles arrive) /
+    ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
+    ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
     _check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
-    _partials_checks(op, a, b, ctx, method)
+    _partials_checks(op, a, b, ctx, method, FUSED_METHODS)
     M = a.shape[0]
     W = ctx.world_size
     if M % W:
         raise ValueError(f"{op}: a has M={M} rows, not a multiple of the world size {W}")
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
-    return _run_partials(op, ctx, a, b, out, method, True, _gemm_rs_torch, _rsk.gemm_rs_kernel)
+    return _run_partials(op, ctx, a, b, out, method, True, {"torch": _gemm_rs_torch}, _rsk.gemm_rs_kernel,
+                         profiler_buffer)
 
 
 def _gemm_rs_torch(a, b, ctx, out):
@@ -477,7 +581,8 @@ def _gemm_rs_torch(a, b, ctx, out):
 
 
 class GemmARContext(_PartialsContext):
-    """Buffers for :func:`gemm_ar` with up to ``max_m`` rows and exactly ``n`` output columns."""
+    """Buffers for :func:`gemm_ar` with up to ``max_m`` rows and exactly ``n`` output columns: the fused kernel's fp32
+    staging and tile signals, and (GPU, method ``one_shot``) an all-reduce context of ``max_m * n`` elements."""
 
     kind = "gemm_ar"
 
@@ -485,26 +590,48 @@ class GemmARContext(_PartialsContext):
         super().__init__(max_m, n, dtype, sim_config, **kw)
         self._setup_common()
         bm, bn = self._min_block()
+        self.ar_ctx = None
+        if self.on_gpu:
+            from .collectives import create_allreduce_ctx
+
+            self.ar_ctx = create_allreduce_ctx(max_m * n, dtype, one_shot_max_numel=max_m * n,
+                                               methods=("one_shot", ))
         self._alloc_partials(max_m * n, _tiles(max_m, n, bm, bn))
+
+    def close(self) -> None:
+        if self.ar_ctx is not None:
+            self.ar_ctx.close()
+        super().close()
 
 
 def create_gemm_ar_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmARContext:
     """Collective: context for :func:`gemm_ar` (bf16 / fp16, up to ``max_m`` rows, ``n`` columns). Symmetric memory:
-    ``2 * world * max_m * n`` fp32 + signals: meant for small-M (decode) shapes."""
+    ``2 * world * max_m * n`` fp32 + signals, and on GPU ``2 * world * max_m * n`` elements of ``dtype`` for the
+    one-shot all-reduce: meant for small-M (decode) shapes."""
     return GemmARContext(max_m, n, dtype, **kw)
+
+
+GEMM_AR_METHODS = ("auto", "fused", "one_shot", "torch")
 
 
 def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[torch.Tensor] = None,
             method: str = "auto") -> torch.Tensor:
-    """``all_reduce(a @ b)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]``; returns ``[M, N]``, identical on every rank
-    (fp32 sum in rank order, one rounding). ``method``: ``auto`` / ``fused`` / ``torch`` (matmul + NCCL all_reduce)."""
+    """``all_reduce(a @ b)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]``; returns ``[M, N]``, identical on every rank.
+    Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``: ``auto`` (measured table) /
+    ``fused`` (one persistent kernel: fp32 partial tiles pushed to every peer as they are computed, summed in rank
+    order, rounded once) / ``one_shot`` (GPU: cuBLAS ``torch.matmul`` then this library's one-shot all-reduce of
+    the bf16/fp16 product, fp32 sum, one rounding of the sum) / ``torch`` (``torch.matmul`` + NCCL all_reduce)."""
     op = "gemm_ar"
     _check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
-    _partials_checks(op, a, b, ctx, method)
+    _partials_checks(op, a, b, ctx, method, GEMM_AR_METHODS)
+    if method == "one_shot" and ctx.ar_ctx is None:
+        raise ValueError(f"{op}: method='one_shot' (cuBLAS + one-shot all-reduce) needs GPUs; accepted here: auto, "
+                         f"fused, torch")
     M = a.shape[0]
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
-    return _run_partials(op, ctx, a, b, out, method, False, _gemm_ar_torch, _ark.gemm_ar_kernel)
+    return _run_partials(op, ctx, a, b, out, method, False,
+                         {"torch": _gemm_ar_torch, "one_shot": _gemm_ar_one_shot}, _ark.gemm_ar_kernel)
 
 
 def _gemm_ar_torch(a, b, ctx, out):
@@ -515,6 +642,13 @@ def _gemm_ar_torch(a, b, ctx, out):
     return out
 
 
+def _gemm_ar_one_shot(a, b, ctx, out):
+    from .collectives import all_reduce
+
+    part = torch.matmul(a, b)
+    return all_reduce(part, ctx.ar_ctx, out=out, method="one_shot")
+
+
 __all__ = ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context", "create_gemm_rs_context",
            "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar", "select_method", "dispatch_table",
-           "DEFAULT_TABLE", "AG_GEMM_METHODS", "FUSED_METHODS"]
+           "DEFAULT_TABLE", "AG_GEMM_METHODS", "FUSED_METHODS", "GEMM_AR_METHODS", "table_config"]

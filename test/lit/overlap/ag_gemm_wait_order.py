@@ -1,22 +1,25 @@
-# AllGather+GEMM: every GEMM tile waits for the ready signals of the A chunk it reads (dl.wait, sys scope,
+# AllGather+GEMM: every GEMM tile of a peer's chunk waits for the ready signals of the A chunk it reads (dl.wait, sys scope,
 # acquire) and consumes the token into the A pointer (pointer path) or the A row coordinate (TMA path), so the
 # tile's A loads -- including the software-pipelined prologue copies (num_stages=3) -- are issued after the spin.
-# Signature: a_full, b, c, ready, scale, x, recv_ok, M_loc, N, K, stride_bk, stride_bn, stride_cm, stride_cn,
-#            value, epoch, rank, WORLD, NSIG, PUSH_PROGRAMS, COPY_BLOCK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-#            NUM_SMS, USE_TMA, HAS_SCALE
+# Signature: a_full, b, c, ready, scale, x, recv_ok, counter, prof, M_loc, N, K, stride_bk, stride_bn, stride_cm,
+#            stride_cn, tag, rank, WORLD, NSIG, PUSH_PROGRAMS, COPY_BLOCK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+#            NUM_SMS, USE_TMA, HAS_SCALE, PROFILE
 #
-# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i64, i64, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 128, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir | filecheck %s --check-prefix=PTR
-# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i64, i64, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 128, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PTRPTX
-# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i64, i64, i32, 2, 4, 0, 8192, 128, 256, 64, 8, 128, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir | filecheck %s --check-prefix=TMA
-# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i64, i64, i32, 2, 4, 0, 8192, 128, 256, 64, 8, 128, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=TMAPTX
+# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 128, False, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir | filecheck %s --check-prefix=PTR
+# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 128, False, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PTRPTX
+# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir | filecheck %s --check-prefix=TMA
+# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=TMAPTX
 # Fused push programs (PUSH_PROGRAMS=4): the push role's 128-bit copies into the peer (symm_at) and its signals.
-# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i64, i64, i32, 2, 4, 4, 8192, 128, 256, 64, 8, 128, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PUSH
-# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i64, i64, i32, 2, 4, 4, 8192, 128, 128, 64, 8, 304, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PUSH
+# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 128, 64, 8, 304, False, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 #
-# Pointer path, TTGIR: inside the tile loop the spin (in an scf.if the pipeliner can predicate) comes first, then
-# the opaque zero taken from its token is added to the A base pointer, and only then the prologue async copies.
+# Pointer path, TTGIR: inside the tile loop the local-chunk tiles (read from x) come first and never spin; for a
+# peer's chunk the spin (in an scf.if the pipeliner can predicate) comes first, then the opaque zero taken from its
+# token is added to the A base pointer, and only then the prologue async copies.
 # PTR: scf.for %tile
-# PTR: %[[TOK:[a-z0-9_]+]] = scf.if
+# PTR-NOT: ld.acquire.sys.b64
+# PTR: ttng.warp_group_dot
+# PTR: %[[TOK:tok_[0-9]+]] = scf.if
 # PTR-NEXT: tt.elementwise_inline_asm "{{.*}}ld.acquire.sys.b64
 # PTR-NOT: ttg.async_copy_global_to_local
 # PTR: %[[Z:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[TOK]]
@@ -31,13 +34,15 @@
 # PTRPTX-NEXT: ld.acquire.sys.b64
 # PTRPTX: TDW_DONE:
 # PTRPTX-NEXT: bar.sync 0;
-# PTRPTX-NOT: TDW_SPIN:
 # PTRPTX: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 0x10
 # PTRPTX: wgmma.mma_async
 #
-# TMA path, TTGIR: the token's opaque zero is added to the A row coordinate used by every TMA copy of A.
+# TMA path, TTGIR: local-chunk tiles load A through x's descriptor with no spin; for a peer's chunk the token's
+# opaque zero is added to the A row coordinate used by every TMA copy of A.
 # TMA: scf.for %tile
-# TMA: %[[TOK:[a-z0-9_]+]] = scf.if
+# TMA-NOT: ld.acquire.sys.b64
+# TMA: ttng.async_tma_copy_global_to_local %x_desc{{[_0-9]*}}{{\[}}%loc_m
+# TMA: %[[TOK:tok_[0-9]+]] = scf.if
 # TMA-NEXT: tt.elementwise_inline_asm "{{.*}}ld.acquire.sys.b64
 # TMA-NOT: ttng.async_tma_copy_global_to_local
 # TMA: %[[Z:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[TOK]]
@@ -51,7 +56,6 @@
 # TMAPTX-NEXT: ld.acquire.sys.b64
 # TMAPTX: TDW_DONE:
 # TMAPTX-NEXT: bar.sync 0;
-# TMAPTX-NOT: TDW_SPIN:
 # TMAPTX: cp.async.bulk.tensor.2d
 # TMAPTX: wgmma.mma_async
 #

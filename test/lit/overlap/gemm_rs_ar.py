@@ -1,11 +1,14 @@
 # GEMM+ReduceScatter and GEMM+AllReduce compile for sm_90 (TMA + wgmma, fp32 partials stored to the owner through
 # dl.symm_at, per-tile signal with system-scope release, acquire spin before the reduction) and for gfx942.
-# Signature: a, b, out, stage, sig, M(_s), N, K, stride_am, stride_bk, stride_bn, stride_om, stride_on, CAP,
-#            MAX_TILES, value, par, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA
+# Signature: a, b, out, stage, sig, counter, prof, M(_s), N, K, stride_am, stride_bk, stride_bn, stride_om,
+#            stride_on, CAP, MAX_TILES, tag, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA, PROFILE
+# The epoch is read from the device counter (atomic) and published by the launch's last program (atomic xchg).
+# PROFILE=True (RSPROF): the per-task stamps read %globaltimer and %smid.
 #
-# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i64, i32, i32, 2, 128, 256, 64, 8, 132, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
-# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i64, i32, i32, 2, 64, 128, 64, 8, 132, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
-# RUN: %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i64, i32, i32, 2, 128, 128, 64, 8, 304, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPROF
+# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 64, 128, 64, 8, 132, True, False" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
+# RUN: %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 128, 64, 8, 304, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 #
 # (gfx942: LLVM IR. Block placement puts the signalling code before the MMA loop in text order: no order between them is checked)
 # RS-DAG: cp.async.bulk.tensor.2d
@@ -13,6 +16,13 @@
 # RS-DAG: membar.sys
 # RS-DAG: ld.acquire.sys.b64
 # RS-DAG: st.global.v4.b32
+#
+# RS-DAG: atom.global{{.*}}add
+# RS-NOT: globaltimer
+#
+# RSPROF-DAG: %globaltimer
+# RSPROF-DAG: %smid
+# RSPROF-DAG: wgmma.mma_async
 #
 # AR-DAG: cp.async.bulk.tensor.2d
 # AR-DAG: wgmma.mma_async
