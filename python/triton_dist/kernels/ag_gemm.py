@@ -45,8 +45,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import call_epoch, copy_blocks, finish_call, notify_peers
-from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
+from triton_dist.kernels.common import call_epoch, copy_blocks, finish_call, notify_peers, wait_peers
+from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
 from triton_dist.tools.profiler.language import Profiler
 
 #: profiler task names of :func:`ag_gemm_kernel` (index = task type)
@@ -86,7 +86,7 @@ def ag_push_kernel(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, counter_ptr, n, ta
 
 
 @triton_dist.jit
-def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, peer, tag, rank, WORLD: tl.constexpr,
+def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, flag_ptr, peer, tag, rank, WORLD: tl.constexpr,
                         NSIG: tl.constexpr, STEP: tl.constexpr):
     """One-program signalling steps of the copy-engine all-gather (host copies in between, same side stream):
     ``STEP=0``: take this call's epoch ``e = counter[0] + 1`` into ``counter[2]`` and raise ``recv_ok[rank] = e``
@@ -95,10 +95,14 @@ def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, peer, tag, rank, WO
     after the copy by stream order). ``counter[0]`` cannot advance before STEP 0 ran: the GEMM of this call needs
     the peers' chunks, which they only push after seeing this ``recv_ok``.
 
-    Method ``chunked`` (cuBLAS GEMM, no Triton GEMM launch) adds two steps on the main stream: ``STEP=3``: wait
-    until ``ready[peer, :] == (counter[0] + 1) * 2**24 + tag`` (peer ``peer``'s chunk arrived; ``counter[0]`` does
-    not move during the call, while ``counter[2]`` may not be written yet); ``STEP=4`` (last, after the main
-    stream joined the side stream): ``counter[0] += 1``, the call is complete."""
+    The ``chunked`` methods (cuBLAS GEMMs, no Triton GEMM launch; ``gemm_rs`` uses the same steps on its own
+    arrays, ``NSIG=1``) run on the main stream: ``STEP=5`` first: ``e = counter[0] + 1`` into ``counter[2]``,
+    ``flag[0:NSIG] = e * 2**24 + tag`` (a local int64 array that the side stream then copies into the peers'
+    ``ready`` with the copy engine, after the data: no SM needed while cuBLAS holds them all), raise
+    ``recv_ok[rank] = e`` on every peer and wait for every peer's ``recv_ok == e`` (each peer finished reading
+    what this rank pushed in call ``e - 1``); ``STEP=3``: wait until ``ready[peer, :] == e * 2**24 + tag`` with
+    ``e = counter[0] + 1`` (peer ``peer``'s data arrived; ``counter[0]`` does not move during the call);
+    ``STEP=4`` (last, after the main stream joined the side stream): ``counter[0] = e``, the call is complete."""
     if STEP == 0:
         e = call_epoch(counter_ptr)
         tl.store(counter_ptr + 2, e)
@@ -113,9 +117,16 @@ def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, peer, tag, rank, WO
     elif STEP == 3:
         e = call_epoch(counter_ptr)
         dl.wait(ready_ptr + peer * NSIG, NSIG, "sys", "acquire", e * 16777216 + tag)
-    else:
+    elif STEP == 4:
         e = call_epoch(counter_ptr)
         tl.atomic_xchg(counter_ptr, e, sem="release")
+    else:
+        e = call_epoch(counter_ptr)
+        tl.store(counter_ptr + 2, e)
+        for j in tl.static_range(0, NSIG):
+            tl.store(flag_ptr + j, e * 16777216 + tag)
+        notify_peers(recv_ok_ptr, rank, WORLD, e)
+        wait_peers(recv_ok_ptr, rank, WORLD, e)
 
 
 @triton_dist.jit
@@ -159,9 +170,7 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
     tiles_chunk = tiles_m * tiles_n
     num_tiles = WORLD * tiles_chunk
     if USE_TMA:
-        a_desc, b_desc = tma_descriptors(a_full_ptr, b_ptr, WORLD * M_loc, N, K, K, stride_bk, BLOCK_M, BLOCK_N,
-                                         BLOCK_K)
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M_loc, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
@@ -172,24 +181,22 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
         loc_m = pid_m * BLOCK_M
         row0 = src * M_loc
         off_n = pid_n * BLOCK_N
-        if c == 0:
-            profiler = profiler.record(True, TASK_TILE)
-            if USE_TMA:
-                acc = tile_acc_tma(x_desc, b_desc, loc_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            else:
-                acc = tile_acc_ptr(x_ptr, b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk, stride_bn, BLOCK_M,
-                                   BLOCK_N, BLOCK_K)
-        else:
+        # A rows of this tile: the shard itself for the local chunk (no wait), else chunk src of a_full once its
+        # ready signals are seen. One K loop for both (a second pipelined loop would double the shared memory).
+        tok = gpid * 0
+        if c != 0:
             profiler = profiler.record(True, TASK_WAIT)
             tok = dl.wait(ready_ptr + src * NSIG, NSIG, "sys", "acquire", value)
             profiler = profiler.record(False, TASK_WAIT)
-            profiler = profiler.record(True, TASK_TILE)
-            off_m = row0 + loc_m
-            if USE_TMA:
-                acc = tile_acc_tma(a_desc, b_desc, dl.consume_token(off_m, tok), off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            else:
-                acc = tile_acc_ptr(dl.consume_token(a_full_ptr, tok), b_ptr, row0 + loc_m, off_n, row0 + M_loc, N, K,
-                                   K, 1, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
+        a_base = tl.where(c == 0, x_ptr, a_full_ptr + row0 * K)
+        profiler = profiler.record(True, TASK_TILE)
+        if USE_TMA:
+            a_desc = tl.make_tensor_descriptor(a_base, shape=[M_loc, K], strides=[K, 1],
+                                               block_shape=[BLOCK_M, BLOCK_K])
+            acc = tile_acc_tma(a_desc, b_desc, dl.consume_token(loc_m, tok), off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            acc = tile_acc_ptr(dl.consume_token(a_base, tok), b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk,
+                               stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         if HAS_SCALE:
             acc = acc * scale
         store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)

@@ -269,7 +269,13 @@ class AGGemmContext(_OverlapContext):
         else:
             self.a_full_peers = None
             self.a_full = u.nvshmem_create_tensor(shape, dtype)
-        self.ready = u.nvshmem_create_tensor((W * G, ), torch.int64)
+        if self.on_gpu and "ce" in self.methods:  # peer views: the chunked method raises ready by copy engine
+            self.ready_peers = u.nvshmem_create_tensors((W * G, ), torch.int64, self.rank, W)
+            self.ready = self.ready_peers[self.rank]
+        else:
+            self.ready_peers = None
+            self.ready = u.nvshmem_create_tensor((W * G, ), torch.int64)
+        self.flag = torch.zeros(G, dtype=torch.int64, device=self.device)
         self.recv_ok = u.nvshmem_create_tensor((W, ), torch.int64)
         self.ready.zero_()
         self.recv_ok.zero_()
@@ -396,34 +402,40 @@ def _ag_ce(ctx, a, n, tag):
     W, r, G = ctx.world_size, ctx.rank, ctx.comm_programs
     flat = a.reshape(-1)
     sig = dict(WORLD=W, NSIG=G, num_warps=1)
-    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, r, tag, r, STEP=0, **sig)
+    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, r, tag, r, STEP=0, **sig)
     for i in range(1, W):
         p = (r + i) % W
-        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, p, tag, r, STEP=1, **sig)
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, p, tag, r, STEP=1, **sig)
         ctx.a_full_peers[p][r * n:(r + 1) * n].copy_(flat)
-        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, p, tag, r, STEP=2, **sig)
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, p, tag, r, STEP=2, **sig)
 
 
 def _ag_gemm_chunked(ctx, a, b, out, n, tag):
-    """Method ``chunked``: copy-engine gather on the side stream; cuBLAS on the current stream, local chunk first,
-    then per peer (rotated): wait for its ready signal (one-program kernel), ``torch.matmul`` of its rows; finally
-    publish the call's epoch (``counter[0] = counter[2]``)."""
+    """Method ``chunked``: handshake + epoch on the current stream (``STEP=5``), then the copy-engine pushes of the
+    shard and of the ready flags on the side stream (no SM used), while cuBLAS computes the local rows; then per
+    peer (rotated): wait for its ready signal (one-program kernel), ``torch.matmul`` of its rows; finally publish
+    the call's epoch (``STEP=4``)."""
     W, r, G = ctx.world_size, ctx.rank, ctx.comm_programs
     M_loc = a.shape[0]
+    flat = a.reshape(-1)
+    sig = dict(WORLD=W, NSIG=G, num_warps=1)
     cur = torch.cuda.current_stream(ctx.device)
+    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, r, tag, r, STEP=5, **sig)
     ctx.side_stream.wait_stream(cur)
     with torch.cuda.stream(ctx.side_stream):
-        _ag_ce(ctx, a, n, tag)
+        for i in range(1, W):
+            p = (r + i) % W
+            ctx.a_full_peers[p][r * n:(r + 1) * n].copy_(flat)
+            ctx.ready_peers[p][r * G:(r + 1) * G].copy_(ctx.flag)
     if not _capturing():
         a.record_stream(ctx.side_stream)
     torch.matmul(a, b, out=out[r * M_loc:(r + 1) * M_loc])
-    sig = dict(WORLD=W, NSIG=G, num_warps=1)
     for i in range(1, W):
         src = (r + i) % W
-        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, src, tag, r, STEP=3, **sig)
+        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, src, tag, r, STEP=3, **sig)
         torch.matmul(ctx.a_full[src * n:(src + 1) * n].view(M_loc, -1), b, out=out[src * M_loc:(src + 1) * M_loc])
     cur.wait_stream(ctx.side_stream)
-    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, r, tag, r, STEP=4, **sig)
+    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, r, tag, r, STEP=4, **sig)
     return out
 
 
@@ -478,7 +490,8 @@ class _PartialsContext(_OverlapContext):
 
     def select(self, m_total: int, k: Optional[int] = None) -> str:
         m = select_method(self.kind, self.world_size, m_total, self.on_gpu, self.n, k)
-        if m == "one_shot" and getattr(self, "ar_ctx", None) is None:
+        if (m == "one_shot" and getattr(self, "ar_ctx", None) is None) or \
+                (m == "chunked" and getattr(self, "chunk_stage_peers", None) is None):
             return "fused"
         return m
 
@@ -500,6 +513,18 @@ class GemmRSContext(_PartialsContext):
         self._setup_common()
         ms = max_m // self.world_size
         bm, bn = self._min_block()
+        W, u = self.world_size, self._utils
+        self.chunk_stage_peers = None
+        if self.on_gpu:  # method "chunked": bf16 partials pushed by copy engine, ready flags too (peer views)
+            self.chunk_stage_peers = u.nvshmem_create_tensors((W * ms * n, ), dtype, self.rank, W)
+            self.chunk_ready_peers = u.nvshmem_create_tensors((W, ), torch.int64, self.rank, W)
+            self.chunk_recv_ok = u.nvshmem_create_tensor((W, ), torch.int64)
+            self.chunk_ready_peers[self.rank].zero_()
+            self.chunk_recv_ok.zero_()
+            self.chunk_tmp = torch.empty((max(W - 1, 1) * ms * n, ), dtype=dtype, device=self.device)
+            self.chunk_flag = torch.zeros(1, dtype=torch.int64, device=self.device)
+            self._symmetric += [self.chunk_stage_peers[self.rank], self.chunk_ready_peers[self.rank],
+                                self.chunk_recv_ok]
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
 
 
@@ -510,6 +535,7 @@ def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat
 
 
 FUSED_METHODS = ("auto", "fused", "torch")
+GEMM_RS_METHODS = ("auto", "fused", "chunked", "torch")
 
 
 def _partials_checks(op, a, b, ctx, method, accepted):
@@ -558,19 +584,67 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``:
     ``auto`` (measured table) / ``fused`` (one persistent kernel: peers' row chunks first, their fp32 partial
     tiles stored straight into the owner's symmetric staging, own chunk last, reduced as the peers' tiles arrive) /
+    ``chunked`` (GPU: cuBLAS per row chunk, peers' chunks first, each bf16 partial pushed into its owner's
+    symmetric staging by copy engine while cuBLAS computes the next chunk; then the own chunk plus the peers'
+    partials, summed in fp32 and rounded once: each partial is rounded to bf16 once, as on the torch path) /
     ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
     _check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
-    _partials_checks(op, a, b, ctx, method, FUSED_METHODS)
+    _partials_checks(op, a, b, ctx, method, GEMM_RS_METHODS)
+    if method == "chunked" and ctx.chunk_stage_peers is None:
+        raise ValueError(f"{op}: method='chunked' (cuBLAS + copy engine) needs GPUs; accepted here: auto, fused, torch")
     M = a.shape[0]
     W = ctx.world_size
     if M % W:
         raise ValueError(f"{op}: a has M={M} rows, not a multiple of the world size {W}")
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
-    return _run_partials(op, ctx, a, b, out, method, True, {"torch": _gemm_rs_torch}, _rsk.gemm_rs_kernel,
-                         profiler_buffer)
+    return _run_partials(op, ctx, a, b, out, method, True, {"torch": _gemm_rs_torch, "chunked": _gemm_rs_chunked},
+                         _rsk.gemm_rs_kernel, profiler_buffer)
+
+
+def _gemm_rs_chunked(a, b, ctx, out):
+    """Method ``chunked`` of :func:`gemm_rs` (see there). Signals: ``ag_ce_signal_kernel`` steps 5 / 3 / 4 on the
+    context's chunk arrays (``NSIG=1``)."""
+    M, K = a.shape
+    N = b.shape[1]
+    W, r = ctx.world_size, ctx.rank
+    rows = M // W
+    cap = (ctx.max_m // W) * ctx.n
+    tag = (M * N) % TAG_RANGE
+    sig = dict(WORLD=W, NSIG=1, num_warps=1)
+    ready, recv_ok = ctx.chunk_ready_peers[r], ctx.chunk_recv_ok
+    cur = torch.cuda.current_stream(ctx.device)
+    _agk.ag_ce_signal_kernel[(1, )](ready, recv_ok, ctx.counter, ctx.chunk_flag, r, tag, r, STEP=5, **sig)
+    side = ctx.side_stream
+    side.wait_stream(cur)
+    for i in range(1, W):
+        d = (r + i) % W
+        part = ctx.chunk_tmp[(i - 1) * cap:(i - 1) * cap + rows * N].view(rows, N)
+        torch.matmul(a[d * rows:(d + 1) * rows], b, out=part)
+        side.wait_stream(cur)
+        with torch.cuda.stream(side):
+            ctx.chunk_stage_peers[d][r * cap:r * cap + rows * N].copy_(part.view(-1))
+            ctx.chunk_ready_peers[d][r:r + 1].copy_(ctx.chunk_flag)
+    own = torch.matmul(a[r * rows:(r + 1) * rows], b)
+    stage = ctx.chunk_stage_peers[r]
+    for i in range(1, W):
+        src = (r + i) % W
+        _agk.ag_ce_signal_kernel[(1, )](ready, recv_ok, ctx.counter, ctx.chunk_flag, src, tag, r, STEP=3, **sig)
+    peers = [stage[src * cap:src * cap + rows * N].view(rows, N) for src in ((r + i) % W for i in range(1, W))]
+    if len(peers) == 1:
+        torch.add(own, peers[0], out=out)  # bf16 + bf16 computed in fp32, rounded once
+    elif peers:
+        acc = own.float()
+        for p in peers:
+            acc += p.float()
+        out.copy_(acc)
+    else:
+        out.copy_(own)
+    cur.wait_stream(side)
+    _agk.ag_ce_signal_kernel[(1, )](ready, recv_ok, ctx.counter, ctx.chunk_flag, r, tag, r, STEP=4, **sig)
+    return out
 
 
 def _gemm_rs_torch(a, b, ctx, out):
@@ -651,4 +725,5 @@ def _gemm_ar_one_shot(a, b, ctx, out):
 
 __all__ = ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context", "create_gemm_rs_context",
            "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar", "select_method", "dispatch_table",
-           "DEFAULT_TABLE", "AG_GEMM_METHODS", "FUSED_METHODS", "GEMM_AR_METHODS", "table_config"]
+           "DEFAULT_TABLE", "AG_GEMM_METHODS", "FUSED_METHODS", "GEMM_RS_METHODS", "GEMM_AR_METHODS",
+           "table_config"]

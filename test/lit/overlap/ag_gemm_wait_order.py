@@ -13,17 +13,16 @@
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PUSH
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 128, 64, 8, 304, False, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 #
-# Pointer path, TTGIR: inside the tile loop the local-chunk tiles (read from x) come first and never spin; for a
-# peer's chunk the spin (in an scf.if the pipeliner can predicate) comes first, then the opaque zero taken from its
-# token is added to the A base pointer, and only then the prologue async copies.
+# Pointer path, TTGIR: inside the tile loop, for a peer's chunk (c != 0: an scf.if the local chunk skips) the
+# spin comes first; then the A base (x for the local chunk, else the chunk in a_full) is selected, the opaque zero
+# taken from the spin's token is added to it, and only then come the prologue async copies.
 # PTR: scf.for %tile
-# PTR-NOT: ld.acquire.sys.b64
-# PTR: ttng.warp_group_dot
-# PTR: %[[TOK:tok_[0-9]+]] = scf.if
-# PTR-NEXT: tt.elementwise_inline_asm "{{.*}}ld.acquire.sys.b64
+# PTR: %[[TOK:[0-9]+]] = scf.if %{{[0-9]+}} -> (i32)
+# PTR: ld.acquire.sys.b64
 # PTR-NOT: ttg.async_copy_global_to_local
-# PTR: %[[Z:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[TOK]]
-# PTR-NEXT: tt.addptr %a_full_ptr, %[[Z]]
+# PTR: %[[BASE:a_base_[0-9]+]] = arith.select %a_base, %x_ptr, %a_base_{{[0-9]+}}
+# PTR-NEXT: %[[Z:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[TOK]]
+# PTR-NEXT: tt.addptr %[[BASE]], %[[Z]]
 # PTR-NOT: scf.for
 # PTR: ttg.async_copy_global_to_local
 # PTR: scf.for
@@ -37,16 +36,17 @@
 # PTRPTX: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 0x10
 # PTRPTX: wgmma.mma_async
 #
-# TMA path, TTGIR: local-chunk tiles load A through x's descriptor with no spin; for a peer's chunk the token's
-# opaque zero is added to the A row coordinate used by every TMA copy of A.
+# TMA path, TTGIR: the same spin; the tile's A descriptor is built on the selected base (one K loop for local
+# and peer chunks: a second pipelined loop would double the shared memory) and the token's opaque zero is added
+# to the A row coordinate used by every TMA copy of A.
 # TMA: scf.for %tile
-# TMA-NOT: ld.acquire.sys.b64
-# TMA: ttng.async_tma_copy_global_to_local %x_desc{{[_0-9]*}}{{\[}}%loc_m
-# TMA: %[[TOK:tok_[0-9]+]] = scf.if
-# TMA-NEXT: tt.elementwise_inline_asm "{{.*}}ld.acquire.sys.b64
+# TMA: %[[TOK:[0-9]+]] = scf.if %{{[0-9]+}} -> (i32)
+# TMA: ld.acquire.sys.b64
 # TMA-NOT: ttng.async_tma_copy_global_to_local
+# TMA: %[[BASE:a_base_[0-9]+]] = arith.select %a_base, %x_ptr
+# TMA: ttng.tensormap_create %{{[a-z0-9_]+}}, %[[BASE]]
 # TMA: %[[Z:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[TOK]]
-# TMA-NEXT: %[[ROW:[a-z0-9_]+]] = arith.addi %off_m{{[_0-9]*}}, %[[Z]]
+# TMA-NEXT: %[[ROW:[a-z0-9_]+]] = arith.addi %loc_m{{[_0-9]*}}, %[[Z]]
 # TMA: ttng.async_tma_copy_global_to_local %a_desc{{[_0-9]*}}{{\[}}%[[ROW]], %c0_i32]
 # TMA: scf.for
 # TMA: ttng.warp_group_dot

@@ -170,11 +170,14 @@ def test_gemm_rs(m, k_loc, n):
             out = gemm_rs(a, b, ctx, method="fused")
             with _cublas_fp32_reduction():
                 seq = gemm_rs(a, b, ctx, method="torch")
+                chunked = gemm_rs(a, b, ctx, method="chunked")
             ref, mag = _exact_partials_reference(a, b)
             ref, mag = ref[rank * rows:(rank + 1) * rows], mag[rank * rows:(rank + 1) * rows]
             torch.cuda.synchronize()
             f_over, f_max = _rounding_check(out, ref, U_BF16 * ref.abs(), f"gemm_rs fused call {call}")
             t_over, t_max = _rounding_check(seq, ref, _torch_bound(ref, mag, W), f"gemm_rs torch call {call}")
+            # chunked: each partial rounded to bf16 once by cuBLAS, summed in fp32, rounded once: torch's bound
+            _rounding_check(chunked, ref, _torch_bound(ref, mag, W), f"gemm_rs chunked call {call}")
             print(f"gemm_rs {m}x{k_loc}x{n} call {call}: fused max err {f_max:g} ({f_over} beyond one rounding); "
                   f"torch max err {t_max:g} ({t_over} of {ref.numel()} beyond one rounding, within its bound)")
     finally:
@@ -237,7 +240,8 @@ def _graph_of(fn, calls):
 
 
 @pytest.mark.parametrize("op,method", [("ag_gemm", "sm"), ("ag_gemm", "ce"), ("ag_gemm", "chunked"),
-                                       ("gemm_rs", "fused"), ("gemm_ar", "fused"), ("gemm_ar", "one_shot")])
+                                       ("gemm_rs", "fused"), ("gemm_rs", "chunked"), ("gemm_ar", "fused"),
+                                       ("gemm_ar", "one_shot")])
 def test_overlap_ops_replay_in_a_cuda_graph(op, method):
     """Two calls captured once, replayed with new inputs each time: the epochs advance in device memory (no host
     counter baked into the graph), so every replay is right, and eager calls on the same context still are."""
@@ -265,7 +269,8 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method):
             rows = m // W
             if op == "gemm_rs":
                 ref, mag = ref[rank * rows:(rank + 1) * rows], mag[rank * rows:(rank + 1) * rows]
-            # fused: fp32 partials, one rounding; one_shot: cuBLAS rounds each partial, then one rounding of the sum
+            # fused: fp32 partials, one rounding; one_shot / chunked: cuBLAS rounds each partial, then one rounding
+            # of the sum
             return ref, (U_BF16 * ref.abs() if method == "fused" else _torch_bound(ref, mag, W))
         rtol = None
     b = _q((k, n), torch.bfloat16, 99 + rank)
