@@ -179,6 +179,8 @@ def overlap_section(doc):
            f"{' (quick)' if doc.get('quick') else ''}", "", f"- command: `{doc.get('command', '?')}`",
            f"- GPU: {doc.get('versions', {}).get('gpu', '?')}", ""]
     recs = doc.get("records", [])
+    if recs and any("auto_vs_seq" in r or "bound" in r for r in recs):
+        return out + overlap_ratio_rows(doc, recs)
     if recs:
         head = ("| op | model | M | best fused | fused us | torch seq us | x torch seq | x torch symm | overlap eff | "
                 "TFLOP/s | our GEMM / cuBLAS | errors |")
@@ -199,6 +201,31 @@ def overlap_section(doc):
                    f"`{fail.get('error', '').strip().splitlines()[-1] if fail.get('error') else '?'}`")
     if doc.get("crossover_table"):
         out += ["", f"- measured dispatch crossover: `{json.dumps(doc['crossover_table'])}`"]
+    return out + [""]
+
+
+def overlap_ratio_rows(doc, recs):
+    """Rows of a bench_overlap run that times everything by CUDA-graph replay (``results``) and eager (``eager``):
+    what ``method="auto"`` did, both torch baselines, the overlap bound and the ratios the targets are stated in."""
+    out = [f"- timing: {doc.get('timing', 'CUDA-graph replay')}; graph capture failures: "
+           f"{len(doc.get('graph_failures', []))}", ""]
+    png = os.path.splitext(doc.get("_path", ""))[0] + ".png"
+    if doc.get("_path") and os.path.exists(os.path.join(HERE, "results", png)):
+        out += [f"![overlap ratios](results/{png})", ""]
+    head = ("| op | model | M | auto us | best ours | torch seq us | torch symm us | cuBLAS GEMM us | NCCL comm us | "
+            "auto / bound | x torch seq | x torch symm | our GEMM / cuBLAS | eager: auto / seq us | errors |")
+    out += [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in recs:
+        res, eag = r.get("results", {}), r.get("eager", {})
+        errs = "; ".join(f"{k}: {v}" for k, v in r.get("errors", {}).items()).replace("|", "/")[:120]
+        eager = (f"{eag['ours/auto']:.0f} / {eag['torch_seq']:.0f}" if "ours/auto" in eag and "torch_seq" in eag
+                 else "—")
+        out.append("| " + " | ".join([
+            r.get("op", "?"), r.get("model", "?"), str(r.get("M", "?")), _f(res.get("ours/auto"), "{:.1f}"),
+            (r.get("best_ours") or "—").replace("ours/", ""), _f(res.get("torch_seq"), "{:.1f}"),
+            _f(res.get("torch_symm"), "{:.1f}"), _f(res.get("gemm_cublas"), "{:.1f}"),
+            _f(res.get("comm_nccl"), "{:.1f}"), _f(r.get("auto_over_bound"), "{:.3f}"), _f(r.get("auto_vs_seq")),
+            _f(r.get("auto_vs_symm")), _f(r.get("gemm_ours_vs_cublas")), eager, errs]) + " |")
     return out + [""]
 
 
