@@ -16,9 +16,13 @@ Guarantees:
   accepted. Contexts exchange a fingerprint at creation (all ranks must create them with the same arguments).
 * Signals are epoch-counted (the host counts calls; every rank makes the same calls in the same order), so
   nothing is reset between calls and there is no reset race (see the kernels' docstrings for the argument).
-* ``method="auto"`` picks between the fused kernels and torch's NCCL + cuBLAS path by the measured table
-  ``overlap_table.json`` (GPU only; the simulator always runs the fused kernels). Until measured, the table is
-  the conservative default: torch below M = 1024, fused from there (``status: unmeasured``).
+* ``method="auto"`` picks the method (fused kernels, copy-engine + cuBLAS ``chunked`` / ``one_shot`` paths, or
+  torch's NCCL + cuBLAS) by the table ``overlap_table.json``, measured by ``benchmarks/bench_overlap.py --sweep
+  --write-table`` on 2x H200: the fastest method (and fused tiling) per measured shape, generic crossover rules
+  for other shapes (GPU only; the simulator always runs the fused kernels). Without the file the conservative
+  :data:`DEFAULT_TABLE` applies.
+* Calls are stream-ordered with no host synchronization; epochs live in device memory, so calls can be captured
+  in a CUDA graph and replayed.
 * Accumulation is fp32; GEMM+RS / GEMM+AR reduce fp32 partials and round once.
 """
 from __future__ import annotations
