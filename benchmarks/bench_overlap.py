@@ -88,11 +88,9 @@ def _max_over_ranks(v):
     return float(t.item())
 
 
-def time_eager(fn, k, reps):
-    """Median us per call of ``k`` back-to-back eager calls (CUDA events), max over ranks."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
+def _median_us(run, k, reps):
+    """Median over ``reps`` samples of ``run()`` (``k`` calls' worth of work, started together on every rank after a
+    barrier) in us per call, CUDA events; max over ranks."""
     samples = []
     for _ in range(reps):
         dist.barrier()
@@ -100,12 +98,23 @@ def time_eager(fn, k, reps):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()
-        for _ in range(k):
-            fn()
+        run()
         b.record()
         b.synchronize()
         samples.append(a.elapsed_time(b) * 1e3 / k)
     return _max_over_ranks(statistics.median(samples))
+
+
+def time_eager(fn, k, reps):
+    """Median us per call of ``k`` back-to-back eager calls (CUDA events), max over ranks."""
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+
+    def calls():
+        for _ in range(k):
+            fn()
+    return _median_us(calls, k, reps)
 
 
 def time_graph(name, fn, k, reps):
@@ -139,21 +148,11 @@ def time_graph(name, fn, k, reps):
     for _ in range(2):
         g.replay()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        dist.barrier()
-        torch.cuda.synchronize()
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b) * 1e3 / k)
+    t = _median_us(g.replay, k, reps)
     torch.cuda.synchronize()
     dist.barrier()
     del g
-    return _max_over_ranks(statistics.median(samples)), True
+    return t, True
 
 
 def rand(shape, seed):
@@ -217,9 +216,8 @@ def sweep(rec, name, fn, cfgs, args):
             with overlap_config(cfg):
                 fn()
                 torch.cuda.synchronize()
-                ok = _max_over_ranks(0.0) == 0.0
-                if ok:
-                    res[cfg], _ = time_graph(f"{name}@{cfg}", fn, args.k, max(3, args.reps // 2))
+                dist.barrier()
+                res[cfg], _ = time_graph(f"{name}@{cfg}", fn, args.k, max(3, args.reps // 2))
         except Exception as exc:  # noqa: BLE001
             res[cfg] = f"{type(exc).__name__}: {exc}"[:200]
             with contextlib.suppress(Exception):

@@ -304,10 +304,6 @@ def create_ag_gemm_context(max_m_per_rank: int, k: int, dtype: torch.dtype = tor
 AG_GEMM_METHODS = ("auto", "fused", "ce", "sm", "chunked", "torch")
 
 
-def _bits(t):
-    return t.view(torch.uint8) if t.dtype in FP8_DTYPES else t
-
-
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
