@@ -9,7 +9,9 @@ inputs), then timing.
 * ``ours/<method>``: ``triton_dist.ops.overlap`` (AG+GEMM: ``sm`` = push programs inside the GEMM launch, ``ce`` =
   copy engine on a side stream + our GEMM, ``chunked`` = copy engine + cuBLAS per chunk; GEMM+RS: ``fused``,
   ``chunked`` = cuBLAS per row chunk + copy-engine push of the bf16 partials;
-  GEMM+AR: ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). ``ours/auto`` is what ``method="auto"``
+  GEMM+AR: ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured
+  variants ``ours/chunked@f<frac>`` (AG+GEMM: ``first_rows`` = that fraction of the local rows) and
+  ``ours/chunked@s<S>`` (GEMM+RS: ``sub_chunks=S``); ``--write-table`` stores the winner's parameter. ``ours/auto`` is what ``method="auto"``
   does with the dispatch table in the tree (``python/triton_dist/ops/overlap_table.json``).
 * ``torch_seq``: sequential NCCL + cuBLAS: ``all_gather_into_tensor`` + ``torch.matmul`` / ``torch.matmul`` +
   ``reduce_scatter_tensor`` / ``torch.matmul`` + ``all_reduce``.
@@ -20,7 +22,9 @@ inputs), then timing.
   ``comm_nccl``: the communication alone (NCCL all_gather of A / reduce_scatter or all_reduce of C).
 
 Timing (every implementation the same way): CUDA-graph replay of ``k`` back-to-back calls (``--k``), CUDA events,
-median of ``--reps`` replays per rank, max over ranks: ``results``. The same for eager calls (host launch overhead
+median of ``--reps`` replays per rank, max over ranks: ``results``. The implementations and baselines of one shape
+are captured first and then sampled round-robin (one replay each per round, rotated order), so drift of clocks and
+temperature during the run does not favour whichever was timed first. The same for eager calls (host launch overhead
 included) as a separate column: ``eager``. Every implementation allocates its output per call (torch's way).
 A capture that fails falls back to eager timing for that implementation and is listed in ``graph_failures``.
 
@@ -77,6 +81,30 @@ AR_M = [1, 16, 64, 128]
 SWEEP_LARGE = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64x4x4", "128x128x128x8x3"]
 SWEEP_SMALL = ["64x128x64x4x4", "64x64x128x4x4", "64x256x64x4x4", "128x128x64x8x4"]
 SWEEP_DECODE = ["64x64x128x4x4", "64x128x64x4x4", "64x64x64x4x6", "64x128x128x4x3"]
+#: method variants timed from this global M on: ag_gemm chunked with a smaller local slice first (fraction of the
+#: local rows), gemm_rs chunked in row pieces (addmm_ on the received partial)
+VARIANT_MIN_M = 1024
+AG_FIRST_FRACS = (0.125, 0.25, 0.5)
+RS_SUB_CHUNKS = (2, 4)
+
+
+def first_rows_of(frac, m_loc):
+    """The rows ``ag_gemm`` ``auto`` computes first for a table rule with ``first_frac = frac``."""
+    from triton_dist.ops.overlap import _first_rows
+
+    return _first_rows({"first_frac": frac}, m_loc)
+
+
+def method_of(impl):
+    """``ours/<method>[@f<frac>|@s<sub>]`` -> dispatch rule fields ``{"method", "first_frac" | "sub_chunks"}``."""
+    name = impl.split("/", 1)[1] if "/" in impl else impl
+    meth, _, var = name.partition("@")
+    rule = {"method": meth}
+    if var.startswith("f"):
+        rule["first_frac"] = float(var[1:])
+    elif var.startswith("s"):
+        rule["sub_chunks"] = int(var[1:])
+    return rule
 
 GRAPH_FAILURES = []
 
@@ -88,9 +116,9 @@ def _max_over_ranks(v):
     return float(t.item())
 
 
-def _median_us(run, k, reps):
+def _median_us(run, k, reps, reduce=True):
     """Median over ``reps`` samples of ``run()`` (``k`` calls' worth of work, started together on every rank after a
-    barrier) in us per call, CUDA events; max over ranks."""
+    barrier) in us per call, CUDA events; max over ranks (``reduce=False``: this rank's)."""
     samples = []
     for _ in range(reps):
         dist.barrier()
@@ -102,7 +130,8 @@ def _median_us(run, k, reps):
         b.record()
         b.synchronize()
         samples.append(a.elapsed_time(b) * 1e3 / k)
-    return _max_over_ranks(statistics.median(samples))
+    med = statistics.median(samples)
+    return _max_over_ranks(med) if reduce else med
 
 
 def time_eager(fn, k, reps):
@@ -117,9 +146,9 @@ def time_eager(fn, k, reps):
     return _median_us(calls, k, reps)
 
 
-def time_graph(name, fn, k, reps):
-    """Median us per call: ``k`` calls captured in one CUDA graph, replayed ``reps`` times; max over ranks. Falls
-    back to eager timing (recorded in GRAPH_FAILURES) when the capture fails on any rank."""
+def capture_graph(name, fn, k):
+    """``k`` calls of ``fn`` captured in one CUDA graph (after two warm-up calls), replayed twice; None when the
+    capture failed on any rank (recorded in GRAPH_FAILURES)."""
     stream = torch.cuda.Stream()
     g = None
     err = None
@@ -143,16 +172,54 @@ def time_graph(name, fn, k, reps):
     bad = _max_over_ranks(1.0 if err else 0.0)
     if bad:
         GRAPH_FAILURES.append({"impl": name, "error": err or "capture failed on another rank"})
-        return time_eager(fn, k, reps), False
+        return None
     dist.barrier()
     for _ in range(2):
         g.replay()
     torch.cuda.synchronize()
+    return g
+
+
+def time_graph(name, fn, k, reps):
+    """Median us per call: ``k`` calls captured in one CUDA graph, replayed ``reps`` times; max over ranks. Falls
+    back to eager timing (recorded in GRAPH_FAILURES) when the capture fails on any rank."""
+    g = capture_graph(name, fn, k)
+    if g is None:
+        return time_eager(fn, k, reps), False
     t = _median_us(g.replay, k, reps)
     torch.cuda.synchronize()
     dist.barrier()
     del g
     return t, True
+
+
+def time_interleaved(fns, k, reps):
+    """``{name: (median us per call, graphed)}`` for every ``fns[name]``, timed like :func:`time_graph` (eager
+    fallback per name) but interleaved: each of the ``reps`` rounds takes one sample of every implementation, in an
+    order rotated by one per round, so clock and temperature drift over the run falls on all of them alike (the
+    bound and torch ratios compare implementations measured side by side, not minutes apart)."""
+    runs = {}
+    for name, fn in fns.items():
+        g = capture_graph(name, fn, k)
+        if g is None:
+            for _ in range(2):
+                fn()
+
+            def calls(fn=fn):
+                for _ in range(k):
+                    fn()
+            runs[name] = (calls, False, None)
+        else:
+            runs[name] = (g.replay, True, g)
+    names = list(runs)
+    samples = {n: [] for n in names}
+    for i in range(reps):
+        for n in names[i % len(names):] + names[:i % len(names)]:
+            samples[n].append(_median_us(runs[n][0], k, 1, reduce=False))
+    out = {n: (_max_over_ranks(statistics.median(samples[n])), runs[n][1]) for n in names}
+    torch.cuda.synchronize()
+    dist.barrier()
+    return out
 
 
 def rand(shape, seed):
@@ -182,9 +249,21 @@ def overlap_config(cfg):
             os.environ["TRITON_DIST_OVERLAP_CONFIG"] = old
 
 
-def run_impls(rec, impls, ref_fn, args, check_inputs=None):
-    """Check each implementation against the reference (on fresh inputs from ``check_inputs()``), then time it
-    (graph -> ``results``, eager -> ``eager``); a wrong result or an exception goes to ``errors``."""
+def _with_config(fn, cfg):
+    if not cfg:
+        return fn
+
+    def run():
+        with overlap_config(cfg):
+            return fn()
+    return run
+
+
+def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None):
+    """Check each implementation against the reference (on fresh inputs from ``check_inputs()``), then time the
+    correct ones and the ``baselines`` (no check) together with :func:`time_interleaved` (graph -> ``results``) and
+    each one eagerly (-> ``eager``); a wrong result or an exception goes to ``errors``."""
+    timed = {}
     for name, (fn, cfg) in impls.items():
         try:
             with overlap_config(cfg):
@@ -192,20 +271,38 @@ def run_impls(rec, impls, ref_fn, args, check_inputs=None):
                     check_inputs()
                 ok, rel = close(fn(), ref_fn())
                 torch.cuda.synchronize()
-                bad = _max_over_ranks(0.0 if ok else 1.0)
-                if bad:
-                    rec["errors"][name] = f"wrong result: rel err {rel:.3g} (this rank)"
-                    continue
-                rec["results"][name], graphed = time_graph(name, fn, args.k, args.reps)
-                if not graphed:
-                    rec.setdefault("eager_only", []).append(name)
-                if args.eager:
-                    rec["eager"][name] = time_eager(fn, args.k, max(3, args.reps // 2))
+            bad = _max_over_ranks(0.0 if ok else 1.0)
+            if bad:
+                rec["errors"][name] = f"wrong result: rel err {rel:.3g} (this rank)"
+                continue
+            timed[name] = _with_config(fn, cfg)
         except Exception as exc:  # noqa: BLE001
             rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
             with contextlib.suppress(Exception):
                 torch.cuda.synchronize()
             dist.barrier()
+    for name, (fn, cfg) in (baselines or {}).items():
+        timed[name] = _with_config(fn, cfg)
+    try:
+        for name, (t, graphed) in time_interleaved(timed, args.k, args.reps).items():
+            rec["results"][name] = t
+            if not graphed:
+                rec.setdefault("eager_only", []).append(name)
+    except Exception as exc:  # noqa: BLE001
+        for name in timed:
+            rec["errors"].setdefault(name, f"timing: {type(exc).__name__}: {exc}"[:400])
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        dist.barrier()
+    if args.eager:
+        for name, fn in timed.items():
+            try:
+                rec["eager"][name] = time_eager(fn, args.k, max(3, args.reps // 2))
+            except Exception as exc:  # noqa: BLE001
+                rec["errors"].setdefault(name, f"eager: {type(exc).__name__}: {exc}"[:400])
+                with contextlib.suppress(Exception):
+                    torch.cuda.synchronize()
+                dist.barrier()
 
 
 def sweep(rec, name, fn, cfgs, args):
@@ -276,33 +373,27 @@ def bench_ag(model, M, args, rank, W, gname, out):
             "ours/sm": (lambda: ag_gemm(io["a"], io["b"], ctx, method="sm"), best.get("sm")),
             "ours/ce": (lambda: ag_gemm(io["a"], io["b"], ctx, method="ce"), best.get("ce")),
             "ours/chunked": (lambda: ag_gemm(io["a"], io["b"], ctx, method="chunked"), None),
-            "ours/auto": (lambda: ag_gemm(io["a"], io["b"], ctx, method="auto"), None),
-            "torch_seq": (lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), None),
         }
+        if M >= VARIANT_MIN_M:  # chunked with a smaller local slice first (one large cuBLAS call after it)
+            for frac in AG_FIRST_FRACS:
+                rows = first_rows_of(frac, m_loc)
+                if rows < m_loc:
+                    impls[f"ours/chunked@f{frac}"] = (
+                        lambda rows=rows: ag_gemm(io["a"], io["b"], ctx, method="chunked", first_rows=rows), None)
+        impls["ours/auto"] = (lambda: ag_gemm(io["a"], io["b"], ctx, method="auto"), None)
+        impls["torch_seq"] = (lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), None)
         if gname is not None:
             impls["torch_symm"] = (lambda: torch.ops.symm_mem.fused_all_gather_matmul(
                 io["a"], [io["b"]], 0, gname, return_A=False)[1][0], None)
         rec["configs"] = {k: v for k, v in best.items() if v}
-        run_impls(rec, impls, lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), args, fresh)
         full = torch.empty((M, K), dtype=torch.bfloat16, device="cuda")
         base = {"gemm_ours": (lambda: matmul(full, io["b"]), None),
                 "gemm_cublas": (lambda: torch.matmul(full, io["b"]), None),
                 "comm_nccl": (lambda: dist.all_gather_into_tensor(full, io["a"]), None)}
-        time_baselines(rec, base, args)
+        run_impls(rec, impls, lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), args, fresh, base)
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
-
-
-def time_baselines(rec, fns, args):
-    for name, (fn, _) in fns.items():
-        try:
-            rec["results"][name], _g = time_graph(name, fn, args.k, args.reps)
-            if args.eager:
-                rec["eager"][name] = time_eager(fn, args.k, max(3, args.reps // 2))
-        except Exception as exc:  # noqa: BLE001
-            rec["errors"][name] = f"{type(exc).__name__}: {exc}"[:400]
-            dist.barrier()
 
 
 def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
@@ -336,6 +427,10 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
         impls = {"ours/fused": (lambda: fused(io["a"], io["b"], ctx, method="fused"), best.get("fused"))}
         if rs:
             impls["ours/chunked"] = (lambda: fused(io["a"], io["b"], ctx, method="chunked"), None)
+            if M >= VARIANT_MIN_M:  # every chunk in row pieces, the own pieces as addmm_ on the received partial
+                for sub in RS_SUB_CHUNKS:
+                    impls[f"ours/chunked@s{sub}"] = (
+                        lambda sub=sub: fused(io["a"], io["b"], ctx, method="chunked", sub_chunks=sub), None)
         else:
             impls["ours/one_shot"] = (lambda: fused(io["a"], io["b"], ctx, method="one_shot"), None)
         impls["ours/auto"] = (lambda: fused(io["a"], io["b"], ctx, method="auto"), None)
@@ -344,7 +439,6 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
             impls["torch_symm"] = (lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(
                 io["a"], io["b"], "sum", 0, gname), None)
         rec["configs"] = {k: v for k, v in best.items() if v}
-        run_impls(rec, impls, lambda: fused(io["a"], io["b"], ctx, method="torch"), args, fresh)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         base = {"gemm_ours": (lambda: matmul(io["a"], io["b"]), None),
                 "gemm_cublas": (lambda: torch.matmul(io["a"], io["b"]), None)}
@@ -356,7 +450,7 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
             from triton_dist.ops.collectives import all_reduce
 
             base["comm_ours"] = (lambda: all_reduce(c, ctx.ar_ctx, method="one_shot"), None)
-        time_baselines(rec, base, args)
+        run_impls(rec, impls, lambda: fused(io["a"], io["b"], ctx, method="torch"), args, fresh, base)
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
@@ -408,7 +502,7 @@ def method_rules(records, world):
             if not cand:
                 continue
             best = min(cand, key=cand.get)
-            rules.append({"n": r[nn], "k": r[kn], "max_m": r["M"], "method": best,
+            rules.append({"n": r[nn], "k": r[kn], "max_m": r["M"], **method_of(best),
                           "us": round(cand[best], 1)})
             wins.setdefault(r["M"], []).append(best != "torch")
             cfg = r.get("configs", {}).get(best if best in ("sm", "ce", "fused") else "", None)
@@ -574,7 +668,7 @@ def main():
     if bad_models:
         ap.error(f"--models: unknown {bad_models}; accepted: {', '.join(MODELS)}")
     args.k = args.k or (3 if args.quick else 5)
-    args.reps = args.reps or (5 if args.quick else 10)
+    args.reps = args.reps or (5 if args.quick else 15)
     ms = [int(x) for x in args.m.split(",")] if args.m else (QUICK_M if args.quick else FULL_M)
     ar_ms = [int(x) for x in args.ar_m.split(",")] if args.ar_m else ([16, 128] if args.quick else AR_M)
     args.mlp_m = [int(x) for x in args.mlp_m.split(",")]

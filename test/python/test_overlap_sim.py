@@ -166,6 +166,9 @@ def rank_validation():
     _expect(fails, "ag 1-D", lambda: ag_gemm(a.reshape(-1), b, ag), "2-D")
     _expect(fails, "ag transposed b", lambda: ag_gemm(a, _rand(2, (16, 32), bf).t(), ag), "unit column stride")
     _expect(fails, "ag out shape", lambda: ag_gemm(a, b, ag, out=torch.empty(3, 3, dtype=bf)), "out")
+    _expect(fails, "ag first_rows", lambda: ag_gemm(a, b, ag, method="sm", first_rows=4), "first_rows", "chunked")
+    _expect(fails, "rs sub_chunks", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused", sub_chunks=2),
+            "sub_chunks", "chunked")
     _expect(fails, "rs M % W", lambda: gemm_rs(_rand(1, (16 * W - 1, 32), bf), b, rs), "multiple of the world size")
     _expect(fails, "rs M cap", lambda: gemm_rs(_rand(1, (32 * W, 32), bf), b, rs), "max_m")
     _expect(fails, "rs N", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), _rand(2, (32, 24), bf), rs), "n=16")
@@ -245,6 +248,52 @@ def test_measured_table_rules_match_shape_then_fall_back(monkeypatch):
     assert ov.table_config("gemm_ar", 2, 64, 8192, 3584) is None
     assert ov.table_config("gemm_ar", 2, 64, 8192, 7168, elem_bytes=1) is None
     assert ov.table_config("gemm_ar", 4, 64, 8192, 7168) is None
+
+
+def test_table_rules_carry_method_parameters(monkeypatch):
+    """A measured rule's parameters (ag_gemm chunked ``first_frac``, gemm_rs chunked ``sub_chunks``) come back with
+    its method; ``first_frac`` becomes rows in multiples of 64 (all rows when the shard is small or it is absent)."""
+    from triton_dist.ops import overlap as ov
+
+    table = {"status": "measured", "ops": {
+        "ag_gemm": {"2": [{"n": 14336, "k": 8192, "max_m": 8192, "method": "chunked", "first_frac": 0.125},
+                          {"max_m": None, "method": "ce"}]},
+        "gemm_rs": {"2": [{"n": 4096, "k": 7168, "max_m": 8192, "method": "chunked", "sub_chunks": 2},
+                          {"max_m": None, "method": "fused"}]}}}
+    monkeypatch.setattr(ov, "_table_cache", table)
+    rule = ov.select_rule("ag_gemm", 2, 8192, True, 14336, 8192)
+    assert rule["method"] == "chunked" and rule["first_frac"] == 0.125
+    assert ov.select_rule("ag_gemm", 2, 8192, True, 7168, 8192) == {"max_m": None, "method": "ce"}
+    assert ov.select_rule("gemm_rs", 2, 4096, True, 4096, 7168)["sub_chunks"] == 2
+    assert ov.select_rule("gemm_rs", 2, 4096, False, 4096, 7168) == {"method": "fused"}
+    assert ov._first_rows(rule, 4096) == 512
+    assert ov._first_rows({"first_frac": 0.01}, 4096) == 64  # at least 64 rows
+    assert ov._first_rows({"first_frac": 0.25}, 64) == 64  # small shard: all of it
+    assert ov._first_rows({"method": "chunked"}, 4096) == 4096
+    assert ov._first_rows(None, 1000) == 1000
+
+
+def test_bench_variant_names_map_to_table_rules(monkeypatch):
+    """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``) become the table's rule parameters."""
+    import importlib.util
+    import os
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
+    monkeypatch.syspath_prepend(here)
+    for var in ("NVSHMEM_SYMMETRIC_SIZE", "NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"):
+        monkeypatch.delenv(var, raising=False)  # the bench sets defaults at import: undone after the test
+    spec = importlib.util.spec_from_file_location("bench_overlap_for_test", os.path.join(here, "bench_overlap.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.method_of("ours/chunked@f0.25") == {"method": "chunked", "first_frac": 0.25}
+    assert bench.method_of("ours/chunked@s2") == {"method": "chunked", "sub_chunks": 2}
+    assert bench.method_of("ours/ce") == {"method": "ce"}
+    assert bench.method_of("torch") == {"method": "torch"}
+    recs = [{"op": "gemm_rs", "M": 8192, "K_per_rank": 7168, "N": 4096,
+             "results": {"ours/fused": 500.0, "ours/chunked": 354.0, "ours/chunked@s2": 330.0, "torch_seq": 480.0}}]
+    ops, _ = bench.method_rules(recs, 2)
+    assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 7168, "max_m": 8192, "method": "chunked", "sub_chunks": 2,
+                                      "us": 330.0}
 
 
 def test_tile_config_round_trips_and_rejects_bad_text():

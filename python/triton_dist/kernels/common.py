@@ -170,3 +170,13 @@ def ce_done_kernel(done_ptr, counter_ptr, rank, WORLD: tl.constexpr):
     """Step 3 (after the peer copies, stream order): tell every peer that its staging buffer was read."""
     e = tl.load(counter_ptr)
     notify_peers(done_ptr, rank, WORLD, e)
+
+
+@triton_dist.jit
+def wait_flag_reset_kernel(flag_ptr):
+    """One program: wait (system scope, acquire) until the local int64 ``flag[0] == 1``, then store 0. The kernel
+    form of a stream's wait-value + write-value (``runtime.stream_ops``), for devices without stream memory
+    operations. A 0/1 flag needs no epoch: its consumer resets it before the call ends, and the producer raises it
+    again only after the next call's handshake."""
+    tok = dl.wait(flag_ptr, 1, "sys", "acquire", 1)
+    tl.store(dl.consume_token(flag_ptr, tok), 0)

@@ -34,6 +34,7 @@ from typing import Optional
 import torch
 
 from ..kernels import ag_gemm as _agk
+from ..kernels import common as _common
 from ..kernels import gemm as _gemm
 from ..kernels import gemm_ar as _ark
 from ..kernels import gemm_rs as _rsk
@@ -79,22 +80,29 @@ def _rule_matches(rule: dict, m: int, n: Optional[int], k: Optional[int]) -> boo
     return rule.get("max_m") is None or m <= int(rule["max_m"])
 
 
-def select_method(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = None,
-                  k: Optional[int] = None) -> str:
-    """``"fused"`` (or a specific method, e.g. ``"sm"`` / ``"ce"`` / ``"chunked"`` for ag_gemm, ``"one_shot"`` for
-    gemm_ar) or ``"torch"`` for ``op`` at global row count ``m`` with ``n`` output columns and inner size ``k``
-    (per rank): the first rule of the world-size entry (else ``"default"``) that holds. A rule holds when its
-    ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` / ``k`` equal the call's (rules with
-    a shape come from measured shapes, rules without one are the fallback). The simulator always returns
-    ``"fused"``."""
+def select_rule(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = None,
+                k: Optional[int] = None) -> dict:
+    """The dispatch rule for ``op`` at global row count ``m`` with ``n`` output columns and inner size ``k`` (per
+    rank): the first rule of the world-size entry (else ``"default"``) that holds, as a dict with ``"method"`` and
+    the method's measured parameters (``first_frac`` for ag_gemm ``chunked``, ``sub_chunks`` for gemm_rs
+    ``chunked``). A rule holds when its ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` /
+    ``k`` equal the call's (rules with a shape come from measured shapes, rules without one are the fallback). The
+    simulator always gets ``{"method": "fused"}``."""
     if not on_gpu:
-        return "fused"
+        return {"method": "fused"}
     ops = dispatch_table()["ops"].get(op, {})
     rules = ops.get(str(world), ops.get("default", []))
     for rule in rules:
         if _rule_matches(rule, m, n, k):
-            return rule["method"]
-    return "fused"
+            return rule
+    return {"method": "fused"}
+
+
+def select_method(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = None,
+                  k: Optional[int] = None) -> str:
+    """``"fused"`` (or a specific method, e.g. ``"sm"`` / ``"ce"`` / ``"chunked"`` for ag_gemm, ``"one_shot"`` for
+    gemm_ar) or ``"torch"``: the method of :func:`select_rule`."""
+    return select_rule(op, world, m, on_gpu, n, k)["method"]
 
 
 def table_config(op: str, world: int, m: int, n: int, k: int, elem_bytes: int = 2):
@@ -285,13 +293,19 @@ class AGGemmContext(_OverlapContext):
         self.recv_ok.zero_()
         self._symmetric += [self.a_full, self.ready, self.recv_ok]
         self._gather_streams = None
+        self._local_copied = torch.cuda.Event() if self.on_gpu else None
         self._finish_init()
 
-    def select(self, m_total: int, n: Optional[int] = None) -> str:
-        m = select_method("ag_gemm", self.world_size, m_total, self.on_gpu, n, self.k)
+    def select_rule(self, m_total: int, n: Optional[int] = None) -> dict:
+        """The table's rule for a call (:func:`select_rule`), its method replaced by an allocated one if needed."""
+        rule = select_rule("ag_gemm", self.world_size, m_total, self.on_gpu, n, self.k)
+        m = rule["method"]
         if m == "torch" or m in self.methods or (m == "chunked" and "ce" in self.methods):
-            return m
-        return "ce" if "ce" in self.methods else "sm"
+            return rule
+        return {"method": "ce" if "ce" in self.methods else "sm"}
+
+    def select(self, m_total: int, n: Optional[int] = None) -> str:
+        return self.select_rule(m_total, n)["method"]
 
 
 def create_ag_gemm_context(max_m_per_rank: int, k: int, dtype: torch.dtype = torch.bfloat16, **kw) -> AGGemmContext:
@@ -310,7 +324,7 @@ def _capturing() -> bool:
 
 def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[torch.Tensor] = None,
             scale_a=None, scale_b=None, method: str = "auto", out_dtype: Optional[torch.dtype] = None,
-            profiler_buffer: Optional[torch.Tensor] = None) -> torch.Tensor:
+            profiler_buffer: Optional[torch.Tensor] = None, first_rows: Optional[int] = None) -> torch.Tensor:
     """``all_gather(a, dim=0) @ b`` on every rank: ``a`` ``[M_loc, K]`` (this rank's rows), ``b`` ``[K, N]`` (this
     rank's weight shard). Returns ``[world * M_loc, N]`` (rows of rank ``r`` at ``[r * M_loc, (r + 1) * M_loc)``), in
     ``a``'s dtype (bf16 for fp8 inputs unless ``out_dtype``). fp8 needs ``scale_a`` / ``scale_b`` (per tensor;
@@ -323,9 +337,13 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
       persistent GEMM (local rows first, then each peer's rows as soon as their ready signal is seen);
     * ``ce`` (GPU): the same GEMM on all but one SM; the shard travels by copy engine (cudaMemcpyAsync into the
       peers' views) on a side stream that the current stream joins before returning;
-    * ``chunked`` (GPU): copy-engine gather as in ``ce``, and the GEMM is cuBLAS (``torch.matmul``), one call per
-      chunk: this rank's rows first (overlapping the copies), then each peer's rows after a one-program kernel has
-      waited for their ready signal;
+    * ``chunked`` (GPU): copy-engine gather as in ``ce``, and the GEMM is cuBLAS (``torch.matmul``): first
+      ``first_rows`` of this rank's rows (default: all of them; ``auto`` takes the measured fraction) while the
+      copies run, then one call per peer chunk after a one-program kernel has waited for its ready signal. When
+      ``first_rows < M_loc`` the rest of this rank's rows is copied (copy engine) into its chunk of the gathered
+      buffer and joins the neighbouring peer chunk in one call (rank 0's slice is its first rows and the next
+      chunk follows it; another rank's slice is its last rows and the previous chunk precedes it), so at world 2
+      the GEMM is one small call and one large one, not two halves;
     * ``torch``: NCCL ``all_gather_into_tensor`` + ``torch.matmul``.
 
     ``profiler_buffer`` (``sm`` / ``ce``): record per-program tasks (``kernels.ag_gemm.TASKS``) into a buffer from
@@ -349,8 +367,10 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
         raise ValueError(f"{op}: out_dtype={odt} is not supported; accepted: bfloat16, float16, float32")
     W = ctx.world_size
     out = ctx._check_out(op, out, (W * M_loc, N), odt, a.device)
+    orig, rule = method, None
     if method == "auto":
-        method = ctx.select(W * M_loc, N)
+        rule = ctx.select_rule(W * M_loc, N)
+        method = rule["method"]
     elif method == "fused":
         method = "ce" if "ce" in ctx.methods else "sm"
     if method in ("ce", "chunked") and not ctx.on_gpu:
@@ -360,6 +380,14 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     if method == "chunked" and (fp8 or odt != a.dtype):
         raise ValueError(f"{op}: method='chunked' (cuBLAS per chunk) takes bf16/fp16 inputs and output in a's dtype; "
                          f"use 'ce' or 'sm' for fp8 or another out_dtype")
+    if first_rows is not None:
+        if method != "chunked" or rule is not None:
+            raise ValueError(f"{op}: first_rows applies to method='chunked' only (got method={orig!r})")
+        if not isinstance(first_rows, int) or isinstance(first_rows, bool) or not 1 <= first_rows <= max(M_loc, 1):
+            raise ValueError(f"{op}: first_rows={first_rows!r} must be an int in [1, {M_loc}] (rows of a computed "
+                             f"before waiting for peers)")
+    elif method == "chunked":
+        first_rows = _first_rows(rule, M_loc)
     prof, profile = ctx._prof(op, profiler_buffer)
     ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
     if M_loc == 0 or N == 0:
@@ -369,7 +397,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     n = M_loc * K
     tag = n % TAG_RANGE
     if method == "chunked":
-        return _ag_gemm_chunked(ctx, a, b, out, n, tag)
+        return _ag_gemm_chunked(ctx, a, b, out, n, tag, first_rows)
     G = ctx.comm_programs
     a_full = ctx.a_full[:W * n]
     cfg = ctx._cfg(W * M_loc, N, K, a.dtype.itemsize)
@@ -410,30 +438,58 @@ def _ag_ce(ctx, a, n, tag):
         _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, p, tag, r, STEP=2, **sig)
 
 
-def _ag_gemm_chunked(ctx, a, b, out, n, tag):
-    """Method ``chunked``: handshake + epoch on the current stream (``STEP=5``), then the copy-engine pushes of the
-    shard and of the ready flags on the side stream (no SM used), while cuBLAS computes the local rows; then per
-    peer (rotated): wait for its ready signal (one-program kernel), ``torch.matmul`` of its rows; finally publish
-    the call's epoch (``STEP=4``)."""
+def _first_rows(rule, m_loc: int) -> int:
+    """Rows of the local shard that ``chunked`` computes before waiting for peers: the rule's measured
+    ``first_frac`` of ``m_loc`` in multiples of 64 rows (at least 64), or all of them."""
+    frac = (rule or {}).get("first_frac")
+    if not isinstance(frac, (int, float)) or not 0 < frac < 1 or m_loc <= 64:
+        return m_loc
+    return min(m_loc, max(64, int(round(frac * m_loc / 64)) * 64))
+
+
+def _ag_gemm_chunked(ctx, a, b, out, n, tag, first_rows):
+    """Method ``chunked`` (see :func:`ag_gemm`): handshake + epoch on the current stream (``STEP=5``); on the side
+    stream the copy-engine pushes of the shard and of the ready flags (no SM used), then (``first_rows < M_loc``)
+    the local copy of the rest of the shard into this rank's chunk of ``a_full``; cuBLAS computes the first rows
+    meanwhile. Then per peer (rotated): wait for its ready signal (one-program kernel), one ``torch.matmul`` over its
+    chunk (joined with the local rest when it is the neighbour). Finally publish the call's epoch (``STEP=4``)."""
     W, r, G = ctx.world_size, ctx.rank, ctx.comm_programs
-    M_loc = a.shape[0]
+    M_loc, K = a.shape
+    s = first_rows
     flat = a.reshape(-1)
     sig = dict(WORLD=W, NSIG=G, num_warps=1)
     cur = torch.cuda.current_stream(ctx.device)
     _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, r, tag, r, STEP=5, **sig)
+    # the slice computed first sits at the edge next to the chunk it joins: rank 0 -> its first rows (chunk 1
+    # follows), rank r > 0 -> its last rows (chunk r - 1 precedes); the rest [lo, hi) is copied into a_full
+    joined = -1
+    if s < M_loc and W > 1:
+        joined = 1 if r == 0 else r - 1
+        lo, hi = (s, M_loc) if r == 0 else (0, M_loc - s)
+        slc = (0, s) if r == 0 else (M_loc - s, M_loc)
+    else:
+        slc = (0, M_loc)
     ctx.side_stream.wait_stream(cur)
     with torch.cuda.stream(ctx.side_stream):
         for i in range(1, W):
             p = (r + i) % W
             ctx.a_full_peers[p][r * n:(r + 1) * n].copy_(flat)
             ctx.ready_peers[p][r * G:(r + 1) * G].copy_(ctx.flag)
+        if joined >= 0:
+            ctx.a_full[r * n + lo * K:r * n + hi * K].copy_(flat[lo * K:hi * K])
+            ctx._local_copied.record(ctx.side_stream)
     if not _capturing():
         a.record_stream(ctx.side_stream)
-    torch.matmul(a, b, out=out[r * M_loc:(r + 1) * M_loc])
+    torch.matmul(a[slc[0]:slc[1]], b, out=out[r * M_loc + slc[0]:r * M_loc + slc[1]])
+    if joined >= 0:
+        cur.wait_event(ctx._local_copied)
     for i in range(1, W):
         src = (r + i) % W
         _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, src, tag, r, STEP=3, **sig)
-        torch.matmul(ctx.a_full[src * n:(src + 1) * n].view(M_loc, -1), b, out=out[src * M_loc:(src + 1) * M_loc])
+        g0, g1 = src * M_loc, (src + 1) * M_loc
+        if src == joined:  # the chunk and the local rest, contiguous in a_full and in out
+            g0, g1 = (s, 2 * M_loc) if r == 0 else ((r - 1) * M_loc, (r + 1) * M_loc - s)
+        torch.matmul(ctx.a_full[g0 * K:g1 * K].view(g1 - g0, K), b, out=out[g0:g1])
     cur.wait_stream(ctx.side_stream)
     _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, r, tag, r, STEP=4, **sig)
     return out
@@ -488,12 +544,17 @@ class _PartialsContext(_OverlapContext):
             return 64, 64
         return self.sim_config.BLOCK_M, self.sim_config.BLOCK_N
 
-    def select(self, m_total: int, k: Optional[int] = None) -> str:
-        m = select_method(self.kind, self.world_size, m_total, self.on_gpu, self.n, k)
+    def select_rule(self, m_total: int, k: Optional[int] = None) -> dict:
+        """The table's rule for a call (:func:`select_rule`); ``fused`` where its method is not available here."""
+        rule = select_rule(self.kind, self.world_size, m_total, self.on_gpu, self.n, k)
+        m = rule["method"]
         if (m == "one_shot" and getattr(self, "ar_ctx", None) is None) or \
                 (m == "chunked" and getattr(self, "chunk_stage_peers", None) is None):
-            return "fused"
-        return m
+            return {"method": "fused"}
+        return rule
+
+    def select(self, m_total: int, k: Optional[int] = None) -> str:
+        return self.select_rule(m_total, k)["method"]
 
 
 def _tiles(m, n, bm, bn):
@@ -523,8 +584,19 @@ class GemmRSContext(_PartialsContext):
             self.chunk_recv_ok.zero_()
             self.chunk_tmp = torch.empty((max(W - 1, 1) * ms * n, ), dtype=dtype, device=self.device)
             self.chunk_flag = torch.zeros(1, dtype=torch.int64, device=self.device)
+            # sub_chunks >= 2: arrival flags [SUB_CHUNKS_MAX, W] (0/1, raised by the sender's copy engine after the
+            # data, reset by this rank's receive stream), the copies of the first peer's partial into `out` run on
+            # that stream, gated by stream wait-value operations where the driver has them (else a wait kernel)
+            self.chunk_arrived_peers = u.nvshmem_create_tensors((SUB_CHUNKS_MAX * W, ), torch.int64, self.rank, W)
+            self.chunk_arrived_peers[self.rank].zero_()
+            self.chunk_one = torch.ones(1, dtype=torch.int64, device=self.device)
+            self.recv_stream = torch.cuda.Stream(device=self.device)
+            self._recv_events = [torch.cuda.Event() for _ in range(SUB_CHUNKS_MAX)]
+            from ..runtime import stream_ops
+
+            self.stream_memops = stream_ops.supported(self.device)
             self._symmetric += [self.chunk_stage_peers[self.rank], self.chunk_ready_peers[self.rank],
-                                self.chunk_recv_ok]
+                                self.chunk_recv_ok, self.chunk_arrived_peers[self.rank]]
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
 
 
@@ -536,6 +608,8 @@ def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat
 
 FUSED_METHODS = ("auto", "fused", "torch")
 GEMM_RS_METHODS = ("auto", "fused", "chunked", "torch")
+#: most row sub-chunks per owner that gemm_rs ``chunked`` pipelines (``sub_chunks``)
+SUB_CHUNKS_MAX = 4
 
 
 def _partials_checks(op, a, b, ctx, method, accepted):
@@ -545,24 +619,27 @@ def _partials_checks(op, a, b, ctx, method, accepted):
     _check_method(op, method, accepted)
 
 
-def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, profiler_buffer=None):
+def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, profiler_buffer=None, params=None):
     """The part of :func:`gemm_rs` (``chunked``: ``world`` chunks of ``M / world`` output rows) and :func:`gemm_ar`
     (one chunk of ``M`` rows) after their shape checks: output check, "auto", then ``paths[method]`` (host-composed
-    methods) or the fused ``kernel``."""
+    methods; ``params(rule_or_None, M)`` gives their keyword arguments) or the fused ``kernel``."""
     M, K = a.shape
     N = b.shape[1]
     W = ctx.world_size
     chunks = W if chunked else 1
     rows = M // chunks
     out = ctx._check_out(op, out, (rows, N), a.dtype, a.device)
+    rule = None
     if method == "auto":
-        method = ctx.select(M, K)
+        rule = ctx.select_rule(M, K)
+        method = rule["method"]
+    kw = params(method, rule, M) if params is not None else {}
     prof, profile = ctx._prof(op, profiler_buffer)
-    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method))
+    ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method) + tuple(sorted(kw.items())))
     if M == 0:
         return out
     if method in paths:
-        return paths[method](a, b, ctx, out)
+        return paths[method](a, b, ctx, out, **kw)
     cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
     tiles = _tiles(rows, N, cfg.BLOCK_M, cfg.BLOCK_N)
     if tiles > ctx.max_tiles:
@@ -578,7 +655,8 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
-            method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None) -> torch.Tensor:
+            method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None,
+            sub_chunks: Optional[int] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
     multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``:
@@ -586,7 +664,12 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     tiles stored straight into the owner's symmetric staging, own chunk last, reduced as the peers' tiles arrive) /
     ``chunked`` (GPU: cuBLAS per row chunk, peers' chunks first, each bf16 partial pushed into its owner's
     symmetric staging by copy engine while cuBLAS computes the next chunk; then the own chunk plus the peers'
-    partials, summed in fp32 and rounded once: each partial is rounded to bf16 once, as on the torch path) /
+    partials, summed in fp32 and rounded once: each partial is rounded to bf16 once, as on the torch path.
+    ``sub_chunks`` = S >= 2 (at most :data:`SUB_CHUNKS_MAX`; ``auto`` takes the measured value, an explicit
+    ``chunked`` call defaults to 1) pipelines the own chunk too: every chunk is computed in S row pieces, and piece
+    s of the own rows is ``out_s = stage_s + A_s @ B`` in one cuBLAS call (``addmm_``, beta = 1: the first peer's
+    bf16 partial, copied into ``out`` by the copy engine as soon as it has landed, enters the GEMM's fp32 epilogue;
+    one rounding at world 2, one more per further peer) instead of a separate summing pass after the GEMM) /
     ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
@@ -600,19 +683,48 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
         raise ValueError(f"{op}: a has M={M} rows, not a multiple of the world size {W}")
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
+    if sub_chunks is not None:
+        if method != "chunked":
+            raise ValueError(f"{op}: sub_chunks applies to method='chunked' only (got method={method!r})")
+        if not isinstance(sub_chunks, int) or isinstance(sub_chunks, bool) or not 1 <= sub_chunks <= SUB_CHUNKS_MAX:
+            raise ValueError(f"{op}: sub_chunks={sub_chunks!r} must be an int in [1, {SUB_CHUNKS_MAX}]")
+
+    def params(meth, rule, m):
+        if meth != "chunked":
+            return {}
+        sub = sub_chunks if sub_chunks is not None else (rule or {}).get("sub_chunks", 1)
+        if not isinstance(sub, int) or not 1 <= sub <= SUB_CHUNKS_MAX:
+            sub = 1
+        return {"sub_chunks": max(1, min(sub, m // W))}
+
     return _run_partials(op, ctx, a, b, out, method, True, {"torch": _gemm_rs_torch, "chunked": _gemm_rs_chunked},
-                         _rsk.gemm_rs_kernel, profiler_buffer)
+                         _rsk.gemm_rs_kernel, profiler_buffer, params)
 
 
-def _gemm_rs_chunked(a, b, ctx, out):
+def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
     """Method ``chunked`` of :func:`gemm_rs` (see there). Signals: ``ag_ce_signal_kernel`` steps 5 / 3 / 4 on the
-    context's chunk arrays (``NSIG=1``)."""
+    context's chunk arrays (``NSIG=1``); with ``sub_chunks >= 2`` the pieces' arrival flags
+    (``chunk_arrived_peers``, 0/1) instead of step 3.
+
+    Order of one call at ``sub_chunks = S`` (streams: main = current, side = pushes, recv = this rank's receipts)::
+
+        main: handshake (STEP 5: epoch, recv_ok exchanged with every peer)
+        for each peer d (rotated), piece s:  main: tmp = A[rows of d, piece s] @ B
+                                             side: copy tmp -> d's stage[rank, piece s]; raise d's flag
+        S == 1: main: own = A[own rows] @ B; wait each peer's ready (STEP 3); out = own + sum(stage) in fp32
+        S >= 2: recv: per piece s: wait every peer's arrival flag (and reset it); out_s = stage[first peer, s]
+                main: per piece s: join recv's piece s; out_s += A[own rows, piece s] @ B  (addmm_, beta = 1);
+                      further peers (world > 2): out_s += stage[peer, s]
+        main: join side and recv; publish the epoch (STEP 4)
+    """
     M, K = a.shape
     N = b.shape[1]
     W, r = ctx.world_size, ctx.rank
     rows = M // W
     cap = (ctx.max_m // W) * ctx.n
     tag = (M * N) % TAG_RANGE
+    S = sub_chunks
+    bounds = [rows * i // S for i in range(S + 1)]
     sig = dict(WORLD=W, NSIG=1, num_warps=1)
     ready, recv_ok = ctx.chunk_ready_peers[r], ctx.chunk_recv_ok
     cur = torch.cuda.current_stream(ctx.device)
@@ -621,30 +733,70 @@ def _gemm_rs_chunked(a, b, ctx, out):
     side.wait_stream(cur)
     for i in range(1, W):
         d = (r + i) % W
-        part = ctx.chunk_tmp[(i - 1) * cap:(i - 1) * cap + rows * N].view(rows, N)
-        torch.matmul(a[d * rows:(d + 1) * rows], b, out=part)
-        side.wait_stream(cur)
-        with torch.cuda.stream(side):
-            ctx.chunk_stage_peers[d][r * cap:r * cap + rows * N].copy_(part.view(-1))
-            ctx.chunk_ready_peers[d][r:r + 1].copy_(ctx.chunk_flag)
-    own = torch.matmul(a[r * rows:(r + 1) * rows], b)
+        for j in range(S):
+            lo, hi = bounds[j], bounds[j + 1]
+            part = ctx.chunk_tmp[(i - 1) * cap + lo * N:(i - 1) * cap + hi * N].view(hi - lo, N)
+            torch.matmul(a[d * rows + lo:d * rows + hi], b, out=part)
+            side.wait_stream(cur)
+            with torch.cuda.stream(side):
+                ctx.chunk_stage_peers[d][r * cap + lo * N:r * cap + hi * N].copy_(part.view(-1))
+                if S == 1:
+                    ctx.chunk_ready_peers[d][r:r + 1].copy_(ctx.chunk_flag)
+                else:
+                    ctx.chunk_arrived_peers[d][j * W + r:j * W + r + 1].copy_(ctx.chunk_one)
     stage = ctx.chunk_stage_peers[r]
-    for i in range(1, W):
-        src = (r + i) % W
-        _agk.ag_ce_signal_kernel[(1, )](ready, recv_ok, ctx.counter, ctx.chunk_flag, src, tag, r, STEP=3, **sig)
-    peers = [stage[src * cap:src * cap + rows * N].view(rows, N) for src in ((r + i) % W for i in range(1, W))]
-    if len(peers) == 1:
-        torch.add(own, peers[0], out=out)  # bf16 + bf16 computed in fp32, rounded once
-    elif peers:
-        acc = own.float()
-        for p in peers:
-            acc += p.float()
-        out.copy_(acc)
+    peers = [(r + i) % W for i in range(1, W)]
+    if S == 1:
+        own = torch.matmul(a[r * rows:(r + 1) * rows], b)
+        for src in peers:
+            _agk.ag_ce_signal_kernel[(1, )](ready, recv_ok, ctx.counter, ctx.chunk_flag, src, tag, r, STEP=3, **sig)
+        parts = [stage[src * cap:src * cap + rows * N].view(rows, N) for src in peers]
+        if len(parts) == 1:
+            torch.add(own, parts[0], out=out)  # bf16 + bf16 computed in fp32, rounded once
+        elif parts:
+            acc = own.float()
+            for p in parts:
+                acc += p.float()
+            out.copy_(acc)
+        else:
+            out.copy_(own)
     else:
-        out.copy_(own)
+        recv = ctx.recv_stream
+        recv.wait_stream(cur)  # after the handshake, and after whatever last used `out`
+        with torch.cuda.stream(recv):
+            for j in range(S):
+                lo, hi = bounds[j], bounds[j + 1]
+                for src in peers:
+                    _wait_arrived(ctx, recv, ctx.chunk_arrived_peers[r][j * W + src:j * W + src + 1])
+                if peers:
+                    out[lo:hi].copy_(stage[peers[0] * cap + lo * N:peers[0] * cap + hi * N].view(hi - lo, N))
+                ctx._recv_events[j].record(recv)
+        for j in range(S):
+            lo, hi = bounds[j], bounds[j + 1]
+            o = out[lo:hi]
+            cur.wait_event(ctx._recv_events[j])
+            if peers:
+                o.addmm_(a[r * rows + lo:r * rows + hi], b)
+            else:
+                torch.matmul(a[r * rows + lo:r * rows + hi], b, out=o)
+            for src in peers[1:]:
+                o.add_(stage[src * cap + lo * N:src * cap + hi * N].view(hi - lo, N))
+        cur.wait_stream(recv)
     cur.wait_stream(side)
     _agk.ag_ce_signal_kernel[(1, )](ready, recv_ok, ctx.counter, ctx.chunk_flag, r, tag, r, STEP=4, **sig)
     return out
+
+
+def _wait_arrived(ctx, stream, flag):
+    """On ``stream`` (current): wait until the local 0/1 ``flag`` is 1, then reset it to 0 (stream memory operations,
+    no SM; else the one-program kernel :func:`~triton_dist.kernels.common.wait_flag_reset_kernel`)."""
+    if ctx.stream_memops:
+        from ..runtime import stream_ops
+
+        stream_ops.wait_value64(stream, flag, 1, "eq")
+        stream_ops.write_value64(stream, flag, 0)
+    else:
+        _common.wait_flag_reset_kernel[(1, )](flag, num_warps=1)
 
 
 def _gemm_rs_torch(a, b, ctx, out):

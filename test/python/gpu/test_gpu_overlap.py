@@ -84,6 +84,54 @@ def test_ag_gemm(method, m_loc, k, n):
         ctx.close()
 
 
+@pytest.mark.parametrize("m_loc,k,n", [(4096, 8192, 14336), (1000, 1024, 1032)])
+def test_ag_gemm_chunked_first_rows(m_loc, k, n):
+    """``chunked`` with a local slice first: the rest of the shard is copied into the gathered buffer and joins the
+    neighbouring chunk in one cuBLAS call; every split point (one row, a quarter, all but one) gives torch's result."""
+    import torch.distributed as dist
+
+    from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
+
+    rank, W = _init()
+    ctx = create_ag_gemm_context(m_loc, k, torch.bfloat16)
+    try:
+        for call, first in enumerate((1, m_loc // 4, m_loc - 1, m_loc // 4)):
+            a = _q((m_loc, k), torch.bfloat16, 100 * call + rank)
+            b = _q((k, n), torch.bfloat16, 7 + call)
+            c = ag_gemm(a, b, ctx, method="chunked", first_rows=first)
+            ref = ag_gemm(a, b, ctx, method="torch")
+            torch.cuda.synchronize()
+            _assert_close(c, ref, f"ag_gemm chunked first_rows={first} call {call}", rtol=2.0 ** -7)
+        dist.barrier()
+    finally:
+        ctx.close()
+
+
+def test_stream_wait_value_orders_work_without_an_sm():
+    """runtime.stream_ops: a copy enqueued after a wait-value on one stream runs only after another stream wrote the
+    value (that stream first sleeps on the GPU); supported on this machine (CUDA >= 12 driver)."""
+    from triton_dist.runtime import stream_ops
+
+    _init()
+    assert stream_ops.supported(torch.device("cuda", torch.cuda.current_device())), \
+        "stream memory operations unavailable: gemm_rs chunked falls back to wait kernels"
+    word = torch.zeros(1, dtype=torch.int64, device="cuda")
+    x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+    y = torch.zeros_like(x)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    stream_ops.wait_value64(s1, word, 5, "eq")
+    with torch.cuda.stream(s1):
+        y.copy_(x)
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(50_000_000)  # tens of ms: the copy must not have run before the write
+        z = y.clone()
+    stream_ops.write_value64(s2, word, 5)
+    torch.cuda.synchronize()
+    assert bool((z == 0).all()), "the copy ran before the value was written"
+    assert torch.equal(y, x) and int(word.item()) == 5
+
+
 def test_ag_gemm_fp8():
     from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
 
@@ -171,6 +219,12 @@ def test_gemm_rs(m, k_loc, n):
             with _cublas_fp32_reduction():
                 seq = gemm_rs(a, b, ctx, method="torch")
                 chunked = gemm_rs(a, b, ctx, method="chunked")
+                subs = {s: gemm_rs(a, b, ctx, method="chunked", sub_chunks=s) for s in (2, 4)}
+                memops, ctx.stream_memops = ctx.stream_memops, False  # the wait-kernel fallback
+                try:
+                    subs["2/kernel-wait"] = gemm_rs(a, b, ctx, method="chunked", sub_chunks=2)
+                finally:
+                    ctx.stream_memops = memops
             ref, mag = _exact_partials_reference(a, b)
             ref, mag = ref[rank * rows:(rank + 1) * rows], mag[rank * rows:(rank + 1) * rows]
             torch.cuda.synchronize()
@@ -178,6 +232,9 @@ def test_gemm_rs(m, k_loc, n):
             t_over, t_max = _rounding_check(seq, ref, _torch_bound(ref, mag, W), f"gemm_rs torch call {call}")
             # chunked: each partial rounded to bf16 once by cuBLAS, summed in fp32, rounded once: torch's bound
             _rounding_check(chunked, ref, _torch_bound(ref, mag, W), f"gemm_rs chunked call {call}")
+            # sub_chunks: own partial (fp32, in cuBLAS) + the peer's bf16 partial, rounded once (world 2)
+            for sub, got in subs.items():
+                _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs chunked sub_chunks={sub} call {call}")
             print(f"gemm_rs {m}x{k_loc}x{n} call {call}: fused max err {f_max:g} ({f_over} beyond one rounding); "
                   f"torch max err {t_max:g} ({t_over} of {ref.numel()} beyond one rounding, within its bound)")
     finally:
@@ -239,10 +296,11 @@ def _graph_of(fn, calls):
     return g, outs
 
 
-@pytest.mark.parametrize("op,method", [("ag_gemm", "sm"), ("ag_gemm", "ce"), ("ag_gemm", "chunked"),
-                                       ("gemm_rs", "fused"), ("gemm_rs", "chunked"), ("gemm_ar", "fused"),
-                                       ("gemm_ar", "one_shot")])
-def test_overlap_ops_replay_in_a_cuda_graph(op, method):
+@pytest.mark.parametrize("op,method,kw", [("ag_gemm", "sm", {}), ("ag_gemm", "ce", {}), ("ag_gemm", "chunked", {}),
+                                          ("ag_gemm", "chunked", {"first_rows": 128}), ("gemm_rs", "fused", {}),
+                                          ("gemm_rs", "chunked", {}), ("gemm_rs", "chunked", {"sub_chunks": 2}),
+                                          ("gemm_ar", "fused", {}), ("gemm_ar", "one_shot", {})])
+def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
     """Two calls captured once, replayed with new inputs each time: the epochs advance in device memory (no host
     counter baked into the graph), so every replay is right, and eager calls on the same context still are."""
     import torch.distributed as dist
@@ -254,7 +312,7 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method):
     if op == "ag_gemm":
         ctx = ov.create_ag_gemm_context(m // W, k, torch.bfloat16)
         a = _q((m // W, k), torch.bfloat16, rank)
-        run = lambda: ov.ag_gemm(a, b, ctx, method=method)  # noqa: E731
+        run = lambda: ov.ag_gemm(a, b, ctx, method=method, **kw)  # noqa: E731
         ref_of = lambda: (ov.ag_gemm(a, b, ctx, method="torch").float(), None)  # noqa: E731
         rtol = 2.0 ** -7
     else:
@@ -262,7 +320,7 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method):
                else ov.create_gemm_ar_context(m, n, torch.bfloat16))
         fn = ov.gemm_rs if op == "gemm_rs" else ov.gemm_ar
         a = _q((m, k), torch.bfloat16, rank)
-        run = lambda: fn(a, b, ctx, method=method)  # noqa: E731
+        run = lambda: fn(a, b, ctx, method=method, **kw)  # noqa: E731
 
         def ref_of():
             ref, mag = _exact_partials_reference(a, b)
