@@ -6,6 +6,7 @@
 #   scripts/gpu_suite.sh 3    benchmarks (quick): collectives vs NCCL, shmem put/get, overlap vs torch
 #   scripts/gpu_suite.sh overlap-tune   overlap tier, then bench_overlap --sweep (tilings + dispatch table) + profiles
 #   scripts/gpu_suite.sh overlap-bench  bench_overlap with the table in the tree (no sweep) + TPMLP end to end
+#   scripts/gpu_suite.sh overlap-trace  overlap tier, then GPU timelines of the host-composed methods (trace_overlap)
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -61,13 +62,16 @@ case $part in
     rec bench_shmem 120 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
     rec bench_overlap 230 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --quick ;;
   overlap-tune)
-    tier gpu_overlap 200 test/python/gpu/test_gpu_overlap.py
+    tier gpu_overlap 240 test/python/gpu/test_gpu_overlap.py
     rec bench_overlap_sweep 400 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --sweep --no-eager \
       --write-table --profile "$OUT/profile" --tag sweep
     cp python/triton_dist/ops/overlap_table.json "$OUT/" ;;
+  overlap-trace)
+    tier gpu_overlap 240 test/python/gpu/test_gpu_overlap.py
+    rec trace_overlap 200 torchrun --nproc_per_node "$NP" benchmarks/trace_overlap.py --out "$OUT/trace" ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

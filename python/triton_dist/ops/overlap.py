@@ -761,18 +761,20 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
         else:
             out.copy_(own)
     else:
+        # Enqueue order matters with stream wait-value operations (the driver may serve several streams from one
+        # hardware queue, in enqueue order): every push above is enqueued before the first wait below, and piece
+        # j's wait is enqueued before piece j's GEMM and after piece j - 1's, so no queue ever holds a push or a
+        # GEMM behind a wait that needs it (directly or through the peer).
         recv = ctx.recv_stream
         recv.wait_stream(cur)  # after the handshake, and after whatever last used `out`
-        with torch.cuda.stream(recv):
-            for j in range(S):
-                lo, hi = bounds[j], bounds[j + 1]
+        for j in range(S):
+            lo, hi = bounds[j], bounds[j + 1]
+            with torch.cuda.stream(recv):
                 for src in peers:
                     _wait_arrived(ctx, recv, ctx.chunk_arrived_peers[r][j * W + src:j * W + src + 1])
                 if peers:
                     out[lo:hi].copy_(stage[peers[0] * cap + lo * N:peers[0] * cap + hi * N].view(hi - lo, N))
                 ctx._recv_events[j].record(recv)
-        for j in range(S):
-            lo, hi = bounds[j], bounds[j + 1]
             o = out[lo:hi]
             cur.wait_event(ctx._recv_events[j])
             if peers:

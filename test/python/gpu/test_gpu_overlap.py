@@ -108,8 +108,10 @@ def test_ag_gemm_chunked_first_rows(m_loc, k, n):
 
 
 def test_stream_wait_value_orders_work_without_an_sm():
-    """runtime.stream_ops: a copy enqueued after a wait-value on one stream runs only after another stream wrote the
-    value (that stream first sleeps on the GPU); supported on this machine (CUDA >= 12 driver)."""
+    """runtime.stream_ops: a copy enqueued after a wait-value runs only once another stream has written the value
+    (that stream first sleeps on the GPU and snapshots the destination); supported on this machine (CUDA >= 12
+    driver). The writer is enqueued first: the driver may serve both streams from one hardware queue in enqueue
+    order, and a wait enqueued ahead of the write it needs would never be satisfied (the ops rely on that order)."""
     from triton_dist.runtime import stream_ops
 
     _init()
@@ -120,13 +122,13 @@ def test_stream_wait_value_orders_work_without_an_sm():
     y = torch.zeros_like(x)
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
     torch.cuda.synchronize()
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(50_000_000)  # tens of ms
+        z = y.clone()  # y before the value is written
+    stream_ops.write_value64(s2, word, 5)
     stream_ops.wait_value64(s1, word, 5, "eq")
     with torch.cuda.stream(s1):
         y.copy_(x)
-    with torch.cuda.stream(s2):
-        torch.cuda._sleep(50_000_000)  # tens of ms: the copy must not have run before the write
-        z = y.clone()
-    stream_ops.write_value64(s2, word, 5)
     torch.cuda.synchronize()
     assert bool((z == 0).all()), "the copy ran before the value was written"
     assert torch.equal(y, x) and int(word.item()) == 5
