@@ -4,10 +4,11 @@
 
 ``triton_dist.tools.profiler`` records per-SM tasks inside our Triton kernels; the ``chunked`` / ``one_shot``
 methods are sequences of cuBLAS GEMMs, copies and small signal kernels on three streams, which only a CUDA activity
-trace shows. For each case (``op:model:M:method[@f<frac>|@s<S>][:nomemops]``) this script makes three warm-up
-calls, then records three back-to-back calls and prints, for the last one on rank 0, every GPU activity with its
-stream, start (us from the call's first activity), duration and name, plus the call's span. The Chrome traces of
-both ranks go to ``--out``.
+trace shows. For each case
+(``op:model:M:method[@f<frac>|@s<S>][:nomemops]``) this script makes three warm-up calls, then records one
+CUDA-graph replay of three back-to-back calls (``--eager``: three eager calls) and prints, for the last one on rank
+0, every GPU activity with its stream, start (us from the call's first activity), duration and name, plus the
+call's span. The Chrome traces of both ranks go to ``--out``.
 """
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ import torch.distributed as dist  # noqa: E402
 from bench_overlap import MODELS, method_of, rand  # noqa: E402
 
 DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:chunked", "gemm_rs:llama3-8b:2048:chunked@s2",
-                 "gemm_rs:llama3-8b:2048:chunked@s2:nomemops", "gemm_rs:llama3-70b:4096:chunked",
-                 "gemm_rs:llama3-70b:4096:chunked@s2", "ag_gemm:llama3-8b:4096:chunked", "ag_gemm:llama3-8b:4096:ce",
-                 "ag_gemm:llama3-70b:2048:chunked@f0.25"]
+                 "gemm_rs:llama3-8b:8192:chunked", "gemm_rs:llama3-8b:8192:chunked@s2",
+                 "gemm_rs:llama3-70b:4096:chunked", "gemm_rs:llama3-70b:4096:chunked@s2",
+                 "ag_gemm:llama3-8b:4096:chunked", "ag_gemm:llama3-8b:4096:ce", "ag_gemm:llama3-8b:2048:ce",
+                 "ag_gemm:llama3-70b:8192:chunked", "ag_gemm:llama3-70b:2048:chunked@f0.25"]
 
 
 def parse_case(text):
@@ -63,6 +65,26 @@ def make_call(op, model, M, rule, memops, W, rank):
     return ctx, lambda: ov.gemm_rs(a, b, ctx, method=meth, **kw)
 
 
+def call_graph(call):
+    """Three calls (each after a marker kernel) captured in one CUDA graph, replayed twice; returns the replay
+    function. Graph replay is how the benchmark times the methods: no host launch gaps, no launch skew between the
+    ranks after the first call."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=stream):
+        for _ in range(3):
+            torch.cuda._sleep(100)
+            call()
+    torch.cuda.synchronize()
+    for _ in range(2):
+        dist.barrier()
+        g.replay()
+        torch.cuda.synchronize()
+    call_graph.keep = g
+    return g.replay
+
+
 def timeline(trace_path):
     """GPU activities (kernels, memcpy, memset, sync) of the trace: [(stream, start_us, dur_us, name)] sorted."""
     with open(trace_path) as f:
@@ -79,6 +101,8 @@ def timeline(trace_path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    ap.add_argument("--eager", dest="graph", action="store_false",
+                    help="trace eager calls (host launch gaps and skew included) instead of a graph replay")
     ap.add_argument("--out", default=os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results")))
     args = ap.parse_args()
     cases = [parse_case(c) for c in args.cases.split(",") if c]
@@ -95,11 +119,15 @@ def main():
             for _ in range(3):
                 call()
             torch.cuda.synchronize()
+            run = call_graph(call) if args.graph else None
             dist.barrier()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(3):
-                    torch.cuda._sleep(100)  # marker kernel: where each call starts in the trace
-                    call()
+                if run is not None:
+                    run()
+                else:
+                    for _ in range(3):
+                        torch.cuda._sleep(100)  # marker kernel: where each call starts in the trace
+                        call()
                 torch.cuda.synchronize()
             path = os.path.join(args.out, f"trace-{text.replace(':', '_').replace('@', '-')}-rank{rank}.json")
             prof.export_chrome_trace(path)
