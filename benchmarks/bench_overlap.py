@@ -21,7 +21,8 @@ inputs), then timing.
 * ``gemm_ours`` / ``gemm_cublas``: the local GEMM alone (our autotuned persistent GEMM, cuBLAS);
   ``comm_nccl``: the communication alone (NCCL all_gather of A / reduce_scatter or all_reduce of C).
 
-Timing (every implementation the same way): CUDA-graph replay of ``k`` back-to-back calls (``--k``), CUDA events,
+Timing (every implementation the same way): CUDA-graph replay of ``k`` back-to-back calls (``--k``; default per
+shape: enough calls for about 4 ms, 5 to 40, the same for every implementation of the shape), CUDA events,
 median of ``--reps`` replays per rank, max over ranks: ``results``. The implementations and baselines of one shape
 are captured first and then sampled round-robin (one replay each per round, rotated order), so drift of clocks and
 temperature during the run does not favour whichever was timed first. The same for eager calls (host launch overhead
@@ -86,6 +87,8 @@ SWEEP_DECODE = ["64x64x128x4x4", "64x128x64x4x4", "64x64x64x4x6", "64x128x128x4x
 VARIANT_MIN_M = 1024
 AG_FIRST_FRACS = (0.125, 0.25, 0.5)
 RS_SUB_CHUNKS = (2, 4)
+#: default length of one timing sample (us): calls_per_sample picks k so that k calls last about this long
+SAMPLE_US = 4000
 
 
 def first_rows_of(frac, m_loc):
@@ -259,10 +262,30 @@ def _with_config(fn, cfg):
     return run
 
 
+def calls_per_sample(ref_fn, args):
+    """``--k``, or (default) enough back-to-back calls that one sample lasts about ``SAMPLE_US``: at least 5, at most
+    40, from the per-call time of ``ref_fn`` (eager, max over ranks; the same k on every rank). A sample starts on
+    both ranks after a barrier, so its first call absorbs the ranks' launch skew (tens of us); over milliseconds of
+    back-to-back calls that is amortized as it is in a model's steady state, for every implementation alike."""
+    if args.k:
+        return args.k
+    ref_fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(3):
+        ref_fn()
+    b.record()
+    b.synchronize()
+    t = _max_over_ranks(a.elapsed_time(b) * 1e3 / 3)
+    return int(min(40, max(5, -(-SAMPLE_US // max(t, 1.0)))))
+
+
 def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None):
     """Check each implementation against the reference (on fresh inputs from ``check_inputs()``), then time the
     correct ones and the ``baselines`` (no check) together with :func:`time_interleaved` (graph -> ``results``) and
-    each one eagerly (-> ``eager``); a wrong result or an exception goes to ``errors``."""
+    each one eagerly (-> ``eager``), ``rec["k"]`` calls per sample (:func:`calls_per_sample`); a wrong result or an
+    exception goes to ``errors``."""
     timed = {}
     for name, (fn, cfg) in impls.items():
         try:
@@ -283,8 +306,9 @@ def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None):
             dist.barrier()
     for name, (fn, cfg) in (baselines or {}).items():
         timed[name] = _with_config(fn, cfg)
+    k = rec["k"] = calls_per_sample(ref_fn, args)
     try:
-        for name, (t, graphed) in time_interleaved(timed, args.k, args.reps).items():
+        for name, (t, graphed) in time_interleaved(timed, k, args.reps).items():
             rec["results"][name] = t
             if not graphed:
                 rec.setdefault("eager_only", []).append(name)
@@ -297,7 +321,7 @@ def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None):
     if args.eager:
         for name, fn in timed.items():
             try:
-                rec["eager"][name] = time_eager(fn, args.k, max(3, args.reps // 2))
+                rec["eager"][name] = time_eager(fn, k, max(3, args.reps // 2))
             except Exception as exc:  # noqa: BLE001
                 rec["errors"].setdefault(name, f"eager: {type(exc).__name__}: {exc}"[:400])
                 with contextlib.suppress(Exception):
@@ -314,7 +338,7 @@ def sweep(rec, name, fn, cfgs, args):
                 fn()
                 torch.cuda.synchronize()
                 dist.barrier()
-                res[cfg], _ = time_graph(f"{name}@{cfg}", fn, args.k, max(3, args.reps // 2))
+                res[cfg], _ = time_graph(f"{name}@{cfg}", fn, args.k or 5, max(3, args.reps // 2))
         except Exception as exc:  # noqa: BLE001
             res[cfg] = f"{type(exc).__name__}: {exc}"[:200]
             with contextlib.suppress(Exception):
@@ -667,7 +691,7 @@ def main():
     bad_models = [m for m in args.models.split(",") if m not in MODELS]
     if bad_models:
         ap.error(f"--models: unknown {bad_models}; accepted: {', '.join(MODELS)}")
-    args.k = args.k or (3 if args.quick else 5)
+    args.k = args.k or (3 if args.quick else None)  # None: calls_per_sample picks k per shape
     args.reps = args.reps or (5 if args.quick else 15)
     ms = [int(x) for x in args.m.split(",")] if args.m else (QUICK_M if args.quick else FULL_M)
     ar_ms = [int(x) for x in args.ar_m.split(",")] if args.ar_m else ([16, 128] if args.quick else AR_M)
@@ -724,8 +748,10 @@ def main():
     if rank == 0:
         base = os.path.join(outdir, f"overlap-{stamp}{('-' + args.tag) if args.tag else ''}")
         doc = {"benchmark": "bench_overlap", "command": " ".join(sys.argv), "world_size": W, "quick": args.quick,
-               "k": args.k, "reps": args.reps, "timing": "CUDA-graph replay of k calls (results); eager k calls "
-               "(eager); CUDA events, median of reps, max over ranks", "git_commit": git_commit(),
+               "k": args.k or "per shape (each record's k)", "reps": args.reps,
+               "timing": "CUDA-graph replay of k calls (results); eager k calls "
+               "(eager); CUDA events, median of reps, max over ranks; graph samples of one shape interleaved "
+               "round-robin across implementations and baselines", "git_commit": git_commit(),
                "tree": tree_fingerprint(), "versions": versions(),
                "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                        "TORCH_SYMM_MEM_DISABLE_MULTICAST")},

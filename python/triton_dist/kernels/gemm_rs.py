@@ -100,4 +100,40 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
     finish_call(counter_ptr, e)
 
 
-__all__ = ["gemm_rs_kernel", "TASKS"]
+
+
+@triton_dist.jit
+def rs_chunked_finish_kernel(out_ptr, own_ptr, stage_ptr, ready_ptr, counter_ptr, rows, N, stride_out, CAP, tag,
+                             rank, WORLD: tl.constexpr, BLOCK: tl.constexpr, CONTIGUOUS: tl.constexpr):
+    """Last launch of the host-composed ``chunked`` GEMM+RS (``ops.overlap``, ``sub_chunks=1``), after cuBLAS wrote
+    this rank's own partial ``own`` (contiguous ``[rows, N]``) and the peers pushed theirs by copy engine into
+    ``stage[src * CAP : src * CAP + rows * N]``: every program waits (sys scope, acquire) until each peer's ready
+    flag ``ready[src] == e * 2**24 + tag`` (``e`` = :func:`call_epoch`), then writes its blocks of
+    ``out = own + sum_src stage[src]`` (fp32 sum in order own, rank + 1, ...; one rounding to ``out``'s dtype;
+    ``out`` rows ``stride_out`` apart, unit column stride), and the launch's last program publishes the call's
+    epoch (:func:`finish_call`). One launch instead of a wait kernel, an add kernel and a publish kernel."""
+    e = call_epoch(counter_ptr)
+    value = e * 16777216 + tag
+    tok = e * 0
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        tok = dl.wait(ready_ptr + src, 1, "sys", "acquire", value)
+    stage = dl.consume_token(stage_ptr, tok)
+    n = rows * N
+    nblk = tl.cdiv(n, BLOCK)
+    for b in range(tl.program_id(0), nblk, tl.num_programs(0)):
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        acc = tl.load(own_ptr + offs, mask=mask).to(tl.float32)
+        for i in tl.static_range(1, WORLD):
+            src = (rank + i) % WORLD
+            acc += tl.load(stage + src * CAP + offs, mask=mask).to(tl.float32)
+        if CONTIGUOUS:
+            dst = out_ptr + offs
+        else:
+            dst = out_ptr + (offs // N) * stride_out + offs % N
+        tl.store(dst, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    finish_call(counter_ptr, e)
+
+
+__all__ = ["gemm_rs_kernel", "rs_chunked_finish_kernel", "TASKS"]

@@ -711,11 +711,12 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
         main: handshake (STEP 5: epoch, recv_ok exchanged with every peer)
         for each peer d (rotated), piece s:  main: tmp = A[rows of d, piece s] @ B
                                              side: copy tmp -> d's stage[rank, piece s]; raise d's flag
-        S == 1: main: own = A[own rows] @ B; wait each peer's ready (STEP 3); out = own + sum(stage) in fp32
+        S == 1: main: own = A[own rows] @ B; join side; one launch (rs_chunked_finish_kernel): wait each peer's
+                      ready, out = own + sum(stage) in fp32 rounded once, publish the epoch
         S >= 2: recv: per piece s: wait every peer's arrival flag (and reset it); out_s = stage[first peer, s]
                 main: per piece s: join recv's piece s; out_s += A[own rows, piece s] @ B  (addmm_, beta = 1);
                       further peers (world > 2): out_s += stage[peer, s]
-        main: join side and recv; publish the epoch (STEP 4)
+                main: join side and recv; publish the epoch (STEP 4)
     """
     M, K = a.shape
     N = b.shape[1]
@@ -748,18 +749,12 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
     peers = [(r + i) % W for i in range(1, W)]
     if S == 1:
         own = torch.matmul(a[r * rows:(r + 1) * rows], b)
-        for src in peers:
-            _agk.ag_ce_signal_kernel[(1, )](ready, recv_ok, ctx.counter, ctx.chunk_flag, src, tag, r, STEP=3, **sig)
-        parts = [stage[src * cap:src * cap + rows * N].view(rows, N) for src in peers]
-        if len(parts) == 1:
-            torch.add(own, parts[0], out=out)  # bf16 + bf16 computed in fp32, rounded once
-        elif parts:
-            acc = own.float()
-            for p in parts:
-                acc += p.float()
-            out.copy_(acc)
-        else:
-            out.copy_(own)
+        cur.wait_stream(side)  # the pushes read chunk_tmp: done before the epoch is published
+        blk = 4096
+        grid = (max(1, min(ctx.num_sms, -(-(rows * N) // blk))), )
+        _rsk.rs_chunked_finish_kernel[grid](out, own, stage, ready, ctx.counter, rows, N, out.stride(0), cap, tag, r,
+                                            WORLD=W, BLOCK=blk, CONTIGUOUS=out.stride(0) == N, num_warps=8)
+        return out
     else:
         # Enqueue order matters with stream wait-value operations (the driver may serve several streams from one
         # hardware queue, in enqueue order): every push above is enqueued before the first wait below, and piece
