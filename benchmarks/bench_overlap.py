@@ -21,7 +21,8 @@ inputs), then timing.
 * ``gemm_ours`` / ``gemm_cublas``: the local GEMM alone (our autotuned persistent GEMM, cuBLAS);
   ``comm_nccl``: the communication alone (NCCL all_gather of A / reduce_scatter or all_reduce of C).
 
-Timing (every implementation the same way): CUDA-graph replay of ``k`` back-to-back calls (``--k``; default per
+Timing (every implementation the same way; each sample starts after a barrier and a device-side rendezvous, a
+one-element NCCL all-reduce, so the ranks' GPUs start it together): CUDA-graph replay of ``k`` back-to-back calls (``--k``; default per
 shape: enough calls for about 4 ms, 5 to 40, the same for every implementation of the shape), CUDA events,
 median of ``--reps`` replays per rank, max over ranks: ``results``. The implementations and baselines of one shape
 are captured first and then sampled round-robin (one replay each per round, rotated order), so drift of clocks and
@@ -119,15 +120,29 @@ def _max_over_ranks(v):
     return float(t.item())
 
 
+_RENDEZVOUS = []
+
+
+def _device_rendezvous():
+    """A one-element NCCL all-reduce on the current stream: the GPUs of all ranks leave it within microseconds of
+    each other, so work enqueued after it starts together on every rank, whatever the host-side skew after the
+    barrier (which can be hundreds of us and would otherwise be charged to the first call of a sample)."""
+    if not _RENDEZVOUS:
+        _RENDEZVOUS.append(torch.zeros(1, device="cuda"))
+    dist.all_reduce(_RENDEZVOUS[0])
+
+
 def _median_us(run, k, reps, reduce=True):
-    """Median over ``reps`` samples of ``run()`` (``k`` calls' worth of work, started together on every rank after a
-    barrier) in us per call, CUDA events; max over ranks (``reduce=False``: this rank's)."""
+    """Median over ``reps`` samples of ``run()`` (``k`` calls' worth of work, enqueued on every rank after a barrier
+    and started together on the GPUs after a device-side rendezvous) in us per call, CUDA events; max over ranks
+    (``reduce=False``: this rank's)."""
     samples = []
     for _ in range(reps):
         dist.barrier()
         torch.cuda.synchronize()
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
+        _device_rendezvous()
         a.record()
         run()
         b.record()

@@ -127,7 +127,7 @@ def rs_chunked_finish_kernel(out_ptr, own_ptr, stage_ptr, ready_ptr, counter_ptr
         acc = tl.load(own_ptr + offs, mask=mask).to(tl.float32)
         for i in tl.static_range(1, WORLD):
             src = (rank + i) % WORLD
-            acc += tl.load(stage + src * CAP + offs, mask=mask).to(tl.float32)
+            acc += tl.load(stage + src.to(tl.int64) * CAP + offs, mask=mask).to(tl.float32)
         if CONTIGUOUS:
             dst = out_ptr + offs
         else:
