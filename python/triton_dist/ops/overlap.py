@@ -750,8 +750,11 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
     if S == 1:
         own = torch.matmul(a[r * rows:(r + 1) * rows], b)
         cur.wait_stream(side)  # the pushes read chunk_tmp: done before the epoch is published
-        blk = 2048  # one block per program (no co-residency needed: the programs only wait for the peers' flags)
-        grid = (max(1, -(-(rows * N) // blk)), )
+        # 4 programs per SM: enough loads in flight for HBM bandwidth, and few enough that the per-program epoch
+        # atomics on one counter stay cheap (one program per block, 8192 of them, spent ~30 us on those atomics);
+        # no co-residency needed (the programs only wait for the peers' flags)
+        blk = 2048
+        grid = (max(1, min(4 * ctx.num_sms, -(-(rows * N) // blk))), )
         _rsk.rs_chunked_finish_kernel[grid](out, own, stage, ready, ctx.counter, rows, N, out.stride(0), cap, tag, r,
                                             WORLD=W, BLOCK=blk, CONTIGUOUS=out.stride(0) == N, num_warps=4)
         return out
