@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import re
 import json
 import os
 
@@ -39,6 +40,8 @@ def load(results_dir):
         except (OSError, ValueError) as exc:
             print(f"skip {path}: {exc}")
             continue
+        if isinstance(doc, list):  # a trace in the JSON-array form
+            doc = {"_list": doc}
         doc["_path"] = os.path.relpath(path, HERE)
         docs.append(doc)
     return docs
@@ -171,6 +174,25 @@ def shmem_section(doc):
         out += [f"| {fmt_size(x['payload_bytes'])} | {x['round_trip_us']:.2f} | {x['one_way_us']:.2f} |" for x in lat]
         out.append("")
     return out
+
+
+def run_stamp(doc):
+    """Sort key of a benchmark document: the UTC stamp in its file name (``...-20261130T104856Z-...``; the
+    directory names do not sort by time), else its path."""
+    m = re.search(r"\d{8}T\d{6}Z", os.path.basename(doc.get("_path", "")))
+    return (m.group(0) if m else "", doc.get("_path", ""))
+
+
+def describe_other(doc):
+    """One line for a result file that is not a benchmark or a test record: traces and dispatch tables."""
+    if "traceEvents" in doc or isinstance(doc.get("_list"), list):
+        n = len(doc.get("traceEvents", doc.get("_list", [])))
+        return f"- `{doc['_path']}`: Chrome/Perfetto trace, {n} events (open in ui.perfetto.dev)"
+    if "ops" in doc and "status" in doc:
+        return (f"- `{doc['_path']}`: overlap dispatch table ({doc.get('status')}, from `{doc.get('source', '?')}`, "
+                f"commit `{doc.get('git_commit', '?')}`)")
+    return (f"- `{doc['_path']}`: {doc.get('benchmark', '?')} — command `{doc.get('command', '?')}`, commit "
+            f"`{doc.get('git_commit', '?')}`")
 
 
 def overlap_section(doc):
@@ -306,9 +328,11 @@ def main():
             lines += shmem_section(d)
     if kind["bench_overlap"]:
         lines += ["## Overlapped GEMMs (`benchmarks/bench_overlap.py`)", "",
-                  "`x torch seq`: sequential NCCL + cuBLAS time / our best fused time (same run); `overlap eff`: "
-                  "max(t_gemm cuBLAS, t_comm NCCL) / t_fused.", ""]
-        for d in sorted(kind["bench_overlap"], key=lambda d: d["_path"], reverse=True):
+                  "Newest run first. `auto / bound`: what `method=\"auto\"` takes over max(cuBLAS GEMM alone, NCCL "
+                  "collective alone), same run; `x torch seq` / `x torch symm`: torch's time / ours (> 1: ours "
+                  "faster). Older runs (before CUDA-graph timing) show `x torch seq` of the best fused kernel and "
+                  "`overlap eff` = max(t_gemm, t_comm) / t_fused.", ""]
+        for d in sorted(kind["bench_overlap"], key=run_stamp, reverse=True):
             lines += overlap_section(d)
     steps = [d for d in docs if ("exit_code" in d and "name" in d) or "skipped" in d]
     if steps:
@@ -326,8 +350,7 @@ def main():
     if other:
         lines += ["## Other result files", ""]
         for d in other:
-            lines.append(f"- `{d['_path']}`: {d.get('benchmark', '?')} — command `{d.get('command', '?')}`, commit "
-                         f"`{d.get('git_commit', '?')}`")
+            lines.append(describe_other(d))
         lines.append("")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -74,18 +74,6 @@ def ag_push(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, n, value, e, rank, pid, n
 
 
 @triton_dist.jit
-def ag_push_kernel(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, counter_ptr, n, tag, rank, WORLD: tl.constexpr,
-                   BLOCK: tl.constexpr):
-    """Stand-alone SM all-gather for AG+GEMM (grid = NSIG programs; e.g. on a side stream before a GEMM launched
-    with ``PUSH_PROGRAMS=0``). ``x``: this rank's contiguous shard (``n`` elements); ``a_full``: symmetric. Uses
-    the epoch ``counter[2]`` (set by ``ag_ce_signal_kernel`` ``STEP=0`` or the caller), does not advance it."""
-    e = tl.load(counter_ptr + 2)
-    prof = Profiler.create(counter_ptr, ENABLE_PROFILING=False)
-    ag_push(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, n, e * 16777216 + tag, e, rank, tl.program_id(0),
-            tl.num_programs(0), prof, WORLD, BLOCK)
-
-
-@triton_dist.jit
 def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, flag_ptr, peer, tag, rank, WORLD: tl.constexpr,
                         NSIG: tl.constexpr, STEP: tl.constexpr):
     """One-program signalling steps of the copy-engine all-gather (host copies in between, same side stream):
@@ -204,4 +192,4 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
     return profiler
 
 
-__all__ = ["ag_push", "ag_push_kernel", "ag_ce_signal_kernel", "ag_gemm_kernel", "ag_gemm_tiles", "TASKS"]
+__all__ = ["ag_push", "ag_ce_signal_kernel", "ag_gemm_kernel", "ag_gemm_tiles", "TASKS"]
