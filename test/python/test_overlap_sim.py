@@ -294,6 +294,11 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     ops, _ = bench.method_rules(recs, 2)
     assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 7168, "max_m": 8192, "method": "chunked", "sub_chunks": 2,
                                       "us": 330.0}
+    # ties (within 1%) go to torch, else to the plain method of a variant
+    assert bench.pick_robust({"chunked": 100.0, "chunked@s2": 99.5, "fused": 120.0}) == "chunked"
+    assert bench.pick_robust({"chunked": 100.0, "chunked@s2": 95.0}) == "chunked@s2"
+    assert bench.pick_robust({"ce": 99.5, "torch": 100.0}) == "torch"
+    assert bench.pick_robust({"ce": 90.0, "torch": 100.0}) == "ce"
 
 
 def test_tile_config_round_trips_and_rejects_bad_text():
