@@ -66,9 +66,9 @@ def make_call(op, model, M, rule, memops, W, rank):
 
 
 def call_graph(call):
-    """Three calls (each after a marker kernel) captured in one CUDA graph, replayed twice; returns the replay
-    function. Graph replay is how the benchmark times the methods: no host launch gaps, no launch skew between the
-    ranks after the first call."""
+    """Three calls (each after a marker kernel) captured in one CUDA graph, replayed twice; returns the graph.
+    Graph replay is how the benchmark times the methods: no host launch gaps, no launch skew between the ranks
+    after the first call."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     g = torch.cuda.CUDAGraph()
@@ -81,8 +81,7 @@ def call_graph(call):
         dist.barrier()
         g.replay()
         torch.cuda.synchronize()
-    call_graph.keep = g
-    return g.replay
+    return g
 
 
 def timeline(trace_path):
@@ -119,11 +118,11 @@ def main():
             for _ in range(3):
                 call()
             torch.cuda.synchronize()
-            run = call_graph(call) if args.graph else None
+            graph = call_graph(call) if args.graph else None
             dist.barrier()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                if run is not None:
-                    run()
+                if graph is not None:
+                    graph.replay()
                 else:
                     for _ in range(3):
                         torch.cuda._sleep(100)  # marker kernel: where each call starts in the trace

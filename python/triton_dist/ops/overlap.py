@@ -340,8 +340,8 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     * ``chunked`` (GPU): copy-engine gather as in ``ce``, and the GEMM is cuBLAS (``torch.matmul``): first
       ``first_rows`` of this rank's rows (default: all of them; ``auto`` takes the measured fraction) while the
       copies run, then one call per peer chunk after a one-program kernel has waited for its ready signal. When
-      ``first_rows < M_loc`` the rest of this rank's rows is copied (copy engine) into its chunk of the gathered
-      buffer and joins the neighbouring peer chunk in one call (rank 0's slice is its first rows and the next
+      ``first_rows < M_loc`` the rest of this rank's rows is copied (on the side stream) into its chunk of the
+      gathered buffer and joins the neighbouring peer chunk in one call (rank 0's slice is its first rows and the next
       chunk follows it; another rank's slice is its last rows and the previous chunk precedes it), so at world 2
       the GEMM is one small call and one large one, not two halves;
     * ``torch``: NCCL ``all_gather_into_tensor`` + ``torch.matmul``.
@@ -622,7 +622,7 @@ def _partials_checks(op, a, b, ctx, method, accepted):
 def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, profiler_buffer=None, params=None):
     """The part of :func:`gemm_rs` (``chunked``: ``world`` chunks of ``M / world`` output rows) and :func:`gemm_ar`
     (one chunk of ``M`` rows) after their shape checks: output check, "auto", then ``paths[method]`` (host-composed
-    methods; ``params(rule_or_None, M)`` gives their keyword arguments) or the fused ``kernel``."""
+    methods; ``params(method, rule_or_None, M)`` gives their keyword arguments) or the fused ``kernel``."""
     M, K = a.shape
     N = b.shape[1]
     W = ctx.world_size
@@ -668,7 +668,7 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     ``sub_chunks`` = S >= 2 (at most :data:`SUB_CHUNKS_MAX`; ``auto`` takes the measured value, an explicit
     ``chunked`` call defaults to 1) pipelines the own chunk too: every chunk is computed in S row pieces, and piece
     s of the own rows is ``out_s = stage_s + A_s @ B`` in one cuBLAS call (``addmm_``, beta = 1: the first peer's
-    bf16 partial, copied into ``out`` by the copy engine as soon as it has landed, enters the GEMM's fp32 epilogue;
+    bf16 partial, copied into ``out`` on a receive stream as soon as it has landed, enters the GEMM's fp32 epilogue;
     one rounding at world 2, one more per further peer) instead of a separate summing pass after the GEMM) /
     ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""

@@ -62,9 +62,9 @@ def test_gemm_matches_cublas(dtype):
         _assert_close(matmul(a, b, autotune=False), (a.float() @ b.float()), f"matmul fixed {M}x{N}x{K}")
 
 
-@pytest.mark.parametrize("method", ["sm", "ce", "chunked"])
-@pytest.mark.parametrize("m_loc,k,n", [(4096, 8192, 14336), (64, 4096, 7168), (1000, 1024, 1032)])
-def test_ag_gemm(method, m_loc, k, n):
+def _ag_gemm_matches_torch(m_loc, k, n, calls):
+    """Consecutive calls on one context (epochs), fresh data each time: ``ag_gemm(**calls[i])`` against torch's
+    NCCL + cuBLAS path on the same inputs."""
     import torch.distributed as dist
 
     from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
@@ -72,39 +72,30 @@ def test_ag_gemm(method, m_loc, k, n):
     rank, W = _init()
     ctx = create_ag_gemm_context(m_loc, k, torch.bfloat16)
     try:
-        for call in range(3):  # epochs: repeated calls on one context, fresh data each time
+        for call, kw in enumerate(calls):
             a = _q((m_loc, k), torch.bfloat16, 100 * call + rank)
             b = _q((k, n), torch.bfloat16, 7 + call)
-            c = ag_gemm(a, b, ctx, method=method)
+            c = ag_gemm(a, b, ctx, **kw)
             ref = ag_gemm(a, b, ctx, method="torch")
             torch.cuda.synchronize()
-            _assert_close(c, ref, f"ag_gemm {method} call {call}", rtol=2.0 ** -7)
+            _assert_close(c, ref, f"ag_gemm {kw} call {call}", rtol=2.0 ** -7)
         dist.barrier()
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("method", ["sm", "ce", "chunked"])
+@pytest.mark.parametrize("m_loc,k,n", [(4096, 8192, 14336), (64, 4096, 7168), (1000, 1024, 1032)])
+def test_ag_gemm(method, m_loc, k, n):
+    _ag_gemm_matches_torch(m_loc, k, n, [{"method": method}] * 3)
 
 
 @pytest.mark.parametrize("m_loc,k,n", [(4096, 8192, 14336), (1000, 1024, 1032)])
 def test_ag_gemm_chunked_first_rows(m_loc, k, n):
     """``chunked`` with a local slice first: the rest of the shard is copied into the gathered buffer and joins the
     neighbouring chunk in one cuBLAS call; every split point (one row, a quarter, all but one) gives torch's result."""
-    import torch.distributed as dist
-
-    from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
-
-    rank, W = _init()
-    ctx = create_ag_gemm_context(m_loc, k, torch.bfloat16)
-    try:
-        for call, first in enumerate((1, m_loc // 4, m_loc - 1, m_loc // 4)):
-            a = _q((m_loc, k), torch.bfloat16, 100 * call + rank)
-            b = _q((k, n), torch.bfloat16, 7 + call)
-            c = ag_gemm(a, b, ctx, method="chunked", first_rows=first)
-            ref = ag_gemm(a, b, ctx, method="torch")
-            torch.cuda.synchronize()
-            _assert_close(c, ref, f"ag_gemm chunked first_rows={first} call {call}", rtol=2.0 ** -7)
-        dist.barrier()
-    finally:
-        ctx.close()
+    _ag_gemm_matches_torch(m_loc, k, n, [{"method": "chunked", "first_rows": f}
+                                         for f in (1, m_loc // 4, m_loc - 1, m_loc // 4)])
 
 
 def test_stream_wait_value_orders_work_without_an_sm():
