@@ -28,11 +28,11 @@ import torch.distributed as dist  # noqa: E402
 
 from bench_overlap import MODELS, method_of, rand  # noqa: E402
 
-DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:chunked", "gemm_rs:llama3-8b:2048:chunked@s2",
-                 "gemm_rs:llama3-8b:8192:chunked", "gemm_rs:llama3-8b:8192:chunked@s2",
-                 "gemm_rs:llama3-70b:4096:chunked", "gemm_rs:llama3-70b:4096:chunked@s2",
-                 "ag_gemm:llama3-8b:4096:chunked", "ag_gemm:llama3-8b:4096:ce", "ag_gemm:llama3-8b:2048:ce",
-                 "ag_gemm:llama3-70b:8192:chunked", "ag_gemm:llama3-70b:2048:chunked@f0.25"]
+DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:direct", "gemm_rs:llama3-8b:2048:direct@cublas",
+                 "gemm_rs:llama3-8b:8192:direct", "gemm_rs:llama3-70b:4096:direct",
+                 "gemm_rs:comm-heavy:8192:direct", "gemm_rs:llama3-8b:2048:chunked",
+                 "ag_gemm:llama3-8b:2048:chunked", "ag_gemm:llama3-8b:4096:chunked", "ag_gemm:llama3-8b:4096:ce",
+                 "ag_gemm:llama3-70b:2048:chunked@f0.25"]
 
 
 def parse_case(text):
@@ -43,6 +43,12 @@ def parse_case(text):
     return parts[0], parts[1], int(parts[2]), method_of(parts[3]), len(parts) == 5 and parts[4] == "nomemops"
 
 
+def _no_memops(ctx, memops):
+    """``:nomemops`` cases: the fallbacks of the 0/1 flags (wait kernels, copy-engine raises)."""
+    if not memops:
+        ctx.memops_wait = ctx.memops_remote = False
+
+
 def make_call(op, model, M, rule, memops, W, rank):
     from triton_dist.ops import overlap as ov
 
@@ -51,6 +57,7 @@ def make_call(op, model, M, rule, memops, W, rank):
         K, N_tot, _, _ = MODELS[model]
         m_loc = M // W
         ctx = ov.create_ag_gemm_context(m_loc, K, torch.bfloat16)
+        _no_memops(ctx, memops)
         a, b = rand((m_loc, K), 1 + rank), rand((K, N_tot // W), 100 + rank)
         kw = {}
         if "first_frac" in rule:
@@ -58,10 +65,9 @@ def make_call(op, model, M, rule, memops, W, rank):
         return ctx, lambda: ov.ag_gemm(a, b, ctx, method=meth, **kw)
     _, _, K_tot, N = MODELS[model]
     ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
-    if not memops:
-        ctx.stream_memops = False
+    _no_memops(ctx, memops)
     a, b = rand((M, K_tot // W), 1 + rank), rand((K_tot // W, N), 100 + rank)
-    kw = {"sub_chunks": rule["sub_chunks"]} if "sub_chunks" in rule else {}
+    kw = {k: rule[k] for k in ("sub_chunks", "own_gemm") if k in rule}
     return ctx, lambda: ov.gemm_rs(a, b, ctx, method=meth, **kw)
 
 

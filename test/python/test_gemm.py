@@ -86,9 +86,9 @@ def test_pick_config_is_deterministic_and_sane():
 
 
 def test_autotune_configs_are_hopper_sized():
-    from triton_dist.kernels.gemm import CONFIGS, _autotune_configs
+    from triton_dist.kernels.gemm import CONFIGS, autotune_configs
 
-    cfgs = _autotune_configs()
+    cfgs = autotune_configs()
     assert len(cfgs) == len(CONFIGS) >= 4
     assert any(c.kwargs["BLOCK_N"] == 256 and c.num_stages >= 3 for c in cfgs)
     assert all(c.kwargs["BLOCK_K"] % 16 == 0 for c in cfgs)

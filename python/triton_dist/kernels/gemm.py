@@ -219,7 +219,8 @@ def pick_config(M: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2, cc
     return TileConfig(128, 128, bk, 8, 8, 4)
 
 
-def _autotune_configs():
+def autotune_configs():
+    """:data:`CONFIGS` as ``triton.Config`` objects (the autotuned GEMMs' candidates)."""
     return [triton.Config(c.meta(), num_warps=c.num_warps, num_stages=c.num_stages) for c in CONFIGS]
 
 
@@ -227,7 +228,7 @@ def _autotune_configs():
 def gemm_autotuned():
     """``gemm_kernel`` wrapped in ``triton.autotune`` (keyed on ``M, N, K``; per-shape results cached in memory and
     on disk). Created on first use (GPU only)."""
-    return triton.autotune(configs=_autotune_configs(), key=["M", "N", "K"], cache_results=True)(gemm_kernel)
+    return triton.autotune(configs=autotune_configs(), key=["M", "N", "K"], cache_results=True)(gemm_kernel)
 
 
 def use_tma_for(device) -> bool:
@@ -310,5 +311,5 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
 
 
 __all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
-           "TileConfig", "CONFIGS", "SIM_CONFIG", "pick_config", "gemm_autotuned", "use_tma_for", "ensure_tma_allocator",
+           "TileConfig", "CONFIGS", "SIM_CONFIG", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for", "ensure_tma_allocator",
            "matmul", "num_sms"]

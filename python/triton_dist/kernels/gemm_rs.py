@@ -30,12 +30,16 @@ int64 ``[2, WORLD, MAX_TILES]``.
 """
 from __future__ import annotations
 
+import functools
+
+import triton
 import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
 
 from triton_dist.kernels.common import call_epoch, finish_call
+from triton_dist.kernels.gemm import autotune_configs as gemm_autotune_configs
 from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
 from triton_dist.tools.profiler.language import Profiler
 
@@ -136,4 +140,48 @@ def rs_chunked_finish_kernel(out_ptr, own_ptr, stage_ptr, ready_ptr, counter_ptr
     finish_call(counter_ptr, e)
 
 
-__all__ = ["gemm_rs_kernel", "rs_chunked_finish_kernel", "TASKS"]
+@triton_dist.jit
+def rs_own_gemm_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, ready_ptr, M_s, N, K, stride_am, stride_bk, stride_bn,
+                       stride_om, CAP, rank, WORLD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr):
+    """Last GEMM of the host-composed ``direct`` GEMM+RS (``ops.overlap``): ``out = A_own @ B + sum_src stage[src]``
+    for this rank's ``M_s`` rows, where every peer ``src`` stored its bf16/fp16 partial of these rows into
+    ``stage[src * CAP : src * CAP + M_s * N]`` (row-major) and then raised the local 0/1 flag ``ready[src] = 1``.
+
+    Persistent grid (``NUM_SMS`` programs, grouped tile order, as :func:`~triton_dist.kernels.gemm.gemm_kernel`).
+    Per tile: the MMA main loop first (so a late peer costs at most the wait after one tile's loads and MMAs), then
+    for each peer in order ``rank + 1, ...``: wait (system scope, acquire) for ``ready[src] == 1``, add its
+    partial tile in fp32; one rounding to ``out``'s dtype. The kernel never resets ``ready``: the host does it on
+    the stream after the launch (every program has read the flag by then)."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M_s, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    if USE_TMA:
+        a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, M_s, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K)
+    for tile in range(pid, tiles_m * tiles_n, NUM_SMS):
+        pid_m, pid_n = tile_coords(tile, tiles_m, tiles_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if USE_TMA:
+            acc = tile_acc_tma(a_desc, b_desc, off_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            acc = tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, M_s, N, K, stride_am, 1, stride_bk, stride_bn, BLOCK_M,
+                               BLOCK_N, BLOCK_K)
+        offs, mask = slot_tile(off_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
+        for i in tl.static_range(1, WORLD):
+            src = (rank + i) % WORLD
+            tok = dl.wait(ready_ptr + src, 1, "sys", "acquire", 1)
+            part = dl.consume_token(stage_ptr, tok) + src.to(tl.int64) * CAP
+            acc += tl.load(part + offs, mask=mask, other=0.0).to(tl.float32)
+        store_tile(out_ptr, acc, off_m, off_n, M_s, N, stride_om, 1, BLOCK_M, BLOCK_N)
+
+
+@functools.lru_cache(maxsize=None)
+def rs_own_gemm_autotuned():
+    """:func:`rs_own_gemm_kernel` wrapped in ``triton.autotune`` over the plain GEMM's Hopper candidates (keyed on
+    ``M_s, N, K``; results cached in memory and on disk). Created on first use (GPU only)."""
+    return triton.autotune(configs=gemm_autotune_configs(), key=["M_s", "N", "K"], cache_results=True)(
+        rs_own_gemm_kernel)
+
+
+__all__ = ["gemm_rs_kernel", "rs_chunked_finish_kernel", "rs_own_gemm_kernel", "rs_own_gemm_autotuned", "TASKS"]

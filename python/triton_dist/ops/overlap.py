@@ -85,7 +85,7 @@ def select_rule(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = No
     """The dispatch rule for ``op`` at global row count ``m`` with ``n`` output columns and inner size ``k`` (per
     rank): the first rule of the world-size entry (else ``"default"``) that holds, as a dict with ``"method"`` and
     the method's measured parameters (``first_frac`` for ag_gemm ``chunked``, ``sub_chunks`` for gemm_rs
-    ``chunked``). A rule holds when its ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` /
+    ``chunked``, ``own_gemm`` for gemm_rs ``direct``). A rule holds when its ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` /
     ``k`` equal the call's (rules with a shape come from measured shapes, rules without one are the fallback). The
     simulator always gets ``{"method": "fused"}``."""
     if not on_gpu:
@@ -185,6 +185,60 @@ class _OverlapContext(_Context):
         # on GPU, so an impossible grid is a launch error instead of a hang (TRITON_DIST_OVERLAP_COOPERATIVE=0: off)
         self.cooperative = (self.on_gpu and not getattr(torch.version, "hip", None)
                             and os.environ.get("TRITON_DIST_OVERLAP_COOPERATIVE", "1") != "0")
+        # 0/1 flags of the host-composed methods (see _flag_wait_reset): stream memory operations where the driver
+        # has them; in bounded-wait mode the waits are kernels (a wait that cannot be satisfied then ends in an error
+        # naming the flag instead of a hang); remote raises need a probe (_probe_remote_memops)
+        self.stream_memops = False
+        if self.on_gpu:
+            from ..language.core import bounded_wait_ms
+            from ..runtime import stream_ops
+
+            self.stream_memops = stream_ops.supported(self.device)
+        self.memops_wait = self.stream_memops and bounded_wait_ms() == 0
+        self.memops_remote = False
+        self.flag_one = torch.ones(1, dtype=torch.int64, device=self.device)
+
+    def _alloc_flags(self, n: int):
+        """Symmetric int64 flag words ``[n + world]`` with peer views (index = rank): ``n`` protocol words (zeroed;
+        the caller sets initial values) and ``world`` probe words for :meth:`_probe_remote_memops`."""
+        W = self.world_size
+        peers = self._utils.nvshmem_create_tensors((n + W, ), torch.int64, self.rank, W)
+        peers[self.rank].zero_()
+        self._symmetric.append(peers[self.rank])
+        return peers
+
+    def _probe_remote_memops(self, flags_peers, probe: int) -> bool:
+        """Collective, once per context: can a stream write-value operation store into a peer's memory (a peer
+        view)? Every rank writes 1 into word ``probe + rank`` of every peer, then checks that its own probe words
+        were written by every peer; all ranks agree on the answer (else the raises are 8-byte copy-engine copies)."""
+        import torch.distributed as dist
+
+        from ..runtime import stream_ops
+
+        W, r = self.world_size, self.rank
+        if W == 1:
+            return self.stream_memops
+        torch.cuda.synchronize()
+        self._utils.nvshmem_barrier_all_on_stream()
+        torch.cuda.synchronize()
+        ok = self.stream_memops
+        if ok:
+            try:
+                s = torch.cuda.current_stream(self.device)
+                for i in range(1, W):
+                    p = (r + i) % W
+                    stream_ops.write_value64(s, flags_peers[p][probe + r:probe + r + 1], 1)
+            except (RuntimeError, ValueError):
+                ok = False
+        torch.cuda.synchronize()
+        self._utils.nvshmem_barrier_all_on_stream()
+        torch.cuda.synchronize()
+        mine = flags_peers[r][probe:probe + W].tolist()
+        ok = ok and all(mine[(r + i) % W] == 1 for i in range(1, W))
+        votes = [None] * W
+        dist.all_gather_object(votes, bool(ok), group=self.group)
+        flags_peers[r][probe:probe + W].zero_()
+        return all(votes)
 
     def _coop(self):
         return {"launch_cooperative_grid": True} if self.cooperative else {}
@@ -253,7 +307,8 @@ class AGGemmContext(_OverlapContext):
     """Buffers for :func:`ag_gemm`: symmetric gathered-A buffer (``world * max_m_per_rank * k`` elements), ready
     signals ``[world, comm_programs]``, ``recv_ok [world]``. Methods: ``sm`` (``comm_programs`` push programs inside
     the GEMM launch, the rest of the SMs compute), ``ce`` (GPU: copy-engine pushes into peer views on a side
-    stream, one-program signal kernels between them), ``torch`` (NCCL all_gather_into_tensor + torch.matmul)."""
+    stream, one-program signal kernels between them), ``chunked`` (GPU: its own gathered-A buffer with peer views
+    and 0/1 flags; copy-engine pushes, cuBLAS per chunk), ``torch`` (NCCL all_gather_into_tensor + torch.matmul)."""
 
     kind = "ag_gemm"
 
@@ -267,7 +322,7 @@ class AGGemmContext(_OverlapContext):
         gpu = getattr(require_backend(), "name", "") != "sim"
         self.comm_programs = int(comm_programs or (8 if gpu else 2))
         super().__init__(max_m_per_rank * k, dtype, AG_GEMM_DTYPES, methods=methods,
-                         all_methods=("ce", "sm") if gpu else ("sm", ),
+                         all_methods=("ce", "sm", "chunked") if gpu else ("sm", ),
                          fingerprint_extra=(max_m_per_rank, k, self.comm_programs), **kw)
         self.sim_config = sim_config or _gemm.SIM_CONFIG
         self._setup_common()
@@ -281,28 +336,31 @@ class AGGemmContext(_OverlapContext):
         else:
             self.a_full_peers = None
             self.a_full = u.nvshmem_create_tensor(shape, dtype)
-        if self.on_gpu and "ce" in self.methods:  # peer views: the chunked method raises ready by copy engine
-            self.ready_peers = u.nvshmem_create_tensors((W * G, ), torch.int64, self.rank, W)
-            self.ready = self.ready_peers[self.rank]
-        else:
-            self.ready_peers = None
-            self.ready = u.nvshmem_create_tensor((W * G, ), torch.int64)
+        self.ready = u.nvshmem_create_tensor((W * G, ), torch.int64)
         self.flag = torch.zeros(G, dtype=torch.int64, device=self.device)
         self.recv_ok = u.nvshmem_create_tensor((W, ), torch.int64)
         self.ready.zero_()
         self.recv_ok.zero_()
         self._symmetric += [self.a_full, self.ready, self.recv_ok]
-        self._gather_streams = None
         self._local_copied = torch.cuda.Event() if self.on_gpu else None
+        # method "chunked": its own gathered-A buffer (peer views) and 0/1 flags [ready[W], free[W], probe[W]]
+        # (see _ag_gemm_chunked); own buffers, so a call of another method never races with it
+        self.gather_peers = None
+        if self.on_gpu and "chunked" in self.methods and dtype in GEMM_DTYPES:
+            self.gather_peers = u.nvshmem_create_tensors(shape, dtype, self.rank, W)
+            self._symmetric.append(self.gather_peers[self.rank])
+            self.gather_flags_peers = self._alloc_flags(2 * W)
+            self.gather_flags_peers[self.rank][W:2 * W].fill_(1)  # every chunk starts free
+            self.memops_remote = self._probe_remote_memops(self.gather_flags_peers, 2 * W)
         self._finish_init()
 
     def select_rule(self, m_total: int, n: Optional[int] = None) -> dict:
         """The table's rule for a call (:func:`select_rule`), its method replaced by an allocated one if needed."""
         rule = select_rule("ag_gemm", self.world_size, m_total, self.on_gpu, n, self.k)
         m = rule["method"]
-        if m == "torch" or m in self.methods or (m == "chunked" and "ce" in self.methods):
+        if m == "torch" or (m in self.methods and (m != "chunked" or self.gather_peers is not None)):
             return rule
-        return {"method": "ce" if "ce" in self.methods else "sm"}
+        return {"method": next((x for x in ("ce", "sm") if x in self.methods), "torch")}
 
     def select(self, m_total: int, n: Optional[int] = None) -> str:
         return self.select_rule(m_total, n)["method"]
@@ -310,7 +368,8 @@ class AGGemmContext(_OverlapContext):
 
 def create_ag_gemm_context(max_m_per_rank: int, k: int, dtype: torch.dtype = torch.bfloat16, **kw) -> AGGemmContext:
     """Collective: context for :func:`ag_gemm` with shards of up to ``max_m_per_rank`` rows of ``k`` columns (bf16,
-    fp16, fp8 e4m3/e5m2). Keywords: ``methods`` (subset of ``("ce", "sm")`` to allocate for), ``comm_programs``
+    fp16, fp8 e4m3/e5m2). Keywords: ``methods`` (subset of ``("ce", "sm", "chunked")`` to allocate for; each GPU
+    method has its own gathered-A buffer of ``world * max_m_per_rank * k`` elements), ``comm_programs``
     (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
     return AGGemmContext(max_m_per_rank, k, dtype, **kw)
 
@@ -337,9 +396,10 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
       persistent GEMM (local rows first, then each peer's rows as soon as their ready signal is seen);
     * ``ce`` (GPU): the same GEMM on all but one SM; the shard travels by copy engine (cudaMemcpyAsync into the
       peers' views) on a side stream that the current stream joins before returning;
-    * ``chunked`` (GPU): copy-engine gather as in ``ce``, and the GEMM is cuBLAS (``torch.matmul``): first
-      ``first_rows`` of this rank's rows (default: all of them; ``auto`` takes the measured fraction) while the
-      copies run, then one call per peer chunk after a one-program kernel has waited for its ready signal. When
+    * ``chunked`` (GPU, bf16/fp16): copy-engine gather on a side stream into a buffer of its own, and the GEMM is
+      cuBLAS (``torch.matmul``): first ``first_rows`` of this rank's rows (default: all of them; ``auto`` takes the
+      measured fraction) while the copies run, then one call per peer chunk once the stream has seen its 0/1 ready
+      flag (stream wait-value operations: no kernel, no SM; see :func:`_ag_gemm_chunked` for the protocol). When
       ``first_rows < M_loc`` the rest of this rank's rows is copied (on the side stream) into its chunk of the
       gathered buffer and joins the neighbouring peer chunk in one call (rank 0's slice is its first rows and the next
       chunk follows it; another rank's slice is its last rows and the previous chunk precedes it), so at world 2
@@ -375,7 +435,9 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
         method = "ce" if "ce" in ctx.methods else "sm"
     if method in ("ce", "chunked") and not ctx.on_gpu:
         raise ValueError(f"{op}: method={method!r} (copy engine) needs GPUs; accepted here: auto, fused, sm, torch")
-    if method in ("ce", "sm", "chunked") and ("ce" if method == "chunked" else method) not in ctx.methods:
+    if method == "chunked" and rule is not None and (fp8 or odt != a.dtype):  # cuBLAS per chunk: bf16/fp16 only
+        method = next((x for x in ("ce", "sm") if x in ctx.methods), "torch")
+    if method in ("ce", "sm", "chunked") and method not in ctx.methods:
         raise ValueError(f"{op}: method={method!r} was not allocated by this context (methods={ctx.methods})")
     if method == "chunked" and (fp8 or odt != a.dtype):
         raise ValueError(f"{op}: method='chunked' (cuBLAS per chunk) takes bf16/fp16 inputs and output in a's dtype; "
@@ -397,7 +459,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     n = M_loc * K
     tag = n % TAG_RANGE
     if method == "chunked":
-        return _ag_gemm_chunked(ctx, a, b, out, n, tag, first_rows)
+        return _ag_gemm_chunked(ctx, a, b, out, n, first_rows)
     G = ctx.comm_programs
     a_full = ctx.a_full[:W * n]
     cfg = ctx._cfg(W * M_loc, N, K, a.dtype.itemsize)
@@ -447,21 +509,35 @@ def _first_rows(rule, m_loc: int) -> int:
     return min(m_loc, max(64, int(round(frac * m_loc / 64)) * 64))
 
 
-def _ag_gemm_chunked(ctx, a, b, out, n, tag, first_rows):
-    """Method ``chunked`` (see :func:`ag_gemm`): handshake + epoch on the current stream (``STEP=5``); on the side
-    stream the copy-engine pushes of the shard and of the ready flags (no SM used), then (``first_rows < M_loc``)
-    the local copy of the rest of the shard into this rank's chunk of ``a_full``; cuBLAS computes the first rows
-    meanwhile. Then per peer (rotated): wait for its ready signal (one-program kernel), one ``torch.matmul`` over its
-    chunk (joined with the local rest when it is the neighbour). Finally publish the call's epoch (``STEP=4``)."""
-    W, r, G = ctx.world_size, ctx.rank, ctx.comm_programs
+def _ag_gemm_chunked(ctx, a, b, out, n, first_rows):
+    """Method ``chunked`` (see :func:`ag_gemm`). Buffers: ``gather_peers`` (gathered A, peer views) and local 0/1
+    flags ``gather_flags_peers[rank]``: ``ready[src]`` = src's shard has landed in chunk ``src``; ``free[p]`` (word
+    ``W + p``) = rank p has finished its GEMM over this rank's chunk of p's buffer, this rank may write it again.
+    One call (``side`` = the context's side stream, which joins the current stream before returning)::
+
+        side: for each peer p (rotated): wait free[p] == 1, reset it        (initially 1)
+                                         copy the shard into p's chunk rank  (copy engine, over NVLink)
+                                         raise p.ready[rank]
+              (first_rows < M_loc): copy the rest of the shard into this rank's own chunk
+        main: out[own first rows] = A[first rows] @ B                       (cuBLAS, reads ``a`` itself)
+              for each peer src (rotated): wait ready[src] == 1, reset it
+                                           out[chunk src] = gathered[chunk src] @ B   (joined with the rest)
+                                           raise src.free[rank]
+
+    No handshake kernel and no epoch: a raise is never lost in a reset (its producer first waits for the other
+    flag, which the consumer raises after the reset, in stream order), and the 0/1 values are the same in every
+    call, so any number of calls can be captured in one CUDA graph and replayed. Enqueue order: every side-stream
+    operation of the call is enqueued before the first wait on the current stream (the driver may serve both
+    streams from one hardware queue, in order)."""
+    W, r = ctx.world_size, ctx.rank
     M_loc, K = a.shape
     s = first_rows
     flat = a.reshape(-1)
-    sig = dict(WORLD=W, NSIG=G, num_warps=1)
+    flags = ctx.gather_flags_peers[r]
+    gathered = ctx.gather_peers[r]
     cur = torch.cuda.current_stream(ctx.device)
-    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, r, tag, r, STEP=5, **sig)
     # the slice computed first sits at the edge next to the chunk it joins: rank 0 -> its first rows (chunk 1
-    # follows), rank r > 0 -> its last rows (chunk r - 1 precedes); the rest [lo, hi) is copied into a_full
+    # follows), rank r > 0 -> its last rows (chunk r - 1 precedes); the rest [lo, hi) is copied into the buffer
     joined = -1
     if s < M_loc and W > 1:
         joined = 1 if r == 0 else r - 1
@@ -469,29 +545,31 @@ def _ag_gemm_chunked(ctx, a, b, out, n, tag, first_rows):
         slc = (0, s) if r == 0 else (M_loc - s, M_loc)
     else:
         slc = (0, M_loc)
-    ctx.side_stream.wait_stream(cur)
-    with torch.cuda.stream(ctx.side_stream):
+    side = ctx.side_stream
+    side.wait_stream(cur)
+    with torch.cuda.stream(side):
         for i in range(1, W):
             p = (r + i) % W
-            ctx.a_full_peers[p][r * n:(r + 1) * n].copy_(flat)
-            ctx.ready_peers[p][r * G:(r + 1) * G].copy_(ctx.flag)
+            _flag_wait_reset(ctx, side, flags[W + p:W + p + 1])
+            ctx.gather_peers[p][r * n:(r + 1) * n].copy_(flat)
+            _flag_raise(ctx, side, ctx.gather_flags_peers[p][r:r + 1])
         if joined >= 0:
-            ctx.a_full[r * n + lo * K:r * n + hi * K].copy_(flat[lo * K:hi * K])
-            ctx._local_copied.record(ctx.side_stream)
+            gathered[r * n + lo * K:r * n + hi * K].copy_(flat[lo * K:hi * K])
+            ctx._local_copied.record(side)
     if not _capturing():
-        a.record_stream(ctx.side_stream)
+        a.record_stream(side)
     torch.matmul(a[slc[0]:slc[1]], b, out=out[r * M_loc + slc[0]:r * M_loc + slc[1]])
     if joined >= 0:
         cur.wait_event(ctx._local_copied)
     for i in range(1, W):
         src = (r + i) % W
-        _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, src, tag, r, STEP=3, **sig)
+        _flag_wait_reset(ctx, cur, flags[src:src + 1])
         g0, g1 = src * M_loc, (src + 1) * M_loc
-        if src == joined:  # the chunk and the local rest, contiguous in a_full and in out
+        if src == joined:  # the chunk and the local rest, contiguous in the buffer and in out
             g0, g1 = (s, 2 * M_loc) if r == 0 else ((r - 1) * M_loc, (r + 1) * M_loc - s)
-        torch.matmul(ctx.a_full[g0 * K:g1 * K].view(g1 - g0, K), b, out=out[g0:g1])
-    cur.wait_stream(ctx.side_stream)
-    _agk.ag_ce_signal_kernel[(1, )](ctx.ready, ctx.recv_ok, ctx.counter, ctx.flag, r, tag, r, STEP=4, **sig)
+        torch.matmul(gathered[g0 * K:g1 * K].view(g1 - g0, K), b, out=out[g0:g1])
+        _flag_raise(ctx, cur, ctx.gather_flags_peers[src][W + r:W + r + 1])
+    cur.wait_stream(side)
     return out
 
 
@@ -549,7 +627,8 @@ class _PartialsContext(_OverlapContext):
         rule = select_rule(self.kind, self.world_size, m_total, self.on_gpu, self.n, k)
         m = rule["method"]
         if (m == "one_shot" and getattr(self, "ar_ctx", None) is None) or \
-                (m == "chunked" and getattr(self, "chunk_stage_peers", None) is None):
+                (m == "chunked" and getattr(self, "chunk_stage_peers", None) is None) or \
+                (m == "direct" and getattr(self, "direct_stage_peers", None) is None):
             return {"method": "fused"}
         return rule
 
@@ -575,7 +654,7 @@ class GemmRSContext(_PartialsContext):
         ms = max_m // self.world_size
         bm, bn = self._min_block()
         W, u = self.world_size, self._utils
-        self.chunk_stage_peers = None
+        self.chunk_stage_peers = self.direct_stage_peers = None
         if self.on_gpu:  # method "chunked": bf16 partials pushed by copy engine, ready flags too (peer views)
             self.chunk_stage_peers = u.nvshmem_create_tensors((W * ms * n, ), dtype, self.rank, W)
             self.chunk_ready_peers = u.nvshmem_create_tensors((W, ), torch.int64, self.rank, W)
@@ -589,14 +668,19 @@ class GemmRSContext(_PartialsContext):
             # that stream, gated by stream wait-value operations where the driver has them (else a wait kernel)
             self.chunk_arrived_peers = u.nvshmem_create_tensors((SUB_CHUNKS_MAX * W, ), torch.int64, self.rank, W)
             self.chunk_arrived_peers[self.rank].zero_()
-            self.chunk_one = torch.ones(1, dtype=torch.int64, device=self.device)
+            self.chunk_one = self.flag_one
             self.recv_stream = torch.cuda.Stream(device=self.device)
             self._recv_events = [torch.cuda.Event() for _ in range(SUB_CHUNKS_MAX)]
-            from ..runtime import stream_ops
-
-            self.stream_memops = stream_ops.supported(self.device)
             self._symmetric += [self.chunk_stage_peers[self.rank], self.chunk_ready_peers[self.rank],
                                 self.chunk_recv_ok, self.chunk_arrived_peers[self.rank]]
+            # method "direct": its own bf16 staging (cuBLAS stores the peers' partials straight into it over NVLink)
+            # and 0/1 flags [ready[W], free[W], probe[W]] (see _gemm_rs_direct); own buffers, so a call of another
+            # method never races with it
+            self.direct_stage_peers = u.nvshmem_create_tensors((W * ms * n, ), dtype, self.rank, W)
+            self._symmetric.append(self.direct_stage_peers[self.rank])
+            self.direct_flags_peers = self._alloc_flags(2 * W)
+            self.direct_flags_peers[self.rank][W:2 * W].fill_(1)  # every slot starts free
+            self.memops_remote = self._probe_remote_memops(self.direct_flags_peers, 2 * W)
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
 
 
@@ -607,7 +691,9 @@ def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat
 
 
 FUSED_METHODS = ("auto", "fused", "torch")
-GEMM_RS_METHODS = ("auto", "fused", "chunked", "torch")
+GEMM_RS_METHODS = ("auto", "fused", "chunked", "direct", "torch")
+#: how ``direct`` computes this rank's own rows (``own_gemm``)
+OWN_GEMMS = ("triton", "cublas")
 #: most row sub-chunks per owner that gemm_rs ``chunked`` pipelines (``sub_chunks``)
 SUB_CHUNKS_MAX = 4
 
@@ -656,7 +742,7 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
             method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None,
-            sub_chunks: Optional[int] = None) -> torch.Tensor:
+            sub_chunks: Optional[int] = None, own_gemm: Optional[str] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
     multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``:
@@ -670,13 +756,23 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     s of the own rows is ``out_s = stage_s + A_s @ B`` in one cuBLAS call (``addmm_``, beta = 1: the first peer's
     bf16 partial, copied into ``out`` on a receive stream as soon as it has landed, enters the GEMM's fp32 epilogue;
     one rounding at world 2, one more per further peer) instead of a separate summing pass after the GEMM) /
+    ``direct`` (GPU: everything on the current stream, no side stream, no copy: per peer, cuBLAS writes the bf16
+    partial of the peer's rows straight into the peer's symmetric staging over NVLink (the output of
+    ``torch.matmul`` is a peer view), then this rank raises the peer's 0/1 ready flag; this rank's own rows are
+    ``A_own @ B + sum_src stage[src]``: ``own_gemm="triton"`` (default) in one launch of
+    :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`, which waits for the flags after each tile's main loop
+    and adds the partials in its epilogue (fp32, one rounding), ``own_gemm="cublas"`` as ``out = stage[first
+    peer]`` then ``out.addmm_(A_own, B)`` (beta = 1) after the flags; ``auto`` takes the measured choice. A 0/1
+    *free* flag per peer (raised by the owner after its own GEMM read the staging) is waited for before writing
+    into that peer again, so there is no per-call handshake kernel and no epoch) /
     ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
     _check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
     _partials_checks(op, a, b, ctx, method, GEMM_RS_METHODS)
-    if method == "chunked" and ctx.chunk_stage_peers is None:
-        raise ValueError(f"{op}: method='chunked' (cuBLAS + copy engine) needs GPUs; accepted here: auto, fused, torch")
+    if method in ("chunked", "direct") and ctx.chunk_stage_peers is None:
+        raise ValueError(f"{op}: method={method!r} (cuBLAS + peer memory) needs GPUs; accepted here: auto, fused, "
+                         f"torch")
     M = a.shape[0]
     W = ctx.world_size
     if M % W:
@@ -688,8 +784,16 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
             raise ValueError(f"{op}: sub_chunks applies to method='chunked' only (got method={method!r})")
         if not isinstance(sub_chunks, int) or isinstance(sub_chunks, bool) or not 1 <= sub_chunks <= SUB_CHUNKS_MAX:
             raise ValueError(f"{op}: sub_chunks={sub_chunks!r} must be an int in [1, {SUB_CHUNKS_MAX}]")
+    if own_gemm is not None:
+        if method != "direct":
+            raise ValueError(f"{op}: own_gemm applies to method='direct' only (got method={method!r})")
+        if own_gemm not in OWN_GEMMS:
+            raise ValueError(f"{op}: own_gemm={own_gemm!r}; accepted: {', '.join(OWN_GEMMS)}")
 
     def params(meth, rule, m):
+        if meth == "direct":
+            own = own_gemm or (rule or {}).get("own_gemm")
+            return {"own_gemm": own if own in OWN_GEMMS else OWN_GEMMS[0]}
         if meth != "chunked":
             return {}
         sub = sub_chunks if sub_chunks is not None else (rule or {}).get("sub_chunks", 1)
@@ -697,8 +801,77 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
             sub = 1
         return {"sub_chunks": max(1, min(sub, m // W))}
 
-    return _run_partials(op, ctx, a, b, out, method, True, {"torch": _gemm_rs_torch, "chunked": _gemm_rs_chunked},
+    return _run_partials(op, ctx, a, b, out, method, True, {"torch": _gemm_rs_torch, "chunked": _gemm_rs_chunked,
+                                                           "direct": _gemm_rs_direct},
                          _rsk.gemm_rs_kernel, profiler_buffer, params)
+
+
+def _gemm_rs_direct(a, b, ctx, out, own_gemm="triton"):
+    """Method ``direct`` of :func:`gemm_rs` (see there). Flags (``direct_flags_peers[rank]``, local words, 0/1):
+    ``ready[src]`` = src's partial of this rank's rows has landed in ``stage[src]``; ``free[d]`` (word ``W + d``) =
+    rank d has finished reading this rank's partial in its staging, so this rank may write it again. One call, all on
+    the current stream::
+
+        for each peer d (rotated):  wait free[d] == 1, reset it           (initially 1)
+                                    d.stage[rank] = A[rows of d] @ B      (cuBLAS, output in d's memory)
+                                    raise d.ready[rank]                   (after the GEMM's stores)
+        own rows:                   out = A[own rows] @ B + sum_src stage[src], after ready[src] == 1 (reset after)
+        for each peer src:          raise src.free[rank]
+
+    Correctness of the 0/1 protocol: rank d raises this rank's ``free[d]`` only after its own GEMM of call e, which
+    came after d reset ``ready[rank]`` (call e), so this rank's next raise of d's ``ready[rank]`` (call e + 1, after
+    the wait for ``free[d]``) cannot be lost in that reset; symmetrically for ``free``. Nothing depends on a host
+    counter, so any number of calls can be captured in one CUDA graph and replayed."""
+    M, K = a.shape
+    N = b.shape[1]
+    W, r = ctx.world_size, ctx.rank
+    rows = M // W
+    cap = (ctx.max_m // W) * ctx.n
+    cur = torch.cuda.current_stream(ctx.device)
+    flags = ctx.direct_flags_peers[r]
+    stage = ctx.direct_stage_peers[r]
+    peers = [(r + i) % W for i in range(1, W)]
+    for d in peers:
+        _flag_wait_reset(ctx, cur, flags[W + d:W + d + 1])
+        dst = ctx.direct_stage_peers[d][r * cap:r * cap + rows * N].view(rows, N)
+        torch.matmul(a[d * rows:(d + 1) * rows], b, out=dst)
+        _flag_raise(ctx, cur, ctx.direct_flags_peers[d][r:r + 1])
+    own = a[r * rows:(r + 1) * rows]
+    if not peers:
+        torch.matmul(own, b, out=out)
+    elif own_gemm == "cublas":
+        for src in peers:
+            _flag_wait_reset(ctx, cur, flags[src:src + 1])
+        out.copy_(stage[peers[0] * cap:peers[0] * cap + rows * N].view(rows, N))
+        out.addmm_(own, b)
+        for src in peers[1:]:
+            out.add_(stage[src * cap:src * cap + rows * N].view(rows, N))
+    else:
+        _rs_own_gemm(ctx, own, b, out, stage, flags, cap)
+        for src in peers:
+            _flag_reset(ctx, cur, flags[src:src + 1])
+    for src in peers:
+        _flag_raise(ctx, cur, ctx.direct_flags_peers[src][W + r:W + r + 1])
+    return out
+
+
+def _rs_own_gemm(ctx, own, b, out, stage, flags, cap):
+    """Launch :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel` (autotuned per shape on first use: the kernel
+    has no side effect besides ``out``, and the flags stay raised until the host resets them after the launch)."""
+    rows, K = own.shape
+    N = b.shape[1]
+    # tensor descriptors need 16-byte aligned bases and row strides (else the pointer path)
+    es = own.element_size()
+    tma = (own.stride(1) == 1 and b.stride(1) == 1 and all(v % 16 == 0 for v in (
+        own.data_ptr(), b.data_ptr(), own.stride(0) * es, b.stride(0) * es))) and ctx._use_tma()
+    kern = _rsk.rs_own_gemm_autotuned()
+    sms = ctx.num_sms
+
+    def grid(meta):
+        return (max(1, min(sms, -(-rows // meta["BLOCK_M"]) * -(-N // meta["BLOCK_N"]))), )
+
+    kern[grid](own, b, out, stage, flags, rows, N, K, own.stride(0), b.stride(0), b.stride(1), out.stride(0), cap,
+               ctx.rank, WORLD=ctx.world_size, NUM_SMS=sms, USE_TMA=tma)
 
 
 def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
@@ -769,7 +942,7 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
             lo, hi = bounds[j], bounds[j + 1]
             with torch.cuda.stream(recv):
                 for src in peers:
-                    _wait_arrived(ctx, recv, ctx.chunk_arrived_peers[r][j * W + src:j * W + src + 1])
+                    _flag_wait_reset(ctx, recv, ctx.chunk_arrived_peers[r][j * W + src:j * W + src + 1])
                 if peers:
                     out[lo:hi].copy_(stage[peers[0] * cap + lo * N:peers[0] * cap + hi * N].view(hi - lo, N))
                 ctx._recv_events[j].record(recv)
@@ -787,16 +960,46 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
     return out
 
 
-def _wait_arrived(ctx, stream, flag):
-    """On ``stream`` (current): wait until the local 0/1 ``flag`` is 1, then reset it to 0 (stream memory operations,
-    no SM; else the one-program kernel :func:`~triton_dist.kernels.common.wait_flag_reset_kernel`)."""
-    if ctx.stream_memops:
+def _flag_wait_reset(ctx, stream, flag):
+    """On ``stream``: wait until the local 0/1 ``flag`` (a 1-element int64 view) is 1, then reset it to 0: stream
+    memory operations (no SM, no launch), or in bounded-wait mode / without them the one-program kernel
+    :func:`~triton_dist.kernels.common.wait_flag_reset_kernel` (system-scope acquire; bounded by
+    ``TRITON_DIST_BOUNDED_WAIT``).
+
+    Why 0/1 flags need no epoch: a flag's producer raises it again only after a handshake that its consumer
+    answers after the reset (stream order), so a raise is never lost in a reset; and 0/1 values are the same in
+    every call, so the operations can be captured in a CUDA graph and replayed any number of times."""
+    if ctx.memops_wait:
         from ..runtime import stream_ops
 
         stream_ops.wait_value64(stream, flag, 1, "eq")
         stream_ops.write_value64(stream, flag, 0)
     else:
-        _common.wait_flag_reset_kernel[(1, )](flag, num_warps=1)
+        with torch.cuda.stream(stream):
+            _common.wait_flag_reset_kernel[(1, )](flag, num_warps=1)
+
+
+def _flag_raise(ctx, stream, peer_flag):
+    """On ``stream``, after its earlier work: ``peer_flag = 1`` (a peer view; a stream write-value with its memory
+    barrier, so the earlier work's stores are visible first, where the probe allowed it, else an 8-byte copy)."""
+    if ctx.memops_remote:
+        from ..runtime import stream_ops
+
+        stream_ops.write_value64(stream, peer_flag, 1)
+    else:
+        with torch.cuda.stream(stream):
+            peer_flag.copy_(ctx.flag_one)
+
+
+def _flag_reset(ctx, stream, flag):
+    """On ``stream``, after its earlier work: the local ``flag = 0``."""
+    if ctx.stream_memops:
+        from ..runtime import stream_ops
+
+        stream_ops.write_value64(stream, flag, 0)
+    else:
+        with torch.cuda.stream(stream):
+            flag.zero_()
 
 
 def _gemm_rs_torch(a, b, ctx, out):

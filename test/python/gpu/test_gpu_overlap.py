@@ -75,7 +75,16 @@ def _ag_gemm_matches_torch(m_loc, k, n, calls):
         for call, kw in enumerate(calls):
             a = _q((m_loc, k), torch.bfloat16, 100 * call + rank)
             b = _q((k, n), torch.bfloat16, 7 + call)
-            c = ag_gemm(a, b, ctx, **kw)
+            kw = dict(kw)
+            if kw.pop("_fallbacks", False):  # wait kernels and copy-engine raises instead of stream memory operations
+                memops = (ctx.memops_wait, ctx.memops_remote)
+                ctx.memops_wait = ctx.memops_remote = False
+                try:
+                    c = ag_gemm(a, b, ctx, **kw)
+                finally:
+                    ctx.memops_wait, ctx.memops_remote = memops
+            else:
+                c = ag_gemm(a, b, ctx, **kw)
             ref = ag_gemm(a, b, ctx, method="torch")
             torch.cuda.synchronize()
             _assert_close(c, ref, f"ag_gemm {kw} call {call}", rtol=2.0 ** -7)
@@ -96,6 +105,23 @@ def test_ag_gemm_chunked_first_rows(m_loc, k, n):
     neighbouring chunk in one cuBLAS call; every split point (one row, a quarter, all but one) gives torch's result."""
     _ag_gemm_matches_torch(m_loc, k, n, [{"method": "chunked", "first_rows": f}
                                          for f in (1, m_loc // 4, m_loc - 1, m_loc // 4)])
+
+
+@pytest.mark.parametrize("m_loc,k,n", [(1024, 4096, 7168), (1000, 1024, 1032)])
+def test_ag_gemm_methods_interleaved_on_one_context(m_loc, k, n):
+    """Every method on one context in turn (chunked has its own buffer and 0/1 flags, ce / sm share the epoch
+    signals), and chunked with its fallbacks (wait kernels, copy-engine flag raises): each call gives torch's result."""
+    from triton_dist.ops.overlap import create_ag_gemm_context
+
+    _init()
+    probe = create_ag_gemm_context(8, 64, torch.bfloat16)
+    remote = probe.memops_remote
+    probe.close()
+    print(f"stream write-value into a peer's memory: {'yes' if remote else 'no (copy-engine raises)'}")
+    _ag_gemm_matches_torch(m_loc, k, n, [{"method": "chunked"}, {"method": "ce"}, {"method": "chunked"},
+                                         {"method": "sm"}, {"method": "chunked", "first_rows": m_loc // 4},
+                                         {"method": "chunked", "_fallbacks": True}, {"method": "ce"},
+                                         {"method": "chunked"}])
 
 
 def test_stream_wait_value_orders_work_without_an_sm():
@@ -213,11 +239,15 @@ def test_gemm_rs(m, k_loc, n):
                 seq = gemm_rs(a, b, ctx, method="torch")
                 chunked = gemm_rs(a, b, ctx, method="chunked")
                 subs = {s: gemm_rs(a, b, ctx, method="chunked", sub_chunks=s) for s in (2, 4)}
-                memops, ctx.stream_memops = ctx.stream_memops, False  # the wait-kernel fallback
+                direct = {own: gemm_rs(a, b, ctx, method="direct", own_gemm=own) for own in ("triton", "cublas")}
+                memops = (ctx.memops_wait, ctx.memops_remote)
+                ctx.memops_wait = ctx.memops_remote = False  # the fallbacks: wait kernels, copy-engine raises
                 try:
                     subs["2/kernel-wait"] = gemm_rs(a, b, ctx, method="chunked", sub_chunks=2)
+                    for own in ("triton", "cublas"):
+                        direct[own + "/kernel-wait"] = gemm_rs(a, b, ctx, method="direct", own_gemm=own)
                 finally:
-                    ctx.stream_memops = memops
+                    ctx.memops_wait, ctx.memops_remote = memops
             ref, mag = _exact_partials_reference(a, b)
             ref, mag = ref[rank * rows:(rank + 1) * rows], mag[rank * rows:(rank + 1) * rows]
             torch.cuda.synchronize()
@@ -228,6 +258,9 @@ def test_gemm_rs(m, k_loc, n):
             # sub_chunks: own partial (fp32, in cuBLAS) + the peer's bf16 partial, rounded once (world 2)
             for sub, got in subs.items():
                 _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs chunked sub_chunks={sub} call {call}")
+            # direct: the peers' partials rounded to bf16 once by cuBLAS, added to the own fp32 product, rounded once
+            for own, got in direct.items():
+                _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs direct own_gemm={own} call {call}")
             print(f"gemm_rs {m}x{k_loc}x{n} call {call}: fused max err {f_max:g} ({f_over} beyond one rounding); "
                   f"torch max err {t_max:g} ({t_over} of {ref.numel()} beyond one rounding, within its bound)")
     finally:
@@ -292,6 +325,7 @@ def _graph_of(fn, calls):
 @pytest.mark.parametrize("op,method,kw", [("ag_gemm", "sm", {}), ("ag_gemm", "ce", {}), ("ag_gemm", "chunked", {}),
                                           ("ag_gemm", "chunked", {"first_rows": 128}), ("gemm_rs", "fused", {}),
                                           ("gemm_rs", "chunked", {}), ("gemm_rs", "chunked", {"sub_chunks": 2}),
+                                          ("gemm_rs", "direct", {}), ("gemm_rs", "direct", {"own_gemm": "cublas"}),
                                           ("gemm_ar", "fused", {}), ("gemm_ar", "one_shot", {})])
 def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
     """Two calls captured once, replayed with new inputs each time: the epochs advance in device memory (no host
@@ -347,7 +381,9 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
             _assert_close(got, ref, f"{op}/{method} eager after replays", rtol=rtol)
         else:
             _rounding_check(got, ref, bound, f"{op}/{method} eager after replays")
-        if method != "one_shot":  # one_shot runs cuBLAS + the all-reduce context (its own epoch counters)
+        # the epoch counts the calls of the methods that use it (one_shot runs cuBLAS + the all-reduce context, with
+        # its own counters; ag_gemm chunked and gemm_rs direct use 0/1 flags and no epoch)
+        if (op, method) not in (("gemm_ar", "one_shot"), ("ag_gemm", "chunked"), ("gemm_rs", "direct")):
             assert ctx.epoch == 1 + 4 * 2 + 1, f"{op}/{method}: {ctx.epoch} fused calls completed, expected 10"
     finally:
         torch.cuda.synchronize()
