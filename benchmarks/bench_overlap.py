@@ -8,9 +8,8 @@ inputs), then timing.
 
 * ``ours/<method>``: ``triton_dist.ops.overlap`` (AG+GEMM: ``sm`` = push programs inside the GEMM launch, ``ce`` =
   copy engine on a side stream + our GEMM, ``chunked`` = copy engine + cuBLAS per chunk; GEMM+RS: ``fused``,
-  ``chunked`` = cuBLAS per row chunk + copy-engine push of the bf16 partials, ``direct`` = cuBLAS writes the peers'
-  partials into their memory, own rows by our GEMM with the partials added in its epilogue (``@cublas``: copy +
-  cuBLAS ``addmm_``); GEMM+AR: ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured
+  ``chunked`` = cuBLAS per row chunk + copy-engine push of the bf16 partials + a summing pass, ``ce`` = the same
+  pushes in pieces, own rows by our GEMM adding the partials in its epilogue (``@p<P>``: P pieces); GEMM+AR: ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured
   variants ``ours/chunked@f<frac>`` (AG+GEMM: ``first_rows`` = that fraction of the local rows) and
   ``ours/chunked@s<S>`` (GEMM+RS: ``sub_chunks=S``); ``--write-table`` stores the winner's parameter. ``ours/auto`` is what ``method="auto"``
   does with the dispatch table in the tree (``python/triton_dist/ops/overlap_table.json``).
@@ -89,8 +88,8 @@ SWEEP_DECODE = ["64x64x128x4x4", "64x128x64x4x4", "64x64x64x4x6", "64x128x128x4x
 VARIANT_MIN_M = 1024
 AG_FIRST_FRACS = (0.125, 0.25, 0.5)
 RS_SUB_CHUNKS = (2, 4)
-#: gemm_rs direct: how the own rows are computed (``ours/direct`` = the first, ``ours/direct@<name>`` the others)
-OWN_GEMMS = ("triton", "cublas")
+#: gemm_rs ce: push pieces timed besides the default (``ours/ce@p<P>``)
+RS_CE_PIECES = (1, 4)
 #: default length of one timing sample (us): calls_per_sample picks k so that k calls last about this long
 SAMPLE_US = 4000
 
@@ -103,13 +102,13 @@ def first_rows_of(frac, m_loc):
 
 
 def method_of(impl):
-    """``ours/<method>[@f<frac>|@s<sub>|@<own gemm>]`` -> dispatch rule fields ``{"method", "first_frac" |
-    "sub_chunks" | "own_gemm"}``."""
+    """``ours/<method>[@f<frac>|@s<sub>|@p<pieces>]`` -> dispatch rule fields ``{"method", "first_frac" |
+    "sub_chunks" | "pieces"}``."""
     name = impl.split("/", 1)[1] if "/" in impl else impl
     meth, _, var = name.partition("@")
     rule = {"method": meth}
-    if var in OWN_GEMMS:
-        rule["own_gemm"] = var
+    if var.startswith("p"):
+        rule["pieces"] = int(var[1:])
     elif var.startswith("f"):
         rule["first_frac"] = float(var[1:])
     elif var.startswith("s"):
@@ -472,10 +471,9 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
         impls = {"ours/fused": (lambda: fused(io["a"], io["b"], ctx, method="fused"), best.get("fused"))}
         if rs:
             impls["ours/chunked"] = (lambda: fused(io["a"], io["b"], ctx, method="chunked"), None)
-            impls["ours/direct"] = (lambda: fused(io["a"], io["b"], ctx, method="direct"), None)
-            for own in OWN_GEMMS[1:]:
-                impls[f"ours/direct@{own}"] = (
-                    lambda own=own: fused(io["a"], io["b"], ctx, method="direct", own_gemm=own), None)
+            impls["ours/ce"] = (lambda: fused(io["a"], io["b"], ctx, method="ce"), None)
+            for p in RS_CE_PIECES:
+                impls[f"ours/ce@p{p}"] = (lambda p=p: fused(io["a"], io["b"], ctx, method="ce", pieces=p), None)
             if M >= VARIANT_MIN_M:  # every chunk in row pieces, the own pieces as addmm_ on the received partial
                 for sub in RS_SUB_CHUNKS:
                     impls[f"ours/chunked@s{sub}"] = (

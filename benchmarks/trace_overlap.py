@@ -28,19 +28,10 @@ import torch.distributed as dist  # noqa: E402
 
 from bench_overlap import MODELS, method_of, rand  # noqa: E402
 
-DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:direct", "gemm_rs:llama3-8b:2048:direct@cublas",
-                 "gemm_rs:llama3-8b:8192:direct", "gemm_rs:llama3-70b:4096:direct",
-                 "gemm_rs:comm-heavy:8192:direct", "gemm_rs:llama3-8b:2048:chunked",
-                 "ag_gemm:llama3-8b:2048:chunked", "ag_gemm:llama3-8b:4096:chunked", "ag_gemm:llama3-8b:4096:ce",
+DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "gemm_rs:llama3-8b:8192:ce",
+                 "gemm_rs:llama3-70b:4096:ce", "gemm_rs:llama3-70b:2048:ce", "gemm_rs:comm-heavy:8192:ce@p4",
+                 "gemm_rs:llama3-70b:4096:chunked", "ag_gemm:llama3-8b:2048:chunked", "ag_gemm:llama3-8b:2048:ce",
                  "ag_gemm:llama3-70b:2048:chunked@f0.25"]
-
-
-def parse_case(text):
-    parts = text.split(":")
-    if len(parts) not in (4, 5) or parts[0] not in ("ag_gemm", "gemm_rs") or parts[1] not in MODELS:
-        raise ValueError(f"case {text!r}: expected op:model:M:method[:nomemops] with op ag_gemm|gemm_rs and model "
-                         f"one of {', '.join(MODELS)}")
-    return parts[0], parts[1], int(parts[2]), method_of(parts[3]), len(parts) == 5 and parts[4] == "nomemops"
 
 
 def _no_memops(ctx, memops):
@@ -67,7 +58,7 @@ def make_call(op, model, M, rule, memops, W, rank):
     ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
     _no_memops(ctx, memops)
     a, b = rand((M, K_tot // W), 1 + rank), rand((K_tot // W, N), 100 + rank)
-    kw = {k: rule[k] for k in ("sub_chunks", "own_gemm") if k in rule}
+    kw = {k: rule[k] for k in ("sub_chunks", "pieces") if k in rule}
     return ctx, lambda: ov.gemm_rs(a, b, ctx, method=meth, **kw)
 
 

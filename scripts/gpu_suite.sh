@@ -7,7 +7,7 @@
 #   scripts/gpu_suite.sh overlap-tune   overlap tier, then bench_overlap --sweep (tilings + dispatch table) + profiles
 #   scripts/gpu_suite.sh overlap-bench  bench_overlap with the table in the tree (no sweep) + TPMLP end to end
 #   scripts/gpu_suite.sh overlap-trace  overlap tier, then GPU timelines of the host-composed methods (trace_overlap)
-#   scripts/gpu_suite.sh overlap-round  overlap tier, sweep + table, final bench with that table, traces
+#   scripts/gpu_suite.sh overlap-round  overlap tier, sweep + table, final bench with that table, traces, GEMM forms
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -76,7 +76,8 @@ case $part in
       --write-table --tag sweep
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final
-    rec trace_overlap 90 torchrun --nproc_per_node "$NP" benchmarks/trace_overlap.py --out "$OUT/trace" ;;
+    rec trace_overlap 90 torchrun --nproc_per_node "$NP" benchmarks/trace_overlap.py --out "$OUT/trace"
+    rec bench_gemm 150 "$PY" benchmarks/bench_gemm.py --out "$OUT" ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
   *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round" >&2; exit 2 ;;

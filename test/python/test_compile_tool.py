@@ -91,6 +91,20 @@ def test_errors_are_one_line_exit_2(kernel_file, argv, message):
     assert res.stdout == ""
 
 
+def test_trailing_parameters_with_defaults_may_be_left_out(capsys):
+    """``gemm_kernel``'s trailing constexpr switches (``FLATTEN``, ``TMA_STORE``) take their defaults when the
+    signature stops before them; given explicitly they change the code."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "python", "triton_dist", "kernels", "gemm.py")
+    sig = "*bf16:16, *bf16:16, *bf16:16, *fp32:16, i32, i32:16, i32:16, i32:16, 1, i32:16, 1, i32:16, 1, 128, 128, 64, " \
+          "8, 132, True, False"
+    assert ctool.main([f"{path}:gemm_kernel", "-s", sig, "--stage", "ttir"]) == 0
+    short = capsys.readouterr().out
+    assert ctool.main([f"{path}:gemm_kernel", "-s", sig + ", False, False", "--stage", "ttir"]) == 0
+    assert capsys.readouterr().out == short
+    assert ctool.main([f"{path}:gemm_kernel", "-s", sig + ", False, True", "--stage", "ttir"]) == 0
+    assert "descriptor_store" in capsys.readouterr().out
+
+
 def test_console_script_entry_point_declared():
     import tomllib
 

@@ -169,9 +169,9 @@ def rank_validation():
     _expect(fails, "ag first_rows", lambda: ag_gemm(a, b, ag, method="sm", first_rows=4), "first_rows", "chunked")
     _expect(fails, "rs sub_chunks", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused", sub_chunks=2),
             "sub_chunks", "chunked")
-    _expect(fails, "rs own_gemm", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused", own_gemm="cublas"),
-            "own_gemm", "direct")
-    _expect(fails, "rs direct on sim", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="direct"), "direct",
+    _expect(fails, "rs pieces", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused", pieces=2),
+            "pieces", "'ce'")
+    _expect(fails, "rs ce on sim", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="ce"), "'ce'",
             "needs GPUs")
     _expect(fails, "rs M % W", lambda: gemm_rs(_rand(1, (16 * W - 1, 32), bf), b, rs), "multiple of the world size")
     _expect(fails, "rs M cap", lambda: gemm_rs(_rand(1, (32 * W, 32), bf), b, rs), "max_m")
@@ -292,8 +292,8 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     assert bench.method_of("ours/chunked@f0.25") == {"method": "chunked", "first_frac": 0.25}
     assert bench.method_of("ours/chunked@s2") == {"method": "chunked", "sub_chunks": 2}
     assert bench.method_of("ours/ce") == {"method": "ce"}
-    assert bench.method_of("ours/direct@cublas") == {"method": "direct", "own_gemm": "cublas"}
-    assert bench.method_of("ours/direct") == {"method": "direct"}
+    assert bench.method_of("ours/ce@p4") == {"method": "ce", "pieces": 4}
+    assert bench.method_of("ours/ce") == {"method": "ce"}
     assert bench.method_of("torch") == {"method": "torch"}
     recs = [{"op": "gemm_rs", "M": 8192, "K_per_rank": 7168, "N": 4096,
              "results": {"ours/fused": 500.0, "ours/chunked": 354.0, "ours/chunked@s2": 330.0, "torch_seq": 480.0}}]

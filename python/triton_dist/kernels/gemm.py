@@ -121,19 +121,26 @@ def slot_tile(off_m, off_n, m_end, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constex
 @triton_dist.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                 stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr):
+                GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr,
+                FLATTEN: tl.constexpr = False, TMA_STORE: tl.constexpr = False):
     """Persistent GEMM ``C = (A @ B) * scale`` (scale only when ``HAS_SCALE``). Grid: ``min(NUM_SMS, tiles)``
-    programs; each walks tiles ``pid, pid + NUM_SMS, ...``. ``USE_TMA`` needs ``stride_ak == stride_bn == 1``."""
+    programs; each walks tiles ``pid, pid + NUM_SMS, ...``. ``USE_TMA`` needs ``stride_ak == stride_bn == 1``.
+    ``FLATTEN``: the tile loop and the K loop are fused into one software-pipelined loop (``tl.range(...,
+    flatten=True)``), so the next tile's loads are in flight during a tile's epilogue. ``TMA_STORE`` (with
+    ``USE_TMA``, ``stride_cn == 1``, 16-byte aligned C rows): the epilogue stores through a tensor descriptor."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     if USE_TMA:
         a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, M, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K)
+        if TMA_STORE:
+            c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                               block_shape=[BLOCK_M, BLOCK_N])
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
-    for tile in range(pid, num_tiles, NUM_SMS):
+    for tile in tl.range(pid, num_tiles, NUM_SMS, flatten=FLATTEN):
         pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -144,7 +151,10 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, s
                                BLOCK_M, BLOCK_N, BLOCK_K)
         if HAS_SCALE:
             acc = acc * scale
-        store_tile(c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        if USE_TMA and TMA_STORE:
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        else:
+            store_tile(c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
 
 
 # ----------------------------------------------------------------------------------------------------------------

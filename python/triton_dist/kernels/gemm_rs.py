@@ -141,18 +141,23 @@ def rs_chunked_finish_kernel(out_ptr, own_ptr, stage_ptr, ready_ptr, counter_ptr
 
 
 @triton_dist.jit
-def rs_own_gemm_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, ready_ptr, M_s, N, K, stride_am, stride_bk, stride_bn,
-                       stride_om, CAP, rank, WORLD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def rs_own_gemm_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, ready_ptr, count_ptr, M_s, N, K, stride_am, stride_bk,
+                       stride_bn, stride_om, CAP, rank, WORLD: tl.constexpr, PIECES: tl.constexpr,
+                       FLAG_STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr):
-    """Last GEMM of the host-composed ``direct`` GEMM+RS (``ops.overlap``): ``out = A_own @ B + sum_src stage[src]``
-    for this rank's ``M_s`` rows, where every peer ``src`` stored its bf16/fp16 partial of these rows into
-    ``stage[src * CAP : src * CAP + M_s * N]`` (row-major) and then raised the local 0/1 flag ``ready[src] = 1``.
+    """Last launch of the host-composed ``ce`` GEMM+RS (``ops.overlap``): ``out = A_own @ B + sum_src stage[src]``
+    for this rank's ``M_s`` rows. Every peer ``src`` pushes its bf16/fp16 partial of these rows into
+    ``stage[src * CAP:]`` (row-major ``[M_s, N]``) in ``PIECES`` row pieces (piece ``j``: rows
+    ``[M_s * j // PIECES, M_s * (j + 1) // PIECES)``), raising the local 0/1 flag ``ready[src * FLAG_STRIDE + j]``
+    after each.
 
     Persistent grid (``NUM_SMS`` programs, grouped tile order, as :func:`~triton_dist.kernels.gemm.gemm_kernel`).
-    Per tile: the MMA main loop first (so a late peer costs at most the wait after one tile's loads and MMAs), then
-    for each peer in order ``rank + 1, ...``: wait (system scope, acquire) for ``ready[src] == 1``, add its
-    partial tile in fp32; one rounding to ``out``'s dtype. The kernel never resets ``ready``: the host does it on
-    the stream after the launch (every program has read the flag by then)."""
+    Per tile: the MMA main loop first (the peers' pushes land meanwhile), then for each peer in order
+    ``rank + 1, ...``: wait (system scope, acquire) for the flags of the pieces holding the tile's rows, add the
+    partial tile in fp32; one rounding to ``out``'s dtype. The launch's last program to finish (``count[0]``, a
+    local int64 word, counts them) sets every ready flag back to 0 and the count to 0: all programs have passed
+    their waits by then, and a peer raises the flags again only after this rank's *free* raise, which the host
+    enqueues after this launch."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M_s, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -168,20 +173,39 @@ def rs_own_gemm_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, ready_ptr, M_s, N, K, s
             acc = tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, M_s, N, K, stride_am, 1, stride_bk, stride_bn, BLOCK_M,
                                BLOCK_N, BLOCK_K)
         offs, mask = slot_tile(off_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
+        # pieces holding rows off_m .. last: piece(x) = ((x + 1) * PIECES - 1) // M_s
+        last = tl.minimum(off_m + BLOCK_M, M_s) - 1
+        j0 = ((off_m + 1) * PIECES - 1) // M_s
+        j1 = ((last + 1) * PIECES - 1) // M_s
         for i in tl.static_range(1, WORLD):
             src = (rank + i) % WORLD
-            tok = dl.wait(ready_ptr + src, 1, "sys", "acquire", 1)
+            tok = off_m * 0
+            for j in range(j0, j1 + 1):
+                tok = dl.wait(ready_ptr + src * FLAG_STRIDE + j, 1, "sys", "acquire", 1)
             part = dl.consume_token(stage_ptr, tok) + src.to(tl.int64) * CAP
             acc += tl.load(part + offs, mask=mask, other=0.0).to(tl.float32)
         store_tile(out_ptr, acc, off_m, off_n, M_s, N, stride_om, 1, BLOCK_M, BLOCK_N)
+    arrived = tl.atomic_add(count_ptr, 1, sem="acq_rel")
+    if arrived == tl.num_programs(0) - 1:
+        zero_flags(ready_ptr, WORLD * FLAG_STRIDE)
+        tl.atomic_xchg(count_ptr, 0, sem="relaxed")
+
+
+@triton_dist.jit
+def zero_flags(ptr, n: tl.constexpr):
+    """``ptr[0:n] = 0`` (int64 words), from one program."""
+    offs = tl.arange(0, triton.next_power_of_2(n))
+    tl.store(ptr + offs, tl.zeros_like(offs).to(tl.int64), mask=offs < n)
 
 
 @functools.lru_cache(maxsize=None)
 def rs_own_gemm_autotuned():
     """:func:`rs_own_gemm_kernel` wrapped in ``triton.autotune`` over the plain GEMM's Hopper candidates (keyed on
-    ``M_s, N, K``; results cached in memory and on disk). Created on first use (GPU only)."""
-    return triton.autotune(configs=gemm_autotune_configs(), key=["M_s", "N", "K"], cache_results=True)(
-        rs_own_gemm_kernel)
+    ``M_s, N, K``; results cached in memory and on disk). Created on first use (GPU only). The flags and the count
+    are restored after every benchmark launch (``restore_value``), but a launch still waits for its flags and zeroes
+    them: the host tunes a shape on scratch flags set to 1 before the first real launch (``ops.overlap``)."""
+    return triton.autotune(configs=gemm_autotune_configs(), key=["M_s", "N", "K"], cache_results=True,
+                           restore_value=["ready_ptr", "count_ptr"])(rs_own_gemm_kernel)
 
 
-__all__ = ["gemm_rs_kernel", "rs_chunked_finish_kernel", "rs_own_gemm_kernel", "rs_own_gemm_autotuned", "TASKS"]
+__all__ = ["gemm_rs_kernel", "rs_chunked_finish_kernel", "rs_own_gemm_kernel", "rs_own_gemm_autotuned", "zero_flags", "TASKS"]

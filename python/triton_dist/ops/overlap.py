@@ -85,7 +85,7 @@ def select_rule(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = No
     """The dispatch rule for ``op`` at global row count ``m`` with ``n`` output columns and inner size ``k`` (per
     rank): the first rule of the world-size entry (else ``"default"``) that holds, as a dict with ``"method"`` and
     the method's measured parameters (``first_frac`` for ag_gemm ``chunked``, ``sub_chunks`` for gemm_rs
-    ``chunked``, ``own_gemm`` for gemm_rs ``direct``). A rule holds when its ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` /
+    ``chunked``, ``pieces`` for gemm_rs ``ce``). A rule holds when its ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` /
     ``k`` equal the call's (rules with a shape come from measured shapes, rules without one are the fallback). The
     simulator always gets ``{"method": "fused"}``."""
     if not on_gpu:
@@ -628,7 +628,7 @@ class _PartialsContext(_OverlapContext):
         m = rule["method"]
         if (m == "one_shot" and getattr(self, "ar_ctx", None) is None) or \
                 (m == "chunked" and getattr(self, "chunk_stage_peers", None) is None) or \
-                (m == "direct" and getattr(self, "direct_stage_peers", None) is None):
+                (m == "ce" and getattr(self, "ce_stage_peers", None) is None):
             return {"method": "fused"}
         return rule
 
@@ -654,7 +654,7 @@ class GemmRSContext(_PartialsContext):
         ms = max_m // self.world_size
         bm, bn = self._min_block()
         W, u = self.world_size, self._utils
-        self.chunk_stage_peers = self.direct_stage_peers = None
+        self.chunk_stage_peers = self.ce_stage_peers = None
         if self.on_gpu:  # method "chunked": bf16 partials pushed by copy engine, ready flags too (peer views)
             self.chunk_stage_peers = u.nvshmem_create_tensors((W * ms * n, ), dtype, self.rank, W)
             self.chunk_ready_peers = u.nvshmem_create_tensors((W, ), torch.int64, self.rank, W)
@@ -673,14 +673,16 @@ class GemmRSContext(_PartialsContext):
             self._recv_events = [torch.cuda.Event() for _ in range(SUB_CHUNKS_MAX)]
             self._symmetric += [self.chunk_stage_peers[self.rank], self.chunk_ready_peers[self.rank],
                                 self.chunk_recv_ok, self.chunk_arrived_peers[self.rank]]
-            # method "direct": its own bf16 staging (cuBLAS stores the peers' partials straight into it over NVLink)
-            # and 0/1 flags [ready[W], free[W], probe[W]] (see _gemm_rs_direct); own buffers, so a call of another
-            # method never races with it
-            self.direct_stage_peers = u.nvshmem_create_tensors((W * ms * n, ), dtype, self.rank, W)
-            self._symmetric.append(self.direct_stage_peers[self.rank])
-            self.direct_flags_peers = self._alloc_flags(2 * W)
-            self.direct_flags_peers[self.rank][W:2 * W].fill_(1)  # every slot starts free
-            self.memops_remote = self._probe_remote_memops(self.direct_flags_peers, 2 * W)
+            # method "ce": its own bf16 staging (peer views) and local 0/1 flags [ready[W * CE_PIECES_MAX], free[W],
+            # probe[W]] (see _gemm_rs_ce); own buffers, so a call of another method never races with it
+            self.ce_stage_peers = u.nvshmem_create_tensors((W * ms * n, ), dtype, self.rank, W)
+            self._symmetric.append(self.ce_stage_peers[self.rank])
+            self.ce_free = W * CE_PIECES_MAX  # index of free[0]
+            self.ce_flags_peers = self._alloc_flags(self.ce_free + W)
+            self.ce_flags_peers[self.rank][self.ce_free:self.ce_free + W].fill_(1)  # every slot starts free
+            self.ce_count = torch.zeros(1, dtype=torch.int64, device=self.device)
+            self._ce_tuned = set()
+            self.memops_remote = self._probe_remote_memops(self.ce_flags_peers, self.ce_free + W)
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
 
 
@@ -691,9 +693,11 @@ def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat
 
 
 FUSED_METHODS = ("auto", "fused", "torch")
-GEMM_RS_METHODS = ("auto", "fused", "chunked", "direct", "torch")
-#: how ``direct`` computes this rank's own rows (``own_gemm``)
-OWN_GEMMS = ("triton", "cublas")
+GEMM_RS_METHODS = ("auto", "fused", "chunked", "ce", "torch")
+#: most row pieces per push that gemm_rs ``ce`` makes (``pieces``)
+CE_PIECES_MAX = 4
+#: gemm_rs ``ce`` pieces when neither the call nor the table gives them
+CE_PIECES_DEFAULT = 2
 #: most row sub-chunks per owner that gemm_rs ``chunked`` pipelines (``sub_chunks``)
 SUB_CHUNKS_MAX = 4
 
@@ -742,7 +746,7 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
             method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None,
-            sub_chunks: Optional[int] = None, own_gemm: Optional[str] = None) -> torch.Tensor:
+            sub_chunks: Optional[int] = None, pieces: Optional[int] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
     multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``:
@@ -756,21 +760,20 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     s of the own rows is ``out_s = stage_s + A_s @ B`` in one cuBLAS call (``addmm_``, beta = 1: the first peer's
     bf16 partial, copied into ``out`` on a receive stream as soon as it has landed, enters the GEMM's fp32 epilogue;
     one rounding at world 2, one more per further peer) instead of a separate summing pass after the GEMM) /
-    ``direct`` (GPU: everything on the current stream, no side stream, no copy: per peer, cuBLAS writes the bf16
-    partial of the peer's rows straight into the peer's symmetric staging over NVLink (the output of
-    ``torch.matmul`` is a peer view), then this rank raises the peer's 0/1 ready flag; this rank's own rows are
-    ``A_own @ B + sum_src stage[src]``: ``own_gemm="triton"`` (default) in one launch of
-    :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`, which waits for the flags after each tile's main loop
-    and adds the partials in its epilogue (fp32, one rounding), ``own_gemm="cublas"`` as ``out = stage[first
-    peer]`` then ``out.addmm_(A_own, B)`` (beta = 1) after the flags; ``auto`` takes the measured choice. A 0/1
-    *free* flag per peer (raised by the owner after its own GEMM read the staging) is waited for before writing
-    into that peer again, so there is no per-call handshake kernel and no epoch) /
+    ``ce`` (GPU: per peer, cuBLAS computes the peer's rows into a local buffer, and the copy engine pushes that
+    bf16 partial into the peer's symmetric staging in ``pieces`` row pieces (side stream; 1 to
+    :data:`CE_PIECES_MAX`, ``auto`` takes the measured value, else :data:`CE_PIECES_DEFAULT`), raising a 0/1 ready
+    flag on the peer after each piece; this rank's own rows are one launch of our GEMM
+    (:func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`) that waits for the pieces in each tile's epilogue, after
+    its main loop, and adds the peers' partials there (fp32, one rounding): no separate summing pass, no handshake
+    kernel, no epoch (0/1 *free* flags say when a peer's staging may be written again). The first call of a shape
+    autotunes that GEMM (on scratch flags): make it outside CUDA-graph capture) /
     ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
     _check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
     _partials_checks(op, a, b, ctx, method, GEMM_RS_METHODS)
-    if method in ("chunked", "direct") and ctx.chunk_stage_peers is None:
+    if method in ("chunked", "ce") and ctx.chunk_stage_peers is None:
         raise ValueError(f"{op}: method={method!r} (cuBLAS + peer memory) needs GPUs; accepted here: auto, fused, "
                          f"torch")
     M = a.shape[0]
@@ -784,16 +787,18 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
             raise ValueError(f"{op}: sub_chunks applies to method='chunked' only (got method={method!r})")
         if not isinstance(sub_chunks, int) or isinstance(sub_chunks, bool) or not 1 <= sub_chunks <= SUB_CHUNKS_MAX:
             raise ValueError(f"{op}: sub_chunks={sub_chunks!r} must be an int in [1, {SUB_CHUNKS_MAX}]")
-    if own_gemm is not None:
-        if method != "direct":
-            raise ValueError(f"{op}: own_gemm applies to method='direct' only (got method={method!r})")
-        if own_gemm not in OWN_GEMMS:
-            raise ValueError(f"{op}: own_gemm={own_gemm!r}; accepted: {', '.join(OWN_GEMMS)}")
+    if pieces is not None:
+        if method != "ce":
+            raise ValueError(f"{op}: pieces applies to method='ce' only (got method={method!r})")
+        if not isinstance(pieces, int) or isinstance(pieces, bool) or not 1 <= pieces <= CE_PIECES_MAX:
+            raise ValueError(f"{op}: pieces={pieces!r} must be an int in [1, {CE_PIECES_MAX}]")
 
     def params(meth, rule, m):
-        if meth == "direct":
-            own = own_gemm or (rule or {}).get("own_gemm")
-            return {"own_gemm": own if own in OWN_GEMMS else OWN_GEMMS[0]}
+        if meth == "ce":
+            p = pieces if pieces is not None else (rule or {}).get("pieces", CE_PIECES_DEFAULT)
+            if not isinstance(p, int) or not 1 <= p <= CE_PIECES_MAX:
+                p = CE_PIECES_DEFAULT
+            return {"pieces": max(1, min(p, m // W))}
         if meth != "chunked":
             return {}
         sub = sub_chunks if sub_chunks is not None else (rule or {}).get("sub_chunks", 1)
@@ -802,64 +807,77 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
         return {"sub_chunks": max(1, min(sub, m // W))}
 
     return _run_partials(op, ctx, a, b, out, method, True, {"torch": _gemm_rs_torch, "chunked": _gemm_rs_chunked,
-                                                           "direct": _gemm_rs_direct},
+                                                           "ce": _gemm_rs_ce},
                          _rsk.gemm_rs_kernel, profiler_buffer, params)
 
 
-def _gemm_rs_direct(a, b, ctx, out, own_gemm="triton"):
-    """Method ``direct`` of :func:`gemm_rs` (see there). Flags (``direct_flags_peers[rank]``, local words, 0/1):
-    ``ready[src]`` = src's partial of this rank's rows has landed in ``stage[src]``; ``free[d]`` (word ``W + d``) =
-    rank d has finished reading this rank's partial in its staging, so this rank may write it again. One call, all on
-    the current stream::
+def _gemm_rs_ce(a, b, ctx, out, pieces=CE_PIECES_DEFAULT):
+    """Method ``ce`` of :func:`gemm_rs` (see there). Flags (``ce_flags_peers[rank]``, local words, 0/1):
+    ``ready[src * CE_PIECES_MAX + j]`` = piece ``j`` of src's partial of this rank's rows has landed in
+    ``stage[src]``; ``free[d]`` (word ``ce_free + d``) = rank d's last GEMM that read this rank's partial in its
+    staging has ended, so this rank may push into it again. One call (``side`` = the context's side stream)::
 
-        for each peer d (rotated):  wait free[d] == 1, reset it           (initially 1)
-                                    d.stage[rank] = A[rows of d] @ B      (cuBLAS, output in d's memory)
-                                    raise d.ready[rank]                   (after the GEMM's stores)
-        own rows:                   out = A[own rows] @ B + sum_src stage[src], after ready[src] == 1 (reset after)
-        for each peer src:          raise src.free[rank]
+        main: for each peer d (rotated): tmp[d] = A[rows of d] @ B                      (cuBLAS, local)
+        side:   (after tmp[d])           wait free[d] == 1, reset it                  (initially 1)
+                                         for each piece j: copy tmp[d] piece j -> d.stage[rank] piece j
+                                                           raise d.ready[rank, j]     (copy engine, no SM)
+        main: out = A[own rows] @ B + sum_src stage[src]   (rs_own_gemm_kernel: waits for the pieces of each tile
+                                                            after its main loop; zeroes the ready flags at its end)
+              for each peer src: raise src.free[rank]; join side
 
-    Correctness of the 0/1 protocol: rank d raises this rank's ``free[d]`` only after its own GEMM of call e, which
-    came after d reset ``ready[rank]`` (call e), so this rank's next raise of d's ``ready[rank]`` (call e + 1, after
-    the wait for ``free[d]``) cannot be lost in that reset; symmetrically for ``free``. Nothing depends on a host
-    counter, so any number of calls can be captured in one CUDA graph and replayed."""
+    Why 0/1 flags suffice: rank d raises this rank's ``free[d]`` only after its GEMM that zeroed its ready flags, so
+    a raise of d's ready flags (which waits for that free) is never lost in the zeroing; and this rank's free is
+    reset before the push it guards. Nothing depends on a host counter: any number of calls can be captured in one
+    CUDA graph and replayed. Where the stream cannot wait without an SM (no stream memory operations, or
+    bounded-wait mode) the free waits run on the main stream before the first GEMM: a wait kernel on the side
+    stream would not get an SM while this rank's GEMM waits in its epilogue for the peer."""
     M, K = a.shape
     N = b.shape[1]
     W, r = ctx.world_size, ctx.rank
     rows = M // W
     cap = (ctx.max_m // W) * ctx.n
+    P = pieces
+    bounds = [rows * j // P for j in range(P + 1)]
     cur = torch.cuda.current_stream(ctx.device)
-    flags = ctx.direct_flags_peers[r]
-    stage = ctx.direct_stage_peers[r]
+    side = ctx.side_stream
+    flags = ctx.ce_flags_peers[r]
+    free = ctx.ce_free
     peers = [(r + i) % W for i in range(1, W)]
-    for d in peers:
-        _flag_wait_reset(ctx, cur, flags[W + d:W + d + 1])
-        dst = ctx.direct_stage_peers[d][r * cap:r * cap + rows * N].view(rows, N)
-        torch.matmul(a[d * rows:(d + 1) * rows], b, out=dst)
-        _flag_raise(ctx, cur, ctx.direct_flags_peers[d][r:r + 1])
+    if not ctx.memops_wait:
+        for d in peers:
+            _flag_wait_reset(ctx, cur, flags[free + d:free + d + 1])
+    for i, d in enumerate(peers):
+        tmp = ctx.chunk_tmp[i * cap:i * cap + rows * N].view(rows, N)
+        torch.matmul(a[d * rows:(d + 1) * rows], b, out=tmp)
+        side.wait_stream(cur)
+        with torch.cuda.stream(side):
+            if ctx.memops_wait:
+                _flag_wait_reset(ctx, side, flags[free + d:free + d + 1])
+            dst = ctx.ce_stage_peers[d]
+            for j in range(P):
+                lo, hi = bounds[j], bounds[j + 1]
+                if hi > lo:
+                    dst[r * cap + lo * N:r * cap + hi * N].copy_(tmp[lo:hi].reshape(-1))
+                w = r * CE_PIECES_MAX + j
+                _flag_raise(ctx, side, ctx.ce_flags_peers[d][w:w + 1])
     own = a[r * rows:(r + 1) * rows]
-    if not peers:
-        torch.matmul(own, b, out=out)
-    elif own_gemm == "cublas":
-        for src in peers:
-            _flag_wait_reset(ctx, cur, flags[src:src + 1])
-        out.copy_(stage[peers[0] * cap:peers[0] * cap + rows * N].view(rows, N))
-        out.addmm_(own, b)
-        for src in peers[1:]:
-            out.add_(stage[src * cap:src * cap + rows * N].view(rows, N))
+    if peers:
+        _rs_own_gemm(ctx, own, b, out, ctx.ce_stage_peers[r], flags, cap, P)
     else:
-        _rs_own_gemm(ctx, own, b, out, stage, flags, cap)
-        for src in peers:
-            _flag_reset(ctx, cur, flags[src:src + 1])
+        torch.matmul(own, b, out=out)
     for src in peers:
-        _flag_raise(ctx, cur, ctx.direct_flags_peers[src][W + r:W + r + 1])
+        _flag_raise(ctx, cur, ctx.ce_flags_peers[src][free + r:free + r + 1])
+    cur.wait_stream(side)  # the pushes read tmp (the next call's GEMMs write it), and graph capture needs the join
     return out
 
 
-def _rs_own_gemm(ctx, own, b, out, stage, flags, cap):
-    """Launch :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel` (autotuned per shape on first use: the kernel
-    has no side effect besides ``out``, and the flags stay raised until the host resets them after the launch)."""
+def _rs_own_gemm(ctx, own, b, out, stage, flags, cap, pieces):
+    """Launch :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`, autotuned per shape: the first call of a
+    shape tunes on scratch flags (all raised, restored after every benchmark launch) and a scratch output, so the
+    real launch runs once, with the best tiling, on the real flags."""
     rows, K = own.shape
     N = b.shape[1]
+    W = ctx.world_size
     # tensor descriptors need 16-byte aligned bases and row strides (else the pointer path)
     es = own.element_size()
     tma = (own.stride(1) == 1 and b.stride(1) == 1 and all(v % 16 == 0 for v in (
@@ -870,8 +888,19 @@ def _rs_own_gemm(ctx, own, b, out, stage, flags, cap):
     def grid(meta):
         return (max(1, min(sms, -(-rows // meta["BLOCK_M"]) * -(-N // meta["BLOCK_N"]))), )
 
-    kern[grid](own, b, out, stage, flags, rows, N, K, own.stride(0), b.stride(0), b.stride(1), out.stride(0), cap,
-               ctx.rank, WORLD=ctx.world_size, NUM_SMS=sms, USE_TMA=tma)
+    def launch(o, fl, count):
+        kern[grid](own, b, o, stage, fl, count, rows, N, K, own.stride(0), b.stride(0), b.stride(1), o.stride(0), cap,
+                   ctx.rank, WORLD=W, PIECES=pieces, FLAG_STRIDE=CE_PIECES_MAX, NUM_SMS=sms, USE_TMA=tma)
+
+    key = (rows, N, K, str(own.dtype), tma)
+    if key not in ctx._ce_tuned:
+        if _capturing():
+            raise ValueError(f"gemm_rs: method='ce' tunes its GEMM on the first call of a shape ({rows} own rows, N={N}, "
+                             f"K={K}); make one call of this shape before capturing it in a CUDA graph")
+        launch(torch.empty_like(out), torch.ones(W * CE_PIECES_MAX, dtype=torch.int64, device=ctx.device),
+               torch.zeros(1, dtype=torch.int64, device=ctx.device))
+        ctx._ce_tuned.add(key)
+    launch(out, flags, ctx.ce_count)
 
 
 def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):

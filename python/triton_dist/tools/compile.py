@@ -91,6 +91,17 @@ def load_kernel(spec: str, name: Optional[str] = None):
     return kernel
 
 
+def _trailing_defaults(kernel, names):
+    """``{name: default}`` when every parameter in ``names`` has a default in the kernel's Python signature, else
+    None (they are then required)."""
+    import inspect
+
+    params = inspect.signature(kernel.fn).parameters
+    if not all(n in params and params[n].default is not inspect.Parameter.empty for n in names):
+        return None
+    return {n: params[n].default for n in names}
+
+
 def build_source(req: CompileRequest):
     """The ``triton.compiler.ASTSource`` for ``req`` (signature types, constexprs, divisibility attrs)."""
     from triton.compiler import ASTSource
@@ -101,10 +112,15 @@ def build_source(req: CompileRequest):
     if unknown:
         raise UsageError(f"-D names no parameter of {req.kernel.__name__}: {', '.join(sorted(unknown))}")
     free = [n for n in arg_names if n not in req.defines]
+    defaults = _trailing_defaults(req.kernel, free[len(sig_items):]) if len(sig_items) < len(free) else None
+    if defaults is not None:  # trailing parameters with defaults (constexpr switches) may be left out
+        free = free[:len(sig_items)]
     if len(sig_items) != len(free):
         raise UsageError(f"signature has {len(sig_items)} entries but {req.kernel.__name__} takes {len(free)} "
-                         f"(not counting -D): {', '.join(free)}")
+                         f"(not counting -D; trailing parameters with defaults may be left out): {', '.join(free)}")
     signature, constexprs, attrs = {}, {}, {}
+    for name, value in (defaults or {}).items():
+        signature[name], constexprs[name] = "constexpr", value
     for name, item in zip(free, sig_items):
         ty, _, hint = item.partition(":")
         value = _literal(ty)
@@ -170,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="triton-dist-compile", description=__doc__.split("\n\n")[0])
     p.add_argument("kernel", help="FILE.py:kernel_name (or module:kernel_name)")
     p.add_argument("--kernel", dest="kernel_name", default=None, help="kernel name if not given after ':'")
-    p.add_argument("--signature", "-s", default="", help="comma-separated parameter types / constexpr literals")
+    p.add_argument("--signature", "-s", default="", help="comma-separated parameter types / constexpr literals (trailing parameters with defaults may be left out)")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a constexpr parameter by name")
     p.add_argument("--target", "-t", default="cuda:90", help="cuda:<cc> (cuda:90) or hip:<gfx> (hip:gfx942)")

@@ -239,13 +239,12 @@ def test_gemm_rs(m, k_loc, n):
                 seq = gemm_rs(a, b, ctx, method="torch")
                 chunked = gemm_rs(a, b, ctx, method="chunked")
                 subs = {s: gemm_rs(a, b, ctx, method="chunked", sub_chunks=s) for s in (2, 4)}
-                direct = {own: gemm_rs(a, b, ctx, method="direct", own_gemm=own) for own in ("triton", "cublas")}
+                ce = {p: gemm_rs(a, b, ctx, method="ce", pieces=p) for p in (1, 2, 3, 4)}
                 memops = (ctx.memops_wait, ctx.memops_remote)
                 ctx.memops_wait = ctx.memops_remote = False  # the fallbacks: wait kernels, copy-engine raises
                 try:
                     subs["2/kernel-wait"] = gemm_rs(a, b, ctx, method="chunked", sub_chunks=2)
-                    for own in ("triton", "cublas"):
-                        direct[own + "/kernel-wait"] = gemm_rs(a, b, ctx, method="direct", own_gemm=own)
+                    ce["2/kernel-wait"] = gemm_rs(a, b, ctx, method="ce", pieces=2)
                 finally:
                     ctx.memops_wait, ctx.memops_remote = memops
             ref, mag = _exact_partials_reference(a, b)
@@ -258,9 +257,9 @@ def test_gemm_rs(m, k_loc, n):
             # sub_chunks: own partial (fp32, in cuBLAS) + the peer's bf16 partial, rounded once (world 2)
             for sub, got in subs.items():
                 _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs chunked sub_chunks={sub} call {call}")
-            # direct: the peers' partials rounded to bf16 once by cuBLAS, added to the own fp32 product, rounded once
-            for own, got in direct.items():
-                _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs direct own_gemm={own} call {call}")
+            # ce: the peers' partials rounded to bf16 once by cuBLAS, added to the own fp32 product, rounded once
+            for p, got in ce.items():
+                _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs ce pieces={p} call {call}")
             print(f"gemm_rs {m}x{k_loc}x{n} call {call}: fused max err {f_max:g} ({f_over} beyond one rounding); "
                   f"torch max err {t_max:g} ({t_over} of {ref.numel()} beyond one rounding, within its bound)")
     finally:
@@ -325,7 +324,7 @@ def _graph_of(fn, calls):
 @pytest.mark.parametrize("op,method,kw", [("ag_gemm", "sm", {}), ("ag_gemm", "ce", {}), ("ag_gemm", "chunked", {}),
                                           ("ag_gemm", "chunked", {"first_rows": 128}), ("gemm_rs", "fused", {}),
                                           ("gemm_rs", "chunked", {}), ("gemm_rs", "chunked", {"sub_chunks": 2}),
-                                          ("gemm_rs", "direct", {}), ("gemm_rs", "direct", {"own_gemm": "cublas"}),
+                                          ("gemm_rs", "ce", {}), ("gemm_rs", "ce", {"pieces": 4}),
                                           ("gemm_ar", "fused", {}), ("gemm_ar", "one_shot", {})])
 def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
     """Two calls captured once, replayed with new inputs each time: the epochs advance in device memory (no host
@@ -382,8 +381,8 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
         else:
             _rounding_check(got, ref, bound, f"{op}/{method} eager after replays")
         # the epoch counts the calls of the methods that use it (one_shot runs cuBLAS + the all-reduce context, with
-        # its own counters; ag_gemm chunked and gemm_rs direct use 0/1 flags and no epoch)
-        if (op, method) not in (("gemm_ar", "one_shot"), ("ag_gemm", "chunked"), ("gemm_rs", "direct")):
+        # its own counters; ag_gemm chunked and gemm_rs ce use 0/1 flags and no epoch)
+        if (op, method) not in (("gemm_ar", "one_shot"), ("ag_gemm", "chunked"), ("gemm_rs", "ce")):
             assert ctx.epoch == 1 + 4 * 2 + 1, f"{op}/{method}: {ctx.epoch} fused calls completed, expected 10"
     finally:
         torch.cuda.synchronize()
