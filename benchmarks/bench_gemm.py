@@ -24,9 +24,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-#: (M, N, K): AG+GEMM 8B / 70B (gathered M), GEMM+RS 8B / 70B at full M and at the own half of M (TP=2)
-DEFAULT_SHAPES = ["2048x7168x4096", "4096x7168x4096", "2048x14336x8192", "2048x4096x7168", "1024x4096x7168",
-                  "4096x4096x7168", "1024x8192x14336", "2048x8192x14336"]
+#: (M, N, K): AG+GEMM 8B M=2048/4096 and 70B M=2048 (gathered rows, N and K per rank), GEMM+RS 8B at M=2048 and the
+#: own halves of M=2048/8192, GEMM+RS 70B at the own halves of M=2048/4096 (TP=2, K per rank)
+DEFAULT_SHAPES = ["2048x7168x4096", "4096x7168x4096", "2048x14336x8192", "2048x4096x3584", "1024x4096x3584",
+                  "4096x4096x3584", "1024x8192x7168", "2048x8192x7168"]
 DEFAULT_CONFIGS = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64x4x4"]
 FORMS = {"plain": (False, False), "flat": (True, False), "tma": (False, True), "flat+tma": (True, True)}
 SAMPLE_US = 2000

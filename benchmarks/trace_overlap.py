@@ -34,6 +34,14 @@ DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "g
                  "ag_gemm:llama3-70b:2048:chunked@f0.25"]
 
 
+def parse_case(text):
+    parts = text.split(":")
+    if len(parts) not in (4, 5) or parts[0] not in ("ag_gemm", "gemm_rs") or parts[1] not in MODELS:
+        raise ValueError(f"case {text!r}: expected op:model:M:method[:nomemops] with op ag_gemm|gemm_rs and model "
+                         f"one of {', '.join(MODELS)}")
+    return parts[0], parts[1], int(parts[2]), method_of(parts[3]), len(parts) == 5 and parts[4] == "nomemops"
+
+
 def _no_memops(ctx, memops):
     """``:nomemops`` cases: the fallbacks of the 0/1 flags (wait kernels, copy-engine raises)."""
     if not memops:

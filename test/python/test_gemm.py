@@ -89,7 +89,8 @@ def test_autotune_configs_are_hopper_sized():
     from triton_dist.kernels.gemm import CONFIGS, autotune_configs
 
     cfgs = autotune_configs()
-    assert len(cfgs) == len(CONFIGS) >= 4
+    assert len(cfgs) == 2 * len(CONFIGS) >= 8
+    assert {c.kwargs["FLATTEN"] for c in cfgs} == {False, True}
     assert any(c.kwargs["BLOCK_N"] == 256 and c.num_stages >= 3 for c in cfgs)
     assert all(c.kwargs["BLOCK_K"] % 16 == 0 for c in cfgs)
 

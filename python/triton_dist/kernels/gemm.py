@@ -230,8 +230,11 @@ def pick_config(M: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2, cc
 
 
 def autotune_configs():
-    """:data:`CONFIGS` as ``triton.Config`` objects (the autotuned GEMMs' candidates)."""
-    return [triton.Config(c.meta(), num_warps=c.num_warps, num_stages=c.num_stages) for c in CONFIGS]
+    """:data:`CONFIGS` as ``triton.Config`` objects, each with ``FLATTEN`` off and on (the autotuned GEMMs'
+    candidates: ``gemm_kernel`` and the kernels that share its tile loop take a ``FLATTEN`` switch). Measured on
+    H200 (``benchmarks/bench_gemm.py``): the flattened loop is 1-4% faster at most overlap shapes, not all."""
+    return [triton.Config({**c.meta(), "FLATTEN": flat}, num_warps=c.num_warps, num_stages=c.num_stages)
+            for c in CONFIGS for flat in (False, True)]
 
 
 @functools.lru_cache(maxsize=None)
