@@ -124,6 +124,42 @@ def test_ag_gemm_methods_interleaved_on_one_context(m_loc, k, n):
                                          {"method": "chunked"}])
 
 
+@pytest.mark.parametrize("rows,n,k,pieces", [(1024, 4096, 3584, 2), (1000, 1032, 520, 3), (64, 4096, 3584, 4)])
+def test_ce_own_gemm_adds_the_raised_pieces_and_zeroes_the_flags(rows, n, k, pieces):
+    """gemm_rs ``ce``'s own-rows kernel on one GPU, its peer simulated: the peer's partial is in the staging and all
+    its piece flags are raised; the kernel (autotuned, FLATTEN on or off) returns ``A @ B + partial`` rounded once,
+    and its last program zeroes the flags and the count."""
+    import types
+
+    from triton_dist.ops import overlap as ov
+
+    _init()
+    W, rank = 2, 0
+    a, b = _q((rows, k), torch.bfloat16, 1), _q((k, n), torch.bfloat16, 2)
+    cap = rows * n
+    stage = torch.zeros(W * cap, dtype=torch.bfloat16, device="cuda")
+    stage[cap:] = _q((rows, n), torch.bfloat16, 3).reshape(-1)
+    from triton_dist.kernels import gemm as g
+
+    def use_tma():
+        tma = g.use_tma_for(a.device)
+        if tma:
+            g.ensure_tma_allocator()
+        return tma
+
+    ctx = types.SimpleNamespace(world_size=W, rank=rank, device=a.device, num_sms=g.num_sms(a.device), _ce_tuned=set(),
+                                ce_count=torch.zeros(1, dtype=torch.int64, device="cuda"), _use_tma=use_tma)
+    for call in range(2):  # the first call tunes on scratch flags, the second runs on the tuned tiling directly
+        flags = torch.zeros(W * ov.CE_PIECES_MAX, dtype=torch.int64, device="cuda")
+        flags[ov.CE_PIECES_MAX:ov.CE_PIECES_MAX + pieces] = 1  # peer 1 raised its pieces
+        out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+        ov._rs_own_gemm(ctx, a, b, out, stage, flags, cap, pieces)
+        torch.cuda.synchronize()
+        ref = a.float() @ b.float() + stage[cap:].float().view(rows, n)
+        _rounding_check(out, ref, U_BF16 * ref.abs(), f"ce own gemm {rows}x{n}x{k} pieces={pieces} call {call}")
+        assert int(flags.abs().sum()) == 0 and int(ctx.ce_count.item()) == 0, (flags.tolist(), ctx.ce_count.item())
+
+
 def test_stream_wait_value_orders_work_without_an_sm():
     """runtime.stream_ops: a copy enqueued after a wait-value runs only once another stream has written the value
     (that stream first sleeps on the GPU and snapshots the destination); supported on this machine (CUDA >= 12
