@@ -7,6 +7,7 @@ Sections, one per kind of record:
   correctness) and a PNG with latency and bus bandwidth vs size, ours vs NCCL.
 * ``"benchmark": "bench_shmem"``: put/get bandwidth per size and method against the peer-copy figure of the same
   run, and the put-with-signal round-trip latency.
+* ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (autotuned, and the best tiling / loop form).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
 * GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
@@ -299,6 +300,22 @@ def run_section(doc):
     return out + [""]
 
 
+def gemm_section(doc):
+    """Our GEMM vs cuBLAS (``benchmarks/bench_gemm.py``): per shape, cuBLAS, the autotuned kernel and the best
+    tiling / loop form, with their ratios (cuBLAS time / ours: > 1 means ours is faster)."""
+    lines = [f"### {doc.get('device', '?')}, commit `{doc.get('git_commit') or '?'}` (`{doc['_path']}`)", "",
+             "| M x N x K | cuBLAS us | TFLOP/s | ours auto us | x cuBLAS | best tiling / form | us | x cuBLAS |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in doc.get("records", []):
+        us = r.get("us", {})
+        best = r.get("best", "")
+        lines.append(f"| {r['M']} x {r['N']} x {r['K']} | {_f(us.get('cublas'), '{:.1f}')} | "
+                     f"{_f(r.get('tflops_cublas'), '{:.0f}')} | {_f(us.get('ours/auto'), '{:.1f}')} | "
+                     f"{_f(r.get('auto_vs_cublas'), '{:.3f}')} | `{best.split('/', 1)[-1]}` | "
+                     f"{_f(us.get(best), '{:.1f}')} | {_f(r.get('best_vs_cublas'), '{:.3f}')} |")
+    return lines + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -315,7 +332,7 @@ def main():
         lines += ["## Collectives (`benchmarks/bench_collectives.py`)", ""]
         for d in sorted(coll, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
             lines += collective_section(d, plots_dir)
-    kind = {"bench_shmem": [], "bench_overlap": []}
+    kind = {"bench_shmem": [], "bench_overlap": [], "gemm": []}
     for d in docs:
         b = d.get("benchmark")
         if b in kind:
@@ -334,6 +351,12 @@ def main():
                   "`overlap eff` = max(t_gemm, t_comm) / t_fused.", ""]
         for d in sorted(kind["bench_overlap"], key=run_stamp, reverse=True):
             lines += overlap_section(d)
+    if kind["gemm"]:
+        lines += ["## Our GEMM vs cuBLAS (`benchmarks/bench_gemm.py`)", "",
+                  "One GPU, both timed the same way (CUDA-graph replay, interleaved rounds). `x cuBLAS` = cuBLAS time "
+                  "/ ours (> 1: ours faster). Newest run first.", ""]
+        for d in sorted(kind["gemm"], key=run_stamp, reverse=True):
+            lines += gemm_section(d)
     steps = [d for d in docs if ("exit_code" in d and "name" in d) or "skipped" in d]
     if steps:
         lines += ["## GPU suite steps (`scripts/gpu_suite.sh`, `benchmarks/record_run.py`)", ""]
@@ -345,7 +368,7 @@ def main():
                   "record.", ""]
         for d in sorted(runs, key=lambda d: d.get("date", "")):
             lines += run_section(d)
-    done = coll + kind["bench_shmem"] + kind["bench_overlap"] + steps + runs
+    done = coll + kind["bench_shmem"] + kind["bench_overlap"] + kind["gemm"] + steps + runs
     other = [d for d in docs if not any(d is x for x in done)]
     if other:
         lines += ["## Other result files", ""]
