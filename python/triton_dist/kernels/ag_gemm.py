@@ -45,7 +45,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import call_epoch, copy_blocks, finish_call, notify_peers, wait_peers
+from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, copy_blocks, finish_call, notify_peers, wait_peers
 from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
 from triton_dist.tools.profiler.language import Profiler
 
@@ -101,10 +101,10 @@ def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, flag_ptr, peer, tag
     elif STEP == 2:
         e = tl.load(counter_ptr + 2)
         for j in tl.static_range(0, NSIG):
-            dl.notify(ready_ptr + rank * NSIG + j, peer, e * 16777216 + tag, "set", "intra_node")
+            dl.notify(ready_ptr + rank * NSIG + j, peer, e * TAG_RANGE_C + tag, "set", "intra_node")
     elif STEP == 3:
         e = call_epoch(counter_ptr)
-        dl.wait(ready_ptr + peer * NSIG, NSIG, "sys", "acquire", e * 16777216 + tag)
+        dl.wait(ready_ptr + peer * NSIG, NSIG, "sys", "acquire", e * TAG_RANGE_C + tag)
     elif STEP == 4:
         e = call_epoch(counter_ptr)
         tl.atomic_xchg(counter_ptr, e, sem="release")
@@ -112,7 +112,7 @@ def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, flag_ptr, peer, tag
         e = call_epoch(counter_ptr)
         tl.store(counter_ptr + 2, e)
         for j in tl.static_range(0, NSIG):
-            tl.store(flag_ptr + j, e * 16777216 + tag)
+            tl.store(flag_ptr + j, e * TAG_RANGE_C + tag)
         notify_peers(recv_ok_ptr, rank, WORLD, e)
         wait_peers(recv_ok_ptr, rank, WORLD, e)
 
@@ -135,7 +135,7 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
     advances ``counter[0]``). ``PROFILE``: records :data:`TASKS` into ``prof_ptr`` (a profiler buffer)."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
-    value = e * 16777216 + tag
+    value = e * TAG_RANGE_C + tag
     profiler = Profiler.create(prof_ptr, ENABLE_PROFILING=PROFILE)
     if pid >= NUM_SMS:
         ag_push(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, M_loc * K, value, e, rank, pid - NUM_SMS, PUSH_PROGRAMS,

@@ -31,8 +31,10 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-#: ready signal = epoch * TAG_RANGE + (numel % TAG_RANGE)
+#: ready signal = epoch * TAG_RANGE + (numel % TAG_RANGE) (host code: an int)
 TAG_RANGE = 1 << 24
+#: :data:`TAG_RANGE` for kernels (a jit function reads only constexpr globals)
+TAG_RANGE_C = tl.constexpr(TAG_RANGE)
 
 
 def size_tag(numel: int) -> int:
@@ -59,7 +61,7 @@ def program_epoch(counter_ptr, tag, WORLD: tl.constexpr):
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     e = next_epoch(counter_ptr, pid)
-    return pid, nprog, e, e * 16777216 + tag, pid * WORLD
+    return pid, nprog, e, e * TAG_RANGE_C + tag, pid * WORLD
 
 
 @triton_dist.jit
@@ -162,7 +164,7 @@ def ce_ready_kernel(ready_ptr, counter_ptr, tag, rank, WORLD: tl.constexpr):
     """Step 2: publish ``ready = e * TAG_RANGE + tag`` to every peer (after the staging copy, stream order), then
     wait for every peer's ready signal."""
     e = tl.load(counter_ptr)
-    exchange(ready_ptr, rank, WORLD, e * 16777216 + tag)
+    exchange(ready_ptr, rank, WORLD, e * TAG_RANGE_C + tag)
 
 
 @triton_dist.jit

@@ -285,15 +285,46 @@ def num_sms(device) -> int:
     return 2
 
 
+def check_operands(op: str, a, b, dtypes=None) -> None:
+    """Host checks of GEMM operands ``a [M, K] @ b [K, N]`` before any launch: 2-D tensors of one dtype among
+    ``dtypes`` (default bf16, fp16, fp8 e4m3 / e5m2), matching inner dimensions, one device, row-major with unit
+    column stride, ``K`` and ``N`` multiples of 8 and 16-byte aligned rows (tensor descriptors). Raises ValueError
+    naming ``op``, the bad value and what is accepted."""
+    import torch
+
+    if dtypes is None:
+        dtypes = (torch.bfloat16, torch.float16) + tuple(
+            d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{op}: {name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in dtypes:
+            names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+            raise ValueError(f"{op}: {name}.dtype={t.dtype} is not supported; accepted: {names}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"{op}: a.dtype={a.dtype} and b.dtype={b.dtype} differ")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"{op}: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.device != b.device:
+        raise ValueError(f"{op}: a is on {a.device}, b on {b.device}")
+    if a.stride(1) != 1 or b.stride(1) != 1:
+        raise ValueError(f"{op}: a and b must be row-major with unit column stride (call .contiguous())")
+    if a.shape[1] % 8 or b.shape[1] % 8:
+        raise ValueError(f"{op}: K={a.shape[1]} and N={b.shape[1]} must be multiples of 8 (16-byte rows for TMA)")
+    if a.stride(0) % 8 or b.stride(0) % 8:
+        raise ValueError(f"{op}: row strides a.stride(0)={a.stride(0)}, b.stride(0)={b.stride(0)} must be multiples "
+                         f"of 8 elements (16-byte aligned rows for TMA)")
+
+
 def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool = True):
     """``out = (a @ b) * scale`` with :func:`gemm_kernel` (a: [M, K], b: [K, N], same dtype among bf16 / fp16 /
     fp8 e4m3 / e5m2; fp8 gives bf16 unless ``out`` is given). On GPU without ``config`` the autotuned variant is
     used; under the interpreter :data:`SIM_CONFIG`. Raises ValueError on bad shapes / dtypes."""
     import torch
 
-    from ..ops.overlap import _check_gemm_operands
-
-    _check_gemm_operands("matmul", a, b)
+    check_operands("matmul", a, b)
     M, K = a.shape
     N = b.shape[1]
     if out is None:
@@ -324,5 +355,5 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
 
 
 __all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
-           "TileConfig", "CONFIGS", "SIM_CONFIG", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for", "ensure_tma_allocator",
-           "matmul", "num_sms"]
+           "TileConfig", "CONFIGS", "SIM_CONFIG", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
+           "ensure_tma_allocator", "matmul", "num_sms", "check_operands"]

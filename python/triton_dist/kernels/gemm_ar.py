@@ -22,7 +22,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import call_epoch, finish_call, store_to_peers
+from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, finish_call, store_to_peers
 from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
 
 
@@ -36,7 +36,7 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
-    value = e * 16777216 + tag
+    value = e * TAG_RANGE_C + tag
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     num_tiles = tiles_m * tiles_n

@@ -38,7 +38,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import call_epoch, finish_call
+from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, finish_call
 from triton_dist.kernels.gemm import autotune_configs as gemm_autotune_configs
 from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
 from triton_dist.tools.profiler.language import Profiler
@@ -57,7 +57,7 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
-    value = e * 16777216 + tag
+    value = e * TAG_RANGE_C + tag
     profiler = Profiler.create(prof_ptr, ENABLE_PROFILING=PROFILE)
     tiles_m = tl.cdiv(M_s, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -117,7 +117,7 @@ def rs_chunked_finish_kernel(out_ptr, own_ptr, stage_ptr, ready_ptr, counter_ptr
     ``out`` rows ``stride_out`` apart, unit column stride), and the launch's last program publishes the call's
     epoch (:func:`finish_call`). One launch instead of a wait kernel, an add kernel and a publish kernel."""
     e = call_epoch(counter_ptr)
-    value = e * 16777216 + tag
+    value = e * TAG_RANGE_C + tag
     tok = e * 0
     for i in tl.static_range(1, WORLD):
         src = (rank + i) % WORLD

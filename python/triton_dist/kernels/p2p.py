@@ -15,7 +15,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import copy_blocks, next_epoch
+from triton_dist.kernels.common import TAG_RANGE_C, copy_blocks, next_epoch
 
 
 @triton_dist.jit
@@ -29,7 +29,7 @@ def p2p_send_kernel(x_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, N, CAP, ds
     tok = dl.wait(done_ptr + sig + dst, 1, "sys", "acquire", e - 1)
     rbuf = dl.symm_at(dl.consume_token(buf_ptr, tok), dst) + rank * CAP
     copy_blocks(x_ptr, rbuf, N, pid, nprog, BLOCK)
-    dl.notify(ready_ptr + sig + rank, dst, e * 16777216 + tag, "set", "intra_node")
+    dl.notify(ready_ptr + sig + rank, dst, e * TAG_RANGE_C + tag, "set", "intra_node")
 
 
 @triton_dist.jit
@@ -40,7 +40,7 @@ def p2p_recv_kernel(out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, N, CAP, 
     nprog = tl.num_programs(0)
     e = next_epoch(counter_ptr, src * nprog + pid)
     sig = pid * WORLD
-    tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", e * 16777216 + tag)
+    tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", e * TAG_RANGE_C + tag)
     lbuf = dl.consume_token(buf_ptr, tok) + src * CAP
     copy_blocks(lbuf, out_ptr, N, pid, nprog, BLOCK)
     dl.notify(done_ptr + sig + rank, src, e, "set", "intra_node")

@@ -40,7 +40,7 @@ from ..kernels import gemm_ar as _ark
 from ..kernels import gemm_rs as _rsk
 from .collectives import FP8_DTYPES, _check_ctx, _check_method, _Context, _dtype_names
 
-TAG_RANGE = 1 << 24
+TAG_RANGE = _common.TAG_RANGE
 GEMM_DTYPES = (torch.bfloat16, torch.float16)
 AG_GEMM_DTYPES = GEMM_DTYPES + FP8_DTYPES
 
@@ -126,26 +126,7 @@ def table_config(op: str, world: int, m: int, n: int, k: int, elem_bytes: int = 
 # validation helpers
 # ================================================================================================================
 def _check_gemm_operands(op: str, a, b, dtypes=AG_GEMM_DTYPES):
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 2:
-            raise ValueError(f"{op}: {name} must be 2-D, got shape {tuple(t.shape)}")
-        if t.dtype not in dtypes:
-            raise ValueError(f"{op}: {name}.dtype={t.dtype} is not supported; accepted: {_dtype_names(dtypes)}")
-    if a.dtype != b.dtype:
-        raise ValueError(f"{op}: a.dtype={a.dtype} and b.dtype={b.dtype} differ")
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"{op}: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
-    if a.device != b.device:
-        raise ValueError(f"{op}: a is on {a.device}, b on {b.device}")
-    if a.stride(1) != 1 or b.stride(1) != 1:
-        raise ValueError(f"{op}: a and b must be row-major with unit column stride (call .contiguous())")
-    if a.shape[1] % 8 or b.shape[1] % 8:
-        raise ValueError(f"{op}: K={a.shape[1]} and N={b.shape[1]} must be multiples of 8 (16-byte rows for TMA)")
-    if a.stride(0) % 8 or b.stride(0) % 8:
-        raise ValueError(f"{op}: row strides a.stride(0)={a.stride(0)}, b.stride(0)={b.stride(0)} must be multiples "
-                         f"of 8 elements (16-byte aligned rows for TMA)")
+    _gemm.check_operands(op, a, b, dtypes)
 
 
 def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
