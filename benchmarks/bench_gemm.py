@@ -54,9 +54,9 @@ def launcher(a, b, c, cfg, flatten, tma_store):
     grid = (min(sms, triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)), )
 
     def run():
-        g.gemm_kernel[grid](a, b, c, c, M, N, K, a.stride(0), 1, b.stride(0), 1, c.stride(0), 1, **cfg.meta(),
-                            NUM_SMS=sms, USE_TMA=True, HAS_SCALE=False, FLATTEN=flatten, TMA_STORE=tma_store,
-                            **cfg.launch())
+        g.gemm_kernel[grid](a, b, c, c, M, N, K, a.stride(0), 1, b.stride(0), 1, c.stride(0), 1,
+                            **cfg.meta(with_flatten=False), NUM_SMS=sms, USE_TMA=True, HAS_SCALE=False,
+                            FLATTEN=flatten, TMA_STORE=tma_store, **cfg.launch())
         return c
     return run
 

@@ -312,6 +312,10 @@ def test_tile_config_round_trips_and_rejects_bad_text():
 
     cfg = TileConfig.parse("128x256x64x8x4")
     assert str(cfg) == "128x256x64x8x4" and TileConfig.parse(str(cfg)) == cfg
+    flat = TileConfig.parse("128x128x64x4x4f")
+    assert flat.flatten and str(flat) == "128x128x64x4x4f" and TileConfig.parse(str(flat)) == flat
+    assert flat.meta()["FLATTEN"] is True and "FLATTEN" not in flat.meta(with_flatten=False)
+    assert "FLATTEN" not in cfg.meta()
     for bad in ("128x256x64x8", "128x200x64x8x4", "axbxcxdxe", "128x256x64x8x0"):
         with pytest.raises(ValueError, match="tile config"):
             TileConfig.parse(bad)

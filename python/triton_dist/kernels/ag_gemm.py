@@ -122,7 +122,8 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
                    N, K, stride_bk, stride_bn, stride_cm, stride_cn, tag, rank, WORLD: tl.constexpr,
                    NSIG: tl.constexpr, PUSH_PROGRAMS: tl.constexpr, COPY_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-                   USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr, PROFILE: tl.constexpr = False):
+                   USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr, PROFILE: tl.constexpr = False,
+                   FLATTEN: tl.constexpr = False):
     """Persistent GEMM over the gathered A, optionally with the all-gather fused into the same launch.
 
     Grid: ``NUM_SMS + PUSH_PROGRAMS`` programs. Programs ``pid >= NUM_SMS`` (``PUSH_PROGRAMS`` == NSIG of them
@@ -132,7 +133,9 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
     ``x``); each peer-chunk tile waits (sys, acquire) for its chunk's ``NSIG`` ready signals and consumes the token
     before loading A. ``C``: ``[WORLD * M_loc, N]``; ``HAS_SCALE``: ``acc * scale[0]`` (fp8). All programs of the
     launch must be co-resident (grid <= SM count). Every program ends with :func:`finish_call` (the last one
-    advances ``counter[0]``). ``PROFILE``: records :data:`TASKS` into ``prof_ptr`` (a profiler buffer)."""
+    advances ``counter[0]``). ``PROFILE``: records :data:`TASKS` into ``prof_ptr`` (a profiler buffer).
+    ``FLATTEN``: the GEMM programs' tile loop and K loop are fused into one software-pipelined loop (as in
+    :func:`~triton_dist.kernels.gemm.gemm_kernel`)."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     value = e * TAG_RANGE_C + tag
@@ -143,7 +146,7 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
     else:
         ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, N, K, stride_bk, stride_bn,
                       stride_cm, stride_cn, value, rank, pid, profiler, WORLD, NSIG, BLOCK_M, BLOCK_N, BLOCK_K,
-                      GROUP_M, NUM_SMS, USE_TMA, HAS_SCALE)
+                      GROUP_M, NUM_SMS, USE_TMA, HAS_SCALE, FLATTEN)
     finish_call(counter_ptr, e)
 
 
@@ -151,7 +154,8 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
 def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, N, K, stride_bk, stride_bn, stride_cm,
                   stride_cn, value, rank, gpid, profiler, WORLD: tl.constexpr, NSIG: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr):
+                  NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr,
+                  FLATTEN: tl.constexpr = False):
     """GEMM role of :func:`ag_gemm_kernel` (GEMM program ``gpid`` of ``NUM_SMS``); returns the profiler."""
     tiles_m = tl.cdiv(M_loc, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -162,7 +166,7 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
-    for tile in range(gpid, num_tiles, NUM_SMS):
+    for tile in tl.range(gpid, num_tiles, NUM_SMS, flatten=FLATTEN):
         c = tile // tiles_chunk
         src = (rank + c) % WORLD
         pid_m, pid_n = tile_coords(tile % tiles_chunk, tiles_m, tiles_n, GROUP_M)

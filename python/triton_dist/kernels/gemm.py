@@ -162,7 +162,8 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, s
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TileConfig:
-    """One tiling: block sizes, group size, warps, pipeline stages."""
+    """One tiling: block sizes, group size, warps, pipeline stages, and ``flatten`` (the kernel's tile loop and K
+    loop fused into one software-pipelined loop: ``FLATTEN`` of :func:`gemm_kernel` and of the AG+GEMM kernel)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -170,26 +171,37 @@ class TileConfig:
     GROUP_M: int = 8
     num_warps: int = 8
     num_stages: int = 3
+    flatten: bool = False
 
-    def meta(self) -> dict:
-        return dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K, GROUP_M=self.GROUP_M)
+    def meta(self, with_flatten: bool = True) -> dict:
+        """Constexpr keywords of a launch; ``FLATTEN`` only when set and ``with_flatten`` (kernels without a
+        flattened form pass ``with_flatten=False``)."""
+        meta = dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K, GROUP_M=self.GROUP_M)
+        if self.flatten and with_flatten:
+            meta["FLATTEN"] = True
+        return meta
 
     def launch(self) -> dict:
         return dict(num_warps=self.num_warps, num_stages=self.num_stages)
 
     def __str__(self) -> str:
-        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}"
+        flat = "f" if self.flatten else ""
+        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}{flat}"
 
     @classmethod
     def parse(cls, text: str, group_m: int = 8) -> "TileConfig":
-        """``"BMxBNxBKxWARPSxSTAGES"`` (as ``str()`` writes it) -> TileConfig; ValueError otherwise."""
+        """``"BMxBNxBKxWARPSxSTAGES"`` with an optional ``f`` suffix for ``flatten`` (as ``str()`` writes it) ->
+        TileConfig; ValueError otherwise."""
+        body = str(text).strip().lower()
+        flat = body.endswith("f")
         try:
-            bm, bn, bk, w, st = (int(v) for v in str(text).strip().lower().split("x"))
+            bm, bn, bk, w, st = (int(v) for v in (body[:-1] if flat else body).split("x"))
         except ValueError:
-            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES, e.g. 128x256x64x8x3") from None
+            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES[f], e.g. 128x256x64x8x3 or "
+                             f"128x128x64x4x4f (f: flattened loop)") from None
         if min(bm, bn, bk, w, st) < 1 or any(v & (v - 1) for v in (bm, bn, bk, w)):
             raise ValueError(f"tile config {text!r}: block sizes and warps must be positive powers of two, stages >= 1")
-        return cls(bm, bn, bk, group_m, w, st)
+        return cls(bm, bn, bk, group_m, w, st, flat)
 
 
 #: Hopper bf16/fp16 autotune candidates (128x256x64 / 4 stages is the classic sm_90 wgmma sweet spot).
@@ -209,7 +221,8 @@ def pick_config(M: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2, cc
                 sim_config: TileConfig = SIM_CONFIG) -> TileConfig:
     """Deterministic tiling for the fused kernels (same on every rank). GPU: 128x256x64 for large shapes,
     128x128x64 when the tile count would leave SMs idle, 64x128 for small M; fp8 doubles BLOCK_K.
-    ``TRITON_DIST_OVERLAP_CONFIG=BMxBNxBKxWARPSxSTAGES`` overrides it (tuning)."""
+    ``TRITON_DIST_OVERLAP_CONFIG=BMxBNxBKxWARPSxSTAGES[f]`` overrides it (tuning; ``f``: flattened loop, taken by
+    the AG+GEMM kernel and ignored by the GEMM+RS / GEMM+AR kernels, which have no flattened form)."""
     env = os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip()
     if env:
         try:

@@ -721,7 +721,7 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
     kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),
                  out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=W,
-                 **cfg.meta(), NUM_SMS=grid[0], USE_TMA=tma, PROFILE=profile, **cfg.launch(), **ctx._coop())
+                 **cfg.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=tma, PROFILE=profile, **cfg.launch(), **ctx._coop())
     return out
 
 

@@ -3,12 +3,14 @@
 # tile's A loads -- including the software-pipelined prologue copies (num_stages=3) -- are issued after the spin.
 # Signature: a_full, b, c, ready, scale, x, recv_ok, counter, prof, M_loc, N, K, stride_bk, stride_bn, stride_cm,
 #            stride_cn, tag, rank, WORLD, NSIG, PUSH_PROGRAMS, COPY_BLOCK, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-#            NUM_SMS, USE_TMA, HAS_SCALE, PROFILE
+#            NUM_SMS, USE_TMA, HAS_SCALE, PROFILE[, FLATTEN]
 #
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 128, False, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir | filecheck %s --check-prefix=PTR
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 128, False, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PTRPTX
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir | filecheck %s --check-prefix=TMA
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=TMAPTX
+# FLATTEN=True (tile loop and K loop fused): the same order, the wait before the chunk's TMA loads
+# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 131, True, False, False, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=TMAPTX
 # Fused push programs (PUSH_PROGRAMS=4): the push role's 128-bit copies into the peer (symm_at) and its signals.
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PUSH
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 128, 64, 8, 304, False, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD

@@ -99,6 +99,15 @@ def test_ag_gemm(method, m_loc, k, n):
     _ag_gemm_matches_torch(m_loc, k, n, [{"method": method}] * 3)
 
 
+@pytest.mark.parametrize("method", ["ce", "sm"])
+@pytest.mark.parametrize("m_loc,k,n", [(1024, 4096, 7168), (1000, 1024, 1032)])
+def test_ag_gemm_flattened_tiling(method, m_loc, k, n, monkeypatch):
+    """The AG+GEMM kernel with its tile and K loops fused (a tiling with the ``f`` suffix, as the sweep may store
+    in the table) gives torch's result; the waits for the peers' chunks stay inside the fused loop."""
+    monkeypatch.setenv("TRITON_DIST_OVERLAP_CONFIG", "128x128x64x4x4f")
+    _ag_gemm_matches_torch(m_loc, k, n, [{"method": method}] * 3)
+
+
 @pytest.mark.parametrize("m_loc,k,n", [(4096, 8192, 14336), (1000, 1024, 1032)])
 def test_ag_gemm_chunked_first_rows(m_loc, k, n):
     """``chunked`` with a local slice first: the rest of the shard is copied into the gathered buffer and joins the
