@@ -8,6 +8,7 @@
 #   scripts/gpu_suite.sh overlap-bench  bench_overlap with the table in the tree (no sweep) + TPMLP end to end
 #   scripts/gpu_suite.sh overlap-trace  overlap tier, then GPU timelines of the host-composed methods (trace_overlap)
 #   scripts/gpu_suite.sh overlap-round  overlap tier, sweep + table, final bench with that table, traces, GEMM forms
+#   scripts/gpu_suite.sh overlap-ag     the AG+GEMM tests of the overlap tier, sweep + table, final bench
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -44,8 +45,8 @@ rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE
   echo "$name: exit $rc in $((SECONDS - t0)) s (limit ${t} s) ($(grep -ho '[0-9]* \(passed\|failed\|skipped\)[^"=]*' "$OUT/$name.log" | tail -1))"
 }
 failed=0
-tier() {  # tier NAME TIMEOUT_S TESTFILE
-  rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "$3"
+tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
+  rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
 }
 case $part in
   1)
@@ -78,9 +79,15 @@ case $part in
     rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final
     rec trace_overlap 90 torchrun --nproc_per_node "$NP" benchmarks/trace_overlap.py --out "$OUT/trace"
     rec bench_gemm 150 "$PY" benchmarks/bench_gemm.py --out "$OUT" ;;
+  overlap-ag)  # after a change to the AG+GEMM kernels only: their tests, then sweep + table and the final bench
+    tier gpu_overlap_ag 120 test/python/gpu/test_gpu_overlap.py -k ag_gemm
+    rec bench_overlap_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --sweep --no-eager \
+      --write-table --tag sweep
+    cp python/triton_dist/ops/overlap_table.json "$OUT/"
+    rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed
