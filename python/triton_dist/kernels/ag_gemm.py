@@ -83,8 +83,8 @@ def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, flag_ptr, peer, tag
     after the copy by stream order). ``counter[0]`` cannot advance before STEP 0 ran: the GEMM of this call needs
     the peers' chunks, which they only push after seeing this ``recv_ok``.
 
-    The ``chunked`` methods (cuBLAS GEMMs, no Triton GEMM launch; ``gemm_rs`` uses the same steps on its own
-    arrays, ``NSIG=1``) run on the main stream: ``STEP=5`` first: ``e = counter[0] + 1`` into ``counter[2]``,
+    The ``chunked`` method of ``gemm_rs`` (cuBLAS GEMMs, no Triton GEMM launch; its own arrays, ``NSIG=1``; the
+    AG+GEMM ``chunked`` method uses 0/1 flags and stream memory operations instead) runs on the main stream: ``STEP=5`` first: ``e = counter[0] + 1`` into ``counter[2]``,
     ``flag[0:NSIG] = e * 2**24 + tag`` (a local int64 array that the side stream then copies into the peers'
     ``ready`` with the copy engine, after the data: no SM needed while cuBLAS holds them all), raise
     ``recv_ok[rank] = e`` on every peer and wait for every peer's ``recv_ok == e`` (each peer finished reading

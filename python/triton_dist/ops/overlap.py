@@ -14,10 +14,12 @@ Guarantees:
 * Every call is validated on the host before anything is launched (shapes, dtypes, devices, contiguity, sizes
   against the context's capacity, fp8 scales): a ``ValueError`` naming the op, the bad value and what is
   accepted. Contexts exchange a fingerprint at creation (all ranks must create them with the same arguments).
-* Signals are epoch-counted (the host counts calls; every rank makes the same calls in the same order), so
-  nothing is reset between calls and there is no reset race (see the kernels' docstrings for the argument).
-* ``method="auto"`` picks the method (fused kernels, copy-engine + cuBLAS ``chunked`` / ``one_shot`` paths, or
-  torch's NCCL + cuBLAS) by the table ``overlap_table.json``, measured by ``benchmarks/bench_overlap.py --sweep
+* Signals are epoch-counted (the device counts calls; every rank makes the same calls in the same order), so
+  nothing is reset between calls and there is no reset race (see the kernels' docstrings for the argument); the
+  AG+GEMM ``chunked`` and GEMM+RS ``ce`` methods use 0/1 flags with their own buffers instead, each raise ordered
+  after the reset it could be lost in (:func:`_ag_gemm_chunked`, :func:`_gemm_rs_ce`).
+* ``method="auto"`` picks the method (fused kernels, copy-engine + cuBLAS ``chunked`` / ``one_shot`` paths,
+  copy-engine + cuBLAS + our GEMM ``ce`` paths, or torch's NCCL + cuBLAS) by the table ``overlap_table.json``, measured by ``benchmarks/bench_overlap.py --sweep
   --write-table`` on 2x H200: the fastest method (and fused tiling) per measured shape, generic crossover rules
   for other shapes (GPU only; the simulator always runs the fused kernels). Without the file the conservative
   :data:`DEFAULT_TABLE` applies.
@@ -999,17 +1001,6 @@ def _flag_raise(ctx, stream, peer_flag):
     else:
         with torch.cuda.stream(stream):
             peer_flag.copy_(ctx.flag_one)
-
-
-def _flag_reset(ctx, stream, flag):
-    """On ``stream``, after its earlier work: the local ``flag = 0``."""
-    if ctx.stream_memops:
-        from ..runtime import stream_ops
-
-        stream_ops.write_value64(stream, flag, 0)
-    else:
-        with torch.cuda.stream(stream):
-            flag.zero_()
 
 
 def _gemm_rs_torch(a, b, ctx, out):
