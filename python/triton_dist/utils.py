@@ -426,10 +426,9 @@ def initialize_distributed(seed: Optional[int] = None, initialize_shmem: bool = 
                                f"CUDA_VISIBLE_DEVICES")
         torch.cuda.set_device(local_rank)
     else:
-        import triton
+        from . import _compat
 
-        os.environ["TRITON_INTERPRET"] = "1"
-        triton.knobs.runtime.interpret = True
+        _compat.set_interpret(True)
     STATE.local_world_size = local_world
     if not dist.is_initialized():
         if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
