@@ -153,11 +153,6 @@ def _gpu_const(kind, op, value, impl, target, _semantic):
     return value if value.dtype == tl.int32 else _semantic.cast(value, tl.int32)
 
 
-def _emit(op, name, args, scope, _semantic, _generator, **sync):
-    target, impl = _lowering(_semantic)
-    return impl.lower(name, args, scope, _semantic=_semantic, _generator=_generator, target=target, **sync)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # PE info
 # ---------------------------------------------------------------------------------------------------------------
