@@ -95,6 +95,10 @@ def test_constant_tables_stated_once():
     assert {n: c.value for n, c in teams.items()} == {n: v for v, n in _libshmem.TEAM_NAMES.items()}
     assert shmem.NVSHMEM_TEAM_INVALID.value == _libshmem.TEAM_INVALID
     assert nv.SIGNAL_OPS == {n: v for v, n in _libshmem.SIGNAL_NAMES.items()}
+    # dl.notify's sig_op names are the ones both GPU lowerings translate
+    from triton_dist.language import core
+
+    assert set(core.SIG_OPS) == set(nv.SIGNAL_OPS) == set(amd.SIGNAL_OPS)
     # AMD: every NVSHMEM value is translated, to the rocSHMEM constant of the same name
     assert {v: amd.CMP[n] for v, n in _libshmem.CMP_NAMES.items()} == amd.NV_CMP_TO_ROC
     assert {v: amd.SIGNAL_OPS[n] for v, n in _libshmem.SIGNAL_NAMES.items()} == amd.NV_SIGNAL_TO_ROC
