@@ -6,6 +6,8 @@ Nothing outside this module imports private Triton modules.
 """
 from __future__ import annotations
 
+import os
+
 import triton
 from triton.language import core as tl_core
 
@@ -77,6 +79,15 @@ def compile_options(semantic):
 def interpret_enabled() -> bool:
     """Whether ``triton.jit`` currently produces interpreted functions (``TRITON_INTERPRET``)."""
     return bool(triton.knobs.runtime.interpret)
+
+
+def set_interpret(on: bool) -> None:
+    """Turn Triton's interpreter on or off for this process: ``TRITON_INTERPRET`` (``"1"`` / ``"0"``, inherited by
+    processes started afterwards) and ``triton.knobs.runtime.interpret`` (what ``triton.jit`` reads).
+
+    Assumption: ``triton.knobs.runtime.interpret`` is assignable and overrides the variable."""
+    os.environ["TRITON_INTERPRET"] = "1" if on else "0"
+    triton.knobs.runtime.interpret = bool(on)
 
 
 def kernel_load_end_hooks():

@@ -39,6 +39,7 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import os
@@ -51,7 +52,6 @@ from triton.runtime.jit import JITFunction
 
 from . import _compat
 
-BOUNDED_WAIT_ENV = "TRITON_DIST_BOUNDED_WAIT"
 #: ``extern_libs`` keys. Triton's CUDA backend links every entry; its HIP backend links an entry only into a module
 #: that calls an undefined function whose name contains the key (``_compat.hip_links_extern_lib``), so the rocSHMEM
 #: key must be a substring of every rocSHMEM symbol.
@@ -63,7 +63,17 @@ NVSHMEM_STATE_SYMBOL = "nvshmemi_device_state_d"
 
 def bounded_wait_key() -> str:
     """The raw value of ``TRITON_DIST_BOUNDED_WAIT`` ("" when unset): part of every DistJITFunction cache key."""
-    return os.environ.get(BOUNDED_WAIT_ENV, "").strip()
+    return os.environ.get(_bounded_wait_env(), "").strip()
+
+
+@functools.lru_cache(maxsize=None)
+def _bounded_wait_env() -> str:
+    """``triton_dist.language.core.BOUNDED_WAIT_ENV`` (the variable ``dl.wait`` reads), imported on first use:
+    ``import triton_dist`` must not import the language package, whose module-level ``triton.jit`` helpers have to
+    be created after the interpreter switch at the end of this module (and after the compile tool turns it off)."""
+    from .language.core import BOUNDED_WAIT_ENV
+
+    return BOUNDED_WAIT_ENV
 
 
 _LOWERING_DIRS = ("language", "backends", os.path.join("tools", "profiler"))

@@ -13,7 +13,6 @@ import datetime
 import functools
 import os
 import random
-import socket
 import time
 from typing import List, Optional, Sequence
 
@@ -368,12 +367,6 @@ def launch_cooperative_grid_options() -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 # bootstrap / teardown
 # ----------------------------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _read_launch_env(name: str):
     rank = get_int_env("RANK", 0)
     world = get_int_env("WORLD_SIZE", 1)
@@ -426,17 +419,18 @@ def initialize_distributed(seed: Optional[int] = None, initialize_shmem: bool = 
                                f"CUDA_VISIBLE_DEVICES")
         torch.cuda.set_device(local_rank)
     else:
-        import triton
+        from . import _compat
 
-        os.environ["TRITON_INTERPRET"] = "1"
-        triton.knobs.runtime.interpret = True
+        _compat.set_interpret(True)
     STATE.local_world_size = local_world
     if not dist.is_initialized():
         if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
             if world != 1:
                 raise RuntimeError("MASTER_ADDR / MASTER_PORT are not set: launch with torchrun (or set them)")
+            from .runtime.sim.launch import free_port
+
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", str(_free_port()))
+            os.environ.setdefault("MASTER_PORT", str(free_port()))
         kwargs = dict(backend="cpu:gloo,cuda:nccl" if name == "nvshmem" else
                       ("cpu:gloo,cuda:nccl" if name == "rocshmem" else "gloo"), rank=rank, world_size=world,
                       timeout=datetime.timedelta(seconds=get_int_env("TRITON_DIST_PG_TIMEOUT_S", 1800)))

@@ -3,6 +3,7 @@
 If a Triton upgrade breaks one of these, this file says which assumption moved. Helpers working on other parts
 append their assumptions below, one test each.
 """
+import os
 import re
 
 import triton
@@ -659,3 +660,33 @@ def test_type_from_name_parses_signature_types():
 
     with pytest.raises(KeyError):
         _compat.type_from_name("flt32")
+
+
+def test_set_interpret_switches_variable_and_knob(monkeypatch):
+    """``set_interpret``: the one place that turns the interpreter on / off (knob assignable, overrides the variable)."""
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", triton.knobs.runtime.interpret)
+    _compat.set_interpret(True)
+    assert os.environ["TRITON_INTERPRET"] == "1" and _compat.interpret_enabled()
+    _compat.set_interpret(False)
+    assert os.environ["TRITON_INTERPRET"] == "0" and not _compat.interpret_enabled()
+
+
+def test_interpreter_switch_is_decided_in_compat_only():
+    """No module but ``_compat`` sets the interpreter (``set_interpret``) or reads whether it is on
+    (``interpret_enabled``): a second copy of the switch could disagree with the first. Mentions between double
+    backticks (docstrings) do not count."""
+    pkg = os.path.dirname(_compat.__file__)
+    pattern = re.compile(r"knobs\.runtime\.interpret\b(?!`)|environ\[\s*[\"']TRITON_INTERPRET[\"']\s*\]"
+                         r"|environ\.get\(\s*[\"']TRITON_INTERPRET[\"']|getenv\(\s*[\"']TRITON_INTERPRET[\"']")
+    # not yet converted: kernels/gemm.py's use_tma_for reads the variable (should call _compat.interpret_enabled())
+    pending = {os.path.join("kernels", "gemm.py")}
+    offenders = []
+    for root, _, files in os.walk(pkg):
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith(".py") and path != _compat.__file__ and os.path.relpath(path, pkg) not in pending:
+                with open(path) as fh:
+                    offenders += [f"{os.path.relpath(path, pkg)}:{i}" for i, line in enumerate(fh, 1)
+                                  if pattern.search(line) and not line.lstrip().startswith("#")]
+    assert offenders == []

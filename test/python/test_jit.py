@@ -1,5 +1,6 @@
 """triton_dist.jit on CPU: decorator forms, composition, interpreter dispatch, extern libs, cache keys, module init."""
 import os
+import subprocess
 
 import pytest
 import torch
@@ -145,6 +146,21 @@ def test_cache_key_includes_bounded_wait(monkeypatch):
     p0 = K.plain_kernel.cache_key
     monkeypatch.setenv("TRITON_DIST_BOUNDED_WAIT", "5")
     assert K.plain_kernel.cache_key == p0
+
+
+def test_bounded_wait_variable_named_once():
+    """The cache key reads the very variable ``dl.wait`` reads (``language.core`` names it; jit has no copy), and
+    ``import triton_dist`` still does not import the language package (its ``triton.jit`` helpers must be created
+    after the interpreter switch)."""
+    from triton_dist.language import core
+
+    assert tdjit._bounded_wait_env() is core.BOUNDED_WAIT_ENV
+    assert not hasattr(tdjit, "BOUNDED_WAIT_ENV")
+    code = "import sys, triton_dist; print(sorted(m for m in sys.modules if m.startswith('triton_dist.language')))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
 # ---- module-init hook, with fake modules ------------------------------------------------------------------------

@@ -74,6 +74,37 @@ def test_constants_match_installed_headers():
         assert getattr(shmem, n).value == v, n
 
 
+def test_constant_tables_stated_once():
+    """The CMP / SIGNAL / TEAM values live in ``language._libshmem`` alone: the device API, the simulator and the
+    NVIDIA lowering use those very tables, and the AMD translation covers exactly their values (no drifting copies)."""
+    from triton_dist.backends.amd import libshmem as amd
+    from triton_dist.backends.nvidia import libshmem as nv
+    from triton_dist.backends.sim import libshmem as sim
+    from triton_dist.language import _libshmem
+
+    tables = {"CMP_NAMES": _libshmem.CMP_NAMES, "SIGNAL_NAMES": _libshmem.SIGNAL_NAMES,
+              "TEAM_NAMES": _libshmem.TEAM_NAMES}
+    for name, table in tables.items():
+        assert getattr(shmem, name) is table, name
+        assert getattr(sim, name) is table, name
+    for value, name in _libshmem.CMP_NAMES.items():
+        assert getattr(shmem, f"NVSHMEM_CMP_{name.upper()}").value == value
+    for value, name in _libshmem.SIGNAL_NAMES.items():
+        assert getattr(shmem, f"NVSHMEM_SIGNAL_{name.upper()}").value == value
+    teams = {"world": shmem.NVSHMEM_TEAM_WORLD, "shared": shmem.NVSHMEM_TEAM_SHARED, "node": shmem.NVSHMEMX_TEAM_NODE}
+    assert {n: c.value for n, c in teams.items()} == {n: v for v, n in _libshmem.TEAM_NAMES.items()}
+    assert shmem.NVSHMEM_TEAM_INVALID.value == _libshmem.TEAM_INVALID
+    assert nv.SIGNAL_OPS == {n: v for v, n in _libshmem.SIGNAL_NAMES.items()}
+    # dl.notify's sig_op names are the ones both GPU lowerings translate
+    from triton_dist.language import core
+
+    assert set(core.SIG_OPS) == set(nv.SIGNAL_OPS) == set(amd.SIGNAL_OPS)
+    # AMD: every NVSHMEM value is translated, to the rocSHMEM constant of the same name
+    assert {v: amd.CMP[n] for v, n in _libshmem.CMP_NAMES.items()} == amd.NV_CMP_TO_ROC
+    assert {v: amd.SIGNAL_OPS[n] for v, n in _libshmem.SIGNAL_NAMES.items()} == amd.NV_SIGNAL_TO_ROC
+    assert {v: amd.TEAMS[n] for v, n in _libshmem.TEAM_NAMES.items()} == amd.NV_TEAM_TO_ROC
+
+
 # ------------------------------------------------------------------------------------------------ argument checks
 
 @triton_dist.jit

@@ -1,5 +1,6 @@
 """The CPU simulator runtime: symmetric heap across real rank processes, barriers, waits, launcher, teardown,
-and Triton interpreter kernels reading/writing peers' partitions (ARCHITECTURE §5)."""
+and Triton interpreter kernels reading/writing peers' partitions (design: the
+``triton_dist.runtime.sim`` package docstring)."""
 import glob
 import multiprocessing
 import os

@@ -1,5 +1,6 @@
-"""The ``libshmem_device`` functions as the GPU targets call them: each C signature declared once, and the lowering
-steps the NVIDIA and AMD tables share. Symbol names live in ``triton_dist.backends.{nvidia,amd}.libshmem``.
+"""The ``libshmem_device`` functions as the GPU targets call them: each C signature declared once, the constants'
+values (stated once here for every target), and the lowering steps the NVIDIA and AMD tables share. Symbol names
+live in ``triton_dist.backends.{nvidia,amd}.libshmem``.
 
 Pointers pass as their 64-bit generic address (``i64``; pointer results come back as ``i64``), ``size_t`` is ``i64``,
 ``int`` and team handles are ``i32``, ``uint64_t`` is ``u64``; a void result is ``None``."""
@@ -11,6 +12,30 @@ import triton.language as tl
 
 from .. import _compat
 from ._extern import Extern
+
+# ----------------------------------------------------------------------------------------------------------------
+# constants: NVSHMEM 3.4.5's values (headers under nvidia/nvshmem/include). They are the API's values on every target:
+# ``libshmem_device`` exports them as its ``NVSHMEM_*`` constexprs and checks arguments against these tables, the
+# NVIDIA lowering passes them through, the simulator reads them (``triton_dist.backends.sim.libshmem``) and the AMD
+# lowering translates them to rocSHMEM's enums (``triton_dist.backends.amd.libshmem``).
+# ----------------------------------------------------------------------------------------------------------------
+#: value -> name, enum nvshmemi_cmp_type (device_host_transport/nvshmem_constants.h; note LE = 3 comes before LT = 4)
+CMP_NAMES = {0: "eq", 1: "ne", 2: "gt", 3: "le", 4: "lt", 5: "ge"}
+#: value -> name, nvshmemx_signal_op_t (device_host_transport/nvshmem_common_transport.h)
+SIGNAL_NAMES = {9: "set", 10: "add"}
+#: value -> name, predefined team handles (device_host/nvshmem_common.cuh)
+TEAM_NAMES = {0: "world", 1: "shared", 2: "node"}
+#: NVSHMEM_TEAM_INVALID (device_host/nvshmem_common.cuh): not a team, refused wherever a team is expected
+TEAM_INVALID = -1
+
+
+def value_of(names, name: str) -> int:
+    """The value whose name is ``name`` in a ``*_NAMES`` table (e.g. ``value_of(SIGNAL_NAMES, "set") == 9``)."""
+    for value, n in names.items():
+        if n == name:
+            return value
+    raise KeyError(name)
+
 
 _P, _S, _I, _U = tl.int64, tl.int64, tl.int32, tl.uint64  # pointer, size_t, int, uint64_t
 _RMA = (_P, _P, _S, _I)  # (dest, source, bytes, pe)

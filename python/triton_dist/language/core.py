@@ -64,8 +64,8 @@ def _pointee(op, name, ptr):
     return ptr.dtype.element_ty
 
 
-def _int_arg(op, name, value, _semantic, target):
-    """An integer argument as a scalar tensor (interpreter: as-is)."""
+def _int_arg(op, name, value):
+    """A checked integer argument (Python int or integer scalar), returned as-is; the lowerings convert it."""
     v = _c(value)
     if isinstance(v, bool) or not (isinstance(v, int) or (_is_tensor(v) and v.dtype.is_int())):
         raise TypeError(f"dl.{op}: {name} must be an integer (Python int or integer scalar), got "
@@ -98,8 +98,8 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None,
         raise TypeError(f"dl.wait: signals must be 32- or 64-bit integers, got pointer to {elem} "
                         f"(accepted pointee types: int32, uint32, int64, uint64)")
     target, impl = lowering_for(_semantic, "language")
-    n = _int_arg("wait", "numBarriers", numBarriers, _semantic, target)
-    val = _int_arg("wait", "waitValue", waitValue, _semantic, target)
+    n = _int_arg("wait", "numBarriers", numBarriers)
+    val = _int_arg("wait", "waitValue", waitValue)
     return impl.wait(barrierPtrs, n, scope, sem, val, elem.primitive_bitwidth, bounded_wait_ms(),
                      _semantic=_semantic, _generator=_generator, target=target)
 
@@ -166,7 +166,7 @@ def symm_at(ptr, rank, _semantic=None):
     """
     _pointee("symm_at", "ptr", ptr)
     target, impl = lowering_for(_semantic, "language")
-    r = _int_arg("symm_at", "rank", rank, _semantic, target)
+    r = _int_arg("symm_at", "rank", rank)
     return impl.symm_at(ptr, r, _semantic=_semantic, target=target)
 
 
@@ -194,8 +194,8 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
         raise TypeError(f"dl.notify: signals are 64-bit: ptr must point to int64/uint64, got pointer to {elem} "
                         f"(accepted pointee types: int64, uint64)")
     target, impl = lowering_for(_semantic, "language")
-    r = _int_arg("notify", "rank", rank, _semantic, target)
-    sig = _int_arg("notify", "signal", signal, _semantic, target)
+    r = _int_arg("notify", "rank", rank)
+    sig = _int_arg("notify", "signal", signal)
     return impl.notify(ptr, r, sig, sig_op, comm_scope, _semantic=_semantic, _generator=_generator, target=target)
 
 

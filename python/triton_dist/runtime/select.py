@@ -91,10 +91,9 @@ def maybe_enable_interpreter() -> bool:
         return False  # a bad TRITON_DIST_BACKEND is reported by initialize_distributed(), not at import
     if not wanted:
         return False
-    os.environ["TRITON_INTERPRET"] = "1"
-    import triton
+    from .. import _compat
 
-    triton.knobs.runtime.interpret = True
+    _compat.set_interpret(True)
     return True
 
 

@@ -61,10 +61,7 @@ def load_kernel(spec: str, name: Optional[str] = None):
     if not name:
         raise UsageError("no kernel named: pass FILE.py:kernel_name or --kernel NAME")
     # Compiling is never interpretation: kernels defined while importing must be real JIT functions.
-    os.environ["TRITON_INTERPRET"] = "0"
-    import triton
-
-    triton.knobs.runtime.interpret = False
+    _compat.set_interpret(False)
     if spec.endswith(".py") or os.path.sep in spec:
         if not os.path.isfile(spec):
             raise UsageError(f"kernel file not found: {spec}")

@@ -8,11 +8,8 @@ Triton's pointer address space is; ``nvshmem_team_t`` is ``i32``. Symbols are ``
 bitcode (``libnvshmem_device.bc``, NVSHMEM 3.4.5 wheel) is linked by ``triton_dist.jit``; every symbol
 of ``EXTERNS`` was checked to be present in it, and test/lit/libshmem links a call to each into a cubin.
 
-Constants (NVSHMEM 3.4.5 headers, ``nvidia/nvshmem/include``):
-- ``device_host_transport/nvshmem_common_transport.h``: ``NVSHMEM_SIGNAL_SET = 9``, ``NVSHMEM_SIGNAL_ADD = 10``.
-- ``device_host_transport/nvshmem_constants.h``: ``NVSHMEM_CMP_EQ = 0, NE = 1, GT = 2, LE = 3, LT = 4, GE = 5``.
-- ``device_host/nvshmem_common.cuh``: ``NVSHMEM_TEAM_WORLD = 0``, ``NVSHMEM_TEAM_SHARED = 1``,
-  ``NVSHMEMX_TEAM_NODE = 2``, ``NVSHMEM_TEAM_INVALID = -1``.
+Constants: NVSHMEM's values are stated once, in ``triton_dist.language._libshmem`` (``CMP_NAMES``, ``SIGNAL_NAMES``,
+``TEAM_NAMES``); the NVIDIA lowering passes them to NVSHMEM unchanged.
 """
 from __future__ import annotations
 
@@ -26,13 +23,9 @@ from ...language._extern import call_extern
 LIB_NAME = "libnvshmem_device"
 LIB_PATH = ""  # linked through the kernel's extern_libs by triton_dist.jit
 
-#: NVSHMEM_SIGNAL_SET / NVSHMEM_SIGNAL_ADD (nvshmem_common_transport.h). NVSHMEM treats any value other than SET as
-#: ADD on its load/store path, so a wrong SET value silently adds.
-SIGNAL_OPS = {"set": 9, "add": 10}
-#: nvshmemx_cmp_type_t (nvshmem_constants.h)
-CMP = {"eq": 0, "ne": 1, "gt": 2, "le": 3, "lt": 4, "ge": 5}
-#: nvshmem_team_t handles (nvshmem_common.cuh)
-TEAMS = {"world": 0, "shared": 1, "node": 2}
+#: ``dl.notify`` sig_op -> NVSHMEM_SIGNAL_SET / NVSHMEM_SIGNAL_ADD (9 / 10). NVSHMEM treats any value other than SET
+#: as ADD on its load/store path, so a wrong SET value silently adds.
+SIGNAL_OPS = {name: value for value, name in _libshmem.SIGNAL_NAMES.items()}
 
 #: threads that run a "warp" call when the target does not say
 WARP_SIZE = 32

@@ -32,11 +32,8 @@ import numpy as np
 import triton.language as tl
 
 from ... import _compat
+from ...language._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_NAMES
 from ...runtime.sim import context as sim_context
-
-CMP_NAMES = {0: "eq", 1: "ne", 2: "gt", 3: "le", 4: "lt", 5: "ge"}
-SIGNAL_NAMES = {9: "set", 10: "add"}
-TEAM_NAMES = {0: "world", 1: "shared", 2: "node"}
 
 
 def _ctx():

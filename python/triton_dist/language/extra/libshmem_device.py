@@ -41,29 +41,27 @@ import triton.language as tl
 
 from ... import _compat
 from ...backends import lowering_for
+from .._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_INVALID, TEAM_NAMES, value_of
 
 # ---------------------------------------------------------------------------------------------------------------
-# constants (NVSHMEM 3.4.5 headers under nvidia/nvshmem/include)
+# constants: NVSHMEM's values, stated once in the tables of ``triton_dist.language._libshmem`` (NVSHMEM 3.4.5
+# headers under nvidia/nvshmem/include)
 # ---------------------------------------------------------------------------------------------------------------
 # device_host_transport/nvshmem_constants.h: enum nvshmemi_cmp_type (note LE = 3 comes before LT = 4)
-NVSHMEM_CMP_EQ = tl.constexpr(0)
-NVSHMEM_CMP_NE = tl.constexpr(1)
-NVSHMEM_CMP_GT = tl.constexpr(2)
-NVSHMEM_CMP_LE = tl.constexpr(3)
-NVSHMEM_CMP_LT = tl.constexpr(4)
-NVSHMEM_CMP_GE = tl.constexpr(5)
+NVSHMEM_CMP_EQ = tl.constexpr(value_of(CMP_NAMES, "eq"))
+NVSHMEM_CMP_NE = tl.constexpr(value_of(CMP_NAMES, "ne"))
+NVSHMEM_CMP_GT = tl.constexpr(value_of(CMP_NAMES, "gt"))
+NVSHMEM_CMP_LE = tl.constexpr(value_of(CMP_NAMES, "le"))
+NVSHMEM_CMP_LT = tl.constexpr(value_of(CMP_NAMES, "lt"))
+NVSHMEM_CMP_GE = tl.constexpr(value_of(CMP_NAMES, "ge"))
 # device_host_transport/nvshmem_common_transport.h: nvshmemx_signal_op_t
-NVSHMEM_SIGNAL_SET = tl.constexpr(9)
-NVSHMEM_SIGNAL_ADD = tl.constexpr(10)
+NVSHMEM_SIGNAL_SET = tl.constexpr(value_of(SIGNAL_NAMES, "set"))
+NVSHMEM_SIGNAL_ADD = tl.constexpr(value_of(SIGNAL_NAMES, "add"))
 # device_host/nvshmem_common.cuh: predefined team handles
-NVSHMEM_TEAM_INVALID = tl.constexpr(-1)
-NVSHMEM_TEAM_WORLD = tl.constexpr(0)
-NVSHMEM_TEAM_SHARED = tl.constexpr(1)
-NVSHMEMX_TEAM_NODE = tl.constexpr(2)
-
-CMP_NAMES = {0: "eq", 1: "ne", 2: "gt", 3: "le", 4: "lt", 5: "ge"}
-SIGNAL_NAMES = {9: "set", 10: "add"}
-TEAM_NAMES = {0: "world", 1: "shared", 2: "node"}
+NVSHMEM_TEAM_INVALID = tl.constexpr(TEAM_INVALID)
+NVSHMEM_TEAM_WORLD = tl.constexpr(value_of(TEAM_NAMES, "world"))
+NVSHMEM_TEAM_SHARED = tl.constexpr(value_of(TEAM_NAMES, "shared"))
+NVSHMEMX_TEAM_NODE = tl.constexpr(value_of(TEAM_NAMES, "node"))
 
 __all__ = [
     "my_pe", "n_pes", "team_my_pe", "team_n_pes", "remote_ptr", "remote_mc_ptr",
@@ -153,11 +151,6 @@ def _gpu_const(kind, op, value, impl, target, _semantic):
     if isinstance(value, int):
         return _semantic.to_tensor(value)
     return value if value.dtype == tl.int32 else _semantic.cast(value, tl.int32)
-
-
-def _emit(op, name, args, scope, _semantic, _generator, **sync):
-    target, impl = _lowering(_semantic)
-    return impl.lower(name, args, scope, _semantic=_semantic, _generator=_generator, target=target, **sync)
 
 
 # ---------------------------------------------------------------------------------------------------------------

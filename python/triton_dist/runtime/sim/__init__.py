@@ -1,4 +1,5 @@
-"""The CPU simulator runtime (ARCHITECTURE §5).
+"""The CPU simulator runtime (the ``sim`` backend: docs/runtime.md, "Choosing the backend"; what the device API
+does on it: docs/libshmem_device.md, "Simulator model").
 
 Ranks are processes; the symmetric heap is one shared-memory segment that every rank maps whole, divided into
 ``world_size`` equal partitions (partition ``r`` is rank ``r``'s heap). A symmetric tensor lives at the same offset

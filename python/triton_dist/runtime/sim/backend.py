@@ -1,4 +1,5 @@
-"""``SimBackend``: the :class:`ShmemBackend` of the CPU simulator (ARCHITECTURE §5).
+"""``SimBackend``: the :class:`ShmemBackend` of the CPU simulator (design: the ``triton_dist.runtime.sim``
+package docstring).
 
 State is per process (module level): any number of ``SimBackend()`` objects share the one heap, and ``init`` is
 idempotent, so ``triton_dist.utils.initialize_distributed()`` may run after a launcher already initialised it.

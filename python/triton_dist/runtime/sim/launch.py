@@ -113,6 +113,7 @@ def _worker_main(rank: int, world_size: int, env: Dict[str, str], conn, init: bo
 # ----------------------------------------------------------------------------------------------------------------
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for MASTER_PORT; ``triton_dist.utils`` uses it too)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
