@@ -679,8 +679,7 @@ def test_interpreter_switch_is_decided_in_compat_only():
     pkg = os.path.dirname(_compat.__file__)
     pattern = re.compile(r"knobs\.runtime\.interpret\b(?!`)|environ\[\s*[\"']TRITON_INTERPRET[\"']\s*\]"
                          r"|environ\.get\(\s*[\"']TRITON_INTERPRET[\"']|getenv\(\s*[\"']TRITON_INTERPRET[\"']")
-    # not yet converted: kernels/gemm.py's use_tma_for reads the variable (should call _compat.interpret_enabled())
-    pending = {os.path.join("kernels", "gemm.py")}
+    pending = set()
     offenders = []
     for root, _, files in os.walk(pkg):
         for f in files:

@@ -42,11 +42,6 @@ def size_tag(numel: int) -> int:
     return int(numel) % TAG_RANGE
 
 
-def decode_ready(value: int):
-    """``(epoch, numel % TAG_RANGE)`` of a ready signal value (for error messages)."""
-    return int(value) // TAG_RANGE, int(value) % TAG_RANGE
-
-
 @triton_dist.jit
 def next_epoch(counter_ptr, slot):
     """Atomically bump ``counter[slot]`` and return the new value (int64, same in every thread of the program)."""

@@ -261,7 +261,7 @@ def use_tma_for(device) -> bool:
     """Host decision for ``USE_TMA``: a CUDA device of compute capability >= 9.0 (and not the interpreter)."""
     import torch
 
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or getattr(device, "type", "cpu") != "cuda":
+    if _compat.interpret_enabled() or getattr(device, "type", "cpu") != "cuda":
         return False
     if getattr(torch.version, "hip", None):
         return False
