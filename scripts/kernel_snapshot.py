@@ -1,0 +1,798 @@
+#!/usr/bin/env python3
+"""Kernel snapshots: prove that a change leaves the generated code of every lit-tested kernel unchanged.
+
+    python scripts/kernel_snapshot.py snapshot /tmp/before     # before the change: write one file per command
+    ... edit, refactor ...
+    python scripts/kernel_snapshot.py compare /tmp/before      # after: recompute, diff; exit 1 if anything differs
+    python scripts/kernel_snapshot.py list                     # show what would run and what is skipped
+
+Where the commands come from: every ``RUN:`` line of the lit tests (``test/lit/**/*.py``, or the files and
+directories given after DIR) that runs the compile tool, e.g.
+
+    # RUN: env PTXAS_OPTIONS=-c %compile %s:kernel -s "*i32:16, 64" --target cuda:90 --stage ptx | filecheck %s
+
+becomes ``python -m triton_dist.tools.compile <test file>:kernel -s ... --target cuda:90 --stage ptx``, its stdout
+kept. It runs with the line's ``env`` assignments over the environment lit gives its tests: PATH, HOME, TMPDIR and
+the few variables test/lit/lit.cfg.py passes, ``<repo>/python`` first on PYTHONPATH, TRITON_INTERPRET=0 and no
+other TRITON_* / MLIR_* knob of the caller's. What follows the first ``|`` (filecheck) is dropped, and so are
+output redirections (``> %t.ll``, ``2>&1``) and ``-o FILE`` for a text stage: the output is read from stdout
+instead. Lines continued with a trailing backslash are joined. Skipped, and listed as skipped: lines that expect a
+failure (``not ...``), lines that run anything other than the compile tool (filecheck, grep, ...), binary stages
+(cubin, hsaco), compound commands (``&&``, ``;``) and substitutions other than %s %S %t %T %%.
+
+Each command's output is stored normalized in DIR as ``<test path under test/lit, / as __>.<NN>.<stage>``, NN
+being the line's position among the RUN lines of its test file (1-based; stable as long as the test's RUN lines
+stay in order), plus ``MANIFEST.json`` (which RUN line made which file, and what was skipped).
+
+Normalization drops what changes when the code does not (instructions, directives, operands and their order are
+kept verbatim):
+  * every stage: blank lines, trailing whitespace, and the repository path (replaced by ``<repo>``);
+  * ptx: ``//`` comments, ``.loc`` / ``.file`` lines, ``.section .debug_*`` blocks (DWARF), and local labels
+    that nothing else refers to once those are gone (``$L__tmp0:``, ``$L__func_begin0:``);
+  * amdgcn: ``;`` comments (so also ``;;#ASMSTART`` and the "Kernel info" block), ``.loc`` / ``.file`` lines,
+    everything in ``.debug_*`` sections, and unreferenced local labels (``.Ltmp0:``, ``.Lfunc_begin0:``);
+  * llir: ``;`` comments, ``!dbg`` attachments, debug records / ``llvm.dbg.*`` calls, ``!llvm.dbg.*`` named
+    metadata and every ``!DI*`` node; the metadata that is left is renumbered in order of first use, so debug
+    nodes appearing or disappearing do not shift ``!range`` / ``!llvm.loop`` numbers;
+  * ttir / ttgir: ``//`` comments, ``#locN = loc(...)`` lines and ``loc(...)`` suffixes, and SSA value names
+    renamed ``%v0, %v1, ...`` in order of first appearance (Triton names values after Python variables, e.g.
+    ``%offs_2``, so renaming a local would otherwise show up as a change).
+Comment markers inside string literals (inline assembly) are left alone.
+
+``compare`` prints one line per differing command (DIFF: output differs; NEW: not in the snapshot; GONE: in the
+snapshot, not produced now; FAIL: the compile command failed) followed by the first lines of a unified diff, and
+a summary; it exits 0 when everything matches, 1 when anything differs or fails, 2 on bad usage. ``--save DIR2``
+also writes the recomputed snapshot, for a full ``diff -r``. Commands run in parallel (``--jobs``, default: the
+number of CPUs); progress goes to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import difflib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+MANIFEST = "MANIFEST.json"
+COMPILE_MODULE = "triton_dist.tools.compile"
+BINARY_STAGES = ("cubin", "hsaco")
+TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx", "amdgcn")
+
+# ----------------------------------------------------------------------------------------------------------------
+# RUN lines -> compile commands
+
+
+@dataclass
+class RunLine:
+    test: str  # absolute path of the lit test file
+    lineno: int  # 1-based line of the RUN: keyword (first line when continued)
+    index: int  # 1-based position among the RUN lines of the file
+    text: str  # the command, continuations joined
+
+
+@dataclass
+class Command:
+    name: str  # snapshot file name
+    run: RunLine
+    argv: List[str]  # arguments of the compile tool (after `python -m triton_dist.tools.compile`)
+    env: Dict[str, str] = field(default_factory=dict)  # assignments from `env NAME=VALUE`
+    stage: str = "ptx"
+
+
+@dataclass
+class Skipped:
+    run: RunLine
+    reason: str
+
+
+_RUN_RE = re.compile(r"^\s*(?:#|//|;)\s*RUN:(.*)$")
+
+
+def parse_run_lines(text: str, test: str = "<string>") -> List[RunLine]:
+    """The RUN lines of a lit test, in order, with ``\\``-continued lines joined."""
+    out: List[RunLine] = []
+    pending: Optional[Tuple[int, str]] = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = _RUN_RE.match(line)
+        if not m:
+            if pending is not None:  # a continuation with no following RUN line: take what we have
+                out.append(RunLine(test, pending[0], len(out) + 1, pending[1].strip()))
+                pending = None
+            continue
+        part = m.group(1).strip()
+        start, prefix = (pending if pending is not None else (lineno, ""))
+        if part.endswith("\\"):
+            pending = (start, prefix + part[:-1].rstrip() + " ")
+            continue
+        pending = None
+        out.append(RunLine(test, start, len(out) + 1, (prefix + part).strip()))
+    if pending is not None:
+        out.append(RunLine(test, pending[0], len(out) + 1, pending[1].strip()))
+    return out
+
+
+def _split_top_level(cmd: str) -> Tuple[List[str], Optional[str]]:
+    """Split ``cmd`` at unquoted ``|`` (pipeline stages). Returns (stages, problem); problem names an unquoted
+    ``&&``, ``||`` or ``;`` (a compound command this tool does not run)."""
+    stages, cur, quote, i = [], [], None, 0
+    while i < len(cmd):
+        c = cmd[i]
+        if quote:
+            cur.append(c)
+            if c == "\\" and quote == '"' and i + 1 < len(cmd):
+                cur.append(cmd[i + 1])
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif c == "\\" and i + 1 < len(cmd):
+            cur.append(c + cmd[i + 1])
+            i += 1
+        elif cmd.startswith("&&", i) or cmd.startswith("||", i):
+            return stages, cmd[i:i + 2]
+        elif c == ";":
+            return stages, ";"
+        elif c == "|":
+            stages.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    stages.append("".join(cur))
+    return stages, None
+
+
+_SUBST_RE = re.compile(r"%(%|s|S|t|T|\{[^}]*\}|[A-Za-z_]\w*)")
+_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_REDIRECT_RE = re.compile(r"^(\d*|&)(>>?|<)(&\d+)?(.*)$")
+
+
+def _substitute(token: str, run: RunLine) -> Tuple[str, Optional[str]]:
+    bad = []
+
+    def repl(m):
+        key = m.group(1)
+        if key == "%":
+            return "%"
+        if key == "s":
+            return run.test
+        if key == "S":
+            return os.path.dirname(run.test)
+        if key == "t":
+            return os.path.join(".", f"{os.path.basename(run.test)}.tmp")
+        if key == "T":
+            return "."
+        bad.append(m.group(0))
+        return m.group(0)
+
+    out = _SUBST_RE.sub(repl, token)
+    return out, (f"unknown substitution {bad[0]}" if bad else None)
+
+
+def snapshot_name(test: str, index: int, stage: str, lit_root: str) -> str:
+    """``<test path relative to lit_root, with / as __, .py dropped>.<NN>.<stage>``."""
+    rel = os.path.relpath(os.path.abspath(test), lit_root)
+    if rel.startswith(".."):
+        rel = os.path.relpath(os.path.abspath(test), REPO)
+    if rel.startswith(".."):
+        rel = os.path.basename(test)
+    rel = rel.replace(os.sep, "/")
+    if rel.endswith(".py"):
+        rel = rel[:-3]
+    rel = re.sub(r"[^A-Za-z0-9_.\-/]", "_", rel).replace("/", "__")
+    return f"{rel}.{index:02d}.{stage}"
+
+
+def plan(run: RunLine, lit_root: str):
+    """A ``Command`` for a RUN line that runs the compile tool, else ``Skipped`` with the reason. %t and %T
+    name files in the command's own temporary working directory."""
+    stages, problem = _split_top_level(run.text)
+    if problem:
+        return Skipped(run, f"compound command ({problem})")
+    try:
+        tokens = shlex.split(stages[0])
+    except ValueError as e:
+        return Skipped(run, f"cannot parse: {e}")
+    if not tokens:
+        return Skipped(run, "empty command")
+    if tokens[0] == "not":
+        return Skipped(run, "expects a failure (not ...)")
+    env: Dict[str, str] = {}
+    if tokens[0] == "env":
+        tokens = tokens[1:]
+        if tokens and tokens[0].startswith("-"):
+            return Skipped(run, f"env option {tokens[0]} not supported")
+    while tokens and _ASSIGN_RE.match(tokens[0]):
+        name, _, value = tokens.pop(0).partition("=")
+        env[name] = value
+    if not tokens:
+        return Skipped(run, "no command after the environment assignments")
+    if tokens[0] == "%compile":
+        args = tokens[1:]
+    elif tokens[0] == "%python" and tokens[1:3] == ["-m", COMPILE_MODULE]:
+        args = tokens[3:]
+    else:
+        return Skipped(run, f"not a compile command ({tokens[0]})")
+    argv: List[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        m = _REDIRECT_RE.match(tok)
+        if m and (m.group(1) or m.group(2)) and not tok.startswith("-"):
+            if m.group(2) == "<":
+                return Skipped(run, f"input redirection ({tok})")
+            # `> FILE`, `2>&1`, `2> FILE`, `>FILE`: the tool reads stdout itself
+            if not m.group(3) and not m.group(4):
+                i += 1  # the file name is the next token
+            i += 1
+            continue
+        if tok in ("-o", "--out"):
+            i += 2
+            continue
+        if tok.startswith("--out=") or (tok.startswith("-o") and len(tok) > 2):  # --out=FILE, -oFILE
+            i += 1
+            continue
+        sub, problem = _substitute(tok, run)
+        if problem:
+            return Skipped(run, problem)
+        argv.append(sub)
+        i += 1
+    for key in list(env):
+        env[key], problem = _substitute(env[key], run)
+        if problem:
+            return Skipped(run, problem)
+    stage = "ptx"
+    for j, tok in enumerate(argv):
+        if tok == "--stage" and j + 1 < len(argv):
+            stage = argv[j + 1]
+        elif tok.startswith("--stage="):
+            stage = tok.split("=", 1)[1]
+    if stage in BINARY_STAGES:
+        return Skipped(run, f"binary stage ({stage})")
+    if stage not in TEXT_STAGES:
+        return Skipped(run, f"unknown stage ({stage})")
+    return Command(snapshot_name(run.test, run.index, stage, lit_root), run, argv, env, stage)
+
+
+def discover(paths: List[str], lit_root: str):
+    """(commands, skipped) for every RUN line of the ``*.py`` lit tests under ``paths`` (files or directories),
+    in file and line order. Files named lit.cfg.py / lit.site.cfg.py and directories Inputs, Output, __pycache__
+    are not tests."""
+    files: List[str] = []
+    for p in paths:
+        p = os.path.abspath(p)
+        if os.path.isfile(p):
+            files.append(p)
+            continue
+        if not os.path.isdir(p):
+            raise FileNotFoundError(p)
+        for root, dirs, names in os.walk(p):
+            dirs[:] = sorted(d for d in dirs if d not in ("Inputs", "Output", "__pycache__") and not d.startswith("."))
+            files += [os.path.join(root, n) for n in sorted(names)
+                      if n.endswith(".py") and n not in ("lit.cfg.py", "lit.site.cfg.py")]
+    commands, skipped = [], []
+    for f in sorted(set(files)):
+        with open(f, encoding="utf-8") as fh:
+            runs = parse_run_lines(fh.read(), f)
+        for run in runs:
+            item = plan(run, lit_root)
+            (commands if isinstance(item, Command) else skipped).append(item)
+    return commands, skipped
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# normalization
+
+_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _outside_strings(line: str, fn) -> str:
+    """Apply ``fn`` to the parts of ``line`` outside double-quoted string literals, left to right."""
+    if '"' not in line:
+        return fn(line)
+    out, pos = [], 0
+    for m in _STRING_RE.finditer(line):
+        out.append(fn(line[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(fn(line[pos:]))
+    return "".join(out)
+
+
+def _strip_comment(line: str, marker: str) -> str:
+    """``line`` without the comment starting at the first ``marker`` outside a string literal."""
+    if marker not in line:
+        return line
+    if '"' not in line:
+        return line[:line.index(marker)]
+    pos = 0
+    for m in _STRING_RE.finditer(line):
+        k = line.find(marker, pos, m.start())
+        if k >= 0:
+            return line[:k]
+        pos = m.end()
+    k = line.find(marker, pos)
+    return line if k < 0 else line[:k]
+
+
+def _strip_mlir_locs(line: str) -> str:
+    """Remove `` loc(...)`` (balanced parentheses, strings skipped) wherever it follows whitespace."""
+    if "loc(" not in line:
+        return line
+    out, i, n = [], 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == '"':
+            m = _STRING_RE.match(line, i)
+            j = m.end() if m else n
+            out.append(line[i:j])
+            i = j
+            continue
+        if line.startswith("loc(", i) and (i == 0 or line[i - 1].isspace()):
+            depth, j = 0, i + 3
+            while j < n:
+                if line[j] == '"':
+                    m = _STRING_RE.match(line, j)
+                    j = m.end() if m else n
+                    continue
+                if line[j] == "(":
+                    depth += 1
+                elif line[j] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            while out and out[-1].isspace():
+                out.pop()
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_SSA_RE = re.compile(r"%[A-Za-z0-9_$.\-]+")
+
+
+def _normalize_mlir(lines: List[str]) -> List[str]:
+    names: Dict[str, str] = {}
+
+    def rename(m):
+        return names.setdefault(m.group(0), f"%v{len(names)}")
+
+    out = []
+    for line in lines:
+        if re.match(r"\s*#loc\d*\s*=", line):
+            continue
+        line = _strip_mlir_locs(_strip_comment(line, "//"))
+        out.append(_outside_strings(line, lambda s: _SSA_RE.sub(rename, s)))
+    return out
+
+
+def _drop_unreferenced_labels(lines: List[str], label_re: str) -> List[str]:
+    define = re.compile(r"^\s*(" + label_re + r"):\s*$")
+    ref = re.compile(label_re)
+    used = set()
+    for line in lines:
+        if not define.match(line):
+            used.update(ref.findall(line))
+    return [line for line in lines if not ((m := define.match(line)) and m.group(1) not in used)]
+
+
+def _normalize_ptx(lines: List[str]) -> List[str]:
+    out, depth, in_debug, seen_brace = [], 0, False, False
+    for line in lines:
+        s = line.strip()
+        if not in_debug and re.match(r"\.section\s+\.debug", s):
+            in_debug, depth, seen_brace = True, 0, False
+        if in_debug:
+            code = _strip_comment(line, "//")
+            depth += code.count("{") - code.count("}")
+            seen_brace = seen_brace or "{" in code
+            if seen_brace and depth <= 0:
+                in_debug = False
+            continue
+        if re.match(r"\.(loc|file)\b", s):
+            continue
+        out.append(_strip_comment(line, "//"))
+    return _drop_unreferenced_labels(out, r"\$L__[\w$]+")
+
+
+_GCN_SECTION_END = re.compile(r"\.(text|data|bss|rodata|previous|popsection|amdgpu_metadata)\b")
+
+
+def _normalize_amdgcn(lines: List[str]) -> List[str]:
+    out, in_debug = [], False
+    for line in lines:
+        code = _strip_comment(line, ";")
+        s = code.strip()
+        m = re.match(r"\.(?:section|pushsection)\s+\"?([^\s,\"]+)", s)
+        if m:
+            in_debug = m.group(1).startswith(".debug")
+        elif _GCN_SECTION_END.match(s):
+            in_debug = False
+        if in_debug or re.match(r"\.(loc|file)\b", s):
+            continue
+        out.append(code)
+    return _drop_unreferenced_labels(out, r"\.L[\w$.]+")
+
+
+_MD_REF = re.compile(r"!(\d+)\b")
+_DBG_ATTACH = re.compile(r"(?:,\s*|\s+)!dbg\s+!\d+")
+
+
+def _split_operands(body: str) -> List[str]:
+    ops, cur, depth = [], [], 0
+    pos = 0
+    for m in list(_STRING_RE.finditer(body)) + [None]:
+        end = m.start() if m else len(body)
+        for c in body[pos:end]:
+            if c in "({[<":
+                depth += 1
+            elif c in ")}]>":
+                depth -= 1
+            if c == "," and depth == 0:
+                ops.append("".join(cur).strip())
+                cur = []
+            else:
+                cur.append(c)
+        if m:
+            cur.append(m.group(0))
+            pos = m.end()
+    ops.append("".join(cur).strip())
+    return [o for o in ops if o]
+
+
+def _normalize_llir(lines: List[str]) -> List[str]:
+    body, named, defs = [], [], {}
+    for line in lines:
+        line = _strip_comment(line, ";")
+        s = line.strip()
+        if not s or s.startswith("#dbg_") or re.match(r"(tail\s+)?(call|declare)\b.*@llvm\.dbg\.", s):
+            continue
+        m = re.match(r"!(\d+)\s*=\s*(.*)$", s)
+        if m:
+            defs[int(m.group(1))] = m.group(2)
+            continue
+        m = re.match(r"!([A-Za-z_.$][\w.$\-]*)\s*=\s*(.*)$", s)
+        if m:
+            if not m.group(1).startswith("llvm.dbg."):
+                named.append((m.group(1), m.group(2)))
+            continue
+        body.append(_outside_strings(line, lambda t: _DBG_ATTACH.sub("", t)))
+    debug = {k for k, v in defs.items() if re.match(r"(distinct\s+)?!DI", v)}
+
+    def prune(value: str) -> str:  # drop operands of a tuple that point at debug nodes
+        m = re.match(r"^(distinct\s+)?!\{(.*)\}$", value)
+        if not m:
+            return value
+        ops = [o for o in _split_operands(m.group(2)) if not (re.fullmatch(r"!\d+", o) and int(o[1:]) in debug)]
+        return f"{m.group(1) or ''}!{{{', '.join(ops)}}}"
+
+    defs = {k: prune(v) for k, v in defs.items() if k not in debug}
+    named = [(n, prune(v)) for n, v in named]
+    order: Dict[int, int] = {}  # old id -> new id, in order of first reference
+    queue: List[int] = []
+
+    def visit(text: str):
+        def note(t):
+            for r in map(int, _MD_REF.findall(t)):
+                if r in defs and r not in order:
+                    order[r] = len(order)
+                    queue.append(r)
+            return t
+
+        _outside_strings(text, note)
+
+    def drain():  # nodes referenced only from other metadata, numbered after their referrers
+        while queue:
+            visit(defs[queue.pop(0)])
+
+    for line in body:
+        visit(line)
+    drain()
+    for _, v in named:
+        visit(v)
+    drain()
+
+    def renumber(text: str) -> str:
+        return _outside_strings(text, lambda t: _MD_REF.sub(
+            lambda m: f"!{order[int(m.group(1))]}" if int(m.group(1)) in order else "!<debug>", t))
+
+    out = [renumber(line) for line in body]
+    out += [f"!{n} = {renumber(v)}" for n, v in named]
+    out += [f"!{order[k]} = {renumber(defs[k])}" for k in sorted(order, key=order.get)]
+    return out
+
+
+_NORMALIZERS = {"ttir": _normalize_mlir, "ttgir": _normalize_mlir, "llir": _normalize_llir, "ptx": _normalize_ptx,
+                "amdgcn": _normalize_amdgcn}
+
+
+def normalize(text: str, stage: str, repo: Optional[str] = REPO) -> str:
+    """``text`` (the compile tool's output for ``stage``) without debug info, comments, locations, paths and
+    blank lines; see the module docstring."""
+    lines = _NORMALIZERS[stage](text.splitlines())
+    out = []
+    for line in lines:
+        line = line.rstrip()
+        if not line.strip():
+            continue
+        if repo:
+            line = line.replace(repo, "<repo>")
+        out.append(line)
+    return "\n".join(out) + "\n" if out else ""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# running
+
+
+@dataclass
+class Result:
+    command: Command
+    output: Optional[str]  # normalized; None when the command failed
+    rc: int = 0
+    stderr: str = ""
+    seconds: float = 0.0
+
+
+# What lit lets through to a test (its own short list, then test/lit/lit.cfg.py's): nothing else of the caller's
+# environment reaches the compile, so knobs set in a shell (TRITON_*, MLIR_*, PTXAS_OPTIONS...) change neither lit's
+# results nor a snapshot.
+_PASS_ENV = ("PATH", "HOME", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "LD_LIBRARY_PATH", "LIBRARY_PATH", "LD_PRELOAD",
+             "SYSTEMROOT", "TERM", "SOURCE_DATE_EPOCH", "TRITON_CACHE_DIR", "TRITON_HOME",
+             "TRITON_DIST_NVSHMEM_BITCODE", "NVSHMEM_HOME")
+
+
+def _child_env(cmd: Command, repo: str) -> Dict[str, str]:
+    env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(repo, "python")] +
+                                        ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    env["TRITON_INTERPRET"] = "0"  # as lit.cfg.py: compiling is never interpreting
+    env.update(cmd.env)
+    return env
+
+
+def run_command(cmd: Command, python: str, repo: str, timeout: float) -> Result:
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kernel_snapshot_") as tmp:
+        try:
+            proc = subprocess.run([python, "-m", COMPILE_MODULE, *cmd.argv], cwd=tmp, env=_child_env(cmd, repo),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return Result(cmd, None, -1, f"timed out after {timeout:.0f} s", time.monotonic() - t0)
+    seconds = time.monotonic() - t0
+    stderr = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        return Result(cmd, None, proc.returncode, stderr, seconds)
+    return Result(cmd, normalize(proc.stdout.decode("utf-8", "replace"), cmd.stage, repo), 0, stderr, seconds)
+
+
+def run_all(commands: List[Command], jobs: int, python: str, repo: str, timeout: float, quiet: bool = False,
+            seconds: Optional[Dict[str, float]] = None):
+    """Run ``commands`` on ``jobs`` workers, the slowest first when ``seconds`` (name -> duration, from an earlier
+    snapshot's manifest) knows them; progress ``[n/total]`` on stderr. Results in the input order."""
+    results: Dict[str, Result] = {}
+    lock, total = threading.Lock(), len(commands)
+    seconds = seconds or {}
+    ordered = sorted(commands, key=lambda c: -seconds.get(c.name, 0.0))  # stable: file order among the unknown
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(run_command, c, python, repo, timeout) for c in ordered]
+        for fut in concurrent.futures.as_completed(futures):
+            res = fut.result()
+            with lock:
+                results[res.command.name] = res
+                if not quiet:
+                    status = "ok" if res.rc == 0 else f"FAILED (exit {res.rc})"
+                    print(f"[{len(results):{len(str(total))}d}/{total}] {res.command.name} {status} "
+                          f"{res.seconds:.1f}s", file=sys.stderr, flush=True)
+    return [results[c.name] for c in commands]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# snapshot directories
+
+
+def _rel(path: str, repo: str) -> str:
+    rel = os.path.relpath(path, repo)
+    return path if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+def _manifest(results: List[Result], skipped: List[Skipped], repo: str) -> dict:
+    return {
+        "format": 1,
+        "commands": {r.command.name: {"test": _rel(r.command.run.test, repo), "line": r.command.run.lineno,
+                                      "run": r.command.run.text, "ok": r.output is not None,
+                                      "seconds": round(r.seconds, 1)}
+                     for r in results},
+        "skipped": [{"test": _rel(s.run.test, repo), "line": s.run.lineno, "run": s.run.text, "reason": s.reason}
+                    for s in skipped],
+    }
+
+
+def read_manifest(directory: str) -> dict:
+    with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_snapshot(directory: str, results: List[Result], skipped: List[Skipped], repo: str) -> None:
+    """Write one file per successful command and MANIFEST.json. An existing snapshot there is replaced (only the
+    files its manifest names are removed); a non-empty directory that is not a snapshot is refused."""
+    if os.path.isdir(directory) and os.listdir(directory):
+        try:
+            old = read_manifest(directory)
+        except (OSError, ValueError):
+            raise SystemExit(f"kernel_snapshot: {directory} is not empty and has no {MANIFEST}: refusing to write "
+                             f"there") from None
+        for name in old.get("commands", {}):
+            try:
+                os.remove(os.path.join(directory, name))
+            except FileNotFoundError:
+                pass
+    os.makedirs(directory, exist_ok=True)
+    for r in results:
+        if r.output is not None:
+            with open(os.path.join(directory, r.command.name), "w", encoding="utf-8", newline="\n") as f:
+                f.write(r.output)
+    with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(_manifest(results, skipped, repo), f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def _diff_excerpt(old: str, new: str, name: str, max_lines: int) -> Tuple[List[str], int, int]:
+    diff = list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"snapshot/{name}", f"now/{name}",
+                                     n=2, lineterm=""))
+    plus = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
+    minus = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
+    return diff[:max_lines], plus, minus
+
+
+def compare(directory: str, results: List[Result], scanned_tests: List[str], repo: str, max_lines: int) -> int:
+    """Print the differences between the snapshot in ``directory`` and ``results``; the number of commands that
+    differ (NEW, GONE and FAIL included)."""
+    try:
+        manifest = read_manifest(directory)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"kernel_snapshot: {directory}: no readable {MANIFEST} ({e}); write one with `snapshot`")
+    old_cmds = manifest.get("commands", {})
+    differ = 0
+    seen = set()
+    for r in results:
+        name = r.command.name
+        seen.add(name)
+        where = f"{_rel(r.command.run.test, repo)}:{r.command.run.lineno}"
+        if r.output is None:
+            differ += 1
+            last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
+            print(f"FAIL {name} [{where}]: compile failed (exit {r.rc})")
+            for ln in last:
+                print(f"    {ln}")
+            continue
+        path = os.path.join(directory, name)
+        if name not in old_cmds or not os.path.isfile(path):
+            differ += 1
+            print(f"NEW  {name} [{where}]: not in the snapshot")
+            continue
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+        if old == r.output:
+            continue
+        differ += 1
+        excerpt, plus, minus = _diff_excerpt(old, r.output, name, max_lines)
+        note = "" if old_cmds[name].get("run") == r.command.run.text else "; the RUN line changed too"
+        print(f"DIFF {name} [{where}]: +{plus} -{minus} lines{note}")
+        for d in excerpt:
+            print(f"    {d}")
+    scanned = {_rel(t, repo) for t in scanned_tests}
+    for name, info in sorted(old_cmds.items()):
+        if name not in seen and info.get("test") in scanned:
+            differ += 1
+            print(f"GONE {name} [{info.get('test')}:{info.get('line')}]: in the snapshot, not produced now")
+    return differ
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernel_snapshot.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="mode", required=True)
+
+    def common(sp, with_dir=True):
+        if with_dir:
+            sp.add_argument("dir", help="snapshot directory")
+        sp.add_argument("paths", nargs="*", help="lit test files or directories to scan (default: test/lit)")
+        sp.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        help="compile commands run at once (default: the number of CPUs, %(default)s here)")
+        sp.add_argument("--python", default=sys.executable, help="interpreter that runs the compile tool "
+                        "(default: this one)")
+        sp.add_argument("--timeout", type=float, default=900, help="seconds per compile command (default 900)")
+        sp.add_argument("--quiet", "-q", action="store_true", help="no progress lines and no skipped list")
+
+    common(sub.add_parser("snapshot", help="compile every command and write DIR"))
+    c = sub.add_parser("compare", help="compile every command and compare with DIR (exit 1 if anything differs)")
+    common(c)
+    c.add_argument("--diff-lines", type=int, default=16, help="unified diff lines shown per command (default 16)")
+    c.add_argument("--save", metavar="DIR2", default=None, help="also write the recomputed snapshot to DIR2")
+    ls = sub.add_parser("list", help="print the commands and the skipped RUN lines; run nothing")
+    ls.add_argument("paths", nargs="*", help="lit test files or directories to scan (default: test/lit)")
+    return p
+
+
+def _show(arg: str) -> str:
+    return f'"{arg}"' if re.search(r"[\s'\\|&;<>()$`]", arg) and '"' not in arg else shlex.quote(arg)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    lit_root = os.path.join(REPO, "test", "lit")
+    paths = args.paths or [lit_root]
+    try:
+        commands, skipped = discover(paths, lit_root)
+    except FileNotFoundError as e:
+        print(f"kernel_snapshot: no such file or directory: {e}", file=sys.stderr)
+        return 2
+    tests = sorted({c.run.test for c in commands} | {s.run.test for s in skipped})
+    if args.mode == "list":
+        for c in commands:
+            env = " ".join(f"{k}={_show(v)}" for k, v in c.env.items())
+            shown = " ".join(_show(_rel(a, REPO) if a.startswith(REPO) else a) for a in c.argv)
+            print(f"{c.name}\t{_rel(c.run.test, REPO)}:{c.run.lineno}\t{env + ' ' if env else ''}%compile {shown}")
+        for s in skipped:
+            print(f"SKIPPED\t{_rel(s.run.test, REPO)}:{s.run.lineno}\t{s.reason}")
+        print(f"{len(commands)} commands, {len(skipped)} RUN lines skipped, {len(tests)} test files",
+              file=sys.stderr)
+        return 0
+    if args.mode == "compare" and args.save and os.path.abspath(args.save) == os.path.abspath(args.dir):
+        print("kernel_snapshot: --save must name another directory than the snapshot compared with",
+              file=sys.stderr)
+        return 2
+    if not args.quiet:
+        for s in skipped:
+            print(f"skipped {_rel(s.run.test, REPO)}:{s.run.lineno}: {s.reason}", file=sys.stderr)
+        print(f"{len(commands)} compile commands from {len(tests)} test files ({len(skipped)} RUN lines skipped), "
+              f"{args.jobs} at a time", file=sys.stderr)
+    try:  # durations recorded by an earlier snapshot: start the slowest commands first
+        previous = {k: float(v.get("seconds", 0)) for k, v in read_manifest(args.dir)["commands"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        previous = {}
+    t0 = time.monotonic()
+    results = run_all(commands, args.jobs, args.python, REPO, args.timeout, quiet=args.quiet, seconds=previous)
+    elapsed = time.monotonic() - t0
+    failed = [r for r in results if r.output is None]
+    if args.mode == "snapshot":
+        write_snapshot(args.dir, results, skipped, REPO)
+        for r in failed:
+            last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
+            print(f"FAIL {r.command.name} [{_rel(r.command.run.test, REPO)}:{r.command.run.lineno}]: exit {r.rc}",
+                  file=sys.stderr)
+            for ln in last:
+                print(f"    {ln}", file=sys.stderr)
+        print(f"snapshot: {len(results) - len(failed)} of {len(results)} commands written to {args.dir} in "
+              f"{elapsed:.1f} s ({len(skipped)} skipped, {len(failed)} failed)", file=sys.stderr)
+        return 1 if failed else 0
+    differ = compare(args.dir, results, tests, REPO, args.diff_lines)
+    if args.save:
+        write_snapshot(args.save, results, skipped, REPO)
+    print(f"compare: {differ} of {len(results)} commands differ from {args.dir} ({len(skipped)} skipped, "
+          f"{elapsed:.1f} s)")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
