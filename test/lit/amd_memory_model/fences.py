@@ -19,15 +19,15 @@
 # INTER: call i32 @rocshmem_signal_set(
 #
 # Targets without a table (gfx908 follows "Memory Model GFX6-GFX9", gfx1100 "Memory Model GFX10-GFX11") are
-# compile errors naming the arch, on both lowerings. Today the two paths word them differently (and list
-# gfx940 / gfx941, which the installed Triton cannot compile for):
+# compile errors naming the arch, on both lowerings. Today dl.wait / dl.notify have their own _family() and
+# wording (and list gfx940 / gfx941, which the installed Triton cannot compile for):
 #
 # RUN: not %compile %s:wait_k -s "*i32:16" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=NOWWAIT908
 # RUN: not %compile %s:ld_k -s "*i32" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=NOWLD908
 # RUN: not %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx1100 --stage ttir 2>&1 | filecheck %s --check-prefix=NOWNOTIFY1100
 #
 # NOWWAIT908: triton_dist: AMD arch 'gfx908' is not supported by dl.wait/dl.notify (supported: gfx90a, gfx940/941/942, gfx950)
-# NOWLD908: language_extra: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx940, gfx941, gfx942, gfx950
+# NOWLD908: language_extra: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx942, gfx950
 # NOWNOTIFY1100: triton_dist: AMD arch 'gfx1100' is not supported by dl.wait/dl.notify (supported: gfx90a, gfx940/941/942, gfx950)
 import triton
 import triton.language as tl
