@@ -19,16 +19,16 @@
 # INTER: call i32 @rocshmem_signal_set(
 #
 # Targets without a table (gfx908 follows "Memory Model GFX6-GFX9", gfx1100 "Memory Model GFX10-GFX11") are
-# compile errors naming the arch, on both lowerings. Today dl.wait / dl.notify have their own _family() and
-# wording (and list gfx940 / gfx941, which the installed Triton cannot compile for):
+# compile errors naming the op and the arch, worded the same by both lowerings (one family() function):
 #
-# RUN: not %compile %s:wait_k -s "*i32:16" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=NOWWAIT908
-# RUN: not %compile %s:ld_k -s "*i32" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=NOWLD908
-# RUN: not %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx1100 --stage ttir 2>&1 | filecheck %s --check-prefix=NOWNOTIFY1100
+# RUN: not %compile %s:wait_k -s "*i32:16" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=WAIT908
+# RUN: not %compile %s:ld_k -s "*i32" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=LD908
+# RUN: not %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx1100 --stage ttir 2>&1 | filecheck %s --check-prefix=NOTIFY1100
+# RUN: not %compile %s:notify_gpu -s "*i64:16, i32" --target hip:gfx1100 --stage ttir 2>&1 | filecheck %s --check-prefix=NOTIFY1100
 #
-# NOWWAIT908: triton_dist: AMD arch 'gfx908' is not supported by dl.wait/dl.notify (supported: gfx90a, gfx940/941/942, gfx950)
-# NOWLD908: language_extra: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx942, gfx950
-# NOWNOTIFY1100: triton_dist: AMD arch 'gfx1100' is not supported by dl.wait/dl.notify (supported: gfx90a, gfx940/941/942, gfx950)
+# WAIT908: dl.wait: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx942, gfx950
+# LD908: language_extra: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx942, gfx950
+# NOTIFY1100: dl.notify: memory operations are not implemented for gfx1100; supported AMD archs: gfx90a, gfx942, gfx950
 import triton
 import triton.language as tl
 
@@ -39,6 +39,11 @@ from triton_dist.language.extra.language_extra import ld, st
 @triton.jit
 def notify_inter(sig, peer):
     dl.notify(sig, peer, 1, "set", "inter_node")
+
+
+@triton.jit
+def notify_gpu(sig, peer):
+    dl.notify(sig, peer, 1, "set", "gpu")
 
 
 @triton.jit

@@ -16,19 +16,15 @@
 # LLVM's wait-count insertion does not look inside inline asm, so nothing else waits for the load before the
 # value is used. gfx950 follows the GFX942 rows.
 #
-# A shared prefix (G942-ACQ-SYS, ...) is checked against BOTH paths. Where the dl.wait path disagrees today its
-# RUN line checks a NOW* prefix instead, which pins what it emits now:
-#  - relaxed, every scope, both archs: no s_waitcnt between the poll load and the compare that reads it;
-#  - gfx90a relaxed / acquire at cta scope: glc (the model sets glc=1 at workgroup scope only in TgSplit mode);
-#  - gfx90a acquire at sys scope: buffer_wbinvl1_vol without buffer_invl2, in the poll and after the barrier
-#    (the model: "buffer_invl2; buffer_wbinvl1_vol", else loads may see stale L2 MTYPE NC lines).
+# A shared prefix (G942-ACQ-SYS, ...) is checked against BOTH paths: the sequences come from one table
+# (python/triton_dist/backends/amd/memory_model.py).
 # W* prefixes check the dl.wait tail: the workgroup barrier, then every thread's acquire-side invalidate.
 #
-# RUN: %compile %s:wait_k -s "*i32:16, 'cta', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=NOW942-RLX-CTA,W-NONE
+# RUN: %compile %s:wait_k -s "*i32:16, 'cta', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-RLX-CTA,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'cta', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-RLX-CTA
-# RUN: %compile %s:wait_k -s "*i32:16, 'gpu', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=NOW942-RLX-GPU,W-NONE
+# RUN: %compile %s:wait_k -s "*i32:16, 'gpu', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-RLX-GPU,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'gpu', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-RLX-GPU
-# RUN: %compile %s:wait_k -s "*i32:16, 'sys', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=NOW942-RLX-SYS,W-NONE
+# RUN: %compile %s:wait_k -s "*i32:16, 'sys', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-RLX-SYS,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'sys', 'relaxed'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-RLX-SYS
 # RUN: %compile %s:wait_k -s "*i32:16, 'cta', 'acquire'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-ACQ-CTA,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'cta', 'acquire'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=G942-ACQ-CTA
@@ -40,17 +36,17 @@
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'sys', 'acquire'" --target hip:gfx950 --stage amdgcn | filecheck %s --check-prefixes=G942-ACQ-SYS
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'cta', 'relaxed'" --target hip:gfx950 --stage amdgcn | filecheck %s --check-prefixes=G942-RLX-CTA
 #
-# RUN: %compile %s:wait_k -s "*i32:16, 'cta', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=NOW90A-RLX-CTA,W-NONE
+# RUN: %compile %s:wait_k -s "*i32:16, 'cta', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-RLX-CTA,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'cta', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-RLX-CTA
-# RUN: %compile %s:wait_k -s "*i32:16, 'gpu', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=NOW90A-RLX-GPU,W-NONE
+# RUN: %compile %s:wait_k -s "*i32:16, 'gpu', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-RLX-GPU,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'gpu', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-RLX-GPU
-# RUN: %compile %s:wait_k -s "*i32:16, 'sys', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=NOW90A-RLX-SYS,W-NONE
+# RUN: %compile %s:wait_k -s "*i32:16, 'sys', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-RLX-SYS,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'sys', 'relaxed'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-RLX-SYS
-# RUN: %compile %s:wait_k -s "*i32:16, 'cta', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=NOW90A-ACQ-CTA,W-NONE
+# RUN: %compile %s:wait_k -s "*i32:16, 'cta', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-ACQ-CTA,W-NONE
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'cta', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-ACQ-CTA
 # RUN: %compile %s:wait_k -s "*i32:16, 'gpu', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-ACQ-GPU,W90A-GPU
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'gpu', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-ACQ-GPU
-# RUN: %compile %s:wait_k -s "*i32:16, 'sys', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=NOW90A-ACQ-SYS
+# RUN: %compile %s:wait_k -s "*i32:16, 'sys', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-ACQ-SYS,W90A-SYS
 # RUN: %compile %s:ld_k -s "*i32, *i32, 'sys', 'acquire'" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=G90A-ACQ-SYS
 #
 # ---- gfx942 / gfx950 ----
@@ -97,43 +93,6 @@
 # G90A-ACQ-SYS-NEXT: buffer_invl2
 # G90A-ACQ-SYS-NEXT: buffer_wbinvl1_vol
 # G90A-ACQ-SYS-NEXT: ;;#ASMEND
-#
-# ---- what the dl.wait path emits today where it disagrees (removed when the two tables become one) ----
-# NOW942-RLX-CTA: global_load_dword [[V:v[0-9]+]], {{v\[[0-9]+:[0-9]+\]}}, off sc0{{$}}
-# NOW942-RLX-CTA-NEXT: ;;#ASMEND
-# NOW942-RLX-CTA-NOT: s_waitcnt
-# NOW942-RLX-CTA: v_cmp_ne_u32_e32 vcc, 1, [[V]]
-# NOW942-RLX-GPU: global_load_dword [[V:v[0-9]+]], {{v\[[0-9]+:[0-9]+\]}}, off sc1{{$}}
-# NOW942-RLX-GPU-NEXT: ;;#ASMEND
-# NOW942-RLX-GPU-NOT: s_waitcnt
-# NOW942-RLX-GPU: v_cmp_ne_u32_e32 vcc, 1, [[V]]
-# NOW942-RLX-SYS: global_load_dword [[V:v[0-9]+]], {{v\[[0-9]+:[0-9]+\]}}, off sc0 sc1{{$}}
-# NOW942-RLX-SYS-NEXT: ;;#ASMEND
-# NOW942-RLX-SYS-NOT: s_waitcnt
-# NOW942-RLX-SYS: v_cmp_ne_u32_e32 vcc, 1, [[V]]
-# NOW90A-RLX-CTA: global_load_dword [[V:v[0-9]+]], {{v\[[0-9]+:[0-9]+\]}}, off glc{{$}}
-# NOW90A-RLX-CTA-NEXT: ;;#ASMEND
-# NOW90A-RLX-CTA-NOT: s_waitcnt
-# NOW90A-RLX-CTA: v_cmp_ne_u32_e32 vcc, 1, [[V]]
-# NOW90A-RLX-GPU: global_load_dword [[V:v[0-9]+]], {{v\[[0-9]+:[0-9]+\]}}, off glc{{$}}
-# NOW90A-RLX-GPU-NEXT: ;;#ASMEND
-# NOW90A-RLX-GPU-NOT: s_waitcnt
-# NOW90A-RLX-GPU: v_cmp_ne_u32_e32 vcc, 1, [[V]]
-# NOW90A-RLX-SYS: global_load_dword [[V:v[0-9]+]], {{v\[[0-9]+:[0-9]+\]}}, off glc{{$}}
-# NOW90A-RLX-SYS-NEXT: ;;#ASMEND
-# NOW90A-RLX-SYS-NOT: s_waitcnt
-# NOW90A-RLX-SYS: v_cmp_ne_u32_e32 vcc, 1, [[V]]
-# NOW90A-ACQ-CTA: global_load_dword {{v[0-9]+}}, {{v\[[0-9]+:[0-9]+\]}}, off glc{{$}}
-# NOW90A-ACQ-CTA-NEXT: s_waitcnt vmcnt(0)
-# NOW90A-ACQ-CTA-NEXT: ;;#ASMEND
-# NOW90A-ACQ-SYS: global_load_dword {{v[0-9]+}}, {{v\[[0-9]+:[0-9]+\]}}, off glc{{$}}
-# NOW90A-ACQ-SYS-NEXT: s_waitcnt vmcnt(0)
-# NOW90A-ACQ-SYS-NEXT: buffer_wbinvl1_vol
-# NOW90A-ACQ-SYS-NEXT: ;;#ASMEND
-# NOW90A-ACQ-SYS: s_barrier
-# NOW90A-ACQ-SYS: ;;#ASMSTART
-# NOW90A-ACQ-SYS-NEXT: buffer_wbinvl1_vol
-# NOW90A-ACQ-SYS-NEXT: s_mov_b32 {{s[0-9]+}}, 0
 #
 # ---- dl.wait tail: barrier, then each thread's acquire-side invalidate (none for relaxed or cta) ----
 # W-NONE: s_barrier
