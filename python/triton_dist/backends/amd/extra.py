@@ -1,15 +1,9 @@
 """AMD (AMDGCN) lowering of ``triton_dist.language.extra.language_extra`` and ``simt_exec_region``.
 
-Memory operations are ``tl.inline_asm_elementwise`` AMDGCN that every thread executes. Each sequence is the one
-LLVM's AMDGPU memory legalizer emits for the matching ``load atomic`` / ``store atomic`` / ``atomicrmw`` /
-``cmpxchg`` with ``syncscope("workgroup"|"agent"|"")`` (checked against LLVM's output; see AMDGPUUsage "Memory
-Model GFX942" and "GFX90A"), plus the ``s_waitcnt`` that LLVM's wait-count pass cannot add for inline asm:
-
-* gfx942 / gfx950: cache-policy bits ``sc0`` (workgroup) / ``sc1`` (agent) / ``sc0 sc1`` (system); acquire =
-  ``s_waitcnt vmcnt(0)`` + ``buffer_inv sc1`` (agent) / ``buffer_inv sc0 sc1`` (system); release =
-  ``buffer_wbl2 sc1`` / ``buffer_wbl2 sc0 sc1`` + ``s_waitcnt vmcnt(0) lgkmcnt(0)`` before the access.
-* gfx90a: ``glc`` loads; acquire = ``buffer_wbinvl1_vol`` (system: ``buffer_invl2`` first); system release =
-  ``buffer_wbl2``.
+Memory operations are ``tl.inline_asm_elementwise`` AMDGCN that every thread executes. Their instruction sequences
+(cache-policy bits, ``buffer_wbl2`` before releases, ``buffer_inv`` / ``buffer_wbinvl1_vol`` after acquires, the
+``s_waitcnt`` that LLVM's wait-count pass cannot add for inline asm) come from :mod:`.memory_model`, the one table of
+LLVM's AMDGPU memory model shared with ``dl.wait`` / ``dl.notify``; targets: gfx90a, gfx942, gfx950.
 
 Thread id: ``llvm.amdgcn.workitem.id.{x,y,z}``; barrier: Triton's (convergent) ``s_barrier`` with workgroup fences.
 """
@@ -20,44 +14,8 @@ import triton.language as tl
 from ... import _compat
 from ...language._gpu import as_int_ptr as _as_int_ptr
 from ...language.simt import _join_bits, _split_bits, vector
+from . import memory_model as mm
 
-_GFX94 = ("gfx940", "gfx941", "gfx942", "gfx950")
-_GFX90A = ("gfx90a", )
-
-
-def _family(target):
-    arch = str(target.arch)
-    if arch in _GFX94:
-        return "gfx94"
-    if arch in _GFX90A:
-        return "gfx90a"
-    raise ValueError(f"language_extra: memory operations are not implemented for {arch}; supported AMD archs: "
-                     f"{', '.join(_GFX90A + _GFX94)}")
-
-
-# cache bits per (family, kind, scope); kind: load / store / atomic (with return)
-_BITS = {
-    "gfx94": {
-        "load": {"cta": "sc0", "gpu": "sc1", "sys": "sc0 sc1", "volatile": "sc0 sc1"},
-        "store": {"cta": "sc0", "gpu": "sc1", "sys": "sc0 sc1", "volatile": "sc0 sc1"},
-        "atomic": {"cta": "sc0", "gpu": "sc0", "sys": "sc0 sc1"},
-    },
-    "gfx90a": {
-        "load": {"cta": "", "gpu": "glc", "sys": "glc", "volatile": "glc"},
-        "store": {"cta": "", "gpu": "", "sys": "", "volatile": ""},
-        "atomic": {"cta": "glc", "gpu": "glc", "sys": "glc"},
-    },
-}
-_ACQUIRE = {
-    "gfx94": {"cta": "", "gpu": "buffer_inv sc1", "sys": "buffer_inv sc0 sc1"},
-    "gfx90a": {"cta": "", "gpu": "buffer_wbinvl1_vol", "sys": "buffer_invl2\n\tbuffer_wbinvl1_vol"},
-}
-_RELEASE = {
-    "gfx94": {"cta": "", "gpu": "buffer_wbl2 sc1", "sys": "buffer_wbl2 sc0 sc1"},
-    "gfx90a": {"cta": "", "gpu": "", "sys": "buffer_wbl2"},
-}
-_WAIT_ALL = "s_waitcnt vmcnt(0) lgkmcnt(0)"
-_WAIT_VM = "s_waitcnt vmcnt(0)"
 _LOAD_OP = {16: "global_load_ushort", 32: "global_load_dword", 64: "global_load_dwordx2"}
 _STORE_OP = {16: "global_store_short", 32: "global_store_dword", 64: "global_store_dwordx2"}
 
@@ -65,24 +23,6 @@ _STORE_OP = {16: "global_store_short", 32: "global_store_dword", 64: "global_sto
 def _asm(lines, constraints, args, dtype, _semantic, is_pure=False):
     text = "\n\t".join(line for line in lines if line)
     return tl.inline_asm_elementwise(text, constraints, args, dtype, is_pure=is_pure, pack=1, _semantic=_semantic)
-
-
-def _release_lines(fam, scope, semantic):
-    if semantic in ("release", "acq_rel"):
-        return [_RELEASE[fam][scope], _WAIT_ALL]
-    if semantic == "volatile":
-        return [_WAIT_ALL]
-    return []
-
-
-def _acquire_lines(fam, scope, semantic):
-    if semantic in ("acquire", "acq_rel"):
-        return [_ACQUIRE[fam][scope]]
-    return []
-
-
-def _bits(fam, kind, scope, semantic):
-    return _BITS[fam][kind]["volatile" if semantic == "volatile" else scope]
 
 
 def _intrinsic(name, _semantic, is_pure=True):
@@ -114,30 +54,26 @@ def syncthreads(target, _semantic):
 
 
 def ld(ptr, elem, scope, semantic, target, _semantic):
-    fam = _family(target)
+    fam = mm.family(target, "language_extra")
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     bits = elem.primitive_bitwidth
-    out = _asm([f"{_LOAD_OP[bits]} $0, $1, off {_bits(fam, 'load', scope, semantic)}".rstrip(), _WAIT_VM] +
-               _acquire_lines(fam, scope, semantic), "=&v,v", [iptr], it, _semantic)
+    out = _asm(mm.load(fam, scope, semantic, f"{_LOAD_OP[bits]} $0, $1, off"), "=&v,v", [iptr], it, _semantic)
     return out if it == elem else tl.cast(out, elem, bitcast=True, _semantic=_semantic)
 
 
 def st(ptr, val, elem, scope, semantic, target, _semantic):
-    fam = _family(target)
+    fam = mm.family(target, "language_extra")
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     bits = elem.primitive_bitwidth
     ival = val if it == elem else tl.cast(val, it, bitcast=True, _semantic=_semantic)
-    tail = [_WAIT_VM] if semantic == "volatile" else []
-    _asm(_release_lines(fam, scope, semantic) +
-         [f"{_STORE_OP[bits]} $1, $2, off {_bits(fam, 'store', scope, semantic)}".rstrip()] + tail +
-         ["v_mov_b32 $0, 0"], "=&v,v,v", [iptr, ival], tl.int32, _semantic)
+    _asm(mm.store(fam, scope, semantic, f"{_STORE_OP[bits]} $1, $2, off") + ["v_mov_b32 $0, 0"], "=&v,v,v",
+         [iptr, ival], tl.int32, _semantic)
 
 
 def _atomic(opcode, ptr, data, out_ty, scope, semantic, target, _semantic):
-    fam = _family(target)
-    return _asm(_release_lines(fam, scope, semantic) +
-                [f"{opcode} $0, $1, $2, off {_bits(fam, 'atomic', scope, semantic)}", _WAIT_VM] +
-                _acquire_lines(fam, scope, semantic), "=&v,v,v", [ptr, data], out_ty, _semantic)
+    fam = mm.family(target, "language_extra")
+    return _asm(mm.rmw(fam, scope, semantic, f"{opcode} $0, $1, $2, off"), "=&v,v,v", [ptr, data], out_ty,
+                _semantic)
 
 
 def atomic_add(ptr, val, elem, scope, semantic, target, _semantic):
@@ -178,13 +114,12 @@ def _v4_ptrs(ptr, nbits, _semantic):
 
 
 def ld_vector(ptr, elem, n, scope, semantic, target, _semantic):
-    fam = _family(target)
+    fam = mm.family(target, "language_extra")
     nbits = elem.primitive_bitwidth * n
     if nbits % 128 == 0:
         words = []
         for p in _v4_ptrs(ptr, nbits, _semantic):
-            lines = [f"global_load_dwordx4 v[0:3], $4, off {_bits(fam, 'load', scope, semantic)}".rstrip(), _WAIT_VM]
-            lines += _acquire_lines(fam, scope, semantic)
+            lines = mm.load(fam, scope, semantic, "global_load_dwordx4 v[0:3], $4, off")
             lines += [f"v_mov_b32 ${i}, v{i}" for i in range(4)]
             words.extend(_asm(lines, "=&v,=&v,=&v,=&v,v," + _QUAD_CLOBBER, [p], [tl.int32] * 4, _semantic))
         return vector(words).recast(elem, _semantic=_semantic)
@@ -193,14 +128,13 @@ def ld_vector(ptr, elem, n, scope, semantic, target, _semantic):
 
 
 def st_vector(ptr, vec, elem, scope, semantic, target, _semantic):
-    fam = _family(target)
+    fam = mm.family(target, "language_extra")
     nbits = vec.type.vector_nbits
     if nbits % 128 == 0:
         words = vec.recast(tl.int32, _semantic=_semantic).values
         for i, p in enumerate(_v4_ptrs(ptr, nbits, _semantic)):
-            lines = [f"v_mov_b32 v{j}, ${j + 2}" for j in range(4)] + _release_lines(fam, scope, semantic)
-            lines += [f"global_store_dwordx4 $1, v[0:3], off {_bits(fam, 'store', scope, semantic)}".rstrip()]
-            lines += [_WAIT_VM] if semantic == "volatile" else []
+            lines = [f"v_mov_b32 v{j}, ${j + 2}" for j in range(4)]
+            lines += mm.store(fam, scope, semantic, "global_store_dwordx4 $1, v[0:3], off")
             lines += ["v_mov_b32 $0, 0"]
             _asm(lines, "=&v,v,v,v,v,v," + _QUAD_CLOBBER, [p] + list(words[4 * i:4 * i + 4]), tl.int32, _semantic)
         return

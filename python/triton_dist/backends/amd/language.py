@@ -1,13 +1,15 @@
-"""AMD (AMDGCN, CDNA gfx90a / gfx94x / gfx950) lowerings of the ``triton_dist.language`` ops.
+"""AMD (AMDGCN, CDNA gfx90a / gfx942 / gfx950) lowerings of the ``triton_dist.language`` ops.
 
-Memory-ordering summary (AMDGPU memory model, "load atomic acquire" / "store atomic release" sequences):
+Memory ordering: every inline-asm sequence comes from :mod:`.memory_model` (LLVM AMDGPUUsage "Memory Model GFX90A" /
+"Memory Model GFX942"), the one table shared with ``language_extra``.
 - ``wait``: thread t of the workgroup (``__ockl_get_local_id``) polls signals t, t+ntid, ... with an atomic load at
-  the matching scope, NOT an RMW: gfx94x acquire = ``global_load ... sc0 sc1`` (system) / ``sc1`` (agent) /
-  ``sc0`` (workgroup) + ``s_waitcnt vmcnt(0)`` + ``buffer_inv sc0 sc1`` / ``buffer_inv sc1``; relaxed = the load
-  alone. Then a workgroup barrier (``s_barrier`` with workgroup fences) orders every thread after the wait.
+  the matching scope, NOT an RMW: "load atomic acquire" (e.g. gfx942 system scope: ``global_load ... sc0 sc1`` +
+  ``s_waitcnt vmcnt(0)`` + ``buffer_inv sc0 sc1``) or "load atomic monotonic" (the load + ``s_waitcnt vmcnt(0)``,
+  which the inline asm needs before the value is compared). Then a workgroup barrier (``s_barrier`` with workgroup
+  fences), after which every thread runs the acquire-side invalidate at the wait's scope.
 - ``notify``: workgroup barrier, then ONE thread (Triton's scalar atomics are issued by one thread) does an atomic
   exchange / add with release semantics at agent (gpu) or system (intra_node, on the ``rocshmem_ptr`` address)
-  scope: LLVM emits ``buffer_wbl2`` + ``s_waitcnt`` before the atomic. inter_node: barrier, system release fence,
+  scope: LLVM emits the release sequence before the atomic. inter_node: barrier, system-scope "fence release",
   thread 0 calls ``rocshmem_signal_set`` / ``rocshmem_signal_add`` (rocSHMEM >= 3.8; rocSHMEM has no signal op taking
   ``sig_op``, so the call is chosen by the compile-time ``sig_op``).
 """
@@ -20,59 +22,28 @@ import triton.language as tl
 from ... import _compat
 from ...language import _gpu, _libshmem
 from . import libshmem
+from . import memory_model as mm
 
 OCKL = "ockl"
 
-# (sem, scope) -> (cache-policy bits on the load, sequence after it); gfx94x / gfx950
-_GFX94_LOAD = {
-    ("relaxed", "cta"): ("sc0", ""),
-    ("relaxed", "gpu"): ("sc1", ""),
-    ("relaxed", "sys"): ("sc0 sc1", ""),
-    ("acquire", "cta"): ("sc0", "s_waitcnt vmcnt(0)"),
-    ("acquire", "gpu"): ("sc1", "s_waitcnt vmcnt(0)\nbuffer_inv sc1"),
-    ("acquire", "sys"): ("sc0 sc1", "s_waitcnt vmcnt(0)\nbuffer_inv sc0 sc1"),
-}
-# gfx90a: glc loads, L1 invalidate with buffer_wbinvl1_vol for agent/system acquire
-_GFX90A_LOAD = {
-    ("relaxed", "cta"): ("glc", ""),
-    ("relaxed", "gpu"): ("glc", ""),
-    ("relaxed", "sys"): ("glc", ""),
-    ("acquire", "cta"): ("glc", "s_waitcnt vmcnt(0)"),
-    ("acquire", "gpu"): ("glc", "s_waitcnt vmcnt(0)\nbuffer_wbinvl1_vol"),
-    ("acquire", "sys"): ("glc", "s_waitcnt vmcnt(0)\nbuffer_wbinvl1_vol"),
-}
-_RELEASE_SYS_FENCE = {"gfx94": "buffer_wbl2 sc0 sc1\ns_waitcnt vmcnt(0) lgkmcnt(0)",
-                      "gfx90a": "buffer_wbl2\ns_waitcnt vmcnt(0) lgkmcnt(0)"}
-
-
-def _family(target) -> str:
-    arch = str(getattr(target, "arch", "") or "")
-    if arch.startswith(("gfx94", "gfx95")):
-        return "gfx94"
-    if arch.startswith("gfx90a"):
-        return "gfx90a"
-    raise ValueError(f"triton_dist: AMD arch {arch!r} is not supported by dl.wait/dl.notify "
-                     f"(supported: gfx90a, gfx940/941/942, gfx950)")
-
 
 def load_asm(sem: str, scope: str, bits: int, target) -> str:
-    table = _GFX94_LOAD if _family(target) == "gfx94" else _GFX90A_LOAD
-    cpol, after = table[(sem, scope)]
+    """dl.wait's poll: the memory model's "load atomic <sem>" at ``scope`` (see :mod:`.memory_model`)."""
     op = "global_load_dwordx2" if bits == 64 else "global_load_dword"
-    return f"{op} $0, $1, off {cpol}\n{after}".strip()
+    return "\n".join(mm.load(mm.family(target, "dl.wait"), scope, sem, f"{op} $0, $1, off"))
 
 
 def post_asm(sem: str, scope: str, target) -> str:
-    """Run by every thread after the workgroup barrier: the acquire-side invalidate at the wait's scope."""
-    if sem != "acquire" or scope == "cta":
-        return "s_mov_b32 $0, 0"
-    inv = ("buffer_inv sc0 sc1" if scope == "sys" else "buffer_inv sc1") if _family(target) == "gfx94" \
-        else "buffer_wbinvl1_vol"
-    return f"{inv}\ns_mov_b32 $0, 0"
+    """Run by every thread after the workgroup barrier: the acquire-side invalidate at the wait's scope (the cache
+    step of "fence acquire"; its leading s_waitcnt is not needed: the paired atomic is the poll load, which the
+    polling thread waited for before the barrier)."""
+    inv = mm.invalidate(mm.family(target, "dl.wait"), scope) if sem == "acquire" else []
+    return "\n".join(inv + ["s_mov_b32 $0, 0"])
 
 
-#: workgroup-scope release by every thread before the barrier: its own stores have completed (left the wave).
-_WG_RELEASE_ASM = "s_waitcnt vmcnt(0) lgkmcnt(0)\ns_mov_b32 $0, 0"
+def _wg_release_asm(fam: str) -> str:
+    """Workgroup-scope release by every thread before the barrier: its own accesses have completed."""
+    return "\n".join(mm.release_fence(fam, "cta") + ["s_mov_b32 $0, 0"])
 
 
 @_compat.dist_builtin
@@ -172,6 +143,7 @@ def _notify_inter(addr, sig, pe, ADD: tl.constexpr, FENCE_ASM: tl.constexpr, WG_
 
 
 def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None, target=None):
+    fam = mm.family(target, "dl.notify")
     rank = _semantic.cast(_semantic.to_tensor(rank), tl.int32)
     sig = _semantic.cast(_semantic.to_tensor(signal), tl.uint64)
     if comm_scope == "inter_node":
@@ -180,13 +152,13 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None,
         addr = _semantic.cast(ptr, tl.int64)
         _compat.call_jit(_generator, _notify_inter,
                          [addr, sig, rank, tl.constexpr(sig_op == "add"),
-                          tl.constexpr(_RELEASE_SYS_FENCE[_family(target)]), tl.constexpr(_WG_RELEASE_ASM)])
+                          tl.constexpr("\n".join(mm.release_fence(fam, "sys"))), tl.constexpr(_wg_release_asm(fam))])
         return None
     scope = "gpu"
     if comm_scope == "intra_node":
         ptr = symm_at(ptr, rank, _semantic=_semantic)
         scope = "sys"
-    _gpu.asm(_WG_RELEASE_ASM, "=s", [], tl.int32, _semantic)
+    _gpu.asm(_wg_release_asm(fam), "=s", [], tl.int32, _semantic)
     _semantic.debug_barrier()
     sig = _semantic.cast(sig, ptr.dtype.element_ty)
     mask = _semantic.to_tensor(True)

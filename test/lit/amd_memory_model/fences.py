@@ -1,0 +1,56 @@
+# AMD memory model, fences and the supported targets.
+#
+# dl.notify(..., "inter_node"): every thread completes its own accesses (the model's workgroup release wait), a
+# workgroup barrier, then a release fence at system scope before rocSHMEM raises the signal: AMDGPUUsage "fence
+# release, system" rows of "AMDHSA Memory Model Code Sequences GFX942" (buffer_wbl2 sc0 sc1; s_waitcnt vmcnt(0)
+# lgkmcnt(0)) and "... GFX90A" (buffer_wbl2; s_waitcnt vmcnt(0) lgkmcnt(0)). rocSHMEM's bitcode is not
+# available here, so the runs stop at LLVM IR, where the sequences are inline-asm strings (\0A = newline).
+#
+# RUN: %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefixes=INTER,INTER942
+# RUN: %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx950 --stage llir --stop-after llir | filecheck %s --check-prefixes=INTER,INTER942
+# RUN: %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx90a --stage llir --stop-after llir | filecheck %s --check-prefixes=INTER,INTER90A
+#
+# INTER: asm sideeffect "s_waitcnt vmcnt(0) lgkmcnt(0)\0As_mov_b32 $0, 0"
+# INTER-NEXT: fence syncscope("workgroup") release
+# INTER-NEXT: call void @llvm.amdgcn.s.barrier()
+# INTER-NEXT: fence syncscope("workgroup") acquire
+# INTER942-NEXT: asm sideeffect "buffer_wbl2 sc0 sc1\0As_waitcnt vmcnt(0) lgkmcnt(0)\0Av_mov_b32 $0, 0"
+# INTER90A-NEXT: asm sideeffect "buffer_wbl2\0As_waitcnt vmcnt(0) lgkmcnt(0)\0Av_mov_b32 $0, 0"
+# INTER: call i32 @rocshmem_signal_set(
+#
+# Targets without a table (gfx908 follows "Memory Model GFX6-GFX9", gfx1100 "Memory Model GFX10-GFX11") are
+# compile errors naming the op and the arch, worded the same by both lowerings (one family() function):
+#
+# RUN: not %compile %s:wait_k -s "*i32:16" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=WAIT908
+# RUN: not %compile %s:ld_k -s "*i32" --target hip:gfx908 --stage ttir 2>&1 | filecheck %s --check-prefix=LD908
+# RUN: not %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx1100 --stage ttir 2>&1 | filecheck %s --check-prefix=NOTIFY1100
+# RUN: not %compile %s:notify_gpu -s "*i64:16, i32" --target hip:gfx1100 --stage ttir 2>&1 | filecheck %s --check-prefix=NOTIFY1100
+#
+# WAIT908: dl.wait: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx942, gfx950
+# LD908: language_extra: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx942, gfx950
+# NOTIFY1100: dl.notify: memory operations are not implemented for gfx1100; supported AMD archs: gfx90a, gfx942, gfx950
+import triton
+import triton.language as tl
+
+import triton_dist.language as dl
+from triton_dist.language.extra.language_extra import ld, st
+
+
+@triton.jit
+def notify_inter(sig, peer):
+    dl.notify(sig, peer, 1, "set", "inter_node")
+
+
+@triton.jit
+def notify_gpu(sig, peer):
+    dl.notify(sig, peer, 1, "set", "gpu")
+
+
+@triton.jit
+def wait_k(sig):
+    dl.wait(sig, 1, "sys", "acquire")
+
+
+@triton.jit
+def ld_k(p):
+    st(p, ld(p, "sys", "acquire"))
