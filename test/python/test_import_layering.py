@@ -1,0 +1,121 @@
+"""Imports flow one way: language -> backends -> runtime/jit -> kernels -> ops -> layers/tools (docs/architecture.md).
+
+Every module of ``python/triton_dist`` is parsed (no import is executed) and each ``import`` / ``from ... import``
+inside it, at module level or inside a function (a lazy import is still a dependency), is mapped to the layer of
+the module it names. A module may import its own layer and the layers below; :data:`KNOWN_UPWARD` lists the
+imports that still go the wrong way, each with the reason and the change that removes it. The test fails on a new
+upward import, and on an entry of the list that no longer exists (so the list only shrinks).
+"""
+from __future__ import annotations
+
+import ast
+import os
+
+PKG_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+
+#: layer of each top-level part of the package (0 = lowest); the package's own ``__init__`` is the public facade
+#: and belongs to no layer
+LAYERS = {"_compat": 0, "target": 0, "language": 1, "backends": 2, "runtime": 3, "jit": 3, "utils": 3,
+          "kernels": 4, "ops": 5, "layers": 6, "tools": 6}
+
+#: (importing module, imported package) pairs that go upward today, and why; remove an entry with its cause
+KNOWN_UPWARD = {
+    # the declarations find their lowering by importing the backends; a backend contract registered by the
+    # backends into the language layer inverts it (issue "one-way architecture", point 1)
+    ("triton_dist.language.core", "triton_dist.backends"),
+    ("triton_dist.language.extra.language_extra", "triton_dist.backends"),
+    ("triton_dist.language.extra.libshmem_device", "triton_dist.backends"),
+    ("triton_dist.language.simt", "triton_dist.backends"),
+    # the simulator's lowerings read the simulator runtime's heap and rank state (same issue, points 1 and 5)
+    ("triton_dist.backends.sim.language", "triton_dist.runtime.sim"),
+    ("triton_dist.backends.sim.libshmem", "triton_dist.runtime.sim"),
+    # the device-side profiler recorder is a language-level object that lives under tools/ (point 5)
+    ("triton_dist.kernels.ag_gemm", "triton_dist.tools.profiler"),
+    ("triton_dist.kernels.gemm_rs", "triton_dist.tools.profiler"),
+}
+
+
+def _module_name(path: str) -> str:
+    rel = os.path.relpath(path, PKG_ROOT)[:-3].replace(os.sep, ".")
+    return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def _layer(module: str):
+    parts = module.split(".")
+    if parts[0] != "triton_dist" or len(parts) < 2:
+        return None
+    return LAYERS.get(parts[1])
+
+
+def _imported(node, package: str):
+    """Absolute names a node imports (``from a import b`` gives ``a.b``: ``b`` may be a submodule)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            parts = package.split(".")
+            parts = parts[:len(parts) - (node.level - 1)]
+            base = ".".join(parts + ([node.module] if node.module else []))
+        return [f"{base}.{alias.name}" for alias in node.names]
+    return []
+
+
+def _existing_module(name: str) -> str:
+    """The longest prefix of ``name`` that is a module or package of the tree (``a.b.func`` -> ``a.b``)."""
+    parts = name.split(".")
+    while len(parts) > 1:
+        base = os.path.join(PKG_ROOT, *parts)
+        if os.path.isfile(base + ".py") or os.path.isfile(os.path.join(base, "__init__.py")):
+            break
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def upward_imports():
+    """``{(importing module, first three parts of the imported name)}`` for every import that goes to a higher
+    layer (imports among layers/tools, the top layer, are not ordered)."""
+    found = set()
+    for dirpath, _, files in os.walk(os.path.join(PKG_ROOT, "triton_dist")):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            module = _module_name(path)
+            package = module if name == "__init__.py" else module.rsplit(".", 1)[0]
+            src = _layer(module)
+            if src is None:
+                continue
+            with open(path) as f:
+                tree = ast.parse(f.read(), filename=path)
+            for node in ast.walk(tree):
+                for target in _imported(node, package):
+                    dst = _layer(target)
+                    if dst is not None and dst > src and not (src == dst == max(LAYERS.values())):
+                        found.add((module, ".".join(_existing_module(target).split(".")[:3])))
+    return found
+
+
+def test_every_module_is_in_a_layer():
+    tops = {entry[:-3] if entry.endswith(".py") else entry
+            for entry in os.listdir(os.path.join(PKG_ROOT, "triton_dist"))
+            if not entry.startswith(("__", ".")) and (entry.endswith(".py") or
+                                                      os.path.isdir(os.path.join(PKG_ROOT, "triton_dist", entry)))}
+    assert tops <= set(LAYERS), f"top-level parts of triton_dist without a layer: {sorted(tops - set(LAYERS))}"
+
+
+def test_imports_flow_one_way():
+    found = upward_imports()
+    new = sorted(found - KNOWN_UPWARD)
+    gone = sorted(KNOWN_UPWARD - found)
+    assert not new, ("imports against the layering (language -> backends -> runtime/jit -> kernels -> ops -> "
+                     f"layers/tools; docs/architecture.md): {new}")
+    assert not gone, f"no longer imported: remove these entries from KNOWN_UPWARD: {gone}"
+
+
+def test_the_scan_sees_relative_and_lazy_imports(tmp_path):
+    """The scanner resolves ``from ..x import y`` and imports inside functions (both forms occur in the package)."""
+    tree = ast.parse("def f():\n    from ..ops.overlap import ag_gemm\n")
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
+    assert _imported(node, "triton_dist.kernels") == ["triton_dist.ops.overlap.ag_gemm"]
+    assert _layer("triton_dist.ops.overlap.ag_gemm") > _layer("triton_dist.kernels.gemm")
