@@ -15,7 +15,7 @@ PKG_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 
 #: layer of each top-level part of the package (0 = lowest); the package's own ``__init__`` is the public facade
 #: and belongs to no layer
-LAYERS = {"_compat": 0, "target": 0, "language": 1, "backends": 2, "runtime": 3, "jit": 3, "utils": 3,
+LAYERS = {"_compat": 0, "target": 0, "profiler_layout": 0, "language": 1, "backends": 2, "runtime": 3, "jit": 3, "utils": 3,
           "kernels": 4, "ops": 5, "layers": 6, "tools": 6}
 
 #: (importing module, imported package) pairs that go upward today, and why; remove an entry with its cause
@@ -26,12 +26,10 @@ KNOWN_UPWARD = {
     ("triton_dist.language.extra.language_extra", "triton_dist.backends"),
     ("triton_dist.language.extra.libshmem_device", "triton_dist.backends"),
     ("triton_dist.language.simt", "triton_dist.backends"),
+    ("triton_dist.language.profiler", "triton_dist.backends"),
     # the simulator's lowerings read the simulator runtime's heap and rank state (same issue, points 1 and 5)
     ("triton_dist.backends.sim.language", "triton_dist.runtime.sim"),
     ("triton_dist.backends.sim.libshmem", "triton_dist.runtime.sim"),
-    # the device-side profiler recorder is a language-level object that lives under tools/ (point 5)
-    ("triton_dist.kernels.ag_gemm", "triton_dist.tools.profiler"),
-    ("triton_dist.kernels.gemm_rs", "triton_dist.tools.profiler"),
 }
 
 

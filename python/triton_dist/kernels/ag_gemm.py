@@ -47,7 +47,7 @@ import triton_dist.language as dl
 
 from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, copy_blocks, finish_call, notify_peers, wait_peers
 from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
-from triton_dist.tools.profiler.language import Profiler
+from triton_dist.language.profiler import Profiler
 
 #: profiler task names of :func:`ag_gemm_kernel` (index = task type)
 TASKS = ("tile", "wait", "push")

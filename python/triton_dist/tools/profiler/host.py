@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from . import layout
+from ... import profiler_layout as layout
 
 _export_trace_on = True
 
@@ -101,7 +101,7 @@ def measure_clock_offset(device=None, samples: int = 8) -> int:
             cand = (t1 - t0, m - (t0 + t1) // 2)
             best = cand if best is None or cand < best else best
         return int(best[1])
-    from .language import read_device_clock as kernel
+    from .clock import read_device_clock as kernel
 
     out = torch.zeros(2, dtype=torch.int64, device=dev)
     with torch.cuda.device(dev):

@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import layout
+from ... import profiler_layout as layout
 
 
 @dataclass
