@@ -5,7 +5,6 @@ the two ranks' heaps; a kernel run "as rank r" is a launch with the context's ra
 the ``sim_ranks`` fixture of the simulator runtime (conftest_sim) when it is available.
 """
 import os
-import sys
 
 import numpy as np
 import pytest
