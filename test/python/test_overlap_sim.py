@@ -211,7 +211,7 @@ WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_tp_mlp", "rank
 
 @pytest.mark.sim
 @pytest.mark.parametrize("world,fn", [(w, f) for w, fs in WORK.items() for f in fs])
-def test_overlap_on_simulator(sim_ranks, world, fn):
+def test_overlap_on_simulator(sim_ranks, world, fn):  # noqa: F811
     res = sim_ranks.run(world, globals()[fn], timeout=300, env=ENV)
     assert not any(res), res
 
