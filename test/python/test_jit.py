@@ -10,12 +10,13 @@ from triton.runtime.jit import JITFunction
 import triton_dist
 import sys
 import triton_dist.jit  # noqa: F401  (the module; ``triton_dist.jit`` the attribute is the decorator)
-tdjit = sys.modules["triton_dist.jit"]
 from triton_dist.runtime import bitcode
 from triton_dist.runtime.state import STATE
 from triton_dist.target import parse_target
 
 import _jit_kernels as K
+
+tdjit = sys.modules["triton_dist.jit"]
 
 
 @pytest.fixture
