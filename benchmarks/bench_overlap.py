@@ -650,11 +650,11 @@ def bench_mlp(args, rank, W, out):
     (the same layer with method="torch")."""
     from triton_dist.layers.tp_mlp import TPMLP
 
-    H, I = 8192, 28672
+    H, inter = 8192, 28672
     Tmax = max(args.mlp_m)
     layers = {}
     for meth in ("auto", "torch"):
-        layers[meth] = TPMLP(H, I, max_tokens=Tmax, method=meth)
+        layers[meth] = TPMLP(H, inter, max_tokens=Tmax, method=meth)
         g = torch.Generator(device="cuda").manual_seed(5)
         layers[meth].w_gate_up.copy_(torch.randn(layers[meth].w_gate_up.shape, device="cuda", generator=g) / 64)
         layers[meth].w_down.copy_(torch.randn(layers[meth].w_down.shape, device="cuda", generator=g) / 64)

@@ -12,7 +12,6 @@ import os
 import sys
 
 import torch
-import triton
 import triton.language as tl
 
 import triton_dist

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates ./.venv (if missing) and installs triton-dist into it with the pinned CPU-machine stack:
 # torch==2.13.0 (the CPU build on this project's machines), triton==3.6.0 (the GPU machine's version).
-#   EXTRAS=test  scripts/setup.sh     # also installs pytest, lit, filecheck
+#   EXTRAS=test  scripts/setup.sh     # also installs pytest, lit, filecheck, ruff
 # Set TRITON_DIST_PYTHON to use an existing interpreter instead (e.g. on a GPU host whose torch you keep);
 # then nothing is installed and that interpreter must already have torch and triton.
 set -euo pipefail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh, with the test extra) and runs the test tiers.
-#   scripts/test.sh            CPU tier: lit tests (compile for cuda:90 / hip:gfx942, FileCheck) + pytest
-#                              (unit, compile, simulator executions at 2 and 4 ranks). This is what CI runs.
+#   scripts/test.sh            CPU tier: ruff (lint, the pinned version of the test extra) + lit tests (compile for
+#                              cuda:90 / hip:gfx942, FileCheck) + pytest (unit, compile, simulator executions at 2
+#                              and 4 ranks). This is what CI runs; any failing step fails the run.
 #   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun on the visible GPUs (>= 2).
 # Extra arguments go to pytest.
 set -uo pipefail
@@ -19,6 +20,8 @@ if [[ $mode == gpu ]]; then
 fi
 
 status=0
+echo "== ruff (lint: ruff check, rules in pyproject.toml) =="
+"$BIN/ruff" check --no-cache . || status=1
 echo "== lit (compile for cuda:90 and hip:gfx942, FileCheck) =="
 "$BIN/lit" -sv test/lit || status=1
 echo "== pytest (CPU tier) =="

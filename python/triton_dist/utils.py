@@ -14,12 +14,12 @@ import functools
 import os
 import random
 import time
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import torch
 
 from .runtime import select as _select
-from .runtime.state import STATE, NOT_INITIALIZED, require_backend, shmem_initialized
+from .runtime.state import STATE, require_backend, shmem_initialized
 
 #: dtype of NVSHMEM signals (nvshmem4py has no uint64 tensors; signals are 64-bit).
 NVSHMEM_SIGNAL_DTYPE = torch.int64

@@ -56,8 +56,8 @@ def k_ring(sig, data, ITERS: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     for i in range(1, ITERS + 1):
         if me != 0:
-            tok = dl.wait(sig, 1, "sys", "acquire", i)
+            dl.wait(sig, 1, "sys", "acquire", i)
         tl.store(dl.symm_at(data, nxt) + offs, tl.zeros([BLOCK], tl.float32) + me * 1000 + i)
         dl.notify(sig, nxt, i, "set", "intra_node")
         if me == 0:
-            tok = dl.wait(sig, 1, "sys", "acquire", i)
+            dl.wait(sig, 1, "sys", "acquire", i)

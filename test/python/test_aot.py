@@ -71,7 +71,7 @@ def test_scale_compiles_to_c(tmp_path):
     assert "% 16 != 0" in src and "CUDA_ERROR_INVALID_VALUE" in src  # divisibility checked before launch
     assert "&global_scratch, &profile_scratch" in src  # Triton 3.6's trailing kernel parameters
     assert "float alpha, int32_t n" in src
-    grids = sorted(l.strip() for f in algo_c for l in open(f) if "gX = " in l)
+    grids = sorted(line.strip() for f in algo_c for line in open(f) if "gX = " in line)
     assert grids == ["unsigned int gX = (unsigned int)((n + 1024 - 1) / 1024);",
                      "unsigned int gX = (unsigned int)((n + 256 - 1) / 256);"]
     disp = open(tmp_path / "scale_fp32.c").read()

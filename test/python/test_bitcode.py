@@ -211,7 +211,7 @@ def test_slim_library_gives_the_same_ptx_as_the_whole_bitcode(tmp_path, monkeypa
     assert slim != full and slim.startswith(str(tmp_path)) and os.path.getsize(slim) < os.path.getsize(full) / 4
     text = open(slim).read()
     for sym in bc.nvshmem_functions():
-        assert re.search(rf"^define [^@\n]*@{sym}\(", text, re.M) and f"define internal" not in \
+        assert re.search(rf"^define [^@\n]*@{sym}\(", text, re.M) and "define internal" not in \
             re.search(rf"^define [^\n]*@{sym}\(", text, re.M).group(0), sym
     assert re.search(r"^@nvshmemi_device_state_d = ", text, re.M)
     assert bc.slim_nvshmem_library(full) == slim  # made once

@@ -20,7 +20,7 @@ ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": 
 
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.sim
-def test_every_kernel(sim_ranks, world):
+def test_every_kernel(sim_ranks, world):  # noqa: F811
     res = sim_ranks.run(world, work.every_kernel, timeout=600, env=ENV)
     for rank, (fails, checks) in enumerate(res):
         assert checks > 100, (rank, checks)
@@ -28,7 +28,7 @@ def test_every_kernel(sim_ranks, world):
 
 
 @pytest.mark.sim
-def test_stress_4_ranks(sim_ranks):
+def test_stress_4_ranks(sim_ranks):  # noqa: F811
     calls = int(os.environ.get("TRITON_DIST_SIM_STRESS_CALLS", "1000"))
     res = sim_ranks.run(4, work.stress, calls, 1, 256, timeout=900, env=ENV)
     for rank, (fails, n, secs) in enumerate(res):

@@ -10,12 +10,13 @@ from triton.runtime.jit import JITFunction
 import triton_dist
 import sys
 import triton_dist.jit  # noqa: F401  (the module; ``triton_dist.jit`` the attribute is the decorator)
-tdjit = sys.modules["triton_dist.jit"]
 from triton_dist.runtime import bitcode
 from triton_dist.runtime.state import STATE
 from triton_dist.target import parse_target
 
 import _jit_kernels as K
+
+tdjit = sys.modules["triton_dist.jit"]
 
 
 @pytest.fixture
@@ -121,8 +122,8 @@ def test_libdevice_only_kernel_code_unaffected_and_needs_no_init():
     without = _compile(K.dist_plain_kernel, sig, {}).asm["ptx"]
     # only unused NVSHMEM state constants are added (which ones depends on the NVSHMEM version: 3.4 adds two,
     # 3.6 also the IBGDA state); no instruction references them
-    added = [l for l in with_lib.splitlines() if l not in without.splitlines()]
-    assert added and all(l.startswith(".visible .const") and " nvshmemi_" in l for l in added)
+    added = [line for line in with_lib.splitlines() if line not in without.splitlines()]
+    assert added and all(line.startswith(".visible .const") and " nvshmemi_" in line for line in added)
     assert not tdjit.ptx_uses_nvshmem(with_lib)
 
 

@@ -5,7 +5,6 @@ the two ranks' heaps; a kernel run "as rank r" is a launch with the context's ra
 the ``sim_ranks`` fixture of the simulator runtime (conftest_sim) when it is available.
 """
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -190,11 +189,9 @@ def _rank_ring(iters):
     """Inside a rank process: a ring ping-pong of ``iters`` rounds via notify/wait, then every op once."""
     import _language_sim_kernels as k
 
-    from triton_dist.runtime.sim import current
     from triton_dist.runtime.sim.backend import SimBackend
 
-    b, ctx = SimBackend(), current()
-    r, n = ctx.rank, ctx.world_size
+    b = SimBackend()
     sig = b.create_tensor((1, ), torch.int64)
     sig.zero_()
     data = b.create_tensor((16, ), torch.float32)

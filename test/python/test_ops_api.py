@@ -10,13 +10,13 @@ from triton_dist.runtime.sim.launch import RankError
 pytestmark = pytest.mark.sim
 
 
-def test_api_checks(sim_ranks):
+def test_api_checks(sim_ranks):  # noqa: F811
     res = sim_ranks.run(2, work.api_checks, timeout=600, env={"TRITON_DIST_SIM_WAIT_TIMEOUT": "60"})
     for rank, fails in enumerate(res):
         assert not fails, (rank, fails)
 
 
-def test_size_mismatch_is_an_error(sim_ranks):
+def test_size_mismatch_is_an_error(sim_ranks):  # noqa: F811
     with pytest.raises(RankError) as ei:
         sim_ranks.run(2, work.size_mismatch, timeout=120, env={"TRITON_DIST_SIM_WAIT_TIMEOUT": "3"})
     msg = str(ei.value)

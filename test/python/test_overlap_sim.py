@@ -103,12 +103,12 @@ def rank_tp_mlp():
 
     rank, W = _init()
     fails = []
-    H, I, T = 32, 16 * W, 16 * W
+    H, inter, T = 32, 16 * W, 16 * W
     g = torch.Generator().manual_seed(0)
-    w_gate = (torch.randn(H, I, generator=g) / 8).to(torch.bfloat16)
-    w_up = (torch.randn(H, I, generator=g) / 8).to(torch.bfloat16)
-    w_down = (torch.randn(I, H, generator=g) / 8).to(torch.bfloat16)
-    mlp = TPMLP(H, I, max_tokens=T, dtype=torch.bfloat16, device="cpu", method="fused").load_full_weights(
+    w_gate = (torch.randn(H, inter, generator=g) / 8).to(torch.bfloat16)
+    w_up = (torch.randn(H, inter, generator=g) / 8).to(torch.bfloat16)
+    w_down = (torch.randn(inter, H, generator=g) / 8).to(torch.bfloat16)
+    mlp = TPMLP(H, inter, max_tokens=T, dtype=torch.bfloat16, device="cpu", method="fused").load_full_weights(
         w_gate, w_up, w_down)
     for call in range(2):
         x = torch.randn(T, H, generator=g).to(torch.bfloat16)
@@ -211,7 +211,7 @@ WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_tp_mlp", "rank
 
 @pytest.mark.sim
 @pytest.mark.parametrize("world,fn", [(w, f) for w, fs in WORK.items() for f in fs])
-def test_overlap_on_simulator(sim_ranks, world, fn):
+def test_overlap_on_simulator(sim_ranks, world, fn):  # noqa: F811
     res = sim_ranks.run(world, globals()[fn], timeout=300, env=ENV)
     assert not any(res), res
 

@@ -67,8 +67,9 @@ class TPMLP(torch.nn.Module):
     def load_full_weights(self, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> "TPMLP":
         """Shard unsharded weights (``w_gate``, ``w_up``: ``[hidden, intermediate]``; ``w_down``:
         ``[intermediate, hidden]``, the same on every rank) into this rank's parameters."""
-        H, I = self.hidden, self.intermediate
-        for name, t, shape in (("w_gate", w_gate, (H, I)), ("w_up", w_up, (H, I)), ("w_down", w_down, (I, H))):
+        H, inter = self.hidden, self.intermediate
+        for name, t, shape in (("w_gate", w_gate, (H, inter)), ("w_up", w_up, (H, inter)),
+                               ("w_down", w_down, (inter, H))):
             if tuple(t.shape) != shape:
                 raise ValueError(f"TPMLP.load_full_weights: {name} has shape {tuple(t.shape)}, expected {shape}")
         lo, hi = self.rank * self.i_loc, (self.rank + 1) * self.i_loc

@@ -40,7 +40,7 @@ from ..kernels import common as _common
 from ..kernels import gemm as _gemm
 from ..kernels import gemm_ar as _ark
 from ..kernels import gemm_rs as _rsk
-from .collectives import FP8_DTYPES, _check_ctx, _check_method, _Context, _dtype_names
+from .collectives import FP8_DTYPES, _check_ctx, _check_method, _Context
 
 TAG_RANGE = _common.TAG_RANGE
 GEMM_DTYPES = (torch.bfloat16, torch.float16)

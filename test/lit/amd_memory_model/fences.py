@@ -30,7 +30,6 @@
 # LD908: language_extra: memory operations are not implemented for gfx908; supported AMD archs: gfx90a, gfx942, gfx950
 # NOTIFY1100: dl.notify: memory operations are not implemented for gfx1100; supported AMD archs: gfx90a, gfx942, gfx950
 import triton
-import triton.language as tl
 
 import triton_dist.language as dl
 from triton_dist.language.extra.language_extra import ld, st

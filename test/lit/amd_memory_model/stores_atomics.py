@@ -279,7 +279,6 @@
 # G90A-CAS-NEXT: buffer_wbinvl1_vol
 # G90A-CAS-NEXT: ;;#ASMEND
 import triton
-import triton.language as tl
 
 from triton_dist.language.extra.language_extra import atomic_add, atomic_cas, ld, st
 

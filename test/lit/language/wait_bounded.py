@@ -26,7 +26,6 @@
 # OFF-NOT: trap;
 # OFF: ld.acquire.sys.b64
 import triton
-import triton.language as tl
 
 import triton_dist.language as dl
 

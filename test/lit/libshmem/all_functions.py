@@ -83,7 +83,6 @@
 # Team index (world 0, shared / node 1) first; the wrapper forwards to rocshmem_ctx_{broadcast,fcollect}mem_wg.
 # AMD-DAG: call i32 @rocshmem_broadcastmem_wg(i32 0,
 # AMD-DAG: call i32 @rocshmem_fcollectmem_wg(i32 1,
-import triton
 import triton.language as tl
 
 import triton_dist

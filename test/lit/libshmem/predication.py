@@ -44,7 +44,6 @@
 # AMDBARRIER: call i32 @rocshmem_barrier()
 # AMDBARRIER: s.barrier()
 # AMDBARRIER-NOT: rocshmem_team_barrier
-import triton
 import triton.language as tl
 
 import triton_dist

@@ -11,7 +11,6 @@ import textwrap
 
 import pytest
 import torch
-import triton
 import triton.language as tl
 
 pytestmark = pytest.mark.gpu

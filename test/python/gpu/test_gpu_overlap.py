@@ -472,16 +472,16 @@ def test_tp_mlp_matches_single_device_reference():
     from triton_dist.layers import TPMLP, mlp_reference
 
     rank, W = _init()
-    H, I, T = 4096, 14336, 2048
+    H, inter, T = 4096, 14336, 2048
     g = torch.Generator(device="cuda").manual_seed(0)
-    w_gate = (torch.randn(H, I, device="cuda", generator=g) / 64).to(torch.bfloat16)
-    w_up = (torch.randn(H, I, device="cuda", generator=g) / 64).to(torch.bfloat16)
-    w_down = (torch.randn(I, H, device="cuda", generator=g) / 64).to(torch.bfloat16)
+    w_gate = (torch.randn(H, inter, device="cuda", generator=g) / 64).to(torch.bfloat16)
+    w_up = (torch.randn(H, inter, device="cuda", generator=g) / 64).to(torch.bfloat16)
+    w_down = (torch.randn(inter, H, device="cuda", generator=g) / 64).to(torch.bfloat16)
     x = torch.randn(T, H, device="cuda", generator=g).to(torch.bfloat16)
     ref = mlp_reference(x, w_gate, w_up, w_down)
     t_loc = T // W
     for method in ("fused", "torch"):
-        mlp = TPMLP(H, I, max_tokens=T, method=method).load_full_weights(w_gate, w_up, w_down)
+        mlp = TPMLP(H, inter, max_tokens=T, method=method).load_full_weights(w_gate, w_up, w_down)
         try:
             y = mlp(x[rank * t_loc:(rank + 1) * t_loc])
             torch.cuda.synchronize()

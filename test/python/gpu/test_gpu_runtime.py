@@ -7,11 +7,10 @@ import sys
 
 import pytest
 import torch
-import triton
 
 pytestmark = pytest.mark.gpu
 
-import triton_dist  # noqa: E402
+import triton_dist  # noqa: E402, F401  (loads triton_dist.jit, taken from sys.modules below)
 import triton_dist.utils as U  # noqa: E402
 
 tdjit = sys.modules["triton_dist.jit"]

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
-
 
 class SimContext:
     """Per-process simulator state. Attributes:
