@@ -90,6 +90,23 @@ def set_interpret(on: bool) -> None:
     triton.knobs.runtime.interpret = bool(on)
 
 
+def allocator_is_unset() -> bool:
+    """Whether no Triton allocator (``triton.set_allocator``) is installed for this context: device-side tensor
+    descriptors then have no scratch memory. Triton 3.6 keeps the allocator in ``triton.runtime._allocation``
+    (a context variable holding a ``NullAllocator`` until set)."""
+    from triton.runtime import _allocation
+
+    return isinstance(_allocation._allocator.get(), _allocation.NullAllocator)
+
+
+def interpreter_np_dtype(dtype):
+    """The numpy dtype the interpreter stores a Triton ``dtype`` as (Triton 3.6:
+    ``triton.runtime.interpreter._get_np_dtype``)."""
+    from triton.runtime.interpreter import _get_np_dtype
+
+    return _get_np_dtype(dtype)
+
+
 def kernel_load_end_hooks():
     """The hook chain Triton calls after loading a compiled module: ``hook(module, function, name,
     metadata_group, hash)``. Assumption: ``knobs.runtime.kernel_load_end_hook`` is a ``HookChain`` (3.5+)."""

@@ -689,3 +689,27 @@ def test_interpreter_switch_is_decided_in_compat_only():
                     offenders += [f"{os.path.relpath(path, pkg)}:{i}" for i, line in enumerate(fh, 1)
                                   if pattern.search(line) and not line.lstrip().startswith("#")]
     assert offenders == []
+
+
+def test_allocator_is_unset_until_set_allocator():
+    """``allocator_is_unset`` reads Triton's allocator context variable: True on a fresh context, False after
+    ``triton.set_allocator`` (inside a fresh context, so nothing leaks to other tests)."""
+    import contextvars
+
+    import triton
+
+    def run():
+        assert _compat.allocator_is_unset()
+        triton.set_allocator(lambda size, alignment, stream: None)
+        assert not _compat.allocator_is_unset()
+
+    contextvars.Context().run(run)  # an empty context: every variable at its default
+
+
+def test_interpreter_np_dtype_maps_triton_dtypes():
+    import numpy as np
+    import triton.language as tl
+
+    assert _compat.interpreter_np_dtype(tl.float32) == np.float32
+    assert _compat.interpreter_np_dtype(tl.int64) == np.int64
+    assert _compat.interpreter_np_dtype(tl.bfloat16) == np.uint16  # raw bits: numpy has no bfloat16

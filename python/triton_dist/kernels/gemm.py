@@ -279,10 +279,8 @@ def ensure_tma_allocator() -> None:
     if _allocator_set:
         return
     import torch
-    from triton.runtime import _allocation
 
-    current = _allocation._allocator.get()
-    if isinstance(current, _allocation.NullAllocator):
+    if _compat.allocator_is_unset():
         def alloc(size: int, alignment: int, stream):
             return torch.empty(size, device="cuda", dtype=torch.int8)
 

@@ -22,10 +22,8 @@ Semantics and guarantees (docs/collectives.md):
 """
 from __future__ import annotations
 
-import itertools
 import math
-import weakref
-from typing import Dict, List, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -35,210 +33,13 @@ from ..kernels import common as _common
 from ..kernels import p2p as _p2p
 from ..kernels import reduce_scatter as _rs
 
-FP8_DTYPES = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
+from .context import FP8_DTYPES, Context, check_ctx, check_method, get_context, on_gpu, shmem_runtime
+
 REDUCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 GATHER_DTYPES = REDUCE_DTYPES + FP8_DTYPES
 
-_registry: "weakref.WeakValueDictionary[int, _Context]" = weakref.WeakValueDictionary()
-_ids = itertools.count(1)
 
-
-def _runtime():
-    from .. import utils
-    from ..runtime.state import require_backend
-
-    backend = require_backend()
-    return utils, backend
-
-
-def _dtype_names(dtypes) -> str:
-    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
-
-
-def _on_gpu(backend) -> bool:
-    return getattr(backend, "name", "") != "sim"
-
-
-def _sm_count(device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 1
-
-
-class _Channel:
-    """One fixed-grid signalling channel: ``num_programs`` programs, ``BLOCK`` elements per block, a symmetric
-    data buffer, symmetric int64 ``ready``/``done`` arrays and a local int64 epoch ``counter``."""
-
-    def __init__(self, ctx, name: str, buf_numel: int, buf_dtype, num_programs: int, block: int, num_warps: int,
-                 nready: int, ndone: int, ncounter: int, peer_views: bool = False):
-        u = ctx._utils
-        self.name = name
-        self.num_programs = int(num_programs)
-        self.block = int(block)
-        self.num_warps = int(num_warps)
-        self.peers = None
-        shape = (max(int(buf_numel), 1), )
-        if peer_views:  # views of the buffer at every rank of the node (index = rank), e.g. for copy-engine pulls
-            self.peers = u.nvshmem_create_tensors(shape, buf_dtype, ctx.rank, ctx.world_size)
-            self.buf = self.peers[ctx.rank]
-        else:
-            self.buf = u.nvshmem_create_tensor(shape, buf_dtype)
-        self.ready = u.nvshmem_create_tensor((max(nready, 1), ), torch.int64)
-        self.done = u.nvshmem_create_tensor((max(ndone, 1), ), torch.int64)
-        self.counter = torch.zeros(max(ncounter, 1), dtype=torch.int64, device=ctx.device)
-        # NVSHMEM does not zero allocations: signals start at 0 (epoch 0); _finish_init barriers before first use
-        self.ready.zero_()
-        self.done.zero_()
-        ctx._symmetric += [t for t in (self.buf, self.ready, self.done) if t is not None]
-
-    def fingerprint(self):
-        return (self.name, self.num_programs, self.block, None if self.buf is None else
-                (self.buf.numel(), str(self.buf.dtype)))
-
-
-class _Context:
-    """Base of the collective contexts (see module docstring). Attributes: ``rank``, ``world_size``, ``dtype``,
-    ``max_numel``, ``device``, ``group`` (torch process group used for fallbacks and the creation check)."""
-
-    kind = "base"
-    #: the name of the public factory that builds this context (named in construction errors)
-    factory_suffix = "_ctx"
-
-    @classmethod
-    def factory_name(cls) -> str:
-        return f"create_{cls.kind}{cls.factory_suffix}"
-
-    def __init__(self, max_numel: int, dtype: torch.dtype, accepted_dtypes, *, num_programs: Optional[int] = None,
-                 block_bytes: Optional[int] = None, num_warps: Optional[int] = None, fingerprint_extra=(),
-                 methods: Optional[Sequence[str]] = None, all_methods: Sequence[str] = ()):
-        utils, backend = _runtime()
-        self._utils = utils
-        self._backend = backend
-        op = self.factory_name()
-        if not isinstance(dtype, torch.dtype) or dtype not in accepted_dtypes:
-            raise ValueError(f"{op}: dtype={dtype!r} is not supported; accepted: {_dtype_names(accepted_dtypes)}")
-        if not isinstance(max_numel, int) or isinstance(max_numel, bool) or max_numel < 1:
-            raise ValueError(f"{op}: max_numel={max_numel!r} must be a positive int")
-        if max_numel >= 2**31 - 2**20:
-            raise ValueError(f"{op}: max_numel={max_numel} is too large (kernels index with int32; < 2**31)")
-        self.rank = backend.my_pe()
-        self.world_size = backend.n_pes()
-        local = utils.get_triton_dist_local_world_size() or self.world_size
-        if local != self.world_size:
-            raise ValueError(f"{op}: the collective kernels are intra-node (NVLink / simulator heap); world size "
-                             f"{self.world_size} spans several nodes (LOCAL_WORLD_SIZE={local}). The inter-node "
-                             f"path (NVSHMEM put-with-signal) is a follow-up: use NCCL there")
-        self.group = utils.get_triton_dist_world()
-        self.dtype = dtype
-        self.max_numel = int(max_numel)
-        self.esize = torch.empty((), dtype=dtype).element_size()
-        self.on_gpu = _on_gpu(backend)
-        self.device = torch.device("cuda", torch.cuda.current_device()) if self.on_gpu else torch.device("cpu")
-        self.sm_count = _sm_count(self.device)
-        self.block_bytes = int(block_bytes or (16384 if self.on_gpu else 4096))
-        self.num_warps = int(num_warps or (8 if self.on_gpu else 1))
-        self.max_programs = int(num_programs or (self.sm_count if self.on_gpu else 2))
-        self.check_peers = False
-        self._symmetric: List[torch.Tensor] = []
-        self.channels: Dict[str, _Channel] = {}
-        self.handle = next(_ids)
-        self._closed = False
-        if methods is None:
-            methods = tuple(all_methods)
-        bad = [m for m in methods if m not in all_methods]
-        if bad or not methods:
-            raise ValueError(f"{op}: methods={tuple(methods)!r}: accepted (allocate buffers for): "
-                             f"{', '.join(all_methods)}")
-        self.methods = tuple(methods)
-        self._exchange_fingerprint(tuple(fingerprint_extra) + self.methods)
-
-    # ------------------------------------------------------------------ helpers
-    def _block(self, elem_bytes=None) -> int:
-        return max(128, self.block_bytes // (elem_bytes or self.esize))
-
-    def _grid_for(self, numel: int, block: int) -> int:
-        return max(1, min(self.max_programs, -(-int(numel) // block)))
-
-    def _need(self, op: str, method: str) -> None:
-        if method not in ("auto", "nccl") and method not in self.methods:
-            raise ValueError(f"{op}: method={method!r} was not allocated by this context (created with "
-                             f"methods={self.methods}); create it with that method included")
-
-    def _add_channel(self, name, **kw) -> _Channel:
-        ch = _Channel(self, name, **kw)
-        self.channels[name] = ch
-        return ch
-
-    def _finish_init(self):
-        """Every rank zeroed its signals before any rank may raise one: device sync + SHMEM barrier."""
-        if self.on_gpu:
-            torch.cuda.synchronize()
-        self._utils.nvshmem_barrier_all_on_stream()
-        if self.on_gpu:
-            torch.cuda.synchronize()
-        _registry[self.handle] = self
-
-    def _exchange_fingerprint(self, extra):
-        """Exchange the creation arguments once, BEFORE any symmetric allocation; any difference raises ValueError
-        on every rank (instead of mismatched symmetric allocations and a later hang)."""
-        import torch.distributed as dist
-
-        fp = (self.kind, str(self.dtype), self.max_numel, self.world_size, self.block_bytes, self.max_programs,
-              self.num_warps, tuple(extra))
-        if dist.is_available() and dist.is_initialized() and self.world_size > 1:
-            all_fp = [None] * self.world_size
-            dist.all_gather_object(all_fp, fp, group=self.group)
-            bad = [r for r, f in enumerate(all_fp) if f != all_fp[0]]
-            if bad:
-                raise ValueError(f"{self.factory_name()}: ranks disagree on the context (kind, dtype, max_numel, "
-                                 f"world, block bytes, programs, warps, extra): rank 0 has {all_fp[0]}, rank(s) {bad} have "
-                                 f"{[all_fp[r] for r in bad]}; create it with the same arguments on every rank")
-
-    def _check(self, op: str, x: torch.Tensor, name: str = "x", dtypes=None) -> None:
-        if self._closed:
-            raise ValueError(f"{op}: the context was closed")
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(x).__name__}")
-        if x.dtype != self.dtype:
-            raise ValueError(f"{op}: {name}.dtype={x.dtype} differs from the context's dtype {self.dtype}; create a "
-                             f"context per dtype")
-        if x.device.type != self.device.type or (self.on_gpu and x.device.index != self.device.index):
-            raise ValueError(f"{op}: {name} is on {x.device}, the context's buffers are on {self.device}")
-        if not x.is_contiguous():
-            raise ValueError(f"{op}: {name} must be contiguous (call .contiguous())")
-
-    def _check_peers(self, op: str, desc) -> None:
-        import torch.distributed as dist
-
-        if not self.check_peers or self.world_size == 1:
-            return
-        all_desc = [None] * self.world_size
-        dist.all_gather_object(all_desc, desc, group=self.group)
-        if any(d != all_desc[0] for d in all_desc):
-            raise ValueError(f"{op}: ranks called with different arguments: {all_desc}")
-
-    def _launch(self, kernel, ch: _Channel, *args, **consts):
-        kernel[(ch.num_programs, )](*args, self.rank, WORLD=self.world_size, BLOCK=ch.block,
-                                    num_warps=ch.num_warps, **consts)
-
-    def close(self) -> None:
-        """Collective: free the symmetric buffers (every rank must call it). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        _registry.pop(self.handle, None)
-        if self.on_gpu:
-            torch.cuda.synchronize()
-        for t in self._symmetric:
-            self._utils.nvshmem_free_tensor_sync(t)
-        self._symmetric = []
-
-    def __repr__(self):
-        return (f"{type(self).__name__}(rank={self.rank}, world={self.world_size}, dtype={self.dtype}, "
-                f"max_numel={self.max_numel}, channels={list(self.channels)})")
-
-
-class _CollectiveContext(_Context):
+class _CollectiveContext(Context):
     """A context of one collective ``op`` (``"all_gather"``, ...) whose calls accept ``method="auto"``."""
 
     op = ""
@@ -252,16 +53,6 @@ class _CollectiveContext(_Context):
 
 def _numel_of(x: torch.Tensor) -> int:
     return int(x.numel())
-
-
-def _check_ctx(op: str, ctx, cls, factory: str) -> None:
-    if not isinstance(ctx, cls):
-        raise ValueError(f"{op}: ctx must come from {factory}, got {type(ctx).__name__}")
-
-
-def _check_method(op: str, method: str, accepted) -> None:
-    if method not in accepted:
-        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(accepted)}")
 
 
 def _out_and_method(op, ctx, x, out, method, out_shape, numel_desc: str, nbytes: int):
@@ -295,7 +86,7 @@ class AllGatherContext(_CollectiveContext):
     op = "all_gather"
 
     def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, **kw):
-        gpu = _on_gpu(_runtime()[1])
+        gpu = on_gpu(shmem_runtime()[1])
         super().__init__(max_numel, dtype, GATHER_DTYPES, methods=methods,
                          all_methods=("push", "pull", "ce") if gpu else ("push", "pull"), **kw)
         W = self.world_size
@@ -339,12 +130,12 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
     ``r``'s ``x`` at rows ``[r * x.shape[0], (r + 1) * x.shape[0])``. Stream-ordered on the current stream; no host
     sync. ``method``: one of ``AG_METHODS``."""
     op = "all_gather"
-    _check_ctx(op, ctx, AllGatherContext, "create_allgather_ctx")
+    check_ctx(op, ctx, AllGatherContext, "create_allgather_ctx")
     ctx._check(op, x)
     n = _numel_of(x)
     if n > ctx.max_numel:
         raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel} per rank")
-    _check_method(op, method, AG_METHODS)
+    check_method(op, method, AG_METHODS)
     if method == "ce" and not ctx.on_gpu:
         raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, push, pull, nccl")
     ctx._need(op, method)
@@ -450,7 +241,7 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     """Sum ``x`` over ranks and return this rank's shard: ``x`` has ``world * S`` rows (or elements); the result
     has shape ``(S, *x.shape[1:])`` = rows ``[rank * S, (rank + 1) * S)`` of the sum. fp32 accumulation."""
     op = "reduce_scatter"
-    _check_ctx(op, ctx, ReduceScatterContext, "create_reduce_scatter_ctx")
+    check_ctx(op, ctx, ReduceScatterContext, "create_reduce_scatter_ctx")
     ctx._check(op, x)
     W = ctx.world_size
     n = _numel_of(x)
@@ -458,7 +249,7 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
         raise ValueError(f"{op}: x.shape[0] must be a multiple of the world size {W}, got shape {tuple(x.shape)}")
     if n > ctx.max_numel:
         raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel}")
-    _check_method(op, method, RS_METHODS)
+    check_method(op, method, RS_METHODS)
     ctx._need(op, method)
     shape = (x.shape[0] // W, ) + tuple(x.shape[1:])
     ns = n // W
@@ -587,12 +378,12 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     """Sum ``x`` over ranks (fp32 accumulation, one rounding to x's dtype); returns ``out`` (same shape as ``x``,
     new tensor unless given; ``out`` may be ``x`` itself). ``method``: one of ``AR_METHODS``."""
     op = "all_reduce"
-    _check_ctx(op, ctx, AllReduceContext, "create_allreduce_ctx")
+    check_ctx(op, ctx, AllReduceContext, "create_allreduce_ctx")
     ctx._check(op, x)
     n = _numel_of(x)
     if n > ctx.max_numel:
         raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel}")
-    _check_method(op, method, AR_METHODS)
+    check_method(op, method, AR_METHODS)
     ctx._need(op, method)
     if method == "auto":
         method = ctx.select(n * ctx.esize)
@@ -628,7 +419,7 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
 # ================================================================================================================
 # point-to-point
 # ================================================================================================================
-class P2PContext(_Context):
+class P2PContext(Context):
     """Signalled send/recv of up to ``max_numel`` elements per message; one message per (sender, receiver) in
     flight (a second send to the same peer waits until the first was received)."""
 
@@ -660,7 +451,7 @@ def send(x: torch.Tensor, dst: int, ctx: P2PContext) -> None:
     """Send ``x`` to rank ``dst`` (stream-ordered; returns once enqueued). The matching ``recv`` on ``dst`` must
     use the same element count and dtype."""
     op = "send"
-    _check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
+    check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
     ctx._check(op, x)
     _check_peer(op, ctx, dst, "dst")
     n = _numel_of(x)
@@ -674,7 +465,7 @@ def send(x: torch.Tensor, dst: int, ctx: P2PContext) -> None:
 def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Receive a message of ``shape`` from rank ``src`` into ``out`` (new tensor unless given)."""
     op = "recv"
-    _check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
+    check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
     _check_peer(op, ctx, src, "src")
     if out is None:
         shape = tuple(int(s) for s in shape)
@@ -687,14 +478,6 @@ def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Te
     ctx._launch(_p2p.p2p_recv_kernel, ch, _bits(out), _bits(ch.buf), ch.ready, ch.done, ctx.recv_counter, n,
                 ctx.max_numel, src, _common.size_tag(n))
     return out
-
-
-def get_context(handle: int) -> _Context:
-    """The live context with ``handle`` (used by the torch.library ops)."""
-    ctx = _registry.get(int(handle))
-    if ctx is None:
-        raise ValueError(f"triton_dist ops: no live collective context with handle {handle}")
-    return ctx
 
 
 __all__ = ["AllGatherContext", "ReduceScatterContext", "AllReduceContext", "P2PContext", "create_allgather_ctx",

@@ -40,7 +40,7 @@ from ..kernels import common as _common
 from ..kernels import gemm as _gemm
 from ..kernels import gemm_ar as _ark
 from ..kernels import gemm_rs as _rsk
-from .collectives import FP8_DTYPES, _check_ctx, _check_method, _Context
+from .context import FP8_DTYPES, Context, check_ctx, check_method
 
 TAG_RANGE = _common.TAG_RANGE
 GEMM_DTYPES = (torch.bfloat16, torch.float16)
@@ -152,7 +152,7 @@ def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
     return (vals[0] * vals[1]).contiguous()
 
 
-class _OverlapContext(_Context):
+class _OverlapContext(Context):
     """Common part: epoch counter, GEMM tiling and launch helpers (on top of the collectives' context base)."""
 
     factory_suffix = "_context"
@@ -392,7 +392,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     ``profiler_buffer`` (``sm`` / ``ce``): record per-program tasks (``kernels.ag_gemm.TASKS``) into a buffer from
     ``triton_dist.tools.profiler.alloc_profiler_buffer``."""
     op = "ag_gemm"
-    _check_ctx(op, ctx, AGGemmContext, "create_ag_gemm_context")
+    check_ctx(op, ctx, AGGemmContext, "create_ag_gemm_context")
     _operand_checks(op, a, b, ctx, AG_GEMM_DTYPES)
     if not a.is_contiguous():
         raise ValueError(f"{op}: a must be contiguous")
@@ -402,7 +402,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
         raise ValueError(f"{op}: a has K={K} columns, the context was created for k={ctx.k}")
     if M_loc > ctx.max_m_per_rank:
         raise ValueError(f"{op}: a has {M_loc} rows, the context holds at most max_m_per_rank={ctx.max_m_per_rank}")
-    _check_method(op, method, AG_GEMM_METHODS)
+    check_method(op, method, AG_GEMM_METHODS)
     fp8 = a.dtype in FP8_DTYPES
     scale = _scale_tensor(op, scale_a, scale_b, fp8, a.device)
     odt = out_dtype or (torch.bfloat16 if fp8 else a.dtype)
@@ -689,7 +689,7 @@ def _partials_checks(op, a, b, ctx, method, accepted):
     _operand_checks(op, a, b, ctx, GEMM_DTYPES)
     if b.shape[1] != ctx.n:
         raise ValueError(f"{op}: b has N={b.shape[1]} columns, the context was created for n={ctx.n}")
-    _check_method(op, method, accepted)
+    check_method(op, method, accepted)
 
 
 def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, profiler_buffer=None, params=None):
@@ -754,7 +754,7 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
-    _check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
+    check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
     _partials_checks(op, a, b, ctx, method, GEMM_RS_METHODS)
     if method in ("chunked", "ce") and ctx.chunk_stage_peers is None:
         raise ValueError(f"{op}: method={method!r} (cuBLAS + peer memory) needs GPUs; accepted here: auto, fused, "
@@ -1052,7 +1052,7 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[
     order, rounded once) / ``one_shot`` (GPU: cuBLAS ``torch.matmul`` then this library's one-shot all-reduce of
     the bf16/fp16 product, fp32 sum, one rounding of the sum) / ``torch`` (``torch.matmul`` + NCCL all_reduce)."""
     op = "gemm_ar"
-    _check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
+    check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
     _partials_checks(op, a, b, ctx, method, GEMM_AR_METHODS)
     if method == "one_shot" and ctx.ar_ctx is None:
         raise ValueError(f"{op}: method='one_shot' (cuBLAS + one-shot all-reduce) needs GPUs; accepted here: auto, "

@@ -21,9 +21,7 @@ def _isem():
 
 
 def _np_dtype(dtype):
-    from triton.runtime.interpreter import _get_np_dtype
-
-    return _get_np_dtype(dtype)
+    return _compat.interpreter_np_dtype(dtype)
 
 
 def _ptr_data(ptr):

@@ -1,0 +1,239 @@
+"""The base of every op context (collectives and overlapped GEMMs): symmetric buffers and signal channels, the
+creation-time fingerprint exchange, host-side argument checks shared by the calls, and the registry of live contexts
+(the torch.library ops find a context by its handle).
+
+What a context guarantees (docs/collectives.md): it spans the whole SHMEM world on one node; ranks that create it
+with different arguments get a ``ValueError`` on every rank at creation (one exchange over the process group) instead
+of mismatched symmetric allocations and a later hang; every rank zeroed its signals before any rank may raise one
+(:meth:`Context._finish_init`); :meth:`Context.close` is collective and idempotent.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+FP8_DTYPES = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
+
+registry: "weakref.WeakValueDictionary[int, Context]" = weakref.WeakValueDictionary()
+context_ids = itertools.count(1)
+
+
+def shmem_runtime():
+    from .. import utils
+    from ..runtime.state import require_backend
+
+    backend = require_backend()
+    return utils, backend
+
+
+def dtype_names(dtypes) -> str:
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def on_gpu(backend) -> bool:
+    return getattr(backend, "name", "") != "sim"
+
+
+def sm_count(device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1
+
+
+class Channel:
+    """One fixed-grid signalling channel: ``num_programs`` programs, ``BLOCK`` elements per block, a symmetric
+    data buffer, symmetric int64 ``ready``/``done`` arrays and a local int64 epoch ``counter``."""
+
+    def __init__(self, ctx, name: str, buf_numel: int, buf_dtype, num_programs: int, block: int, num_warps: int,
+                 nready: int, ndone: int, ncounter: int, peer_views: bool = False):
+        u = ctx._utils
+        self.name = name
+        self.num_programs = int(num_programs)
+        self.block = int(block)
+        self.num_warps = int(num_warps)
+        self.peers = None
+        shape = (max(int(buf_numel), 1), )
+        if peer_views:  # views of the buffer at every rank of the node (index = rank), e.g. for copy-engine pulls
+            self.peers = u.nvshmem_create_tensors(shape, buf_dtype, ctx.rank, ctx.world_size)
+            self.buf = self.peers[ctx.rank]
+        else:
+            self.buf = u.nvshmem_create_tensor(shape, buf_dtype)
+        self.ready = u.nvshmem_create_tensor((max(nready, 1), ), torch.int64)
+        self.done = u.nvshmem_create_tensor((max(ndone, 1), ), torch.int64)
+        self.counter = torch.zeros(max(ncounter, 1), dtype=torch.int64, device=ctx.device)
+        # NVSHMEM does not zero allocations: signals start at 0 (epoch 0); _finish_init barriers before first use
+        self.ready.zero_()
+        self.done.zero_()
+        ctx._symmetric += [t for t in (self.buf, self.ready, self.done) if t is not None]
+
+    def fingerprint(self):
+        return (self.name, self.num_programs, self.block, None if self.buf is None else
+                (self.buf.numel(), str(self.buf.dtype)))
+
+
+class Context:
+    """Base of the collective contexts (see module docstring). Attributes: ``rank``, ``world_size``, ``dtype``,
+    ``max_numel``, ``device``, ``group`` (torch process group used for fallbacks and the creation check)."""
+
+    kind = "base"
+    #: the name of the public factory that builds this context (named in construction errors)
+    factory_suffix = "_ctx"
+
+    @classmethod
+    def factory_name(cls) -> str:
+        return f"create_{cls.kind}{cls.factory_suffix}"
+
+    def __init__(self, max_numel: int, dtype: torch.dtype, accepted_dtypes, *, num_programs: Optional[int] = None,
+                 block_bytes: Optional[int] = None, num_warps: Optional[int] = None, fingerprint_extra=(),
+                 methods: Optional[Sequence[str]] = None, all_methods: Sequence[str] = ()):
+        utils, backend = shmem_runtime()
+        self._utils = utils
+        self._backend = backend
+        op = self.factory_name()
+        if not isinstance(dtype, torch.dtype) or dtype not in accepted_dtypes:
+            raise ValueError(f"{op}: dtype={dtype!r} is not supported; accepted: {dtype_names(accepted_dtypes)}")
+        if not isinstance(max_numel, int) or isinstance(max_numel, bool) or max_numel < 1:
+            raise ValueError(f"{op}: max_numel={max_numel!r} must be a positive int")
+        if max_numel >= 2**31 - 2**20:
+            raise ValueError(f"{op}: max_numel={max_numel} is too large (kernels index with int32; < 2**31)")
+        self.rank = backend.my_pe()
+        self.world_size = backend.n_pes()
+        local = utils.get_triton_dist_local_world_size() or self.world_size
+        if local != self.world_size:
+            raise ValueError(f"{op}: the collective kernels are intra-node (NVLink / simulator heap); world size "
+                             f"{self.world_size} spans several nodes (LOCAL_WORLD_SIZE={local}). The inter-node "
+                             f"path (NVSHMEM put-with-signal) is a follow-up: use NCCL there")
+        self.group = utils.get_triton_dist_world()
+        self.dtype = dtype
+        self.max_numel = int(max_numel)
+        self.esize = torch.empty((), dtype=dtype).element_size()
+        self.on_gpu = on_gpu(backend)
+        self.device = torch.device("cuda", torch.cuda.current_device()) if self.on_gpu else torch.device("cpu")
+        self.sm_count = sm_count(self.device)
+        self.block_bytes = int(block_bytes or (16384 if self.on_gpu else 4096))
+        self.num_warps = int(num_warps or (8 if self.on_gpu else 1))
+        self.max_programs = int(num_programs or (self.sm_count if self.on_gpu else 2))
+        self.check_peers = False
+        self._symmetric: List[torch.Tensor] = []
+        self.channels: Dict[str, Channel] = {}
+        self.handle = next(context_ids)
+        self._closed = False
+        if methods is None:
+            methods = tuple(all_methods)
+        bad = [m for m in methods if m not in all_methods]
+        if bad or not methods:
+            raise ValueError(f"{op}: methods={tuple(methods)!r}: accepted (allocate buffers for): "
+                             f"{', '.join(all_methods)}")
+        self.methods = tuple(methods)
+        self._exchange_fingerprint(tuple(fingerprint_extra) + self.methods)
+
+    # ------------------------------------------------------------------ helpers
+    def _block(self, elem_bytes=None) -> int:
+        return max(128, self.block_bytes // (elem_bytes or self.esize))
+
+    def _grid_for(self, numel: int, block: int) -> int:
+        return max(1, min(self.max_programs, -(-int(numel) // block)))
+
+    def _need(self, op: str, method: str) -> None:
+        if method not in ("auto", "nccl") and method not in self.methods:
+            raise ValueError(f"{op}: method={method!r} was not allocated by this context (created with "
+                             f"methods={self.methods}); create it with that method included")
+
+    def _add_channel(self, name, **kw) -> Channel:
+        ch = Channel(self, name, **kw)
+        self.channels[name] = ch
+        return ch
+
+    def _finish_init(self):
+        """Every rank zeroed its signals before any rank may raise one: device sync + SHMEM barrier."""
+        if self.on_gpu:
+            torch.cuda.synchronize()
+        self._utils.nvshmem_barrier_all_on_stream()
+        if self.on_gpu:
+            torch.cuda.synchronize()
+        registry[self.handle] = self
+
+    def _exchange_fingerprint(self, extra):
+        """Exchange the creation arguments once, BEFORE any symmetric allocation; any difference raises ValueError
+        on every rank (instead of mismatched symmetric allocations and a later hang)."""
+        import torch.distributed as dist
+
+        fp = (self.kind, str(self.dtype), self.max_numel, self.world_size, self.block_bytes, self.max_programs,
+              self.num_warps, tuple(extra))
+        if dist.is_available() and dist.is_initialized() and self.world_size > 1:
+            all_fp = [None] * self.world_size
+            dist.all_gather_object(all_fp, fp, group=self.group)
+            bad = [r for r, f in enumerate(all_fp) if f != all_fp[0]]
+            if bad:
+                raise ValueError(f"{self.factory_name()}: ranks disagree on the context (kind, dtype, max_numel, "
+                                 f"world, block bytes, programs, warps, extra): rank 0 has {all_fp[0]}, rank(s) {bad} have "
+                                 f"{[all_fp[r] for r in bad]}; create it with the same arguments on every rank")
+
+    def _check(self, op: str, x: torch.Tensor, name: str = "x", dtypes=None) -> None:
+        if self._closed:
+            raise ValueError(f"{op}: the context was closed")
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dtype != self.dtype:
+            raise ValueError(f"{op}: {name}.dtype={x.dtype} differs from the context's dtype {self.dtype}; create a "
+                             f"context per dtype")
+        if x.device.type != self.device.type or (self.on_gpu and x.device.index != self.device.index):
+            raise ValueError(f"{op}: {name} is on {x.device}, the context's buffers are on {self.device}")
+        if not x.is_contiguous():
+            raise ValueError(f"{op}: {name} must be contiguous (call .contiguous())")
+
+    def _check_peers(self, op: str, desc) -> None:
+        import torch.distributed as dist
+
+        if not self.check_peers or self.world_size == 1:
+            return
+        all_desc = [None] * self.world_size
+        dist.all_gather_object(all_desc, desc, group=self.group)
+        if any(d != all_desc[0] for d in all_desc):
+            raise ValueError(f"{op}: ranks called with different arguments: {all_desc}")
+
+    def _launch(self, kernel, ch: Channel, *args, **consts):
+        kernel[(ch.num_programs, )](*args, self.rank, WORLD=self.world_size, BLOCK=ch.block,
+                                    num_warps=ch.num_warps, **consts)
+
+    def close(self) -> None:
+        """Collective: free the symmetric buffers (every rank must call it). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        registry.pop(self.handle, None)
+        if self.on_gpu:
+            torch.cuda.synchronize()
+        for t in self._symmetric:
+            self._utils.nvshmem_free_tensor_sync(t)
+        self._symmetric = []
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(rank={self.rank}, world={self.world_size}, dtype={self.dtype}, "
+                f"max_numel={self.max_numel}, channels={list(self.channels)})")
+
+
+
+def check_ctx(op: str, ctx, cls, factory: str) -> None:
+    if not isinstance(ctx, cls):
+        raise ValueError(f"{op}: ctx must come from {factory}, got {type(ctx).__name__}")
+
+
+def check_method(op: str, method: str, accepted) -> None:
+    if method not in accepted:
+        raise ValueError(f"{op}: method={method!r} is not supported; accepted: {', '.join(accepted)}")
+
+
+def get_context(handle: int) -> Context:
+    """The live context with ``handle`` (used by the torch.library ops)."""
+    ctx = registry.get(int(handle))
+    if ctx is None:
+        raise ValueError(f"triton_dist ops: no live collective context with handle {handle}")
+    return ctx
+
+
+__all__ = ["FP8_DTYPES", "Channel", "Context", "check_ctx", "check_method", "dtype_names", "get_context", "on_gpu",
+           "shmem_runtime", "sm_count", "registry"]
