@@ -163,3 +163,18 @@ def test_tools_import_is_light_and_patch_is_a_noop():
                                                                                  "python"), os.environ.get("PYTHONPATH")])))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
+
+
+def test_aot_and_jit_agree_on_which_modules_need_nvshmem_init():
+    """One rule: a module whose PTX only defines NVSHMEM's device state (the bitcode linked into a kernel that calls
+    only libdevice) needs no ``nvshmemx_cumodule_init``; one whose instructions read it does."""
+    import importlib
+
+    from triton_dist.tools import aot
+
+    tdjit = importlib.import_module("triton_dist.jit")  # the module (the package attribute is the decorator)
+
+    defined_only = ".visible .const .align 8 .b8 nvshmemi_device_state_d[512];\n.entry k() { ret; }\n"
+    used = defined_only + "ld.const.u64 %rd1, [nvshmemi_device_state_d+8];\n"
+    for ptx, want in ((defined_only, False), (used, True), ("", False)):
+        assert aot.module_links_nvshmem_ptx(ptx) is want and tdjit.ptx_uses_nvshmem(ptx) is want

@@ -49,7 +49,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 __all__ = ["aot_compile_spaces", "make_ast_source", "kernel_name_suffix", "materialize_c_params", "dump_c_code",
            "dump_dispatcher", "aot_compile_kernel", "compile_algo", "AotError", "module_links_nvshmem_ptx"]
 
-NVSHMEM_STATE_SYMBOL = "nvshmemi_device_state_d"
 
 # C types of kernel parameters (by Triton signature type); floats are passed with their own width.
 _C_TYPES = {"i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u1": "uint8_t",
@@ -146,8 +145,12 @@ def kernel_name_suffix(signature, num_warps: int, num_stages: int, extra: Option
 
 
 def module_links_nvshmem_ptx(ptx: str) -> bool:
-    """Whether a compiled module references NVSHMEM's device state (so it needs ``nvshmemx_cumodule_init``)."""
-    return re.search(r"\b" + NVSHMEM_STATE_SYMBOL + r"\b", ptx or "") is not None
+    """Whether a compiled module's code reads NVSHMEM's device state, so it needs ``nvshmemx_cumodule_init``: the
+    JIT's rule (:func:`triton_dist.jit.ptx_uses_nvshmem`; a mere definition of the state, left by linking the
+    bitcode into a kernel that calls only libdevice, does not count), so AOT and JIT initialise the same modules."""
+    from ..jit import ptx_uses_nvshmem
+
+    return ptx_uses_nvshmem(ptx or "")
 
 
 @dataclass
