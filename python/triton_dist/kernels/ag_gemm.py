@@ -84,9 +84,10 @@ def ag_ce_signal_kernel(ready_ptr, recv_ok_ptr, counter_ptr, flag_ptr, peer, tag
     the peers' chunks, which they only push after seeing this ``recv_ok``.
 
     The ``chunked`` method of ``gemm_rs`` (cuBLAS GEMMs, no Triton GEMM launch; its own arrays, ``NSIG=1``; the
-    AG+GEMM ``chunked`` method uses 0/1 flags and stream memory operations instead) runs on the main stream: ``STEP=5`` first: ``e = counter[0] + 1`` into ``counter[2]``,
-    ``flag[0:NSIG] = e * 2**24 + tag`` (a local int64 array that the side stream then copies into the peers'
-    ``ready`` with the copy engine, after the data: no SM needed while cuBLAS holds them all), raise
+    AG+GEMM ``chunked`` method uses 0/1 flags and stream memory operations instead) runs on the main stream:
+    ``STEP=5`` first: ``e = counter[0] + 1`` into ``counter[2]``, ``flag[0:NSIG] = e * 2**24 + tag`` (a local
+    int64 array that the side stream then copies into the peers' ``ready`` with the copy engine, after the data: no
+    SM needed while cuBLAS holds them all), raise
     ``recv_ok[rank] = e`` on every peer and wait for every peer's ``recv_ok == e`` (each peer finished reading
     what this rank pushed in call ``e - 1``); ``STEP=3``: wait until ``ready[peer, :] == e * 2**24 + tag`` with
     ``e = counter[0] + 1`` (peer ``peer``'s data arrived; ``counter[0]`` does not move during the call);

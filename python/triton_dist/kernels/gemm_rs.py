@@ -153,9 +153,9 @@ def rs_own_gemm_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, ready_ptr, count_ptr, M
     after each.
 
     Persistent grid (``NUM_SMS`` programs, grouped tile order, ``FLATTEN`` as in
-    :func:`~triton_dist.kernels.gemm.gemm_kernel`). Per tile: the MMA main loop first (the peers' pushes land meanwhile), then for each peer in order
-    ``rank + 1, ...``: wait (system scope, acquire) for the flags of the pieces holding the tile's rows, add the
-    partial tile in fp32; one rounding to ``out``'s dtype. The launch's last program to finish (``count[0]``, a
+    :func:`~triton_dist.kernels.gemm.gemm_kernel`). Per tile: the MMA main loop first (the peers' pushes land
+    meanwhile), then for each peer in order ``rank + 1, ...``: wait (system scope, acquire) for the flags of the
+    pieces holding the tile's rows, add the partial tile in fp32; one rounding to ``out``'s dtype. The launch's last program to finish (``count[0]``, a
     local int64 word, counts them) sets every ready flag back to 0 and the count to 0: all programs have passed
     their waits by then, and a peer raises the flags again only after this rank's *free* raise, which the host
     enqueues after this launch."""
@@ -210,4 +210,5 @@ def rs_own_gemm_autotuned():
                            restore_value=["ready_ptr", "count_ptr"])(rs_own_gemm_kernel)
 
 
-__all__ = ["gemm_rs_kernel", "rs_chunked_finish_kernel", "rs_own_gemm_kernel", "rs_own_gemm_autotuned", "zero_flags", "TASKS"]
+__all__ = ["gemm_rs_kernel", "rs_chunked_finish_kernel", "rs_own_gemm_kernel", "rs_own_gemm_autotuned", "zero_flags",
+           "TASKS"]

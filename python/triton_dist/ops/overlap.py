@@ -19,8 +19,8 @@ Guarantees:
   AG+GEMM ``chunked`` and GEMM+RS ``ce`` methods use 0/1 flags with their own buffers instead, each raise ordered
   after the reset it could be lost in (:func:`_ag_gemm_chunked`, :func:`_gemm_rs_ce`).
 * ``method="auto"`` picks the method (fused kernels, copy-engine + cuBLAS ``chunked`` / ``one_shot`` paths,
-  copy-engine + cuBLAS + our GEMM ``ce`` paths, or torch's NCCL + cuBLAS) by the table ``overlap_table.json``, measured by ``benchmarks/bench_overlap.py --sweep
-  --write-table`` on 2x H200: the fastest method (and fused tiling) per measured shape, generic crossover rules
+  copy-engine + cuBLAS + our GEMM ``ce`` paths, or torch's NCCL + cuBLAS) by the table ``overlap_table.json``,
+  measured by ``benchmarks/bench_overlap.py --sweep --write-table`` on 2x H200: the fastest method (and fused tiling) per measured shape, generic crossover rules
   for other shapes (GPU only; the simulator always runs the fused kernels). Without the file the conservative
   :data:`DEFAULT_TABLE` applies.
 * Calls are stream-ordered with no host synchronization; epochs live in device memory, so calls can be captured
@@ -87,8 +87,8 @@ def select_rule(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = No
     """The dispatch rule for ``op`` at global row count ``m`` with ``n`` output columns and inner size ``k`` (per
     rank): the first rule of the world-size entry (else ``"default"``) that holds, as a dict with ``"method"`` and
     the method's measured parameters (``first_frac`` for ag_gemm ``chunked``, ``sub_chunks`` for gemm_rs
-    ``chunked``, ``pieces`` for gemm_rs ``ce``). A rule holds when its ``max_m`` (inclusive; None = unbounded) covers ``m`` and its optional ``n`` /
-    ``k`` equal the call's (rules with a shape come from measured shapes, rules without one are the fallback). The
+    ``chunked``, ``pieces`` for gemm_rs ``ce``). A rule holds when its ``max_m`` (inclusive; None = unbounded)
+    covers ``m`` and its optional ``n`` / ``k`` equal the call's (rules with a shape come from measured shapes, rules without one are the fallback). The
     simulator always gets ``{"method": "fused"}``."""
     if not on_gpu:
         return {"method": "fused"}
@@ -127,10 +127,6 @@ def table_config(op: str, world: int, m: int, n: int, k: int, elem_bytes: int = 
 # ================================================================================================================
 # validation helpers
 # ================================================================================================================
-def _check_gemm_operands(op: str, a, b, dtypes=AG_GEMM_DTYPES):
-    _gemm.check_operands(op, a, b, dtypes)
-
-
 def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
     if not fp8:
         if scale_a is not None or scale_b is not None:
@@ -277,7 +273,7 @@ def _operand_checks(op, a, b, ctx, dtypes):
     """The checks every overlap call starts with: open context, GEMM operands, devices, ``a``'s dtype."""
     if ctx._closed:
         raise ValueError(f"{op}: the context was closed")
-    _check_gemm_operands(op, a, b, dtypes)
+    _gemm.check_operands(op, a, b, dtypes)
     _dev_check(op, ctx, a, b)
     if a.dtype != ctx.dtype:
         raise ValueError(f"{op}: a.dtype={a.dtype} differs from the context's dtype {ctx.dtype}")
@@ -651,7 +647,6 @@ class GemmRSContext(_PartialsContext):
             # that stream, gated by stream wait-value operations where the driver has them (else a wait kernel)
             self.chunk_arrived_peers = u.nvshmem_create_tensors((SUB_CHUNKS_MAX * W, ), torch.int64, self.rank, W)
             self.chunk_arrived_peers[self.rank].zero_()
-            self.chunk_one = self.flag_one
             self.recv_stream = torch.cuda.Stream(device=self.device)
             self._recv_events = [torch.cuda.Event() for _ in range(SUB_CHUNKS_MAX)]
             self._symmetric += [self.chunk_stage_peers[self.rank], self.chunk_ready_peers[self.rank],
@@ -723,7 +718,8 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
     kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),
                  out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=W,
-                 **cfg.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=tma, PROFILE=profile, **cfg.launch(), **ctx._coop())
+                 **cfg.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=tma, PROFILE=profile, **cfg.launch(),
+                 **ctx._coop())
     return out
 
 
@@ -861,10 +857,9 @@ def _rs_own_gemm(ctx, own, b, out, stage, flags, cap, pieces):
     rows, K = own.shape
     N = b.shape[1]
     W = ctx.world_size
-    # tensor descriptors need 16-byte aligned bases and row strides (else the pointer path)
-    es = own.element_size()
-    tma = (own.stride(1) == 1 and b.stride(1) == 1 and all(v % 16 == 0 for v in (
-        own.data_ptr(), b.data_ptr(), own.stride(0) * es, b.stride(0) * es))) and ctx._use_tma()
+    # tensor descriptors need 16-byte aligned bases (unit column strides and 16-byte rows were checked before any
+    # launch, _operand_checks); else the pointer path
+    tma = own.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0 and ctx._use_tma()
     kern = _rsk.rs_own_gemm_autotuned()
     sms = ctx.num_sms
 
@@ -878,8 +873,8 @@ def _rs_own_gemm(ctx, own, b, out, stage, flags, cap, pieces):
     key = (rows, N, K, str(own.dtype), tma)
     if key not in ctx._ce_tuned:
         if _capturing():
-            raise ValueError(f"gemm_rs: method='ce' tunes its GEMM on the first call of a shape ({rows} own rows, N={N}, "
-                             f"K={K}); make one call of this shape before capturing it in a CUDA graph")
+            raise ValueError(f"gemm_rs: method='ce' tunes its GEMM on the first call of a shape ({rows} own rows, "
+                             f"N={N}, K={K}); make one call of this shape before capturing it in a CUDA graph")
         launch(torch.empty_like(out), torch.ones(W * CE_PIECES_MAX, dtype=torch.int64, device=ctx.device),
                torch.zeros(1, dtype=torch.int64, device=ctx.device))
         ctx._ce_tuned.add(key)
@@ -929,7 +924,7 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
                 if S == 1:
                     ctx.chunk_ready_peers[d][r:r + 1].copy_(ctx.chunk_flag)
                 else:
-                    ctx.chunk_arrived_peers[d][j * W + r:j * W + r + 1].copy_(ctx.chunk_one)
+                    ctx.chunk_arrived_peers[d][j * W + r:j * W + r + 1].copy_(ctx.flag_one)
     stage = ctx.chunk_stage_peers[r]
     peers = [(r + i) % W for i in range(1, W)]
     if S == 1:
