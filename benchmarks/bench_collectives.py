@@ -30,6 +30,7 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 import torch  # noqa: E402
+from graph_capture import capture_calls  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -111,15 +112,7 @@ def time_graph(fn, nbytes, reps, stream):
 
 def _time_graph(fn, nbytes, reps, stream):
     k = int(max(1, min(20, (64 * MB) // max(nbytes, 1))))
-    with torch.cuda.stream(stream):
-        for _ in range(2):  # warm-up outside the graph (compilation, caches)
-            fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=stream):
-        for _ in range(k):
-            fn()
-    torch.cuda.synchronize()
+    g = capture_calls(fn, k, stream)
     dist.barrier()
     for _ in range(3):
         g.replay()

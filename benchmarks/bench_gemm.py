@@ -24,6 +24,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
+from graph_capture import capture_calls  # noqa: E402
+
 #: (M, N, K): AG+GEMM 8B M=2048/4096 and 70B M=2048 (gathered rows, N and K per rank), GEMM+RS 8B at M=2048 and the
 #: own halves of M=2048/8192, GEMM+RS 70B at the own halves of M=2048/4096 (TP=2, K per rank)
 DEFAULT_SHAPES = ["2048x7168x4096", "4096x7168x4096", "2048x14336x8192", "2048x4096x3584", "1024x4096x3584",
@@ -77,14 +79,7 @@ def time_variants(fns):
     graphs = {}
     stream = torch.cuda.Stream()
     for name, fn in fns.items():
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(k):
-                fn()
+        graph = capture_calls(fn, k, stream, warmup=1)
         graph.replay()
         torch.cuda.synchronize()
         graphs[name] = graph

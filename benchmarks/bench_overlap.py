@@ -9,10 +9,11 @@ inputs), then timing.
 * ``ours/<method>``: ``triton_dist.ops.overlap`` (AG+GEMM: ``sm`` = push programs inside the GEMM launch, ``ce`` =
   copy engine on a side stream + our GEMM, ``chunked`` = copy engine + cuBLAS per chunk; GEMM+RS: ``fused``,
   ``chunked`` = cuBLAS per row chunk + copy-engine push of the bf16 partials + a summing pass, ``ce`` = the same
-  pushes in pieces, own rows by our GEMM adding the partials in its epilogue (``@p<P>``: P pieces); GEMM+AR: ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured
-  variants ``ours/chunked@f<frac>`` (AG+GEMM: ``first_rows`` = that fraction of the local rows) and
-  ``ours/chunked@s<S>`` (GEMM+RS: ``sub_chunks=S``); ``--write-table`` stores the winner's parameter. ``ours/auto`` is what ``method="auto"``
-  does with the dispatch table in the tree (``python/triton_dist/ops/overlap_table.json``).
+  pushes in pieces, own rows by our GEMM adding the partials in its epilogue (``@p<P>``: P pieces); GEMM+AR:
+  ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured variants
+  ``ours/chunked@f<frac>`` (AG+GEMM: ``first_rows`` = that fraction of the local rows) and ``ours/chunked@s<S>``
+  (GEMM+RS: ``sub_chunks=S``); ``--write-table`` stores the winner's parameter. ``ours/auto`` is what
+  ``method="auto"`` does with the dispatch table in the tree (``python/triton_dist/ops/overlap_table.json``).
 * ``torch_seq``: sequential NCCL + cuBLAS: ``all_gather_into_tensor`` + ``torch.matmul`` / ``torch.matmul`` +
   ``reduce_scatter_tensor`` / ``torch.matmul`` + ``all_reduce``.
 * ``torch_symm``: torch's fused symmetric-memory ops (``torch.distributed._symmetric_memory``
@@ -63,6 +64,7 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
 import torch  # noqa: E402
+from graph_capture import capture_calls  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -178,17 +180,7 @@ def capture_graph(name, fn, k):
     g = None
     err = None
     try:
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # warm-up outside the graph (compilation, autotuning, workspaces)
-                fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for _ in range(k):
-                fn()
-        torch.cuda.synchronize()
+        g = capture_calls(fn, k, stream)
     except Exception as exc:  # noqa: BLE001
         err = f"{type(exc).__name__}: {exc}"[:300]
         g = None
