@@ -9,6 +9,7 @@
 #   scripts/gpu_suite.sh overlap-trace  overlap tier, then GPU timelines of the host-composed methods (trace_overlap)
 #   scripts/gpu_suite.sh overlap-round  overlap tier, sweep + table, final bench with that table, traces, GEMM forms
 #   scripts/gpu_suite.sh overlap-ag     the AG+GEMM tests of the overlap tier, sweep + table, final bench
+#   scripts/gpu_suite.sh overlap-ar     the GEMM+AR tests of the overlap tier, its sweep + table, its final bench
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -85,9 +86,16 @@ case $part in
       --write-table --tag sweep
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
+  overlap-ar)  # after a change to the GEMM+AR kernel only: its tests, then its sweep + table (other ops' rules kept)
+    tier gpu_overlap_ar 150 test/python/gpu/test_gpu_overlap.py -k gemm_ar
+    rec bench_overlap_ar_sweep 240 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_ar --sweep \
+      --no-eager --write-table --tag ar-sweep
+    cp python/triton_dist/ops/overlap_table.json "$OUT/"
+    rec bench_overlap_ar_final 120 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_ar \
+      --tag ar-final ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

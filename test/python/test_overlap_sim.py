@@ -98,6 +98,39 @@ def rank_gemm_ar():
     return _rank_gemm_reduce("ar")
 
 
+def rank_gemm_ar_split_k():
+    """GEMM+AR with the K blocks of each tile split over programs (``SPLIT_K`` 2, 3 and 4 over 5 K blocks: uneven
+    splits and an empty one), then unsplit, on one context: exact results, the tile counters back at zero after
+    every call (the finisher resets them), and the split clamped to the K blocks there are."""
+    import os
+
+    from triton_dist.ops import overlap as ov
+
+    rank, W = _init()
+    fails = []
+    K, N = 80, 32  # 5 K blocks of 16
+    ctx = ov.create_gemm_ar_context(24, N, torch.bfloat16)
+    cfgs = ["16x16x16x1x1k2", "16x16x16x1x1k3", "16x16x16x1x1k4", "16x16x16x1x1k8",
+            "16x16x16x1x1"]
+    try:
+        for call, (cfg, M) in enumerate(zip(cfgs, (24, 5, 24, 17, 24))):
+            os.environ["TRITON_DIST_OVERLAP_CONFIG"] = cfg
+            a_all = [_rand(800 * call + r, (M, K), torch.bfloat16) for r in range(W)]
+            b_all = [_rand(900 * call + r, (K, N), torch.bfloat16) for r in range(W)]
+            out = ov.gemm_ar(a_all[rank], b_all[rank], ctx, method="fused")
+            full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all))
+            _close(out, full.to(torch.bfloat16), f"gemm_ar split {cfg} M={M}", fails)
+            if int(ctx.split_cnt.abs().sum()) != 0:
+                fails.append(f"gemm_ar split {cfg}: tile counters not reset: {ctx.split_cnt.tolist()}")
+        cfg = ov._gemm.TileConfig.parse("16x16x16x1x1k8")
+        if ctx.split_for(cfg, 24, N, K) != 5:
+            fails.append(f"split_for did not clamp to the 5 K blocks: {ctx.split_for(cfg, 24, N, K)}")
+    finally:
+        os.environ.pop("TRITON_DIST_OVERLAP_CONFIG", None)
+        ctx.close()
+    return fails
+
+
 def rank_tp_mlp():
     from triton_dist.layers import TPMLP, mlp_reference
 
@@ -204,9 +237,9 @@ def rank_method_auto_sim():
     return fails
 
 
-WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation",
+WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation",
             "rank_method_auto_sim"],
-        4: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_tp_mlp"]}
+        4: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp"]}
 
 
 @pytest.mark.sim
@@ -316,6 +349,13 @@ def test_tile_config_round_trips_and_rejects_bad_text():
     assert flat.flatten and str(flat) == "128x128x64x4x4f" and TileConfig.parse(str(flat)) == flat
     assert flat.meta()["FLATTEN"] is True and "FLATTEN" not in flat.meta(with_flatten=False)
     assert "FLATTEN" not in cfg.meta()
-    for bad in ("128x256x64x8", "128x200x64x8x4", "axbxcxdxe", "128x256x64x8x0"):
+    split = TileConfig.parse("64x128x128x4x4k4")
+    assert split.split_k == 4 and str(split) == "64x128x128x4x4k4" and TileConfig.parse(str(split)) == split
+    assert split.meta(with_split=True)["SPLIT_K"] == 4 and "SPLIT_K" not in split.meta()
+    both = TileConfig.parse("128x128x64x4x4fk2")
+    assert both.flatten and both.split_k == 2 and str(both) == "128x128x64x4x4fk2"
+    assert cfg.split_k == 1 and cfg.meta(with_split=True)["SPLIT_K"] == 1
+    for bad in ("128x256x64x8", "128x200x64x8x4", "axbxcxdxe", "128x256x64x8x0", "64x128x128x4x4k0",
+                "64x128x128x4x4k"):
         with pytest.raises(ValueError, match="tile config"):
             TileConfig.parse(bad)

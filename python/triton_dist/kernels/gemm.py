@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 
 import triton
@@ -77,6 +78,20 @@ def tile_acc_tma(a_desc, b_desc, off_m, off_n, K, BLOCK_M: tl.constexpr, BLOCK_N
 
 
 @triton_dist.jit
+def tile_acc_tma_k(a_desc, b_desc, off_m, off_n, k_first, k_end, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr):
+    """:func:`tile_acc_tma` over the K blocks ``k_first <= k < k_end`` only (``BLOCK_K`` columns of A / rows of B
+    each): one split of a split-K tile. An empty range gives zeros. (The whole-K helpers keep their own loop: routing
+    them through this one reorders their generated code.)"""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_first, k_end):
+        a = a_desc.load([off_m, k * BLOCK_K])
+        b = b_desc.load([k * BLOCK_K, off_n])
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton_dist.jit
 def tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, m_end, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Pointer path of :func:`tile_acc_tma`: rows ``>= m_end`` and columns ``>= N`` read as zero. ``a_ptr`` may
@@ -90,6 +105,29 @@ def tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, m_end, N, K, stride_am, stride_ak, 
     n_ok = offs_n[None, :] < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=m_ok & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & n_ok, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton_dist.jit
+def tile_acc_ptr_k(a_ptr, b_ptr, off_m, off_n, m_end, N, K, stride_am, stride_ak, stride_bk, stride_bn, k_first, k_end,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """:func:`tile_acc_ptr` over the K blocks ``k_first <= k < k_end`` only (see :func:`tile_acc_tma_k`)."""
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    k0 = k_first * BLOCK_K
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k0 + offs_k[None, :]) * stride_ak
+    b_ptrs = b_ptr + (k0 + offs_k[:, None]) * stride_bk + offs_n[None, :] * stride_bn
+    m_ok = offs_m[:, None] < m_end
+    n_ok = offs_n[None, :] < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_first, k_end):
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=m_ok & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & n_ok, other=0.0)
@@ -162,8 +200,9 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, s
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TileConfig:
-    """One tiling: block sizes, group size, warps, pipeline stages, and ``flatten`` (the kernel's tile loop and K
-    loop fused into one software-pipelined loop: ``FLATTEN`` of :func:`gemm_kernel` and of the AG+GEMM kernel)."""
+    """One tiling: block sizes, group size, warps, pipeline stages, ``flatten`` (the kernel's tile loop and K loop
+    fused into one software-pipelined loop: ``FLATTEN`` of :func:`gemm_kernel` and of the AG+GEMM kernel) and
+    ``split_k`` (the K blocks of a tile shared by that many programs: ``SPLIT_K`` of the GEMM+AR kernel)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -172,13 +211,16 @@ class TileConfig:
     num_warps: int = 8
     num_stages: int = 3
     flatten: bool = False
+    split_k: int = 1
 
-    def meta(self, with_flatten: bool = True) -> dict:
-        """Constexpr keywords of a launch; ``FLATTEN`` only when set and ``with_flatten`` (kernels without a
-        flattened form pass ``with_flatten=False``)."""
+    def meta(self, with_flatten: bool = True, with_split: bool = False) -> dict:
+        """Constexpr keywords of a launch; ``FLATTEN`` only when set and ``with_flatten``, ``SPLIT_K`` only when
+        ``with_split`` (kernels without a flattened or split-K form leave them out and ignore those fields)."""
         meta = dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K, GROUP_M=self.GROUP_M)
         if self.flatten and with_flatten:
             meta["FLATTEN"] = True
+        if with_split:
+            meta["SPLIT_K"] = self.split_k
         return meta
 
     def launch(self) -> dict:
@@ -186,22 +228,23 @@ class TileConfig:
 
     def __str__(self) -> str:
         flat = "f" if self.flatten else ""
-        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}{flat}"
+        split = f"k{self.split_k}" if self.split_k > 1 else ""
+        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}{flat}{split}"
 
     @classmethod
     def parse(cls, text: str, group_m: int = 8) -> "TileConfig":
-        """``"BMxBNxBKxWARPSxSTAGES"`` with an optional ``f`` suffix for ``flatten`` (as ``str()`` writes it) ->
-        TileConfig; ValueError otherwise."""
-        body = str(text).strip().lower()
-        flat = body.endswith("f")
-        try:
-            bm, bn, bk, w, st = (int(v) for v in (body[:-1] if flat else body).split("x"))
-        except ValueError:
-            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES[f], e.g. 128x256x64x8x3 or "
-                             f"128x128x64x4x4f (f: flattened loop)") from None
-        if min(bm, bn, bk, w, st) < 1 or any(v & (v - 1) for v in (bm, bn, bk, w)):
-            raise ValueError(f"tile config {text!r}: block sizes and warps must be positive powers of two, stages >= 1")
-        return cls(bm, bn, bk, group_m, w, st, flat)
+        """``"BMxBNxBKxWARPSxSTAGES"`` with an optional ``f`` suffix for ``flatten`` and an optional ``kS`` suffix
+        for ``split_k = S`` (as ``str()`` writes it) -> TileConfig; ValueError otherwise."""
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(f?)(?:k(\d+))?", str(text).strip().lower())
+        if m is None:
+            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES[f][kS], e.g. 128x256x64x8x3, "
+                             f"128x128x64x4x4f (f: flattened loop) or 64x128x128x4x4k2 (k2: split-K by 2)")
+        bm, bn, bk, w, st = (int(v) for v in m.groups()[:5])
+        split = int(m.group(7) or 1)
+        if min(bm, bn, bk, w, st, split) < 1 or any(v & (v - 1) for v in (bm, bn, bk, w)):
+            raise ValueError(f"tile config {text!r}: block sizes and warps must be positive powers of two, stages "
+                             f"and split-K >= 1")
+        return cls(bm, bn, bk, group_m, w, st, bool(m.group(6)), split)
 
 
 #: Hopper bf16/fp16 autotune candidates (128x256x64 / 4 stages is the classic sm_90 wgmma sweet spot).
@@ -365,6 +408,6 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     return out
 
 
-__all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
+__all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
            "TileConfig", "CONFIGS", "SIM_CONFIG", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
            "ensure_tma_allocator", "matmul", "num_sms", "check_operands"]

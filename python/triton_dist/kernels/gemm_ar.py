@@ -1,19 +1,33 @@
-"""GEMM + AllReduce, overlapped (one-shot, for small-M decode shapes): every rank gets ``C = sum_src A_src @ B_src``.
+"""GEMM + AllReduce, overlapped (small-M decode shapes): every rank gets ``C = sum_src A_src @ B_src``.
 
-One persistent kernel (:func:`gemm_ar_kernel`): ``A_local``: ``[M, K_loc]``, ``B_local``: ``[K_loc, N]``.
+One persistent kernel (:func:`gemm_ar_kernel`): ``A_local``: ``[M, K_loc]``, ``B_local``: ``[K_loc, N]``. A *unit*
+is one split of one output tile: ``u = t * SPLIT_K + s`` covers the K blocks ``[s * per, (s + 1) * per)`` of tile
+``t`` (``per = cdiv(cdiv(K, BLOCK_K), SPLIT_K)``). With ``SPLIT_K = 1`` a unit is a whole tile. Program ``p`` walks
+the units ``p, p + NUM_SMS, ...``; at decode sizes a tile is a stream of weights (``B``) and the split lets every
+SM stream them (``N / BLOCK_N`` tiles alone leave SMs idle).
 
-* Phase 1: each program computes its tiles; each fp32 partial tile is stored into EVERY rank's staging slot
-  ``stage[par, rank]`` (peers through ``dl.symm_at``, itself locally) and the per-tile signal
-  ``sig[par, rank, t] = value`` is raised on every peer.
-* Phase 2: the same program revisits its tiles: waits (sys, acquire) for each peer's signal of the tile, sums the
-  ``WORLD`` partials in fp32 in rank order ``0, 1, ..., WORLD-1`` (so every rank produces bit-identical results) and
-  stores ``C`` once rounded.
+* Phase 1, per unit: the fp32 partial of its K range. With ``SPLIT_K > 1`` it is stored into the local workspace
+  ``ws[s]`` and the tile's local counter ``cnt[t]`` is bumped (``acq_rel``, gpu scope, after a CTA barrier); the
+  unit that makes the count ``SPLIT_K`` (the tile's *finisher*, whichever program that is) sums ``ws[0..SPLIT_K)``
+  in split order, resets ``cnt[t] = 0`` and records ``fin[u] = 1`` (others ``fin[u] = 0``). The finisher (every
+  unit when ``SPLIT_K = 1``) stores the tile's rank partial ``P_rank`` into EVERY rank's staging slot
+  ``stage[par, rank]`` (peers through ``dl.symm_at``, itself locally) and raises ``sig[par, rank, t] = value`` on
+  every peer (system-scope release): this overlaps the exchange with the rest of the GEMM.
+* Phase 2: the program revisits its units; for each it finished (``fin[u]``, its own write) it waits (sys, acquire)
+  for every peer's signal of the tile, sums the ``WORLD`` partials in fp32 in rank order ``0, 1, ..., WORLD-1`` and
+  stores ``C`` once rounded. Every rank sums the same fp32 values in the same order: bit-identical results on every
+  rank, and deterministic (fixed split order, no float atomics).
 
-Program ``p`` only waits for program ``p`` of the peers (same tiles), so there is no cross-program dependency.
-Pushing all tiles before reducing any lets the peers' pushes overlap this rank's remaining GEMM work.
-Reuse: double-buffered by epoch parity, signals compared for equality (same argument as ``gemm_rs``); the epoch
-comes from the context's device counter, so calls can be captured in a CUDA graph and replayed.
-Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M * N``), ``sig``: int64 ``[2, WORLD, MAX_TILES]``.
+Waits: phase 1 never waits, so every finisher of every rank raises its signals; a phase-2 wait on rank r is for a
+signal that a phase-1 step of a peer raises unconditionally. That needs the programs of a launch to run
+concurrently (a GPU grid capped at the SM count, one program per SM; the simulator's ``run_grid``), as every
+overlapped kernel here does. Reuse: double-buffered by epoch parity, signals compared for equality (same argument
+as ``gemm_rs``); the epoch comes from the context's device counter, so calls can be captured in a CUDA graph and
+replayed. ``cnt`` is reset by its finisher before the launch ends, ``ws`` and ``fin`` are written before they are
+read in every launch.
+Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M * N``), ``sig``: int64 ``[2, WORLD, MAX_TILES]``, ``ws``:
+fp32 ``[SPLIT_K, M, N]``, ``cnt``: int32 ``[MAX_TILES]`` (zero between launches), ``fin``: int32 ``[MAX_TILES *
+SPLIT_K]``. With ``SPLIT_K = 1`` the last three are not touched (dummies allowed).
 """
 from __future__ import annotations
 
@@ -23,56 +37,104 @@ import triton_dist
 import triton_dist.language as dl
 
 from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, finish_call, store_to_peers
-from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
+from triton_dist.kernels.gemm import (SIM_CONFIG, TileConfig, slot_tile, store_tile, tile_acc_ptr_k, tile_acc_tma_k,
+                                      tile_coords, tma_descriptors)
+
+#: most programs that share the K blocks of one tile (``SPLIT_K``); the workspace holds this many partials
+SPLIT_K_MAX = 8
+#: most rows a split-K call may have (the workspace is ``SPLIT_K_MAX * min(max_m, SPLIT_K_MAX_M) * n`` fp32):
+#: split-K pays off where the tiles alone cannot keep the SMs streaming weights, i.e. at decode sizes
+SPLIT_K_MAX_M = 128
 
 
 @triton_dist.jit
-def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_ptr, M, N, K, stride_am, stride_bk,
-                   stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False):
-    """One call (module docstring). ``a``: ``[M, K]`` with unit column stride; ``out``: ``[M, N]``. ``prof_ptr`` /
-    ``PROFILE``: accepted for a uniform launch signature with ``gemm_rs_kernel`` (no tasks recorded)."""
+def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, ws_ptr, cnt_ptr, fin_ptr, M, N, K,
+                   stride_am, stride_bk, stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank,
+                   WORLD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, SPLIT_K: tl.constexpr = 1):
+    """One call (module docstring). ``a``: ``[M, K]`` with unit column stride; ``out``: ``[M, N]``."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
     value = e * TAG_RANGE_C + tag
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
-    num_tiles = tiles_m * tiles_n
+    num_units = tiles_m * tiles_n * SPLIT_K
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(k_blocks, SPLIT_K)
     if USE_TMA:
         a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, M, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K)
     slot_w = (par * WORLD + rank) * CAP
-    for t in range(pid, num_tiles, NUM_SMS):
+    for u in range(pid, num_units, NUM_SMS):
+        t = u // SPLIT_K
+        s = u % SPLIT_K
         pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        k_first = s * per_split
+        k_end = tl.minimum(k_first + per_split, k_blocks)
         if USE_TMA:
-            acc = tile_acc_tma(a_desc, b_desc, off_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            acc = tile_acc_tma_k(a_desc, b_desc, off_m, off_n, k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
         else:
-            acc = tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, M, N, K, stride_am, 1, stride_bk, stride_bn,
-                               BLOCK_M, BLOCK_N, BLOCK_K)
+            acc = tile_acc_ptr_k(a_ptr, b_ptr, off_m, off_n, M, N, K, stride_am, 1, stride_bk, stride_bn, k_first,
+                                 k_end, BLOCK_M, BLOCK_N, BLOCK_K)
         tile_off, mask = slot_tile(off_m, off_n, M, N, BLOCK_M, BLOCK_N)
-        tl.store(stage_ptr + slot_w + tile_off, acc, mask=mask)
-        store_to_peers(stage_ptr, slot_w, tile_off, acc, mask, rank, WORLD)
-        for i in tl.static_range(1, WORLD):
-            peer = (rank + i) % WORLD
-            dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, peer, value, "set", "intra_node")
-    for t in range(pid, num_tiles, NUM_SMS):
-        pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        tile_off, mask = slot_tile(off_m, off_n, M, N, BLOCK_M, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for src in tl.static_range(0, WORLD):
-            slot = par * WORLD + src
-            p = stage_ptr + slot * CAP
-            if src != rank:
-                tok = dl.wait(sig_ptr + slot * MAX_TILES + t, 1, "sys", "acquire", value)
-                p = dl.consume_token(p, tok)
-            acc += tl.load(p + tile_off, mask=mask, other=0.0)
-        store_tile(out_ptr, acc, off_m, off_n, M, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
+        finisher = True
+        if SPLIT_K > 1:
+            tl.store(ws_ptr + s * (M * N) + tile_off, acc, mask=mask)
+            tl.debug_barrier()  # every thread's part of the partial is stored before the count is released
+            arrived = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu")
+            finisher = arrived == SPLIT_K - 1
+            tl.store(fin_ptr + u, finisher.to(tl.int32))
+            if finisher:
+                tl.debug_barrier()  # the acquire (one thread) before any thread reads the other splits
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for j in tl.static_range(0, SPLIT_K):
+                    acc += tl.load(ws_ptr + j * (M * N) + tile_off, mask=mask, other=0.0, cache_modifier=".cg")
+                tl.store(cnt_ptr + t, 0)
+        if finisher:
+            tl.store(stage_ptr + slot_w + tile_off, acc, mask=mask)
+            store_to_peers(stage_ptr, slot_w, tile_off, acc, mask, rank, WORLD)
+            for i in tl.static_range(1, WORLD):
+                peer = (rank + i) % WORLD
+                dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, peer, value, "set", "intra_node")
+    for u in range(pid, num_units, NUM_SMS):
+        t = u // SPLIT_K
+        finisher = True
+        if SPLIT_K > 1:
+            finisher = tl.load(fin_ptr + u) != 0
+        if finisher:
+            pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            tile_off, mask = slot_tile(off_m, off_n, M, N, BLOCK_M, BLOCK_N)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for src in tl.static_range(0, WORLD):
+                slot = par * WORLD + src
+                p = stage_ptr + slot * CAP
+                if src != rank:
+                    tok = dl.wait(sig_ptr + slot * MAX_TILES + t, 1, "sys", "acquire", value)
+                    p = dl.consume_token(p, tok)
+                acc += tl.load(p + tile_off, mask=mask, other=0.0)
+            store_tile(out_ptr, acc, off_m, off_n, M, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
     finish_call(counter_ptr, e)
 
 
-__all__ = ["gemm_ar_kernel"]
+def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
+                   sim_config: TileConfig = SIM_CONFIG) -> TileConfig:
+    """Deterministic tiling of :func:`gemm_ar_kernel` when the measured table has none (same on every rank).
+    GPU: the weights (``B``) are the traffic at decode sizes, so the tile is ``BLOCK_M`` = 16 (M <= 16) or 64 rows
+    by 128 columns with 128-deep K blocks (32 KB of ``B`` per stage, 4 stages in flight), and the K blocks are
+    split so that the units cover the SMs (``split_k = num_sms // tiles``, at most :data:`SPLIT_K_MAX`); above
+    :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator: ``sim_config``."""
+    if not on_gpu:
+        return sim_config
+    if M > SPLIT_K_MAX_M:
+        return TileConfig(64, 128, 64, 8, 4, 4)
+    bm = 16 if M <= 16 else 64
+    tiles = -(-M // bm) * -(-N // 128)
+    split = max(1, min(SPLIT_K_MAX, num_sms // max(1, tiles), -(-K // 128)))
+    return TileConfig(bm, 128, 128, 8, 4, 4, split_k=split)
+
+
+__all__ = ["gemm_ar_kernel", "pick_ar_config", "SPLIT_K_MAX", "SPLIT_K_MAX_M"]

@@ -29,6 +29,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Optional
@@ -1007,7 +1008,9 @@ def _gemm_rs_torch(a, b, ctx, out):
 
 class GemmARContext(_PartialsContext):
     """Buffers for :func:`gemm_ar` with up to ``max_m`` rows and exactly ``n`` output columns: the fused kernel's fp32
-    staging and tile signals, and (GPU, method ``one_shot``) an all-reduce context of ``max_m * n`` elements."""
+    staging and tile signals, its split-K workspace (local: ``SPLIT_K_MAX * min(max_m, SPLIT_K_MAX_M) * n`` fp32,
+    tile counters and finisher flags), and (GPU, method ``one_shot``) an all-reduce context of ``max_m * n``
+    elements."""
 
     kind = "gemm_ar"
 
@@ -1022,6 +1025,33 @@ class GemmARContext(_PartialsContext):
             self.ar_ctx = create_allreduce_ctx(max_m * n, dtype, one_shot_max_numel=max_m * n,
                                                methods=("one_shot", ))
         self._alloc_partials(max_m * n, _tiles(max_m, n, bm, bn))
+        split_rows = min(max_m, _ark.SPLIT_K_MAX_M)
+        self.split_ws = torch.empty((_ark.SPLIT_K_MAX * split_rows * n, ), dtype=torch.float32, device=self.device)
+        self.split_cnt = torch.zeros((self.max_tiles, ), dtype=torch.int32, device=self.device)
+        self.split_fin = torch.zeros((self.max_tiles * _ark.SPLIT_K_MAX, ), dtype=torch.int32, device=self.device)
+
+    def _min_block(self):
+        if self.on_gpu:
+            return 16, 64
+        return self.sim_config.BLOCK_M, self.sim_config.BLOCK_N
+
+    def _cfg(self, M, N, K, elem_bytes):
+        env = os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip()
+        if env or not self.on_gpu:
+            return super()._cfg(M, N, K, elem_bytes)
+        measured = table_config(self.kind, self.world_size, M, N, K, elem_bytes)
+        if measured is not None:
+            return measured
+        return _ark.pick_ar_config(M, N, K, num_sms=self.num_sms, on_gpu=True, sim_config=self.sim_config)
+
+    def split_for(self, cfg, M: int, N: int, K: int) -> int:
+        """The split-K of a call with tiling ``cfg``: its ``split_k``, at most the K blocks there are and what the
+        workspace holds for ``M`` rows (1 when ``M`` exceeds :data:`~triton_dist.kernels.gemm_ar.SPLIT_K_MAX_M`)."""
+        if cfg.split_k > _ark.SPLIT_K_MAX:
+            raise ValueError(f"gemm_ar: tiling {cfg} splits K {cfg.split_k} ways; at most "
+                             f"{_ark.SPLIT_K_MAX} (kernels.gemm_ar.SPLIT_K_MAX)")
+        fits = self.split_ws.numel() // max(1, M * N)
+        return max(1, min(cfg.split_k, -(-K // cfg.BLOCK_K), fits))
 
     def close(self) -> None:
         if self.ar_ctx is not None:
@@ -1032,7 +1062,8 @@ class GemmARContext(_PartialsContext):
 def create_gemm_ar_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmARContext:
     """Collective: context for :func:`gemm_ar` (bf16 / fp16, up to ``max_m`` rows, ``n`` columns). Symmetric memory:
     ``2 * world * max_m * n`` fp32 + signals, and on GPU ``2 * world * max_m * n`` elements of ``dtype`` for the
-    one-shot all-reduce: meant for small-M (decode) shapes."""
+    one-shot all-reduce; local: the split-K workspace (``8 * min(max_m, 128) * n`` fp32). Meant for small-M (decode)
+    shapes."""
     return GemmARContext(max_m, n, dtype, **kw)
 
 
@@ -1043,9 +1074,12 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[
             method: str = "auto") -> torch.Tensor:
     """``all_reduce(a @ b)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]``; returns ``[M, N]``, identical on every rank.
     Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``: ``auto`` (measured table) /
-    ``fused`` (one persistent kernel: fp32 partial tiles pushed to every peer as they are computed, summed in rank
-    order, rounded once) / ``one_shot`` (GPU: cuBLAS ``torch.matmul`` then this library's one-shot all-reduce of
-    the bf16/fp16 product, fp32 sum, one rounding of the sum) / ``torch`` (``torch.matmul`` + NCCL all_reduce)."""
+    ``fused`` (one persistent kernel, :func:`~triton_dist.kernels.gemm_ar.gemm_ar_kernel`: each tile's K blocks
+    split over up to 8 programs so that every SM streams weights, the splits summed in a fixed order, each tile's
+    fp32 partial pushed to every peer as soon as it is complete, the ranks' partials summed in rank order and
+    rounded once: deterministic and bit-identical on every rank) / ``one_shot`` (GPU: cuBLAS ``torch.matmul`` then
+    this library's one-shot all-reduce of the bf16/fp16 product, fp32 sum, one rounding of the sum) / ``torch``
+    (``torch.matmul`` + NCCL all_reduce)."""
     op = "gemm_ar"
     check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
     _partials_checks(op, a, b, ctx, method, GEMM_AR_METHODS)
@@ -1056,7 +1090,29 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
     return _run_partials(op, ctx, a, b, out, method, False,
-                         {"torch": _gemm_ar_torch, "one_shot": _gemm_ar_one_shot}, _ark.gemm_ar_kernel)
+                         {"torch": _gemm_ar_torch, "one_shot": _gemm_ar_one_shot, "fused": _gemm_ar_fused}, None)
+
+
+def _gemm_ar_fused(a, b, ctx, out):
+    """Method ``fused`` of :func:`gemm_ar`: one launch of :func:`~triton_dist.kernels.gemm_ar.gemm_ar_kernel` with
+    the context's tiling for this shape and its split-K (:meth:`GemmARContext.split_for`)."""
+    op = "gemm_ar"
+    M, K = a.shape
+    N = b.shape[1]
+    cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
+    split = ctx.split_for(cfg, M, N, K)
+    tiles = _tiles(M, N, cfg.BLOCK_M, cfg.BLOCK_N)
+    if tiles > ctx.max_tiles:
+        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals, the context has "
+                         f"{ctx.max_tiles} (use blocks >= the context's minimum)")
+    tma = ctx._use_tma()
+    grid = (max(1, min(ctx.num_sms, tiles * split)), )
+    meta = dataclasses.replace(cfg, split_k=split).meta(with_flatten=False, with_split=True)
+    _ark.gemm_ar_kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, ctx.split_ws, ctx.split_cnt, ctx.split_fin,
+                              M, N, K, a.stride(0), b.stride(0), b.stride(1), out.stride(0), out.stride(1), ctx.cap,
+                              ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=ctx.world_size, **meta,
+                              NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+    return out
 
 
 def _gemm_ar_torch(a, b, ctx, out):

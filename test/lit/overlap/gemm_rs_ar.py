@@ -1,13 +1,20 @@
 # GEMM+ReduceScatter and GEMM+AllReduce compile for sm_90 (TMA + wgmma, fp32 partials stored to the owner through
 # dl.symm_at, per-tile signal with system-scope release, acquire spin before the reduction) and for gfx942.
-# Signature: a, b, out, stage, sig, counter, prof, M(_s), N, K, stride_am, stride_bk, stride_bn, stride_om,
+# Signature (RS): a, b, out, stage, sig, counter, prof, M(_s), N, K, stride_am, stride_bk, stride_bn, stride_om,
 #            stride_on, CAP, MAX_TILES, tag, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA, PROFILE
+# Signature (AR): a, b, out, stage, sig, counter, ws, cnt, fin, M, N, K, stride_am, stride_bk, stride_bn, stride_om,
+#            stride_on, CAP, MAX_TILES, tag, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA[, SPLIT_K]
+# ARSPLIT (decode tiling 16x128x128, K split 4 ways): each split's fp32 partial stored, a CTA barrier, then ONE
+# thread's acq_rel gpu-scope add on the tile counter (result broadcast through shared memory); the finisher reads
+# the splits past L1 (ld.global.cg) and pushes the tile like AR; 16-row tiles run on mma.sync, B through TMA.
 # The epoch is read from the device counter (atomic) and published by the launch's last program (atomic xchg).
 # PROFILE=True (RSPROF): the per-task stamps read %globaltimer and %smid.
 #
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPROF
-# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 64, 128, 64, 8, 132, True, False" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
+# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 64, 128, 64, 8, 132, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
+# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 128, 8, 132, True, 4" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=ARSPLIT
+# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 64, 8, 304, False, 4" --target hip:gfx942 --num-warps 4 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=ARAMD
 # RUN: %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 128, 64, 8, 304, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 #
 # (gfx942: LLVM IR. Block placement puts the signalling code before the MMA loop in text order: no order between them is checked)
@@ -29,6 +36,23 @@
 # AR-DAG: membar.sys
 # AR-DAG: ld.acquire.sys.b64
 # AR-DAG: st.global.v4.b32
+#
+# ARSPLIT-DAG: cp.async.bulk.tensor.2d
+# ARSPLIT-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+# ARSPLIT-DAG: membar.sys
+# ARSPLIT: st.global.v4.b32
+# ARSPLIT: bar.sync
+# ARSPLIT-NOT: st.global
+# ARSPLIT: @%p{{[0-9]+}} atom.global.gpu.acq_rel.add.u32
+# ARSPLIT-NEXT: // end inline asm
+# ARSPLIT-NEXT: // begin inline asm
+# ARSPLIT-NEXT: @%p{{[0-9]+}} st.shared.b32
+# ARSPLIT: ld.global.cg.v4.b32
+# ARSPLIT: ld.acquire.sys.b64
+#
+# ARAMD-DAG: atomicrmw add ptr addrspace(1) {{.*}} syncscope("agent") acq_rel
+# ARAMD-DAG: llvm.amdgcn.mfma.f32.16x16x16bf16
+# ARAMD-DAG: call {{.*}}@rocshmem_ptr
 #
 # gfx942, LLVM IR only: dl.symm_at calls rocshmem_ptr, which cannot be assembled without the ROCSHMEM bitcode here.
 # AMD-DAG: call {{.*}}@rocshmem_ptr
