@@ -340,6 +340,25 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     assert bench.pick_robust({"ce": 90.0, "torch": 100.0}) == "ce"
 
 
+def test_gemm_ar_default_tiling_covers_the_sms():
+    """Without a table entry the GEMM+AR kernel takes the measured decode rule: 16x64 tiles up to 16 rows (N / 64
+    tiles already cover the SMs: no split), 64x128 tiles with K split so that the units cover the SMs up to 128 rows,
+    never more splits than K blocks, no split above 128 rows; the simulator keeps its tiny tiling."""
+    from triton_dist.kernels.gemm import SIM_CONFIG
+    from triton_dist.kernels.gemm_ar import SPLIT_K_MAX, pick_ar_config
+
+    def pick(m, n=8192, k=7168, sms=132):
+        return str(pick_ar_config(m, n, k, num_sms=sms, on_gpu=True))
+
+    assert pick(1) == pick(16) == "16x64x128x4x4"
+    assert pick(64) == "64x128x128x4x4k2"
+    assert pick(128) == "64x128x64x4x4"
+    assert pick(512) == "64x128x64x4x4"
+    assert pick(1, n=1024) == f"16x64x128x4x4k{SPLIT_K_MAX}"  # 16 tiles: the split is capped
+    assert pick(1, n=1024, k=256) == "16x64x128x4x4k2"  # no more splits than K blocks
+    assert pick_ar_config(1, 8192, 7168, num_sms=132, on_gpu=False) == SIM_CONFIG
+
+
 def test_tile_config_round_trips_and_rejects_bad_text():
     from triton_dist.kernels.gemm import TileConfig
 

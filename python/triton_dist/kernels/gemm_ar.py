@@ -123,18 +123,20 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, ws_pt
 def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
                    sim_config: TileConfig = SIM_CONFIG) -> TileConfig:
     """Deterministic tiling of :func:`gemm_ar_kernel` when the measured table has none (same on every rank).
-    GPU: the weights (``B``) are the traffic at decode sizes, so the tile is ``BLOCK_M`` = 16 (M <= 16) or 64 rows
-    by 128 columns with 128-deep K blocks (32 KB of ``B`` per stage, 4 stages in flight), and the K blocks are
-    split so that the units cover the SMs (``split_k = num_sms // tiles``, at most :data:`SPLIT_K_MAX`); above
-    :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator: ``sim_config``."""
+    GPU, measured on 2x H200 at N=8192 (``benchmarks/probe_gemm_ar.py``, the ``overlap-ar`` sweep): the weights
+    (``B``) are the traffic at decode sizes, so M <= 16 takes 16x64 tiles with 128-deep K blocks (N / 64 tiles cover
+    the SMs: a split only adds its workspace round trip), M <= 64 takes 64x128x128 tiles and M <= 128 64x128x64;
+    then the K blocks are split so that the units cover the SMs (``num_sms // tiles``, at most
+    :data:`SPLIT_K_MAX`). Above :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator:
+    ``sim_config``."""
     if not on_gpu:
         return sim_config
     if M > SPLIT_K_MAX_M:
         return TileConfig(64, 128, 64, 8, 4, 4)
-    bm = 16 if M <= 16 else 64
-    tiles = -(-M // bm) * -(-N // 128)
-    split = max(1, min(SPLIT_K_MAX, num_sms // max(1, tiles), -(-K // 128)))
-    return TileConfig(bm, 128, 128, 8, 4, 4, split_k=split)
+    bm, bn, bk = (16, 64, 128) if M <= 16 else ((64, 128, 128) if M <= 64 else (64, 128, 64))
+    tiles = -(-M // bm) * -(-N // bn)
+    split = max(1, min(SPLIT_K_MAX, num_sms // tiles, -(-K // bk)))
+    return TileConfig(bm, bn, bk, 8, 4, 4, split_k=split)
 
 
 __all__ = ["gemm_ar_kernel", "pick_ar_config", "SPLIT_K_MAX", "SPLIT_K_MAX_M"]
