@@ -86,9 +86,10 @@ SWEEP_LARGE = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64
 SWEEP_SMALL = ["64x128x64x4x4", "64x64x128x4x4", "64x256x64x4x4", "128x128x64x8x4"]
 SWEEP_DECODE = ["64x64x128x4x4", "64x128x64x4x4", "64x64x64x4x6", "64x128x128x4x3"]
 #: GEMM+AR (decode M <= 128): 16- and 64-row tiles, K split over 1-8 programs (``kS``) so that the weight stream
-#: covers the SMs; 64x128x64x4x4 is the unsplit tiling of earlier rounds
-SWEEP_AR = ["16x128x128x4x4k2", "16x128x128x4x4k4", "16x64x128x4x4", "16x64x128x4x4k2", "16x128x64x4x6k2",
-            "64x128x128x4x4k2", "64x128x128x4x4k4", "64x128x64x4x4", "64x256x64x8x3k4", "128x128x64x8x3k2"]
+#: covers the SMs, TMA or pointer loads (``p``: probe_gemm_ar measured them 2.7-3 us faster in this kernel);
+#: 64x128x64x4x4 is the unsplit tiling of earlier rounds
+SWEEP_AR = ["16x128x128x4x4k2", "16x64x128x4x4", "16x64x128x4x4p", "16x64x64x4x8p", "16x64x256x4x3",
+            "64x128x128x4x4k2", "64x128x128x4x4pk2", "64x128x64x4x4", "64x128x64x4x4p", "128x128x64x8x3k2"]
 #: flattened-loop tilings tried besides SWEEP_LARGE for the AG+GEMM ``ce`` kernel (bench_gemm: 1-4% faster)
 SWEEP_AG_FLAT = ["128x128x64x4x4f", "128x256x64x8x3f", "128x256x64x8x4f"]
 #: method variants timed from this global M on: ag_gemm chunked with a smaller local slice first (fraction of the

@@ -374,7 +374,10 @@ def test_tile_config_round_trips_and_rejects_bad_text():
     both = TileConfig.parse("128x128x64x4x4fk2")
     assert both.flatten and both.split_k == 2 and str(both) == "128x128x64x4x4fk2"
     assert cfg.split_k == 1 and cfg.meta(with_split=True)["SPLIT_K"] == 1
+    ptr = TileConfig.parse("64x128x128x4x4fpk2")
+    assert ptr.flatten and ptr.pointer_loads and ptr.split_k == 2 and str(ptr) == "64x128x128x4x4fpk2"
+    assert TileConfig.parse("16x64x128x4x4p").pointer_loads and not cfg.pointer_loads
     for bad in ("128x256x64x8", "128x200x64x8x4", "axbxcxdxe", "128x256x64x8x0", "64x128x128x4x4k0",
-                "64x128x128x4x4k"):
+                "64x128x128x4x4k", "16x64x128x4x4pf", "16x64x128x4x4k2p"):
         with pytest.raises(ValueError, match="tile config"):
             TileConfig.parse(bad)

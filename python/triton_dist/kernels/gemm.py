@@ -201,8 +201,10 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, s
 @dataclass(frozen=True)
 class TileConfig:
     """One tiling: block sizes, group size, warps, pipeline stages, ``flatten`` (the kernel's tile loop and K loop
-    fused into one software-pipelined loop: ``FLATTEN`` of :func:`gemm_kernel` and of the AG+GEMM kernel) and
-    ``split_k`` (the K blocks of a tile shared by that many programs: ``SPLIT_K`` of the GEMM+AR kernel)."""
+    fused into one software-pipelined loop: ``FLATTEN`` of :func:`gemm_kernel` and of the AG+GEMM kernel),
+    ``pointer_loads`` (masked pointer loads instead of tensor descriptors even where TMA is available: the fused
+    launches' ``USE_TMA`` is off; no descriptor is built on the device) and ``split_k`` (the K blocks of a tile
+    shared by that many programs: ``SPLIT_K`` of the GEMM+AR kernel)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -212,6 +214,7 @@ class TileConfig:
     num_stages: int = 3
     flatten: bool = False
     split_k: int = 1
+    pointer_loads: bool = False
 
     def meta(self, with_flatten: bool = True, with_split: bool = False) -> dict:
         """Constexpr keywords of a launch; ``FLATTEN`` only when set and ``with_flatten``, ``SPLIT_K`` only when
@@ -228,23 +231,25 @@ class TileConfig:
 
     def __str__(self) -> str:
         flat = "f" if self.flatten else ""
+        ptr = "p" if self.pointer_loads else ""
         split = f"k{self.split_k}" if self.split_k > 1 else ""
-        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}{flat}{split}"
+        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}{flat}{ptr}{split}"
 
     @classmethod
     def parse(cls, text: str, group_m: int = 8) -> "TileConfig":
-        """``"BMxBNxBKxWARPSxSTAGES"`` with an optional ``f`` suffix for ``flatten`` and an optional ``kS`` suffix
-        for ``split_k = S`` (as ``str()`` writes it) -> TileConfig; ValueError otherwise."""
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(f?)(?:k(\d+))?", str(text).strip().lower())
+        """``"BMxBNxBKxWARPSxSTAGES"`` with optional suffixes, in this order: ``f`` (``flatten``), ``p``
+        (``pointer_loads``), ``kS`` (``split_k = S``), as ``str()`` writes it -> TileConfig; ValueError otherwise."""
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(f?)(p?)(?:k(\d+))?", str(text).strip().lower())
         if m is None:
-            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES[f][kS], e.g. 128x256x64x8x3, "
-                             f"128x128x64x4x4f (f: flattened loop) or 64x128x128x4x4k2 (k2: split-K by 2)")
+            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES[f][p][kS], e.g. 128x256x64x8x3, "
+                             f"128x128x64x4x4f (f: flattened loop), 16x64x128x4x4p (p: pointer loads, no TMA) or "
+                             f"64x128x128x4x4k2 (k2: split-K by 2)")
         bm, bn, bk, w, st = (int(v) for v in m.groups()[:5])
-        split = int(m.group(7) or 1)
+        split = int(m.group(8) or 1)
         if min(bm, bn, bk, w, st, split) < 1 or any(v & (v - 1) for v in (bm, bn, bk, w)):
             raise ValueError(f"tile config {text!r}: block sizes and warps must be positive powers of two, stages "
                              f"and split-K >= 1")
-        return cls(bm, bn, bk, group_m, w, st, bool(m.group(6)), split)
+        return cls(bm, bn, bk, group_m, w, st, bool(m.group(6)), split, bool(m.group(7)))
 
 
 #: Hopper bf16/fp16 autotune candidates (128x256x64 / 4 stages is the classic sm_90 wgmma sweet spot).
@@ -388,7 +393,8 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
         raise ValueError(f"matmul: out has shape {tuple(out.shape)}, expected {(M, N)}")
     if M == 0 or N == 0:
         return out
-    use_tma = use_tma_for(a.device) and a.stride(1) == 1 and b.stride(1) == 1
+    use_tma = use_tma_for(a.device) and a.stride(1) == 1 and b.stride(1) == 1 and \
+        not (config is not None and config.pointer_loads)
     if use_tma:
         ensure_tma_allocator()
     sms = num_sms(a.device)

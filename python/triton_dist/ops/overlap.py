@@ -443,7 +443,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     G = ctx.comm_programs
     a_full = ctx.a_full[:W * n]
     cfg = ctx._cfg(W * M_loc, N, K, a.dtype.itemsize)
-    tma = ctx._use_tma()
+    tma = ctx._use_tma() and not cfg.pointer_loads
     push = G if method == "sm" else 0
     gemm_sms = max(1, ctx.num_sms - (push if ctx.on_gpu else 0) - (1 if method == "ce" else 0))
     tiles = W * -(-M_loc // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
@@ -715,7 +715,7 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
         per, hint = (" per chunk", " (use blocks >= the context's minimum)") if chunked else ("", "")
         raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals{per}, the context has "
                          f"{ctx.max_tiles}{hint}")
-    tma = ctx._use_tma()
+    tma = ctx._use_tma() and not cfg.pointer_loads
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
     kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),
                  out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=W,
@@ -1105,7 +1105,7 @@ def _gemm_ar_fused(a, b, ctx, out):
     if tiles > ctx.max_tiles:
         raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals, the context has "
                          f"{ctx.max_tiles} (use blocks >= the context's minimum)")
-    tma = ctx._use_tma()
+    tma = ctx._use_tma() and not cfg.pointer_loads
     grid = (max(1, min(ctx.num_sms, tiles * split)), )
     meta = dataclasses.replace(cfg, split_k=split).meta(with_flatten=False, with_split=True)
     _ark.gemm_ar_kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, ctx.split_ws, ctx.split_cnt, ctx.split_fin,

@@ -350,7 +350,7 @@ def test_gemm_ar(m, k_loc, n):
 
 
 @pytest.mark.parametrize("cfg", ["16x128x128x4x4k4", "16x64x128x4x4k2", "64x128x128x4x4k2", "64x128x64x4x4k8",
-                                 "16x128x128x4x4"])
+                                 "16x128x128x4x4", "16x64x64x4x8p", "64x128x128x4x4pk2"])
 @pytest.mark.parametrize("m,k_loc,n", [(1, 3584, 8192), (16, 7168, 8192), (64, 3584, 8192), (128, 1000, 1000)])
 def test_gemm_ar_split_k(m, k_loc, n, cfg, monkeypatch):
     """The fused GEMM+AR with each tile's K blocks split over programs (decode tilings of the sweep): within one
