@@ -818,19 +818,57 @@ def main():
     tdu.finalize_distributed()
 
 
+def _shape_key(rule):
+    return (rule.get("n"), rule.get("k"), rule.get("max_m"))
+
+
+def merge_rules(old, new):
+    """One world size's rules after a run that measured some shapes: the run's shape rules, plus the old shape rules
+    of shapes (``n``, ``k``, ``max_m``) it did not measure, ordered by shape (for one ``n`` / ``k`` the smallest
+    ``max_m`` that covers a call matches first); then the generic rules (no shape): the run's when it measured every
+    shape the old table had, else the old ones (a partial run's crossover is not evidence for the shapes it
+    skipped)."""
+    old_shape = [r for r in old if "n" in r]
+    new_shape = [r for r in new if "n" in r]
+    seen = {_shape_key(r) for r in new_shape}
+    kept = [r for r in old_shape if _shape_key(r) not in seen]
+    shape = sorted(new_shape + kept, key=lambda r: (r["n"], r.get("k") or 0, r.get("max_m") or 1 << 62))
+    generic = [r for r in (old if kept else new) if "n" not in r] or [r for r in new if "n" not in r]
+    return shape + generic
+
+
 def write_table(doc, source):
     """Write ``overlap_table.json`` from a results document (its ``dispatch_rules`` / ``dispatch_configs``), merged
-    over the measured rules already there for other ops. Returns the path."""
+    into the measured table already there: other ops are kept, and within an op the shapes this run did not measure
+    keep their rules and tilings (:func:`merge_rules`), so a run over some ops or some M updates only those. Returns
+    the path."""
     from triton_dist.ops import overlap as ov
 
     old = ov.dispatch_table(reload=True)
     measured = old.get("status") == "measured"
+    old_ops = old.get("ops", {}) if measured else {}
+    old_cfgs = old.get("configs", {}) if measured else {}
+    ops = {**ov.DEFAULT_TABLE["ops"], **old_ops}
+    for op, by_world in doc["dispatch_rules"].items():
+        merged = dict(old_ops.get(op, {}))
+        for world, rules in by_world.items():
+            merged[world] = merge_rules(old_ops.get(op, {}).get(world, []), rules) if world != "default" else rules
+        ops[op] = merged
+    cfgs = dict(old_cfgs)
+    for op, by_world in doc.get("dispatch_configs", {}).items():
+        merged = dict(old_cfgs.get(op, {}))
+        for world, entries in by_world.items():
+            seen = {_shape_key(e) for e in entries}
+            merged[world] = sorted(entries + [e for e in old_cfgs.get(op, {}).get(world, [])
+                                              if _shape_key(e) not in seen],
+                                   key=lambda e: (e.get("n") or 0, e.get("k") or 0, e.get("max_m") or 1 << 62))
+        cfgs[op] = merged
     new = {"status": "measured", "source": source, "git_commit": doc.get("git_commit"),
            "gpu": doc.get("versions", {}).get("gpu"), "world_size": doc.get("world_size"),
            "note": "fastest method per measured shape (CUDA-graph replay timing) from benchmarks/bench_overlap.py "
-                   "--sweep --write-table; generic crossover rules for other shapes",
-           "ops": {**ov.DEFAULT_TABLE["ops"], **(old.get("ops", {}) if measured else {}), **doc["dispatch_rules"]},
-           "configs": {**(old.get("configs", {}) if measured else {}), **doc.get("dispatch_configs", {})}}
+                   "--sweep --write-table; generic crossover rules for other shapes; shapes a later partial run "
+                   "did not measure keep their earlier rules",
+           "ops": ops, "configs": cfgs}
     with open(ov.TABLE_PATH, "w") as f:
         json.dump(new, f, indent=1)
         f.write("\n")

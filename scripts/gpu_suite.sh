@@ -10,6 +10,7 @@
 #   scripts/gpu_suite.sh overlap-round  overlap tier, sweep + table, final bench with that table, traces, GEMM forms
 #   scripts/gpu_suite.sh overlap-ag     the AG+GEMM tests of the overlap tier, sweep + table, final bench
 #   scripts/gpu_suite.sh overlap-ar     the GEMM+AR tests of the overlap tier, its sweep + table, its final bench
+#   scripts/gpu_suite.sh overlap-rs     the GEMM+RS tests of the overlap tier, its sweep + table (M >= 2048), final
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -93,9 +94,16 @@ case $part in
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_ar_final 120 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_ar \
       --tag ar-final ;;
+  overlap-rs)  # after a change to the GEMM+RS methods only: their tests, sweep + table at M >= 2048, final bench
+    tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs
+    rec bench_overlap_rs_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \
+      --models llama3-70b,llama3-8b --m 2048,4096,8192 --sweep --no-eager --write-table --tag rs-sweep
+    cp python/triton_dist/ops/overlap_table.json "$OUT/"
+    rec bench_overlap_rs_final 150 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \
+      --models llama3-70b,llama3-8b,comm-heavy --m 2048,4096,8192 --tag rs-final ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

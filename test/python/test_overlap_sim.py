@@ -340,6 +340,57 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     assert bench.pick_robust({"ce": 90.0, "torch": 100.0}) == "ce"
 
 
+def test_partial_run_updates_only_its_shapes_in_the_table(monkeypatch, tmp_path):
+    """A bench run over some M of one op (``--ops gemm_rs --m 2048,4096``) rewrites those shapes' rules and tilings
+    and keeps the rest of the measured table: other shapes of the op, their generic crossover, other ops."""
+    import importlib.util
+    import json
+    import os
+
+    from triton_dist.ops import overlap as ov
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
+    monkeypatch.syspath_prepend(here)
+    for var in ("NVSHMEM_SYMMETRIC_SIZE", "NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"):
+        monkeypatch.delenv(var, raising=False)
+    spec = importlib.util.spec_from_file_location("bench_overlap_for_merge", os.path.join(here, "bench_overlap.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def rule(m, method):
+        return {"n": 4096, "k": 3584, "max_m": m, "method": method}
+    old_rs = [rule(128, "torch"), rule(2048, "chunked"), rule(4096, "ce"), rule(8192, "ce"),
+              {"max_m": 511, "method": "torch"}, {"max_m": None, "method": "fused"}]
+    table = {"status": "measured", "ops": {"gemm_rs": {"2": old_rs}, "ag_gemm": {"2": [rule(128, "torch")]}},
+             "configs": {"gemm_rs": {"2": [{"n": 4096, "k": 3584, "max_m": 2048, "config": "128x128x64x8x4"},
+                                           {"n": 4096, "k": 3584, "max_m": 8192, "config": "128x256x64x8x3"}]}}}
+    path = tmp_path / "overlap_table.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setattr(ov, "TABLE_PATH", str(path))
+    try:
+        doc = {"dispatch_rules": {"gemm_rs": {"2": [rule(2048, "ce"), rule(4096, "chunked"),
+                                                    {"max_m": None, "method": "fused"}],
+                                              "default": [{"max_m": None, "method": "fused"}]}},
+               "dispatch_configs": {"gemm_rs": {"2": [{"n": 4096, "k": 3584, "max_m": 2048,
+                                                       "config": "128x128x64x4x4f"}]}}}
+        bench.write_table(doc, "partial.json")
+        new = json.loads(path.read_text())
+        rs = new["ops"]["gemm_rs"]["2"]
+        assert [(r.get("max_m"), r["method"]) for r in rs] == [(128, "torch"), (2048, "ce"), (4096, "chunked"),
+                                                               (8192, "ce"), (511, "torch"), (None, "fused")]
+        assert new["ops"]["ag_gemm"]["2"] == [rule(128, "torch")]
+        assert [c["config"] for c in new["configs"]["gemm_rs"]["2"]] == ["128x128x64x4x4f", "128x256x64x8x3"]
+        assert ov.select_method("gemm_rs", 2, 100, True, 4096, 3584) == "torch"
+        assert ov.select_method("gemm_rs", 2, 3000, True, 4096, 3584) == "chunked"
+        # a run that measured every shape the table had replaces the generic rules too
+        full = [rule(128, "torch"), rule(2048, "ce"), rule(4096, "ce"), rule(8192, "ce"),
+                {"max_m": None, "method": "ce"}]
+        assert bench.merge_rules(old_rs, full) == full
+    finally:
+        monkeypatch.undo()
+        ov.dispatch_table(reload=True)
+
+
 def test_gemm_ar_default_tiling_covers_the_sms():
     """Without a table entry the GEMM+AR kernel takes the measured decode rule: 16x64 tiles up to 16 rows (N / 64
     tiles already cover the SMs: no split), 64x128 tiles with K split so that the units cover the SMs up to 128 rows,
