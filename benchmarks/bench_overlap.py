@@ -708,7 +708,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer shapes / samples")
     ap.add_argument("--ops", default="ag_gemm,gemm_rs,gemm_ar")
     ap.add_argument("--models", default="llama3-70b,llama3-8b,comm-heavy")
-    ap.add_argument("--m", default=None, help="comma list of global M (default: 128,512,1024,2048,4096,8192)")
+    ap.add_argument("--m", "--m-values", dest="m", default=None,
+                    help="comma list of global M (default: 128,512,1024,2048,4096,8192); under torchrun write "
+                         "--m-values (torchrun takes --m for an abbreviation of its own options)")
     ap.add_argument("--ar-m", default=None, help="comma list of M for GEMM+AR (default: 1,16,64,128)")
     ap.add_argument("--k", type=int, default=None, help="calls per CUDA graph / eager sample (default 5)")
     ap.add_argument("--reps", type=int, default=None)

@@ -97,10 +97,10 @@ case $part in
   overlap-rs)  # after a change to the GEMM+RS methods only: their tests, sweep + table at M >= 2048, final bench
     tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs
     rec bench_overlap_rs_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \
-      --models llama3-70b,llama3-8b --m 2048,4096,8192 --sweep --no-eager --write-table --tag rs-sweep
+      --models llama3-70b,llama3-8b --m-values 2048,4096,8192 --sweep --no-eager --write-table --tag rs-sweep
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_rs_final 150 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \
-      --models llama3-70b,llama3-8b,comm-heavy --m 2048,4096,8192 --tag rs-final ;;
+      --models llama3-70b,llama3-8b,comm-heavy --m-values 2048,4096,8192 --tag rs-final ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
   *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
