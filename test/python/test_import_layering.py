@@ -27,9 +27,6 @@ KNOWN_UPWARD = {
     ("triton_dist.language.extra.libshmem_device", "triton_dist.backends"),
     ("triton_dist.language.simt", "triton_dist.backends"),
     ("triton_dist.language.profiler", "triton_dist.backends"),
-    # the simulator's lowerings read the simulator runtime's heap and rank state (same issue, points 1 and 5)
-    ("triton_dist.backends.sim.language", "triton_dist.runtime.sim"),
-    ("triton_dist.backends.sim.libshmem", "triton_dist.runtime.sim"),
 }
 
 

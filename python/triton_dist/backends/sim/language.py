@@ -19,7 +19,7 @@ import numpy as np
 import triton.language as tl
 
 from ... import _compat
-from ...runtime.sim import context as sim_context
+from . import context as sim_context
 
 _EXTERNS: Dict[str, Callable] = {}
 

@@ -33,7 +33,7 @@ import triton.language as tl
 
 from ... import _compat
 from ...language._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_NAMES
-from ...runtime.sim import context as sim_context
+from . import context as sim_context
 
 
 def _ctx():
