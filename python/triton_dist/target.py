@@ -13,7 +13,7 @@ from typing import Union
 
 from . import _compat
 
-__all__ = ["Target", "target_of", "parse_target", "SIM"]
+__all__ = ["Target", "target_of", "parse_target", "SIM", "BACKEND_PACKAGES"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,13 @@ class Target:
 
 
 SIM = Target("sim", None, 1)
+
+#: ``Target.backend`` -> the package that lowers kernels for it: it implements the backend contract of the language
+#: layer (``triton_dist.language._backend``) and registers itself when imported. The registry imports it the first
+#: time a kernel for that target is traced (an entry point: the language layer names no backend, and ``import
+#: triton_dist`` creates no lowering's ``triton.jit`` helpers before the interpreter switch).
+BACKEND_PACKAGES = {"cuda": "triton_dist.backends.nvidia", "hip": "triton_dist.backends.amd",
+                    "sim": "triton_dist.backends.sim"}
 
 # AMD gfx families whose wavefront is 32 lanes (RDNA); CDNA (gfx9xx) uses 64.
 _WAVE32_PREFIXES = ("gfx10", "gfx11", "gfx12")

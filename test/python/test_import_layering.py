@@ -18,19 +18,10 @@ PKG_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 LAYERS = {"_compat": 0, "target": 0, "profiler_layout": 0, "language": 1, "backends": 2, "runtime": 3, "jit": 3, "utils": 3,
           "kernels": 4, "ops": 5, "layers": 6, "tools": 6}
 
-#: (importing module, imported package) pairs that go upward today, and why; remove an entry with its cause
-KNOWN_UPWARD = {
-    # the declarations find their lowering by importing the backends; a backend contract registered by the
-    # backends into the language layer inverts it (issue "one-way architecture", point 1)
-    ("triton_dist.language.core", "triton_dist.backends"),
-    ("triton_dist.language.extra.language_extra", "triton_dist.backends"),
-    ("triton_dist.language.extra.libshmem_device", "triton_dist.backends"),
-    ("triton_dist.language.simt", "triton_dist.backends"),
-    ("triton_dist.language.profiler", "triton_dist.backends"),
-    # the simulator's lowerings read the simulator runtime's heap and rank state (same issue, points 1 and 5)
-    ("triton_dist.backends.sim.language", "triton_dist.runtime.sim"),
-    ("triton_dist.backends.sim.libshmem", "triton_dist.runtime.sim"),
-}
+#: (importing module, imported package) pairs that go upward today, and why; remove an entry with its cause.
+#: Empty since the backend contract (``language/_backend.py``): the backends register into the language layer, and
+#: the simulator runtime installs its state into the sim backend (``backends/sim/context.py``).
+KNOWN_UPWARD: set = set()
 
 
 def _module_name(path: str) -> str:

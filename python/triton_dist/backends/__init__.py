@@ -1,19 +1,8 @@
 """Per-target lowerings. ``triton_dist.backends.{nvidia,amd,sim}`` are the only modules that contain PTX, AMDGCN,
-SHMEM symbol names or simulator code; the language layer picks one at trace time through :func:`lowering_for`."""
-from __future__ import annotations
+SHMEM symbol names or simulator code. Each package implements the backend contract of the language layer
+(``triton_dist.language._backend``: one Protocol per area) and registers itself for its target when imported; the
+registry imports the package ``triton_dist.target.BACKEND_PACKAGES`` names the first time a kernel for that target
+is traced.
 
-import importlib
-
-from ..target import Target, target_of
-
-_PACKAGE_OF_BACKEND = {"cuda": "nvidia", "hip": "amd", "sim": "sim"}
-
-
-def lowering_for(_semantic, area: str):
-    """Return ``(target, module)`` where ``module`` is ``triton_dist.backends.<pkg>.<area>`` for the kernel being
-    traced (``area`` is e.g. ``"language"`` or ``"libshmem"``)."""
-    target = target_of(_semantic)
-    return target, importlib.import_module(f"{__name__}.{_PACKAGE_OF_BACKEND[target.backend]}.{area}")
-
-
-__all__ = ["Target", "target_of", "lowering_for"]
+A new target adds a package here (its ``__init__`` builds a ``Backend`` and calls ``register_backend``) and its
+entry in ``triton_dist.target`` (how it is recognised, and ``BACKEND_PACKAGES``)."""

@@ -31,7 +31,9 @@ def opaque_zero(token, zero_asm, zero_constraints, _semantic):
     return _compat.set_divisibility(z, ALIGN)
 
 
-def consume_token(zero_asm, zero_constraints, value, token, *, _semantic, target=None):
+def consume_token(zero_asm, zero_constraints, value, token, *, target, _semantic):
+    if not isinstance(value, tl.tensor):  # a Python number (e.g. a descriptor coordinate)
+        value = _semantic.to_tensor(value)
     zero = opaque_zero(token, zero_asm, zero_constraints, _semantic)
     ty = value.type
     if ty.is_ptr() and ty.element_ty.is_block():  # block pointer
@@ -54,7 +56,7 @@ def consume_token(zero_asm, zero_constraints, value, token, *, _semantic, target
     raise TypeError(f"dl.consume_token: unsupported value type {ty}")
 
 
-def symm_at(shmem, ptr, rank, *, _semantic, target=None):
+def symm_at(shmem, ptr, rank, *, target, _semantic):
     """Translate with ``shmem.call("ptr", addr, rank)``. A scalar pointer is translated once and re-marked
     16-divisible (symmetric allocations are aligned), so ``symm_at(base, r) + offsets`` vectorises like a local
     access; a null result (peer not load/store-reachable) stays null. A tensor of pointers is translated element
@@ -70,15 +72,15 @@ def symm_at(shmem, ptr, rank, *, _semantic, target=None):
     return _compat.set_divisibility(res, ALIGN)
 
 
-def rank(shmem, *, _semantic, target=None):
+def rank(shmem, *, target, _semantic):
     return shmem.call("my_pe", _semantic=_semantic)
 
 
-def num_ranks(shmem, *, _semantic, target=None):
+def num_ranks(shmem, *, target, _semantic):
     return shmem.call("n_pes", _semantic=_semantic)
 
 
-def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _semantic, target=None):
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, target, _semantic):
     from ._extern import Extern, call_extern
 
     conv = [a if isinstance(a, tl.tensor) else _semantic.to_tensor(a) for a in args]
@@ -88,6 +90,13 @@ def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _sem
                         f"(has: {list(arg_type_symbol_dict)})")
     symbol, ret = arg_type_symbol_dict[key]
     return call_extern(lib_name, lib_path, Extern(symbol, key, ret, is_pure), conv, _semantic)
+
+
+def enter_simt_region(values, *, target, _semantic):
+    """``with simt_exec_region() as (tid, n)`` in a compiled kernel: the code generator binds each name to its element
+    of ``values`` (``_compat.bind_with_tuple_target``); returns the tuple and the undo for ``__exit__``."""
+    undo = _compat.bind_with_tuple_target(values)
+    return tl.tuple(list(values)), undo
 
 
 def int_of(dtype):

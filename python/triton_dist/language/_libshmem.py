@@ -158,3 +158,129 @@ def lower(shmem, name, args, scope, *, sync_before=False, sync_after=False, _sem
                                             tl.constexpr(limit), tl.constexpr(bool(sync_before)),
                                             tl.constexpr(bool(sync_after))])
     return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the libshmem_device lowering of a GPU target
+# ----------------------------------------------------------------------------------------------------------------
+def address(ptr, _semantic):
+    """A pointer operand (scalar typed pointer or int64 / uint64 address) as the i64 address the C functions take."""
+    return ptr if ptr.dtype == tl.int64 else _semantic.cast(ptr, tl.int64)
+
+
+def c_int(value, ty, _semantic):
+    """An integer operand (a Python int that fits ``ty``, or an integer scalar) as C type ``ty`` (i32 / i64 / u64);
+    a Python int at or above 2**63 passes to u64 as its two's-complement bits."""
+    if isinstance(value, int):
+        if ty == tl.uint64 and value >= (1 << 63):
+            value -= 1 << 64
+        value = _semantic.to_tensor(value)
+    return value if value.dtype == ty else _semantic.cast(value, ty)
+
+
+def pointer_like(address_i64, like, _semantic):
+    """The i64 result of a pointer query converted to ``like``'s pointer type (i64 stays i64), marked 16-aligned
+    (symmetric allocations are) so accesses through it vectorise."""
+    if like.dtype == tl.int64:
+        return address_i64
+    out = _semantic.cast(address_i64, like.type)
+    return _compat.set_divisibility(out, 16)
+
+
+class GpuLibshmemLowering:
+    """The ``LibshmemLowering`` (``triton_dist.language._backend``) of a GPU target, written once over the target's
+    table module ``shmem`` (``triton_dist.backends.<target>.libshmem``), which provides ``lower(name, args, scope,
+    ...)`` (see :func:`lower`) and ``constant(kind, value, op)``: the library's value of a public (NVSHMEM) team /
+    sig_op / cmp constant. A target whose library differs in a function overrides that method.
+
+    Operands are converted to the C types of :data:`SIGNATURES` in the order the declaration lists them, constants
+    last (the order of the emitted conversions is part of the generated code)."""
+
+    def __init__(self, shmem):
+        self.shmem = shmem
+
+    def constant_operand(self, kind, value, op, _semantic):
+        """A validated team / sig_op / cmp constant as the library's i32 operand."""
+        value = self.shmem.constant(kind, value, op)
+        if isinstance(value, int):
+            return _semantic.to_tensor(value)
+        return value if value.dtype == tl.int32 else _semantic.cast(value, tl.int32)
+
+    def my_pe(self, *, target, _semantic, _generator):
+        return self.shmem.lower("my_pe", [], "all", _semantic=_semantic, target=target)
+
+    def n_pes(self, *, target, _semantic, _generator):
+        return self.shmem.lower("n_pes", [], "all", _semantic=_semantic, target=target)
+
+    def team_my_pe(self, team, *, target, _semantic, _generator):
+        t = self.constant_operand("team", team, "team_my_pe", _semantic)
+        return self.shmem.lower("team_my_pe", [t], "all", _semantic=_semantic, target=target)
+
+    def team_n_pes(self, team, *, target, _semantic, _generator):
+        t = self.constant_operand("team", team, "team_n_pes", _semantic)
+        return self.shmem.lower("team_n_pes", [t], "all", _semantic=_semantic, target=target)
+
+    def remote_ptr(self, local_ptr, pe, *, target, _semantic, _generator):
+        args = [address(local_ptr, _semantic), c_int(pe, tl.int32, _semantic)]
+        res = self.shmem.lower("ptr", args, "all", _semantic=_semantic, target=target)
+        return pointer_like(res, local_ptr, _semantic)
+
+    def remote_mc_ptr(self, team, ptr, *, target, _semantic, _generator):
+        args = [self.constant_operand("team", team, "remote_mc_ptr", _semantic), address(ptr, _semantic)]
+        res = self.shmem.lower("mc_ptr", args, "all", _semantic=_semantic, target=target)
+        return pointer_like(res, ptr, _semantic)
+
+    def sync(self, name, scope, team, *, target, _semantic, _generator):
+        args = [] if team is None else [self.constant_operand("team", team, name, _semantic)]
+        self.shmem.lower(name, args, scope, sync_before=scope != "block", sync_after=scope != "block",
+                         _semantic=_semantic, _generator=_generator, target=target)
+        return None
+
+    def rma(self, name, kind, scope, blocking, dest, source, nbytes, pe, *, target, _semantic, _generator):
+        args = [address(dest, _semantic), address(source, _semantic), c_int(nbytes, tl.int64, _semantic),
+                c_int(pe, tl.int32, _semantic)]
+        sync = {} if scope == "block" else {"sync_before": kind == "put", "sync_after": blocking}
+        self.shmem.lower(name, args, scope, _semantic=_semantic, _generator=_generator, target=target, **sync)
+        return None
+
+    def putmem_signal(self, name, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, *, target, _semantic,
+                      _generator):
+        d, s = address(dest, _semantic), address(source, _semantic)
+        n = c_int(nbytes, tl.int64, _semantic)
+        a = address(sig_addr, _semantic)
+        v = c_int(signal, tl.uint64, _semantic)
+        r = c_int(pe, tl.int32, _semantic)
+        o = self.constant_operand("sig_op", sig_op, name, _semantic)
+        self.shmem.lower(name, [d, s, n, a, v, o, r], "block", _semantic=_semantic, _generator=_generator,
+                         target=target)
+        return None
+
+    def signal_op(self, sig_addr, signal, sig_op, pe, *, target, _semantic, _generator):
+        a = address(sig_addr, _semantic)
+        v = c_int(signal, tl.uint64, _semantic)
+        r = c_int(pe, tl.int32, _semantic)
+        o = self.constant_operand("sig_op", sig_op, "signal_op", _semantic)
+        self.shmem.lower("signal_op", [a, v, o, r], "thread", sync_before=True, _semantic=_semantic,
+                         _generator=_generator, target=target)
+        return None
+
+    def signal_wait_until(self, sig_addr, cmp, cmp_val, *, target, _semantic, _generator):
+        a = address(sig_addr, _semantic)
+        v = c_int(cmp_val, tl.uint64, _semantic)
+        c = self.constant_operand("cmp", cmp, "signal_wait_until", _semantic)
+        return self.shmem.lower("signal_wait_until", [a, c, v], "all", _semantic=_semantic, _generator=_generator,
+                                target=target)
+
+    def broadcastmem_block(self, team, dest, source, nbytes, pe_root, *, target, _semantic, _generator):
+        args = [self.constant_operand("team", team, "broadcastmem_block", _semantic), address(dest, _semantic),
+                address(source, _semantic), c_int(nbytes, tl.int64, _semantic), c_int(pe_root, tl.int32, _semantic)]
+        res = self.shmem.lower("broadcastmem_block", args, "block", _semantic=_semantic, _generator=_generator,
+                               target=target)
+        return res if res is not None else _semantic.to_tensor(0)
+
+    def fcollectmem_block(self, team, dest, source, nbytes, *, target, _semantic, _generator):
+        args = [self.constant_operand("team", team, "fcollectmem_block", _semantic), address(dest, _semantic),
+                address(source, _semantic), c_int(nbytes, tl.int64, _semantic)]
+        res = self.shmem.lower("fcollectmem_block", args, "block", _semantic=_semantic, _generator=_generator,
+                               target=target)
+        return res if res is not None else _semantic.to_tensor(0)

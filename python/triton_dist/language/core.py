@@ -2,8 +2,8 @@
 
 Each op checks its arguments (types, strings) and raises a ``ValueError``/``TypeError`` naming the op, the bad value
 and the accepted ones; Triton's code generator turns it into a ``CompilationError`` at trace time, before launch.
-The lowering is picked at trace time from the kernel's compile options (``cuda`` / ``hip``) or the interpreter
-(``sim``) via :func:`triton_dist.backends.lowering_for`.
+The lowering is the registered backend's (:class:`triton_dist.language._backend.LanguageLowering`), picked at trace
+time from the kernel's compile options (``cuda`` / ``hip``) or the interpreter (``sim``).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import triton.language as tl
 
 from .. import _compat
-from ..backends import lowering_for
+from ._backend import backend_for
 
 __all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "extern_call",
            "bounded_wait_ms", "WAIT_SCOPES", "WAIT_SEMANTICS", "SIG_OPS", "COMM_SCOPES"]
@@ -97,11 +97,11 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None,
     if not elem.is_int() or elem.primitive_bitwidth not in (32, 64):
         raise TypeError(f"dl.wait: signals must be 32- or 64-bit integers, got pointer to {elem} "
                         f"(accepted pointee types: int32, uint32, int64, uint64)")
-    target, impl = lowering_for(_semantic, "language")
+    target, backend = backend_for(_semantic)
     n = _int_arg("wait", "numBarriers", numBarriers)
     val = _int_arg("wait", "waitValue", waitValue)
-    return impl.wait(barrierPtrs, n, scope, sem, val, elem.primitive_bitwidth, bounded_wait_ms(),
-                     _semantic=_semantic, _generator=_generator, target=target)
+    return backend.language.wait(barrierPtrs, n, scope, sem, val, elem.primitive_bitwidth, bounded_wait_ms(),
+                                 target=target, _semantic=_semantic, _generator=_generator)
 
 
 @_compat.dist_builtin
@@ -124,13 +124,12 @@ def consume_token(value, token, _semantic=None):
     value = _c(value)
     if isinstance(value, tl.core.tensor_descriptor_base):
         return value
-    target, impl = lowering_for(_semantic, "language")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not target.is_sim:
-        value = _semantic.to_tensor(value)  # e.g. a descriptor coordinate
-    if not _is_tensor(value) and not (target.is_sim and isinstance(value, (int, float))):
-        raise TypeError(f"dl.consume_token: value must be a pointer, tensor, block pointer or tensor descriptor, "
-                        f"got {type(value).__name__}")
-    return impl.consume_token(value, token, _semantic=_semantic, target=target)
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)  # e.g. a descriptor coordinate
+    if not _is_tensor(value) and not is_number:
+        raise TypeError(f"dl.consume_token: value must be a pointer, tensor, block pointer, tensor descriptor or "
+                        f"number, got {type(value).__name__}")
+    target, backend = backend_for(_semantic)
+    return backend.language.consume_token(value, token, target=target, _semantic=_semantic)
 
 
 def _check_axis(op, axis):
@@ -144,16 +143,16 @@ def _check_axis(op, axis):
 def rank(axis=-1, _semantic=None):
     """This PE's rank in the world (int32). Executed by every thread (a SHMEM query, no memory ordering)."""
     _check_axis("rank", axis)
-    target, impl = lowering_for(_semantic, "language")
-    return impl.rank(_semantic=_semantic, target=target)
+    target, backend = backend_for(_semantic)
+    return backend.language.rank(target=target, _semantic=_semantic)
 
 
 @_compat.dist_builtin
 def num_ranks(axis=-1, _semantic=None):
     """Number of PEs in the world (int32). Executed by every thread."""
     _check_axis("num_ranks", axis)
-    target, impl = lowering_for(_semantic, "language")
-    return impl.num_ranks(_semantic=_semantic, target=target)
+    target, backend = backend_for(_semantic)
+    return backend.language.num_ranks(target=target, _semantic=_semantic)
 
 
 @_compat.dist_builtin
@@ -165,9 +164,9 @@ def symm_at(ptr, rank, _semantic=None):
     (the translated base is assumed 16-byte aligned, as symmetric allocations are). No memory ordering.
     """
     _pointee("symm_at", "ptr", ptr)
-    target, impl = lowering_for(_semantic, "language")
+    target, backend = backend_for(_semantic)
     r = _int_arg("symm_at", "rank", rank)
-    return impl.symm_at(ptr, r, _semantic=_semantic, target=target)
+    return backend.language.symm_at(ptr, r, target=target, _semantic=_semantic)
 
 
 @_compat.dist_builtin
@@ -193,10 +192,11 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
     if not elem.is_int() or elem.primitive_bitwidth != 64:
         raise TypeError(f"dl.notify: signals are 64-bit: ptr must point to int64/uint64, got pointer to {elem} "
                         f"(accepted pointee types: int64, uint64)")
-    target, impl = lowering_for(_semantic, "language")
+    target, backend = backend_for(_semantic)
     r = _int_arg("notify", "rank", rank)
     sig = _int_arg("notify", "signal", signal)
-    return impl.notify(ptr, r, sig, sig_op, comm_scope, _semantic=_semantic, _generator=_generator, target=target)
+    return backend.language.notify(ptr, r, sig, sig_op, comm_scope, target=target, _semantic=_semantic,
+                                   _generator=_generator)
 
 
 @_compat.dist_builtin
@@ -211,6 +211,6 @@ def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semant
     if not isinstance(_c(arg_type_symbol_dict), dict) or not _c(arg_type_symbol_dict):
         raise TypeError("dl.extern_call: arg_type_symbol_dict must be a non-empty dict "
                         "{(arg dtypes...): ('symbol', return dtype)}")
-    target, impl = lowering_for(_semantic, "language")
-    return impl.extern_call(_c(lib_name), _c(lib_path), list(_c(args)), _c(arg_type_symbol_dict), bool(_c(is_pure)),
-                            _semantic=_semantic, target=target)
+    target, backend = backend_for(_semantic)
+    return backend.language.extern_call(_c(lib_name), _c(lib_path), list(_c(args)), _c(arg_type_symbol_dict),
+                                        bool(_c(is_pure)), target=target, _semantic=_semantic)

@@ -13,9 +13,9 @@ track's capacity are dropped, never written out of bounds.
 ``ENABLE_PROFILING`` is a compile-time switch: when it is False ``create`` and ``record`` emit nothing at all (no
 clock or SM-id reads, no loads or stores), so instrumented kernels cost nothing when profiling is off.
 
-Clock and SM id come from the target's lowering (``triton_dist.backends.<target>.profiler``), picked at trace time:
-NVIDIA ``%globaltimer`` / ``%smid``; AMD ``s_memrealtime`` / ``HW_ID``; the simulator the host's monotonic clock
-and the program id. The program id of the leader thread writes; ``is_leader`` lets a kernel narrow that further
+Clock and SM id come from the target's lowering (``ProfilerLowering`` of ``triton_dist.language._backend``), picked
+at trace time: NVIDIA ``%globaltimer`` / ``%smid``; AMD ``s_memrealtime`` / ``HW_ID``; the simulator the host's
+monotonic clock and the program id. The program id of the leader thread writes; ``is_leader`` lets a kernel narrow that further
 (e.g. ``tid(0) == 0`` inside a SIMT region).
 
 Memory ordering: the clock read is preceded by a CTA-scope fence (NVIDIA) / ``s_waitcnt`` (AMD), so a stamp is not
@@ -26,7 +26,7 @@ kernel completes.
 import triton.language as tl
 
 from .. import _compat
-from ..backends import lowering_for
+from ._backend import backend_for
 from .. import profiler_layout as layout
 
 __all__ = ["Profiler", "timestamp", "sm_id", "ticks_per_second"]
@@ -43,22 +43,22 @@ def _sem(_semantic):
 @_compat.builtin
 def timestamp(_semantic=None):
     """int64 scalar: the target's device clock now (ticks; see :func:`ticks_per_second`). Not pure."""
-    target, low = lowering_for(_semantic, "profiler")
-    return low.timestamp(_semantic=_semantic, target=target)
+    target, backend = backend_for(_semantic)
+    return backend.profiler.timestamp(target=target, _semantic=_semantic)
 
 
 @_compat.builtin
 def sm_id(_semantic=None):
     """int32 scalar: the SM (NVIDIA) / CU (AMD) running this program; the simulator returns the program id."""
-    target, low = lowering_for(_semantic, "profiler")
-    return low.sm_id(_semantic=_semantic, target=target)
+    target, backend = backend_for(_semantic)
+    return backend.profiler.sm_id(target=target, _semantic=_semantic)
 
 
 @_compat.builtin
 def ticks_per_second(_semantic=None):
     """constexpr: the frequency of :func:`timestamp`'s clock for the target being traced."""
-    _, low = lowering_for(_semantic, "profiler")
-    return tl.constexpr(low.TICKS_PER_SECOND)
+    target, backend = backend_for(_semantic)
+    return tl.constexpr(backend.profiler.ticks_per_second(target=target, _semantic=_semantic))
 
 
 def _as_i64(x, sem):
@@ -141,7 +141,8 @@ class Profiler:
             raise TypeError(f"Profiler.create: profiler_buffer must be a pointer to int64/uint64 (a torch.int64 "
                             f"tensor from alloc_profiler_buffer), got {shown}")
         sem = _sem(_semantic)
-        target, low = lowering_for(_semantic, "profiler")
+        target, backend = backend_for(_semantic)
+        low = backend.profiler
         if buf.dtype.element_ty != tl.int64:
             buf = sem.bitcast(buf, tl.pointer_type(tl.int64))
         pid, nprog = _linear_pid(sem)
@@ -156,7 +157,8 @@ class Profiler:
         if hmask is not None:
             grid_word = sem.or_(nprog, sem.shl(_as_i64(ng_t, sem), _as_i64(32, sem)))
             sem.store(sem.add(buf, layout.W_GRID, True), grid_word, hmask, (), "", "")
-            sem.store(sem.add(buf, layout.W_TICKS, True), _as_i64(low.TICKS_PER_SECOND, sem), hmask, (), "", "")
+            ticks = low.ticks_per_second(target=target, _semantic=_semantic)
+            sem.store(sem.add(buf, layout.W_TICKS, True), _as_i64(ticks, sem), hmask, (), "", "")
         total = sem.load(sem.add(buf, layout.W_TOTAL, True), None, None, (), "", "", "", False)
         tracks = sem.mul(nprog, _as_i64(ng_t, sem), True)
         cap = sem.floordiv(sem.sub(total, _as_i64(layout.HEADER_WORDS, sem), True),
@@ -171,7 +173,7 @@ class Profiler:
         first_word = sem.add(sem.mul(sem.mul(track, cap, True), _as_i64(layout.WORDS_PER_RECORD, sem), True),
                              _as_i64(layout.HEADER_WORDS, sem), True)
         base = sem.add(buf, first_word, True)
-        smid = low.sm_id(_semantic=_semantic, target=target)
+        smid = low.sm_id(target=target, _semantic=_semantic)
         tag_hi = sem.shl(_as_i64(smid, sem), _as_i64(32, sem))
         leader_v = tl.constexpr(leader is None) if not isinstance(leader, tl.tensor) else leader
         return Profiler(base, sem.to_tensor(0), sem.cast(cap, tl.int32), tag_hi, leader_v, True)
@@ -184,8 +186,8 @@ class Profiler:
         if not self.ENABLE_PROFILING:
             return self
         sem = _sem(_semantic)
-        target, low = lowering_for(_semantic, "profiler")
-        now = low.timestamp(_semantic=_semantic, target=target)
+        target, backend = backend_for(_semantic)
+        now = backend.profiler.timestamp(target=target, _semantic=_semantic)
         start = _c(is_start)
         start_t = _as_i64(1 if start else 0, sem) if isinstance(start, (bool, int)) else _as_i64(start, sem)
         low_word = sem.or_(sem.shl(_as_i64(task_type, sem), _as_i64(1, sem)), start_t)

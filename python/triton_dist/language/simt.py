@@ -18,11 +18,11 @@ from __future__ import annotations
 import builtins
 from typing import List, Sequence
 
-import numpy as np
 import triton
 import triton.language as tl
 
 from .. import _compat
+from ._backend import backend_for
 
 __all__ = ["simt_exec_region", "vector", "vector_type", "make_vector", "zeros_vector", "extract", "insert"]
 
@@ -32,10 +32,6 @@ _builtin = _compat.builtin
 def _sem(_semantic):
     """The semantic to build with: the one Triton passed, or the interpreter's (sim builtins get ``None``)."""
     return _semantic if _semantic is not None else _compat.interpreter_semantic()
-
-
-def _is_interp(_semantic):
-    return _compat.is_interpreter_semantic(_semantic)
 
 
 class simt_exec_region:
@@ -50,19 +46,17 @@ class simt_exec_region:
     __triton_builtin__ = True  # lets Triton's code generator reach it as a global
 
     def __init__(self, _semantic=None):
-        from ..backends import lowering_for
-
         self._semantic = _semantic
         self._undo = None
-        target, impl = lowering_for(_semantic, "extra")
-        self._values = (impl.tid(0, target=target, _semantic=_semantic),
-                        tl.constexpr(impl.num_threads(target=target, _semantic=_semantic)))
+        self._target, self._backend = backend_for(_semantic)
+        extra = self._backend.extra
+        self._values = (extra.tid(0, target=self._target, _semantic=_semantic),
+                        tl.constexpr(extra.num_threads(target=self._target, _semantic=_semantic)))
 
     def __enter__(self):
-        if not _is_interp(self._semantic):
-            self._undo = _compat.bind_with_tuple_target(self._values)
-            return tl.tuple(list(self._values))
-        return self._values  # interpreter: plain Python unpacks the tuple
+        bound, self._undo = self._backend.extra.enter_simt_region(self._values, target=self._target,
+                                                                  _semantic=self._semantic)
+        return bound
 
     def __exit__(self, exc_type, exc_value, traceback):
         if self._undo is not None:
@@ -350,13 +344,16 @@ def extract(input, indices, _semantic=None, _generator=None):
     if not isinstance(input, tl.tensor) or not input.type.is_block():
         raise TypeError(f"extract: input must be a vector or a block tensor, got {input!r}")
     flat, shape = _flat_index(input, indices, "extract", sem)
-    if _is_interp(_semantic):  # simulator: read the element directly
-        i = int(np.asarray(flat.handle.data).reshape(-1)[0])
-        data = np.asarray(input.handle.data).reshape(-1)
-        if not 0 <= i < data.size:
-            raise IndexError(f"extract: flat index {i} out of range for shape {shape}")
-        return _compat.interpreter_value(data[i:i + 1].copy(), input.dtype)
-    hit = _iota(shape, sem).__eq__(flat, _semantic=sem)
+    target, backend = backend_for(_semantic)
+    return backend.extra.extract_element(input, flat, shape, target=target, _semantic=_semantic,
+                                         _generator=_generator)
+
+
+def select_element(input, flat_index, shape, *, target, _semantic, _generator):
+    """``extract`` for a compiled kernel: mask every element but the one at ``flat_index`` and sum the block (a
+    program-wide reduction, so ``flat_index`` must be uniform)."""
+    sem = _semantic
+    hit = _iota(shape, sem).__eq__(flat_index, _semantic=sem)
     work = tl.int32 if input.dtype.is_int1() else input.dtype
     vals = tl.cast(input, work, _semantic=sem)
     zero = tl.cast(sem.to_tensor(0), work, _semantic=sem)

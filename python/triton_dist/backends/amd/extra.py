@@ -12,8 +12,9 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
+from ...language import _gpu
 from ...language._gpu import as_int_ptr as _as_int_ptr
-from ...language.simt import _join_bits, _split_bits, vector
+from ...language.simt import _join_bits, _split_bits, select_element, vector
 from . import memory_model as mm
 
 _LOAD_OP = {16: "global_load_ushort", 32: "global_load_dword", 64: "global_load_dwordx2"}
@@ -29,31 +30,31 @@ def _intrinsic(name, _semantic, is_pure=True):
     return tl.core.extern_elementwise("", "", [], {(): (name, tl.int32)}, is_pure=is_pure, _semantic=_semantic)
 
 
-def tid(axis, target, _semantic):
+def tid(axis, *, target, _semantic):
     return _intrinsic(f"llvm.amdgcn.workitem.id.{'xyz'[axis]}", _semantic)
 
 
-def num_warps(target, _semantic):
+def num_warps(*, target, _semantic):
     return int(_compat.compile_options(_semantic).num_warps)
 
 
-def num_threads(target, _semantic):
-    return num_warps(target, _semantic) * target.warp_size
+def num_threads(*, target, _semantic):
+    return num_warps(target=target, _semantic=_semantic) * target.warp_size
 
 
-def ntid(axis, target, _semantic):
-    n = num_threads(target, _semantic) if axis == 0 else 1
+def ntid(axis, *, target, _semantic):
+    n = num_threads(target=target, _semantic=_semantic) if axis == 0 else 1
     return _semantic.to_tensor(n)
 
 
-def syncthreads(target, _semantic):
+def syncthreads(*, target, _semantic):
     # Triton's barrier op: workgroup release fence + convergent ``llvm.amdgcn.s.barrier`` + acquire fence. An inline
     # asm ``s_barrier`` is not convergent to LLVM and could be duplicated into both sides of a divergent branch,
     # which a wave would then execute twice.
     tl.debug_barrier(_semantic=_semantic)
 
 
-def ld(ptr, elem, scope, semantic, target, _semantic):
+def ld(ptr, elem, scope, semantic, *, target, _semantic):
     fam = mm.family(target, "language_extra")
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     bits = elem.primitive_bitwidth
@@ -61,7 +62,7 @@ def ld(ptr, elem, scope, semantic, target, _semantic):
     return out if it == elem else tl.cast(out, elem, bitcast=True, _semantic=_semantic)
 
 
-def st(ptr, val, elem, scope, semantic, target, _semantic):
+def st(ptr, val, elem, scope, semantic, *, target, _semantic):
     fam = mm.family(target, "language_extra")
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     bits = elem.primitive_bitwidth
@@ -76,7 +77,7 @@ def _atomic(opcode, ptr, data, out_ty, scope, semantic, target, _semantic):
                 _semantic)
 
 
-def atomic_add(ptr, val, elem, scope, semantic, target, _semantic):
+def atomic_add(ptr, val, elem, scope, semantic, *, target, _semantic):
     bits = elem.primitive_bitwidth
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     if elem.is_floating():  # VGPRs are untyped: pass the float's bits (Triton asm cannot mix ptr and float args)
@@ -90,7 +91,7 @@ def atomic_add(ptr, val, elem, scope, semantic, target, _semantic):
     return tl.cast(old, elem, bitcast=True, _semantic=_semantic)
 
 
-def atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, target, _semantic):
+def atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, *, target, _semantic):
     if elem.primitive_bitwidth != 32:
         raise NotImplementedError(f"atomic_cas: {elem.primitive_bitwidth}-bit compare-and-swap is not implemented "
                                   f"for AMD yet (32-bit only)")
@@ -113,7 +114,7 @@ def _v4_ptrs(ptr, nbits, _semantic):
     return [p32.__add__(4 * i, _semantic=_semantic) if i else p32 for i in range(nbits // 128)]
 
 
-def ld_vector(ptr, elem, n, scope, semantic, target, _semantic):
+def ld_vector(ptr, elem, n, scope, semantic, *, target, _semantic):
     fam = mm.family(target, "language_extra")
     nbits = elem.primitive_bitwidth * n
     if nbits % 128 == 0:
@@ -123,11 +124,11 @@ def ld_vector(ptr, elem, n, scope, semantic, target, _semantic):
             lines += [f"v_mov_b32 ${i}, v{i}" for i in range(4)]
             words.extend(_asm(lines, "=&v,=&v,=&v,=&v,v," + _QUAD_CLOBBER, [p], [tl.int32] * 4, _semantic))
         return vector(words).recast(elem, _semantic=_semantic)
-    return vector([ld(ptr.__add__(i, _semantic=_semantic) if i else ptr, elem, scope, semantic, target, _semantic)
-                   for i in range(n)])
+    return vector([ld(ptr.__add__(i, _semantic=_semantic) if i else ptr, elem, scope, semantic, target=target,
+                      _semantic=_semantic) for i in range(n)])
 
 
-def st_vector(ptr, vec, elem, scope, semantic, target, _semantic):
+def st_vector(ptr, vec, elem, scope, semantic, *, target, _semantic):
     fam = mm.family(target, "language_extra")
     nbits = vec.type.vector_nbits
     if nbits % 128 == 0:
@@ -139,16 +140,21 @@ def st_vector(ptr, vec, elem, scope, semantic, target, _semantic):
             _asm(lines, "=&v,v,v,v,v,v," + _QUAD_CLOBBER, [p] + list(words[4 * i:4 * i + 4]), tl.int32, _semantic)
         return
     for i, v in enumerate(vec.values):
-        st(ptr.__add__(i, _semantic=_semantic) if i else ptr, v, elem, scope, semantic, target, _semantic)
+        st(ptr.__add__(i, _semantic=_semantic) if i else ptr, v, elem, scope, semantic, target=target,
+           _semantic=_semantic)
 
 
-def pack(src, dst_type, target, _semantic):
+def pack(src, dst_type, *, target, _semantic):
     if src.type.vector_nbits == src.dtype.primitive_bitwidth:
         return tl.cast(src.values[0], dst_type, bitcast=True, _semantic=_semantic)
     return _join_bits(src.values, dst_type, _semantic)  # LLVM turns the shifts into register moves
 
 
-def unpack(src, dst_type, target, _semantic):
+def unpack(src, dst_type, *, target, _semantic):
     if src.dtype.primitive_bitwidth == dst_type.primitive_bitwidth:
         return vector([tl.cast(src, dst_type, bitcast=True, _semantic=_semantic)])
     return vector(_split_bits(src, dst_type, _semantic))
+
+
+enter_simt_region = _gpu.enter_simt_region
+extract_element = select_element

@@ -103,7 +103,7 @@ def _wait_loop(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: 
     return tok
 
 
-def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic, _generator=None, target=None):
+def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
     if _generator is None:
         raise RuntimeError("dl.wait: the AMD lowering needs the code generator (call dl.wait from a kernel)")
     addr, n, value, _ = _gpu.wait_operands(ptr, n, value, bits, _semantic)
@@ -142,7 +142,7 @@ def _notify_inter(addr, sig, pe, ADD: tl.constexpr, FENCE_ASM: tl.constexpr, WG_
             _signal_set(addr, sig, pe)
 
 
-def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None, target=None):
+def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generator):
     fam = mm.family(target, "dl.notify")
     rank = _semantic.cast(_semantic.to_tensor(rank), tl.int32)
     sig = _semantic.cast(_semantic.to_tensor(signal), tl.uint64)
@@ -156,7 +156,7 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None,
         return None
     scope = "gpu"
     if comm_scope == "intra_node":
-        ptr = symm_at(ptr, rank, _semantic=_semantic)
+        ptr = symm_at(ptr, rank, target=target, _semantic=_semantic)
         scope = "sys"
     _gpu.asm(_wg_release_asm(fam), "=s", [], tl.int32, _semantic)
     _semantic.debug_barrier()

@@ -114,12 +114,14 @@ def thread_id(_semantic):
     return _semantic.cast(v, tl.int32)
 
 
-def translate_constant(kind: str, value, op: str):
-    """Map an NVSHMEM constant (the public ``libshmem_device`` value) to rocSHMEM's; ``value`` must be an int."""
+def constant(kind: str, value, op: str):
+    """rocSHMEM's value of a public team / sig_op / cmp constant (NVSHMEM's value, see the module docstring).
+    ``value`` must be a compile-time int: rocSHMEM's enums differ, so a run-time value cannot be translated."""
     table = {"sig_op": NV_SIGNAL_TO_ROC, "cmp": NV_CMP_TO_ROC, "team": NV_TEAM_TO_ROC}[kind]
     if not isinstance(value, int) or value not in table:
+        shown = value if isinstance(value, int) else None
         raise ValueError(f"libshmem_device.{op}: on AMD {kind} must be a compile-time constant, one of "
-                         f"{sorted(table)} (the libshmem_device NVSHMEM_* constants), got {value!r}")
+                         f"{sorted(table)} (the libshmem_device NVSHMEM_* constants), got {shown!r}")
     return table[value]
 
 
@@ -149,3 +151,21 @@ def lower(name, args, scope, *, _semantic, _generator=None, target=None, **kwarg
         return None
     return _libshmem.lower(sys.modules[__name__], name, args, scope, _semantic=_semantic, _generator=_generator,
                            target=target, **kwargs)
+
+
+class _RocshmemLowering(_libshmem.GpuLibshmemLowering):
+    """The GPU lowering over this table, except ``signal_op``: rocSHMEM has no signal op taking ``sig_op``."""
+
+    def signal_op(self, sig_addr, signal, sig_op, pe, *, target, _semantic, _generator):
+        """``rocshmem_signal_set`` / ``rocshmem_signal_add``, chosen by the compile-time ``sig_op``."""
+        a = _libshmem.address(sig_addr, _semantic)
+        v = _libshmem.c_int(signal, tl.uint64, _semantic)
+        r = _libshmem.c_int(pe, tl.int32, _semantic)
+        constant("sig_op", sig_op, "signal_op")  # refuses a run-time sig_op
+        lower(f"signal_{_libshmem.SIGNAL_NAMES[sig_op]}", [a, v, r], "thread", sync_before=True, _semantic=_semantic,
+              _generator=_generator, target=target)
+        return None
+
+
+#: the ``LibshmemLowering`` of the AMD backend
+LOWERING = _RocshmemLowering(sys.modules[__name__])

@@ -25,15 +25,19 @@ def _has_xcc(target) -> bool:
     return arch.startswith(("gfx94", "gfx95"))
 
 
-def timestamp(*, _semantic, target=None):
+def timestamp(*, target, _semantic):
     """int64 scalar: the real-time counter now (100 MHz ticks)."""
     return tl.inline_asm_elementwise(_TIMER_ASM, "=s", [], tl.int64, False, 1, _semantic=_semantic)
 
 
-def sm_id(*, _semantic, target=None):
+def sm_id(*, target, _semantic):
     """int32 scalar: ``xcc << 8 | se << 5 | sh << 4 | cu`` of the CU running this program."""
     cu = tl.inline_asm_elementwise(_HWID_ASM, "=s", [], tl.int32, False, 1, _semantic=_semantic)
     if not _has_xcc(target):
         return cu
     xcc = tl.inline_asm_elementwise(_XCC_ASM, "=s", [], tl.int32, False, 1, _semantic=_semantic)
     return _semantic.or_(_semantic.shl(xcc, _semantic.to_tensor(8)), cu)
+
+
+def ticks_per_second(*, target, _semantic):
+    return TICKS_PER_SECOND

@@ -10,8 +10,9 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
+from ...language import _gpu
 from ...language._gpu import as_int_ptr as _as_int_ptr, int_of as _int_of
-from ...language.simt import _join_bits, _split_bits, vector
+from ...language.simt import _join_bits, _split_bits, select_element, vector
 
 _CONSTRAINT = {16: "h", 32: "r", 64: "l"}
 
@@ -25,30 +26,30 @@ def _qual(semantic, scope):
     return ".volatile" if semantic == "volatile" else f".{semantic}.{scope}"
 
 
-def tid(axis, target, _semantic):
+def tid(axis, *, target, _semantic):
     return _asm(f"mov.u32 $0, %tid.{'xyz'[axis]};", "=r", [], tl.int32, _semantic, is_pure=True)
 
 
-def ntid(axis, target, _semantic):
+def ntid(axis, *, target, _semantic):
     return _asm(f"mov.u32 $0, %ntid.{'xyz'[axis]};", "=r", [], tl.int32, _semantic, is_pure=True)
 
 
-def num_warps(target, _semantic):
+def num_warps(*, target, _semantic):
     return int(_compat.compile_options(_semantic).num_warps)
 
 
-def num_threads(target, _semantic):
-    return num_warps(target, _semantic) * target.warp_size
+def num_threads(*, target, _semantic):
+    return num_warps(target=target, _semantic=_semantic) * target.warp_size
 
 
-def syncthreads(target, _semantic):
+def syncthreads(*, target, _semantic):
     # Triton's barrier op lowers to the convergent NVVM barrier intrinsic (``barrier.sync 0`` / ``bar.sync 0``).
     # An inline-asm ``bar.sync`` is not convergent to LLVM, which may then tail-duplicate it into both sides of a
     # per-thread branch: threads of one warp at different ``bar.sync`` (``.aligned``) instructions hang.
     tl.debug_barrier(_semantic=_semantic)
 
 
-def ld(ptr, elem, scope, semantic, target, _semantic):
+def ld(ptr, elem, scope, semantic, *, target, _semantic):
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     bits = elem.primitive_bitwidth
     out = _asm(f"ld{_qual(semantic, scope)}.global.b{bits} $0, [$1];", f"={_CONSTRAINT[bits]},l", [iptr], it,
@@ -56,7 +57,7 @@ def ld(ptr, elem, scope, semantic, target, _semantic):
     return out if it == elem else tl.cast(out, elem, bitcast=True, _semantic=_semantic)
 
 
-def st(ptr, val, elem, scope, semantic, target, _semantic):
+def st(ptr, val, elem, scope, semantic, *, target, _semantic):
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     bits = elem.primitive_bitwidth
     ival = val if it == elem else tl.cast(val, it, bitcast=True, _semantic=_semantic)
@@ -64,7 +65,7 @@ def st(ptr, val, elem, scope, semantic, target, _semantic):
          [iptr, ival], tl.int32, _semantic)
 
 
-def atomic_add(ptr, val, elem, scope, semantic, target, _semantic):
+def atomic_add(ptr, val, elem, scope, semantic, *, target, _semantic):
     bits = elem.primitive_bitwidth
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     if elem.is_floating():
@@ -81,7 +82,7 @@ def atomic_add(ptr, val, elem, scope, semantic, target, _semantic):
     return tl.cast(old, elem, bitcast=True, _semantic=_semantic)
 
 
-def atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, target, _semantic):
+def atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, *, target, _semantic):
     bits = elem.primitive_bitwidth
     iptr, it = _as_int_ptr(ptr, elem, _semantic)
     c = _CONSTRAINT[bits]
@@ -96,7 +97,7 @@ def _v4_ptrs(ptr, nbits, _semantic):
     return [p32.__add__(4 * i, _semantic=_semantic) if i else p32 for i in range(nbits // 128)]
 
 
-def ld_vector(ptr, elem, n, scope, semantic, target, _semantic):
+def ld_vector(ptr, elem, n, scope, semantic, *, target, _semantic):
     nbits = elem.primitive_bitwidth * n
     if nbits % 128 == 0:
         words = []
@@ -105,11 +106,11 @@ def ld_vector(ptr, elem, n, scope, semantic, target, _semantic):
                 _asm(f"ld{_qual(semantic, scope)}.global.v4.b32 {{$0, $1, $2, $3}}, [$4];", "=r,=r,=r,=r,l", [p],
                      [tl.int32] * 4, _semantic))
         return vector(words).recast(elem, _semantic=_semantic)
-    return vector([ld(ptr.__add__(i, _semantic=_semantic) if i else ptr, elem, scope, semantic, target, _semantic)
-                   for i in range(n)])
+    return vector([ld(ptr.__add__(i, _semantic=_semantic) if i else ptr, elem, scope, semantic, target=target,
+                      _semantic=_semantic) for i in range(n)])
 
 
-def st_vector(ptr, vec, elem, scope, semantic, target, _semantic):
+def st_vector(ptr, vec, elem, scope, semantic, *, target, _semantic):
     nbits = vec.type.vector_nbits
     if nbits % 128 == 0:
         words = vec.recast(tl.int32, _semantic=_semantic).values
@@ -118,10 +119,11 @@ def st_vector(ptr, vec, elem, scope, semantic, target, _semantic):
                  "=r,l,r,r,r,r", [p] + list(words[4 * i:4 * i + 4]), tl.int32, _semantic)
         return
     for i, v in enumerate(vec.values):
-        st(ptr.__add__(i, _semantic=_semantic) if i else ptr, v, elem, scope, semantic, target, _semantic)
+        st(ptr.__add__(i, _semantic=_semantic) if i else ptr, v, elem, scope, semantic, target=target,
+           _semantic=_semantic)
 
 
-def pack(src, dst_type, target, _semantic):
+def pack(src, dst_type, *, target, _semantic):
     eb = src.dtype.primitive_bitwidth
     db = dst_type.primitive_bitwidth
     if eb in (16, 32) and db in (32, 64) and db > eb:
@@ -135,7 +137,7 @@ def pack(src, dst_type, target, _semantic):
     return _join_bits(src.values, dst_type, _semantic)
 
 
-def unpack(src, dst_type, target, _semantic):
+def unpack(src, dst_type, *, target, _semantic):
     sb = src.dtype.primitive_bitwidth
     db = dst_type.primitive_bitwidth
     if db in (16, 32) and sb in (32, 64) and sb > db:
@@ -148,3 +150,7 @@ def unpack(src, dst_type, target, _semantic):
     if db == sb:
         return vector([tl.cast(src, dst_type, bitcast=True, _semantic=_semantic)])
     return vector(_split_bits(src, dst_type, _semantic))
+
+
+enter_simt_region = _gpu.enter_simt_region
+extract_element = select_element

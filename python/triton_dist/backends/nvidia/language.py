@@ -120,7 +120,7 @@ def _wait_guarded(addr, n, value, ASM: tl.constexpr, CONSTRAINTS: tl.constexpr, 
     return tok
 
 
-def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic, _generator=None, target=None):
+def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
     addr, n, value, vty = _gpu.wait_operands(ptr, n, value, bits, _semantic)
     vc = "l" if bits == 64 else "r"
     if _generator is None:
@@ -190,7 +190,7 @@ def _notify_inter(addr, sig, op, pe, FENCE_ASM: tl.constexpr, TID_ASM: tl.conste
         _signal_op(addr, sig, op, pe)
 
 
-def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None, target=None):
+def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generator):
     rank = _semantic.cast(_semantic.to_tensor(rank), tl.int32)
     sig = _semantic.cast(_semantic.to_tensor(signal), tl.uint64)
     if comm_scope == "inter_node":
@@ -202,7 +202,7 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic, _generator=None,
                                                       tl.constexpr(_TID_ASM)])
         return None
     if comm_scope == "intra_node":
-        ptr = symm_at(ptr, rank, _semantic=_semantic)
+        ptr = symm_at(ptr, rank, target=target, _semantic=_semantic)
         scope = "sys"
     else:
         scope = "gpu"

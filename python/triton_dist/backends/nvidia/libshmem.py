@@ -61,6 +61,15 @@ def thread_id(_semantic):
     return _gpu.asm(_TID_ASM, "=r", [], tl.int32, _semantic)
 
 
+def constant(kind: str, value, op: str):
+    """NVSHMEM's value of a public team / sig_op / cmp constant: the same (the public constants are NVSHMEM's)."""
+    return value
+
+
 def lower(name, args, scope, **kwargs):
     """Emit libshmem_device function ``name``: see ``triton_dist.language._libshmem.lower`` ("warp": warp 0)."""
     return _libshmem.lower(sys.modules[__name__], name, args, scope, **kwargs)
+
+
+#: the ``LibshmemLowering`` of the NVIDIA backend
+LOWERING = _libshmem.GpuLibshmemLowering(sys.modules[__name__])

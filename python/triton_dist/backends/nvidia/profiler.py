@@ -16,11 +16,15 @@ _TIMER_ASM = "fence.sc.cta;\nmov.u64 $0, %globaltimer;"
 _SMID_ASM = "mov.u32 $0, %smid;"
 
 
-def timestamp(*, _semantic, target=None):
+def timestamp(*, target, _semantic):
     """int64 scalar: the global timer now (ns). Not pure: every call reads the clock again."""
     return tl.inline_asm_elementwise(_TIMER_ASM, "=l", [], tl.int64, False, 1, _semantic=_semantic)
 
 
-def sm_id(*, _semantic, target=None):
+def sm_id(*, target, _semantic):
     """int32 scalar: the id of the SM running this program."""
     return tl.inline_asm_elementwise(_SMID_ASM, "=r", [], tl.int32, False, 1, _semantic=_semantic)
+
+
+def ticks_per_second(*, target, _semantic):
+    return TICKS_PER_SECOND

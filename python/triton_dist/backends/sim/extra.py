@@ -40,23 +40,23 @@ def _int_view(elem):
     return tl.core.get_int_dtype(elem.primitive_bitwidth, False)
 
 
-def tid(axis, target, _semantic):
+def tid(axis, *, target, _semantic):
     return _isem().to_tensor(0)
 
 
-def ntid(axis, target, _semantic):
+def ntid(axis, *, target, _semantic):
     return _isem().to_tensor(1)
 
 
-def num_warps(target, _semantic):
+def num_warps(*, target, _semantic):
     return 1
 
 
-def num_threads(target, _semantic):
+def num_threads(*, target, _semantic):
     return 1
 
 
-def syncthreads(target, _semantic):
+def syncthreads(*, target, _semantic):
     return None
 
 
@@ -71,7 +71,7 @@ def _cas_loop(p, npi, new_of, sem):
         cur = old
 
 
-def ld(ptr, elem, scope, semantic, target, _semantic):
+def ld(ptr, elem, scope, semantic, *, target, _semantic):
     p = _ptr_data(ptr)
     if semantic == "acquire":
         npi = _np_dtype(_int_view(elem))
@@ -83,7 +83,7 @@ def ld(ptr, elem, scope, semantic, target, _semantic):
     return _scalar(_compat.raw_load(p, _np_dtype(elem)), elem)
 
 
-def st(ptr, val, elem, scope, semantic, target, _semantic):
+def st(ptr, val, elem, scope, semantic, *, target, _semantic):
     p = _ptr_data(ptr)
     if semantic == "release":
         npi = _np_dtype(_int_view(elem))
@@ -97,13 +97,13 @@ def st(ptr, val, elem, scope, semantic, target, _semantic):
     return None
 
 
-def atomic_add(ptr, val, elem, scope, semantic, target, _semantic):
+def atomic_add(ptr, val, elem, scope, semantic, *, target, _semantic):
     op = "fadd" if elem.is_floating() else "add"
     old = _compat.raw_atomic_rmw(op, _ptr_data(ptr), _val_data(val, _np_dtype(elem)), _SEM[semantic])
     return _scalar(old, elem)
 
 
-def atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, target, _semantic):
+def atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, *, target, _semantic):
     it = _int_view(elem)
     npt, npi = _np_dtype(elem), _np_dtype(it)
     old = _compat.raw_atomic_cas(_ptr_data(ptr), _val_data(cmp_val, npt).view(npi),
@@ -115,24 +115,37 @@ def _offset(ptr, i):
     return ptr.__add__(i, _semantic=_isem()) if i else ptr
 
 
-def ld_vector(ptr, elem, n, scope, semantic, target, _semantic):
-    return vector([ld(_offset(ptr, i), elem, scope, semantic, target, _semantic) for i in range(n)])
+def ld_vector(ptr, elem, n, scope, semantic, *, target, _semantic):
+    return vector([ld(_offset(ptr, i), elem, scope, semantic, target=target, _semantic=_semantic) for i in range(n)])
 
 
-def st_vector(ptr, vec, elem, scope, semantic, target, _semantic):
+def st_vector(ptr, vec, elem, scope, semantic, *, target, _semantic):
     for i, v in enumerate(vec.values):
-        st(_offset(ptr, i), v, elem, scope, semantic, target, _semantic)
+        st(_offset(ptr, i), v, elem, scope, semantic, target=target, _semantic=_semantic)
 
 
-def pack(src, dst_type, target, _semantic):
+def pack(src, dst_type, *, target, _semantic):
     sem = _isem()
     if src.type.vector_nbits == src.dtype.primitive_bitwidth:
         return tl.cast(src.values[0], dst_type, bitcast=True, _semantic=sem)
     return _join_bits(src.values, dst_type, sem)
 
 
-def unpack(src, dst_type, target, _semantic):
+def unpack(src, dst_type, *, target, _semantic):
     sem = _isem()
     if src.dtype.primitive_bitwidth == dst_type.primitive_bitwidth:
         return vector([tl.cast(src, dst_type, bitcast=True, _semantic=sem)])
     return vector(_split_bits(src, dst_type, sem))
+
+
+def enter_simt_region(values, *, target, _semantic):
+    return values, None  # the interpreter runs the with statement as plain Python: the tuple unpacks itself
+
+
+def extract_element(input, flat_index, shape, *, target, _semantic, _generator):
+    """Read the element directly (a reduction needs the code generator, which the interpreter has not)."""
+    i = int(np.asarray(flat_index.handle.data).reshape(-1)[0])
+    data = np.asarray(input.handle.data).reshape(-1)
+    if not 0 <= i < data.size:
+        raise IndexError(f"extract: flat index {i} out of range for shape {shape}")
+    return _compat.interpreter_value(data[i:i + 1].copy(), input.dtype)

@@ -19,7 +19,7 @@ import numpy as np
 import triton.language as tl
 
 from ... import _compat
-from ...runtime.sim import context as sim_context
+from . import context as sim_context
 
 _EXTERNS: Dict[str, Callable] = {}
 
@@ -65,7 +65,7 @@ def _atomic_read(addr: int, bits: int, sem) -> int:
     return int(old[0])
 
 
-def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic=None, _generator=None, target=None):
+def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
     ctx = _ctx(False, "wait")
     mem = _compat.interp_atomics()
     msem = mem.MEM_SEMANTIC.ACQUIRE if sem == "acquire" else mem.MEM_SEMANTIC.RELAXED
@@ -101,15 +101,15 @@ def wait(ptr, n, scope, sem, value, bits, bound_ms, *, _semantic=None, _generato
     return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
 
 
-def consume_token(value, token, *, _semantic=None, target=None):
+def consume_token(value, token, *, target, _semantic):
     return value  # the interpreter executes in program order
 
 
-def rank(*, _semantic=None, target=None):
+def rank(*, target, _semantic):
     return _compat.interpreter_value(np.array([_ctx(True, "rank").rank], dtype=np.int32), tl.int32)
 
 
-def num_ranks(*, _semantic=None, target=None):
+def num_ranks(*, target, _semantic):
     return _compat.interpreter_value(np.array([_ctx(True, "num_ranks").world_size], dtype=np.int32), tl.int32)
 
 
@@ -118,7 +118,7 @@ def _check_peer(op, ctx, peer):
         raise ValueError(f"dl.{op}: rank {peer} out of range (world size {ctx.world_size})")
 
 
-def symm_at(ptr, rank, *, _semantic=None, target=None):
+def symm_at(ptr, rank, *, target, _semantic):
     ctx = _ctx(True, "symm_at")
     peer = _scalar(rank)
     _check_peer("symm_at", ctx, peer)
@@ -127,7 +127,7 @@ def symm_at(ptr, rank, *, _semantic=None, target=None):
     return _compat.interpreter_value(out, ptr.type)
 
 
-def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic=None, _generator=None, target=None):
+def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generator):
     ctx = _ctx(comm_scope != "gpu", "notify")
     addr = _scalar(ptr)
     if comm_scope != "gpu":
@@ -142,7 +142,7 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, _semantic=None, _generator=
     return None
 
 
-def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, _semantic=None, target=None):
+def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, target, _semantic):
     symbols = sorted({v[0] for v in arg_type_symbol_dict.values()})
     missing = [s for s in symbols if s not in _EXTERNS]
     if missing:

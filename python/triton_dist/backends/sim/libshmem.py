@@ -33,7 +33,7 @@ import triton.language as tl
 
 from ... import _compat
 from ...language._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_NAMES
-from ...runtime.sim import context as sim_context
+from . import context as sim_context
 
 
 def _ctx():
@@ -95,19 +95,19 @@ def _team_layout(ctx, team: str) -> Tuple[int, int, int]:
     return ctx.rank % lw, lw, (ctx.rank // lw) * lw
 
 
-def my_pe():
+def my_pe(*, target, _semantic, _generator):
     return _i32(_ctx().rank)
 
 
-def n_pes():
+def n_pes(*, target, _semantic, _generator):
     return _i32(_ctx().world_size)
 
 
-def team_my_pe(team):
+def team_my_pe(team, *, target, _semantic, _generator):
     return _i32(_team_layout(_ctx(), _team("team_my_pe", team))[0])
 
 
-def team_n_pes(team):
+def team_n_pes(team, *, target, _semantic, _generator):
     return _i32(_team_layout(_ctx(), _team("team_n_pes", team))[1])
 
 
@@ -118,17 +118,17 @@ def _ptr_result(addr: int, like):
     return _compat.interpreter_value(np.array([addr], dtype=np.uint64), like.type)
 
 
-def remote_ptr(ptr, pe):
+def remote_ptr(local_ptr, pe, *, target, _semantic, _generator):
     ctx = _ctx()
     pe = _int(pe)
     _check_pe("remote_ptr", ctx, pe)
-    addr = _int(ptr) & 0xFFFFFFFFFFFFFFFF
+    addr = _int(local_ptr) & 0xFFFFFFFFFFFFFFFF
     same_node = pe // ctx.local_world_size == ctx.rank // ctx.local_world_size
     out = int(ctx.translate(addr, pe)) if (_on_my_partition(ctx, addr) and same_node) else 0
-    return _ptr_result(out, ptr)
+    return _ptr_result(out, local_ptr)
 
 
-def remote_mc_ptr(team, ptr):
+def remote_mc_ptr(team, ptr, *, target, _semantic, _generator):
     _team("remote_mc_ptr", team)
     return _ptr_result(0, ptr)
 
@@ -136,7 +136,12 @@ def remote_mc_ptr(team, ptr):
 # ---------------------------------------------------------------------------------------------------------------
 # RMA and signals
 # ---------------------------------------------------------------------------------------------------------------
-def rma(op, kind, dest, source, nbytes, pe):
+def rma(name, kind, scope, blocking, dest, source, nbytes, pe, *, target, _semantic, _generator):
+    """Every variant (thread / warp / block, blocking or not) copies at once: see the module docstring."""
+    return _copy(name, kind, dest, source, nbytes, pe)
+
+
+def _copy(op, kind, dest, source, nbytes, pe):
     ctx = _ctx()
     pe, n = _int(pe), _int(nbytes)
     _check_pe(op, ctx, pe)
@@ -164,14 +169,15 @@ def _signal(op, ctx, sig_addr, signal, sig_op, pe):
     _compat.raw_atomic_rmw("xchg" if SIGNAL_NAMES[o] == "set" else "add", [a], val, "acq_rel")
 
 
-def put_signal(op, dest, source, nbytes, sig_addr, signal, sig_op, pe):
+def putmem_signal(name, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, *, target, _semantic,
+                  _generator):
     ctx = _ctx()
-    rma(op, "put", dest, source, nbytes, pe)  # data first: complete before the signal below
-    _signal(op, ctx, sig_addr, signal, sig_op, _int(pe))
+    _copy(name, "put", dest, source, nbytes, pe)  # data first: complete before the signal below
+    _signal(name, ctx, sig_addr, signal, sig_op, _int(pe))
     return None
 
 
-def signal_op(sig_addr, signal, sig_op, pe):
+def signal_op(sig_addr, signal, sig_op, pe, *, target, _semantic, _generator):
     ctx = _ctx()
     pe = _int(pe)
     _check_pe("signal_op", ctx, pe)
@@ -179,9 +185,9 @@ def signal_op(sig_addr, signal, sig_op, pe):
     return None
 
 
-def signal_wait_until(sig_addr, cmp_, cmp_val):
+def signal_wait_until(sig_addr, cmp, cmp_val, *, target, _semantic, _generator):
     ctx = _ctx()
-    c = _int(cmp_)
+    c = _int(cmp)
     if c not in CMP_NAMES:
         raise ValueError(f"libshmem_device.signal_wait_until: cmp_={c}; accepted: NVSHMEM_CMP_EQ/NE/GT/LE/LT/GE (0-5)")
     a = _u64(sig_addr)
@@ -220,7 +226,21 @@ def _team_barrier(ctx, team: str, op: str) -> None:
         ctx.barrier_node(op=f"libshmem_device.{op}")
 
 
-def collective(op, *args):
+def sync(name, scope, team, *, target, _semantic, _generator):
+    """Barriers (``barrier_all*``, ``sync_all``, ``barrier(team)``): one arrival of this PE whatever ``scope`` (see
+    the module docstring); ``quiet`` / ``fence``: nothing to do, every operation completed when it returned."""
+    return _collective(name, *([] if team is None else [team]))
+
+
+def broadcastmem_block(team, dest, source, nbytes, pe_root, *, target, _semantic, _generator):
+    return _collective("broadcastmem_block", team, dest, source, nbytes, pe_root)
+
+
+def fcollectmem_block(team, dest, source, nbytes, *, target, _semantic, _generator):
+    return _collective("fcollectmem_block", team, dest, source, nbytes)
+
+
+def _collective(op, *args):
     """Barriers (``barrier_all*``, ``sync_all``, ``barrier(team)``) and the byte collectives."""
     ctx = _ctx()
     if op in ("barrier_all", "barrier_all_block", "barrier_all_warp", "sync_all", "quiet", "fence"):

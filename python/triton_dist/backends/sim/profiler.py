@@ -21,14 +21,18 @@ def now_ns() -> int:
     return time.monotonic_ns()
 
 
-def timestamp(*, _semantic=None, target=None):
+def timestamp(*, target, _semantic):
     """int64 scalar: the host's monotonic clock now (ns)."""
     return _compat.interpreter_value(np.array([now_ns()], dtype=np.int64), tl.int64)
 
 
-def sm_id(*, _semantic=None, target=None):
+def sm_id(*, target, _semantic):
     """int32 scalar: the linear program id (x fastest) of the calling program."""
     sem = _compat.interpreter_semantic()
     x, y, z = (int(sem.program_id(a).handle.data.reshape(-1)[0]) for a in range(3))
     nx, ny = (int(sem.num_programs(a).handle.data.reshape(-1)[0]) for a in range(2))
     return _compat.interpreter_value(np.array([x + nx * (y + ny * z)], dtype=np.int32), tl.int32)
+
+
+def ticks_per_second(*, target, _semantic):
+    return TICKS_PER_SECOND

@@ -23,7 +23,8 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
-from ...backends import lowering_for
+from ...target import target_of
+from .._backend import backend_for
 from ..simt import vector
 
 __all__ = [
@@ -97,8 +98,8 @@ def tid(axis=0, _semantic=None):
     axis = _u(axis)
     if axis not in (0, 1, 2):
         raise ValueError(f"tid: unsupported axis {axis!r}; accepted: 0, 1, 2")
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.tid(axis, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.tid(axis, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -107,16 +108,16 @@ def ntid(axis=0, _semantic=None):
     axis = _u(axis)
     if axis not in (0, 1, 2):
         raise ValueError(f"ntid: unsupported axis {axis!r}; accepted: 0, 1, 2")
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.ntid(axis, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.ntid(axis, target=target, _semantic=_semantic)
 
 
 @_builtin
 def __syncthreads(_semantic=None):
     """Barrier for all threads of the program (CUDA ``__syncthreads``): every write a thread made before it is
     visible to the program's other threads after it. All threads must reach it. Simulator: no-op."""
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.syncthreads(target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.syncthreads(target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -126,8 +127,8 @@ def ld(ptr, scope="gpu", semantic="relaxed", _semantic=None):
     elem = _check_ptr("ld", ptr)
     scope = _choice("ld", "scope", scope, _SCOPES)
     semantic = _choice("ld", "semantic", semantic, _LD_SEMANTICS)
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.ld(ptr, elem, scope, semantic, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.ld(ptr, elem, scope, semantic, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -141,8 +142,8 @@ def st(ptr, val, scope="gpu", semantic="relaxed", _semantic=None):
     scope = _choice("st", "scope", scope, _SCOPES)
     semantic = _choice("st", "semantic", semantic, _ST_SEMANTICS)
     val = _as_scalar("st", "val", val, elem, _semantic)
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.st(ptr, val, elem, scope, semantic, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.st(ptr, val, elem, scope, semantic, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -153,8 +154,8 @@ def atomic_add(ptr, val, scope="gpu", semantic="relaxed", _semantic=None):
     scope = _choice("atomic_add", "scope", scope, _SCOPES)
     semantic = _choice("atomic_add", "semantic", semantic, _ATOMIC_SEMANTICS)
     val = _as_scalar("atomic_add", "val", val, elem, _semantic)
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.atomic_add(ptr, val, elem, scope, semantic, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.atomic_add(ptr, val, elem, scope, semantic, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -167,8 +168,8 @@ def atomic_cas(ptr, cmp_val, target_val, scope="gpu", semantic="relaxed", _seman
     semantic = _choice("atomic_cas", "semantic", semantic, _ATOMIC_SEMANTICS)
     cmp_val = _as_scalar("atomic_cas", "cmp_val", cmp_val, elem, _semantic)
     target_val = _as_scalar("atomic_cas", "target_val", target_val, elem, _semantic)
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.atomic_cas(ptr, cmp_val, target_val, elem, scope, semantic, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -184,11 +185,11 @@ def ld_vector(ptr, vec_size=1, scope="gpu", semantic="relaxed", _semantic=None):
     elem = _check_ptr("ld_vector", ptr, bits=(8, 16, 32, 64))
     scope = _choice("ld_vector", "scope", scope, _SCOPES)
     semantic = _choice("ld_vector", "semantic", semantic, _LD_SEMANTICS)
-    target, impl = lowering_for(_semantic, "extra")
+    target, backend = backend_for(_semantic)
     if elem.primitive_bitwidth < 16 and (elem.primitive_bitwidth * n) % 128:
         raise ValueError(f"ld_vector: {n} x {elem} is not a multiple of 128 bits; 8-bit elements need 128-bit "
                          f"vectors")
-    return impl.ld_vector(ptr, elem, n, scope, semantic, target=target, _semantic=_semantic)
+    return backend.extra.ld_vector(ptr, elem, n, scope, semantic, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -206,8 +207,8 @@ def st_vector(ptr, vec, scope="gpu", semantic="relaxed", _semantic=None):
     if elem.primitive_bitwidth < 16 and vec.type.vector_nbits % 128:
         raise ValueError(f"st_vector: {len(vec)} x {elem} is not a multiple of 128 bits; 8-bit elements need "
                          f"128-bit vectors")
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.st_vector(ptr, vec, elem, scope, semantic, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.st_vector(ptr, vec, elem, scope, semantic, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -220,8 +221,8 @@ def pack(src, dst_type, _semantic=None):
     if src.type.vector_nbits != dst_type.primitive_bitwidth:
         raise ValueError(f"pack: {len(src)} x {src.dtype} is {src.type.vector_nbits} bits but {dst_type} has "
                          f"{dst_type.primitive_bitwidth}")
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.pack(src, dst_type, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.pack(src, dst_type, target=target, _semantic=_semantic)
 
 
 @_builtin
@@ -233,26 +234,25 @@ def unpack(src, dst_type, _semantic=None):
     sb, db = src.dtype.primitive_bitwidth, dst_type.primitive_bitwidth
     if sb % db:
         raise ValueError(f"unpack: {src.dtype} ({sb} bits) is not a whole number of {dst_type} ({db} bits)")
-    target, impl = lowering_for(_semantic, "extra")
-    return impl.unpack(src, dst_type, target=target, _semantic=_semantic)
+    target, backend = backend_for(_semantic)
+    return backend.extra.unpack(src, dst_type, target=target, _semantic=_semantic)
 
 
 @_builtin
 def threads_per_warp(_semantic=None):
     """Threads per warp of the target being compiled (constexpr): 32 NVIDIA, 64 AMD CDNA, 1 on the simulator."""
-    target, _ = lowering_for(_semantic, "extra")
-    return tl.constexpr(target.warp_size)
+    return tl.constexpr(target_of(_semantic).warp_size)
 
 
 @_builtin
 def num_warps(_semantic=None):
     """``num_warps`` of the kernel being compiled (constexpr); 1 on the simulator."""
-    target, impl = lowering_for(_semantic, "extra")
-    return tl.constexpr(impl.num_warps(target=target, _semantic=_semantic))
+    target, backend = backend_for(_semantic)
+    return tl.constexpr(backend.extra.num_warps(target=target, _semantic=_semantic))
 
 
 @_builtin
 def num_threads(_semantic=None):
     """Threads of the program (constexpr): ``num_warps * threads_per_warp``; 1 on the simulator."""
-    target, impl = lowering_for(_semantic, "extra")
-    return tl.constexpr(impl.num_threads(target=target, _semantic=_semantic))
+    target, backend = backend_for(_semantic)
+    return tl.constexpr(backend.extra.num_threads(target=target, _semantic=_semantic))

@@ -1,18 +1,18 @@
 """``triton_dist.language.extra.libshmem_device``: the NVSHMEM / rocSHMEM device API for Triton kernels.
 
 Source-compatible with Triton-distributed's module of the same name. Each function is declared once here (argument
-checks, conversions); the lowering is picked at trace time: NVIDIA -> extern calls into ``libnvshmem_device.bc``
-(linked and module-initialised by ``triton_dist.jit``), AMD -> rocSHMEM device calls (``_wg`` / ``_wave``
-variants), simulator -> ``triton_dist.backends.sim.libshmem`` on the shared heap.
+checks); the lowering is the registered backend's ``LibshmemLowering`` (``triton_dist.language._backend``), picked at
+trace time: the NVIDIA and AMD backends call their SHMEM library's device functions, the simulator acts on the
+shared heap.
 
 Arguments: pointers may be typed Triton pointers (scalar, any element type) or int64 addresses; byte counts
 (``size_t``) and PE / team numbers (``int``) accept Python ints and integer scalars of any width (converted to
-i64 / i32). ``sig_op`` and ``cmp`` take the constants below (NVSHMEM's values; translated for rocSHMEM, where they must
-be compile-time constants).
+i64 / i32). ``sig_op``, ``cmp`` and ``team`` take the constants below (NVSHMEM's values on every target; a target
+whose library numbers them differently translates them, and may then require compile-time constants).
 
 Who executes (OpenSHMEM / NVSHMEM semantics mapped onto a Triton program = one CTA / work-group):
 
-* ``*_block`` variants: called by every thread of the program (NVSHMEM ``nvshmemx_*_block`` / rocSHMEM ``*_wg``).
+* ``*_block`` variants: called by every thread of the program (NVSHMEM ``nvshmemx_*_block``).
 * ``*_warp`` variants: executed by warp (wavefront) 0 of the program only.
 * thread variants (no suffix): executed by thread 0 of the program only (on stock Triton a scalar call runs in
   every thread, so the call is predicated on ``tid == 0``). Around them the program synchronises so the call has
@@ -40,7 +40,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
-from ...backends import lowering_for
+from .._backend import backend_for
 from .._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_INVALID, TEAM_NAMES, value_of
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -83,23 +83,22 @@ def _c(v):
     return _compat.unwrap_constexpr(v)
 
 
-def _ptr(op, name, v, _semantic, target):
-    """A pointer argument as an i64 address (simulator: the interpreter value itself)."""
+def _ptr(op, name, v):
+    """A pointer argument: a scalar typed pointer or an int64 address, returned as given."""
     v = _c(v)
     if isinstance(v, tl.tensor):
         if v.type.is_block():
             raise TypeError(f"libshmem_device.{op}: {name} must be a scalar pointer (the start of the buffer), got "
                             f"a block {v.type}")
         if v.dtype.is_ptr() or (v.dtype.is_int() and v.dtype.primitive_bitwidth == 64):
-            if target.is_sim:
-                return v
-            return v if v.dtype == tl.int64 else _semantic.cast(v, tl.int64)
+            return v
     raise TypeError(f"libshmem_device.{op}: {name} must be a pointer (or an int64 address), got "
                     f"{getattr(v, 'type', type(v).__name__)}")
 
 
-def _int(op, name, v, ty, _semantic, target):
-    """An integer argument (Python int or integer scalar of any width) converted to ``ty`` (i32 / i64 / u64)."""
+def _int(op, name, v, ty):
+    """An integer argument (Python int or integer scalar of any width) for a parameter of C type ``ty`` (i32 / i64
+    / u64), returned as given; a Python int must fit ``ty``."""
     v = _c(v)
     if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, tl.tensor) and v.dtype.is_int())):
         raise TypeError(f"libshmem_device.{op}: {name} must be an integer (Python int or integer scalar), got "
@@ -115,15 +114,7 @@ def _int(op, name, v, ty, _semantic, target):
             lo, hi = -(1 << 31), (1 << 31) - 1
         if not lo <= v <= hi:
             raise ValueError(f"libshmem_device.{op}: {name}={v} does not fit the C type ({ty})")
-        if target.is_sim:
-            return v
-        if ty == tl.uint64 and v >= (1 << 63):
-            v -= 1 << 64
-        t = _semantic.to_tensor(v)
-        return t if t.dtype == ty else _semantic.cast(t, ty)
-    if target.is_sim:
-        return v
-    return v if v.dtype == ty else _semantic.cast(v, ty)
+    return v
 
 
 def _const(op, name, v, names):
@@ -140,17 +131,14 @@ def _const(op, name, v, names):
                     f"{getattr(v, 'type', type(v).__name__)}")
 
 
-def _lowering(_semantic):
-    return lowering_for(_semantic, "libshmem")
+def _team(op, team):
+    return _const(op, "team", team, TEAM_NAMES)
 
 
-def _gpu_const(kind, op, value, impl, target, _semantic):
-    """A validated constant as an i32 operand for the GPU call (AMD: translated to rocSHMEM's value)."""
-    if target.is_hip:
-        value = impl.translate_constant(kind, value if isinstance(value, int) else None, op)
-    if isinstance(value, int):
-        return _semantic.to_tensor(value)
-    return value if value.dtype == tl.int32 else _semantic.cast(value, tl.int32)
+def _lowering(_semantic, _generator):
+    """``(the target's LibshmemLowering, the keyword arguments every one of its methods takes)``."""
+    target, backend = backend_for(_semantic)
+    return backend.libshmem, {"target": target, "_semantic": _semantic, "_generator": _generator}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -159,73 +147,46 @@ def _gpu_const(kind, op, value, impl, target, _semantic):
 @_compat.dist_builtin
 def my_pe(_semantic=None, _generator=None):
     """This PE's number in the world team (int32). Every thread executes it (a query)."""
-    target, impl = _lowering(_semantic)
-    if target.is_sim:
-        return impl.my_pe()
-    return impl.lower("my_pe", [], "all", _semantic=_semantic, target=target)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.my_pe(**kw)
 
 
 @_compat.dist_builtin
 def n_pes(_semantic=None, _generator=None):
     """Number of PEs in the world team (int32). Every thread executes it."""
-    target, impl = _lowering(_semantic)
-    if target.is_sim:
-        return impl.n_pes()
-    return impl.lower("n_pes", [], "all", _semantic=_semantic, target=target)
-
-
-def _team(op, team, _semantic, target, impl):
-    team = _const(op, "team", team, TEAM_NAMES)
-    if target.is_sim:
-        return team
-    return _gpu_const("team", op, team, impl, target, _semantic)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.n_pes(**kw)
 
 
 @_compat.dist_builtin
 def team_my_pe(team, _semantic=None, _generator=None):
     """This PE's number in ``team`` (``NVSHMEM_TEAM_WORLD`` / ``NVSHMEM_TEAM_SHARED`` / ``NVSHMEMX_TEAM_NODE``),
     int32. Every thread executes it."""
-    target, impl = _lowering(_semantic)
-    t = _team("team_my_pe", team, _semantic, target, impl)
-    if target.is_sim:
-        return impl.team_my_pe(t)
-    return impl.lower("team_my_pe", [t], "all", _semantic=_semantic, target=target)
+    t = _team("team_my_pe", team)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.team_my_pe(t, **kw)
 
 
 @_compat.dist_builtin
 def team_n_pes(team, _semantic=None, _generator=None):
     """Number of PEs in ``team`` (int32). Every thread executes it."""
-    target, impl = _lowering(_semantic)
-    t = _team("team_n_pes", team, _semantic, target, impl)
-    if target.is_sim:
-        return impl.team_n_pes(t)
-    return impl.lower("team_n_pes", [t], "all", _semantic=_semantic, target=target)
+    t = _team("team_n_pes", team)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.team_n_pes(t, **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # memory
 # ---------------------------------------------------------------------------------------------------------------
-def _as_ptr_like(res, like, _semantic):
-    """The i64 result of a pointer query converted to ``like``'s pointer type (i64 stays i64), marked 16-aligned
-    (symmetric allocations are) so accesses through it vectorise."""
-    if like.dtype == tl.int64:
-        return res
-    out = _semantic.cast(res, like.type)
-    return _compat.set_divisibility(out, 16)
-
-
 @_compat.dist_builtin
 def remote_ptr(local_ptr, pe, _semantic=None, _generator=None):
     """The address of symmetric ``local_ptr`` on PE ``pe`` for direct loads/stores (``nvshmem_ptr``), same
     pointer type; null (0) when ``pe`` is not load/store reachable (e.g. another node) or ``local_ptr`` is not
     symmetric. Every thread executes it; no memory ordering."""
-    target, impl = _lowering(_semantic)
-    p = _ptr("remote_ptr", "local_ptr", local_ptr, _semantic, target)
-    r = _int("remote_ptr", "pe", pe, tl.int32, _semantic, target)
-    if target.is_sim:
-        return impl.remote_ptr(p, r)
-    res = impl.lower("ptr", [p, r], "all", _semantic=_semantic, target=target)
-    return _as_ptr_like(res, _c(local_ptr), _semantic)
+    p = _ptr("remote_ptr", "local_ptr", local_ptr)
+    r = _int("remote_ptr", "pe", pe, tl.int32)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.remote_ptr(p, r, **kw)
 
 
 @_compat.dist_builtin
@@ -233,27 +194,19 @@ def remote_mc_ptr(team, ptr, _semantic=None, _generator=None):
     """The NVLink multicast address of symmetric ``ptr`` for ``team`` (``nvshmemx_mc_ptr``), same pointer type;
     null (0) where multicast is unsupported or disabled (``NVSHMEM_DISABLE_NVLS=1``, as on our GPU machine;
     rocSHMEM; always on the simulator). Compile-tested only. Every thread executes it."""
-    target, impl = _lowering(_semantic)
-    t = _team("remote_mc_ptr", team, _semantic, target, impl)
-    p = _ptr("remote_mc_ptr", "ptr", ptr, _semantic, target)
-    if target.is_sim:
-        return impl.remote_mc_ptr(t, p)
-    res = impl.lower("mc_ptr", [t, p], "all", _semantic=_semantic, target=target)
-    return _as_ptr_like(res, _c(ptr), _semantic)
+    t = _team("remote_mc_ptr", team)
+    p = _ptr("remote_mc_ptr", "ptr", ptr)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.remote_mc_ptr(t, p, **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # synchronisation
 # ---------------------------------------------------------------------------------------------------------------
 def _sync(op, scope, _semantic, _generator, team=None):
-    target, impl = _lowering(_semantic)
-    args = []
-    if team is not None:
-        args = [_team(op, team, _semantic, target, impl)]
-    if target.is_sim:
-        return impl.collective(op, *args)
-    impl.lower(op, args, scope, sync_before=scope != "block", sync_after=scope != "block", _semantic=_semantic,
-               _generator=_generator, target=target)
+    t = None if team is None else _team(op, team)
+    impl, kw = _lowering(_semantic, _generator)
+    impl.sync(op, scope, t, **kw)
     return None
 
 
@@ -267,7 +220,7 @@ def barrier_all(_semantic=None, _generator=None):
 
 @_compat.dist_builtin
 def barrier_all_block(_semantic=None, _generator=None):
-    """Block variant of :func:`barrier_all` (``nvshmemx_barrier_all_block`` / ``rocshmem_barrier_all_wg``): every
+    """Block variant of :func:`barrier_all` (``nvshmemx_barrier_all_block``): every
     thread of the program calls it."""
     return _sync("barrier_all_block", "block", _semantic, _generator)
 
@@ -311,19 +264,14 @@ def fence(_semantic=None, _generator=None):
 # RMA
 # ---------------------------------------------------------------------------------------------------------------
 def _rma(op, kind, scope, blocking, dest, source, nbytes, pe, _semantic, _generator):
-    target, impl = _lowering(_semantic)
-    d = _ptr(op, "dest", dest, _semantic, target)
-    s = _ptr(op, "source", source, _semantic, target)
-    n = _int(op, "bytes", nbytes, tl.int64, _semantic, target)
-    r = _int(op, "pe", pe, tl.int32, _semantic, target)
-    if isinstance(_c(nbytes), int) and _c(nbytes) < 0:
-        raise ValueError(f"libshmem_device.{op}: bytes={_c(nbytes)} must be >= 0")
-    if target.is_sim:
-        return impl.rma(op, kind, d, s, n, r)
-    sync = {}
-    if scope != "block":
-        sync = {"sync_before": kind == "put", "sync_after": blocking}
-    impl.lower(op, [d, s, n, r], scope, _semantic=_semantic, _generator=_generator, target=target, **sync)
+    d = _ptr(op, "dest", dest)
+    s = _ptr(op, "source", source)
+    n = _int(op, "bytes", nbytes, tl.int64)
+    r = _int(op, "pe", pe, tl.int32)
+    if isinstance(n, int) and n < 0:
+        raise ValueError(f"libshmem_device.{op}: bytes={n} must be >= 0")
+    impl, kw = _lowering(_semantic, _generator)
+    impl.rma(op, kind, scope, blocking, d, s, n, r, **kw)
     return None
 
 
@@ -418,18 +366,15 @@ for _f, _what, _who, _comp in [
 # signals
 # ---------------------------------------------------------------------------------------------------------------
 def _put_signal(op, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic, _generator):
-    target, impl = _lowering(_semantic)
-    d = _ptr(op, "dest", dest, _semantic, target)
-    s = _ptr(op, "source", source, _semantic, target)
-    n = _int(op, "bytes", nbytes, tl.int64, _semantic, target)
-    a = _ptr(op, "sig_addr", sig_addr, _semantic, target)
-    v = _int(op, "signal", signal, tl.uint64, _semantic, target)
+    d = _ptr(op, "dest", dest)
+    s = _ptr(op, "source", source)
+    n = _int(op, "bytes", nbytes, tl.int64)
+    a = _ptr(op, "sig_addr", sig_addr)
+    v = _int(op, "signal", signal, tl.uint64)
     o = _const(op, "sig_op", sig_op, SIGNAL_NAMES)
-    r = _int(op, "pe", pe, tl.int32, _semantic, target)
-    if target.is_sim:
-        return impl.put_signal(op, d, s, n, a, v, o, r)
-    o = _gpu_const("sig_op", op, o, impl, target, _semantic)
-    impl.lower(op, [d, s, n, a, v, o, r], "block", _semantic=_semantic, _generator=_generator, target=target)
+    r = _int(op, "pe", pe, tl.int32)
+    impl, kw = _lowering(_semantic, _generator)
+    impl.putmem_signal(op, blocking, d, s, n, a, v, o, r, **kw)
     return None
 
 
@@ -457,20 +402,12 @@ def signal_op(sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
     order earlier puts / stores to ``pe`` (NVSHMEM's load/store path is a plain store / atomic): call ``fence()`` or
     ``quiet()`` first, or use ``putmem_signal*`` (or ``dl.notify``, which fences)."""
     op = "signal_op"
-    target, impl = _lowering(_semantic)
-    a = _ptr(op, "sig_addr", sig_addr, _semantic, target)
-    v = _int(op, "signal", signal, tl.uint64, _semantic, target)
+    a = _ptr(op, "sig_addr", sig_addr)
+    v = _int(op, "signal", signal, tl.uint64)
     o = _const(op, "sig_op", sig_op, SIGNAL_NAMES)
-    r = _int(op, "pe", pe, tl.int32, _semantic, target)
-    if target.is_sim:
-        return impl.signal_op(a, v, o, r)
-    name, args = op, None
-    if target.is_hip:  # rocSHMEM: rocshmem_signal_set / rocshmem_signal_add (sig_op must be a constant)
-        impl.translate_constant("sig_op", o if isinstance(o, int) else None, op)
-        name, args = f"signal_{SIGNAL_NAMES[o]}", [a, v, r]
-    else:
-        args = [a, v, _gpu_const("sig_op", op, o, impl, target, _semantic), r]
-    impl.lower(name, args, "thread", sync_before=True, _semantic=_semantic, _generator=_generator, target=target)
+    r = _int(op, "pe", pe, tl.int32)
+    impl, kw = _lowering(_semantic, _generator)
+    impl.signal_op(a, v, o, r, **kw)
     return None
 
 
@@ -481,14 +418,11 @@ def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None, _generator=None):
     Every thread of the program waits (read-only polling); loads after it observe what the signalling PE
     delivered before the signal (put-with-signal / fence / quiet ordering)."""
     op = "signal_wait_until"
-    target, impl = _lowering(_semantic)
-    a = _ptr(op, "sig_addr", sig_addr, _semantic, target)
+    a = _ptr(op, "sig_addr", sig_addr)
     c = _const(op, "cmp_", cmp_, CMP_NAMES)
-    v = _int(op, "cmp_val", cmp_val, tl.uint64, _semantic, target)
-    if target.is_sim:
-        return impl.signal_wait_until(a, c, v)
-    c = _gpu_const("cmp", op, c, impl, target, _semantic)
-    return impl.lower(op, [a, c, v], "all", _semantic=_semantic, _generator=_generator, target=target)
+    v = _int(op, "cmp_val", cmp_val, tl.uint64)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.signal_wait_until(a, c, v, **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -501,16 +435,13 @@ def broadcastmem_block(team, dest, source, nelems, pe_root, _semantic=None, _gen
     the same arguments; every thread of the calling program calls it (block variant). Returns 0 (int32) on
     success (NVIDIA: NVSHMEM's return code)."""
     op = "broadcastmem_block"
-    target, impl = _lowering(_semantic)
-    t = _team(op, team, _semantic, target, impl)
-    d = _ptr(op, "dest", dest, _semantic, target)
-    s = _ptr(op, "source", source, _semantic, target)
-    n = _int(op, "nelems", nelems, tl.int64, _semantic, target)
-    r = _int(op, "pe_root", pe_root, tl.int32, _semantic, target)
-    if target.is_sim:
-        return impl.collective(op, t, d, s, n, r)
-    res = impl.lower(op, [t, d, s, n, r], "block", _semantic=_semantic, _generator=_generator, target=target)
-    return res if res is not None else _semantic.to_tensor(0)
+    t = _team(op, team)
+    d = _ptr(op, "dest", dest)
+    s = _ptr(op, "source", source)
+    n = _int(op, "nelems", nelems, tl.int64)
+    r = _int(op, "pe_root", pe_root, tl.int32)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.broadcastmem_block(t, d, s, n, r, **kw)
 
 
 @_compat.dist_builtin
@@ -518,12 +449,9 @@ def fcollectmem_block(team, dest, source, nelems, _semantic=None, _generator=Non
     """Concatenate ``nelems`` BYTES of ``source`` from every PE of ``team`` into ``dest`` on every PE, in team
     order (``dest`` holds ``n_pes * nelems`` bytes). Collective over ``team``; block variant. Returns 0 (int32)."""
     op = "fcollectmem_block"
-    target, impl = _lowering(_semantic)
-    t = _team(op, team, _semantic, target, impl)
-    d = _ptr(op, "dest", dest, _semantic, target)
-    s = _ptr(op, "source", source, _semantic, target)
-    n = _int(op, "nelems", nelems, tl.int64, _semantic, target)
-    if target.is_sim:
-        return impl.collective(op, t, d, s, n)
-    res = impl.lower(op, [t, d, s, n], "block", _semantic=_semantic, _generator=_generator, target=target)
-    return res if res is not None else _semantic.to_tensor(0)
+    t = _team(op, team)
+    d = _ptr(op, "dest", dest)
+    s = _ptr(op, "source", source)
+    n = _int(op, "nelems", nelems, tl.int64)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.fcollectmem_block(t, d, s, n, **kw)
