@@ -17,17 +17,99 @@ TRITON_BUILTIN_ATTR = tl_core.TRITON_BUILTIN
 
 
 def builtin(fn):
-    """Mark ``fn`` as a Triton builtin, usable from compiled kernels AND from Triton's interpreter.
+    """Mark ``fn`` as a triton_dist builtin: a function a kernel calls, which runs at trace time. This is the one
+    decorator for every triton_dist builtin (``dl.*``, ``language_extra``, ``libshmem_device``, SIMT vectors, the
+    profiler); an aggregate's ``__init__`` takes :func:`aggregate_init` instead.
 
-    Use this (not ``triton.language.core.builtin``) for every triton_dist builtin. Assumptions: the code generator
-    calls any callable carrying the ``TRITON_BUILTIN`` attribute with ``_semantic=<TritonSemantic>``; the
-    interpreter calls builtins it did not patch (ours) without ``_semantic``. Triton's own decorator rejects a
-    missing ``_semantic``; ours passes ``_semantic=None`` through, which ``triton_dist.target.target_of`` reads as
-    the simulator target.
+    * Traced by Triton's code generator: called with ``_semantic=<TritonSemantic>`` and, when its signature names it,
+      ``_generator=<CodeGenerator>``.
+    * Run by Triton's interpreter: called as plain Python without ``_semantic``, which arrives as None
+      (``triton_dist.target.target_of`` reads None as the simulator target).
+    * Called anywhere else (no ``_semantic`` and not from a program of an interpreted launch, see
+      :func:`in_interpreted_program`): raises ``ValueError("<name>: called outside a @triton.jit /
+      @triton_dist.jit kernel")`` instead of running a lowering on nothing.
+
+    The result carries a ``cache_key``: a builtin passed to a kernel as a constexpr argument
+    (``FN=libshmem_device.putmem``) is part of the kernel's disk cache key, and ``ASTSource.hash`` uses a constant's
+    ``cache_key`` when it has one, else ``str()``, which for a function holds its address (different in every
+    process).
+
+    Assumptions: the code generator recognises builtins by the ``tl.core.TRITON_BUILTIN`` attribute and passes
+    ``_semantic=`` / ``_generator=`` when the signature (``inspect.signature``, which follows ``__wrapped__``) names
+    them; the interpreter calls builtins it did not patch (ours) without ``_semantic``.
     """
+    import functools
+
+    assert callable(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if kwargs.get("_semantic") is None and not in_interpreted_program():
+            raise ValueError(f"{fn.__name__}: called outside a @triton.jit / @triton_dist.jit kernel")
+        return fn(*args, **kwargs)
+
+    setattr(wrapper, TRITON_BUILTIN_ATTR, True)
+    wrapper.cache_key = f"triton_dist-builtin:{fn.__module__}.{fn.__qualname__}"
+    return wrapper
+
+
+#: Former name of :func:`builtin` (the two decorators are one now); kept until its last users are renamed.
+dist_builtin = builtin
+
+
+def aggregate_init(fn):
+    """Mark the ``__init__`` of an :func:`aggregate` as a builtin WITHOUT :func:`builtin`'s outside-a-kernel check.
+
+    Triton constructs an aggregate value through the class (``_aggregate``'s ``__new__`` calls ``__init__``, passing
+    ``_semantic`` only when ``__init__`` names it), and builtins build values of it as plain Python while tracing, so
+    a constructor is called without ``_semantic`` inside a compiled kernel too; it only stores fields. Assumption:
+    ``_aggregate`` hashes ``__init__`` with the value's other methods, where a builtin is skipped and a plain
+    function rejected."""
     assert callable(fn)
     setattr(fn, TRITON_BUILTIN_ATTR, True)
     return fn
+
+
+_program_runner_codes: set = set()
+_grid_executor_call_code = None
+
+
+def interpreted_program_runner(fn):
+    """Declare ``fn`` a function that runs programs of an interpreted launch itself (it calls the kernel), for an
+    executor that runs them somewhere other than Triton's ``GridExecutor.__call__`` (the simulator's program
+    threads). Returns ``fn``."""
+    _program_runner_codes.add(fn.__code__)
+    return fn
+
+
+def in_interpreted_program() -> bool:
+    """Whether the caller runs inside a program of an interpreted launch: below a frame of Triton's
+    ``GridExecutor.__call__`` or of a function declared with :func:`interpreted_program_runner`, in this thread.
+
+    Independent of the interpreter switch (a kernel made while the interpreter was on is interpreted at launch
+    whatever the switch says then). Cheap inside a kernel (the runner is a few frames up); walks the whole stack
+    outside one.
+
+    Assumption: Triton's interpreter runs each program of a launch by calling the kernel from
+    ``GridExecutor.__call__`` in the launching thread (device-function calls, ``InterpretedFunction.__call__``,
+    happen below it)."""
+    import sys
+
+    global _grid_executor_call_code
+    if _grid_executor_call_code is None:
+        from triton.runtime.interpreter import GridExecutor
+
+        _grid_executor_call_code = GridExecutor.__call__.__code__
+    stock, runners = _grid_executor_call_code, _program_runner_codes
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code is stock or code in runners:
+            return True
+        f = f.f_back
+    return False
+
+
 #: The ``tl.tensor`` class and ``constexpr`` helpers.
 tensor = tl_core.tensor
 constexpr = tl_core.constexpr
@@ -373,6 +455,7 @@ def make_concurrent_grid_executor():
             lock = threading.Lock()
             threads = []
 
+            @interpreted_program_runner
             def program(idx):
                 try:
                     builder.set_grid_idx(*idx)
@@ -435,28 +518,6 @@ def current_launch():
 
 
 # ---- helper A (language ops) -------------------------------------------------------------------------------------
-
-def dist_builtin(fn):
-    """Like :data:`builtin`, but also callable by Triton's interpreter, which calls builtins it did not patch
-    without ``_semantic`` (our sim lowerings then take over).
-
-    Assumptions: the code generator recognises builtins by the ``tl.core.TRITON_BUILTIN`` attribute and passes
-    ``_semantic=`` / ``_generator=`` when the (``__wrapped__``) signature names them."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if kwargs.get("_semantic") is None and not interpret_enabled():
-            raise ValueError(f"{fn.__name__}: called outside a @triton.jit / @triton_dist.jit kernel")
-        return fn(*args, **kwargs)
-
-    setattr(wrapper, tl_core.TRITON_BUILTIN, True)
-    # A builtin passed to a kernel as a constexpr argument (``FN=libshmem_device.putmem``) is part of the kernel's
-    # disk cache key: ``ASTSource.hash`` uses a constant's ``cache_key`` attribute when it has one, else ``str()``,
-    # which for a function holds its address and so would change in every process.
-    wrapper.cache_key = f"triton_dist-builtin:{fn.__module__}.{fn.__qualname__}"
-    return wrapper
-
 
 def jit_function(fn):
     """A real ``JITFunction`` for ``fn`` regardless of ``TRITON_INTERPRET`` (used for GPU-only helpers that

@@ -239,7 +239,7 @@ def test_nvidia_backend_links_extern_libs_only_with_extern_deps():
 # --- helper E (tools: profiler / AOT) -------------------------------------------------------------------------------
 
 def test_aggregate_of_builtin_methods_compiles_and_flows_through_control_flow():
-    """_compat.aggregate (tl.core._aggregate): builtin-marked __init__/methods are accepted by the dependency hasher,
+    """_compat.aggregate (tl.core._aggregate): an aggregate_init __init__ and builtin methods are accepted by the dependency hasher,
     called with _semantic by the code generator, and the value is carried through a loop and an if."""
     seen = []
 
@@ -248,7 +248,7 @@ def test_aggregate_of_builtin_methods_compiles_and_flows_through_control_flow():
         value: _compat.base_value
         ON: tl.constexpr
 
-        @_compat.builtin
+        @_compat.aggregate_init
         def __init__(self, value, ON):
             self.value = value
             self.ON = tl.constexpr(ON)
@@ -341,31 +341,89 @@ def test_compat_concurrent_grid_executor_thread_local_program_id():
 
 # ---- helper A (language ops) ---------------------------------------------------------------------------------------
 
-def test_dist_builtin_gets_semantic_and_generator_and_runs_under_interpreter_without_semantic():
-    got = {}
+_PROBED = {}
 
-    @_compat.dist_builtin
-    def probe(x, _semantic=None, _generator=None):
-        got["semantic"], got["generator"] = _semantic, _generator
-        return x
 
-    @triton.jit
-    def k(p):
-        tl.store(p, probe(tl.load(p)))
+@_compat.builtin
+def _probe(x, _semantic=None, _generator=None):
+    _PROBED["semantic"], _PROBED["generator"] = _semantic, _generator
+    return x
 
-    compile_kernel(CompileRequest(k, parse_target("cuda:90"), ["*i32"]))
-    assert got["semantic"] is not None and hasattr(got["generator"], "call_JitFunction")
+
+def _k_probe(p):
+    tl.store(p, _probe(tl.load(p)))
+
+
+def test_builtin_gets_semantic_and_generator_and_runs_under_interpreter_without_semantic():
+    import pytest
+    import torch
+    from triton.runtime.interpreter import InterpretedFunction
+
+    compile_kernel(CompileRequest(triton.jit(_k_probe), parse_target("cuda:90"), ["*i32"]))
+    assert _PROBED["semantic"] is not None and hasattr(_PROBED["generator"], "call_JitFunction")
     old = triton.knobs.runtime.interpret
     try:
-        triton.knobs.runtime.interpret = True
-        assert probe(3) == 3  # the interpreter calls unpatched builtins without _semantic
-        triton.knobs.runtime.interpret = False
-        import pytest
-
-        with pytest.raises(ValueError):
-            probe(3)
+        for knob in (True, False):  # the interpreter switch does not matter, only where the call comes from
+            triton.knobs.runtime.interpret = knob
+            with pytest.raises(ValueError, match="_probe: called outside a @triton.jit / @triton_dist.jit kernel"):
+                _probe(3)
+            x = torch.tensor([5], dtype=torch.int32)
+            _PROBED.clear()
+            InterpretedFunction(_k_probe)[(1, )](x)  # the interpreter calls unpatched builtins without _semantic
+            assert _PROBED == {"semantic": None, "generator": None} and x.item() == 5
     finally:
         triton.knobs.runtime.interpret = old
+
+
+_IN_PROGRAM = []
+
+
+def _record_in_program():
+    _IN_PROGRAM.append(_compat.in_interpreted_program())
+
+
+def _helper_in_program(x):
+    _record_in_program()
+    return x
+
+
+def _kernel_in_program(p):
+    _record_in_program()
+    tl.store(p, _helper_in_program(tl.load(p)))
+
+
+def test_interpreter_runs_programs_from_grid_executor_call():
+    """``in_interpreted_program``: a program of a stock interpreted launch runs below ``GridExecutor.__call__`` (in
+    the launching thread), device-function calls included; outside a launch there is no such frame."""
+    import inspect
+
+    import torch
+    from triton.runtime.interpreter import GridExecutor, InterpretedFunction
+
+    assert "self.fn(**args)" in inspect.getsource(GridExecutor.__call__)
+    _IN_PROGRAM.clear()
+    InterpretedFunction(_kernel_in_program)[(2, )](torch.zeros(1, dtype=torch.int32))
+    assert _IN_PROGRAM == [True] * 4
+    assert not _compat.in_interpreted_program()
+
+
+def test_aggregate_init_and_plain_builtins_outside_kernels():
+    """``aggregate_init`` marks without the outside-a-kernel check; ``builtin`` refuses a call from host code."""
+
+    @_compat.aggregate_init
+    def init(x):
+        return x
+
+    @_compat.builtin
+    def op(_semantic=None):
+        return 1
+
+    assert tl.core.is_builtin(init) and tl.core.is_builtin(op) and init(4) == 4
+    import pytest
+
+    with pytest.raises(ValueError, match="op: called outside"):
+        op()
+    assert op(_semantic=object()) == 1
 
 
 def test_call_jit_from_builtin_inlines_a_jit_function():
@@ -373,7 +431,7 @@ def test_call_jit_from_builtin_inlines_a_jit_function():
     def helper(x, C: tl.constexpr):
         return x + C
 
-    @_compat.dist_builtin
+    @_compat.builtin
     def via(x, _semantic=None, _generator=None):
         return _compat.call_jit(_generator, helper, [x, tl.constexpr(5)])
 
@@ -388,7 +446,7 @@ def test_call_jit_from_builtin_inlines_a_jit_function():
 def test_divisibility_hint_on_any_op_reaches_axis_info():
     """tt.divisibility set on an inline-asm / int_to_ptr result makes loads through it vectorise."""
 
-    @_compat.dist_builtin
+    @_compat.builtin
     def opaque_base(p, _semantic=None):
         addr = _semantic.cast(p, tl.int64)
         z = tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [addr], tl.int64, True, 1, _semantic=_semantic)
