@@ -53,10 +53,6 @@ def builtin(fn):
     return wrapper
 
 
-#: Former name of :func:`builtin` (the two decorators are one now); kept until its last users are renamed.
-dist_builtin = builtin
-
-
 def aggregate_init(fn):
     """Mark the ``__init__`` of an :func:`aggregate` as a builtin WITHOUT :func:`builtin`'s outside-a-kernel check.
 
