@@ -299,7 +299,8 @@ def test_compat_interpreter_raw_atomics_on_addresses():
 
 
 def test_compat_concurrent_grid_executor_thread_local_program_id():
-    """GridExecutor helpers + _patch_lang + interpreter_builder.grid_idx: programs run in threads, each sees its own
+    """interpreted_launch (GridExecutor helpers, _patch_lang, _implicit_cvt, interpreter_builder) and the thread-local
+    interpreter_builder.grid_idx, through the simulator's executor: programs run in threads, each sees its own
     program id, CPU tensors are used in place (no copy), and the stock sequential executor still works after the
     thread-local switch."""
     import torch
@@ -307,7 +308,7 @@ def test_compat_concurrent_grid_executor_thread_local_program_id():
     import triton.language as tl
     from triton.runtime.interpreter import GridExecutor, InterpretedFunction
 
-    from triton_dist import _compat
+    from triton_dist.runtime.sim.interpreter import ConcurrentGridExecutor
 
     def k(out_ptr, flag_ptr):
         pid = tl.program_id(0) * 100 + tl.program_id(1)
@@ -323,12 +324,10 @@ def test_compat_concurrent_grid_executor_thread_local_program_id():
             tl.store(out_ptr + 3 + tl.program_id(1), pid)
 
     kernel = InterpretedFunction(k)
-    ex_cls = _compat.make_concurrent_grid_executor()
-    assert issubclass(ex_cls, GridExecutor)
     out = torch.zeros(6, dtype=torch.int32)
     flag = torch.zeros(3, dtype=torch.int32)
     ptr_before = out.data_ptr()
-    ex_cls(kernel.rewrite(), kernel.arg_names, (2, 3))(out, flag)
+    ConcurrentGridExecutor(kernel.rewrite(), kernel.arg_names, lambda args: (2, 3))(out, flag)
     assert out.data_ptr() == ptr_before
     assert out.tolist() == [1000, 1001, 1002, 100, 101, 102]
     # the stock executor still runs (sequentially) with the thread-local program id installed
@@ -405,6 +404,33 @@ def test_interpreter_runs_programs_from_grid_executor_call():
     InterpretedFunction(_kernel_in_program)[(2, )](torch.zeros(1, dtype=torch.int32))
     assert _IN_PROGRAM == [True] * 4
     assert not _compat.in_interpreted_program()
+
+
+def _kernel_fails_in_program_1(p):
+    if tl.program_id(0) == 1:
+        raise KeyError("boom")
+    tl.store(p, 1)
+
+
+def test_simulator_program_threads_are_interpreted_programs_of_one_launch():
+    """The simulator's executor declares its program runner (interpreted_program_runner) and binds one LaunchRecord
+    per launch; a failing program surfaces as the interpreter's error (interpreter_program_error)."""
+    import pytest
+    import torch
+    from triton.runtime.errors import InterpreterError
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from triton_dist.backends.sim import launch_record
+    from triton_dist.runtime.sim.interpreter import ConcurrentGridExecutor
+
+    kernel = InterpretedFunction(_kernel_in_program)
+    _IN_PROGRAM.clear()
+    ConcurrentGridExecutor(kernel.rewrite(), kernel.arg_names, (3, ))(torch.zeros(1, dtype=torch.int32))
+    assert _IN_PROGRAM == [True] * 6
+    assert launch_record.current_launch() == (None, None)
+    failing = InterpretedFunction(_kernel_fails_in_program_1)
+    with pytest.raises(InterpreterError, match=r"program \(1, 0, 0\): KeyError\('boom'\)"):
+        ConcurrentGridExecutor(failing.rewrite(), failing.arg_names, (2, ))(torch.zeros(1, dtype=torch.int32))
 
 
 def test_aggregate_init_and_plain_builtins_outside_kernels():
@@ -497,16 +523,17 @@ def _run_script(path, source):
 
 
 def _run_with_interpreter_fix(path, fix, body):
-    """``_run_script`` of ``body`` under the interpreter, after ``_compat.<fix>()`` (called twice: idempotent)."""
+    """``_run_script`` of ``body`` under the interpreter, after ``triton_dist.runtime.sim.interpreter.<fix>()``
+    (called twice: idempotent)."""
     import textwrap
 
     preamble = f"""
         import os
         os.environ["TRITON_INTERPRET"] = "1"
         import torch, triton, triton.language as tl
-        from triton_dist import _compat
-        _compat.{fix}()
-        _compat.{fix}()  # idempotent
+        from triton_dist.runtime.sim import interpreter
+        interpreter.{fix}()
+        interpreter.{fix}()  # idempotent
     """
     return _run_script(path, textwrap.dedent(preamble) + textwrap.dedent(body))
 
@@ -544,8 +571,8 @@ def test_plain_jit_callees_run_inside_interpreted_launches(tmp_path):
 # --- helper I (overlap kernels) ------------------------------------------------------------------------------------
 
 def test_interpreter_runtime_bound_for_loop(tmp_path):
-    """install_interpreter_index_fix: the interpreter still has _patch_lang_tensor (called through the module
-    global by _patch_lang, using scope.set_attr), and with the fix a `for` loop bounded by a kernel argument and by
+    """override_interpreter_tensor_attr (through install_interpreter_index_fix): the interpreter still has
+    _patch_lang_tensor (called through the module global by _patch_lang, using scope.set_attr), and with the fix a `for` loop bounded by a kernel argument and by
     the program id runs under the interpreter (stock 3.6 + numpy >= 2.3 raises 'only 0-dimensional arrays ...')."""
     from triton.runtime import interpreter as _it
 
@@ -569,8 +596,9 @@ def test_interpreter_runtime_bound_for_loop(tmp_path):
 
 
 def test_interpreter_bf16_dot(tmp_path):
-    """install_interpreter_bf16_dot_fix: InterpreterBuilder.create_dot(a, b, d, input_precision,
-    max_num_imprecise_acc) still exists, bf16 is still stored as uint16, and with the fix a bf16 tl.dot under the
+    """convert_interpreter_dot_operands and interpreter_handle (through install_interpreter_bf16_dot_fix):
+    InterpreterBuilder.create_dot(a, b, d, input_precision, max_num_imprecise_acc) still exists, bf16 is still stored
+    as uint16, and with the fix a bf16 tl.dot under the
     interpreter equals the fp32 product (stock 3.6 multiplies the raw bits)."""
     import inspect
 
@@ -603,14 +631,16 @@ def test_prewarm_rewrites_reachable_functions_once():
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
+    from triton_dist.runtime.sim.interpreter import prewarm_interpreter
+
     kernel = next(v for v in vars(K).values() if isinstance(v, JITFunction))
-    _compat.prewarm_interpreter(kernel.fn)
+    prewarm_interpreter(kernel.fn)
     for value in vars(K).values():
         if isinstance(value, JITFunction):
             assert value.fn in InterpretedFunction.rewritten_fn
     assert tl.standard.sum.fn in InterpretedFunction.rewritten_fn
     before = len(InterpretedFunction.rewritten_fn)
-    _compat.prewarm_interpreter(kernel.fn)  # cheap and idempotent
+    prewarm_interpreter(kernel.fn)  # cheap and idempotent
     assert len(InterpretedFunction.rewritten_fn) == before
 
 

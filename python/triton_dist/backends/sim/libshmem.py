@@ -197,7 +197,9 @@ def signal_wait_until(sig_addr, cmp_, cmp_val):
 def _enter(op: str, ctx, team: str) -> None:
     """Refuse device collectives on one team issued by two different programs of one launch on this rank (see
     module doc). Decided per launch, not by timing: the second distinct program to call one raises, always."""
-    launch, me = _compat.current_launch()
+    from .launch_record import current_launch
+
+    launch, me = current_launch()
     if launch is None:
         return
     with launch.lock:
