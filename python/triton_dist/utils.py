@@ -18,6 +18,7 @@ from typing import List, Optional
 
 import torch
 
+from .runtime import module_init
 from .runtime import select as _select
 from .runtime.state import STATE, require_backend, shmem_initialized
 
@@ -448,24 +449,16 @@ def initialize_distributed(seed: Optional[int] = None, initialize_shmem: bool = 
     return group
 
 
-def _jit_module():
-    """The ``triton_dist.jit`` module (the package attribute of that name is the decorator)."""
-    import importlib
-
-    return importlib.import_module("triton_dist.jit")
-
-
 def _init_shmem(name: str, group) -> None:
     if shmem_initialized():
         return
-    _jit = _jit_module()
     backend = _select.make_backend(name)
     backend.init(group)
     STATE.backend = backend
     STATE.group = group
     if STATE.local_world_size is None:
         STATE.local_world_size = get_int_env("LOCAL_WORLD_SIZE", group.size() if hasattr(group, "size") else 1)
-    _jit.install_hooks()
+    module_init.install_hooks()
     _register_atexit()
 
 
@@ -490,7 +483,7 @@ def finalize_distributed() -> None:
     backend, STATE.backend = STATE.backend, None
     try:
         if backend is not None:
-            _jit_module().forget_modules()
+            module_init.forget_modules()
             backend.finalize()
     finally:
         STATE.group = None
