@@ -350,13 +350,13 @@ def run_grid(kernel, grid, *args, **kwargs):
     executor = ConcurrentGridExecutor(fn, kernel.arg_names, grid, kernel.pre_run_hooks)
     executor.max_concurrent = max_concurrent_programs()
     ctx = _context.current() if _context.is_active() else None
-    if ctx is not None and hasattr(ctx, "abort_event"):
+    if ctx is not None:
         ctx.abort_event.clear()
         executor.on_program_error = lambda exc: ctx.abort_event.set()
     try:
         return executor(*args, **kwargs)
     finally:
-        if ctx is not None and hasattr(ctx, "abort_event"):
+        if ctx is not None:
             ctx.abort_event.clear()
 
 
