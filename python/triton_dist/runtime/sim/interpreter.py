@@ -81,7 +81,10 @@ class ConcurrentGridExecutor:
             t.join()
         if errors:
             idx, exc = errors[0]
-            raise _compat.interpreter_program_error(f"program {idx}: {exc!r}", exc) from exc
+            err = _compat.interpreter_program_error(f"program {idx}: {exc!r}", exc)
+            if err is exc:  # front-end debugging: the program's own exception
+                raise exc
+            raise err from exc
 
 
 _prewarmed_modules: set = set()
