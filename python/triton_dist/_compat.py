@@ -2,7 +2,8 @@
 
 Each function here names the Triton behaviour it relies on; ``test/python/test_compat.py`` has one test per
 assumption so that a Triton upgrade that breaks one fails loudly in CI instead of mis-lowering kernels.
-Nothing outside this module imports private Triton modules.
+Nothing outside this module imports private Triton modules. What triton_dist builds on these assumptions lives with
+its users (the simulator's executor and interpreter workarounds: ``triton_dist.runtime.sim.interpreter``).
 """
 from __future__ import annotations
 
@@ -17,17 +18,95 @@ TRITON_BUILTIN_ATTR = tl_core.TRITON_BUILTIN
 
 
 def builtin(fn):
-    """Mark ``fn`` as a Triton builtin, usable from compiled kernels AND from Triton's interpreter.
+    """Mark ``fn`` as a triton_dist builtin: a function a kernel calls, which runs at trace time. This is the one
+    decorator for every triton_dist builtin (``dl.*``, ``language_extra``, ``libshmem_device``, SIMT vectors, the
+    profiler); an aggregate's ``__init__`` takes :func:`aggregate_init` instead.
 
-    Use this (not ``triton.language.core.builtin``) for every triton_dist builtin. Assumptions: the code generator
-    calls any callable carrying the ``TRITON_BUILTIN`` attribute with ``_semantic=<TritonSemantic>``; the
-    interpreter calls builtins it did not patch (ours) without ``_semantic``. Triton's own decorator rejects a
-    missing ``_semantic``; ours passes ``_semantic=None`` through, which ``triton_dist.target.target_of`` reads as
-    the simulator target.
+    * Traced by Triton's code generator: called with ``_semantic=<TritonSemantic>`` and, when its signature names it,
+      ``_generator=<CodeGenerator>``.
+    * Run by Triton's interpreter: called as plain Python without ``_semantic``, which arrives as None
+      (``triton_dist.target.target_of`` reads None as the simulator target).
+    * Called anywhere else (no ``_semantic`` and not from a program of an interpreted launch, see
+      :func:`in_interpreted_program`): raises ``ValueError("<name>: called outside a @triton.jit /
+      @triton_dist.jit kernel")`` instead of running a lowering on nothing.
+
+    The result carries a ``cache_key``: a builtin passed to a kernel as a constexpr argument
+    (``FN=libshmem_device.putmem``) is part of the kernel's disk cache key, and ``ASTSource.hash`` uses a constant's
+    ``cache_key`` when it has one, else ``str()``, which for a function holds its address (different in every
+    process).
+
+    Assumptions: the code generator recognises builtins by the ``tl.core.TRITON_BUILTIN`` attribute and passes
+    ``_semantic=`` / ``_generator=`` when the signature (``inspect.signature``, which follows ``__wrapped__``) names
+    them; the interpreter calls builtins it did not patch (ours) without ``_semantic``.
     """
+    import functools
+
+    assert callable(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if kwargs.get("_semantic") is None and not in_interpreted_program():
+            raise ValueError(f"{fn.__name__}: called outside a @triton.jit / @triton_dist.jit kernel")
+        return fn(*args, **kwargs)
+
+    setattr(wrapper, TRITON_BUILTIN_ATTR, True)
+    wrapper.cache_key = f"triton_dist-builtin:{fn.__module__}.{fn.__qualname__}"
+    return wrapper
+
+
+def aggregate_init(fn):
+    """Mark the ``__init__`` of an :func:`aggregate` as a builtin WITHOUT :func:`builtin`'s outside-a-kernel check.
+
+    Triton constructs an aggregate value through the class (``_aggregate``'s ``__new__`` calls ``__init__``, passing
+    ``_semantic`` only when ``__init__`` names it), and builtins build values of it as plain Python while tracing, so
+    a constructor is called without ``_semantic`` inside a compiled kernel too; it only stores fields. Assumption:
+    ``_aggregate`` hashes ``__init__`` with the value's other methods, where a builtin is skipped and a plain
+    function rejected."""
     assert callable(fn)
     setattr(fn, TRITON_BUILTIN_ATTR, True)
     return fn
+
+
+_program_runner_codes: set = set()
+_grid_executor_call_code = None
+
+
+def interpreted_program_runner(fn):
+    """Declare ``fn`` a function that runs programs of an interpreted launch itself (it calls the kernel), for an
+    executor that runs them somewhere other than Triton's ``GridExecutor.__call__`` (the simulator's program
+    threads). Returns ``fn``."""
+    _program_runner_codes.add(fn.__code__)
+    return fn
+
+
+def in_interpreted_program() -> bool:
+    """Whether the caller runs inside a program of an interpreted launch: below a frame of Triton's
+    ``GridExecutor.__call__`` or of a function declared with :func:`interpreted_program_runner`, in this thread.
+
+    Independent of the interpreter switch (a kernel made while the interpreter was on is interpreted at launch
+    whatever the switch says then). Cheap inside a kernel (the runner is a few frames up); walks the whole stack
+    outside one.
+
+    Assumption: Triton's interpreter runs each program of a launch by calling the kernel from
+    ``GridExecutor.__call__`` in the launching thread (device-function calls, ``InterpretedFunction.__call__``,
+    happen below it)."""
+    import sys
+
+    global _grid_executor_call_code
+    if _grid_executor_call_code is None:
+        from triton.runtime.interpreter import GridExecutor
+
+        _grid_executor_call_code = GridExecutor.__call__.__code__
+    stock, runners = _grid_executor_call_code, _program_runner_codes
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code is stock or code in runners:
+            return True
+        f = f.f_back
+    return False
+
+
 #: The ``tl.tensor`` class and ``constexpr`` helpers.
 tensor = tl_core.tensor
 constexpr = tl_core.constexpr
@@ -188,7 +267,8 @@ def extract_library_functions(lib_path: str, functions, triple: str, proc: str, 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Simulator support (owner: sim runtime). Raw-address atomics and a concurrent grid executor for the interpreter.
+# Triton's interpreter, as the simulator uses it: its C++ memory helpers on raw addresses, its program id, the frame
+# of one launch. What the simulator builds on them (program threads, workarounds) is triton_dist.runtime.sim.interpreter.
 # ---------------------------------------------------------------------------------------------------------------
 
 def interp_atomics():
@@ -318,145 +398,61 @@ def install_thread_local_grid_idx():
 _MISSING_GRID = object()
 
 
-def make_concurrent_grid_executor():
-    """Return ``ConcurrentGridExecutor``: a ``triton.runtime.interpreter.GridExecutor`` subclass whose call runs
-    the grid's programs in threads (at most ``max_concurrent`` alive at once, started in grid order, like CTAs
-    becoming resident on a GPU), so programs that wait on each other (or on peers' programs) can all progress.
+def interpreted_launch(fn, arg_names, grid, pre_run_hooks, args_dev, kwargs, run_programs) -> None:
+    """One launch of the rewritten interpreted kernel ``fn`` exactly as Triton's interpreter performs it, except for
+    who runs the programs: the arguments are copied to the host, ``pre_run_hooks`` run, ``tl`` is patched for the
+    interpreter, the arguments are bound (tensors become their base pointers, constexprs stay as given), ``grid`` is
+    evaluated (a callable gets the bound arguments) and padded to three dimensions, and the grid size is set; then
+    ``run_programs(grid, call_args, set_program_id)`` runs the programs -- each one ``set_program_id(x, y, z)``
+    followed by ``fn(**call_args)``, from a frame declared with :func:`interpreted_program_runner` -- and finally the
+    patch is undone and the arguments are copied back (for CPU tensors a copy of a storage onto itself: a no-op).
 
-    Assumptions (each tested in test_compat.py): ``GridExecutor(fn, arg_names, grid, pre_run_hooks)`` with helper
-    methods ``_init_args_hst(args, kwargs) -> (args_hst, kwargs_hst)`` and ``_restore_args_dev(...)``;
-    module-level ``_patch_lang(fn) -> scope`` with ``scope.restore()``, ``_implicit_cvt``, ``interpreter_builder``
-    (``set_grid_dim``/``set_grid_idx``) and ``InterpreterError``; and that CPU tensors are passed to the
-    interpreter without a copy (so programs see each other's writes immediately).
+    Assumptions (tested in test_compat.py): ``GridExecutor(fn, arg_names, grid, pre_run_hooks)`` computes
+    ``constexprs`` and has ``_init_args_hst(args, kwargs) -> (args_hst, kwargs_hst)`` and
+    ``_restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)``; the module-level ``_patch_lang(fn)`` returns a
+    scope with ``restore()``, ``_implicit_cvt`` converts an argument, and ``interpreter_builder`` has
+    ``set_grid_dim`` / ``set_grid_idx``; CPU tensors reach the interpreter without a copy (programs see each other's
+    writes at once).
     """
-    global _concurrent_executor_cls
-    if _concurrent_executor_cls is not None:
-        return _concurrent_executor_cls
     import inspect
-    import threading
 
     from triton.runtime import interpreter as _it
 
-    install_thread_local_grid_idx()
-
-    class ConcurrentGridExecutor(_it.GridExecutor):
-        max_concurrent = 1024
-        on_program_error = None  # callable(exc) invoked once on the first failing program (e.g. abort waits)
-
-        def __call__(self, *args_dev, **kwargs):
-            spec = inspect.getfullargspec(self.fn)
-            kwargs = {k: v for k, v in kwargs.items() if k in spec.args}
-            args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
-            for hook in self.pre_run_hooks:
-                hook(*args_hst, **kwargs_hst)
-            scope = _it._patch_lang(self.fn)
-            try:
-                bound = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
-                call_args = {}
-                for name, value in bound.items():
-                    call_args[name] = value if name in self.constexprs else _it._implicit_cvt(value)
-                grid = self.grid(call_args) if callable(self.grid) else self.grid
-                grid = tuple(grid)
-                if len(grid) > 3:
-                    raise ValueError(f"grid must have at most 3 dimensions, got {grid}")
-                grid = grid + (1, ) * (3 - len(grid))
-                builder = _it.interpreter_builder
-                builder.set_grid_dim(*grid)
-                self._run_programs(builder, grid, call_args)
-            finally:
-                scope.restore()
-            self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
-
-        def _run_programs(self, builder, grid, call_args):
-            slots = threading.Semaphore(max(1, int(self.max_concurrent)))
-            errors = []
-            lock = threading.Lock()
-            threads = []
-
-            def program(idx):
-                try:
-                    builder.set_grid_idx(*idx)
-                    self.fn(**call_args)
-                except BaseException as exc:  # noqa: BLE001 - re-raised in the launching thread
-                    with lock:
-                        first = not errors
-                        errors.append((idx, exc))
-                    if first and self.on_program_error is not None:
-                        self.on_program_error(exc)
-                finally:
-                    slots.release()
-
-            launch = LaunchRecord()
-            indices = ((x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2]))
-            for idx in indices:
-                slots.acquire()
-                if errors:  # a program failed: do not start the rest (like a GPU launch aborting)
-                    slots.release()
-                    break
-                t = threading.Thread(target=program, args=(idx, ), daemon=True,
-                                     name=f"triton_dist-sim-program-{idx[0]}-{idx[1]}-{idx[2]}")
-                t.triton_dist_launch = launch
-                t.triton_dist_program = idx
-                t.start()
-                threads.append(t)
-            for t in threads:
-                t.join()
-            if errors:
-                idx, exc = errors[0]
-                if triton.knobs.compilation.front_end_debugging:
-                    raise exc
-                raise _it.InterpreterError(f"program {idx}: {exc!r}") from exc
-
-    _concurrent_executor_cls = ConcurrentGridExecutor
-    return ConcurrentGridExecutor
+    stock = _it.GridExecutor(fn, arg_names, grid, pre_run_hooks)
+    spec = inspect.getfullargspec(fn)
+    kwargs = {k: v for k, v in kwargs.items() if k in spec.args}
+    args_hst, kwargs_hst = stock._init_args_hst(args_dev, kwargs)
+    for hook in pre_run_hooks:
+        hook(*args_hst, **kwargs_hst)
+    scope = _it._patch_lang(fn)
+    try:
+        bound = inspect.getcallargs(fn, *args_hst, **kwargs_hst)
+        call_args = {name: value if name in stock.constexprs else _it._implicit_cvt(value)
+                     for name, value in bound.items()}
+        size = tuple(grid(call_args) if callable(grid) else grid)
+        if len(size) > 3:
+            raise ValueError(f"grid must have at most 3 dimensions, got {size}")
+        size = size + (1, ) * (3 - len(size))
+        builder = _it.interpreter_builder
+        builder.set_grid_dim(*size)
+        run_programs(size, call_args, builder.set_grid_idx)
+    finally:
+        scope.restore()
+    stock._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
 
-_concurrent_executor_cls = None
+def interpreter_program_error(message: str, exc: BaseException) -> BaseException:
+    """What Triton's interpreter raises for a program that raised ``exc``: ``exc`` itself when
+    ``triton.knobs.compilation.front_end_debugging`` is on, else ``InterpreterError(message)`` (to be raised
+    ``from exc``). Assumption: ``triton.runtime.interpreter.InterpreterError`` exists."""
+    if triton.knobs.compilation.front_end_debugging:
+        return exc
+    from triton.runtime.interpreter import InterpreterError
 
-
-class LaunchRecord:
-    """One interpreted launch: every program thread of it carries the same record as ``thread.triton_dist_launch``
-    (and its ``(x, y, z)`` as ``thread.triton_dist_program``), so sim lowerings can keep per-launch state
-    (e.g. which program issues device collectives) without depending on thread timing."""
-
-    __slots__ = ("lock", "state")
-
-    def __init__(self):
-        import threading
-        self.lock = threading.Lock()
-        self.state = {}
-
-
-def current_launch():
-    """``(LaunchRecord, program index)`` of the calling interpreted program thread, or ``(None, None)``."""
-    import threading
-    t = threading.current_thread()
-    return getattr(t, "triton_dist_launch", None), getattr(t, "triton_dist_program", None)
+    return InterpreterError(message)
 
 
 # ---- helper A (language ops) -------------------------------------------------------------------------------------
-
-def dist_builtin(fn):
-    """Like :data:`builtin`, but also callable by Triton's interpreter, which calls builtins it did not patch
-    without ``_semantic`` (our sim lowerings then take over).
-
-    Assumptions: the code generator recognises builtins by the ``tl.core.TRITON_BUILTIN`` attribute and passes
-    ``_semantic=`` / ``_generator=`` when the (``__wrapped__``) signature names them."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if kwargs.get("_semantic") is None and not interpret_enabled():
-            raise ValueError(f"{fn.__name__}: called outside a @triton.jit / @triton_dist.jit kernel")
-        return fn(*args, **kwargs)
-
-    setattr(wrapper, tl_core.TRITON_BUILTIN, True)
-    # A builtin passed to a kernel as a constexpr argument (``FN=libshmem_device.putmem``) is part of the kernel's
-    # disk cache key: ``ASTSource.hash`` uses a constant's ``cache_key`` attribute when it has one, else ``str()``,
-    # which for a function holds its address and so would change in every process.
-    wrapper.cache_key = f"triton_dist-builtin:{fn.__module__}.{fn.__qualname__}"
-    return wrapper
-
 
 def jit_function(fn):
     """A real ``JITFunction`` for ``fn`` regardless of ``TRITON_INTERPRET`` (used for GPU-only helpers that
@@ -668,118 +664,72 @@ class interpreted_jit_calls:
         return False
 
 
-# --- helper I (overlap kernels): runtime-bound `for` loops under the interpreter -----------------------------------
+# --- interpreter hook points (the simulator's workarounds: triton_dist.runtime.sim.interpreter) --------------------
 
-def install_interpreter_index_fix():
-    """Make ``for i in range(<runtime scalar>)`` work in interpreted kernels.
+_tensor_overrides: dict = {}
 
-    Stock Triton 3.6's interpreter gives ``tl.tensor`` an ``__index__`` of ``int(self.handle.data)``, but its scalars
-    hold 1-element 1-D numpy arrays, which numpy >= 2.3 refuses to convert with ``int()`` ("only 0-dimensional
-    arrays can be converted to Python scalars"): every ``for`` loop whose bound is a kernel argument or program id
-    fails. We wrap ``_patch_lang_tensor`` (through a scope proxy) so the ``__index__`` it installs reads the single
-    element instead.
+
+def override_interpreter_tensor_attr(name: str, value) -> None:
+    """From now on, whenever Triton's interpreter patches ``tl.tensor`` for a launch (it installs its own operators
+    and ``__index__`` on the class for the launch's duration), it installs ``value`` as attribute ``name`` instead
+    of its own; the interpreter's own is never installed, not even briefly (programs may run as threads). A second
+    call for the same name replaces the first.
+
     Assumptions (tested in test_compat.py): the interpreter module has ``_patch_lang_tensor(tensor, scope)``, called
-    by ``_patch_lang`` through the module global, and ``scope.set_attr(obj, name, value)``. Idempotent.
+    by ``_patch_lang`` through the module global, and sets each attribute with ``scope.set_attr(obj, name, value)``.
     """
-    import numpy as _np
     from triton.runtime import interpreter as _it
 
+    _tensor_overrides[name] = value
     orig = _it._patch_lang_tensor
-    if getattr(orig, "_triton_dist_index_fix", False):
+    if getattr(orig, "_triton_dist_overrides", False):
         return
 
-    def _index(self):
-        return int(_np.asarray(self.handle.data).reshape(-1)[0])
-
-    class _IndexScope:
-        """Forwards to the interpreter's patch scope, substituting our ``__index__``: the stock one is never
-        installed, not even briefly (programs run as threads: another program could hit it in between)."""
+    class _OverridingScope:
+        """Forwards to the interpreter's patch scope, substituting the overridden attributes."""
 
         def __init__(self, scope):
             self._scope = scope
 
-        def set_attr(self, obj, name, value):
-            self._scope.set_attr(obj, name, _index if name == "__index__" else value)
+        def set_attr(self, obj, attr, val):
+            self._scope.set_attr(obj, attr, _tensor_overrides.get(attr, val))
 
-        def __getattr__(self, name):
-            return getattr(self._scope, name)
+        def __getattr__(self, attr):
+            return getattr(self._scope, attr)
 
     def patched(tensor, scope):
-        orig(tensor, _IndexScope(scope))
+        orig(tensor, _OverridingScope(scope))
 
-    patched._triton_dist_index_fix = True
+    patched._triton_dist_overrides = True
     _it._patch_lang_tensor = patched
 
 
-def install_interpreter_bf16_dot_fix():
-    """Make ``tl.dot`` on bfloat16 operands correct under the interpreter.
+def convert_interpreter_dot_operands(convert) -> None:
+    """From now on ``tl.dot`` under Triton's interpreter passes its operand handles through ``convert(a, b) -> (a,
+    b)`` before the product (handles as :func:`interpreter_handle` makes them). Idempotent for one ``convert``.
 
-    Stock Triton 3.6's interpreter stores bfloat16 as raw ``uint16`` bits and its ``create_dot`` multiplies the raw
-    arrays (only fp8 operands are converted first), so a bf16 ``tl.dot`` returns garbage (~1e10). We wrap
-    ``InterpreterBuilder.create_dot`` to widen bf16 operands to fp32 (``bits << 16``, exact) before the product.
     Assumptions (tested in test_compat.py): ``interpreter.InterpreterBuilder.create_dot(self, a, b, d,
-    input_precision, max_num_imprecise_acc)`` with ``TensorHandle(data, dtype)`` operands whose ``dtype`` is a
-    ``tl`` dtype and bf16 data is ``uint16``. Idempotent.
+    input_precision, max_num_imprecise_acc)`` computes every interpreted ``tl.dot``, on ``TensorHandle`` operands.
     """
-    import numpy as _np
-    import triton.language as _tl
     from triton.runtime import interpreter as _it
 
     cls = _it.InterpreterBuilder
     orig = cls.create_dot
-    if getattr(orig, "_triton_dist_bf16", False):
+    if getattr(orig, "_triton_dist_convert", None) is convert:
         return
 
-    def _f32(h):
-        if h.dtype == _tl.bfloat16:
-            return _it.TensorHandle((_np.asarray(h.data).astype(_np.uint32) << 16).view(_np.float32), _tl.float32)
-        return h
-
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        if a.dtype == _tl.bfloat16 or b.dtype == _tl.bfloat16:
-            a, b = _f32(a), _f32(b)
+        a, b = convert(a, b)
         return orig(self, a, b, d, input_precision, max_num_imprecise_acc)
 
-    create_dot._triton_dist_bf16 = True
+    create_dot._triton_dist_convert = convert
     cls.create_dot = create_dot
 
 
-# --- interpreted launches: rewrite before programs run as threads -------------------------------------------------
+def interpreter_handle(data, dtype):
+    """An interpreter value handle: ``TensorHandle(data, dtype)`` (``data`` a numpy array, ``dtype`` the scalar
+    ``tl`` dtype; read back as ``handle.data`` / ``handle.dtype``). The interpreter stores bfloat16 as raw
+    ``uint16`` bits (:func:`interpreter_np_dtype`). Assumption: ``triton.runtime.interpreter.TensorHandle``."""
+    from triton.runtime.interpreter import TensorHandle
 
-_prewarmed_modules: set = set()
-_prewarm_lock = __import__("threading").Lock()
-
-
-def prewarm_interpreter(kernel_fn) -> None:
-    """Rewrite, once and in the calling thread, every Triton function reachable from ``kernel_fn``'s module (and,
-    recursively, from the modules of the functions found there), plus ``triton.language.standard``.
-
-    Why: the interpreter's FIRST rewrite of a function inserts names into that function's module dict, while every
-    device-function call iterates the caller's module dict (``_patch_lang``); with a launch's programs running as
-    threads (the simulator's grid runner), a first call in one program then fails another with "dictionary changed
-    size during iteration". Assumptions: ``InterpretedFunction(fn).rewrite()`` caches per ``fn`` in the class-level
-    ``InterpretedFunction.rewritten_fn``; ``JITFunction`` / our ``DistJITFunction`` expose the Python function as
-    ``.fn``. Cheap after the first call per module."""
-    import sys
-    import types
-
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    def functions_of(module_dict):
-        for value in list(module_dict.values()):
-            if isinstance(value, (JITFunction, InterpretedFunction)):
-                yield value.fn
-
-    with _prewarm_lock:
-        pending = [getattr(kernel_fn, "__globals__", {}), vars(sys.modules["triton.language.standard"])]
-        while pending:
-            module_dict = pending.pop()
-            key = id(module_dict)
-            if key in _prewarmed_modules:
-                continue
-            _prewarmed_modules.add(key)
-            for fn in functions_of(module_dict):
-                if isinstance(fn, types.FunctionType):
-                    InterpretedFunction(fn).rewrite()
-                    pending.append(fn.__globals__)
+    return TensorHandle(data, dtype)

@@ -21,21 +21,23 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
   DistJIT kernel that calls only libdevice functions links the library too: its PTX then also defines two unused
   constants (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``); its code is unchanged and it needs no
   module init (see below). :meth:`DistJITFunction.compile_options_for` gives the same options to the compile tool.
-* **Module initialisation.** A ``kernel_load_end_hook`` (added to Triton's hook chain, so user hooks keep
-  working) calls the active backend's ``module_init`` once per loaded module per device, before its first launch:
-  ``nvshmemx_cumodule_init`` for every module whose PTX reads ``nvshmemi_device_state_d`` (what every NVSHMEM device
-  function reads), ``rocshmem_hipmodule_init`` for every module whose AMDGCN references ``ROCSHMEM_CTX_DEFAULT`` or a
-  rocSHMEM team handle — decided by what the module links and uses, never by its name.
-  The hook is global: plain ``triton.jit`` kernels that link NVSHMEM / rocSHMEM are initialised too, others are
-  untouched.
+* **Module initialisation.** Before its first compiled launch a DistJIT kernel makes sure the load hook of
+  :mod:`triton_dist.runtime.module_init` is in Triton's hook chain: every loaded module that uses NVSHMEM / rocSHMEM
+  (decided by what it links and uses, never by its name) is initialised once per device through the active
+  backend's ``module_init``.
 * **Cooperative-launch check.** A launch with more than one program and no ``launch_cooperative_grid=True`` of a
   kernel whose TTIR calls a SHMEM device collective (``libshmem_device`` barriers, sync, broadcast, fcollect) is
-  refused with a RuntimeError naming the kernel, the functions and the fix (:func:`check_cooperative_launch`); the
-  compiled kernel is looked up first (a warm-up run: compile or cache hit, no launch). Once a function's first
-  checked kernel is seen to call no collective, its later launches skip the check and pay nothing (a later
-  specialization that adds a collective through a constexpr branch is then not checked).
+  refused with a RuntimeError naming the kernel, the functions and the fix
+  (:func:`triton_dist.runtime.cooperative.check_cooperative_launch`); the compiled kernel is looked up first (a
+  warm-up run: compile or cache hit, no launch). Once a function's first checked kernel is seen to call no
+  collective, its later launches skip the check and pay nothing (a later specialization that adds a collective
+  through a constexpr branch is then not checked).
 * **Bounded-wait mode in the cache key.** ``TRITON_DIST_BOUNDED_WAIT`` (read when ``dl.wait`` is traced) is part
   of the disk cache key (``cache_key``) and selects the in-memory per-device cache, so toggling it recompiles.
+
+Importing this module has no side effect: the hook is added at the first compiled launch (and by SHMEM bootstrap),
+and the interpreter switch under a launcher without a GPU is made by ``import triton_dist``
+(``triton_dist/__init__.py``).
 """
 from __future__ import annotations
 
@@ -44,21 +46,23 @@ import hashlib
 import inspect
 import os
 import re
-import threading
 from collections import defaultdict
-from typing import Callable, Dict, Optional, Set, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from triton.runtime.jit import JITFunction
 
 from . import _compat
+from .runtime.cooperative import check_cooperative_launch, collective_calls
+from .runtime.module_init import install_hooks
+# re-exported: their home is runtime/module_init.py (importable from here as before)
+from .runtime.module_init import (forget_modules, module_init_count, module_links_nvshmem,  # noqa: F401
+                                  module_links_rocshmem, module_shmem_library)
 
 #: ``extern_libs`` keys. Triton's CUDA backend links every entry; its HIP backend links an entry only into a module
 #: that calls an undefined function whose name contains the key (``_compat.hip_links_extern_lib``), so the rocSHMEM
 #: key must be a substring of every rocSHMEM symbol.
 NVSHMEM_LIB_NAME = "libnvshmem_device"
 ROCSHMEM_LIB_NAME = "rocshmem"
-#: The symbol every module that links NVSHMEM's device library defines (bound by nvshmemx_cumodule_init).
-NVSHMEM_STATE_SYMBOL = "nvshmemi_device_state_d"
 
 
 def bounded_wait_key() -> str:
@@ -162,181 +166,6 @@ def _merge_extern_libs(ours: Dict[str, str], user) -> Dict[str, str]:
     if user:
         merged.update(dict(user))
     return merged
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# module initialisation (kernel_load_end_hook)
-# ----------------------------------------------------------------------------------------------------------------
-_lock = threading.Lock()
-_links_cache: Dict[str, bool] = {}
-_initialised_modules: Set[Tuple[int, int]] = set()
-_init_count = 0
-
-
-_DECL_RE = re.compile(r"^\s*(\.(visible|extern|weak)\s+)?\.(const|global)\b")
-
-
-def ptx_uses_nvshmem(ptx: str) -> bool:
-    """True when some PTX instruction references ``nvshmemi_device_state_d`` (the device state every NVSHMEM device
-    function reads). A mere definition of the symbol — what linking the bitcode into a kernel that calls only
-    libdevice leaves behind — does not count: such a module never reads the state and needs no init."""
-    for line in ptx.splitlines():
-        if NVSHMEM_STATE_SYMBOL in line and not _DECL_RE.match(line):
-            return True
-    return False
-
-
-def _module_uses(metadata_group: Dict[str, str], cache: Dict[str, bool], cache_key: Optional[str], text_ext: str,
-                 text_uses: Callable[[str], bool], binary_ext: str, symbols: Tuple[str, ...]) -> bool:
-    """Scan a module's files (``metadata_group``: file name -> path, as Triton passes it to load hooks): any
-    ``text_ext`` file for which ``text_uses(text)``; with no such file, any ``binary_ext`` file naming one of
-    ``symbols``. Cached by ``cache_key`` in ``cache``."""
-    if cache_key is not None and cache_key in cache:
-        return cache[cache_key]
-    found = False
-    paths = list((metadata_group or {}).values())
-    texts = [p for p in paths if str(p).endswith(text_ext)]
-    binaries = [p for p in paths if str(p).endswith(binary_ext)]
-    for p in texts:
-        try:
-            with open(p, "r", errors="replace") as f:
-                if text_uses(f.read()):
-                    found = True
-                    break
-        except OSError:
-            continue
-    if not texts:
-        for p in binaries:
-            try:
-                with open(p, "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue
-            if any(sym.encode() in data for sym in symbols):
-                found = True
-                break
-    if cache_key is not None:
-        cache[cache_key] = found
-    return found
-
-
-def module_links_nvshmem(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> bool:
-    """Whether the compiled module described by ``metadata_group`` (file name -> path, as Triton passes it to
-    load hooks) uses NVSHMEM's device library: its PTX reads ``nvshmemi_device_state_d`` (:func:`ptx_uses_nvshmem`);
-    with no PTX in the group, its cubin mentions the symbol."""
-    return _module_uses(metadata_group, _links_cache, cache_key, ".ptx", ptx_uses_nvshmem, ".cubin",
-                        (NVSHMEM_STATE_SYMBOL, ))
-
-
-#: Device symbols rocSHMEM's ``rocshmem_hipmodule_init`` copies into a loaded module (all ``extern "C"``, so
-#: unmangled): the default context every default-context device function reads, and the world / shared team handles.
-ROCSHMEM_STATE_SYMBOL = "ROCSHMEM_CTX_DEFAULT"
-ROCSHMEM_STATE_SYMBOLS = (ROCSHMEM_STATE_SYMBOL, "ROCSHMEM_TEAM_WORLD", "ROCSHMEM_TEAM_SHARED")
-_ROCSHMEM_SYM_RE = re.compile(r"(?<![\w.$])(?:" + "|".join(ROCSHMEM_STATE_SYMBOLS) + r")(?![\w$])")
-#: AMDGCN assembler directives that declare or lay out a symbol rather than use it.
-_AMDGCN_DECL_DIRECTIVES = frozenset((".globl", ".global", ".protected", ".hidden", ".internal", ".weak", ".type",
-                                     ".size", ".local", ".comm", ".lcomm", ".no_dead_strip", ".addrsig_sym"))
-_rocshmem_links_cache: Dict[str, bool] = {}
-
-
-def amdgcn_uses_rocshmem(asm: str) -> bool:
-    """True when some line of AMDGCN assembly other than a declaration references rocSHMEM's device state
-    (``ROCSHMEM_CTX_DEFAULT`` or a team handle), e.g. ``s_add_u32 s0, s0, ROCSHMEM_CTX_DEFAULT@rel32@lo+4``. The
-    symbol's own definition (``.globl`` / ``.type`` / ``.size`` directives and its label) does not count."""
-    for line in asm.splitlines():
-        code = line.split(";", 1)[0]  # ';' starts an AMDGCN assembler comment
-        m = _ROCSHMEM_SYM_RE.search(code)
-        if m is None:
-            continue
-        stripped = code.strip()
-        if stripped.split(None, 1)[0].rstrip(",") in _AMDGCN_DECL_DIRECTIVES:
-            continue
-        if stripped.startswith(m.group(0)) and stripped[len(m.group(0)):].lstrip().startswith(":"):
-            continue  # the label that defines it
-        return True
-    return False
-
-
-def module_links_rocshmem(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> bool:
-    """Whether the compiled AMD module described by ``metadata_group`` uses rocSHMEM's device library: its
-    ``.amdgcn`` assembly references ``ROCSHMEM_CTX_DEFAULT`` / ``ROCSHMEM_TEAM_WORLD`` / ``ROCSHMEM_TEAM_SHARED``
-    (:func:`amdgcn_uses_rocshmem`); with no assembly in the group, its ``.hsaco`` names one of them."""
-    return _module_uses(metadata_group, _rocshmem_links_cache, cache_key, ".amdgcn", amdgcn_uses_rocshmem, ".hsaco",
-                        ROCSHMEM_STATE_SYMBOLS)
-
-
-#: library name in messages -> (ShmemBackend.name that can initialise its modules, detector)
-_SHMEM_LIBRARIES = {"NVSHMEM": ("nvshmem", module_links_nvshmem), "rocSHMEM": ("rocshmem", module_links_rocshmem)}
-_SHMEM_BACKENDS = frozenset(b for b, _ in _SHMEM_LIBRARIES.values())
-
-
-def module_shmem_library(metadata_group: Dict[str, str], cache_key: Optional[str] = None) -> Optional[str]:
-    """``"NVSHMEM"`` / ``"rocSHMEM"`` when the module described by ``metadata_group`` uses that SHMEM device library
-    (NVIDIA: PTX / cubin, :func:`module_links_nvshmem`; AMD: AMDGCN / hsaco, :func:`module_links_rocshmem`), else
-    None."""
-    for lib, (_, detect) in _SHMEM_LIBRARIES.items():
-        if detect(metadata_group, cache_key):
-            return lib
-    return None
-
-
-def _current_device() -> int:
-    from triton.runtime import driver
-
-    return int(driver.active.get_current_device())
-
-
-def _on_kernel_load(module, function, name, metadata_group, hash, *, _device: Optional[int] = None) -> None:
-    """``kernel_load_end_hook``: initialise modules that use a SHMEM device library, once per module per device —
-    ``nvshmemx_cumodule_init`` (NVSHMEM) or ``rocshmem_hipmodule_init`` (rocSHMEM), through the active backend's
-    ``module_init``. Before ``initialize_distributed()`` such a load raises RuntimeError (and the kernel is left
-    unloaded so a later launch retries instead of running uninitialised)."""
-    global _init_count
-    if module is None:
-        return
-    lib = module_shmem_library(metadata_group, hash)
-    if lib is None:
-        return
-    from .runtime.state import STATE
-
-    backend = STATE.backend
-    if backend is None or not backend.is_initialized() or not hasattr(backend, "module_init"):
-        _compat.reset_loading_compiled_kernel()
-        raise RuntimeError(f"kernel {name!r} links the {lib} device library, but {lib} is not initialised in this "
-                           f"process: call triton_dist.utils.initialize_distributed() first")
-    wanted = _SHMEM_LIBRARIES[lib][0]
-    active = getattr(backend, "name", None)
-    if active in _SHMEM_BACKENDS and active != wanted:
-        _compat.reset_loading_compiled_kernel()
-        raise RuntimeError(f"kernel {name!r} links the {lib} device library, but this process initialised the "
-                           f"{active!r} SHMEM backend, which cannot initialise it (TRITON_DIST_BACKEND={wanted} "
-                           f"selects the right one)")
-    device = _current_device() if _device is None else _device
-    key = (int(module), device)
-    with _lock:
-        if key in _initialised_modules:
-            return
-        backend.module_init(int(module))
-        _initialised_modules.add(key)
-        _init_count += 1
-
-
-def module_init_count() -> int:
-    """How many modules this process has initialised for NVSHMEM / rocSHMEM (tests)."""
-    return _init_count
-
-
-def forget_modules() -> None:
-    """Forget initialised modules (called at SHMEM finalize: a new init needs new module inits)."""
-    with _lock:
-        _initialised_modules.clear()
-
-
-def install_hooks() -> None:
-    """Add the module-init hook to Triton's ``kernel_load_end_hook`` chain (idempotent; user hooks keep working)."""
-    chain = _compat.kernel_load_end_hooks()
-    if hasattr(chain, "add"):
-        chain.add(_on_kernel_load)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -472,13 +301,6 @@ def jit(fn: Optional[Callable] = None, *, version=None, repr=None, launch_metada
     return decorator(fn) if fn is not None else decorator
 
 
-install_hooks()
-
-# Under a launcher without a GPU (or TRITON_DIST_BACKEND=sim) kernels run on the simulator: see runtime/select.py.
-from .runtime import select as _select  # noqa: E402
-
-_select.maybe_enable_interpreter()
-
 __all__ = ["jit", "DistJITFunction", "check_cooperative_launch", "collective_calls", "module_init_count",
            "module_links_nvshmem", "module_links_rocshmem", "module_shmem_library", "compile_options_for_target",
            "bounded_wait_key", "shmem_extern_libs"]
@@ -493,69 +315,8 @@ def compile_options_for_target(target) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# cooperative-launch check for device-side collectives (libshmem_device barriers / sync / broadcast / fcollect)
+# cooperative-launch check (the check itself: runtime/cooperative.py)
 # ----------------------------------------------------------------------------------------------------------------
-_COLLECTIVE_RE = None
-
-
-def _collective_re():
-    global _COLLECTIVE_RE
-    if _COLLECTIVE_RE is None:
-        from .backends.amd import libshmem as _amd
-        from .backends.nvidia import libshmem as _nv
-
-        names = sorted(set(_nv.COLLECTIVE_SYMBOLS) | set(_amd.COLLECTIVE_SYMBOLS), key=len, reverse=True)
-        _COLLECTIVE_RE = re.compile(r"(?<![A-Za-z0-9_$.])(" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_$])")
-    return _COLLECTIVE_RE
-
-
-def collective_calls(asm) -> Tuple[str, ...]:
-    """The SHMEM device collectives (barrier / sync / broadcast / fcollect symbols) a compiled kernel calls, read
-    from its TTIR (``asm["ttir"]``: the extern calls before linking, so inlined library code cannot hide or fake
-    them); LLIR / PTX when no TTIR is kept."""
-    text = None
-    for stage in ("ttir", "ttgir", "llir", "ptx", "amdgcn"):
-        try:
-            text = asm[stage]
-        except (KeyError, TypeError):
-            continue
-        if isinstance(text, bytes):
-            text = text.decode(errors="replace")
-        if text:
-            break
-    if not text:
-        return ()
-    return tuple(sorted(set(_collective_re().findall(text))))
-
-
-def _num_programs(grid) -> int:
-    n = 1
-    for g in tuple(grid):
-        n *= int(g)
-    return n
-
-
-def check_cooperative_launch(kernel_name: str, asm, grid, cooperative: bool) -> None:
-    """Raise RuntimeError when a kernel calling device-side collectives is launched with more than one program
-    without ``launch_cooperative_grid=True``: a device barrier / collective waits for every program of the launch
-    (through the other PEs), which may never be scheduled while the waiting ones occupy the GPU -> deadlock.
-    ``grid`` is the launch grid (a tuple); pure function (testable on compiled code without a GPU)."""
-    if cooperative:
-        return
-    n = _num_programs(grid)
-    if n <= 1:
-        return
-    calls = collective_calls(asm)
-    if calls:
-        raise RuntimeError(
-            f"triton_dist: kernel {kernel_name!r} calls the device-side collective(s) {', '.join(calls)} "
-            f"(libshmem_device barrier / sync / broadcast / fcollect) and is launched with {n} programs "
-            f"(grid {tuple(grid)}) without launch_cooperative_grid=True: its programs may not all be resident, so "
-            f"the collective can deadlock. Fix: launch it cooperatively, `{kernel_name}[grid](..., "
-            f"launch_cooperative_grid=True)` (grid small enough to be resident at once), or launch the collective "
-            f"in a 1-program kernel.")
-
-
 def _check_launch(fn: "DistJITFunction", kernel, grid, args, kwargs) -> None:
     if hasattr(kernel, "result"):
         kernel = kernel.result()
@@ -573,3 +334,18 @@ def _check_launch(fn: "DistJITFunction", kernel, grid, args, kwargs) -> None:
     if fn._calls_collectives is None:
         fn._calls_collectives = bool(collective_calls(asm))
     check_cooperative_launch(fn.fn.__name__, asm, tuple(grid), False)
+
+
+#: Names that moved to the targets' backends (``backends.nvidia.shmem_state``, ``backends.amd.shmem_state``) and are
+#: still importable from here; resolved on first use, so ``import triton_dist`` imports no backend.
+_MOVED = {"NVSHMEM_STATE_SYMBOL": "nvidia", "ptx_uses_nvshmem": "nvidia", "ROCSHMEM_STATE_SYMBOL": "amd",
+          "ROCSHMEM_STATE_SYMBOLS": "amd", "amdgcn_uses_rocshmem": "amd"}
+
+
+def __getattr__(name):
+    target = _MOVED.get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__package__}.backends.{target}.shmem_state"), name)

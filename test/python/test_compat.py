@@ -239,7 +239,7 @@ def test_nvidia_backend_links_extern_libs_only_with_extern_deps():
 # --- helper E (tools: profiler / AOT) -------------------------------------------------------------------------------
 
 def test_aggregate_of_builtin_methods_compiles_and_flows_through_control_flow():
-    """_compat.aggregate (tl.core._aggregate): builtin-marked __init__/methods are accepted by the dependency hasher,
+    """_compat.aggregate (tl.core._aggregate): an aggregate_init __init__ and builtin methods are accepted by the dependency hasher,
     called with _semantic by the code generator, and the value is carried through a loop and an if."""
     seen = []
 
@@ -248,7 +248,7 @@ def test_aggregate_of_builtin_methods_compiles_and_flows_through_control_flow():
         value: _compat.base_value
         ON: tl.constexpr
 
-        @_compat.builtin
+        @_compat.aggregate_init
         def __init__(self, value, ON):
             self.value = value
             self.ON = tl.constexpr(ON)
@@ -299,7 +299,8 @@ def test_compat_interpreter_raw_atomics_on_addresses():
 
 
 def test_compat_concurrent_grid_executor_thread_local_program_id():
-    """GridExecutor helpers + _patch_lang + interpreter_builder.grid_idx: programs run in threads, each sees its own
+    """interpreted_launch (GridExecutor helpers, _patch_lang, _implicit_cvt, interpreter_builder) and the thread-local
+    interpreter_builder.grid_idx, through the simulator's executor: programs run in threads, each sees its own
     program id, CPU tensors are used in place (no copy), and the stock sequential executor still works after the
     thread-local switch."""
     import torch
@@ -307,7 +308,7 @@ def test_compat_concurrent_grid_executor_thread_local_program_id():
     import triton.language as tl
     from triton.runtime.interpreter import GridExecutor, InterpretedFunction
 
-    from triton_dist import _compat
+    from triton_dist.runtime.sim.interpreter import ConcurrentGridExecutor
 
     def k(out_ptr, flag_ptr):
         pid = tl.program_id(0) * 100 + tl.program_id(1)
@@ -323,12 +324,10 @@ def test_compat_concurrent_grid_executor_thread_local_program_id():
             tl.store(out_ptr + 3 + tl.program_id(1), pid)
 
     kernel = InterpretedFunction(k)
-    ex_cls = _compat.make_concurrent_grid_executor()
-    assert issubclass(ex_cls, GridExecutor)
     out = torch.zeros(6, dtype=torch.int32)
     flag = torch.zeros(3, dtype=torch.int32)
     ptr_before = out.data_ptr()
-    ex_cls(kernel.rewrite(), kernel.arg_names, (2, 3))(out, flag)
+    ConcurrentGridExecutor(kernel.rewrite(), kernel.arg_names, lambda args: (2, 3))(out, flag)
     assert out.data_ptr() == ptr_before
     assert out.tolist() == [1000, 1001, 1002, 100, 101, 102]
     # the stock executor still runs (sequentially) with the thread-local program id installed
@@ -341,31 +340,116 @@ def test_compat_concurrent_grid_executor_thread_local_program_id():
 
 # ---- helper A (language ops) ---------------------------------------------------------------------------------------
 
-def test_dist_builtin_gets_semantic_and_generator_and_runs_under_interpreter_without_semantic():
-    got = {}
+_PROBED = {}
 
-    @_compat.dist_builtin
-    def probe(x, _semantic=None, _generator=None):
-        got["semantic"], got["generator"] = _semantic, _generator
-        return x
 
-    @triton.jit
-    def k(p):
-        tl.store(p, probe(tl.load(p)))
+@_compat.builtin
+def _probe(x, _semantic=None, _generator=None):
+    _PROBED["semantic"], _PROBED["generator"] = _semantic, _generator
+    return x
 
-    compile_kernel(CompileRequest(k, parse_target("cuda:90"), ["*i32"]))
-    assert got["semantic"] is not None and hasattr(got["generator"], "call_JitFunction")
+
+def _k_probe(p):
+    tl.store(p, _probe(tl.load(p)))
+
+
+def test_builtin_gets_semantic_and_generator_and_runs_under_interpreter_without_semantic():
+    import pytest
+    import torch
+    from triton.runtime.interpreter import InterpretedFunction
+
+    compile_kernel(CompileRequest(triton.jit(_k_probe), parse_target("cuda:90"), ["*i32"]))
+    assert _PROBED["semantic"] is not None and hasattr(_PROBED["generator"], "call_JitFunction")
     old = triton.knobs.runtime.interpret
     try:
-        triton.knobs.runtime.interpret = True
-        assert probe(3) == 3  # the interpreter calls unpatched builtins without _semantic
-        triton.knobs.runtime.interpret = False
-        import pytest
-
-        with pytest.raises(ValueError):
-            probe(3)
+        for knob in (True, False):  # the interpreter switch does not matter, only where the call comes from
+            triton.knobs.runtime.interpret = knob
+            with pytest.raises(ValueError, match="_probe: called outside a @triton.jit / @triton_dist.jit kernel"):
+                _probe(3)
+            x = torch.tensor([5], dtype=torch.int32)
+            _PROBED.clear()
+            InterpretedFunction(_k_probe)[(1, )](x)  # the interpreter calls unpatched builtins without _semantic
+            assert _PROBED == {"semantic": None, "generator": None} and x.item() == 5
     finally:
         triton.knobs.runtime.interpret = old
+
+
+_IN_PROGRAM = []
+
+
+def _record_in_program():
+    _IN_PROGRAM.append(_compat.in_interpreted_program())
+
+
+def _helper_in_program(x):
+    _record_in_program()
+    return x
+
+
+def _kernel_in_program(p):
+    _record_in_program()
+    tl.store(p, _helper_in_program(tl.load(p)))
+
+
+def test_interpreter_runs_programs_from_grid_executor_call():
+    """``in_interpreted_program``: a program of a stock interpreted launch runs below ``GridExecutor.__call__`` (in
+    the launching thread), device-function calls included; outside a launch there is no such frame."""
+    import inspect
+
+    import torch
+    from triton.runtime.interpreter import GridExecutor, InterpretedFunction
+
+    assert "self.fn(**args)" in inspect.getsource(GridExecutor.__call__)
+    _IN_PROGRAM.clear()
+    InterpretedFunction(_kernel_in_program)[(2, )](torch.zeros(1, dtype=torch.int32))
+    assert _IN_PROGRAM == [True] * 4
+    assert not _compat.in_interpreted_program()
+
+
+def _kernel_fails_in_program_1(p):
+    if tl.program_id(0) == 1:
+        raise KeyError("boom")
+    tl.store(p, 1)
+
+
+def test_simulator_program_threads_are_interpreted_programs_of_one_launch():
+    """The simulator's executor declares its program runner (interpreted_program_runner) and binds one LaunchRecord
+    per launch; a failing program surfaces as the interpreter's error (interpreter_program_error)."""
+    import pytest
+    import torch
+    from triton.runtime.errors import InterpreterError
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from triton_dist.backends.sim import launch_record
+    from triton_dist.runtime.sim.interpreter import ConcurrentGridExecutor
+
+    kernel = InterpretedFunction(_kernel_in_program)
+    _IN_PROGRAM.clear()
+    ConcurrentGridExecutor(kernel.rewrite(), kernel.arg_names, (3, ))(torch.zeros(1, dtype=torch.int32))
+    assert _IN_PROGRAM == [True] * 6
+    assert launch_record.current_launch() == (None, None)
+    failing = InterpretedFunction(_kernel_fails_in_program_1)
+    with pytest.raises(InterpreterError, match=r"program \(1, 0, 0\): KeyError\('boom'\)"):
+        ConcurrentGridExecutor(failing.rewrite(), failing.arg_names, (2, ))(torch.zeros(1, dtype=torch.int32))
+
+
+def test_aggregate_init_and_plain_builtins_outside_kernels():
+    """``aggregate_init`` marks without the outside-a-kernel check; ``builtin`` refuses a call from host code."""
+
+    @_compat.aggregate_init
+    def init(x):
+        return x
+
+    @_compat.builtin
+    def op(_semantic=None):
+        return 1
+
+    assert tl.core.is_builtin(init) and tl.core.is_builtin(op) and init(4) == 4
+    import pytest
+
+    with pytest.raises(ValueError, match="op: called outside"):
+        op()
+    assert op(_semantic=object()) == 1
 
 
 def test_call_jit_from_builtin_inlines_a_jit_function():
@@ -373,7 +457,7 @@ def test_call_jit_from_builtin_inlines_a_jit_function():
     def helper(x, C: tl.constexpr):
         return x + C
 
-    @_compat.dist_builtin
+    @_compat.builtin
     def via(x, _semantic=None, _generator=None):
         return _compat.call_jit(_generator, helper, [x, tl.constexpr(5)])
 
@@ -388,7 +472,7 @@ def test_call_jit_from_builtin_inlines_a_jit_function():
 def test_divisibility_hint_on_any_op_reaches_axis_info():
     """tt.divisibility set on an inline-asm / int_to_ptr result makes loads through it vectorise."""
 
-    @_compat.dist_builtin
+    @_compat.builtin
     def opaque_base(p, _semantic=None):
         addr = _semantic.cast(p, tl.int64)
         z = tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [addr], tl.int64, True, 1, _semantic=_semantic)
@@ -439,16 +523,17 @@ def _run_script(path, source):
 
 
 def _run_with_interpreter_fix(path, fix, body):
-    """``_run_script`` of ``body`` under the interpreter, after ``_compat.<fix>()`` (called twice: idempotent)."""
+    """``_run_script`` of ``body`` under the interpreter, after ``triton_dist.runtime.sim.interpreter.<fix>()``
+    (called twice: idempotent)."""
     import textwrap
 
     preamble = f"""
         import os
         os.environ["TRITON_INTERPRET"] = "1"
         import torch, triton, triton.language as tl
-        from triton_dist import _compat
-        _compat.{fix}()
-        _compat.{fix}()  # idempotent
+        from triton_dist.runtime.sim import interpreter
+        interpreter.{fix}()
+        interpreter.{fix}()  # idempotent
     """
     return _run_script(path, textwrap.dedent(preamble) + textwrap.dedent(body))
 
@@ -486,8 +571,8 @@ def test_plain_jit_callees_run_inside_interpreted_launches(tmp_path):
 # --- helper I (overlap kernels) ------------------------------------------------------------------------------------
 
 def test_interpreter_runtime_bound_for_loop(tmp_path):
-    """install_interpreter_index_fix: the interpreter still has _patch_lang_tensor (called through the module
-    global by _patch_lang, using scope.set_attr), and with the fix a `for` loop bounded by a kernel argument and by
+    """override_interpreter_tensor_attr (through install_interpreter_index_fix): the interpreter still has
+    _patch_lang_tensor (called through the module global by _patch_lang, using scope.set_attr), and with the fix a `for` loop bounded by a kernel argument and by
     the program id runs under the interpreter (stock 3.6 + numpy >= 2.3 raises 'only 0-dimensional arrays ...')."""
     from triton.runtime import interpreter as _it
 
@@ -511,8 +596,9 @@ def test_interpreter_runtime_bound_for_loop(tmp_path):
 
 
 def test_interpreter_bf16_dot(tmp_path):
-    """install_interpreter_bf16_dot_fix: InterpreterBuilder.create_dot(a, b, d, input_precision,
-    max_num_imprecise_acc) still exists, bf16 is still stored as uint16, and with the fix a bf16 tl.dot under the
+    """convert_interpreter_dot_operands and interpreter_handle (through install_interpreter_bf16_dot_fix):
+    InterpreterBuilder.create_dot(a, b, d, input_precision, max_num_imprecise_acc) still exists, bf16 is still stored
+    as uint16, and with the fix a bf16 tl.dot under the
     interpreter equals the fp32 product (stock 3.6 multiplies the raw bits)."""
     import inspect
 
@@ -545,14 +631,16 @@ def test_prewarm_rewrites_reachable_functions_once():
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
+    from triton_dist.runtime.sim.interpreter import prewarm_interpreter
+
     kernel = next(v for v in vars(K).values() if isinstance(v, JITFunction))
-    _compat.prewarm_interpreter(kernel.fn)
+    prewarm_interpreter(kernel.fn)
     for value in vars(K).values():
         if isinstance(value, JITFunction):
             assert value.fn in InterpretedFunction.rewritten_fn
     assert tl.standard.sum.fn in InterpretedFunction.rewritten_fn
     before = len(InterpretedFunction.rewritten_fn)
-    _compat.prewarm_interpreter(kernel.fn)  # cheap and idempotent
+    prewarm_interpreter(kernel.fn)  # cheap and idempotent
     assert len(InterpretedFunction.rewritten_fn) == before
 
 

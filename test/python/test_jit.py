@@ -10,7 +10,7 @@ from triton.runtime.jit import JITFunction
 import triton_dist
 import sys
 import triton_dist.jit  # noqa: F401  (the module; ``triton_dist.jit`` the attribute is the decorator)
-from triton_dist.runtime import bitcode
+from triton_dist.runtime import bitcode, module_init
 from triton_dist.runtime.state import STATE
 from triton_dist.target import parse_target
 
@@ -166,6 +166,7 @@ def test_bounded_wait_variable_named_once():
 
 # ---- module-init hook, with fake modules ------------------------------------------------------------------------
 class FakeBackend:
+    name = "fake"
 
     def __init__(self):
         self.inited = []
@@ -199,29 +200,29 @@ def test_hook_inits_modules_that_link_nvshmem_once_per_device(tmp_path, fake_bac
     g = _group(tmp_path, "a", ".visible .const .align 8 .b8 nvshmemi_device_state_d[776];\n"
                              "\tld.const.u32 %r1, [nvshmemi_device_state_d+16];")
     n0 = tdjit.module_init_count()
-    tdjit._on_kernel_load(111, 1, "kernel_named_anything", g, "hashA", _device=0)
-    tdjit._on_kernel_load(111, 1, "kernel_named_anything", g, "hashA", _device=0)
+    module_init._on_kernel_load(111, 1, "kernel_named_anything", g, "hashA", _device=0)
+    module_init._on_kernel_load(111, 1, "kernel_named_anything", g, "hashA", _device=0)
     assert fake_backend.inited == [111]
-    tdjit._on_kernel_load(222, 1, "kernel_named_anything", g, "hashA", _device=1)
+    module_init._on_kernel_load(222, 1, "kernel_named_anything", g, "hashA", _device=1)
     assert fake_backend.inited == [111, 222] and tdjit.module_init_count() == n0 + 2
 
 
 def test_hook_ignores_modules_without_nvshmem_even_if_named_so(tmp_path, fake_backend):
     g = _group(tmp_path, "b", ".visible .entry nvshmem_lookalike_kernel() { ret; }")
-    tdjit._on_kernel_load(333, 1, "nvshmem_lookalike_kernel", g, "hashB", _device=0)
+    module_init._on_kernel_load(333, 1, "nvshmem_lookalike_kernel", g, "hashB", _device=0)
     assert fake_backend.inited == []
 
 
 def test_hook_ignores_unused_state_definition(tmp_path, fake_backend):
     g = _group(tmp_path, "e", ".visible .const .align 8 .b8 nvshmemi_device_state_d[776];\n"
                               ".visible .entry k() { ret; }")
-    tdjit._on_kernel_load(666, 1, "k", g, "hashE", _device=0)
+    module_init._on_kernel_load(666, 1, "k", g, "hashE", _device=0)
     assert fake_backend.inited == []
 
 
 def test_hook_reads_cubin_when_no_ptx(tmp_path, fake_backend):
     g = _group(tmp_path, "c", b"\x7fELF....nvshmemi_device_state_d....", ext="cubin")
-    tdjit._on_kernel_load(444, 1, "k", g, "hashC", _device=0)
+    module_init._on_kernel_load(444, 1, "k", g, "hashC", _device=0)
     assert fake_backend.inited == [444]
 
 
@@ -229,12 +230,40 @@ def test_hook_before_init_raises(tmp_path, monkeypatch):
     monkeypatch.setattr(STATE, "backend", None)
     g = _group(tmp_path, "d", "mov.u64 %rd1, nvshmemi_device_state_d;")
     with pytest.raises(RuntimeError, match=r"initialize_distributed\(\) first"):
-        tdjit._on_kernel_load(555, 1, "k", g, "hashD", _device=0)
+        module_init._on_kernel_load(555, 1, "k", g, "hashD", _device=0)
 
 
 def test_hook_is_in_tritons_chain():
     chain = triton.knobs.runtime.kernel_load_end_hook
-    assert tdjit._on_kernel_load in chain.calls
+    module_init.install_hooks()
+    module_init.install_hooks()  # idempotent
+    assert chain.calls.count(module_init._on_kernel_load) == 1
+
+
+def test_importing_triton_dist_installs_no_hook():
+    """No import-time side effect on Triton's hook chain: the module-init hook comes with the first compiled launch
+    (DistJITFunction.run) or SHMEM bootstrap."""
+    code = ("import triton, triton_dist, triton_dist.jit, triton_dist.utils; "
+            "print(len(triton.knobs.runtime.kernel_load_end_hook.calls))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "0"
+
+
+def test_names_that_moved_out_of_jit_are_still_importable_from_it():
+    from triton_dist.backends.amd import shmem_state as amd_state
+    from triton_dist.backends.nvidia import shmem_state as nv_state
+    from triton_dist.jit import amdgcn_uses_rocshmem, ptx_uses_nvshmem
+    from triton_dist.runtime import cooperative
+
+    assert ptx_uses_nvshmem is nv_state.ptx_uses_nvshmem and amdgcn_uses_rocshmem is amd_state.amdgcn_uses_rocshmem
+    assert tdjit.NVSHMEM_STATE_SYMBOL == "nvshmemi_device_state_d"
+    assert tdjit.ROCSHMEM_STATE_SYMBOLS == amd_state.ROCSHMEM_STATE_SYMBOLS
+    assert tdjit.check_cooperative_launch is cooperative.check_cooperative_launch
+    assert tdjit.forget_modules is module_init.forget_modules and tdjit.install_hooks is module_init.install_hooks
+    with pytest.raises(AttributeError):
+        tdjit.no_such_name
 
 
 def test_no_shmem_bitcode_switch(monkeypatch):
@@ -317,26 +346,26 @@ def test_hook_inits_amd_modules_that_use_rocshmem_once_per_device(tmp_path, fake
     g["ra.hsaco"] = str(tmp_path / "ra.hsaco")  # present but not read: the assembly decides
     assert tdjit.module_shmem_library(g) == "rocSHMEM" and not tdjit.module_links_nvshmem(g)
     n0 = tdjit.module_init_count()
-    tdjit._on_kernel_load(0x1000, 1, "any_name", g, "hashRA", _device=0)
-    tdjit._on_kernel_load(0x1000, 1, "any_name", g, "hashRA", _device=0)
+    module_init._on_kernel_load(0x1000, 1, "any_name", g, "hashRA", _device=0)
+    module_init._on_kernel_load(0x1000, 1, "any_name", g, "hashRA", _device=0)
     assert fake_amd_backend.inited == [0x1000]
-    tdjit._on_kernel_load(0x2000, 1, "any_name", g, "hashRA", _device=1)
+    module_init._on_kernel_load(0x2000, 1, "any_name", g, "hashRA", _device=1)
     assert fake_amd_backend.inited == [0x1000, 0x2000] and tdjit.module_init_count() == n0 + 2
 
 
 def test_hook_ignores_amd_modules_without_rocshmem_use(tmp_path, fake_amd_backend):
     g = _group(tmp_path, "rb", _AMDGCN_DEFINES_ONLY, ext="amdgcn")
-    tdjit._on_kernel_load(0x3000, 1, "rocshmem_lookalike_kernel", g, "hashRB", _device=0)
+    module_init._on_kernel_load(0x3000, 1, "rocshmem_lookalike_kernel", g, "hashRB", _device=0)
     g2 = _group(tmp_path, "rc", "\t.globl\tk\nk:\n\ts_endpgm\n", ext="amdgcn")
-    tdjit._on_kernel_load(0x4000, 1, "k", g2, "hashRC", _device=0)
+    module_init._on_kernel_load(0x4000, 1, "k", g2, "hashRC", _device=0)
     assert fake_amd_backend.inited == [] and tdjit.module_shmem_library(g) is None
 
 
 def test_hook_reads_hsaco_when_no_amdgcn(tmp_path, fake_amd_backend):
     g = _group(tmp_path, "rd", b"\x7fELF....ROCSHMEM_CTX_DEFAULT....", ext="hsaco")
-    tdjit._on_kernel_load(0x5000, 1, "k", g, "hashRD", _device=0)
+    module_init._on_kernel_load(0x5000, 1, "k", g, "hashRD", _device=0)
     g2 = _group(tmp_path, "re", b"\x7fELF....nothing here....", ext="hsaco")
-    tdjit._on_kernel_load(0x6000, 1, "k", g2, "hashRE", _device=0)
+    module_init._on_kernel_load(0x6000, 1, "k", g2, "hashRE", _device=0)
     assert fake_amd_backend.inited == [0x5000]
 
 
@@ -345,14 +374,14 @@ def test_amd_hook_before_init_names_rocshmem(tmp_path, monkeypatch):
     g = _group(tmp_path, "rf", _AMDGCN_USES, ext="amdgcn")
     with pytest.raises(RuntimeError, match=r"rocSHMEM device library, but rocSHMEM is not initialised.*"
                                            r"initialize_distributed\(\) first"):
-        tdjit._on_kernel_load(0x7000, 1, "k", g, "hashRF", _device=0)
+        module_init._on_kernel_load(0x7000, 1, "k", g, "hashRF", _device=0)
 
 
 def test_nvidia_hook_error_still_names_nvshmem(tmp_path, monkeypatch):
     monkeypatch.setattr(STATE, "backend", None)
     g = _group(tmp_path, "rg", "mov.u64 %rd1, nvshmemi_device_state_d;")
     with pytest.raises(RuntimeError, match=r"NVSHMEM device library, but NVSHMEM is not initialised"):
-        tdjit._on_kernel_load(0x8000, 1, "k", g, "hashRG", _device=0)
+        module_init._on_kernel_load(0x8000, 1, "k", g, "hashRG", _device=0)
 
 
 def test_module_of_the_other_library_is_refused(tmp_path, monkeypatch):
@@ -364,7 +393,7 @@ def test_module_of_the_other_library_is_refused(tmp_path, monkeypatch):
     tdjit.forget_modules()
     g = _group(tmp_path, "rh", _AMDGCN_USES, ext="amdgcn")
     with pytest.raises(RuntimeError, match=r"rocSHMEM device library.*'nvshmem' SHMEM backend"):
-        tdjit._on_kernel_load(0x9000, 1, "k", g, "hashRH", _device=0)
+        module_init._on_kernel_load(0x9000, 1, "k", g, "hashRH", _device=0)
     assert b.inited == []
 
 

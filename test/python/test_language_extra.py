@@ -129,6 +129,23 @@ def _consts_k(p):
     st(p + 1, num_warps())
 
 
+@pytest.mark.parametrize("interpret", [False, True])
+def test_every_builtin_called_outside_a_kernel_says_so(interpret, monkeypatch):
+    """One decorator for every builtin: host code calling one gets the same clear error, whatever the interpreter
+    switch says (inside an interpreted launch the same calls run)."""
+    import triton_dist.language as dl
+    from triton_dist.language import profiler
+    from triton_dist.language.extra import libshmem_device
+
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", interpret)
+    calls = {"rank": dl.rank, "tid": tid, "num_threads": num_threads, "__syncthreads": __syncthreads,
+             "my_pe": libshmem_device.my_pe, "timestamp": profiler.timestamp,
+             "zeros_vector": lambda: zeros_vector(2, tl.int32)}
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=f"^{name}: called outside a @triton.jit / @triton_dist.jit kernel$"):
+            call()
+
+
 @pytest.mark.parametrize("target,tpw", [("cuda:90", 32), ("hip:gfx942", 64), ("hip:gfx90a", 64)])
 def test_threads_per_warp_follows_target(target, tpw):
     ttir = _compile(_consts_k, ["*i32"], target=target)

@@ -106,21 +106,21 @@ def builtin(shmem, name):
         return shmem.call(name, *args, _semantic=_semantic)
 
     call.__name__ = call.__qualname__ = f"_{name}"
-    return _compat.dist_builtin(call)
+    return _compat.builtin(call)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def _call(shmem, name, args, _semantic=None):
     shmem = importlib.import_module(_compat.unwrap_constexpr(shmem))
     return shmem.call(_compat.unwrap_constexpr(name), *list(args), _semantic=_semantic)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def _thread_id(shmem, _semantic=None):
     return importlib.import_module(_compat.unwrap_constexpr(shmem)).thread_id(_semantic)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def _barrier(_semantic=None):
     _semantic.debug_barrier()
 

@@ -75,7 +75,7 @@ def _int_arg(op, name, value):
     return v
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None, _generator=None):
     """Spin until each of the ``numBarriers`` consecutive signals at ``barrierPtrs`` equals ``waitValue``.
 
@@ -104,7 +104,7 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None,
                                  target=target, _semantic=_semantic, _generator=_generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def consume_token(value, token, _semantic=None):
     """Return ``value`` unchanged, but data-dependent on ``token`` (from :func:`wait`).
 
@@ -139,7 +139,7 @@ def _check_axis(op, axis):
     raise ValueError(f"dl.{op}: axis={axis!r}: device meshes not supported yet (only axis=-1, the whole world)")
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def rank(axis=-1, _semantic=None):
     """This PE's rank in the world (int32). Executed by every thread (a SHMEM query, no memory ordering)."""
     _check_axis("rank", axis)
@@ -147,7 +147,7 @@ def rank(axis=-1, _semantic=None):
     return backend.language.rank(target=target, _semantic=_semantic)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def num_ranks(axis=-1, _semantic=None):
     """Number of PEs in the world (int32). Executed by every thread."""
     _check_axis("num_ranks", axis)
@@ -155,7 +155,7 @@ def num_ranks(axis=-1, _semantic=None):
     return backend.language.num_ranks(target=target, _semantic=_semantic)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def symm_at(ptr, rank, _semantic=None):
     """The address of symmetric ``ptr`` (scalar or tensor of pointers) on PE ``rank``: same pointer type.
 
@@ -169,7 +169,7 @@ def symm_at(ptr, rank, _semantic=None):
     return backend.language.symm_at(ptr, r, target=target, _semantic=_semantic)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic=None, _generator=None):
     """Raise the 64-bit signal at symmetric ``ptr`` on PE ``rank``: ``set`` stores ``signal``, ``add`` adds it.
 
@@ -199,7 +199,7 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
                                    _generator=_generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semantic=None):
     """Call a device-library function ``symbol`` chosen by the argument dtypes from ``arg_type_symbol_dict``
     (``{(tl.int32, ...): ("symbol", ret_dtype)}``); ``ret_dtype`` may be ``tl.void`` / ``None`` (void function).

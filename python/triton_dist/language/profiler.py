@@ -107,7 +107,7 @@ class Profiler:
     is_leader: _compat.base_value  # int1 predicate (constexpr True/False when given as a Python bool)
     ENABLE_PROFILING: tl.constexpr
 
-    @_compat.builtin  # Triton hashes an aggregate's methods: builtins are skipped, plain functions rejected
+    @_compat.aggregate_init  # Triton hashes an aggregate's methods: builtins are skipped, plain functions rejected
     def __init__(self, buffer, slot, capacity, tag_hi, is_leader, ENABLE_PROFILING):
         self.buffer = buffer
         self.slot = slot

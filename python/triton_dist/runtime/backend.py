@@ -7,7 +7,7 @@ process by :func:`triton_dist.runtime.select.backend_name` (``TRITON_DIST_BACKEN
 from __future__ import annotations
 
 import abc
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import torch
 
@@ -16,7 +16,13 @@ class ShmemBackend(abc.ABC):
     """One process's view of the symmetric heap. Methods run on the host; none launches a kernel except
     ``barrier_all_on_stream`` (which enqueues on ``stream``)."""
 
+    #: ``TRITON_DIST_BACKEND`` value of this backend (``nvshmem``, ``rocshmem``, ``sim``).
     name: str = "abstract"
+
+    #: ``module_init(module_handle)``: initialise a loaded GPU module (``CUmodule`` / ``hipModule_t``) that uses this
+    #: backend's SHMEM device library, before its first launch (``triton_dist.runtime.module_init`` calls it once per
+    #: module per device from Triton's load hook). None for a backend without a device library (the simulator).
+    module_init: Optional[Callable[[int], None]] = None
 
     @abc.abstractmethod
     def init(self, group) -> None:

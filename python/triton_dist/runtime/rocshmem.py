@@ -8,8 +8,8 @@ Library lookup: ``TRITON_DIST_ROCSHMEM_LIB``, ``ROCSHMEM_HOME/lib``, ``ROCM_PATH
 
 Module init: a JIT-loaded code object that uses rocSHMEM's device library has its own copies of the device state
 (``ROCSHMEM_CTX_DEFAULT``, ``ROCSHMEM_TEAM_WORLD``, ``ROCSHMEM_TEAM_SHARED``); ``rocshmem_hipmodule_init(hipModule_t,
-hipStream_t)`` copies the library's values into them (:meth:`RocshmemBackend.module_init`, called by
-``triton_dist.jit``'s load hook), like ``nvshmemx_cumodule_init`` on NVIDIA.
+hipStream_t)`` copies the library's values into them (:meth:`RocshmemBackend.module_init`, called by the load hook
+of ``triton_dist.runtime.module_init``), like ``nvshmemx_cumodule_init`` on NVIDIA.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Process-wide runtime state shared by ``triton_dist.utils`` and ``triton_dist.jit``."""
+"""Process-wide runtime state shared by ``triton_dist.utils`` and the module-init hook (``runtime/module_init.py``)."""
 from __future__ import annotations
 
 from typing import Optional

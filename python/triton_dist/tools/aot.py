@@ -146,9 +146,10 @@ def kernel_name_suffix(signature, num_warps: int, num_stages: int, extra: Option
 
 def module_links_nvshmem_ptx(ptx: str) -> bool:
     """Whether a compiled module's code reads NVSHMEM's device state, so it needs ``nvshmemx_cumodule_init``: the
-    JIT's rule (:func:`triton_dist.jit.ptx_uses_nvshmem`; a mere definition of the state, left by linking the
-    bitcode into a kernel that calls only libdevice, does not count), so AOT and JIT initialise the same modules."""
-    from ..jit import ptx_uses_nvshmem
+    JIT's rule (:func:`triton_dist.backends.nvidia.shmem_state.ptx_uses_nvshmem`; a mere definition of the state,
+    left by linking the bitcode into a kernel that calls only libdevice, does not count), so AOT and JIT initialise
+    the same modules."""
+    from ..backends.nvidia.shmem_state import ptx_uses_nvshmem
 
     return ptx_uses_nvshmem(ptx or "")
 

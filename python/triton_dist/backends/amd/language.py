@@ -46,7 +46,7 @@ def _wg_release_asm(fam: str) -> str:
     return "\n".join(mm.release_fence(fam, "cta") + ["s_mov_b32 $0, 0"])
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def _ockl(symbol, _semantic=None):
     from ...language._extern import Extern, call_extern
 

@@ -3,6 +3,7 @@ implements it (``triton_dist.runtime.sim.heap.SimHeapContext``) and installs the
 :func:`set_current`. The lowerings reach it through :func:`current`, so the backend never imports the runtime."""
 from __future__ import annotations
 
+import threading
 from typing import Optional
 
 
@@ -11,6 +12,8 @@ class SimContext:
 
     ``rank``, ``world_size``, ``local_rank``, ``local_world_size``: this process's coordinates.
     ``heap_size``: bytes per rank partition. ``wait_timeout_s``: how long a spin-wait may take before it raises.
+    ``abort_event``: set while a program of the running launch has failed; the context's spin-waits then stop
+    (``run_grid`` sets it on the first failing program and clears it around each launch).
     """
 
     rank: int
@@ -19,6 +22,7 @@ class SimContext:
     local_world_size: int
     heap_size: int
     wait_timeout_s: float
+    abort_event: threading.Event
 
     def base(self, rank: int) -> int:
         """Address (in this process) of ``rank``'s heap partition."""

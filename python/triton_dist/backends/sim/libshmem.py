@@ -203,7 +203,9 @@ def signal_wait_until(sig_addr, cmp, cmp_val, *, target, _semantic, _generator):
 def _enter(op: str, ctx, team: str) -> None:
     """Refuse device collectives on one team issued by two different programs of one launch on this rank (see
     module doc). Decided per launch, not by timing: the second distinct program to call one raises, always."""
-    launch, me = _compat.current_launch()
+    from .launch_record import current_launch
+
+    launch, me = current_launch()
     if launch is None:
         return
     with launch.lock:

@@ -144,21 +144,21 @@ def _lowering(_semantic, _generator):
 # ---------------------------------------------------------------------------------------------------------------
 # PE info
 # ---------------------------------------------------------------------------------------------------------------
-@_compat.dist_builtin
+@_compat.builtin
 def my_pe(_semantic=None, _generator=None):
     """This PE's number in the world team (int32). Every thread executes it (a query)."""
     impl, kw = _lowering(_semantic, _generator)
     return impl.my_pe(**kw)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def n_pes(_semantic=None, _generator=None):
     """Number of PEs in the world team (int32). Every thread executes it."""
     impl, kw = _lowering(_semantic, _generator)
     return impl.n_pes(**kw)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def team_my_pe(team, _semantic=None, _generator=None):
     """This PE's number in ``team`` (``NVSHMEM_TEAM_WORLD`` / ``NVSHMEM_TEAM_SHARED`` / ``NVSHMEMX_TEAM_NODE``),
     int32. Every thread executes it."""
@@ -167,7 +167,7 @@ def team_my_pe(team, _semantic=None, _generator=None):
     return impl.team_my_pe(t, **kw)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def team_n_pes(team, _semantic=None, _generator=None):
     """Number of PEs in ``team`` (int32). Every thread executes it."""
     t = _team("team_n_pes", team)
@@ -178,7 +178,7 @@ def team_n_pes(team, _semantic=None, _generator=None):
 # ---------------------------------------------------------------------------------------------------------------
 # memory
 # ---------------------------------------------------------------------------------------------------------------
-@_compat.dist_builtin
+@_compat.builtin
 def remote_ptr(local_ptr, pe, _semantic=None, _generator=None):
     """The address of symmetric ``local_ptr`` on PE ``pe`` for direct loads/stores (``nvshmem_ptr``), same
     pointer type; null (0) when ``pe`` is not load/store reachable (e.g. another node) or ``local_ptr`` is not
@@ -189,7 +189,7 @@ def remote_ptr(local_ptr, pe, _semantic=None, _generator=None):
     return impl.remote_ptr(p, r, **kw)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def remote_mc_ptr(team, ptr, _semantic=None, _generator=None):
     """The NVLink multicast address of symmetric ``ptr`` for ``team`` (``nvshmemx_mc_ptr``), same pointer type;
     null (0) where multicast is unsupported or disabled (``NVSHMEM_DISABLE_NVLS=1``, as on our GPU machine;
@@ -210,7 +210,7 @@ def _sync(op, scope, _semantic, _generator, team=None):
     return None
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def barrier_all(_semantic=None, _generator=None):
     """Barrier over all PEs that also completes every outstanding put/get of this PE (``nvshmem_barrier_all``).
     Thread variant: thread 0 calls it between two CTA barriers, so the whole program waits. Collective: needs a
@@ -218,34 +218,34 @@ def barrier_all(_semantic=None, _generator=None):
     return _sync("barrier_all", "thread", _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def barrier_all_block(_semantic=None, _generator=None):
     """Block variant of :func:`barrier_all` (``nvshmemx_barrier_all_block``): every
     thread of the program calls it."""
     return _sync("barrier_all_block", "block", _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def barrier_all_warp(_semantic=None, _generator=None):
     """Warp variant of :func:`barrier_all`: warp 0 of the program calls it, between two CTA barriers."""
     return _sync("barrier_all_warp", "warp", _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def barrier(team, _semantic=None, _generator=None):
     """Barrier over the PEs of ``team`` completing this PE's outstanding operations (``nvshmem_barrier``).
     Thread variant (thread 0, between CTA barriers)."""
     return _sync("barrier", "thread", _semantic, _generator, team=team)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def sync_all(_semantic=None, _generator=None):
     """Barrier over all PEs ordering (not completing) earlier memory operations (``nvshmem_sync_all``). Thread
     variant (thread 0, between CTA barriers)."""
     return _sync("sync_all", "thread", _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def quiet(_semantic=None, _generator=None):
     """Complete every put / get / signal this PE issued (incl. ``*_nbi``), as seen by all PEs (``nvshmem_quiet``).
     Thread 0 calls it between two CTA barriers (the barrier before makes the program's earlier operations
@@ -253,7 +253,7 @@ def quiet(_semantic=None, _generator=None):
     return _sync("quiet", "thread", _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def fence(_semantic=None, _generator=None):
     """Order this PE's puts / signals to each PE: those before the fence are delivered before those after
     (``nvshmem_fence``). Thread 0, between two CTA barriers."""
@@ -291,62 +291,62 @@ _BLOCKING_PUT = "Blocking: returns when ``source`` may be reused (delivery is gu
 _NBI = "Non-blocking: completes at the next ``quiet`` / barrier."
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def getmem_nbi_block(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("getmem_nbi_block", "get", "block", False, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def getmem_block(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("getmem_block", "get", "block", True, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def getmem_nbi_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("getmem_nbi_warp", "get", "warp", False, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def getmem_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("getmem_warp", "get", "warp", True, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def getmem_nbi(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("getmem_nbi", "get", "thread", False, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def getmem(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("getmem", "get", "thread", True, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem_block(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("putmem_block", "put", "block", True, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem_nbi_block(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("putmem_nbi_block", "put", "block", False, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("putmem_warp", "put", "warp", True, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem_nbi_warp(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("putmem_nbi_warp", "put", "warp", False, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("putmem", "put", "thread", True, dest, source, bytes, pe, _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem_nbi(dest, source, bytes, pe, _semantic=None, _generator=None):
     return _rma("putmem_nbi", "put", "thread", False, dest, source, bytes, pe, _semantic, _generator)
 
@@ -378,7 +378,7 @@ def _put_signal(op, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe
     return None
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem_signal_nbi_block(dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
     """Put ``bytes`` bytes from local ``source`` to symmetric ``dest`` on ``pe``, then update the 64-bit signal at
     symmetric ``sig_addr`` on ``pe`` (``sig_op``: ``NVSHMEM_SIGNAL_SET`` / ``NVSHMEM_SIGNAL_ADD`` with ``signal``).
@@ -388,14 +388,14 @@ def putmem_signal_nbi_block(dest, source, bytes, sig_addr, signal, sig_op, pe, _
                        _semantic, _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def putmem_signal_block(dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
     """Blocking form of :func:`putmem_signal_nbi_block` (returns when ``source`` may be reused)."""
     return _put_signal("putmem_signal_block", True, dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic,
                        _generator)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def signal_op(sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
     """Atomically update the 64-bit signal at symmetric ``sig_addr`` on ``pe`` (SET / ADD ``signal``)
     (``nvshmemx_signal_op``). Thread 0 executes it after a CTA barrier. Like OpenSHMEM's signal update it does NOT
@@ -411,7 +411,7 @@ def signal_op(sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
     return None
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None, _generator=None):
     """Wait until the local 64-bit signal at symmetric ``sig_addr`` satisfies ``*sig_addr <cmp_> cmp_val``
     (``NVSHMEM_CMP_EQ/NE/GT/GE/LT/LE``, unsigned compare) and return the value that satisfied it (uint64).
@@ -428,7 +428,7 @@ def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None, _generator=None):
 # ---------------------------------------------------------------------------------------------------------------
 # collectives
 # ---------------------------------------------------------------------------------------------------------------
-@_compat.dist_builtin
+@_compat.builtin
 def broadcastmem_block(team, dest, source, nelems, pe_root, _semantic=None, _generator=None):
     """Copy ``nelems`` BYTES of ``source`` on the team's PE ``pe_root`` (team-relative) into ``dest`` on every PE
     of ``team`` (root included). ``dest`` / ``source`` symmetric. Collective over ``team``: every PE calls it with
@@ -444,7 +444,7 @@ def broadcastmem_block(team, dest, source, nelems, pe_root, _semantic=None, _gen
     return impl.broadcastmem_block(t, d, s, n, r, **kw)
 
 
-@_compat.dist_builtin
+@_compat.builtin
 def fcollectmem_block(team, dest, source, nelems, _semantic=None, _generator=None):
     """Concatenate ``nelems`` BYTES of ``source`` from every PE of ``team`` into ``dest`` on every PE, in team
     order (``dest`` holds ``n_pes * nelems`` bytes). Collective over ``team``; block variant. Returns 0 (int32)."""

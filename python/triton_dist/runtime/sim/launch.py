@@ -342,22 +342,21 @@ def run_grid(kernel, grid, *args, **kwargs):
     (a ``while`` on ``tl.load``/``tl.atomic_*``) instead of a sim wait op still progresses (the GIL switches threads
     every few ms) but slowly and without a timeout; one launch at a time per process (program ids are
     thread-local, the grid size is shared)."""
-    from ... import _compat
     from . import context as _context
+    from .interpreter import ConcurrentGridExecutor, prewarm_interpreter
 
-    executor_cls = _compat.make_concurrent_grid_executor()
     fn = kernel.rewrite()
-    _compat.prewarm_interpreter(kernel.fn)  # first rewrites mutate module dicts: not while programs run as threads
-    executor = executor_cls(fn, kernel.arg_names, grid, kernel.pre_run_hooks)
+    prewarm_interpreter(kernel.fn)  # first rewrites mutate module dicts: not while programs run as threads
+    executor = ConcurrentGridExecutor(fn, kernel.arg_names, grid, kernel.pre_run_hooks)
     executor.max_concurrent = max_concurrent_programs()
     ctx = _context.current() if _context.is_active() else None
-    if ctx is not None and hasattr(ctx, "abort_event"):
+    if ctx is not None:
         ctx.abort_event.clear()
         executor.on_program_error = lambda exc: ctx.abort_event.set()
     try:
         return executor(*args, **kwargs)
     finally:
-        if ctx is not None and hasattr(ctx, "abort_event"):
+        if ctx is not None:
             ctx.abort_event.clear()
 
 

@@ -1,0 +1,191 @@
+"""GPU and platform queries (torch, NVML through ``pynvml``, the CUDA runtime / driver through ``cuda-bindings``).
+
+Each needs a GPU where it says so: without one it returns the documented value or raises ``RuntimeError("... needs a
+CUDA GPU")``. NVML and cuda-bindings are optional and imported lazily. Internal: the public names are re-exported by
+:mod:`triton_dist.utils` (import them from there).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import torch
+
+from . import select as _select
+from .env import get_bool_env
+
+__all__ = ["is_cuda", "is_hip", "has_tma", "get_numa_node", "get_max_gpu_clock_rate_in_khz",
+           "get_current_gpu_clock_rate_in_khz", "get_device_max_shared_memory_size", "has_fullmesh_nvlink",
+           "supports_p2p_native_atomic", "is_nvshmem_multimem_supported"]
+
+
+def is_cuda() -> bool:
+    """True when torch is a CUDA build and sees an NVIDIA GPU."""
+    return _select._torch_gpu_kind() == "cuda"
+
+
+def is_hip() -> bool:
+    """True when torch is a ROCm build and sees an AMD GPU."""
+    return _select._torch_gpu_kind() == "hip"
+
+
+def _need_gpu(what: str):
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"{what} needs a CUDA GPU (none is visible to torch)")
+
+
+def has_tma() -> bool:
+    """True on NVIDIA GPUs with compute capability >= 9 (Hopper+); False elsewhere (also without a GPU)."""
+    return is_cuda() and torch.cuda.get_device_capability()[0] >= 9
+
+
+def _nvml():
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def _nvml_handle(nvml, device_id: int):
+    """NVML handle of torch device ``device_id`` (matched by PCI bus id: CUDA_VISIBLE_DEVICES may renumber)."""
+    props = torch.cuda.get_device_properties(device_id)
+    bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    try:
+        return nvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
+    except Exception:
+        return nvml.nvmlDeviceGetHandleByIndex(device_id)
+
+
+def _cudart():
+    try:
+        from cuda.bindings import runtime
+        return runtime
+    except ImportError:
+        try:
+            from cuda import cudart  # old cuda-python
+            return cudart
+        except ImportError:
+            return None
+
+
+def _cudart_attr(attr_name: str, device_id: int) -> Optional[int]:
+    rt = _cudart()
+    if rt is None:
+        return None
+    err, value = rt.cudaDeviceGetAttribute(getattr(rt.cudaDeviceAttr, attr_name), device_id)
+    return int(value) if int(err) == 0 else None
+
+
+def get_numa_node(device_id: int = 0) -> int:
+    """NUMA node of GPU ``device_id`` (from sysfs by PCI address; 0 when the platform reports none)."""
+    _need_gpu("get_numa_node")
+    props = torch.cuda.get_device_properties(device_id)
+    bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    try:
+        with open(f"/sys/bus/pci/devices/{bus}/numa_node") as f:
+            return max(int(f.read().strip()), 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def get_max_gpu_clock_rate_in_khz(device_id: int = 0) -> int:
+    """Maximum SM clock of GPU ``device_id`` in kHz (NVML, else the CUDA runtime attribute)."""
+    _need_gpu("get_max_gpu_clock_rate_in_khz")
+    nvml = _nvml()
+    if nvml is not None:
+        try:
+            return int(nvml.nvmlDeviceGetMaxClockInfo(_nvml_handle(nvml, device_id), nvml.NVML_CLOCK_SM)) * 1000
+        except Exception:
+            pass
+    value = _cudart_attr("cudaDevAttrClockRate", device_id)
+    if value is None:
+        raise RuntimeError("get_max_gpu_clock_rate_in_khz needs pynvml (nvidia-ml-py) or cuda-bindings")
+    return value
+
+
+def get_current_gpu_clock_rate_in_khz(device_id: int = 0) -> int:
+    """Current SM clock of GPU ``device_id`` in kHz (NVML); the maximum clock when NVML is unavailable."""
+    _need_gpu("get_current_gpu_clock_rate_in_khz")
+    nvml = _nvml()
+    if nvml is not None:
+        try:
+            return int(nvml.nvmlDeviceGetClockInfo(_nvml_handle(nvml, device_id), nvml.NVML_CLOCK_SM)) * 1000
+        except Exception:
+            pass
+    return get_max_gpu_clock_rate_in_khz(device_id)
+
+
+def get_device_max_shared_memory_size(device_id: int = 0) -> int:
+    """Opt-in maximum shared memory per block of GPU ``device_id``, in bytes."""
+    _need_gpu("get_device_max_shared_memory_size")
+    props = torch.cuda.get_device_properties(device_id)
+    value = getattr(props, "shared_memory_per_block_optin", None)
+    if value:
+        return int(value)
+    value = _cudart_attr("cudaDevAttrMaxSharedMemoryPerBlockOptin", device_id)
+    if value is None:
+        raise RuntimeError("get_device_max_shared_memory_size: neither torch nor cuda-bindings report it")
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def has_fullmesh_nvlink() -> bool:
+    """True when every pair of visible GPUs is connected by NVLink (NVML); without NVML, when every pair has
+    peer access (an approximation). One GPU: True. No GPU: False."""
+    if not is_cuda():
+        return False
+    n = torch.cuda.device_count()
+    if n <= 1:
+        return True
+    nvml = _nvml()
+    if nvml is not None and hasattr(nvml, "nvmlDeviceGetP2PStatus"):
+        try:
+            handles = [_nvml_handle(nvml, i) for i in range(n)]
+            for i in range(n):
+                for j in range(i + 1, n):
+                    status = nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], nvml.NVML_P2P_CAPS_INDEX_NVLINK)
+                    if status != nvml.NVML_P2P_STATUS_OK:
+                        return False
+            return True
+        except Exception:
+            pass
+    return all(torch.cuda.can_device_access_peer(i, j) for i in range(n) for j in range(n) if i != j)
+
+
+@functools.lru_cache(maxsize=None)
+def supports_p2p_native_atomic() -> bool:
+    """True when GPU 0 and 1 support native atomics over P2P (one GPU: True; no GPU: False)."""
+    if not is_cuda():
+        return False
+    if torch.cuda.device_count() <= 1:
+        return True
+    rt = _cudart()
+    if rt is None:
+        return all(torch.cuda.can_device_access_peer(i, j) for i, j in ((0, 1), (1, 0)))
+    rt.cudaFree(0)
+    err, support = rt.cudaDeviceGetP2PAttribute(rt.cudaDeviceP2PAttr.cudaDevP2PAttrNativeAtomicSupported, 0, 1)
+    return int(err) == 0 and int(support) == 1
+
+
+def is_nvshmem_multimem_supported() -> bool:
+    """Whether NVSHMEM multicast (NVLS) objects can be used: False whenever ``NVSHMEM_DISABLE_NVLS`` is set to a
+    true value — and also when it is unset, because triton_dist sets it to 1 by default — or
+    ``NVSHMEM_DISABLE_CUDA_VMM`` is true; otherwise it needs sm_90+, the driver's multicast attribute and NVLink
+    between all GPUs."""
+    if get_bool_env("NVSHMEM_DISABLE_NVLS", True) or get_bool_env("NVSHMEM_DISABLE_CUDA_VMM", False):
+        return False
+    if not is_cuda() or torch.cuda.get_device_capability()[0] < 9 or not has_fullmesh_nvlink():
+        return False
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return False
+    driver.cuInit(0)
+    err, dev = driver.cuDeviceGet(torch.cuda.current_device())
+    if int(err) != 0:
+        return False
+    err, value = driver.cuDeviceGetAttribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, dev)
+    return int(err) == 0 and int(value) == 1

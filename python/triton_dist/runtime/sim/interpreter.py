@@ -1,0 +1,168 @@
+"""What the simulator adds to Triton's interpreter. Every Triton internal used here is reached through
+``triton_dist._compat`` (one tested assumption each); this module holds the simulator's own logic:
+
+* :class:`ConcurrentGridExecutor` -- runs the programs of one interpreted launch as threads, so programs that wait
+  on each other (or on peers' programs) all progress (``triton_dist.runtime.sim.launch.run_grid`` uses it);
+* :func:`prewarm_interpreter` -- rewrites a kernel's reachable functions once, before its programs run as threads;
+* :func:`install_interpreter_index_fix` / :func:`install_interpreter_bf16_dot_fix` -- workarounds for two bugs of
+  the stock Triton 3.6 interpreter (runtime-bound ``for`` loops with numpy >= 2.3, bfloat16 ``tl.dot``).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+from ... import _compat
+from ...backends.sim.launch_record import LaunchRecord, bind_program
+
+__all__ = ["ConcurrentGridExecutor", "prewarm_interpreter", "install_interpreter_index_fix",
+           "install_interpreter_bf16_dot_fix"]
+
+
+class ConcurrentGridExecutor:
+    """An interpreted launch whose programs run in threads: at most ``max_concurrent`` alive at once, started in grid
+    order, like CTAs becoming resident on a GPU. Same call shape as Triton's ``GridExecutor``:
+    ``ConcurrentGridExecutor(fn, arg_names, grid, pre_run_hooks)(*args, **kwargs)``, ``fn`` the rewritten kernel.
+
+    Every program thread is bound to one :class:`~triton_dist.backends.sim.launch_record.LaunchRecord` of the
+    launch, and its program id is its own (``_compat.install_thread_local_grid_idx``). If a program raises, the
+    programs not started yet are not started, ``on_program_error(exc)`` (when set) is called once, and after the
+    others finished the first error is raised as the interpreter would (``InterpreterError("program (x, y, z):
+    ...")``)."""
+
+    max_concurrent = 1024
+    on_program_error = None  # callable(exc) invoked once on the first failing program (e.g. abort waits)
+
+    def __init__(self, fn, arg_names, grid, pre_run_hooks=()):
+        _compat.install_thread_local_grid_idx()
+        self.fn = fn
+        self.arg_names = arg_names
+        self.grid = grid
+        self.pre_run_hooks = list(pre_run_hooks)
+
+    def __call__(self, *args_dev, **kwargs):
+        _compat.interpreted_launch(self.fn, self.arg_names, self.grid, self.pre_run_hooks, args_dev, kwargs,
+                                   self._run_programs)
+
+    def _run_programs(self, grid, call_args, set_program_id):
+        slots = threading.Semaphore(max(1, int(self.max_concurrent)))
+        errors = []
+        lock = threading.Lock()
+        threads = []
+
+        @_compat.interpreted_program_runner
+        def program(idx):
+            try:
+                set_program_id(*idx)
+                self.fn(**call_args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the launching thread
+                with lock:
+                    first = not errors
+                    errors.append((idx, exc))
+                if first and self.on_program_error is not None:
+                    self.on_program_error(exc)
+            finally:
+                slots.release()
+
+        launch = LaunchRecord()
+        indices = ((x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2]))
+        for idx in indices:
+            slots.acquire()
+            if errors:  # a program failed: do not start the rest (like a GPU launch aborting)
+                slots.release()
+                break
+            t = threading.Thread(target=program, args=(idx, ), daemon=True,
+                                 name=f"triton_dist-sim-program-{idx[0]}-{idx[1]}-{idx[2]}")
+            bind_program(t, launch, idx)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        if errors:
+            idx, exc = errors[0]
+            err = _compat.interpreter_program_error(f"program {idx}: {exc!r}", exc)
+            if err is exc:  # front-end debugging: the program's own exception
+                raise exc
+            raise err from exc
+
+
+_prewarmed_modules: set = set()
+_prewarm_lock = threading.Lock()
+
+
+def prewarm_interpreter(kernel_fn) -> None:
+    """Rewrite, once and in the calling thread, every Triton function reachable from ``kernel_fn``'s module (and,
+    recursively, from the modules of the functions found there), plus ``triton.language.standard``.
+
+    Why: the interpreter's FIRST rewrite of a function inserts names into that function's module dict, while every
+    device-function call iterates the caller's module dict (``_patch_lang``); with a launch's programs running as
+    threads, a first call in one program then fails another with "dictionary changed size during iteration".
+    Assumptions: ``InterpretedFunction(fn).rewrite()`` caches per ``fn`` in the class-level
+    ``InterpretedFunction.rewritten_fn``; ``JITFunction`` / our ``DistJITFunction`` expose the Python function as
+    ``.fn``. Cheap after the first call per module."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    def functions_of(module_dict):
+        for value in list(module_dict.values()):
+            if isinstance(value, (JITFunction, InterpretedFunction)):
+                yield value.fn
+
+    with _prewarm_lock:
+        pending = [getattr(kernel_fn, "__globals__", {}), vars(sys.modules["triton.language.standard"])]
+        while pending:
+            module_dict = pending.pop()
+            key = id(module_dict)
+            if key in _prewarmed_modules:
+                continue
+            _prewarmed_modules.add(key)
+            for fn in functions_of(module_dict):
+                if isinstance(fn, types.FunctionType):
+                    InterpretedFunction(fn).rewrite()
+                    pending.append(fn.__globals__)
+
+
+def _scalar_index(self):
+    """``tl.tensor.__index__`` under the interpreter: the single element of the scalar's 1-element array."""
+    import numpy as np
+
+    return int(np.asarray(self.handle.data).reshape(-1)[0])
+
+
+def install_interpreter_index_fix() -> None:
+    """Make ``for i in range(<runtime scalar>)`` work in interpreted kernels.
+
+    Stock Triton 3.6's interpreter gives ``tl.tensor`` an ``__index__`` of ``int(self.handle.data)``, but its scalars
+    hold 1-element 1-D numpy arrays, which numpy >= 2.3 refuses to convert with ``int()`` ("only 0-dimensional
+    arrays can be converted to Python scalars"): every ``for`` loop whose bound is a kernel argument or program id
+    fails. The interpreter installs ours (which reads the single element) instead
+    (``_compat.override_interpreter_tensor_attr``). Idempotent."""
+    _compat.override_interpreter_tensor_attr("__index__", _scalar_index)
+
+
+def _bf16_as_f32(a, b):
+    """Dot operands with bfloat16 (raw ``uint16`` bits in the interpreter) widened exactly to fp32 (``bits << 16``),
+    both of them when either is bfloat16; others unchanged."""
+    import numpy as np
+    import triton.language as tl
+
+    def f32(h):
+        if h.dtype == tl.bfloat16:
+            return _compat.interpreter_handle((np.asarray(h.data).astype(np.uint32) << 16).view(np.float32),
+                                              tl.float32)
+        return h
+
+    if a.dtype == tl.bfloat16 or b.dtype == tl.bfloat16:
+        return f32(a), f32(b)
+    return a, b
+
+
+def install_interpreter_bf16_dot_fix() -> None:
+    """Make ``tl.dot`` on bfloat16 operands correct under the interpreter.
+
+    Stock Triton 3.6's interpreter stores bfloat16 as raw ``uint16`` bits and its dot multiplies the raw arrays
+    (only fp8 operands are converted first), so a bf16 ``tl.dot`` returns garbage (~1e10). Its operands are widened
+    to fp32 first (``_compat.convert_interpreter_dot_operands``). Idempotent."""
+    _compat.convert_interpreter_dot_operands(_bf16_as_f32)
+
