@@ -60,7 +60,7 @@ case $part in
   2)
     tier gpu_libshmem 160 test/python/gpu/test_gpu_libshmem.py
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
-    tier gpu_overlap 220 test/python/gpu/test_gpu_overlap.py ;;
+    tier gpu_overlap 330 test/python/gpu/test_gpu_overlap.py ;;
   3)
     rec bench_collectives 200 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --quick
     rec bench_shmem 120 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
