@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from triton_dist.backends.sim.context import SimContext
+
 pytestmark = pytest.mark.sim
 
 HERE = os.path.dirname(__file__)
@@ -37,8 +39,9 @@ def interp():
         os.environ["TRITON_INTERPRET"] = old_env
 
 
-class FakeCtx:
-    """Two partitions of one buffer; translate() moves an address to the same offset in the peer's partition."""
+class FakeCtx(SimContext):
+    """Two partitions of one buffer; translate() moves an address to the same offset in the peer's partition (the
+    waits, atomics and address descriptions are SimContext's)."""
 
     def __init__(self, part_bytes=1 << 16, world_size=2):
         self.world_size = world_size
@@ -151,7 +154,10 @@ def test_wait_timeout_names_everything(interp, ctx):
         interp.k_wait_read[(1, )](sig[0], 2, 1, torch.zeros(8), out, BLOCK=8)
     msg = str(ei.value)
     assert "wait" in msg and "timed out" in msg
-    assert f"{sig[0].data_ptr() + 8:#x}" in msg and "expected 1" in msg and "seen 3" in msg and "rank 0" in msg
+    # the context's waiter (the same one the simulator runtime uses): the slot, its place on the heap, the expected
+    # and the last seen value, the rank
+    assert f"{sig[0].data_ptr() + 8:#x}" in msg and "expected == 1" in msg and "last seen 3" in msg
+    assert "rank 0" in msg and "symmetric offset 0x8 in rank 0's partition" in msg
 
 
 def test_extern_call_needs_registration(interp, ctx):

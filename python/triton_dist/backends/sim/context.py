@@ -4,7 +4,26 @@ implements it (``triton_dist.runtime.sim.heap.SimHeapContext``) and installs the
 from __future__ import annotations
 
 import threading
-from typing import Optional
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from ... import _compat
+
+
+class SimWaitTimeout(RuntimeError):
+    """A simulator spin-wait (signal wait, barrier, collective) exceeded its timeout (``wait_timeout_s``,
+    ``TRITON_DIST_SIM_WAIT_TIMEOUT``)."""
+
+
+class SimAborted(RuntimeError):
+    """A spin-wait was abandoned because another program of the same launch failed."""
+
+
+_CMPS = {"eq": np.equal, "ne": np.not_equal, "ge": np.greater_equal, "gt": np.greater, "le": np.less_equal,
+         "lt": np.less}
+_SYM = {"eq": "==", "ne": "!=", "ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 
 
 class SimContext:
@@ -13,7 +32,11 @@ class SimContext:
     ``rank``, ``world_size``, ``local_rank``, ``local_world_size``: this process's coordinates.
     ``heap_size``: bytes per rank partition. ``wait_timeout_s``: how long a spin-wait may take before it raises.
     ``abort_event``: set while a program of the running launch has failed; the context's spin-waits then stop
-    (``run_grid`` sets it on the first failing program and clears it around each launch).
+    (``run_grid`` sets it on the first failing program and clears it around each launch); None: never aborted.
+
+    The runtime implements :meth:`base`, :meth:`translate` and :meth:`owner_of`; the atomics, the waits and the
+    address descriptions below are written once here over those and Triton's interpreter atomics (raw addresses,
+    real hardware atomics: they work across processes on a shared mapping).
     """
 
     rank: int
@@ -21,8 +44,8 @@ class SimContext:
     local_rank: int
     local_world_size: int
     heap_size: int
-    wait_timeout_s: float
-    abort_event: threading.Event
+    wait_timeout_s: float = 60.0
+    abort_event: Optional[threading.Event] = None
 
     def base(self, rank: int) -> int:
         """Address (in this process) of ``rank``'s heap partition."""
@@ -38,6 +61,100 @@ class SimContext:
     def owner_of(self, addr: int) -> Optional[int]:
         """Which rank's partition ``addr`` lies in, or None if it is not on the heap."""
         raise NotImplementedError
+
+    def describe_addr(self, addr: int) -> str:
+        """``addr`` as error messages name it: its offset in its owner's partition, or that it is off the heap."""
+        addr = int(addr)
+        owner = self.owner_of(addr)
+        if owner is None:
+            return f"0x{addr:x} (not on the symmetric heap)"
+        return f"0x{addr:x} (symmetric offset 0x{addr - self.base(owner):x} in rank {owner}'s partition)"
+
+    # ----------------------------------------------------------------- atomics on raw addresses
+    def atomic_load(self, addrs, np_dtype=np.uint64) -> np.ndarray:
+        """Acquire load(s) of 32/64-bit words at raw address(es) (an atomic ``or 0``)."""
+        return _compat.raw_atomic_rmw("or", addrs, np.zeros(1, dtype=np_dtype), "acquire")
+
+    def atomic_store(self, addrs, values, np_dtype=np.uint64) -> None:
+        """Release store(s) (an atomic exchange)."""
+        _compat.raw_atomic_rmw("xchg", addrs, np.asarray(values, dtype=np_dtype), "release")
+
+    def atomic_add(self, addrs, values, np_dtype=np.uint64, sem="acq_rel") -> np.ndarray:
+        return _compat.raw_atomic_rmw("add", addrs, np.asarray(values, dtype=np_dtype), sem)
+
+    # ----------------------------------------------------------------- waiting
+    def spin_until(self, predicate: Callable[[], bool], describe: Callable[[], str], op: str = "wait",
+                   timeout_s: Optional[float] = None) -> None:
+        """Poll ``predicate()`` (yielding, then sleeping up to 1 ms between polls) until it is true.
+
+        Raises :class:`SimWaitTimeout` after ``timeout_s`` (default ``self.wait_timeout_s``) with
+        ``describe()`` in the message, or :class:`SimAborted` when ``abort_event`` is set."""
+        if predicate():
+            return
+        timeout = self.wait_timeout_s if timeout_s is None else timeout_s
+        start = time.monotonic()
+        delay = 0.0
+        polls = 0
+        while True:
+            time.sleep(delay)
+            if predicate():
+                return
+            polls += 1
+            if polls > 20:
+                delay = min(max(delay * 2, 2e-5), 1e-3)
+            if self.abort_event is not None and self.abort_event.is_set():
+                raise SimAborted(f"[triton_dist sim] rank {self.rank}: {op} abandoned because another program of "
+                                 f"this launch failed; state: {describe()}")
+            if time.monotonic() - start > timeout:
+                raise SimWaitTimeout(f"[triton_dist sim] rank {self.rank}: {op} timed out after {timeout:g} s: "
+                                     f"{describe()}. Set TRITON_DIST_SIM_WAIT_TIMEOUT (seconds) to wait longer.")
+
+    def spin_wait(self, addr, expected, nbytes: int = 8, cmp: str = "eq", op: str = "wait", signed: bool = False,
+                  timeout_s: Optional[float] = None) -> np.ndarray:
+        """Spin until the ``nbytes``-wide word(s) at ``addr`` (int or array) compare ``cmp`` to ``expected``
+        (scalar or per-address array), reading with acquire semantics. Returns the last values seen."""
+        if cmp not in _CMPS:
+            raise ValueError(f"spin_wait: cmp={cmp!r}; accepted: {sorted(_CMPS)}")
+        if nbytes not in (4, 8):
+            raise ValueError(f"spin_wait: nbytes={nbytes}; accepted: 4, 8")
+        dt = {(4, False): np.uint32, (8, False): np.uint64, (4, True): np.int32, (8, True): np.int64}[(nbytes, signed)]
+        addrs = np.asarray(addr, dtype=np.uint64).reshape(-1)
+        exp = np.asarray(expected).astype(dt)
+        seen = [None]
+
+        def ok():
+            seen[0] = self.atomic_load(addrs, dt)
+            return bool(np.all(_CMPS[cmp](seen[0], exp)))
+
+        def describe():
+            vals = seen[0]
+            bad = np.nonzero(~_CMPS[cmp](vals, exp))[0] if vals is not None else range(len(addrs))
+            parts = []
+            for i in list(bad)[:8]:
+                e = exp.reshape(-1)[i] if exp.size > 1 else exp.reshape(-1)[0]
+                parts.append(f"value at {self.describe_addr(int(addrs[i]))}: expected {_SYM[cmp]} {int(e)}, "
+                             f"last seen {int(vals[i]) if vals is not None else '?'}")
+            more = f" (+{len(bad) - 8} more)" if len(bad) > 8 else ""
+            return "; ".join(parts) + more
+
+        self.spin_until(ok, describe, op=op, timeout_s=timeout_s)
+        return seen[0]
+
+
+class LocalContext(SimContext):
+    """What the sim lowerings wait through when no simulator is initialised (an interpreted kernel outside a
+    distributed launch): rank 0 of 1, no symmetric heap, the default timeout."""
+
+    rank, world_size, local_rank, local_world_size, heap_size = 0, 1, 0, 1, 0
+
+    def base(self, rank: int) -> int:
+        return 0
+
+    def translate(self, addr, peer):
+        raise ValueError("no simulator is initialised: there is no symmetric heap to translate into")
+
+    def owner_of(self, addr: int) -> Optional[int]:
+        return None
 
 
 _current: Optional[SimContext] = None

@@ -12,7 +12,6 @@ atomics across processes:
 """
 from __future__ import annotations
 
-import time
 from typing import Callable, Dict
 
 import numpy as np
@@ -24,7 +23,6 @@ from . import context as sim_context
 _EXTERNS: Dict[str, Callable] = {}
 
 #: default spin timeout when no simulator context is installed (single-process use)
-DEFAULT_WAIT_TIMEOUT_S = 30.0
 
 
 def register_extern(symbol: str, pyfunc: Callable) -> None:
@@ -58,46 +56,16 @@ def _np_int(bits: int):
     return np.int64 if bits == 64 else np.int32
 
 
-def _atomic_read(addr: int, bits: int, sem) -> int:
-    mem = _compat.interp_atomics()
-    old = mem.atomic_rmw(mem.RMW_OP.ADD, np.array([addr], dtype=np.uint64), np.zeros(1, dtype=_np_int(bits)),
-                         np.ones(1, dtype=bool), sem)
-    return int(old[0])
-
-
 def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
-    ctx = _ctx(False, "wait")
-    mem = _compat.interp_atomics()
-    msem = mem.MEM_SEMANTIC.ACQUIRE if sem == "acquire" else mem.MEM_SEMANTIC.RELAXED
+    ctx = _ctx(False, "wait") or sim_context.LocalContext()
     base, count, expected = _scalar(ptr), _scalar(n), _scalar(value)
     if bits == 32:
         expected = int(np.array(expected).astype(np.int64).astype(np.int32))  # wrap like the GPU compare
-    timeout = getattr(ctx, "wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S) if ctx is not None else DEFAULT_WAIT_TIMEOUT_S
-    if bound_ms:
-        timeout = min(timeout, bound_ms / 1000.0)
     step = bits // 8
-    if count <= 0:
-        return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
-    if ctx is not None and hasattr(ctx, "spin_wait"):  # the sim runtime's waiter (abort-aware, names the heap slot)
+    if count > 0:  # the context's waiter: acquire reads, names the heap slot on timeout, stops on an abort
         addrs = base + step * np.arange(count, dtype=np.uint64)
         ctx.spin_wait(addrs, expected, nbytes=step, cmp="eq", op=f"dl.wait(scope={scope}, semantic={sem})",
                       signed=True, timeout_s=(bound_ms / 1000.0) if bound_ms else None)
-        return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
-    for i in range(count):
-        addr = base + i * step
-        start = time.monotonic()
-        pause = 0.0
-        while True:
-            seen = _atomic_read(addr, bits, msem)
-            if seen == expected:
-                break
-            if time.monotonic() - start > timeout:
-                rank = ctx.rank if ctx is not None else 0
-                raise RuntimeError(f"dl.wait timed out after {timeout:g} s on rank {rank}: signal {i} of {count} at "
-                                   f"address {addr:#x} expected {expected}, last seen {seen} (scope={scope}, "
-                                   f"semantic={sem})")
-            time.sleep(pause)
-            pause = min(pause * 2 or 1e-6, 1e-3)
     return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
 
 

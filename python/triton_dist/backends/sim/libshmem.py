@@ -70,7 +70,7 @@ def _on_my_partition(ctx, addr) -> bool:
 def _sym(op, name, ctx, addr, pe, nbytes=0) -> int:
     """``addr`` (symmetric, in this rank's partition) translated to ``pe``'s partition."""
     if not _on_my_partition(ctx, addr) or (nbytes and not _on_my_partition(ctx, addr + nbytes - 1)):
-        desc = ctx.describe_addr(addr) if hasattr(ctx, "describe_addr") else f"{addr:#x}"
+        desc = ctx.describe_addr(addr)
         raise ValueError(f"libshmem_device.{op}: {name} {desc} (+{nbytes} bytes) is not a symmetric buffer of rank "
                          f"{ctx.rank} (allocate it with triton_dist's symmetric allocator)")
     return int(ctx.translate(int(addr), int(pe)))

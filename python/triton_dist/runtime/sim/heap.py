@@ -17,13 +17,11 @@ import mmap
 import os
 import re
 import threading
-import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ... import _compat
-from .context import SimContext
+from .context import SimAborted, SimContext, SimWaitTimeout  # noqa: F401  (the waits' errors, re-exported)
 
 ALIGN = 256  #: allocation alignment in bytes (128-bit and wider accesses are aligned)
 DEFAULT_HEAP_SIZE = 256 << 20  #: bytes per rank partition unless TRITON_DIST_SIM_SYMMETRIC_SIZE says otherwise
@@ -36,14 +34,6 @@ SLOT_DEVICE = 1  #: ctx.barrier_all() (sim lowering of libshmem barrier_all)
 SLOT_NODE0 = 2  #: ctx.barrier_node(): one slot per node from here
 
 _REC_WORDS = 8  # u64 words per collective record
-
-
-class SimWaitTimeout(RuntimeError):
-    """A simulator spin-wait (signal wait, barrier, collective) exceeded ``TRITON_DIST_SIM_WAIT_TIMEOUT``."""
-
-
-class SimAborted(RuntimeError):
-    """A spin-wait was abandoned because another program of the same launch failed."""
 
 
 class SimHeapExhausted(MemoryError):
@@ -244,13 +234,6 @@ class SimHeapContext(SimContext):
                              f"heap partition")
         return addr - mine + self.base(int(peer))
 
-    def describe_addr(self, addr: int) -> str:
-        addr = int(addr)
-        owner = self.owner_of(addr)
-        if owner is None:
-            return f"0x{addr:x} (not on the symmetric heap)"
-        return f"0x{addr:x} (symmetric offset 0x{addr - self.base(owner):x} in rank {owner}'s partition)"
-
     # ----------------------------------------------------------------- header words
     def _word(self, index: int) -> int:
         return self.map_addr + 8 * index
@@ -276,79 +259,6 @@ class SimHeapContext(SimContext):
                                f"{self.heap_size_var} or WORLD_SIZE")
 
     # ----------------------------------------------------------------- atomics
-    def atomic_load(self, addrs, np_dtype=np.uint64) -> np.ndarray:
-        """Acquire load(s) of 32/64-bit words at raw address(es) (an atomic ``or 0``)."""
-        return _compat.raw_atomic_rmw("or", addrs, np.zeros(1, dtype=np_dtype), "acquire")
-
-    def atomic_store(self, addrs, values, np_dtype=np.uint64) -> None:
-        """Release store(s) (an atomic exchange)."""
-        _compat.raw_atomic_rmw("xchg", addrs, np.asarray(values, dtype=np_dtype), "release")
-
-    def atomic_add(self, addrs, values, np_dtype=np.uint64, sem="acq_rel") -> np.ndarray:
-        return _compat.raw_atomic_rmw("add", addrs, np.asarray(values, dtype=np_dtype), sem)
-
-    # ----------------------------------------------------------------- waiting
-    def spin_until(self, predicate: Callable[[], bool], describe: Callable[[], str], op: str = "wait",
-                   timeout_s: Optional[float] = None) -> None:
-        """Poll ``predicate()`` (yielding, then sleeping up to 1 ms between polls) until it is true.
-
-        Raises :class:`SimWaitTimeout` after ``timeout_s`` (default ``self.wait_timeout_s``) with
-        ``describe()`` in the message, or :class:`SimAborted` when ``abort_event`` is set."""
-        if predicate():
-            return
-        timeout = self.wait_timeout_s if timeout_s is None else timeout_s
-        start = time.monotonic()
-        delay = 0.0
-        polls = 0
-        while True:
-            time.sleep(delay)
-            if predicate():
-                return
-            polls += 1
-            if polls > 20:
-                delay = min(max(delay * 2, 2e-5), 1e-3)
-            if self.abort_event.is_set():
-                raise SimAborted(f"[triton_dist sim] rank {self.rank}: {op} abandoned because another program of "
-                                 f"this launch failed; state: {describe()}")
-            if time.monotonic() - start > timeout:
-                raise SimWaitTimeout(f"[triton_dist sim] rank {self.rank}: {op} timed out after {timeout:g} s: "
-                                     f"{describe()}. Set TRITON_DIST_SIM_WAIT_TIMEOUT (seconds) to wait longer.")
-
-    _CMPS = {"eq": np.equal, "ne": np.not_equal, "ge": np.greater_equal, "gt": np.greater, "le": np.less_equal,
-             "lt": np.less}
-    _SYM = {"eq": "==", "ne": "!=", "ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-
-    def spin_wait(self, addr, expected, nbytes: int = 8, cmp: str = "eq", op: str = "wait", signed: bool = False,
-                  timeout_s: Optional[float] = None) -> np.ndarray:
-        """Spin until the ``nbytes``-wide word(s) at ``addr`` (int or array) compare ``cmp`` to ``expected``
-        (scalar or per-address array), reading with acquire semantics. Returns the last values seen."""
-        if cmp not in self._CMPS:
-            raise ValueError(f"spin_wait: cmp={cmp!r}; accepted: {sorted(self._CMPS)}")
-        if nbytes not in (4, 8):
-            raise ValueError(f"spin_wait: nbytes={nbytes}; accepted: 4, 8")
-        dt = {(4, False): np.uint32, (8, False): np.uint64, (4, True): np.int32, (8, True): np.int64}[(nbytes, signed)]
-        addrs = np.asarray(addr, dtype=np.uint64).reshape(-1)
-        exp = np.asarray(expected).astype(dt)
-        seen = [None]
-
-        def ok():
-            seen[0] = self.atomic_load(addrs, dt)
-            return bool(np.all(self._CMPS[cmp](seen[0], exp)))
-
-        def describe():
-            vals = seen[0]
-            bad = np.nonzero(~self._CMPS[cmp](vals, exp))[0] if vals is not None else range(len(addrs))
-            parts = []
-            for i in list(bad)[:8]:
-                e = exp.reshape(-1)[i] if exp.size > 1 else exp.reshape(-1)[0]
-                parts.append(f"value at {self.describe_addr(int(addrs[i]))}: expected {self._SYM[cmp]} {int(e)}, "
-                             f"last seen {int(vals[i]) if vals is not None else '?'}")
-            more = f" (+{len(bad) - 8} more)" if len(bad) > 8 else ""
-            return "; ".join(parts) + more
-
-        self.spin_until(ok, describe, op=op, timeout_s=timeout_s)
-        return seen[0]
-
     # ----------------------------------------------------------------- barriers
     def _barrier(self, slot: int, ranks: Sequence[int], op: str) -> None:
         with self._lock:
