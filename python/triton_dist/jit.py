@@ -277,10 +277,7 @@ class DistJITFunction(JITFunction):
     def compile_options_for(self, target) -> dict:
         """Extra compile options for ``target`` (a :class:`triton_dist.target.Target`): the SHMEM bitcode in
         ``extern_libs`` when installed. Used by ``triton_dist.tools.compile``."""
-        if getattr(target, "is_sim", False):
-            return {}
-        libs = shmem_extern_libs(target.backend, getattr(target, "arch", None), full=self._full_shmem_library)
-        return {"extern_libs": libs} if libs else {}
+        return compile_options_for_target(target, full=self._full_shmem_library)
 
     def __repr__(self):
         return f"DistJITFunction({self.module}:{self.fn.__qualname__})"
@@ -306,11 +303,13 @@ __all__ = ["jit", "DistJITFunction", "check_cooperative_launch", "collective_cal
            "bounded_wait_key", "shmem_extern_libs"]
 
 
-def compile_options_for_target(target) -> dict:
-    """Module-level form of :meth:`DistJITFunction.compile_options_for` (for kernels made by ``triton.jit``)."""
-    if getattr(target, "is_sim", False):
+def compile_options_for_target(target, full: bool = False) -> dict:
+    """Module-level form of :meth:`DistJITFunction.compile_options_for` (for kernels made by ``triton.jit``):
+    ``extern_libs`` with the SHMEM bitcode of ``target`` (a :class:`triton_dist.target.Target`; the whole NVSHMEM
+    bitcode when ``full``, else the slim library) where installed; nothing for the simulator."""
+    if target.is_sim:
         return {}
-    libs = shmem_extern_libs(target.backend, getattr(target, "arch", None))
+    libs = shmem_extern_libs(target.backend, target.arch, full=full)
     return {"extern_libs": libs} if libs else {}
 
 
