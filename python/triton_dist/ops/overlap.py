@@ -797,9 +797,9 @@ def _gemm_rs_ce(a, b, ctx, out, pieces=CE_PIECES_DEFAULT):
     ``stage[src]``; ``free[d]`` (word ``ce_free + d``) = rank d's last GEMM that read this rank's partial in its
     staging has ended, so this rank may push into it again. One call (``side`` = the context's side stream)::
 
-        side: for each peer d:           wait free[d] == 1, reset it                  (initially 1)
         main: for each peer d (rotated): tmp[d] = A[rows of d] @ B                      (cuBLAS, local)
-        side:   (after tmp[d])           for each piece j: copy tmp[d] piece j -> d.stage[rank] piece j
+        side:   (after tmp[d])           wait free[d] == 1, reset it                  (initially 1)
+                                         for each piece j: copy tmp[d] piece j -> d.stage[rank] piece j
                                                            raise d.ready[rank, j]     (copy engine, no SM)
         main: out = A[own rows] @ B + sum_src stage[src]   (rs_own_gemm_kernel: waits for the pieces of each tile
                                                             after its main loop; zeroes the ready flags at its end)
@@ -826,18 +826,17 @@ def _gemm_rs_ce(a, b, ctx, out, pieces=CE_PIECES_DEFAULT):
     if not ctx.memops_wait:
         for d in peers:
             _flag_wait_reset(ctx, cur, flags[free + d:free + d + 1])
-    else:
-        # the free waits (and resets) go first on the side stream, so they run while the first GEMM computes: the
-        # push then waits for that GEMM alone (the trace of the version that waited after it showed 11 us between
-        # the GEMM's end and the push's start: event wait, flag wait and reset, one after another)
-        side.wait_stream(cur)
-        for d in peers:
-            _flag_wait_reset(ctx, side, flags[free + d:free + d + 1])
     for i, d in enumerate(peers):
         tmp = ctx.chunk_tmp[i * cap:i * cap + rows * N].view(rows, N)
         torch.matmul(a[d * rows:(d + 1) * rows], b, out=tmp)
         side.wait_stream(cur)
         with torch.cuda.stream(side):
+            if ctx.memops_wait:
+                # after this call's GEMM of d's rows, not at the call's start: a wait-value enqueued ahead of the
+                # GEMM made ce bimodal in graph replay (some runs 25-35 us slower per call at 8B M=2048 and 70B
+                # M=512; benchmarks/results/2026-11-30-overlap-v4/README.md), consistent with the wait sharing a
+                # hardware queue with the GEMM and holding it until the peer's previous call had ended
+                _flag_wait_reset(ctx, side, flags[free + d:free + d + 1])
             dst = ctx.ce_stage_peers[d]
             for j in range(P):
                 lo, hi = bounds[j], bounds[j + 1]
