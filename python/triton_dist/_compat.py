@@ -452,6 +452,23 @@ def interpreter_program_error(message: str, exc: BaseException) -> BaseException
     return InterpreterError(message)
 
 
+def interpreter_error_origin(exc: BaseException) -> BaseException:
+    """The exception a program of an interpreted launch actually raised, beneath the interpreter's wrapping.
+
+    Triton's interpreter re-raises an exception ``e`` of a device-function call, and of a program, as
+    ``InterpreterError(repr(e)) from e``, so an error inside a device function reaches the launch nested, with
+    escaped quotes (``InterpreterError('InterpreterError(\\'...\\')')``). Following ``__cause__`` through the
+    ``InterpreterError`` layers gives the original; anything else is returned as is. Assumption (tested in
+    test_compat.py): the wrapping is ``InterpreterError`` raised ``from`` the original."""
+    from triton.runtime.errors import InterpreterError
+
+    seen = set()
+    while isinstance(exc, InterpreterError) and exc.__cause__ is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return exc
+
+
 # ---- helper A (language ops) -------------------------------------------------------------------------------------
 
 def jit_function(fn):

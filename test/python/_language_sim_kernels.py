@@ -2,6 +2,7 @@
 import triton
 import triton.language as tl
 
+import triton_dist
 import triton_dist.language as dl
 
 
@@ -61,3 +62,24 @@ def k_ring(sig, data, ITERS: tl.constexpr, BLOCK: tl.constexpr):
         dl.notify(sig, nxt, i, "set", "intra_node")
         if me == 0:
             dl.wait(sig, 1, "sys", "acquire", i)
+
+
+# ---- error text (issue 15): triton_dist.jit kernels run by the simulator's grid runner while a context is set
+@triton.jit
+def _wait_one(sig):
+    dl.wait(sig, 1, "sys", "acquire", 1)
+
+
+@triton_dist.jit
+def kd_wait_in_device_fn(sig):
+    _wait_one(sig)
+
+
+@triton_dist.jit
+def kd_notify(sig, peer, SCOPE: tl.constexpr):
+    dl.notify(sig, peer, 1, "set", SCOPE)
+
+
+@triton_dist.jit
+def kd_symm_at(x, peer, out):
+    tl.store(out, tl.load(dl.symm_at(x, peer)))

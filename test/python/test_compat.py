@@ -429,8 +429,42 @@ def test_simulator_program_threads_are_interpreted_programs_of_one_launch():
     assert _IN_PROGRAM == [True] * 6
     assert launch_record.current_launch() == (None, None)
     failing = InterpretedFunction(_kernel_fails_in_program_1)
-    with pytest.raises(InterpreterError, match=r"program \(1, 0, 0\): KeyError\('boom'\)"):
+    with pytest.raises(InterpreterError, match=r"program \(1, 0, 0\): KeyError: 'boom'"):
         ConcurrentGridExecutor(failing.rewrite(), failing.arg_names, (2, ))(torch.zeros(1, dtype=torch.int32))
+
+
+def _device_fn_raises(p):
+    raise KeyError("deep")
+
+
+def _kernel_calls_raising_device_fn(p):
+    _device_fn_raises(p)
+
+
+def test_interpreter_wraps_errors_from_and_origin_unwraps():
+    """interpreter_error_origin: the stock interpreter re-raises a device function's error, then the program's, as
+    ``InterpreterError(repr(e)) from e`` (so the text nests); following ``__cause__`` through the InterpreterError
+    layers reaches the original exception, whatever the depth."""
+    import pytest
+    import torch
+    from triton.runtime.errors import InterpreterError
+    from triton.runtime.interpreter import InterpretedFunction
+
+    g = _kernel_calls_raising_device_fn.__globals__
+    old = g["_device_fn_raises"]
+    g["_device_fn_raises"] = InterpretedFunction(old)
+    try:
+        with pytest.raises(InterpreterError) as ei:
+            InterpretedFunction(_kernel_calls_raising_device_fn)[(1, )](torch.zeros(1))
+    finally:
+        g["_device_fn_raises"] = old
+    outer = ei.value
+    assert str(outer).startswith("InterpreterError(") and isinstance(outer.__cause__, InterpreterError)
+    origin = _compat.interpreter_error_origin(outer)
+    assert type(origin) is KeyError and origin.args == ("deep", )
+    plain = ValueError("x")
+    assert _compat.interpreter_error_origin(plain) is plain
+    assert _compat.interpreter_error_origin(InterpreterError("no cause")).error_message == "no cause"
 
 
 def test_aggregate_init_and_plain_builtins_outside_kernels():

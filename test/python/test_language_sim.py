@@ -220,3 +220,31 @@ def test_ring_multiprocess(sim_ranks, world):  # noqa: F811
         assert sig == iters, (r, sig)
         assert data == [float(prev * 1000 + iters)] * 16, (r, data[:4])
         assert ids == [r, world]
+
+
+# ------------------------------------------------------------------------------------- error text (issue 15)
+# triton_dist.jit kernels: with a context set they run through the simulator's grid runner (run_grid), as in a rank
+# process. One error, one line: the user's call, its arguments, the rank and the fix; no nested InterpreterError.
+
+@pytest.fixture
+def run_ctx(ctx):
+    import threading
+
+    ctx.abort_event = threading.Event()  # run_grid aborts the other programs' waits through it
+    return ctx
+
+
+def _one_line(exc):
+    msg = str(exc)
+    assert "\n" not in msg and "\\" not in msg, msg
+    assert "InterpreterError(" not in msg, msg
+    return msg
+
+
+def test_wait_timeout_in_device_function_is_one_line(interp, run_ctx):
+    sig = run_ctx.alloc(1, torch.int64)
+    with pytest.raises(Exception) as ei:
+        interp.kd_wait_in_device_fn[(1, )](sig[0])
+    msg = _one_line(ei.value)
+    assert msg.startswith("program (0, 0, 0): SimWaitTimeout: [triton_dist sim] rank 0: dl.wait("), msg
+    assert "expected == 1, last seen 0" in msg

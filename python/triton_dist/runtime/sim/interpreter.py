@@ -28,8 +28,9 @@ class ConcurrentGridExecutor:
     Every program thread is bound to one :class:`~triton_dist.backends.sim.launch_record.LaunchRecord` of the
     launch, and its program id is its own (``_compat.install_thread_local_grid_idx``). If a program raises, the
     programs not started yet are not started, ``on_program_error(exc)`` (when set) is called once, and after the
-    others finished the first error is raised as the interpreter would (``InterpreterError("program (x, y, z):
-    ...")``)."""
+    others finished the first error is raised as the interpreter would, as one line naming the program and the
+    original error beneath the interpreter's device-function wrapping (``InterpreterError("program (x, y, z):
+    SimWaitTimeout: ...")``)."""
 
     max_concurrent = 1024
     on_program_error = None  # callable(exc) invoked once on the first failing program (e.g. abort waits)
@@ -81,7 +82,8 @@ class ConcurrentGridExecutor:
             t.join()
         if errors:
             idx, exc = errors[0]
-            err = _compat.interpreter_program_error(f"program {idx}: {exc!r}", exc)
+            origin = _compat.interpreter_error_origin(exc)  # not the interpreter's nested repr() layers
+            err = _compat.interpreter_program_error(f"program {idx}: {type(origin).__name__}: {origin}", exc)
             if err is exc:  # front-end debugging: the program's own exception
                 raise exc
             raise err from exc
