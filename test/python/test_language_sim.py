@@ -248,3 +248,19 @@ def test_wait_timeout_in_device_function_is_one_line(interp, run_ctx):
     msg = _one_line(ei.value)
     assert msg.startswith("program (0, 0, 0): SimWaitTimeout: [triton_dist sim] rank 0: dl.wait("), msg
     assert "expected == 1, last seen 0" in msg
+
+
+def test_bounded_wait_timeout_names_the_bounded_wait_variable(interp, run_ctx, monkeypatch):
+    sig = run_ctx.alloc(1, torch.int64)
+    monkeypatch.setenv("TRITON_DIST_BOUNDED_WAIT", "150")  # read when the kernel is traced: at the launch here
+    with pytest.raises(Exception) as ei:
+        interp.kd_wait_in_device_fn[(1, )](sig[0])
+    msg = _one_line(ei.value)
+    assert "timed out after 0.15 s" in msg and "TRITON_DIST_BOUNDED_WAIT=150" in msg, msg
+    assert "TRITON_DIST_SIM_WAIT_TIMEOUT" not in msg, msg
+    monkeypatch.delenv("TRITON_DIST_BOUNDED_WAIT")
+    with pytest.raises(Exception) as ei:  # the simulator's own bound (the context's wait_timeout_s)
+        interp.kd_wait_in_device_fn[(1, )](sig[0])
+    msg = _one_line(ei.value)
+    assert "timed out after 0.3 s" in msg and "TRITON_DIST_SIM_WAIT_TIMEOUT" in msg, msg
+    assert "TRITON_DIST_BOUNDED_WAIT" not in msg, msg

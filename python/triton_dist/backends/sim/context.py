@@ -14,7 +14,7 @@ from ... import _compat
 
 class SimWaitTimeout(RuntimeError):
     """A simulator spin-wait (signal wait, barrier, collective) exceeded its timeout (``wait_timeout_s``,
-    ``TRITON_DIST_SIM_WAIT_TIMEOUT``)."""
+    ``TRITON_DIST_SIM_WAIT_TIMEOUT``, or the bounded-wait mode's ``TRITON_DIST_BOUNDED_WAIT``)."""
 
 
 class SimAborted(RuntimeError):
@@ -84,11 +84,13 @@ class SimContext:
 
     # ----------------------------------------------------------------- waiting
     def spin_until(self, predicate: Callable[[], bool], describe: Callable[[], str], op: str = "wait",
-                   timeout_s: Optional[float] = None) -> None:
+                   timeout_s: Optional[float] = None, timeout_hint: Optional[str] = None) -> None:
         """Poll ``predicate()`` (yielding, then sleeping up to 1 ms between polls) until it is true.
 
         Raises :class:`SimWaitTimeout` after ``timeout_s`` (default ``self.wait_timeout_s``) with
-        ``describe()`` in the message, or :class:`SimAborted` when ``abort_event`` is set."""
+        ``describe()`` in the message, or :class:`SimAborted` when ``abort_event`` is set. The message ends with
+        ``timeout_hint``, how to wait longer: give it with ``timeout_s`` when the bound is not the context's own
+        (e.g. the bounded-wait mode's); default: the variable that sets ``wait_timeout_s``."""
         if predicate():
             return
         timeout = self.wait_timeout_s if timeout_s is None else timeout_s
@@ -106,11 +108,12 @@ class SimContext:
                 raise SimAborted(f"[triton_dist sim] rank {self.rank}: {op} abandoned because another program of "
                                  f"this launch failed; state: {describe()}")
             if time.monotonic() - start > timeout:
+                hint = timeout_hint or "Set TRITON_DIST_SIM_WAIT_TIMEOUT (seconds) to wait longer."
                 raise SimWaitTimeout(f"[triton_dist sim] rank {self.rank}: {op} timed out after {timeout:g} s: "
-                                     f"{describe()}. Set TRITON_DIST_SIM_WAIT_TIMEOUT (seconds) to wait longer.")
+                                     f"{describe()}. {hint}")
 
     def spin_wait(self, addr, expected, nbytes: int = 8, cmp: str = "eq", op: str = "wait", signed: bool = False,
-                  timeout_s: Optional[float] = None) -> np.ndarray:
+                  timeout_s: Optional[float] = None, timeout_hint: Optional[str] = None) -> np.ndarray:
         """Spin until the ``nbytes``-wide word(s) at ``addr`` (int or array) compare ``cmp`` to ``expected``
         (scalar or per-address array), reading with acquire semantics. Returns the last values seen."""
         if cmp not in _CMPS:
@@ -137,7 +140,7 @@ class SimContext:
             more = f" (+{len(bad) - 8} more)" if len(bad) > 8 else ""
             return "; ".join(parts) + more
 
-        self.spin_until(ok, describe, op=op, timeout_s=timeout_s)
+        self.spin_until(ok, describe, op=op, timeout_s=timeout_s, timeout_hint=timeout_hint)
         return seen[0]
 
 

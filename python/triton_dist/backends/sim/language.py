@@ -5,7 +5,8 @@ coincide. Memory is the real memory of this process (the symmetric heap is a sha
 ``triton_dist.runtime.sim``); signals are read and written with the interpreter's C++ atomics, which are real
 atomics across processes:
 - ``wait``: acquire (or relaxed) atomic loads of each signal until it equals the value; after
-  ``ctx.wait_timeout_s`` raises ``RuntimeError`` naming op, rank, address, expected and seen value.
+  ``ctx.wait_timeout_s`` (or the bounded-wait mode's ``TRITON_DIST_BOUNDED_WAIT`` ms) raises ``SimWaitTimeout``
+  naming op, rank, address, expected and seen value, and the variable that set the bound.
 - ``notify``: release atomic exchange ("set") / add ("add") on the signal; the target is translated into the
   peer's partition for intra_node / inter_node. Every earlier store of the program is visible before the signal.
 - ``extern_call``: only functions registered with :func:`register_extern` can run.
@@ -18,6 +19,7 @@ import numpy as np
 import triton.language as tl
 
 from ... import _compat
+from ...language.core import BOUNDED_WAIT_ENV
 from . import context as sim_context
 
 _EXTERNS: Dict[str, Callable] = {}
@@ -56,6 +58,16 @@ def _np_int(bits: int):
     return np.int64 if bits == 64 else np.int32
 
 
+def bounded_wait_timeout(bound_ms: int) -> dict:
+    """The ``spin_wait`` keywords of the bounded-wait mode: with a bound (``TRITON_DIST_BOUNDED_WAIT``, ms) the wait
+    times out after it and the message names that variable; without one (0), the context's own timeout applies."""
+    if not bound_ms:
+        return {}
+    return {"timeout_s": bound_ms / 1000.0,
+            "timeout_hint": f"The bound is {BOUNDED_WAIT_ENV}={int(bound_ms)} (milliseconds, read when the kernel is "
+                            f"compiled): raise or unset it to wait longer."}
+
+
 def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
     ctx = _ctx(False, "wait") or sim_context.LocalContext()
     base, count, expected = _scalar(ptr), _scalar(n), _scalar(value)
@@ -65,7 +77,7 @@ def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _gener
     if count > 0:  # the context's waiter: acquire reads, names the heap slot on timeout, stops on an abort
         addrs = base + step * np.arange(count, dtype=np.uint64)
         ctx.spin_wait(addrs, expected, nbytes=step, cmp="eq", op=f"dl.wait(scope={scope}, semantic={sem})",
-                      signed=True, timeout_s=(bound_ms / 1000.0) if bound_ms else None)
+                      signed=True, **bounded_wait_timeout(bound_ms))
     return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
 
 
