@@ -4,6 +4,7 @@ import triton.language as tl
 
 import triton_dist
 import triton_dist.language as dl
+from triton_dist.language.extra import libshmem_device as shmem
 
 
 @triton.jit
@@ -83,3 +84,8 @@ def kd_notify(sig, peer, SCOPE: tl.constexpr):
 @triton_dist.jit
 def kd_symm_at(x, peer, out):
     tl.store(out, tl.load(dl.symm_at(x, peer)))
+
+
+@triton_dist.jit
+def kd_signal_wait_until(sig, value, out):
+    tl.store(out, shmem.signal_wait_until(sig, shmem.NVSHMEM_CMP_EQ, value).to(tl.int64))

@@ -264,3 +264,15 @@ def test_bounded_wait_timeout_names_the_bounded_wait_variable(interp, run_ctx, m
     msg = _one_line(ei.value)
     assert "timed out after 0.3 s" in msg and "TRITON_DIST_SIM_WAIT_TIMEOUT" in msg, msg
     assert "TRITON_DIST_BOUNDED_WAIT" not in msg, msg
+
+
+def test_signal_wait_until_honours_bounded_wait(interp, run_ctx, monkeypatch):
+    sig = run_ctx.alloc(1, torch.int64)
+    out = torch.zeros(1, dtype=torch.int64)
+    run_ctx.wait_timeout_s = 5.0  # the simulator's own bound: NOT the one that applies below
+    monkeypatch.setenv("TRITON_DIST_BOUNDED_WAIT", "150")
+    with pytest.raises(Exception) as ei:
+        interp.kd_signal_wait_until[(1, )](sig[0], 1, out)
+    msg = _one_line(ei.value)
+    assert "libshmem_device.signal_wait_until(cmp=eq, cmp_val=1) timed out after 0.15 s" in msg, msg
+    assert "TRITON_DIST_BOUNDED_WAIT=150" in msg and "TRITON_DIST_SIM_WAIT_TIMEOUT" not in msg, msg

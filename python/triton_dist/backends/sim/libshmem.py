@@ -9,7 +9,8 @@ symmetric heap every rank process maps (``triton_dist.runtime.sim``):
   which is a valid (strongest) schedule of the NVSHMEM semantics.
 * signals: real 64-bit hardware atomics on the shared pages (exchange for SET, add for ADD, acquire-release), after
   the data copy, so a peer that sees the signal sees the data. ``signal_wait_until`` polls with acquire loads
-  through the runtime's waiter (timeout -> ``SimWaitTimeout`` naming address, comparison and last value).
+  through the runtime's waiter (timeout -> ``SimWaitTimeout`` naming address, comparison and last value); in the
+  bounded-wait mode (``TRITON_DIST_BOUNDED_WAIT=<ms>``) it times out after that bound, like ``dl.wait``.
 * ``remote_ptr``: the peer partition's address; null (0) for an address off this rank's partition or a peer on
   another simulated node (``nvshmem_ptr`` is null there too). ``remote_mc_ptr``: always null (no multicast).
 * barriers / collectives -- the model: each call is ONE arrival of this PE at the team's barrier; each rank's k-th
@@ -33,7 +34,9 @@ import triton.language as tl
 
 from ... import _compat
 from ...language._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_NAMES
+from ...language.core import bounded_wait_ms
 from . import context as sim_context
+from .language import bounded_wait_timeout
 
 
 def _ctx():
@@ -191,8 +194,10 @@ def signal_wait_until(sig_addr, cmp, cmp_val, *, target, _semantic, _generator):
     if c not in CMP_NAMES:
         raise ValueError(f"libshmem_device.signal_wait_until: cmp_={c}; accepted: NVSHMEM_CMP_EQ/NE/GT/LE/LT/GE (0-5)")
     a = _u64(sig_addr)
+    # the bounded-wait mode bounds this wait like dl.wait's (read at trace time, which is now under the interpreter)
     seen = ctx.spin_wait(a, np.uint64(_u64(cmp_val)), nbytes=8, cmp=CMP_NAMES[c], signed=False,
-                         op=f"libshmem_device.signal_wait_until(cmp={CMP_NAMES[c]}, cmp_val={_u64(cmp_val)})")
+                         op=f"libshmem_device.signal_wait_until(cmp={CMP_NAMES[c]}, cmp_val={_u64(cmp_val)})",
+                         **bounded_wait_timeout(bounded_wait_ms()))
     value = int(np.asarray(seen).reshape(-1)[0])
     return _compat.interpreter_value(np.array([value], dtype=np.uint64), tl.uint64)
 

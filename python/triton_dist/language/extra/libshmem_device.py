@@ -416,7 +416,9 @@ def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None, _generator=None):
     """Wait until the local 64-bit signal at symmetric ``sig_addr`` satisfies ``*sig_addr <cmp_> cmp_val``
     (``NVSHMEM_CMP_EQ/NE/GT/GE/LT/LE``, unsigned compare) and return the value that satisfied it (uint64).
     Every thread of the program waits (read-only polling); loads after it observe what the signalling PE
-    delivered before the signal (put-with-signal / fence / quiet ordering)."""
+    delivered before the signal (put-with-signal / fence / quiet ordering). The bounded-wait mode
+    (``TRITON_DIST_BOUNDED_WAIT``) bounds it on the simulator, like ``dl.wait``; on a GPU it is the library's own,
+    unbounded wait."""
     op = "signal_wait_until"
     a = _ptr(op, "sig_addr", sig_addr)
     c = _const(op, "cmp_", cmp_, CMP_NAMES)
