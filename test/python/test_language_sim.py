@@ -276,3 +276,49 @@ def test_signal_wait_until_honours_bounded_wait(interp, run_ctx, monkeypatch):
     msg = _one_line(ei.value)
     assert "libshmem_device.signal_wait_until(cmp=eq, cmp_val=1) timed out after 0.15 s" in msg, msg
     assert "TRITON_DIST_BOUNDED_WAIT=150" in msg and "TRITON_DIST_SIM_WAIT_TIMEOUT" not in msg, msg
+
+
+def test_notify_on_non_symmetric_tensor_names_notify_and_the_fix(interp, run_ctx):
+    plain = torch.zeros(1, dtype=torch.int64)  # not on the symmetric heap
+    with pytest.raises(Exception) as ei:
+        interp.kd_notify[(1, )](plain, 1, SCOPE="intra_node")
+    msg = _one_line(ei.value)
+    assert "symm_at" not in msg, msg
+    assert "rank 0: dl.notify(ptr=" in msg and f"{plain.data_ptr():#x}" in msg, msg
+    assert "rank=1" in msg and "signal=1" in msg and "sig_op='set'" in msg and "comm_scope='intra_node'" in msg, msg
+    assert "not a symmetric buffer of rank 0" in msg and "triton_dist.utils.nvshmem_create_tensor" in msg, msg
+    assert plain.item() == 0
+    sig = run_ctx.alloc(1, torch.int64)  # a symmetric one still signals the peer's copy
+    interp.kd_notify[(1, )](sig[0], 1, SCOPE="intra_node")
+    assert sig[1].item() == 1 and sig[0].item() == 0
+
+
+def test_symm_at_on_non_symmetric_tensor_names_the_fix(interp, run_ctx):
+    plain = torch.zeros(1, dtype=torch.float32)
+    with pytest.raises(Exception) as ei:
+        interp.kd_symm_at[(1, )](plain, 1, torch.zeros(1))
+    msg = _one_line(ei.value)
+    assert "rank 0: dl.symm_at(ptr=" in msg and "rank=1" in msg and f"{plain.data_ptr():#x}" in msg, msg
+    assert "not a symmetric buffer of rank 0" in msg and "triton_dist.utils.nvshmem_create_tensor" in msg, msg
+
+
+def _rank_notify_plain_tensor():
+    """Inside a rank process (the real symmetric heap): dl.notify on a tensor that is not symmetric."""
+    import _language_sim_kernels as k
+
+    plain = torch.zeros(1, dtype=torch.int64)
+    try:
+        k.kd_notify[(1, )](plain, 0, SCOPE="intra_node")
+    except Exception as exc:  # noqa: BLE001 - the text is what is tested
+        return str(exc), plain.data_ptr()
+    return None, plain.data_ptr()
+
+
+@pytest.mark.skipif(not _HAVE_POOL, reason="simulator runtime (conftest_sim) not available")
+def test_notify_on_non_symmetric_tensor_multiprocess(sim_ranks):  # noqa: F811
+    for r, (msg, addr) in enumerate(sim_ranks.run(2, _rank_notify_plain_tensor)):
+        assert msg is not None, r
+        _one_line(msg)
+        assert "symm_at" not in msg, msg
+        assert f"rank {r}: dl.notify(ptr={addr:#x} (not on the symmetric heap), rank=0, signal=1" in msg, msg
+        assert f"not a symmetric buffer of rank {r}" in msg and "nvshmem_create_tensor" in msg, msg

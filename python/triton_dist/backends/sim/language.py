@@ -98,12 +98,25 @@ def _check_peer(op, ctx, peer):
         raise ValueError(f"dl.{op}: rank {peer} out of range (world size {ctx.world_size})")
 
 
+def _to_peer(ctx, addrs: np.ndarray, peer: int, call) -> np.ndarray:
+    """``addrs`` (uint64, in this rank's heap partition) at the same offsets in ``peer``'s partition. An address
+    off this rank's partition raises one line naming the user's call (``call(first_bad_address_text)``), the rank
+    and the fix, instead of the translation's own error."""
+    mine = ctx.base(ctx.rank)
+    bad = (addrs < np.uint64(mine)) | (addrs >= np.uint64(mine + ctx.heap_size))
+    if bad.any():
+        raise ValueError(f"[triton_dist sim] rank {ctx.rank}: {call(ctx.describe_addr(int(addrs[bad].reshape(-1)[0])))}"
+                         f": ptr is not a symmetric buffer of rank {ctx.rank}; allocate it with triton_dist's "
+                         f"symmetric allocator (triton_dist.utils.nvshmem_create_tensor)")
+    return np.asarray(ctx.translate(addrs, peer), dtype=np.uint64)
+
+
 def symm_at(ptr, rank, *, target, _semantic):
     ctx = _ctx(True, "symm_at")
     peer = _scalar(rank)
     _check_peer("symm_at", ctx, peer)
     data = np.asarray(_compat.interpreter_data(ptr)).astype(np.uint64)
-    out = np.asarray(ctx.translate(data, peer), dtype=np.uint64).reshape(data.shape)
+    out = _to_peer(ctx, data, peer, lambda p: f"dl.symm_at(ptr={p}, rank={peer})").reshape(data.shape)
     return _compat.interpreter_value(out, ptr.type)
 
 
@@ -113,7 +126,12 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generat
     if comm_scope != "gpu":
         peer = _scalar(rank)
         _check_peer("notify", ctx, peer)
-        addr = int(np.asarray(ctx.translate(np.array([addr], dtype=np.uint64), peer)).reshape(-1)[0])
+
+        def call(p):
+            return (f"dl.notify(ptr={p}, rank={peer}, signal={_scalar(signal)}, sig_op={sig_op!r}, "
+                    f"comm_scope={comm_scope!r})")
+
+        addr = int(_to_peer(ctx, np.array([addr], dtype=np.uint64), peer, call).reshape(-1)[0])
     mem = _compat.interp_atomics()
     op = mem.RMW_OP.XCHG if sig_op == "set" else mem.RMW_OP.ADD
     sig = np.array([_scalar(signal)], dtype=np.uint64).astype(np.int64)
