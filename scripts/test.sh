@@ -6,7 +6,7 @@
 #   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun on the visible GPUs (>= 2).
 # Extra arguments go to pytest.
 # Progress: lit prints each test as it finishes with its count ("PASS: triton-dist :: x.py (12 of 25)"), pytest
-# each file with a running count ("[ 120/477]"), and every step ends with its time. About 7 min on a 2-core machine.
+# each file with a running count ("[ 120/477]"), and every step ends with its time. About 4.5 min on an idle 2-core machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=cpu
