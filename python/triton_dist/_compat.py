@@ -217,6 +217,23 @@ def type_from_name(name: str):
     return str_to_ty(name, None)
 
 
+def compilation_error_line(exc: BaseException):
+    """One line for Triton's front-end ``CompilationError`` ``exc`` (the offending source line and the error), or
+    None for any other exception. Assumption: ``triton.compiler.errors.CompilationError`` carries ``src``, ``node``
+    (an ``ast`` node with ``lineno``) and ``error_message`` (None when the cause is only in ``__cause__``)."""
+    from triton.compiler.errors import CompilationError
+
+    if not isinstance(exc, CompilationError):
+        return None
+    message = exc.error_message or (f"{type(exc.__cause__).__name__}: {exc.__cause__}" if exc.__cause__ else "")
+    message = " ".join(str(message).split()) or type(exc).__name__
+    lineno = getattr(exc.node, "lineno", None)
+    lines = (exc.src or "").split("\n")
+    if lineno and 0 < lineno <= len(lines) and lines[lineno - 1].strip():
+        return f"{message} (at `{lines[lineno - 1].strip()}`)"
+    return message
+
+
 def llvm_type_name(dtype) -> str:
     """The LLVM integer type a ``tl`` integer dtype passes as in an extern call (``i32``, ``i64``; signedness is not
     part of an LLVM type)."""

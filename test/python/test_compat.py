@@ -835,3 +835,19 @@ def test_interpreter_np_dtype_maps_triton_dtypes():
     assert _compat.interpreter_np_dtype(tl.float32) == np.float32
     assert _compat.interpreter_np_dtype(tl.int64) == np.int64
     assert _compat.interpreter_np_dtype(tl.bfloat16) == np.uint16  # raw bits: numpy has no bfloat16
+
+
+def test_compilation_error_line_reads_triton_compilation_error():
+    import ast
+
+    from triton.compiler.errors import CompilationError
+
+    src = "def k(x):\n    y = bad(x)\n"
+    node = ast.parse(src).body[0].body[0]
+    assert _compat.compilation_error_line(CompilationError(src, node, "bad is not defined")) == \
+        "bad is not defined (at `y = bad(x)`)"
+    try:
+        raise CompilationError(src, node, None) from NameError("nope")
+    except CompilationError as e:
+        assert _compat.compilation_error_line(e) == "NameError: nope (at `y = bad(x)`)"
+    assert _compat.compilation_error_line(RuntimeError("x")) is None

@@ -19,6 +19,11 @@ KERNEL = textwrap.dedent("""
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
 
     not_a_kernel = 3
+
+    @triton.jit
+    def broken(x_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, no_such_name(offs))
 """)
 
 
@@ -29,8 +34,10 @@ def kernel_file(tmp_path):
     return str(path)
 
 
-def _run(*argv):
+def _run(*argv, tmpdir=None):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    if tmpdir is not None:  # where the compiler's temporary files go (tempfile and the tools it runs read TMPDIR)
+        env["TMPDIR"] = str(tmpdir)
     return subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", *argv], capture_output=True,
                           text=True, env=env, timeout=300)
 
@@ -81,14 +88,60 @@ def test_options_reach_the_compiler(kernel_file, capsys):
     (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--target", "cuda:99"], "unknown target 'cuda:99'"),
     (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--target", "hip:gfx9999"], "unknown target 'hip:gfx9999'"),
 ])
-def test_errors_are_one_line_exit_2(kernel_file, argv, message):
-    res = _run(*[a.format(f=kernel_file) for a in argv])
+def test_errors_are_one_line_exit_2(kernel_file, argv, message, tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    res = _run(*[a.format(f=kernel_file) for a in argv], tmpdir=tmpdir)
     assert res.returncode == 2, res
     lines = [ln for ln in res.stderr.strip().splitlines() if ln]
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith("triton-dist-compile: error: ")
     assert message in lines[0]
     assert res.stdout == ""
+    assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    # ptxas failing printed the whole PTX on stdout and a traceback, and left its .ptx input in the temp directory
+    (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "-O", "ptx_options=--no-such-option", "--stage", "cubin",
+      "-o", "{o}"], "compiling scale for cuda:90 failed: ptxas fatal : Unknown option '-no-such-option'"),
+    # a front-end error was Triton's CompilationError traceback with the kernel's source
+    (["{f}:broken", "-s", "*fp32, 128"], "compiling broken for cuda:90 failed: NameError"),
+    (["{f}:broken", "-s", "*fp32, 128", "--target", "hip:gfx942", "--stage", "amdgcn"],
+     "compiling broken for hip:gfx942 failed: NameError"),
+    # a Triton option check (an AssertionError traceback)
+    (["{f}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--num-warps", "3"], "num_warps must be a power of 2"),
+])
+def test_compiler_failures_are_one_line_and_a_hint(kernel_file, argv, message, tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    res = _run(*[a.format(f=kernel_file, o=tmp_path / "k.cubin") for a in argv], tmpdir=tmpdir)
+    assert res.returncode == 2, res
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 2, res.stderr
+    assert lines[0].startswith("triton-dist-compile: error: ") and message in lines[0], lines[0]
+    assert lines[1] == "triton-dist-compile: hint: rerun with --verbose for the compiler's full output and the traceback"
+    assert res.stdout == ""
+    assert list(tmpdir.iterdir()) == []  # no .ptx / .log left behind, nor the tool's own directory
+
+
+def test_front_end_error_names_the_source_line(kernel_file, tmp_path):
+    res = _run(f"{kernel_file}:broken", "-s", "*fp32, 128")
+    assert "(at `tl.store(x_ptr + offs, no_such_name(offs))`)" in res.stderr
+
+
+def test_kernel_file_failing_to_import(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("raise RuntimeError('boom at import')\n")
+    res = _run(f"{path}:k", "-s", "i32")
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[0] == f"triton-dist-compile: error: importing {path} failed: RuntimeError: boom at import"
+    assert "Traceback" not in res.stderr
+
+
+def test_verbose_shows_the_traceback(kernel_file):
+    res = _run(f"{kernel_file}:broken", "-s", "*fp32, 128", "--verbose")
+    assert res.returncode == 1 and "Traceback" in res.stderr and "no_such_name" in res.stderr
 
 
 def test_trailing_parameters_with_defaults_may_be_left_out(capsys):

@@ -8,16 +8,23 @@ optionally ``:16`` for a 16-divisible pointer/int) or a literal, which becomes a
 ``-D NAME=VALUE`` sets a constexpr by name instead. Stages: ttir, ttgir, llir, ptx (cuda), amdgcn (hip), and the
 binary stages cubin/hsaco are accepted for ``--out``. ``--stop-after STAGE`` skips the later stages (for kernels
 calling a device library that is not installed here, e.g. ROCSHMEM on AMD, whose calls cannot be assembled). Any error in the arguments — unknown target, stage, file or
-kernel — prints one line ``triton-dist-compile: error: …`` and exits with code 2.
+kernel — prints one line ``triton-dist-compile: error: …`` and exits with code 2. So does a kernel that fails to
+import or compile (a front-end error, MLIR or ptxas failing): the error is one line naming the cause, a second line
+hints at ``--verbose``, which shows the compiler's full output and the traceback instead. The compiler's temporary
+files go to a private directory removed afterwards (ptxas leaves its .ptx input in /tmp when it fails).
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib.util
+import io
 import os
 import re
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -30,6 +37,21 @@ BINARY_STAGES = {"cuda": ("cubin", ), "hip": ("hsaco", )}
 
 class UsageError(Exception):
     """Bad arguments: reported as one line and exit code 2."""
+
+    hint: Optional[str] = None
+
+
+class CompileFailure(UsageError):
+    """The kernel does not import or compile: one line naming the cause, a hint line, exit code 2."""
+
+    hint = "rerun with --verbose for the compiler's full output and the traceback"
+
+
+# A line of compiler output that states the error (MLIR diagnostics, ptxas, LLVM), as opposed to the context around it.
+_ERROR_LINE = re.compile(r"\berror\b\s*:|\bfatal\b|^ptxas\b.*\berror\b", re.IGNORECASE)
+# Triton's own summary lines around ptxas' message (which follows them).
+_GENERIC_LINE = re.compile(r"^PTXAS error:|Internal Triton PTX codegen error|failed with error code")
+_MAX_LINE = 400
 
 
 @dataclass
@@ -69,7 +91,12 @@ def load_kernel(spec: str, name: Optional[str] = None):
         module_spec = importlib.util.spec_from_file_location(mod_name, spec)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[mod_name] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as e:
+            if _VERBOSE:
+                raise
+            raise CompileFailure(f"importing {spec} failed: {_one_line(f'{type(e).__name__}: {e}')}") from None
     else:
         try:
             module = importlib.import_module(spec)
@@ -179,6 +206,80 @@ def compile_kernel(req: CompileRequest):
         triton.knobs.runtime.add_stages_inspection_hook = old
 
 
+_VERBOSE = False  # --verbose: let compiler output and tracebacks through
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= _MAX_LINE else text[:_MAX_LINE - 3] + "..."
+
+
+@contextlib.contextmanager
+def _compiler_quieted(captured: Dict[str, str]):
+    """Run the compiler with a private temporary directory (removed afterwards, whatever happens) and with its output
+    captured into ``captured``: ``"stderr"`` (file descriptor 2, where MLIR and LLVM print diagnostics) and
+    ``"stdout"`` (Python's, where Triton prints the whole PTX when ptxas fails)."""
+    tmpdir = tempfile.mkdtemp(prefix="triton-dist-compile-")
+    old_tempdir, old_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    saved_fd = os.dup(2)
+    out = io.StringIO()
+    log = tempfile.TemporaryFile(dir=tmpdir)
+    try:
+        tempfile.tempdir = tmpdir  # Triton's NamedTemporaryFile calls (ptxas / ld.lld inputs)
+        os.environ["TMPDIR"] = tmpdir  # the tools it runs
+        sys.stderr.flush()
+        os.dup2(log.fileno(), 2)
+        with contextlib.redirect_stdout(out):
+            yield captured
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        log.seek(0)
+        captured["stderr"] = log.read().decode(errors="replace")
+        captured["stdout"] = out.getvalue()
+        log.close()
+        tempfile.tempdir = old_tempdir
+        if old_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old_env
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _failure_line(exc: BaseException, compiler_stderr: str) -> str:
+    """The one line that says why compiling failed: the front end's error at its source line, else the first line
+    of the compiler's output (or of the exception) that states an error, else the exception's first line."""
+    line = _compat.compilation_error_line(exc)
+    if line:
+        return _one_line(line)
+    for text in (compiler_stderr, str(exc)):
+        for ln in text.splitlines():
+            if _ERROR_LINE.search(ln) and not _GENERIC_LINE.search(ln):
+                return _one_line(ln)
+    first = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
+    return _one_line(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+
+def compile_quietly(req: CompileRequest):
+    """:func:`compile_kernel`, with a failure of the compiler reported as one line (:class:`CompileFailure`) and no
+    temporary files left behind; on success the compiler's output (warnings, dumps) is passed on."""
+    if _VERBOSE:
+        return compile_kernel(req)
+    captured = {"stderr": "", "stdout": ""}
+    try:
+        with _compiler_quieted(captured):
+            compiled = compile_kernel(req)
+    except UsageError:
+        raise
+    except Exception as e:
+        raise CompileFailure(f"compiling {req.kernel.__name__} for {req.target} failed: "
+                             f"{_failure_line(e, captured['stderr'])}") from None
+    sys.stderr.write(captured["stderr"])
+    sys.stdout.write(captured["stdout"])
+    return compiled
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="triton-dist-compile", description=__doc__.split("\n\n")[0])
     p.add_argument("kernel", help="FILE.py:kernel_name (or module:kernel_name)")
@@ -195,6 +296,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-after", default=None,
                    help="do not run the stages after this one (for kernels calling device libraries not linked here)")
     p.add_argument("--out", "-o", default=None, help="write the stage to this file instead of stdout")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="when the kernel fails to import or compile, show the compiler's output and the traceback")
     return p
 
 
@@ -215,6 +318,8 @@ def run(argv=None) -> int:
     parser = _parser()
     # argparse exits with 2 on its own errors, printing usage; keep that but make the last line ours.
     args = parser.parse_args(argv)
+    global _VERBOSE
+    _VERBOSE = args.verbose
     try:
         target = parse_target(args.target)
     except ValueError as e:
@@ -238,7 +343,7 @@ def run(argv=None) -> int:
     kernel = load_kernel(args.kernel, args.kernel_name)
     req = CompileRequest(kernel, target, _split_signature(args.signature), _parse_kv(args.defines, "-D"), options,
                          stop_after=args.stop_after)
-    compiled = compile_kernel(req)
+    compiled = compile_quietly(req)
     asm = compiled.asm[stage]
     if args.out:
         mode = "wb" if isinstance(asm, bytes) else "w"
@@ -256,6 +361,8 @@ def main(argv=None) -> int:
         return run(argv)
     except UsageError as e:
         print(f"triton-dist-compile: error: {e}", file=sys.stderr)
+        if e.hint:
+            print(f"triton-dist-compile: hint: {e.hint}", file=sys.stderr)
         return 2
 
 

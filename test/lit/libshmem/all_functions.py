@@ -2,9 +2,10 @@
 #
 # For NVIDIA, the calls in LLIR (bitcode not linked, so they stay visible), then the same kernel linked against
 # libnvshmem_device.bc (the compile tool runs every stage, so `--stage ptx` also assembles the cubin with ptxas,
-# which fails on an unresolved extern function).
+# which fails on an unresolved extern function). ptxas runs at --opt-level 0: it still resolves every call, and takes
+# 38 s instead of 102 s (2-core machine) on the linked library; the PTX checked is made before ptxas, the same.
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage llir --stop-after llir | filecheck %s --check-prefix=NV
-# RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage ptx | filecheck %s --check-prefix=LINKED
+# RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage ptx -O "ptx_options=--opt-level 0" | filecheck %s --check-prefix=LINKED
 # On AMD the rocSHMEM calls show in LLIR (no rocSHMEM bitcode here; test_libshmem_device.py links a stub library).
 # No call to a name rocSHMEM lacks: no multicast (remote_mc_ptr is null), no signal op taking sig_op, and
 # rocSHMEM's device rocshmem_barrier() takes no team.
