@@ -266,18 +266,27 @@ CONFIGS = [
 SIM_CONFIG = TileConfig(16, 16, 16, 4, 1, 1)
 
 
+def env_config():
+    """The tiling ``TRITON_DIST_OVERLAP_CONFIG=BMxBNxBKxWARPSxSTAGES[f][p][kS]`` sets for every fused launch
+    (tuning; :meth:`TileConfig.parse`; a kernel without a flattened or split-K form ignores ``f`` / ``kS``), or None
+    when it is unset. A malformed value raises ValueError naming the variable."""
+    env = os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip()
+    if not env:
+        return None
+    try:
+        return TileConfig.parse(env)
+    except ValueError as exc:
+        raise ValueError(f"TRITON_DIST_OVERLAP_CONFIG: {exc}") from None
+
+
 def pick_config(M: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2, cc: int = 90,
                 sim_config: TileConfig = SIM_CONFIG) -> TileConfig:
     """Deterministic tiling for the fused kernels (same on every rank). GPU: 128x256x64 for large shapes,
     128x128x64 when the tile count would leave SMs idle, 64x128 for small M; fp8 doubles BLOCK_K.
-    ``TRITON_DIST_OVERLAP_CONFIG=BMxBNxBKxWARPSxSTAGES[f]`` overrides it (tuning; ``f``: flattened loop, taken by
-    the AG+GEMM kernel and ignored by the GEMM+RS / GEMM+AR kernels, which have no flattened form)."""
-    env = os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip()
-    if env:
-        try:
-            return TileConfig.parse(env)
-        except ValueError as exc:
-            raise ValueError(f"TRITON_DIST_OVERLAP_CONFIG: {exc}") from None
+    :func:`env_config` overrides it."""
+    env = env_config()
+    if env is not None:
+        return env
     if not on_gpu:
         return sim_config
     bk = 128 if elem_bytes == 1 else 64
@@ -416,5 +425,5 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
 
 
 __all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
-           "TileConfig", "CONFIGS", "SIM_CONFIG", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
+           "TileConfig", "CONFIGS", "SIM_CONFIG", "env_config", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
            "ensure_tma_allocator", "matmul", "num_sms", "check_operands"]

@@ -37,7 +37,7 @@ import triton_dist
 import triton_dist.language as dl
 
 from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, finish_call, store_to_peers
-from triton_dist.kernels.gemm import (SIM_CONFIG, TileConfig, slot_tile, store_tile, tile_acc_ptr_k, tile_acc_tma_k,
+from triton_dist.kernels.gemm import (SIM_CONFIG, TileConfig, env_config, slot_tile, store_tile, tile_acc_ptr_k, tile_acc_tma_k,
                                       tile_coords, tma_descriptors)
 
 #: most programs that share the K blocks of one tile (``SPLIT_K``); the workspace holds this many partials
@@ -128,7 +128,10 @@ def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
     the SMs: a split only adds its workspace round trip), M <= 64 takes 64x128x128 tiles and M <= 128 64x128x64;
     then the K blocks are split so that the units cover the SMs (``num_sms // tiles``, at most
     :data:`SPLIT_K_MAX`). Above :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator:
-    ``sim_config``."""
+    ``sim_config``. :func:`~triton_dist.kernels.gemm.env_config` overrides it."""
+    env = env_config()
+    if env is not None:
+        return env
     if not on_gpu:
         return sim_config
     if M > SPLIT_K_MAX_M:

@@ -229,10 +229,16 @@ class _OverlapContext(Context):
         return int(self.counter[0].item())
 
     def _cfg(self, M, N, K, elem_bytes):
+        """The tiling of a fused launch: the measured table's for this shape (GPU, no ``TRITON_DIST_OVERLAP_CONFIG``
+        override), else :meth:`_pick_config`."""
         if self.on_gpu and not os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip():
             measured = table_config(self.kind, self.world_size, M, N, K, elem_bytes)
             if measured is not None:
                 return measured
+        return self._pick_config(M, N, K, elem_bytes)
+
+    def _pick_config(self, M, N, K, elem_bytes):
+        """The deterministic tiling of this context's fused kernel (the override, the simulator's, or the rule)."""
         return _gemm.pick_config(M, N, K, on_gpu=self.on_gpu, elem_bytes=elem_bytes, cc=self.cc or 90,
                                  sim_config=self.sim_config)
 
@@ -602,6 +608,15 @@ class _PartialsContext(_OverlapContext):
             return 64, 64
         return self.sim_config.BLOCK_M, self.sim_config.BLOCK_N
 
+    def _signal_tiles(self, op, cfg, rows: int, n: int, per: str = "") -> int:
+        """Output tiles of a ``rows x n`` launch with tiling ``cfg`` (one tile signal each); ValueError when the
+        context has fewer signals (``per``: what they are counted per, for the message)."""
+        tiles = _tiles(rows, n, cfg.BLOCK_M, cfg.BLOCK_N)
+        if tiles > self.max_tiles:
+            raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals{per}, the context "
+                             f"has {self.max_tiles} (use blocks >= the context's minimum)")
+        return tiles
+
     def select_rule(self, m_total: int, k: Optional[int] = None) -> dict:
         """The table's rule for a call (:func:`select_rule`); ``fused`` where its method is not available here."""
         rule = select_rule(self.kind, self.world_size, m_total, self.on_gpu, self.n, k)
@@ -710,11 +725,7 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     if method in paths:
         return paths[method](a, b, ctx, out, **kw)
     cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
-    tiles = _tiles(rows, N, cfg.BLOCK_M, cfg.BLOCK_N)
-    if tiles > ctx.max_tiles:
-        per, hint = (" per chunk", " (use blocks >= the context's minimum)") if chunked else ("", "")
-        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals{per}, the context has "
-                         f"{ctx.max_tiles}{hint}")
+    tiles = ctx._signal_tiles(op, cfg, rows, N, " per chunk" if chunked else "")
     tma = ctx._use_tma() and not cfg.pointer_loads
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
     kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),
@@ -1039,14 +1050,8 @@ class GemmARContext(_PartialsContext):
             return 16, 64
         return self.sim_config.BLOCK_M, self.sim_config.BLOCK_N
 
-    def _cfg(self, M, N, K, elem_bytes):
-        env = os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip()
-        if env or not self.on_gpu:
-            return super()._cfg(M, N, K, elem_bytes)
-        measured = table_config(self.kind, self.world_size, M, N, K, elem_bytes)
-        if measured is not None:
-            return measured
-        return _ark.pick_ar_config(M, N, K, num_sms=self.num_sms, on_gpu=True, sim_config=self.sim_config)
+    def _pick_config(self, M, N, K, elem_bytes):
+        return _ark.pick_ar_config(M, N, K, num_sms=self.num_sms, on_gpu=self.on_gpu, sim_config=self.sim_config)
 
     def split_for(self, cfg, M: int, N: int, K: int) -> int:
         """The split-K of a call with tiling ``cfg``: its ``split_k``, at most the K blocks there are and what the
@@ -1105,10 +1110,7 @@ def _gemm_ar_fused(a, b, ctx, out):
     N = b.shape[1]
     cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
     split = ctx.split_for(cfg, M, N, K)
-    tiles = _tiles(M, N, cfg.BLOCK_M, cfg.BLOCK_N)
-    if tiles > ctx.max_tiles:
-        raise ValueError(f"{op}: tiling {cfg.BLOCK_M}x{cfg.BLOCK_N} needs {tiles} tile signals, the context has "
-                         f"{ctx.max_tiles} (use blocks >= the context's minimum)")
+    tiles = ctx._signal_tiles(op, cfg, M, N)
     tma = ctx._use_tma() and not cfg.pointer_loads
     grid = (max(1, min(ctx.num_sms, tiles * split)), )
     meta = dataclasses.replace(cfg, split_k=split).meta(with_flatten=False, with_split=True)
