@@ -59,15 +59,10 @@ def main():
             c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
             fns = {}
 
-            def fused(cfg, tma=True):
+            def fused(cfg):
                 def run():
                     with bo.overlap_config(cfg):
-                        if not tma:
-                            ctx._use_tma = lambda: False
-                        try:
-                            return ov.gemm_ar(a, b, ctx, method="fused")
-                        finally:
-                            ctx.__dict__.pop("_use_tma", None)
+                        return ov.gemm_ar(a, b, ctx, method="fused")
                 return run
 
             def gemm_only(cfg):
@@ -83,8 +78,8 @@ def main():
                 fns[f"fused@{cfg}"] = fused(cfg)
                 if "k" not in cfg:
                     fns[f"gemm@{cfg}"] = gemm_only(cfg)
-            for cfg in PTR_CFGS:
-                fns[f"fused_ptr@{cfg}"] = fused(cfg, tma=False)
+            for cfg in PTR_CFGS:  # the same tilings with pointer loads (the "p" suffix)
+                fns[f"fused_ptr@{cfg}"] = fused(cfg + "p")
             fns["one_shot"] = lambda: ov.gemm_ar(a, b, ctx, method="one_shot")
             fns["cublas"] = lambda: torch.matmul(a, b, out=c)
             fns["ar_one_shot"] = lambda: all_reduce(c, ctx.ar_ctx, method="one_shot")

@@ -246,6 +246,15 @@ def _rounding_check(got, ref, bound, what):
     return int((err > U_BF16 * ref.abs()).sum()), err.max().item()
 
 
+def _assert_same_on_every_rank(t, what):
+    """Assert that ``t`` is bit-identical on every rank (all-gathered over NCCL)."""
+    import torch.distributed as dist
+
+    gathered = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, t)
+    assert all(torch.equal(g, gathered[0]) for g in gathered), f"{what}: ranks differ"
+
+
 @contextlib.contextmanager
 def _cublas_fp32_reduction():
     """cuBLAS bf16 GEMMs with fp32 split-K reductions (no reduced-precision reduction), so the ``torch`` path rounds
@@ -314,7 +323,6 @@ def test_gemm_rs(m, k_loc, n):
 @pytest.mark.parametrize("m,k_loc,n", [(1, 7168, 8192), (16, 7168, 8192), (128, 3584, 8192), (512, 7168, 8192),
                                        (77, 1000, 1000)])
 def test_gemm_ar(m, k_loc, n):
-    import torch.distributed as dist
 
     from triton_dist.ops.overlap import create_gemm_ar_context, gemm_ar
 
@@ -339,12 +347,9 @@ def test_gemm_ar(m, k_loc, n):
                   f"one_shot max err {o_max:g} ({o_over} beyond one rounding); torch max err {t_max:g} ({t_over} of "
                   f"{ref.numel()} beyond one rounding, within its bound)")
             # identical on every rank (fp32 sum in rank order)
-            for what, t in (("fused", out), ("one_shot", one)):
-                gathered = [torch.empty_like(t) for _ in range(W)]
-                dist.all_gather(gathered, t)
-                if what == "fused" or W == 2:  # one_shot adds own + peers (commutative only for two ranks)
-                    assert all(torch.equal(g, gathered[0]) for g in gathered), \
-                        f"gemm_ar m={m} {what} call {call}: ranks differ"
+            _assert_same_on_every_rank(out, f"gemm_ar m={m} fused call {call}")
+            if W == 2:  # one_shot adds own + peers (commutative only for two ranks)
+                _assert_same_on_every_rank(one, f"gemm_ar m={m} one_shot call {call}")
     finally:
         ctx.close()
 
@@ -356,7 +361,6 @@ def test_gemm_ar_split_k(m, k_loc, n, cfg, monkeypatch):
     """The fused GEMM+AR with each tile's K blocks split over programs (decode tilings of the sweep): within one
     rounding of the exact sum, bit-identical on every rank, three calls on one context (the tile counters are
     reset by their finishers)."""
-    import torch.distributed as dist
 
     from triton_dist.ops.overlap import create_gemm_ar_context, gemm_ar
 
@@ -371,9 +375,7 @@ def test_gemm_ar_split_k(m, k_loc, n, cfg, monkeypatch):
             ref, _ = _exact_partials_reference(a, b)
             torch.cuda.synchronize()
             _rounding_check(out, ref, U_BF16 * ref.abs(), f"gemm_ar {cfg} m={m} call {call}")
-            gathered = [torch.empty_like(out) for _ in range(W)]
-            dist.all_gather(gathered, out)
-            assert all(torch.equal(g, gathered[0]) for g in gathered), f"gemm_ar {cfg} m={m} call {call}: ranks differ"
+            _assert_same_on_every_rank(out, f"gemm_ar {cfg} m={m} call {call}")
             assert int(ctx.split_cnt.abs().sum()) == 0, f"gemm_ar {cfg}: tile counters not reset"
     finally:
         ctx.close()
