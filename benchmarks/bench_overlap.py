@@ -830,13 +830,18 @@ def merge_rules(old, new):
     ``max_m`` that covers a call matches first); then the generic rules (no shape): the run's when it measured every
     shape the old table had, else the old ones (a partial run's crossover is not evidence for the shapes it
     skipped)."""
-    old_shape = [r for r in old if "n" in r]
-    new_shape = [r for r in new if "n" in r]
-    seen = {_shape_key(r) for r in new_shape}
-    kept = [r for r in old_shape if _shape_key(r) not in seen]
-    shape = sorted(new_shape + kept, key=lambda r: (r["n"], r.get("k") or 0, r.get("max_m") or 1 << 62))
+    shape, kept = merge_shapes([r for r in old if "n" in r], [r for r in new if "n" in r])
     generic = [r for r in (old if kept else new) if "n" not in r] or [r for r in new if "n" not in r]
     return shape + generic
+
+
+def merge_shapes(old, new):
+    """``(merged, kept)``: the ``new`` per-shape entries (rules or tilings) plus the ``old`` ones of shapes ``new``
+    does not have (``kept``), ordered by ``n``, ``k``, then ``max_m``."""
+    seen = {_shape_key(e) for e in new}
+    kept = [e for e in old if _shape_key(e) not in seen]
+    merged = sorted(new + kept, key=lambda e: (e.get("n") or 0, e.get("k") or 0, e.get("max_m") or 1 << 62))
+    return merged, kept
 
 
 def write_table(doc, source):
@@ -860,10 +865,7 @@ def write_table(doc, source):
     for op, by_world in doc.get("dispatch_configs", {}).items():
         merged = dict(old_cfgs.get(op, {}))
         for world, entries in by_world.items():
-            seen = {_shape_key(e) for e in entries}
-            merged[world] = sorted(entries + [e for e in old_cfgs.get(op, {}).get(world, [])
-                                              if _shape_key(e) not in seen],
-                                   key=lambda e: (e.get("n") or 0, e.get("k") or 0, e.get("max_m") or 1 << 62))
+            merged[world], _ = merge_shapes(old_cfgs.get(op, {}).get(world, []), entries)
         cfgs[op] = merged
     new = {"status": "measured", "source": source, "git_commit": doc.get("git_commit"),
            "gpu": doc.get("versions", {}).get("gpu"), "world_size": doc.get("world_size"),
