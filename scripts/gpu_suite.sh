@@ -11,6 +11,7 @@
 #   scripts/gpu_suite.sh overlap-ag     the AG+GEMM tests of the overlap tier, sweep + table, final bench
 #   scripts/gpu_suite.sh overlap-ar     the GEMM+AR tests of the overlap tier, its sweep + table, its final bench
 #   scripts/gpu_suite.sh overlap-rs     the GEMM+RS tests of the overlap tier, its sweep + table (M >= 2048), final
+#   scripts/gpu_suite.sh coll-host      bound-launch and collectives tests, host-path profile, small-size collectives
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -101,9 +102,16 @@ case $part in
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_rs_final 150 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \
       --models llama3-70b,llama3-8b,comm-heavy --m-values 2048,4096,8192 --tag rs-final ;;
+  coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
+    tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
+    tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
+    rec profile_host_8k 90 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 8192 --tag 8k
+    rec profile_host_64k 90 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 65536 --tag 64k
+    rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
+      --sizes 4096,8192,65536,1048576 --tag small ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

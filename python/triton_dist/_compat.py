@@ -767,3 +767,59 @@ def interpreter_handle(data, dtype):
     from triton.runtime.interpreter import TensorHandle
 
     return TensorHandle(data, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# lean launches (triton_dist.jit.BoundLaunch)
+# ---------------------------------------------------------------------------------------------------------------
+def specialization_binder(fn, target=None):
+    """A function ``binder(*args, **kwargs) -> (bound_args, specialization, options)`` computing how Triton
+    specializes a launch of the ``JITFunction`` ``fn`` on ``target`` (a ``GPUTarget``; default: the active
+    driver's). ``specialization`` is a list with one hashable ``(type, attribute)`` pair per parameter: two launches
+    with equal lists and equal options run the same compiled kernel.
+
+    Assumption (Triton 3.5-3.6): ``triton.runtime.jit.create_function_from_signature(signature, params, backend)``
+    builds the binder ``JITFunction.run`` uses (native ``specialize_impl``)."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    if target is None:
+        from triton.runtime import driver
+
+        target = driver.active.get_current_target()
+    return create_function_from_signature(fn.signature, fn.params, make_backend(target))
+
+
+def current_device_and_stream():
+    """``(device index, raw stream handle)`` of the active driver's current device and stream, as
+    ``JITFunction.run`` reads them (``driver.active.get_current_device`` / ``get_current_stream``)."""
+    from triton.runtime import driver
+
+    drv = driver.active
+    dev = drv.get_current_device()
+    return dev, drv.get_current_stream(dev)
+
+
+def compiled_kernel_launcher(kernel):
+    """``launch(grid3, stream, *all_args)`` for a compiled kernel returned by a ``JITFunction`` launch: starts it
+    on ``stream`` with ``grid3 = (x, y, z)``; ``all_args`` are every parameter's value in declaration order,
+    constexprs included (what ``JITFunction.run`` passes). Launch hooks (``knobs.runtime.launch_enter_hook`` /
+    ``launch_exit_hook``) are honoured as in ``JITFunction.run``.
+
+    Assumptions (Triton 3.5-3.6): a launch may return a future with ``result()`` (parallel compile); a
+    ``CompiledKernel`` has ``run`` (the backend launcher, called as ``run(gx, gy, gz, stream, function,
+    packed_metadata, launch_metadata, enter_hook, exit_hook, *args)``), ``function``, ``packed_metadata`` and
+    ``launch_metadata(grid, stream, *args)``; the handles are loaded by ``run``'s first access."""
+    if hasattr(kernel, "result"):
+        kernel = kernel.result()
+    run = kernel.run  # loads the module on first access
+    function, packed = kernel.function, kernel.packed_metadata
+    meta = kernel.launch_metadata
+    rt = triton.knobs.runtime
+
+    def launch(grid3, stream, *args):
+        enter = rt.launch_enter_hook
+        lm = meta(grid3, stream, *args) if enter is not None else None
+        run(grid3[0], grid3[1], grid3[2], stream, function, packed, lm, enter, rt.launch_exit_hook, *args)
+
+    return launch

@@ -279,8 +279,83 @@ class DistJITFunction(JITFunction):
         ``extern_libs`` when installed. Used by ``triton_dist.tools.compile``."""
         return compile_options_for_target(target, full=self._full_shmem_library)
 
+    def bind_launch(self, grid, **kwargs) -> "BoundLaunch":
+        """A lean launcher of this kernel with a fixed ``grid`` and fixed keyword arguments (constexprs and launch
+        options such as ``num_warps``): ``bind_launch(grid, **kw)(*args)`` launches what ``self[grid](*args, **kw)``
+        launches, on the current stream, with less host work per call (:class:`BoundLaunch`)."""
+        return BoundLaunch(self, grid, kwargs)
+
     def __repr__(self):
         return f"DistJITFunction({self.module}:{self.fn.__qualname__})"
+
+
+class BoundLaunch:
+    """``launch = kernel.bind_launch(grid, **kw)``; ``launch(*args)`` is ``kernel[grid](*args, **kw)`` with the host
+    work a repeated launch does not need left out (the eager hot path of the ops' contexts).
+
+    * ``args`` are the kernel's leading parameters, positionally; every later parameter comes from ``kw`` (or its
+      default). ``grid`` is a fixed tuple of 1-3 ints.
+    * The first call of each *specialization* (what Triton keys its compiled kernels on: argument dtypes, pointer
+      alignment, integer divisibility and width, as computed by Triton's own binder), bounded-wait mode and device
+      goes through the normal launch: compile or cache lookup, SHMEM library and module initialisation, the
+      cooperative-launch check, pre-run hooks. It remembers the compiled kernel; later calls with the same key
+      start it directly on the current stream (Triton's launcher, launch hooks honoured).
+    * Under the interpreter (simulator), or when the function has pre-run hooks, every call is a normal launch.
+    * Returns None. What a later call does not re-read: Triton's global knobs that change compilation
+      (``knobs.runtime.debug``, instrumentation mode) and changed globals of the kernel's module; a new
+      ``bind_launch`` picks them up.
+    * Not thread-safe for concurrent first calls (the cache fill is a plain dict store; a race compiles twice).
+    """
+
+    __slots__ = ("fn", "grid", "kwargs", "_npos", "_tail", "_grid3", "_binders", "_launchers")
+
+    def __init__(self, fn: "DistJITFunction", grid, kwargs):
+        if callable(grid) or not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+            raise TypeError(f"{fn!r}.bind_launch: grid must be a tuple of 1 to 3 ints, got {grid!r}")
+        names = [p.name for p in fn.params]
+        bound_params = [n for n in kwargs if n in names]
+        npos = 0
+        while npos < len(names) and names[npos] not in kwargs:
+            npos += 1
+        tail = []
+        for p in fn.params[npos:]:
+            if p.name in kwargs:
+                tail.append(kwargs[p.name])
+            elif p.default is not inspect.Parameter.empty:
+                tail.append(p.default)
+            else:
+                raise TypeError(f"{fn!r}.bind_launch: parameter {p.name!r} comes after the keyword-bound "
+                                f"{bound_params[0]!r}; bind it by keyword too (positional arguments are the leading "
+                                f"parameters {names[:npos]})")
+        self.fn = fn
+        self.grid = tuple(grid)
+        self.kwargs = dict(kwargs)
+        self._npos = npos
+        self._tail = tuple(tail)
+        self._grid3 = tuple(int(g) for g in grid) + (1, ) * (3 - len(grid))
+        self._binders = {}
+        self._launchers = {}
+
+    def __call__(self, *args):
+        if len(args) != self._npos:
+            raise TypeError(f"{self.fn!r}: the bound launch takes the {self._npos} leading parameters "
+                            f"{[p.name for p in self.fn.params[:self._npos]]} positionally, got {len(args)} arguments")
+        fn = self.fn
+        if fn.pre_run_hooks or _compat.interpret_enabled():
+            return fn[self.grid](*args, **self.kwargs)
+        dev, stream = _compat.current_device_and_stream()
+        binder = self._binders.get(dev)
+        if binder is None:
+            binder = self._binders[dev] = _compat.specialization_binder(fn)
+        key = (dev, bounded_wait_key(), tuple(binder(*args, **self.kwargs)[1]))
+        launch = self._launchers.get(key)
+        if launch is None:
+            kernel = fn[self.grid](*args, **self.kwargs)
+            if kernel is not None:
+                self._launchers[key] = _compat.compiled_kernel_launcher(kernel)
+            return None
+        launch(self._grid3, stream, *args, *self._tail)
+        return None
 
 
 def jit(fn: Optional[Callable] = None, *, version=None, repr=None, launch_metadata=None, do_not_specialize=None,
@@ -298,7 +373,7 @@ def jit(fn: Optional[Callable] = None, *, version=None, repr=None, launch_metada
     return decorator(fn) if fn is not None else decorator
 
 
-__all__ = ["jit", "DistJITFunction", "check_cooperative_launch", "collective_calls", "module_init_count",
+__all__ = ["jit", "DistJITFunction", "BoundLaunch", "check_cooperative_launch", "collective_calls", "module_init_count",
            "module_links_nvshmem", "module_links_rocshmem", "module_shmem_library", "compile_options_for_target",
            "bounded_wait_key", "shmem_extern_libs"]
 

@@ -851,3 +851,72 @@ def test_compilation_error_line_reads_triton_compilation_error():
     except CompilationError as e:
         assert _compat.compilation_error_line(e) == "NameError: nope (at `y = bad(x)`)"
     assert _compat.compilation_error_line(RuntimeError("x")) is None
+
+
+def test_specialization_binder_keys_on_dtype_alignment_and_divisibility():
+    """``specialization_binder`` is the binder ``JITFunction.run`` keys compiled kernels on (BoundLaunch's cache key):
+    it must see pointer dtype and 16-byte alignment, integer divisibility by 16, and constexpr values."""
+    import torch
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+
+    import triton_dist
+
+    @triton_dist.jit
+    def k(x_ptr, n, B: tl.constexpr):
+        pass
+
+    binder = _compat.specialization_binder(k, GPUTarget("cuda", 90, 32))
+    x = torch.zeros(64)
+
+    def spec(*args, **kw):
+        return tuple(binder(*args, **kw)[1])
+
+    assert spec(x, 32, B=4) == spec(x, 48, B=4)
+    assert spec(x, 32, B=4) != spec(x, 33, B=4)
+    assert spec(x, 32, B=4) != spec(x[1:], 32, B=4)
+    assert spec(x, 32, B=4) != spec(x.to(torch.float16), 32, B=4)
+    assert spec(x, 32, B=4) != spec(x, 32, B=8)
+    assert spec(x, 32, B=4) != spec(x, 2**40, B=4)  # i64 instead of i32
+
+
+def test_compiled_kernel_launch_call_shape(monkeypatch):
+    """``compiled_kernel_launcher`` calls a compiled kernel the way ``JITFunction.run`` does (Triton 3.5-3.6):
+    ``kernel.run(gx, gy, gz, stream, kernel.function, kernel.packed_metadata, launch_metadata, enter_hook,
+    exit_hook, *args)``, with ``launch_metadata(grid, stream, *args)``."""
+    import inspect
+    import re
+
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.jit import JITFunction
+
+    src = re.sub(r"\s+", "", inspect.getsource(JITFunction.run))
+    assert ("kernel.run(grid_0,grid_1,grid_2,stream,kernel.function,kernel.packed_metadata,launch_metadata,"
+            "knobs.runtime.launch_enter_hook,knobs.runtime.launch_exit_hook,*bound_args.values())") in src
+    assert "launch_metadata=kernel.launch_metadata(grid,stream,*bound_args.values())" in src
+    assert isinstance(inspect.getattr_static(CompiledKernel, "run"), property)
+    assert list(inspect.signature(CompiledKernel.launch_metadata).parameters) == ["self", "grid", "stream", "args"]
+
+    calls = []
+
+    class Fake:
+        function, packed_metadata = "fn", "packed"
+
+        @property
+        def run(self):
+            return lambda *a: calls.append(a)
+
+        def launch_metadata(self, grid, stream, *args):
+            return ("meta", grid, stream, args)
+
+    import triton
+
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", None)
+    launch = _compat.compiled_kernel_launcher(Fake())
+    launch((2, 1, 1), 77, "a", 5)
+    assert calls == [(2, 1, 1, 77, "fn", "packed", None, None, None, "a", 5)]
+    enter = lambda meta: None  # noqa: E731
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", enter)
+    launch((2, 1, 1), 77, "a", 5)
+    assert calls[1] == (2, 1, 1, 77, "fn", "packed", ("meta", (2, 1, 1), 77, ("a", 5)), enter, None, "a", 5)

@@ -559,3 +559,77 @@ def test_amd_detection_on_compiled_gfx942_kernel(tmp_path, monkeypatch, read_sta
     (tmp_path / "k.hsaco").write_bytes(ck.asm["hsaco"])
     group = {"k.amdgcn": str(tmp_path / "k.amdgcn"), "k.hsaco": str(tmp_path / "k.hsaco")}
     assert tdjit.module_shmem_library(group) == ("rocSHMEM" if read_state else None)
+
+
+# ------------------------------------------------------------------------------------------------ bound launches
+def test_bound_launch_runs_like_a_normal_launch_under_the_interpreter(interpret):
+    x = torch.arange(100, dtype=torch.float32)
+    y = torch.zeros_like(x)
+    launch = K.scale_kernel.bind_launch((4, ), BLOCK=32)
+    assert launch(x, y, 100) is None
+    torch.testing.assert_close(y, x * 2 + 1)
+
+
+def test_bound_launch_argument_errors():
+    with pytest.raises(TypeError, match="grid must be a tuple"):
+        K.scale_kernel.bind_launch(lambda meta: (1, ), BLOCK=32)
+    with pytest.raises(TypeError, match="'BLOCK' comes after the keyword-bound 'n'"):
+        K.scale_kernel.bind_launch((1, ), n=5)
+    launch = K.scale_kernel.bind_launch((1, ), BLOCK=32)
+    with pytest.raises(TypeError, match=r"3 leading parameters \['x_ptr', 'y_ptr', 'n'\].*got 2"):
+        launch(torch.zeros(4), torch.zeros(4))
+
+
+class _FakeKernel:
+    pass
+
+
+def test_bound_launch_caches_per_specialization(monkeypatch):
+    """Off the interpreter: the first call of each specialization (Triton's own binder, cuda:90) goes through the
+    normal launch; repeats start the remembered kernel with every parameter (constexprs included) on the current
+    stream; a misaligned pointer, a size that is no longer a multiple of 16, the bounded-wait mode or another device
+    take the normal launch again."""
+    from triton.backends.compiler import GPUTarget
+
+    from triton_dist import _compat
+
+    normal, fast = [], []
+    dev = [0]
+    monkeypatch.setattr(_compat, "interpret_enabled", lambda: False)
+    monkeypatch.setattr(_compat, "current_device_and_stream", lambda: (dev[0], 1234 + dev[0]))
+    real_binder = _compat.specialization_binder
+    monkeypatch.setattr(_compat, "specialization_binder", lambda fn: real_binder(fn, GPUTarget("cuda", 90, 32)))
+
+    def fake_run(*args, grid, warmup, **kwargs):
+        normal.append((args, grid, kwargs))
+        return _FakeKernel()
+
+    def fake_launcher(kernel):
+        assert isinstance(kernel, _FakeKernel)
+        return lambda grid3, stream, *args: fast.append((grid3, stream, args))
+
+    monkeypatch.setattr(K.scale_kernel, "run", fake_run)
+    monkeypatch.setattr(_compat, "compiled_kernel_launcher", fake_launcher)
+    monkeypatch.delenv("TRITON_DIST_BOUNDED_WAIT", raising=False)
+
+    launch = K.scale_kernel.bind_launch((3, ), BLOCK=32, num_warps=2)
+    x, y = torch.zeros(64), torch.zeros(64)
+    launch(x, y, 64)
+    assert len(normal) == 1 and normal[0][1] == (3, ) and normal[0][2] == {"BLOCK": 32, "num_warps": 2}
+    launch(x, y, 48)                                        # same specialization: 48 % 16 == 0
+    assert len(normal) == 1 and fast == [((3, 1, 1), 1234, (x, y, 48, 32))]
+    launch(x, y, 50)                                        # not a multiple of 16: another kernel
+    assert len(normal) == 2
+    launch(x[1:], y, 48)                                    # pointer not 16-byte aligned
+    assert len(normal) == 3
+    launch(x, y, 50)
+    assert len(normal) == 3 and len(fast) == 2
+    monkeypatch.setenv("TRITON_DIST_BOUNDED_WAIT", "100")   # bounded-wait mode compiles other kernels
+    launch(x, y, 48)
+    assert len(normal) == 4
+    monkeypatch.delenv("TRITON_DIST_BOUNDED_WAIT")
+    dev[0] = 1                                              # another device: its own kernel
+    launch(x, y, 48)
+    assert len(normal) == 5
+    launch(x, y, 48)
+    assert fast[-1] == ((3, 1, 1), 1235, (x, y, 48, 32))

@@ -174,10 +174,10 @@ def _all_gather_ce(x, out, ctx, n):
     ch = ctx.ce
     W, r = ctx.world_size, ctx.rank
     flat = out.view(-1)
-    _common.ce_enter_kernel[(1, )](ch.done, ch.counter, r, WORLD=W, num_warps=1)
+    ctx._bound(_common.ce_enter_kernel, (1, ), WORLD=W, num_warps=1)(ch.done, ch.counter, r)
     ch.buf[:n].copy_(x.reshape(-1))
     flat[r * n:(r + 1) * n].copy_(x.reshape(-1))
-    _common.ce_ready_kernel[(1, )](ch.ready, ch.counter, _common.size_tag(n), r, WORLD=W, num_warps=1)
+    ctx._bound(_common.ce_ready_kernel, (1, ), WORLD=W, num_warps=1)(ch.ready, ch.counter, _common.size_tag(n), r)
     cur = torch.cuda.current_stream(ctx.device)
     for i in range(1, W):
         src = (r + i) % W
@@ -186,7 +186,7 @@ def _all_gather_ce(x, out, ctx, n):
         with torch.cuda.stream(s):
             flat[src * n:(src + 1) * n].copy_(ctx.ce_peers[src][:n])
         cur.wait_stream(s)
-    _common.ce_done_kernel[(1, )](ch.done, ch.counter, r, WORLD=W, num_warps=1)
+    ctx._bound(_common.ce_done_kernel, (1, ), WORLD=W, num_warps=1)(ch.done, ch.counter, r)
 
 
 # ================================================================================================================

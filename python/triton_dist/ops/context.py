@@ -119,6 +119,7 @@ class Context:
         self.check_peers = False
         self._symmetric: List[torch.Tensor] = []
         self.channels: Dict[str, Channel] = {}
+        self._launches: Dict[tuple, object] = {}
         self.handle = next(context_ids)
         self._closed = False
         if methods is None:
@@ -196,8 +197,20 @@ class Context:
             raise ValueError(f"{op}: ranks called with different arguments: {all_desc}")
 
     def _launch(self, kernel, ch: Channel, *args, **consts):
-        kernel[(ch.num_programs, )](*args, self.rank, WORLD=self.world_size, BLOCK=ch.block,
-                                    num_warps=ch.num_warps, **consts)
+        """Launch ``kernel`` on ``ch``'s grid: ``kernel[(ch.num_programs,)](*args, rank, WORLD=world,
+        BLOCK=ch.block, num_warps=ch.num_warps, **consts)``, through a :class:`triton_dist.jit.BoundLaunch` kept
+        per (kernel, channel, constexprs) so that repeated eager calls skip Triton's per-launch binding work."""
+        self._bound(kernel, (ch.num_programs, ), WORLD=self.world_size, BLOCK=ch.block, num_warps=ch.num_warps,
+                    **consts)(*args, self.rank)
+
+    def _bound(self, kernel, grid, **kw):
+        """The context's :class:`triton_dist.jit.BoundLaunch` of ``kernel`` with ``grid`` and keywords ``kw``
+        (created on first use; ``kw`` in the same order at every call site)."""
+        key = (kernel, grid) + tuple(kw.items())
+        launch = self._launches.get(key)
+        if launch is None:
+            launch = self._launches[key] = kernel.bind_launch(grid, **kw)
+        return launch
 
     def close(self) -> None:
         """Collective: free the symmetric buffers (every rank must call it). Idempotent."""

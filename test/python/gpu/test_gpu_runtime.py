@@ -126,3 +126,21 @@ def test_jit_kernel_calls_nvshmem_and_module_init_once(tp_group):
     U.nvshmem_barrier_all_on_stream()
     torch.cuda.synchronize()
     U.nvshmem_free_tensor_sync(sym)
+
+
+def test_bound_launch_matches_normal_launch_and_respecializes(tp_group):
+    """``bind_launch``: same results as ``kernel[grid]``, repeats skip the binding, and a misaligned pointer or a
+    size that is not a multiple of 16 gets its own compiled kernel (never the aligned one)."""
+    launch = K.scale_kernel.bind_launch((4, ), BLOCK=64)
+    x = torch.arange(300, dtype=torch.float32, device="cuda")
+    for n in (256, 256, 250):
+        y, ref = torch.zeros_like(x), torch.zeros_like(x)
+        launch(x, y, n)
+        K.scale_kernel[(4, )](x, ref, n, BLOCK=64)
+        torch.cuda.synchronize()
+        assert torch.equal(y, ref) and torch.equal(y[:n], x[:n] * 2 + 1)
+    y = torch.zeros_like(x)
+    launch(x[1:], y[1:], 256)  # 4-byte aligned pointers
+    torch.cuda.synchronize()
+    assert torch.equal(y[1:257], x[1:257] * 2 + 1) and y[0] == 0 and y[257:].abs().sum() == 0
+    assert len(launch._launchers) == 3
