@@ -390,6 +390,7 @@ def load_table(reload: bool = False) -> dict:
     empty table; a malformed one raises :class:`CollectivesTableError` naming the file."""
     global _table
     if _table is None or reload:
+        _table = None  # a malformed file is reported again by every later call, never half-loaded
         path = table_path()
         try:
             with open(path) as f:
