@@ -192,16 +192,14 @@ def symm_call(op_name, args):
     out, split_last_dim) to its schema's argument names; raises for an argument it cannot fill."""
     fn = getattr(torch.ops.symm_mem, op_name).default
     alias = {"tensor": "input", "inp": "input", "output": "out", "reduceOp": "reduce_op", "group": "group_name"}
-    call = []
+    call = {}
     for a in fn._schema.arguments:
         key = alias.get(a.name, a.name)
         if key in args:
-            call.append(args[key])
-        elif a.has_default_value():
-            break
-        else:
+            call[a.name] = args[key]
+        elif not a.has_default_value():
             raise TypeError(f"symm_mem.{op_name}: cannot fill argument {a.name!r} of {fn._schema}")
-    return fn(*call)
+    return fn(**call)
 
 
 def make_symm(op, op_name, gname, x, out, world):

@@ -213,3 +213,31 @@ def test_auto_check_and_plot(tmp_path, monkeypatch):
     assert "torch_symm/one_shot us (busbw)" in text and "eager torch_symm/one_shot us" in text
     assert "| auto / best |" in text and "| 256 MiB |" in text and "1.250" in text
     assert "![all_reduce bfloat16](coll_all_reduce_bfloat16.png)" in text
+
+
+_FAKE_LIB = None
+
+
+def test_symm_call_binds_arguments_by_schema_name(monkeypatch):
+    """The torch symm-mem baselines are called through their schemas' argument names (the GPU machine's torch may
+    differ from this one); a CPU stand-in library with the same schema shapes checks the binding."""
+    global _FAKE_LIB
+    bench = _load_script("bench_collectives", monkeypatch)
+    if _FAKE_LIB is None:
+        _FAKE_LIB = lib = torch.library.Library("td_symm_fake", "DEF")
+        lib.define("two_shot_all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> Tensor(a!)")
+        lib.define("reduce_scatter_out(Tensor input, str group_name, bool split_last_dim, Tensor(a!) output) "
+                   "-> Tensor(a!)")
+        lib.define("_low_contention_all_gather(Tensor tensor, str group_name, int extra=3) -> Tensor")
+        lib.impl("two_shot_all_reduce_", lambda input, reduce_op, group_name: input.mul_(2), "CPU")
+        lib.impl("reduce_scatter_out", lambda input, group_name, split_last_dim, output:
+                 output.copy_(input[:output.numel()]), "CPU")
+        lib.impl("_low_contention_all_gather", lambda tensor, group_name, extra=3: tensor.repeat(2), "CPU")
+    monkeypatch.setattr(torch.ops, "symm_mem", torch.ops.td_symm_fake)
+    x, o = torch.ones(4), torch.zeros(2)
+    args = {"input": x, "reduce_op": "sum", "group_name": "g", "split_last_dim": False, "out": o}
+    assert torch.equal(bench.symm_call("two_shot_all_reduce_", args), torch.full((4, ), 2.0))
+    assert bench.symm_call("reduce_scatter_out", args) is o and torch.equal(o, torch.full((2, ), 2.0))
+    assert bench.symm_call("_low_contention_all_gather", args).shape == (8, )  # defaulted argument left out
+    with pytest.raises(TypeError, match="group_name"):
+        bench.symm_call("reduce_scatter_out", {"input": x})
