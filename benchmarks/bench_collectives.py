@@ -43,6 +43,7 @@ os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "20G")
 os.environ.setdefault("TRITON_DIST_SIM_SYMMETRIC_SIZE", "256M")  # simulator smoke runs
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem baselines: never multicast
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402

@@ -172,7 +172,7 @@ def test_build_table_midpoints_tolerance_and_merge():
 
 def _load_script(name, monkeypatch):
     for var in ("NVSHMEM_SYMMETRIC_SIZE", "TRITON_DIST_SIM_SYMMETRIC_SIZE", "NVSHMEM_DISABLE_NVLS",
-                "NCCL_NVLS_ENABLE"):
+                "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"):
         monkeypatch.delenv(var, raising=False)  # the bench sets defaults at import: undone after the test
     monkeypatch.syspath_prepend(BENCH)
     spec = importlib.util.spec_from_file_location(f"{name}_for_test", os.path.join(BENCH, f"{name}.py"))
