@@ -1,12 +1,26 @@
-"""Benchmark triton_dist collectives against NCCL (torch.distributed) in the same run.
+"""Benchmark triton_dist collectives against NCCL and torch's symmetric-memory ops in the same run.
 
     scripts/launch.sh --nproc_per_node 2 benchmarks/bench_collectives.py [--quick] [--ops all_reduce,all_gather,...]
+        [--dtypes bfloat16,float32] [--write-table [--table-out PATH]] [--eager-max-bytes N] [--no-symm]
+    python benchmarks/bench_collectives.py --table-from RESULTS.json [--table-out PATH]      # no GPU needed
 
-For every op, size and method: a correctness check against NCCL's result first, then timing. Each timed sample is a
-CUDA-graph replay of ``k`` back-to-back calls measured with CUDA events (graphs for ours AND for NCCL, so host
-launch overhead is excluded from both); the reported latency is the median over samples divided by ``k``. Up to
-1 MiB the public API's "auto" and NCCL are also timed eagerly (``eager_us`` / ``nccl_eager_us``: host launch
-overhead included).
+For every op, size and implementation (each of our methods, ``auto``, NCCL, torch symm-mem): a correctness check
+against NCCL's result first, then timing. Each timed sample is a CUDA-graph replay of ``k`` back-to-back calls
+measured with CUDA events (graphs for all, so host launch overhead is excluded); the reported latency is the median
+over samples divided by ``k`` (``us`` / ``nccl_us``). Up to ``--eager-max-bytes`` (default 1 MiB) every
+implementation is also timed eagerly, host launch overhead included (``eager_us`` / ``nccl_eager_us``).
+
+torch symmetric-memory baselines (GPU only, rows ``method="torch_symm/<op>"``, ``baseline: true``; never multicast:
+no ``multimem_*`` op is used): all_reduce ``one_shot_all_reduce`` and ``two_shot_all_reduce_`` (in place), all_gather
+``_low_contention_all_gather``, reduce_scatter ``reduce_scatter_out`` and ``_low_contention_reduce_scatter``, each
+where the installed torch has it (the JSON's ``torch_symm`` records the schemas, or ``unavailable: <why>``). Inputs
+are symmetric tensors (``_symmetric_memory.empty`` + ``rendezvous``).
+
+``auto_over_best`` (on each ``auto`` row): auto's time over the fastest of our methods and NCCL at that size; the
+worst is printed at the end and stored as ``auto_check``. ``--write-table`` (rank 0) derives the measured dispatch
+table ``python/triton_dist/ops/collectives_table.json`` (or ``--table-out``) from this run's graph timings
+(``triton_dist.ops.collectives.build_table``: entries this run did not measure are kept); ``--table-from JSON``
+does the same from a committed results JSON and exits.
 Sizes are the NCCL-tests convention: all_gather = output bytes, reduce_scatter = input bytes, all_reduce = buffer
 bytes. busbw: all_gather / reduce_scatter ``S / t * (W - 1) / W``; all_reduce ``2 * S / t * (W - 1) / W``.
 "auto" is the public API's default choice (it may fall back to NCCL, reported as such).
@@ -18,6 +32,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import sys
 import time
 
@@ -28,6 +43,7 @@ os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "20G")
 os.environ.setdefault("TRITON_DIST_SIM_SYMMETRIC_SIZE", "256M")  # simulator smoke runs
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem baselines: never multicast
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
@@ -42,12 +58,13 @@ METHODS = {
     "reduce_scatter": ["direct", "direct_push", "ring", "auto"],
     "all_reduce": ["one_shot", "two_shot", "auto"],
 }
-
-
-
-
-
-
+#: torch symmetric-memory ops timed as baselines, per op (the first of each alternative group the torch has).
+SYMM_OPS = {
+    "all_reduce": [("one_shot", ["one_shot_all_reduce"]), ("two_shot", ["two_shot_all_reduce_"])],
+    "all_gather": [("low_contention", ["_low_contention_all_gather"])],
+    "reduce_scatter": [("reduce_scatter_out", ["reduce_scatter_out"]),
+                       ("low_contention", ["_low_contention_reduce_scatter"])],
+}
 GPU = torch.cuda.is_available()
 DEV = "cuda" if GPU else "cpu"  # CPU: simulator smoke run (eager wall-clock timing, gloo as the baseline)
 
@@ -92,7 +109,7 @@ def time_eager(fn, nbytes, reps):
 
 
 GRAPH_FAILURES = []
-#: eager (no CUDA graph, host launch overhead included) timing of "auto" and NCCL up to this size
+#: default of --eager-max-bytes: eager timing (no CUDA graph, host launch overhead included) up to this size
 EAGER_MAX_BYTES = 1 * MB
 
 
@@ -134,105 +151,207 @@ def _time_graph(fn, nbytes, reps, stream):
     return times[len(times) // 2]
 
 
+def symm_setup():
+    """``(group_name, {op: [(label, op_name, schema)]}, info)``: the torch symmetric-memory baselines this torch
+    offers (no multicast), or ``(None, {}, info)`` with ``info["unavailable"]`` saying why."""
+    info = {"env": {"TORCH_SYMM_MEM_DISABLE_MULTICAST": os.environ.get("TORCH_SYMM_MEM_DISABLE_MULTICAST")}}
+    if not GPU:
+        info["unavailable"] = "unavailable: no CUDA device (simulator run)"
+        return None, {}, info
+    try:
+        import warnings
+
+        import torch.distributed._symmetric_memory as symm
+
+        name = dist.group.WORLD.group_name
+        with warnings.catch_warnings():  # deprecated (FutureWarning) in newer torch, required in older
+            warnings.simplefilter("ignore", FutureWarning)
+            if hasattr(symm, "enable_symm_mem_for_group"):
+                symm.enable_symm_mem_for_group(name)
+    except Exception as exc:  # noqa: BLE001
+        info["unavailable"] = f"unavailable: {type(exc).__name__}: {exc}"[:300]
+        return None, {}, info
+    found, schemas = {}, {}
+    for op, alts in SYMM_OPS.items():
+        for label, names in alts:
+            for n in names:
+                assert not n.startswith("multimem"), n  # multicast stays off
+                try:
+                    schema = str(getattr(torch.ops.symm_mem, n).default._schema)
+                except (AttributeError, RuntimeError) as exc:
+                    schemas[n] = f"unavailable: {type(exc).__name__}: {exc}"[:200]
+                    continue
+                schemas[n] = schema
+                found.setdefault(op, []).append((label, n))
+                break
+    info["schemas"] = schemas
+    return name, found, info
+
+
+def symm_call(op_name, args):
+    """Call ``torch.ops.symm_mem.<op_name>`` binding ``args`` (a name -> value dict: input, reduce_op, group_name,
+    out, split_last_dim) to its schema's argument names; raises for an argument it cannot fill."""
+    fn = getattr(torch.ops.symm_mem, op_name).default
+    alias = {"tensor": "input", "inp": "input", "output": "out", "reduceOp": "reduce_op", "group": "group_name"}
+    call = {}
+    for a in fn._schema.arguments:
+        key = alias.get(a.name, a.name)
+        if key in args:
+            call[a.name] = args[key]
+        elif not a.has_default_value():
+            raise TypeError(f"symm_mem.{op_name}: cannot fill argument {a.name!r} of {fn._schema}")
+    return fn(**call)
+
+
+def make_symm(op, op_name, gname, x, out, world):
+    """A zero-argument call of the torch symm-mem baseline ``op_name`` for ``op`` on a symmetric copy of ``x``,
+    writing (or copying) its result into ``out``; returns ``(fn, result_view)``."""
+    import torch.distributed._symmetric_memory as symm
+
+    buf = symm.empty(x.numel(), dtype=x.dtype, device=x.device)
+    symm.rendezvous(buf, gname)
+    buf.copy_(x.reshape(-1))
+    wait = getattr(torch.ops, "_c10d_functional", None)
+    if op == "all_reduce" and op_name.endswith("_"):  # in place (values grow each call; timing is unaffected)
+        def fn():
+            symm_call(op_name, {"input": buf, "reduce_op": "sum", "group_name": gname})
+        return fn, buf, buf
+    if op == "all_reduce":
+        def fn():
+            out.copy_(symm_call(op_name, {"input": buf, "reduce_op": "sum", "group_name": gname}))
+        return fn, out, buf
+    if op_name == "reduce_scatter_out":
+        def fn():
+            symm_call(op_name, {"input": buf, "group_name": gname, "split_last_dim": False, "out": out})
+        return fn, out, buf
+
+    def fn():
+        args = {"input": buf, "reduce_op": "sum", "group_name": gname}
+        res = symm_call(op_name, args)
+        if wait is not None and hasattr(wait, "wait_tensor"):
+            res = wait.wait_tensor(res)
+        out.copy_(res.reshape(-1))
+    return fn, out, buf
+
+
+def auto_check(results):
+    """Set ``auto_over_best`` / ``best`` on each ``auto`` row (auto's time over the fastest of our methods and NCCL
+    at the same op, dtype and size); returns the worst as ``{"ratio", "op", "dtype", "bytes"}`` (None if no auto)."""
+    worst = None
+    groups = {}
+    for r in results:
+        if "us" in r:
+            groups.setdefault((r["op"], r.get("dtype"), r["bytes"]), []).append(r)
+    for (op, dt, nbytes), rows in groups.items():
+        cands = {"nccl": rows[0]["nccl_us"]}
+        for r in rows:
+            if r["method"] != "auto" and not r.get("baseline") and r.get("correct", True):
+                cands[r["method"]] = r["us"]
+        best = min(cands, key=cands.get)
+        for r in rows:
+            if r["method"] == "auto" and cands[best] > 0:
+                r["auto_over_best"] = r["us"] / cands[best]
+                r["best"] = best
+                if worst is None or r["auto_over_best"] > worst["ratio"]:
+                    worst = {"ratio": r["auto_over_best"], "op": op, "dtype": dt, "bytes": nbytes, "best": best,
+                             "auto_picked": r.get("resolved")}
+    return worst
+
+
+def write_table(doc, source, out_path):
+    """Write the measured dispatch table derived from ``doc`` (a bench_collectives results document) to
+    ``out_path``, keeping the entries of the table already there that ``doc`` did not measure. Returns the path."""
+    from triton_dist.ops import collectives as C
+
+    old = None
+    if os.path.exists(out_path):
+        with open(out_path) as f:
+            try:
+                old = json.load(f)
+            except ValueError as exc:
+                raise C.CollectivesTableError(f"{out_path}: not valid JSON: {exc}") from None
+        C.parse_table(old, out_path)
+    table = C.build_table(doc, source, old=old)
+    text = json.dumps(table, indent=1)
+    # one line per rule / measured point (innermost objects)
+    text = re.sub(r"\{\s*([^{}\[\]]*?)\s*\}", lambda m: "{" + " ".join(m.group(1).split()) + "}", text)
+    with open(out_path, "w") as f:
+        f.write(text + "\n")
+    return os.path.normpath(out_path)
+
+
+def _source_name(path):
+    """A results path as recorded in the table: relative to the repository root when inside it."""
+    root = os.path.abspath(os.path.join(HERE, ".."))
+    ap = os.path.abspath(path)
+    return os.path.relpath(ap, root) if ap.startswith(root + os.sep) else ap
+
+
+def print_check(worst):
+    if worst is None:
+        print("auto check: no auto rows")
+        return
+    print(f"auto check: worst auto / best(ours, NCCL) = {worst['ratio']:.3f} at {worst['op']} {worst['dtype']} "
+          f"{worst['bytes']} B (best {worst['best']}, auto picked {worst['auto_picked']})", flush=True)
+
+
 def main():
+    from triton_dist.ops.collectives import TABLE_PATH
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations (~3 minutes on 2x H200)")
     ap.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter")
     ap.add_argument("--sizes", default=None, help="comma list of byte sizes (overrides the size list)")
     ap.add_argument("--reps", type=int, default=None)
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtypes", "--dtype", dest="dtypes", default="bfloat16",
+                    help="comma list: bfloat16, float16, float32 (one process runs them all)")
+    ap.add_argument("--eager-max-bytes", type=int, default=EAGER_MAX_BYTES,
+                    help="time every implementation eagerly up to this size (default 1 MiB; 0: no eager column)")
+    ap.add_argument("--no-symm", dest="symm", action="store_false", help="skip torch's symmetric-memory baselines")
+    ap.add_argument("--write-table", action="store_true", help="write the measured dispatch table (rank 0)")
+    ap.add_argument("--table-out", default=TABLE_PATH, help=f"table path (default {os.path.relpath(TABLE_PATH)})")
+    ap.add_argument("--table-from", default=None, metavar="JSON",
+                    help="no GPU: write the table from an earlier run's results JSON and exit")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
+    if args.table_from:
+        with open(args.table_from) as f:
+            doc = json.load(f)
+        print_check(auto_check(doc.get("results", [])))
+        print("dispatch table:", write_table(doc, _source_name(args.table_from), args.table_out))
+        return
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    bad = [d for d in dtypes if d not in ("bfloat16", "float16", "float32")]
+    if bad:
+        ap.error(f"--dtypes: unknown {bad}; accepted: bfloat16, float16, float32")
+    opnames = [o for o in args.ops.split(",") if o]
+    bad = [o for o in opnames if o not in METHODS]
+    if bad:
+        ap.error(f"--ops: unknown {bad}; accepted: {', '.join(METHODS)}")
 
     import triton_dist.utils as tdu
     from triton_dist import ops
 
     tdu.initialize_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
-    dtype = getattr(torch, args.dtype)
-    esize = torch.empty((), dtype=dtype).element_size()
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (QUICK_SIZES if args.quick else FULL_SIZES)
     reps = args.reps or (10 if args.quick else 30)
-    opnames = args.ops.split(",")
     maxb = max(sizes)
     stream = torch.cuda.Stream() if GPU else None
     results = []
     log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
     t_start = time.time()
+    gname, symm_ops, symm_info = symm_setup() if args.symm else (None, {}, {"unavailable": "skipped (--no-symm)"})
+    if "unavailable" in symm_info:
+        log(f"torch symm-mem baselines: {symm_info['unavailable']}")
 
-    for op in opnames:
-        if op == "all_gather":
-            ctx = ops.create_allgather_ctx(maxb // esize // world, dtype)
-        elif op == "reduce_scatter":
-            ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype)
-        else:
-            ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize)
-        for nbytes in sizes:
-            n = nbytes // esize
-            if op == "all_gather":
-                x = torch.randn(n // world, device=DEV).to(dtype)
-                out = torch.empty(n, dtype=dtype, device=DEV)
-                ref = torch.empty(n, dtype=dtype, device=DEV)
-                nccl = lambda: dist.all_gather_into_tensor(ref, x)  # noqa: E731
-                ours = lambda m: ops.all_gather(x, ctx, out=out, method=m)  # noqa: E731
-            elif op == "reduce_scatter":
-                x = torch.randn(n, device=DEV).to(dtype)
-                out = torch.empty(n // world, dtype=dtype, device=DEV)
-                ref = torch.empty(n // world, dtype=dtype, device=DEV)
-                nccl = lambda: dist.reduce_scatter_tensor(ref, x)  # noqa: E731
-                ours = lambda m: ops.reduce_scatter(x, ctx, out=out, method=m)  # noqa: E731
-            else:
-                x = torch.randn(n, device=DEV).to(dtype)
-                out = torch.empty(n, dtype=dtype, device=DEV)
-                ref = torch.empty(n, dtype=dtype, device=DEV)
-
-                def nccl():
-                    ref.copy_(x)
-                    dist.all_reduce(ref)
-
-                ours = lambda m: ops.all_reduce(x, ctx, out=out, method=m)  # noqa: E731
-            nccl()
-            sync()
-            nccl_ref = ref.clone()
-            t_nccl = time_graph(nccl, nbytes, reps, stream)
-            t_nccl_eager = time_eager(nccl, nbytes, reps) if nbytes <= EAGER_MAX_BYTES else None
-            row_base = dict(op=op, bytes=nbytes, dtype=args.dtype, world=world, nccl_us=t_nccl,
-                            nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
-            for m in METHODS[op]:
-                if op == "all_reduce" and m == "one_shot" and n > ctx.one_shot_cap:
-                    continue
-                if m not in ctx.methods and m != "auto":
-                    continue
-                resolved = m
-                if m == "auto":
-                    resolved = ctx.select(nbytes)
-                try:
-                    out.zero_()
-                    ours(m)
-                    sync()
-                    err = (out.float() - nccl_ref.float()).abs().max().item() if out.numel() else 0.0
-                    tol = 0.0 if op == "all_gather" else 0.05 * max(1.0, nccl_ref.float().abs().max().item())
-                    ok = err <= tol
-                    t = time_graph(lambda: ours(m), nbytes, reps, stream)
-                    t_eager = (time_eager(lambda: ours(m), nbytes, reps)
-                               if m == "auto" and nbytes <= EAGER_MAX_BYTES else None)
-                except Exception as exc:  # noqa: BLE001
-                    log(f"ERROR {op} {m} {nbytes}: {type(exc).__name__}: {exc}")
-                    results.append(dict(row_base, method=m, error=f"{type(exc).__name__}: {exc}"))
-                    continue
-                row = dict(row_base, method=m, resolved=resolved, us=t, busbw_gbs=busbw(op, nbytes, t, world),
-                           speedup=t_nccl / t if t > 0 else 0.0, correct=bool(ok), max_err=err, eager_us=t_eager)
-                results.append(row)
-                log(f"{op:15s} {m:12s} {nbytes:>11d} B  ours {t:9.2f} us ({row['busbw_gbs']:7.1f} GB/s)  nccl "
-                    f"{t_nccl:9.2f} us ({row_base['nccl_busbw_gbs']:7.1f} GB/s)  x{row['speedup']:.2f}  "
-                    f"{'ok' if ok else 'WRONG err=%g' % err}")
-            # Release this size's buffers before the next one is allocated. Not `del`: ruff (F821) then reports
-            # every use of these names inside the closures above as undefined.
-            x = out = ref = nccl_ref = None
-        dist.barrier()
-        ctx.close()
-        if GPU:
-            torch.cuda.empty_cache()
+    for dtname in dtypes:
+        dtype = getattr(torch, dtname)
+        esize = torch.empty((), dtype=dtype).element_size()
+        for op in opnames:
+            results += bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, ops, gname,
+                                symm_ops, log)
+    worst = auto_check(results)
 
     if rank == 0:
         outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
@@ -248,19 +367,123 @@ def main():
             "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if GPU else
                         ["cpu-simulator"]),
             "world_size": world,
-            "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE")},
-            "timing": ("CUDA-graph replay of k calls, CUDA events, median of reps samples / k" if GPU else
+            "dtypes": dtypes,
+            "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
+                                                   "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
+            "timing": ("CUDA-graph replay of k calls, CUDA events, median of reps samples / k (us); eager k calls "
+                       f"up to {args.eager_max_bytes} B (eager_us)" if GPU else
                        "simulator smoke run: eager wall clock (not a performance figure)"),
+            "eager_max_bytes": args.eager_max_bytes,
+            "torch_symm": symm_info,
             "wall_s": time.time() - t_start,
             "graph_capture_failures": GRAPH_FAILURES,
+            "auto_check": worst,
             "results": results,
         }
         path = os.path.join(outdir, f"collectives_{stamp}{('_' + args.tag) if args.tag else ''}.json")
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
         print(f"wrote {path}", flush=True)
+        print_check(worst)
+        if args.write_table:
+            print("dispatch table:", write_table(doc, _source_name(path), args.table_out), flush=True)
     dist.barrier()
     tdu.finalize_distributed()
+
+
+def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, ops, gname, symm_ops, log):
+    """Every size of one op and dtype: rows for each of our methods (and auto) and each torch symm-mem baseline."""
+    results = []
+    if op == "all_gather":
+        ctx = ops.create_allgather_ctx(maxb // esize // world, dtype)
+    elif op == "reduce_scatter":
+        ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype)
+    else:
+        ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize)
+    for nbytes in sizes:
+        n = nbytes // esize
+        eager = nbytes <= args.eager_max_bytes
+        if op == "all_gather":
+            x = torch.randn(n // world, device=DEV).to(dtype)
+            out = torch.empty(n, dtype=dtype, device=DEV)
+            ref = torch.empty(n, dtype=dtype, device=DEV)
+            nccl = lambda: dist.all_gather_into_tensor(ref, x)  # noqa: E731
+            ours = lambda m: ops.all_gather(x, ctx, out=out, method=m)  # noqa: E731
+        elif op == "reduce_scatter":
+            x = torch.randn(n, device=DEV).to(dtype)
+            out = torch.empty(n // world, dtype=dtype, device=DEV)
+            ref = torch.empty(n // world, dtype=dtype, device=DEV)
+            nccl = lambda: dist.reduce_scatter_tensor(ref, x)  # noqa: E731
+            ours = lambda m: ops.reduce_scatter(x, ctx, out=out, method=m)  # noqa: E731
+        else:
+            x = torch.randn(n, device=DEV).to(dtype)
+            out = torch.empty(n, dtype=dtype, device=DEV)
+            ref = torch.empty(n, dtype=dtype, device=DEV)
+
+            def nccl():
+                ref.copy_(x)
+                dist.all_reduce(ref)
+
+            ours = lambda m: ops.all_reduce(x, ctx, out=out, method=m)  # noqa: E731
+        nccl()
+        sync()
+        nccl_ref = ref.clone()
+        tol = 0.0 if op == "all_gather" else 0.05 * max(1.0, nccl_ref.float().abs().max().item())
+        t_nccl = time_graph(nccl, nbytes, reps, stream)
+        t_nccl_eager = time_eager(nccl, nbytes, reps) if eager else None
+        row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=t_nccl,
+                        nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
+
+        def measure(name, fn, result, resolved, baseline=False, reset=None):
+            try:
+                if reset is None:
+                    result.zero_()
+                else:
+                    reset()  # in-place baseline: the input is the result
+                fn()
+                sync()
+                err = (result.float() - nccl_ref.float()).abs().max().item() if result.numel() else 0.0
+                ok = err <= tol
+                t = time_graph(fn, nbytes, reps, stream)
+                t_eager = time_eager(fn, nbytes, reps) if eager else None
+            except Exception as exc:  # noqa: BLE001
+                log(f"ERROR {op} {dtname} {name} {nbytes}: {type(exc).__name__}: {exc}")
+                results.append(dict(row_base, method=name, baseline=baseline, error=f"{type(exc).__name__}: {exc}"))
+                return
+            row = dict(row_base, method=name, resolved=resolved, us=t, busbw_gbs=busbw(op, nbytes, t, world),
+                       speedup=t_nccl / t if t > 0 else 0.0, correct=bool(ok), max_err=err, eager_us=t_eager)
+            if baseline:
+                row["baseline"] = True
+            results.append(row)
+            eag = f"  eager {t_eager:8.2f} / nccl {t_nccl_eager:8.2f} us" if t_eager is not None else ""
+            log(f"{op:15s} {dtname:8s} {name:28s} {nbytes:>11d} B  {t:9.2f} us ({row['busbw_gbs']:7.1f} GB/s)  "
+                f"nccl {t_nccl:9.2f} us ({row_base['nccl_busbw_gbs']:7.1f} GB/s)  x{row['speedup']:.2f}  "
+                f"{'ok' if ok else 'WRONG err=%g' % err}{eag}")
+
+        for m in METHODS[op]:
+            if op == "all_reduce" and m == "one_shot" and n > ctx.one_shot_cap:
+                continue
+            if m not in ctx.methods and m != "auto":
+                continue
+            measure(m, lambda m=m: ours(m), out, ctx.select(nbytes) if m == "auto" else m)
+        for label, op_name in symm_ops.get(op, []):
+            try:
+                fn, result, buf = make_symm(op, op_name, gname, x, out, world)
+            except Exception as exc:  # noqa: BLE001
+                results.append(dict(row_base, method=f"torch_symm/{label}", baseline=True,
+                                    error=f"{type(exc).__name__}: {exc}"[:300]))
+                continue
+            measure(f"torch_symm/{label}", fn, result, op_name, baseline=True,
+                    reset=(lambda b=buf: b.copy_(x.reshape(-1))) if result is buf else None)
+            fn = result = buf = None
+        # Release this size's buffers before the next one is allocated. Not `del`: ruff (F821) then reports
+        # every use of these names inside the closures above as undefined.
+        x = out = ref = nccl_ref = None
+    dist.barrier()
+    ctx.close()
+    if GPU:
+        torch.cuda.empty_cache()
+    return results
 
 
 if __name__ == "__main__":

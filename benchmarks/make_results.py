@@ -3,8 +3,9 @@
     python benchmarks/make_results.py [--results DIR] [--out benchmarks/RESULTS.md]
 
 Sections, one per kind of record:
-* ``"benchmark": "bench_collectives"``: per op, a table (size, ours per method, NCCL, speed-up, bus bandwidth,
-  correctness) and a PNG with latency and bus bandwidth vs size, ours vs NCCL.
+* ``"benchmark": "bench_collectives"``: per op and dtype, a table (size; NCCL, each of our methods, auto and torch
+  symm-mem: CUDA-graph time and bus bandwidth; speed-ups; auto / best of ours and NCCL; auto's pick; eager time of
+  each) and a PNG next to the JSON (``<json>_<op>_<dtype>.png``): latency and bus bandwidth vs size, log-x.
 * ``"benchmark": "bench_shmem"``: put/get bandwidth per size and method against the peer-copy figure of the same
   run, and the put-with-signal round-trip latency.
 * ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (autotuned, and the best tiling / loop form).
@@ -48,7 +49,20 @@ def load(results_dir):
     return docs
 
 
-def plot(doc, op, rows, methods, png_path):
+def _series(rows):
+    """Implementation names of a collectives op/dtype in display order: our methods, auto, torch symm-mem."""
+    names = []
+    for r in rows:
+        if r.get("method") not in names:
+            names.append(r.get("method"))
+    ours = [m for m in names if m != "auto" and not str(m).startswith("torch_symm")]
+    return ours + [m for m in names if m == "auto"] + [m for m in names if str(m).startswith("torch_symm")]
+
+
+def plot_collectives(doc, op, dtype, rows, png_path):
+    """Latency and bus bandwidth vs size (log-x) of one op and dtype of a ``bench_collectives`` document: NCCL,
+    each of our methods, ``auto`` and each torch symm-mem baseline (CUDA-graph timings). Returns False without
+    matplotlib or without timed rows."""
     try:
         import matplotlib
 
@@ -56,33 +70,40 @@ def plot(doc, op, rows, methods, png_path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
+    rows = [r for r in rows if "us" in r]
+    if not rows:
+        return False
     sizes = sorted({r["bytes"] for r in rows})
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     nccl = {r["bytes"]: (r["nccl_us"], r["nccl_busbw_gbs"]) for r in rows}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for ax, idx, ylabel in ((axes[0], 0, "latency (us)"), (axes[1], 1, "bus bandwidth (GB/s)")):
-        ax.plot(sizes, [nccl[s][idx] for s in sizes], "k--o", label="NCCL", linewidth=2)
-        for m in methods:
-            pts = [(r["bytes"], r["us"] if idx == 0 else r["busbw_gbs"]) for r in rows
-                   if r.get("method") == m and "us" in r]
-            if pts:
-                pts.sort()
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", label=f"triton_dist {m}", markersize=3)
+        ax.plot(sizes, [nccl[x][idx] for x in sizes], "k--o", label="NCCL", linewidth=2, markersize=4)
+        for m in _series(rows):
+            pts = sorted((r["bytes"], r["us"] if idx == 0 else r["busbw_gbs"]) for r in rows if r["method"] == m)
+            style = ":s" if str(m).startswith("torch_symm") else ("-D" if m == "auto" else "-o")
+            label = m if str(m).startswith("torch_symm") else f"triton_dist {m}"
+            ax.plot([q[0] for q in pts], [q[1] for q in pts], style, label=label, markersize=3,
+                    linewidth=2.2 if m == "auto" else 1.2)
         ax.set_xscale("log", base=2)
         if idx == 0:
             ax.set_yscale("log")
-        ax.set_xlabel("size (bytes)")
+        ax.set_xlabel("size (bytes, NCCL-tests convention)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=7)
     dev = (doc.get("devices") or ["?"])[0]
-    fig.suptitle(f"{op}: {doc.get('world_size')} x {dev} ({doc.get('mode')}, {doc.get('timestamp_utc')})")
+    fig.suptitle(f"{op} {dtype}: {doc.get('world_size')} x {dev} ({doc.get('mode')}, {doc.get('timestamp_utc')}), "
+                 "CUDA-graph replay")
     fig.tight_layout()
     fig.savefig(png_path, dpi=90)
     plt.close(fig)
     return True
 
 
-def collective_section(doc, plots_dir):
+def collective_section(doc, out_dir=HERE):
+    """One ``bench_collectives`` document: per op and dtype, a table (graph timings of NCCL, our methods, auto and
+    torch symm-mem, best ours / NCCL, auto / NCCL, auto / best of ours and NCCL, auto's pick, then the eager
+    timings) and the plot (PNG next to the JSON, linked relative to ``out_dir``)."""
     lines = []
     lines.append(f"### {doc.get('timestamp_utc')} ({doc.get('mode')}) — `{doc['_path']}`\n")
     lines.append(f"- command: `{doc.get('command')}`; git commit `{doc.get('git_commit')}`")
@@ -90,55 +111,75 @@ def collective_section(doc, plots_dir):
     v = doc.get("versions", {})
     lines.append("- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
     lines.append(f"- timing: {doc.get('timing')}")
+    symm = doc.get("torch_symm") or {}
+    if symm.get("unavailable"):
+        lines.append(f"- torch symm-mem baselines: {symm['unavailable']}")
+    if doc.get("auto_check"):
+        w = doc["auto_check"]
+        lines.append(f"- auto check: worst auto / best(ours, NCCL) = {w['ratio']:.3f} at {w['op']} {w['dtype']} "
+                     f"{fmt_size(w['bytes'])} (best {w['best']}, auto picked {w.get('auto_picked')})")
     if doc.get("graph_capture_failures"):
         lines.append(f"- graph capture failed (eager timing used) {len(doc['graph_capture_failures'])} time(s): "
                      f"`{doc['graph_capture_failures'][0]}`")
     lines.append("")
     res = doc.get("results", [])
+    json_abs = os.path.join(HERE, doc["_path"])
     for op in ("all_reduce", "all_gather", "reduce_scatter"):
-        rows = [r for r in res if r.get("op") == op]
-        if not rows:
-            continue
-        methods = []
-        for r in rows:
-            if r.get("method") not in methods:
-                methods.append(r.get("method"))
-        lines.append(f"#### {op}\n")
-        head = "| size | NCCL us (busbw GB/s) | " + " | ".join(f"{m} us (busbw)" for m in methods)
-        head += " | best ours / NCCL | auto / NCCL | auto picks | eager auto / NCCL us |"
-        lines.append(head)
-        lines.append("|" + "---|" * (head.count("|") - 1))
-        for size in sorted({r["bytes"] for r in rows}):
-            rs = [r for r in rows if r["bytes"] == size]
-            base = rs[0]
-            cells = [fmt_size(size), f"{base['nccl_us']:.1f} ({base['nccl_busbw_gbs']:.0f})"]
-            best = None
-            auto = None
-            for m in methods:
-                r = next((r for r in rs if r.get("method") == m), None)
-                if r is None:
-                    cells.append("-")
-                elif "error" in r:
-                    cells.append("error")
-                else:
-                    mark = "" if r.get("correct", True) else " WRONG"
-                    cells.append(f"{r['us']:.1f} ({r['busbw_gbs']:.0f}){mark}")
-                    if m != "auto" and (best is None or r["us"] < best):
-                        best = r["us"]
-                    if m == "auto":
-                        auto = r
-            cells.append(f"{base['nccl_us'] / best:.2f}x" if best else "-")
-            cells.append(f"{auto['speedup']:.2f}x" if auto else "-")
-            cells.append(auto.get("resolved", "") if auto else "-")
-            if auto and auto.get("eager_us") and base.get("nccl_eager_us"):
-                cells.append(f"{auto['eager_us']:.1f} / {base['nccl_eager_us']:.1f}")
-            else:
+        dtypes = []
+        for r in res:
+            if r.get("op") == op and r.get("dtype", "bfloat16") not in dtypes:
+                dtypes.append(r.get("dtype", "bfloat16"))
+        for dt in dtypes:
+            rows = [r for r in res if r.get("op") == op and r.get("dtype", "bfloat16") == dt]
+            lines += _collective_table(op, dt, rows)
+            png = f"{os.path.splitext(json_abs)[0]}_{op}_{dt}.png"
+            if plot_collectives(doc, op, dt, rows, png):
+                lines.append(f"![{op} {dt}]({os.path.relpath(png, out_dir)})\n")
+    return lines
+
+
+def _collective_table(op, dt, rows):
+    methods = _series(rows)
+    eager_cols = [m for m in methods if any(r.get("method") == m and r.get("eager_us") for r in rows)]
+    lines = [f"#### {op} {dt}\n"]
+    head = "| size | NCCL us (busbw GB/s) | " + " | ".join(f"{m} us (busbw)" for m in methods)
+    head += " | best ours / NCCL | auto / NCCL | auto / best | auto picks |"
+    if eager_cols:
+        head += " eager NCCL us | " + " | ".join(f"eager {m} us" for m in eager_cols) + " |"
+    lines.append(head)
+    lines.append("|" + "---|" * (head.count("|") - 1))
+    for size in sorted({r["bytes"] for r in rows}):
+        rs = [r for r in rows if r["bytes"] == size]
+        base = rs[0]
+        cells = [fmt_size(size), f"{base['nccl_us']:.1f} ({base['nccl_busbw_gbs']:.0f})"]
+        best = auto = None
+        for m in methods:
+            r = next((r for r in rs if r.get("method") == m), None)
+            if r is None:
                 cells.append("-")
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-        png = os.path.join(plots_dir, f"{os.path.splitext(os.path.basename(doc['_path']))[0]}_{op}.png")
-        if plot(doc, op, [r for r in rows if "us" in r], methods, png):
-            lines.append(f"![{op}]({os.path.relpath(png, HERE)})\n")
+            elif "error" in r:
+                cells.append("error")
+            else:
+                mark = "" if r.get("correct", True) else " WRONG"
+                cells.append(f"{r['us']:.1f} ({r['busbw_gbs']:.0f}){mark}")
+                if m == "auto":
+                    auto = r
+                elif not str(m).startswith("torch_symm") and r.get("correct", True) and (best is None or r["us"] < best):
+                    best = r["us"]
+        cells.append(f"{base['nccl_us'] / best:.2f}x" if best else "-")
+        cells.append(f"{auto['speedup']:.2f}x" if auto else "-")
+        ratio = auto.get("auto_over_best") if auto else None
+        if auto and ratio is None and best:
+            ratio = auto["us"] / min(best, base["nccl_us"])
+        cells.append(f"{ratio:.3f}" if ratio is not None else "-")
+        cells.append(auto.get("resolved", "") if auto else "-")
+        if eager_cols:
+            cells.append(_f(base.get("nccl_eager_us"), "{:.1f}"))
+            for m in eager_cols:
+                r = next((r for r in rs if r.get("method") == m), None)
+                cells.append(_f(r.get("eager_us") if r else None, "{:.1f}"))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
     return lines
 
 
@@ -322,8 +363,6 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = ap.parse_args()
     docs = load(args.results)
-    plots_dir = os.path.join(args.results, "plots")
-    os.makedirs(plots_dir, exist_ok=True)
     lines = ["# Benchmark results", "",
              "Generated by `benchmarks/make_results.py` from `benchmarks/results/**/*.json` — do not edit by hand.", "",
              "Speed-ups are NCCL time / our time measured in the same run (> 1 means faster than NCCL).", ""]
@@ -331,7 +370,7 @@ def main():
     if coll:
         lines += ["## Collectives (`benchmarks/bench_collectives.py`)", ""]
         for d in sorted(coll, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
-            lines += collective_section(d, plots_dir)
+            lines += collective_section(d, os.path.dirname(os.path.abspath(args.out)))
     kind = {"bench_shmem": [], "bench_overlap": [], "gemm": []}
     for d in docs:
         b = d.get("benchmark")

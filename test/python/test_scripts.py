@@ -48,3 +48,42 @@ def test_readme_tool_examples_use_the_venv_python():
     commands = [ln for ln in block.splitlines() if "-m triton_dist.tools.compile" in ln]
     assert commands and all(ln.startswith(".venv/bin/python -m triton_dist.tools.compile") for ln in commands)
     assert "source .venv/bin/activate" in section
+
+
+@pytest.mark.sim
+def test_bench_collectives_smoke_on_the_simulator_writes_json_and_table(tmp_path):
+    """benchmarks/bench_collectives.py at 2 simulator ranks (tiny size, two dtypes): every op, method and auto with
+    an eager column, the torch symm-mem baselines recorded as unavailable (no CUDA), the auto check, and
+    --write-table to a temp path (never the committed table)."""
+    import json
+
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from triton_dist.ops import collectives as C
+
+    table = tmp_path / "table.json"
+    env = dict(os.environ, TRITON_DIST_BACKEND="sim", TRITON_INTERPRET="1", OMP_NUM_THREADS="1",
+               NVSHMEM_DISABLE_NVLS="1", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+               TRITON_DIST_RESULTS_DIR=str(tmp_path), PYTHONPATH=os.path.join(ROOT, "python"))
+    before = open(C.TABLE_PATH).read()
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           os.path.join(ROOT, "benchmarks", "bench_collectives.py"), "--sizes", "4096", "--reps", "1",
+                           "--dtypes", "bfloat16,float32", "--write-table", "--table-out", str(table)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "auto check: worst auto / best(ours, NCCL)" in proc.stdout
+    (res, ) = tmp_path.glob("collectives_*.json")
+    doc = json.loads(res.read_text())
+    assert doc["torch_symm"]["unavailable"].startswith("unavailable:") and doc["dtypes"] == ["bfloat16", "float32"]
+    rows = doc["results"]
+    assert not [r for r in rows if "error" in r or not r.get("correct")], rows
+    for op, methods in (("all_reduce", {"one_shot", "two_shot", "auto"}), ("all_gather", {"push", "pull", "auto"}),
+                        ("reduce_scatter", {"direct", "direct_push", "ring", "auto"})):
+        for dt in ("bfloat16", "float32"):
+            got = {r["method"] for r in rows if r["op"] == op and r["dtype"] == dt}
+            assert got == methods, (op, dt, got)
+    assert all(r["eager_us"] is not None and r["nccl_eager_us"] is not None for r in rows)
+    assert all("auto_over_best" in r for r in rows if r["method"] == "auto")
+    parsed = C.parse_table(json.loads(table.read_text()), str(table))
+    assert {k for k in parsed} == {(op, 2, dt) for op in ("all_reduce", "all_gather", "reduce_scatter")
+                                   for dt in ("bfloat16", "float32")}
+    assert open(C.TABLE_PATH).read() == before  # the committed table is untouched
