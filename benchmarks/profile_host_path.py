@@ -14,6 +14,9 @@ slower). Cases, from the bare launch up to the public op:
   context's bound launch (``ctx._launch``).
 * ``all_reduce_one_shot``: ``all_reduce(x, ctx, out=out, method="one_shot")``; ``all_reduce_auto``:
   ``all_reduce(x, ctx)`` (picks the method, allocates ``out``).
+* ``graph_replay``: replay of a CUDA graph holding one one-shot all-reduce (the floor of a graphed call);
+  ``all_reduce_one_shot_graph_calls`` / ``all_reduce_auto_out_graph_calls``: the public call with
+  ``ctx.graph_calls = True`` and a fixed ``out`` (replays the context's graph of that call).
 * ``nccl``: ``dist.all_reduce(x)``; ``torch_symm_one_shot``: ``torch.ops.symm_mem.one_shot_all_reduce`` on a
   symmetric tensor (when this torch has it).
 
@@ -114,6 +117,19 @@ def main(argv=None) -> int:
         "all_reduce_auto": lambda: ops.all_reduce(x, ctx),
         "nccl": lambda: dist.all_reduce(out),
     }
+    graph = torch.cuda.CUDAGraph()  # the floor of a graphed call: one replay of a one-kernel graph
+    ops.all_reduce(x, ctx, out=out, method="one_shot")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        graph.capture_begin()
+        ops.all_reduce(x, ctx, out=out, method="one_shot")
+        graph.capture_end()
+    torch.cuda.synchronize()
+    cases["graph_replay"] = graph.replay
+
+    cases["all_reduce_one_shot_graph_calls"] = cases["all_reduce_one_shot"]  # run with ctx.graph_calls = True
+    cases["all_reduce_auto_out_graph_calls"] = lambda: ops.all_reduce(x, ctx, out=out)
     unavailable = {}
     try:
         import torch.distributed._symmetric_memory as symm_mem
@@ -129,6 +145,7 @@ def main(argv=None) -> int:
 
     rows = {}
     for name, fn in cases.items():
+        ctx.graph_calls = name.endswith("_graph_calls")
         r = time_case(fn, args.calls, barrier)
         t = torch.tensor([r["host_us"], r["eager_us"]], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -138,6 +155,7 @@ def main(argv=None) -> int:
             print(f"{name:22s} host {r['host_us']:7.2f} us  eager {r['eager_us']:7.2f} us  (max over ranks "
                   f"{t[0].item():7.2f} / {t[1].item():7.2f})", flush=True)
 
+    ctx.graph_calls = False
     prof = cProfile.Profile()
     fn = cases["all_reduce_auto"]
     barrier()

@@ -790,14 +790,14 @@ def specialization_binder(fn, target=None):
     return create_function_from_signature(fn.signature, fn.params, make_backend(target))
 
 
-def current_device_and_stream():
-    """``(device index, raw stream handle)`` of the active driver's current device and stream, as
-    ``JITFunction.run`` reads them (``driver.active.get_current_device`` / ``get_current_stream``)."""
+def device_and_stream_getters():
+    """``(get_device, get_stream)``: the active driver's functions that ``JITFunction.run`` calls on every launch,
+    ``get_device() -> index`` and ``get_stream(index) -> raw stream handle`` (Triton 3.5-3.6: the ``GPUDriver``
+    attributes ``get_current_device`` / ``get_current_stream``, bound to torch's current device and stream)."""
     from triton.runtime import driver
 
     drv = driver.active
-    dev = drv.get_current_device()
-    return dev, drv.get_current_stream(dev)
+    return drv.get_current_device, drv.get_current_stream
 
 
 def compiled_kernel_launcher(kernel):

@@ -307,7 +307,7 @@ class BoundLaunch:
     * Not thread-safe for concurrent first calls (the cache fill is a plain dict store; a race compiles twice).
     """
 
-    __slots__ = ("fn", "grid", "kwargs", "_npos", "_tail", "_grid3", "_binders", "_launchers")
+    __slots__ = ("fn", "grid", "kwargs", "_npos", "_tail", "_grid3", "_binders", "_launchers", "_getters")
 
     def __init__(self, fn: "DistJITFunction", grid, kwargs):
         if callable(grid) or not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
@@ -335,6 +335,7 @@ class BoundLaunch:
         self._grid3 = tuple(int(g) for g in grid) + (1, ) * (3 - len(grid))
         self._binders = {}
         self._launchers = {}
+        self._getters = None
 
     def __call__(self, *args):
         if len(args) != self._npos:
@@ -343,7 +344,10 @@ class BoundLaunch:
         fn = self.fn
         if fn.pre_run_hooks or _compat.interpret_enabled():
             return fn[self.grid](*args, **self.kwargs)
-        dev, stream = _compat.current_device_and_stream()
+        getters = self._getters
+        if getters is None:
+            getters = self._getters = _compat.device_and_stream_getters()
+        dev = getters[0]()
         binder = self._binders.get(dev)
         if binder is None:
             binder = self._binders[dev] = _compat.specialization_binder(fn)
@@ -354,7 +358,7 @@ class BoundLaunch:
             if kernel is not None:
                 self._launchers[key] = _compat.compiled_kernel_launcher(kernel)
             return None
-        launch(self._grid3, stream, *args, *self._tail)
+        launch(self._grid3, getters[1](dev), *args, *self._tail)
         return None
 
 

@@ -596,7 +596,7 @@ def test_bound_launch_caches_per_specialization(monkeypatch):
     normal, fast = [], []
     dev = [0]
     monkeypatch.setattr(_compat, "interpret_enabled", lambda: False)
-    monkeypatch.setattr(_compat, "current_device_and_stream", lambda: (dev[0], 1234 + dev[0]))
+    monkeypatch.setattr(_compat, "device_and_stream_getters", lambda: (lambda: dev[0], lambda d: 1234 + d))
     real_binder = _compat.specialization_binder
     monkeypatch.setattr(_compat, "specialization_binder", lambda fn: real_binder(fn, GPUTarget("cuda", 90, 32)))
 

@@ -9,6 +9,7 @@ of mismatched symmetric allocations and a later hang; every rank zeroed its sign
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import weakref
 from typing import Dict, List, Optional, Sequence
@@ -117,6 +118,11 @@ class Context:
         self.num_warps = int(num_warps or (8 if self.on_gpu else 1))
         self.max_programs = int(num_programs or (self.sm_count if self.on_gpu else 2))
         self.check_peers = False
+        #: Eager calls through per-call CUDA graphs (see :meth:`_launch`); off by default.
+        self.graph_calls = False
+        self.max_graphs = 32
+        self._graphs: "collections.OrderedDict[tuple, torch.cuda.CUDAGraph]" = collections.OrderedDict()
+        self._graph_candidates: "collections.OrderedDict[tuple, None]" = collections.OrderedDict()
         self._symmetric: List[torch.Tensor] = []
         self.channels: Dict[str, Channel] = {}
         self._launches: Dict[tuple, object] = {}
@@ -174,6 +180,9 @@ class Context:
                                  f"{[all_fp[r] for r in bad]}; create it with the same arguments on every rank")
 
     def _check(self, op: str, x: torch.Tensor, name: str = "x", dtypes=None) -> None:
+        if type(x) is torch.Tensor and x.dtype == self.dtype and x.device == self.device and x.is_contiguous() \
+                and not self._closed:
+            return  # the eager hot path: one test; the diagnosis below runs only for a bad (or subclassed) tensor
         if self._closed:
             raise ValueError(f"{op}: the context was closed")
         if not isinstance(x, torch.Tensor):
@@ -200,13 +209,63 @@ class Context:
         """Launch ``kernel`` on ``ch``'s grid: ``kernel[(ch.num_programs,)](*args, rank, WORLD=world,
         BLOCK=ch.block, num_warps=ch.num_warps, **consts)``, through a :class:`triton_dist.jit.BoundLaunch` kept
         per (kernel, channel, constexprs) so that repeated eager calls skip Triton's per-launch binding work."""
-        self._bound(kernel, (ch.num_programs, ), WORLD=self.world_size, BLOCK=ch.block, num_warps=ch.num_warps,
-                    **consts)(*args, self.rank)
+        launch = self._bound(kernel, (ch.num_programs, ), WORLD=self.world_size, BLOCK=ch.block,
+                             num_warps=ch.num_warps, **consts)
+        if self.graph_calls and self.on_gpu:
+            self._launch_graphed(launch, args + (self.rank, ))
+        else:
+            launch(*args, self.rank)
+
+    def _launch_graphed(self, launch, args) -> None:
+        """``ctx.graph_calls = True``: a launch whose exact arguments (tensor addresses and every scalar) were seen
+        before is replayed from a one-kernel CUDA graph captured on that second sighting (one ``cudaGraphLaunch``
+        instead of Triton's per-launch host work); other launches run directly. At most ``max_graphs`` graphs per
+        context (least recently used dropped). A call made while the current stream is being captured, or in
+        another bounded-wait mode than the graph's, launches directly (captured into the caller's graph). The
+        kernels' epochs live in device memory, so a replay is the same call as a launch. Graphs keep no tensor
+        alive: a key is an address, and a reused address with the same size is the same memory region."""
+        from ..jit import bounded_wait_key
+
+        if torch.cuda.is_current_stream_capturing():
+            launch(*args)
+            return
+        key = (id(launch), bounded_wait_key()) + tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a
+                                                       for a in args)
+        graph = self._graphs.get(key)
+        if graph is not None:
+            self._graphs.move_to_end(key)
+            graph.replay()
+            return
+        if key not in self._graph_candidates:  # first sighting: a plain launch (compiles, if needed)
+            self._graph_candidates[key] = None
+            if len(self._graph_candidates) > 4 * self.max_graphs:
+                self._graph_candidates.popitem(last=False)
+            launch(*args)
+            return
+        del self._graph_candidates[key]
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                launch(*args)
+            finally:
+                graph.capture_end()
+        self._graphs[key] = graph
+        if len(self._graphs) > self.max_graphs:
+            self._graphs.popitem(last=False)
+        graph.replay()
+
+    def clear_graphs(self) -> None:
+        """Drop the graphs of ``graph_calls`` (they are also dropped by :meth:`close`)."""
+        self._graphs.clear()
+        self._graph_candidates.clear()
 
     def _bound(self, kernel, grid, **kw):
         """The context's :class:`triton_dist.jit.BoundLaunch` of ``kernel`` with ``grid`` and keywords ``kw``
         (created on first use; ``kw`` in the same order at every call site)."""
-        key = (kernel, grid) + tuple(kw.items())
+        key = (id(kernel), grid) + tuple(kw.items())  # not hash(kernel): a JITFunction hashes its cache key (sha256)
         launch = self._launches.get(key)
         if launch is None:
             launch = self._launches[key] = kernel.bind_launch(grid, **kw)
@@ -218,6 +277,7 @@ class Context:
             return
         self._closed = True
         registry.pop(self.handle, None)
+        self.clear_graphs()
         if self.on_gpu:
             torch.cuda.synchronize()
         for t in self._symmetric:

@@ -141,6 +141,58 @@ def test_cuda_graph_replay():
     ag.close()
 
 
+def test_graph_calls_eager_mode():
+    """``ctx.graph_calls``: repeated eager calls with the same arguments replay a captured one-kernel graph; results
+    stay right when the inputs change in place, when addresses and sizes change, when graph and direct calls mix
+    (other methods, a user's own capture), and the number of graphs stays bounded."""
+    import torch.distributed as dist
+
+    from triton_dist import ops
+
+    rank, world = _init()
+    n = 8192
+    ar = ops.create_allreduce_ctx(4 * n, torch.bfloat16)
+    ar.graph_calls, ar.max_graphs = True, 3
+    x = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    y = torch.empty_like(x)
+    for it in range(12):
+        x.copy_(_ints(n, torch.bfloat16, it * 5 + rank))
+        ops.all_reduce(x, ar, out=y, method="one_shot")
+        ref = x.clone()
+        dist.all_reduce(ref)
+        assert torch.equal(y, ref), it
+    assert len(ar._graphs) == 1
+    for it in range(10):  # new sizes / addresses every call, a second method, a fresh output each time
+        m = 1 + it * 997
+        xs = _ints(m, torch.bfloat16, it + 100 * rank)
+        out = ops.all_reduce(xs, ar, method=("one_shot", "two_shot", "auto")[it % 3])
+        ref = xs.clone()
+        dist.all_reduce(ref)
+        assert torch.equal(out, ref), (it, m)
+    for it in range(8):  # a few keys in turn: graphs are made, replayed and evicted
+        m = 1000 * (1 + it % 5)
+        x[:m].copy_(_ints(m, torch.bfloat16, it + 7 * rank))
+        ops.all_reduce(x[:m], ar, out=y[:m], method="one_shot")
+        ref = x[:m].clone()
+        dist.all_reduce(ref)
+        assert torch.equal(y[:m], ref), it
+    assert len(ar._graphs) <= 3
+    s = torch.cuda.Stream()  # a user's capture of a graph_calls context: the launch goes into the user's graph
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        ops.all_reduce(x, ar, out=y, method="one_shot")
+    for it in range(3):
+        x.copy_(_ints(n, torch.bfloat16, it + 50 + rank))
+        g.replay()
+        ops.all_reduce(x, ar, out=y, method="one_shot")  # the same call eagerly (replays the context's graph)
+        torch.cuda.synchronize()
+        ref = x.clone()
+        dist.all_reduce(ref)
+        assert torch.equal(y, ref), it
+    ar.close()
+    assert not ar._graphs
+
+
 def stress(calls: int, seed: int = 0, max_elems: int = 1 << 18):
     """Randomised op/size/dtype/method calls, every result verified against NCCL. Returns (failures, seconds)."""
     from triton_dist import ops
