@@ -136,6 +136,9 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
     sync. ``method``: one of ``AG_METHODS``."""
     op = "all_gather"
     check_ctx(op, ctx, AllGatherContext, "create_allgather_ctx")
+    if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
+        return out  # ctx.graph_calls: the graph an identical earlier call ran
+    asked, out_given = method, out is not None
     ctx._check(op, x)
     n = _numel_of(x)
     if n > ctx.max_numel:
@@ -161,8 +164,10 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
         return out
     ch = ctx.sm
     xv, ov = _bits(x), _bits(out)
-    ctx._launch(_ag.allgather_kernel, ch, xv, ov, _bits(ch.buf), ch.ready, ch.done, ch.counter, n,
-                ctx.max_numel, _common.size_tag(n), PUSH=(method == "push"))
+    graph = ctx._launch(_ag.allgather_kernel, ch, xv, ov, _bits(ch.buf), ch.ready, ch.done, ch.counter, n,
+                        ctx.max_numel, _common.size_tag(n), PUSH=(method == "push"))
+    if out_given:
+        ctx._remember_call(graph, x, out, asked)
     return out
 
 
@@ -247,6 +252,9 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     has shape ``(S, *x.shape[1:])`` = rows ``[rank * S, (rank + 1) * S)`` of the sum. fp32 accumulation."""
     op = "reduce_scatter"
     check_ctx(op, ctx, ReduceScatterContext, "create_reduce_scatter_ctx")
+    if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
+        return out  # ctx.graph_calls: the graph an identical earlier call ran
+    asked, out_given = method, out is not None
     ctx._check(op, x)
     W = ctx.world_size
     n = _numel_of(x)
@@ -271,12 +279,14 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     tag = _common.size_tag(n)
     if method == "ring":
         ch = ctx.ring
-        ctx._launch(_rs.reduce_scatter_ring_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, ns,
-                    ctx.max_numel // ctx.world_size, tag)
+        graph = ctx._launch(_rs.reduce_scatter_ring_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, ns,
+                            ctx.max_numel // ctx.world_size, tag)
     else:
         ch = ctx.direct if method == "direct" else ctx.direct_push
-        ctx._launch(_rs.reduce_scatter_direct_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, ns,
-                    ctx.max_numel // ctx.world_size, tag, PUSH=(method == "direct_push"))
+        graph = ctx._launch(_rs.reduce_scatter_direct_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter,
+                            ns, ctx.max_numel // ctx.world_size, tag, PUSH=(method == "direct_push"))
+    if out_given:
+        ctx._remember_call(graph, x, out, asked)
     return out
 
 
@@ -402,6 +412,9 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     new tensor unless given; ``out`` may be ``x`` itself). ``method``: one of ``AR_METHODS``."""
     op = "all_reduce"
     check_ctx(op, ctx, AllReduceContext, "create_allreduce_ctx")
+    if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
+        return out  # ctx.graph_calls: the graph an identical earlier call ran
+    asked, out_given = method, out is not None
     ctx._check(op, x)
     n = _numel_of(x)
     if n > ctx.max_numel:
@@ -429,13 +442,15 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     if method == "one_shot":
         ch = ctx.one_shot_small if n <= ctx.small_cap else ctx.one_shot
         cap = ctx.small_cap if ch is ctx.one_shot_small else ctx.one_shot_cap
-        ctx._launch(_ar.allreduce_one_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.counter, n, cap, tag)
-        return out
-    ch = ctx.two_shot
-    ns = -(-n // ctx.world_size)
-    ns = -(-ns // 128) * 128
-    ctx._launch(_ar.allreduce_two_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, n, ns,
-                ctx.two_shot_cap, tag)
+        graph = ctx._launch(_ar.allreduce_one_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.counter, n, cap, tag)
+    else:
+        ch = ctx.two_shot
+        ns = -(-n // ctx.world_size)
+        ns = -(-ns // 128) * 128
+        graph = ctx._launch(_ar.allreduce_two_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, n, ns,
+                            ctx.two_shot_cap, tag)
+    if out_given:
+        ctx._remember_call(graph, x, out, asked)
     return out
 
 

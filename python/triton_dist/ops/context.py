@@ -16,6 +16,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from ..jit import bounded_wait_key
+
 FP8_DTYPES = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
 
 registry: "weakref.WeakValueDictionary[int, Context]" = weakref.WeakValueDictionary()
@@ -123,6 +125,8 @@ class Context:
         self.max_graphs = 32
         self._graphs: "collections.OrderedDict[tuple, torch.cuda.CUDAGraph]" = collections.OrderedDict()
         self._graph_candidates: "collections.OrderedDict[tuple, None]" = collections.OrderedDict()
+        #: op-level keys (x / out addresses, sizes, dtypes, method) of calls whose launch replayed ``_graphs[...]``
+        self._call_graphs: Dict[tuple, "torch.cuda.CUDAGraph"] = {}
         self._symmetric: List[torch.Tensor] = []
         self.channels: Dict[str, Channel] = {}
         self._launches: Dict[tuple, object] = {}
@@ -212,36 +216,35 @@ class Context:
         launch = self._bound(kernel, (ch.num_programs, ), WORLD=self.world_size, BLOCK=ch.block,
                              num_warps=ch.num_warps, **consts)
         if self.graph_calls and self.on_gpu:
-            self._launch_graphed(launch, args + (self.rank, ))
-        else:
-            launch(*args, self.rank)
+            return self._launch_graphed(launch, args + (self.rank, ))
+        launch(*args, self.rank)
+        return None
 
-    def _launch_graphed(self, launch, args) -> None:
+    def _launch_graphed(self, launch, args):
         """``ctx.graph_calls = True``: a launch whose exact arguments (tensor addresses and every scalar) were seen
         before is replayed from a one-kernel CUDA graph captured on that second sighting (one ``cudaGraphLaunch``
         instead of Triton's per-launch host work); other launches run directly. At most ``max_graphs`` graphs per
         context (least recently used dropped). A call made while the current stream is being captured, or in
         another bounded-wait mode than the graph's, launches directly (captured into the caller's graph). The
         kernels' epochs live in device memory, so a replay is the same call as a launch. Graphs keep no tensor
-        alive: a key is an address, and a reused address with the same size is the same memory region."""
-        from ..jit import bounded_wait_key
-
+        alive: a key is an address, and a reused address with the same size is the same memory region. Returns the
+        graph that ran the launch, or None."""
         if torch.cuda.is_current_stream_capturing():
             launch(*args)
-            return
+            return None
         key = (id(launch), bounded_wait_key()) + tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a
                                                        for a in args)
         graph = self._graphs.get(key)
         if graph is not None:
             self._graphs.move_to_end(key)
             graph.replay()
-            return
+            return graph
         if key not in self._graph_candidates:  # first sighting: a plain launch (compiles, if needed)
             self._graph_candidates[key] = None
             if len(self._graph_candidates) > 4 * self.max_graphs:
                 self._graph_candidates.popitem(last=False)
             launch(*args)
-            return
+            return None
         del self._graph_candidates[key]
         graph = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream(device=self.device)
@@ -255,12 +258,36 @@ class Context:
         self._graphs[key] = graph
         if len(self._graphs) > self.max_graphs:
             self._graphs.popitem(last=False)
+            self._call_graphs.clear()  # may name the dropped graph; refilled by the next calls
         graph.replay()
+        return graph
+
+    def _replay_call(self, x, out, method) -> bool:
+        """The ``graph_calls`` fast path of an op called with ``out``: replay the graph an earlier call with the same
+        ``x`` / ``out`` (address, size, dtype, contiguous) and ``method`` ran, skipping the op's own work. False when
+        there is none or the stream is being captured (the op then runs normally)."""
+        graphs = self._call_graphs
+        if not graphs or type(x) is not torch.Tensor or type(out) is not torch.Tensor:
+            return False
+        graph = graphs.get((x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype, method))
+        if graph is None or not x.is_contiguous() or not out.is_contiguous() or \
+                torch.cuda.is_current_stream_capturing():
+            return False
+        graph.replay()
+        return True
+
+    def _remember_call(self, graph, x, out, method) -> None:
+        """After an op call with a user ``out`` whose (single) launch ran ``graph``: key it for :meth:`_replay_call`
+        (only tensors that passed the op's checks get here)."""
+        if graph is not None and type(x) is torch.Tensor and type(out) is torch.Tensor:
+            self._call_graphs[(x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype,
+                               method)] = graph
 
     def clear_graphs(self) -> None:
         """Drop the graphs of ``graph_calls`` (they are also dropped by :meth:`close`)."""
         self._graphs.clear()
         self._graph_candidates.clear()
+        self._call_graphs.clear()
 
     def _bound(self, kernel, grid, **kw):
         """The context's :class:`triton_dist.jit.BoundLaunch` of ``kernel`` with ``grid`` and keywords ``kw``

@@ -161,7 +161,25 @@ def test_graph_calls_eager_mode():
         ref = x.clone()
         dist.all_reduce(ref)
         assert torch.equal(y, ref), it
-    assert len(ar._graphs) == 1
+    assert len(ar._graphs) == 1 and len(ar._call_graphs) == 1  # later calls replayed before the op's own work
+    ag = ops.create_allgather_ctx(n, torch.bfloat16)
+    rs = ops.create_reduce_scatter_ctx(n * world, torch.bfloat16)
+    ag.graph_calls = rs.graph_calls = True
+    z = torch.empty(n * world, dtype=torch.bfloat16, device="cuda")
+    xr = torch.empty(n * world, dtype=torch.bfloat16, device="cuda")
+    for it in range(6):
+        x.copy_(_ints(n, torch.bfloat16, it * 11 + rank))
+        xr.copy_(_ints(n * world, torch.bfloat16, it * 13 + rank))
+        ops.all_gather(x, ag, out=z, method="push")
+        ops.reduce_scatter(xr, rs, out=y, method=("direct", "ring")[it % 2])
+        refz = torch.empty_like(z)
+        dist.all_gather_into_tensor(refz, x)
+        refy = torch.empty_like(y)
+        dist.reduce_scatter_tensor(refy, xr)
+        assert torch.equal(z, refz) and torch.equal(y, refy), it
+    assert len(ag._call_graphs) == 1 and len(rs._call_graphs) == 2
+    ag.close()
+    rs.close()
     for it in range(10):  # new sizes / addresses every call, a second method, a fresh output each time
         m = 1 + it * 997
         xs = _ints(m, torch.bfloat16, it + 100 * rank)
