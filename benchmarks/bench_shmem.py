@@ -308,6 +308,8 @@ class Timer:
         if fn is None:
             self._median(lambda: None, 1)
             return None, True
+        g.replay()  # the first replay uploads the graph: not timed
+        torch.cuda.synchronize()
         us = self._median(g.replay, k)
         del g
         return us, True
