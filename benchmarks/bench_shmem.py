@@ -284,11 +284,14 @@ class Timer:
         times.sort()
         return times[len(times) // 2]
 
-    def _agree(self, ok: bool) -> bool:
+    def _agree(self, err) -> bool:
+        """True where no rank's capture failed (``err``: this rank's message or None); every rank records every
+        rank's failure (rank 0 writes the record). Objects travel over the group's gloo half."""
         import torch.distributed as dist
-        flag = torch.tensor([1 if ok else 0], dtype=torch.int32)  # a CPU tensor: the gloo half of the group
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-        return bool(flag.item())
+        errs = [None] * dist.get_world_size()
+        dist.all_gather_object(errs, err)
+        self.failures += [f"rank {r}: {e}" for r, e in enumerate(errs) if e]
+        return not any(errs)
 
     def graph_us(self, fn, k, what):
         """Median us per call of a graph of ``k`` calls of ``fn`` (``fn`` None: this rank only joins the
@@ -301,9 +304,7 @@ class Timer:
             except Exception as exc:  # noqa: BLE001
                 err = f"{what}: {type(exc).__name__}: {exc}"[:300]
                 torch.cuda.synchronize()
-        if not self._agree(err is None):
-            if err:
-                self.failures.append(err)
+        if not self._agree(err):
             return self.eager_us(fn, k), False
         if fn is None:
             self._median(lambda: None, 1)
@@ -424,8 +425,9 @@ def main(argv=None) -> int:
     put_quiet = []
     pq = lambda: k_put_quiet[(1, )](dst, src, PUT_QUIET_BYTES, nxt)  # noqa: E731
     pq_ok = check(pq, PUT_QUIET_BYTES)
-    pq_us, _ = timer.graph_us(pq, MAX_K, "put_quiet")
-    put_quiet.append({"bytes": PUT_QUIET_BYTES, "us": pq_us, "eager_us": timer.eager_us(pq), "ok": pq_ok})
+    pq_us, graphed = timer.graph_us(pq, MAX_K, "put_quiet")
+    put_quiet.append({"bytes": PUT_QUIET_BYTES, "us": pq_us, "eager_us": timer.eager_us(pq), "ok": pq_ok,
+                      "timing": "graph" if graphed else "eager (graph capture failed)"})
     log(json.dumps({"put_quiet": put_quiet[-1]}))
 
     # latency (b), (c): ping-pong between ranks 0 and 1 in one launch (other ranks only join the barriers)
@@ -440,12 +442,13 @@ def main(argv=None) -> int:
                                MODE=PP_MODES[kind])
         fn = ping_pong if rank < 2 else None
         # the first launches compile (at different times on the two ranks) inside capture_calls' warm-up
-        launch_us, _ = timer.graph_us(fn, 1, f"ping-pong {kind} {payload}")
+        launch_us, graphed = timer.graph_us(fn, 1, f"ping-pong {kind} {payload}")
         eager_us = timer.eager_us(fn, 1)
         barrier()
         if rank < 2:
             rt = launch_us / args.pp_iters
-            lat.append(latency_row(kind, payload, rt, eager_us / args.pp_iters, int(sig.item()), args.pp_iters))
+            lat.append(dict(latency_row(kind, payload, rt, eager_us / args.pp_iters, int(sig.item()), args.pp_iters),
+                            timing="graph" if graphed else "eager (graph capture failed)"))
             log(json.dumps(lat[-1]))
 
     record = {

@@ -157,6 +157,10 @@ def _shmem_methods(rows):
     return methods
 
 
+def _eager_note(x):
+    return "" if x.get("timing", "graph") == "graph" else " (eager: capture failed)"
+
+
 def _cfg(warps, programs):
     return "—" if warps is None else f"{warps}w x {programs}"
 
@@ -170,8 +174,10 @@ def shmem_section(doc):
     out = [f"### {doc.get('time_utc', '?')} — {doc.get('world_size', '?')} ranks, commit `{doc.get('git_commit', '?')}`",
            "", f"- record: `{doc['_path']}`", f"- command: `{doc.get('command', '?')}`",
            f"- method: {doc.get('method', {}).get('bandwidth', '?')}"]
-    if doc.get("graph_capture_failures"):
-        out.append(f"- graph capture failed (eager figures instead): {'; '.join(doc['graph_capture_failures'])}")
+    fails = doc.get("graph_capture_failures") or []
+    if fails:
+        more = f" (and {len(fails) - 3} more)" if len(fails) > 3 else ""
+        out.append(f"- graph capture failed {len(fails)} time(s), eager figures instead: {'; '.join(fails[:3])}{more}")
     if doc.get("suggested_default"):
         sug = ", ".join(f"{m}: {v['num_warps']}w x {v['programs_per_sm']}/SM"
                         for m, v in doc["suggested_default"].items())
@@ -214,13 +220,13 @@ def shmem_section(doc):
     pq = doc.get("put_quiet", [])
     if pq:
         out += ["| put + quiet, one program | graph us | eager us | correct |", "|---|---|---|---|"]
-        out += [f"| {fmt_size(x['bytes'])} | {_f(x.get('us'))} | {_f(x.get('eager_us'))} | "
+        out += [f"| {fmt_size(x['bytes'])} | {_f(x.get('us'))}{_eager_note(x)} | {_f(x.get('eager_us'))} | "
                 f"{'yes' if x.get('ok') else 'NO'} |" for x in pq]
         out.append("")
     lat = doc.get("latency", [])
     if lat:
         out += ["| payload | round trip us | one way us | eager round trip us | signalling |", "|---|---|---|---|---|"]
-        out += [f"| {fmt_size(x['payload_bytes'])} | {x['round_trip_us']:.2f} | {x['one_way_us']:.2f} | "
+        out += [f"| {fmt_size(x['payload_bytes'])} | {x['round_trip_us']:.2f}{_eager_note(x)} | {x['one_way_us']:.2f} | "
                 f"{_f(x.get('eager_round_trip_us'))} | {x.get('kind', 'putmem_signal_block')}"
                 f"{'' if x.get('ok', True) else ' (WRONG final signal)'} |" for x in lat]
         out.append("")

@@ -35,9 +35,11 @@ def test_every_record_kind_gets_its_section(tmp_path):
                        "getmem_block_num_warps": 16, "getmem_block_programs": 264, "getmem_block_timing": "graph",
                        "getmem_block_best_GBps": 370.0, "getmem_block_best_vs_peer_copy": 0.97,
                        "getmem_block_best_num_warps": 32, "getmem_block_best_programs": 132}],
-        "put_quiet": [{"bytes": 1024, "us": 4.2, "eager_us": 12.0, "ok": True}],
+        "put_quiet": [{"bytes": 1024, "us": 4.2, "eager_us": 12.0, "ok": True, "timing": "graph"}],
         "latency": [{"kind": "dl", "payload_bytes": 8, "round_trip_us": 2.7, "one_way_us": 1.35,
-                     "eager_round_trip_us": 2.71, "ok": True}]})
+                     "eager_round_trip_us": 2.71, "ok": True},
+                    {"kind": "signal_op", "payload_bytes": 8, "round_trip_us": 3.3, "one_way_us": 1.65,
+                     "eager_round_trip_us": 3.4, "ok": True, "timing": "eager (graph capture failed)"}]})
     _write(res / "o", "overlap.json", {
         "benchmark": "bench_overlap", "world_size": 2, "records": [{
             "op": "ag_gemm", "model": "llama3-70b", "M": 8192, "best_ours": "ours/sm",
@@ -56,8 +58,9 @@ def test_every_record_kind_gets_its_section(tmp_path):
     assert "| 16 MiB | peer copy | — | 380 / 370 |" in text
     assert "| 16 MiB | getmem_block | 16w x 264 | 361 (0.95) | 300 (0.81) | 32w x 132 | 370 (0.97) | yes |" in text
     assert "getmem_block_eager" not in text and "suggested default" in text and "16w x 2/SM" in text
-    assert "graph capture failed (eager figures instead): peer copy 1024" in text
+    assert "graph capture failed 1 time(s), eager figures instead: peer copy 1024" in text
     assert "| 1 KiB | 4.20 | 12.00 | yes |" in text and "| 8 B | 2.70 | 1.35 | 2.71 | dl |" in text
+    assert "| 8 B | 3.30 (eager: capture failed) | 1.65 | 3.40 | signal_op |" in text
     assert "| 8 B | 5.40 | 2.70 | — | putmem_signal_block |" in text  # the older record: its kind by default
     assert "## Overlapped GEMMs" in text and "| ag_gemm | llama3-70b | 8192 | ours/sm | 1000 | 1400 | 1.40 |" in text
     assert "93%" in text and "FAILED gemm_rs llama3-8b M=128: `RuntimeError: boom`" in text
