@@ -7,7 +7,8 @@ Sections, one per kind of record:
   symm-mem: CUDA-graph time and bus bandwidth; speed-ups; auto / best of ours and NCCL; auto's pick; eager time of
   each) and a PNG next to the JSON (``<json>_<op>_<dtype>.png``): latency and bus bandwidth vs size, log-x.
 * ``"benchmark": "bench_shmem"``: put/get bandwidth per size and method against the peer-copy figure of the same
-  run, and the put-with-signal round-trip latency.
+  run (graph and eager timing, launch configuration, the sweep's best), the 1 KiB put + quiet, and the ping-pong
+  round trips (putmem_signal / signal_op / dl.notify+dl.wait).
 * ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (autotuned, and the best tiling / loop form).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
@@ -187,18 +188,44 @@ def _f(x, fmt="{:.2f}"):
     return "—" if x is None else fmt.format(x)
 
 
-def shmem_section(doc):
-    """bench_shmem: bandwidth per method vs the peer-copy figure of the same run; signal round-trip latency."""
-    rows = doc.get("bandwidth", [])
+def _shmem_methods(rows):
+    """Methods of bench_shmem rows, in order of appearance: every ``<m>_ok`` key (records of every date have one)."""
     methods = []
     for r in rows:
         for k in r:
-            if k.endswith("_GBps") and k != "peer_copy_GBps" and k[:-5] not in methods:
-                methods.append(k[:-5])
+            if k.endswith("_ok") and k[:-3] not in methods:
+                methods.append(k[:-3])
+    return methods
+
+
+def _eager_note(x):
+    return "" if x.get("timing", "graph") == "graph" else " (eager: capture failed)"
+
+
+def _cfg(warps, programs):
+    return "—" if warps is None else f"{warps}w x {programs}"
+
+
+def shmem_section(doc):
+    """bench_shmem: bandwidth per method vs the peer-copy figure of the same run (graph and eager timing, the
+    sweep's best launch configuration), the 1 KiB put + quiet, and the signal round-trip latencies. Records from
+    before graph timing (no ``*_eager_*`` fields) keep their one-row-per-size table."""
+    rows = doc.get("bandwidth", [])
+    methods = _shmem_methods(rows)
     out = [f"### {doc.get('time_utc', '?')} — {doc.get('world_size', '?')} ranks, commit `{doc.get('git_commit', '?')}`",
            "", f"- record: `{doc['_path']}`", f"- command: `{doc.get('command', '?')}`",
-           f"- method: {doc.get('method', {}).get('bandwidth', '?')}", ""]
-    if rows:
+           f"- method: {doc.get('method', {}).get('bandwidth', '?')}"]
+    fails = doc.get("graph_capture_failures") or []
+    if fails:
+        more = f" (and {len(fails) - 3} more)" if len(fails) > 3 else ""
+        out.append(f"- graph capture failed {len(fails)} time(s), eager figures instead: {'; '.join(fails[:3])}{more}")
+    if doc.get("suggested_default"):
+        sug = ", ".join(f"{m}: {v['num_warps']}w x {v['programs_per_sm']}/SM"
+                        for m, v in doc["suggested_default"].items())
+        out.append(f"- sweep's suggested default (best summed GB/s at >= 16 MiB): {sug}")
+    out.append("")
+    graphed = any(k.endswith("_eager_GBps") for r in rows for k in r)
+    if rows and not graphed:
         head = "| size | peer copy GB/s | " + " | ".join(f"{m} GB/s (x peer copy)" for m in methods) + " | all correct |"
         out += [head, "|" + "---|" * (head.count("|") - 1)]
         for r in rows:
@@ -210,10 +237,39 @@ def shmem_section(doc):
             cells.append("yes" if oks and all(oks) else ("NO" if oks else "—"))
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
+    elif rows:
+        out += ["GB/s per rank; `x peer` against the peer copy timed the same way (graph / eager); config = warps x "
+                "programs; best = the sweep's fastest correct configuration.", "",
+                "| size | method | config | graph GB/s (x peer) | eager GB/s (x peer) | best config | best GB/s (x peer) "
+                "| correct |", "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            peer = (f"{_f(r.get('peer_copy_GBps'), '{:.0f}')} / {_f(r.get('peer_copy_eager_GBps'), '{:.0f}')}")
+            out.append(f"| {fmt_size(r['bytes'])} | peer copy | — | {peer} | | | | |")
+            for m in methods:
+                if f"{m}_ok" not in r:
+                    continue
+                cells = [fmt_size(r["bytes"]), m, _cfg(r.get(f"{m}_num_warps"), r.get(f"{m}_programs")),
+                         f"{_f(r.get(f'{m}_GBps'), '{:.0f}')} ({_f(r.get(f'{m}_vs_peer_copy'))})",
+                         f"{_f(r.get(f'{m}_eager_GBps'), '{:.0f}')} ({_f(r.get(f'{m}_eager_vs_peer_copy'))})",
+                         _cfg(r.get(f"{m}_best_num_warps"), r.get(f"{m}_best_programs")),
+                         f"{_f(r.get(f'{m}_best_GBps'), '{:.0f}')} ({_f(r.get(f'{m}_best_vs_peer_copy'))})",
+                         "yes" if r[f"{m}_ok"] else "NO"]
+                if r.get(f"{m}_timing", "graph") != "graph":
+                    cells[3] += " (eager: capture failed)"
+                out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    pq = doc.get("put_quiet", [])
+    if pq:
+        out += ["| put + quiet, one program | graph us | eager us | correct |", "|---|---|---|---|"]
+        out += [f"| {fmt_size(x['bytes'])} | {_f(x.get('us'))}{_eager_note(x)} | {_f(x.get('eager_us'))} | "
+                f"{'yes' if x.get('ok') else 'NO'} |" for x in pq]
+        out.append("")
     lat = doc.get("latency", [])
     if lat:
-        out += ["| payload | round trip us | one way us |", "|---|---|---|"]
-        out += [f"| {fmt_size(x['payload_bytes'])} | {x['round_trip_us']:.2f} | {x['one_way_us']:.2f} |" for x in lat]
+        out += ["| payload | round trip us | one way us | eager round trip us | signalling |", "|---|---|---|---|---|"]
+        out += [f"| {fmt_size(x['payload_bytes'])} | {x['round_trip_us']:.2f}{_eager_note(x)} | {x['one_way_us']:.2f} | "
+                f"{_f(x.get('eager_round_trip_us'))} | {x.get('kind', 'putmem_signal_block')}"
+                f"{'' if x.get('ok', True) else ' (WRONG final signal)'} |" for x in lat]
         out.append("")
     return out
 
@@ -379,7 +435,9 @@ def main():
     if kind["bench_shmem"]:
         lines += ["## SHMEM put/get and signalling (`benchmarks/bench_shmem.py`)", "",
                   "Bandwidth per rank with both ranks sending at once; `x peer copy` is against a "
-                  "`copy_` between peer-mapped buffers measured in the same run.", ""]
+                  "`copy_` between peer-mapped buffers measured the same way in the same run. Records with graph "
+                  "and eager columns are CUDA-graph timed; older ones timed eager launches (each record's method "
+                  "line says).", ""]
         for d in sorted(kind["bench_shmem"], key=lambda d: d.get("time_utc", ""), reverse=True):
             lines += shmem_section(d)
     if kind["bench_overlap"]:
