@@ -120,8 +120,9 @@ class Context:
         self.num_warps = int(num_warps or (8 if self.on_gpu else 1))
         self.max_programs = int(num_programs or (self.sm_count if self.on_gpu else 2))
         self.check_peers = False
-        #: Eager calls through per-call CUDA graphs (see :meth:`_launch`); off by default.
-        self.graph_calls = False
+        #: Eager calls through per-call CUDA graphs (:meth:`_launch_graphed`); on by default on GPUs, set False to
+        #: launch every call directly.
+        self.graph_calls = self.on_gpu
         self.max_graphs = 32
         self._graphs: "collections.OrderedDict[tuple, torch.cuda.CUDAGraph]" = collections.OrderedDict()
         self._graph_candidates: "collections.OrderedDict[tuple, None]" = collections.OrderedDict()
