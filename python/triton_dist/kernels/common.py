@@ -143,6 +143,36 @@ def copy_blocks(src_ptr, dst_ptr, n, pid, nprog, BLOCK: tl.constexpr):
         b += nprog
 
 
+@triton_dist.jit
+def pipe_plan(n, npush, seg_blocks, SEG: tl.constexpr, BLOCK: tl.constexpr):
+    """Segmenting of a pipelined (``push_pipe``) call of ``n`` elements: returns ``(nblk, nseg, K)``.
+
+    ``nblk = cdiv(n, BLOCK)`` blocks; pusher ``q`` (of ``npush``) owns blocks ``q, q + npush, ...`` (local index
+    ``j``); its segment ``s`` is local indices ``[s * K, (s + 1) * K)``. ``nseg = clamp(cdiv(nblk, npush) //
+    seg_blocks, 1, SEG)`` (at least ``seg_blocks`` blocks per segment, at most ``SEG`` segments: small calls get one
+    segment) and ``K = cdiv(cdiv(nblk, npush), nseg)``. A function of ``n`` and the channel's fixed parameters
+    only, so every rank computes the same plan for the same call."""
+    nblk = tl.cdiv(n, BLOCK)
+    per = tl.cdiv(nblk, npush)
+    nseg = per // seg_blocks
+    if nseg < 1:
+        nseg = 1
+    if nseg > SEG:
+        nseg = SEG
+    return nblk, nseg, tl.cdiv(per, nseg)
+
+
+@triton_dist.jit
+def pipe_segment_end(nblk, q, npush, j0, K):
+    """End (exclusive local index) of the segment starting at local index ``j0`` of pusher ``q``: ``min(j0 + K,
+    number of blocks q owns)``; pusher ``q < npush`` owns blocks ``q, q + npush, ... < nblk``."""
+    jend = j0 + K
+    owned = (nblk - q + npush - 1) // npush
+    if jend > owned:
+        jend = owned
+    return jend
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # host-side signalling kernels (used by the copy-engine paths: a signal write around torch copies)
 # ---------------------------------------------------------------------------------------------------------------
