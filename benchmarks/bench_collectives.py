@@ -38,8 +38,8 @@ KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 FULL_SIZES = [4 * KB, 8 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 256 * MB, 1 * GB]
 QUICK_SIZES = [4 * KB, 8 * KB, 64 * KB, 1 * MB, 16 * MB, 256 * MB]
 METHODS = {
-    "all_gather": ["push", "pull", "ce", "auto"],
-    "reduce_scatter": ["direct", "direct_push", "ring", "auto"],
+    "all_gather": ["push", "pull", "push_pipe", "ce", "auto"],
+    "reduce_scatter": ["direct", "direct_push", "push_pipe", "ring", "auto"],
     "all_reduce": ["one_shot", "two_shot", "auto"],
 }
 
@@ -142,6 +142,15 @@ def main():
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--methods", default=None, help="comma list: only these methods (e.g. push,push_pipe,auto)")
+    # tuning knobs of the all-gather / reduce-scatter contexts (defaults: the library's), for GPU sweeps
+    ap.add_argument("--block-bytes", type=int, default=None, help="bytes per block (library default 16384)")
+    ap.add_argument("--num-warps", type=int, default=None, help="warps per program (library default 8)")
+    ap.add_argument("--pipe-pushers", type=int, default=None,
+                    help="push_pipe: programs that push (default half the grid; the rest copy out / reduce)")
+    ap.add_argument("--pipe-segments", type=int, default=None, help="push_pipe: most segments per call (32)")
+    ap.add_argument("--pipe-seg-blocks", type=int, default=None,
+                    help="push_pipe: least blocks per segment and pusher (4)")
     args = ap.parse_args()
 
     import triton_dist.utils as tdu
@@ -160,11 +169,15 @@ def main():
     log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
     t_start = time.time()
 
+    knobs = {k: v for k, v in (("block_bytes", args.block_bytes), ("num_warps", args.num_warps),
+                                ("pipe_pushers", args.pipe_pushers), ("pipe_segments", args.pipe_segments),
+                                ("pipe_seg_blocks", args.pipe_seg_blocks)) if v is not None}
+    only = args.methods.split(",") if args.methods else None
     for op in opnames:
         if op == "all_gather":
-            ctx = ops.create_allgather_ctx(maxb // esize // world, dtype)
+            ctx = ops.create_allgather_ctx(maxb // esize // world, dtype, **knobs)
         elif op == "reduce_scatter":
-            ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype)
+            ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype, **knobs)
         else:
             ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize)
         for nbytes in sizes:
@@ -201,7 +214,7 @@ def main():
             for m in METHODS[op]:
                 if op == "all_reduce" and m == "one_shot" and n > ctx.one_shot_cap:
                     continue
-                if m not in ctx.methods and m != "auto":
+                if (m not in ctx.methods and m != "auto") or (only and m not in only):
                     continue
                 resolved = m
                 if m == "auto":
@@ -252,6 +265,7 @@ def main():
             "timing": ("CUDA-graph replay of k calls, CUDA events, median of reps samples / k" if GPU else
                        "simulator smoke run: eager wall clock (not a performance figure)"),
             "wall_s": time.time() - t_start,
+            "context_knobs": knobs,
             "graph_capture_failures": GRAPH_FAILURES,
             "results": results,
         }
