@@ -40,7 +40,7 @@ QUICK_SIZES = [4 * KB, 8 * KB, 64 * KB, 1 * MB, 16 * MB, 256 * MB]
 METHODS = {
     "all_gather": ["push", "pull", "push_pipe", "ce", "auto"],
     "reduce_scatter": ["direct", "direct_push", "push_pipe", "ring", "auto"],
-    "all_reduce": ["one_shot", "two_shot", "auto"],
+    "all_reduce": ["one_shot", "two_shot", "two_shot_pipe", "auto"],
 }
 
 
@@ -143,11 +143,12 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--tag", default="")
     ap.add_argument("--methods", default=None, help="comma list: only these methods (e.g. push,push_pipe,auto)")
-    # tuning knobs of the all-gather / reduce-scatter contexts (defaults: the library's), for GPU sweeps
+    # tuning knobs of the contexts (defaults: the library's), for GPU sweeps
     ap.add_argument("--block-bytes", type=int, default=None, help="bytes per block (library default 16384)")
     ap.add_argument("--num-warps", type=int, default=None, help="warps per program (library default 8)")
     ap.add_argument("--pipe-pushers", type=int, default=None,
-                    help="push_pipe: programs that push (default half the grid; the rest copy out / reduce)")
+                    help="push_pipe / two_shot_pipe: programs that push (default half the grid; the rest copy out / "
+                    "reduce)")
     ap.add_argument("--pipe-segments", type=int, default=None, help="push_pipe: most segments per call (32)")
     ap.add_argument("--pipe-seg-blocks", type=int, default=None,
                     help="push_pipe: least blocks per segment and pusher (4)")
@@ -179,7 +180,8 @@ def main():
         elif op == "reduce_scatter":
             ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype, **knobs)
         else:
-            ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize)
+            ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize,
+                                           methods=("one_shot", "two_shot", "two_shot_pipe"), **knobs)
         for nbytes in sizes:
             n = nbytes // esize
             if op == "all_gather":

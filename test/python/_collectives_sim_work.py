@@ -126,7 +126,8 @@ def push_pipe_cases(sizes=(1, 96, 777, 1000, 4096), dtypes=("bfloat16", "float32
     All-gather results must equal the reference and ``push``'s; reduce-scatter results (random floats) must be
     bit-identical to ``direct_push``'s. Calls alternate methods on one context and change size every call (the
     number of segments changes between calls). Returns (failures, checks)."""
-    from triton_dist.ops import all_gather, create_allgather_ctx, create_reduce_scatter_ctx, reduce_scatter
+    from triton_dist.ops import (all_gather, all_reduce, create_allgather_ctx, create_allreduce_ctx,
+                                 create_reduce_scatter_ctx, reduce_scatter)
 
     rank, world = _init()
     fails, checks = [], 0
@@ -138,6 +139,7 @@ def push_pipe_cases(sizes=(1, 96, 777, 1000, 4096), dtypes=("bfloat16", "float32
                       pipe_seg_blocks=1)
             ag = create_allgather_ctx(max(sizes), dtype, methods=("push", "push_pipe"), **kw)
             rs = create_reduce_scatter_ctx(max(sizes) * world, dtype, methods=("direct_push", "push_pipe"), **kw)
+            ar = create_allreduce_ctx(max(sizes) * world, dtype, methods=("two_shot", "two_shot_pipe"), **kw)
             P = ag.push_pipe.pushers
             if ag.push_pipe.num_programs != nprog or P != (pushers or nprog // 2):
                 fails.append(f"push_pipe channel shape {ag.push_pipe.num_programs} programs, {P} pushers")
@@ -165,8 +167,21 @@ def push_pipe_cases(sizes=(1, 96, 777, 1000, 4096), dtypes=("bfloat16", "float32
                                      f"diff {(p.float() - d.float()).abs().max().item()}")
                     if not torch.equal(ri, rref):
                         fails.append(f"reduce_scatter push_pipe n={n} {dtype} programs={nprog}")
+                    # all-reduce: odd count (ragged last shard), bit-identical to two_shot, and in place
+                    na = max(1, n * world - 3)
+                    xa = _randn(seed, rank, na, dtype)
+                    t = all_reduce(xa, ar, method="two_shot")
+                    u = all_reduce(xa, ar, method="two_shot_pipe")
+                    xin = xa.clone()
+                    all_reduce(xin, ar, out=xin, method="two_shot_pipe")
+                    checks += 3
+                    if not (torch.equal(t, u) and torch.equal(xin, t)):
+                        fails.append(f"all_reduce two_shot_pipe != two_shot n={na} {dtype} programs={nprog}")
+                    fails += check_ar(rank, world, ar, seed, na, "two_shot_pipe")
+                    checks += 1
             ag.close()
             rs.close()
+            ar.close()
     # fp8 all-gather (moved as bytes)
     f8 = create_allgather_ctx(512, torch.float8_e4m3fn, methods=("push_pipe", ), block_bytes=128, pipe_segments=4,
                               pipe_seg_blocks=1)
@@ -188,7 +203,8 @@ def stress(calls, seed=0, max_elems=512):
     for dt in dtypes:
         ctxs[("ag", dt)] = create_allgather_ctx(max_elems, dt)
         ctxs[("rs", dt)] = create_reduce_scatter_ctx(max_elems * world, dt)
-        ctxs[("ar", dt)] = create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems)
+        ctxs[("ar", dt)] = create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems,
+                                                methods=("one_shot", "two_shot", "two_shot_pipe"))
     fails, t0 = [], time.time()
     for i in range(calls):
         dt = rng.choice(dtypes)
@@ -200,7 +216,7 @@ def stress(calls, seed=0, max_elems=512):
             fails += check_rs(rank, world, ctxs[(op, dt)], i, n * world, rng.choice(["direct", "direct_push",
                                                                                       "push_pipe", "ring", "auto"]))
         else:
-            m = rng.choice(["one_shot", "two_shot", "auto"])
+            m = rng.choice(["one_shot", "two_shot", "two_shot_pipe", "auto"])
             nn = rng.randint(1, max_elems if m == "one_shot" else max_elems * world)
             fails += check_ar(rank, world, ctxs[(op, dt)], i, nn, m)
         if len(fails) > 5:

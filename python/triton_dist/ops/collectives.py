@@ -71,24 +71,25 @@ def _pipe_knobs(op: str, pipe_pushers, pipe_segments, pipe_seg_blocks):
     return pipe_pushers, pipe_segments, pipe_seg_blocks
 
 
-def _add_pipe_channel(ctx, numel: int, buf_numel: int, knobs):
-    """The ``push_pipe`` channel: a grid of ``G >= 2`` programs (capped at the SM count like every channel),
-    ``pushers`` of them push (default ``G // 2``, clamped to ``[1, G - 1]``), the rest copy out / reduce; signals
-    ``ready [pushers, segments, W]``, ``done [pushers, W]``, ``counter [G]``."""
+def _add_pipe_channel(ctx, numel: int, buf_numel: int, knobs, name: str = "push_pipe", phases: int = 1):
+    """A pipelined channel (``push_pipe``, ``two_shot_pipe``): a grid of ``G >= 2`` programs (capped at the SM count
+    like every channel), ``pushers`` of them push (default ``G // 2``, clamped to ``[1, G - 1]``), the rest copy out
+    / reduce; signals ``ready [phases, pushers, segments, W]``, ``done [pushers, W]``, ``counter [G]``."""
     pushers, segments, seg_blocks = knobs
     W = ctx.world_size
     blk = ctx._block()
     G = max(2, ctx._grid_for(numel, blk))
     P = max(1, min(pushers or G // 2, G - 1))
-    ch = ctx._add_channel("push_pipe", buf_numel=buf_numel, buf_dtype=ctx.dtype, num_programs=G, block=blk,
-                          num_warps=ctx.num_warps, nready=P * segments * W, ndone=P * W, ncounter=G)
+    ch = ctx._add_channel(name, buf_numel=buf_numel, buf_dtype=ctx.dtype, num_programs=G, block=blk,
+                          num_warps=ctx.num_warps, nready=phases * P * segments * W, ndone=P * W, ncounter=G)
     ch.pushers, ch.segments, ch.seg_blocks = P, segments, seg_blocks
     return ch
 
 
-def _launch_pipe(ctx, kernel, x, out, n, cap, tag):
-    ch = ctx.push_pipe
-    ctx._launch(kernel, ch, x, out, _bits(ch.buf), ch.ready, ch.done, ch.counter, n, cap, tag, ch.pushers,
+def _launch_pipe(ctx, kernel, x, out, *sizes, ch=None):
+    """Launch a pipelined kernel: ``(x, out, buf, ready, done, counter, *sizes, pushers, seg_blocks, rank)``."""
+    ch = ch or ctx.push_pipe
+    ctx._launch(kernel, ch, x, out, _bits(ch.buf), ch.ready, ch.done, ch.counter, *sizes, ch.pushers,
                 ch.seg_blocks, SEG=ch.segments)
 
 
@@ -369,15 +370,20 @@ def _select_method(op: str, world: int, nbytes: int, on_gpu: bool) -> str:
 
 class AllReduceContext(_CollectiveContext):
     """All-reduce of up to ``max_numel`` elements. Methods: ``one_shot`` (latency; its double-buffered staging
-    holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``nccl``, ``auto``."""
+    holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``two_shot_pipe`` (two-shot with its
+    reduce-scatter phase pipelined), ``nccl``, ``auto``. ``two_shot_pipe`` is allocated only when listed in
+    ``methods``."""
 
     kind = "allreduce"
     op = "all_reduce"
 
     def __init__(self, max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None, methods=None,
-                 **kw):
-        super().__init__(max_numel, dtype, REDUCE_DTYPES, fingerprint_extra=(one_shot_max_numel, ), methods=methods,
-                         all_methods=("one_shot", "two_shot"), **kw)
+                 pipe_pushers: Optional[int] = None, pipe_segments: int = PIPE_SEGMENTS,
+                 pipe_seg_blocks: int = PIPE_SEG_BLOCKS, **kw):
+        knobs = _pipe_knobs(self.factory_name(), pipe_pushers, pipe_segments, pipe_seg_blocks)
+        super().__init__(max_numel, dtype, REDUCE_DTYPES, fingerprint_extra=(one_shot_max_numel, ) + knobs,
+                         methods=("one_shot", "two_shot") if methods is None else methods,
+                         all_methods=("one_shot", "two_shot", "two_shot_pipe"), **kw)
         W = self.world_size
         blk = self._block()
         default_cap = max(1, DEFAULT_ONE_SHOT_BYTES // self.esize)
@@ -405,6 +411,10 @@ class AllReduceContext(_CollectiveContext):
             self.two_shot = self._add_channel("two_shot", buf_numel=2 * W * shard, buf_dtype=dtype,
                                               num_programs=G2, block=blk, num_warps=self.num_warps,
                                               nready=2 * G2 * W, ndone=G2 * W, ncounter=G2)
+        self.two_shot_pipe = None
+        if "two_shot_pipe" in self.methods:
+            self.two_shot_pipe = _add_pipe_channel(self, shard, 2 * W * shard, knobs, name="two_shot_pipe",
+                                                   phases=2)
         self._finish_init()
 
     def select(self, nbytes: int) -> str:
@@ -412,7 +422,8 @@ class AllReduceContext(_CollectiveContext):
         if m == "one_shot" and (nbytes // self.esize > self.one_shot_cap):
             m = "two_shot"
         if m == "two_shot" and self.two_shot is None:
-            m = "one_shot"  # the call's size check reports it if one-shot cannot hold it either
+            m = "two_shot_pipe" if self.two_shot_pipe is not None else "one_shot"  # one-shot: its size check
+            # reports a call it cannot hold either
         return m
 
     def __call__(self, x, out=None, method="auto"):
@@ -431,7 +442,7 @@ def create_allreduce_ctx(max_numel: int, dtype: torch.dtype, one_shot_max_numel:
     return AllReduceContext(max_numel, dtype, one_shot_max_numel=one_shot_max_numel, **kw)
 
 
-AR_METHODS = ("auto", "one_shot", "two_shot", "nccl")
+AR_METHODS = ("auto", "one_shot", "two_shot", "two_shot_pipe", "nccl")
 
 
 def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tensor] = None,
@@ -469,9 +480,13 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
         cap = ctx.small_cap if ch is ctx.one_shot_small else ctx.one_shot_cap
         ctx._launch(_ar.allreduce_one_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.counter, n, cap, tag)
         return out
-    ch = ctx.two_shot
     ns = -(-n // ctx.world_size)
     ns = -(-ns // 128) * 128
+    if method == "two_shot_pipe":
+        _launch_pipe(ctx, _ar.allreduce_two_shot_pipe_kernel, x, out, n, ns, ctx.two_shot_cap, tag,
+                     ch=ctx.two_shot_pipe)
+        return out
+    ch = ctx.two_shot
     ctx._launch(_ar.allreduce_two_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, n, ns,
                 ctx.two_shot_cap, tag)
     return out
