@@ -149,7 +149,7 @@ def main():
     ap.add_argument("--pipe-pushers", type=int, default=None,
                     help="push_pipe / two_shot_pipe: programs that push (default half the grid; the rest copy out / "
                     "reduce)")
-    ap.add_argument("--pipe-segments", type=int, default=None, help="push_pipe: most segments per call (32)")
+    ap.add_argument("--pipe-segments", type=int, default=None, help="push_pipe: most segments per call (16)")
     ap.add_argument("--pipe-seg-blocks", type=int, default=None,
                     help="push_pipe: least blocks per segment and pusher (4)")
     args = ap.parse_args()

@@ -357,6 +357,9 @@ def api_checks():
         fails.append("methods=('ring',) allocation/selection")
     rs_ring.close()
     _expect_value_error(fails, "bad methods", lambda: ops.create_allreduce_ctx(16, bf, methods=("tree", )), "tree")
+    _expect_value_error(fails, "pipe knob", lambda: ops.create_allgather_ctx(16, bf, pipe_segments=0), "pipe_segments")
+    _expect_value_error(fails, "pipe knob", lambda: ops.create_reduce_scatter_ctx(16 * world, bf, pipe_pushers=-1),
+                        "pipe_pushers")
     # --- check_peers: a cross-rank shape mismatch becomes a ValueError on every rank (host check)
     ar.check_peers = True
     bad = torch.zeros(16 + rank, dtype=bf)

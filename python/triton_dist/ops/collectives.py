@@ -51,10 +51,12 @@ class _CollectiveContext(Context):
         return m if m == "nccl" or m in self.methods else self.methods[0]
 
 
-#: push_pipe defaults (keyword knobs of create_allgather_ctx / create_reduce_scatter_ctx): at most
+#: push_pipe / two_shot_pipe defaults (keyword knobs of the all-gather / reduce-scatter / all-reduce contexts): at most
 #: ``pipe_segments`` segments per call, each at least ``pipe_seg_blocks`` blocks per pusher; ``pipe_pushers`` (default
-#: half the grid) programs push, the others copy out / reduce.
-PIPE_SEGMENTS = 32
+#: half the grid) programs push, the others copy out / reduce. Guesses for NVLink on H200, to be swept on a GPU: every
+#: segment costs its pusher a system-scope release (it waits for the segment's remote stores), fewer segments leave
+#: a longer unoverlapped last segment.
+PIPE_SEGMENTS = 16
 PIPE_SEG_BLOCKS = 4
 
 

@@ -72,14 +72,14 @@ def test_every_method_and_dtype():
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         ag = ops.create_allgather_ctx(max(sizes), dtype)
         rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype)
-        ar = ops.create_allreduce_ctx(max(sizes) * world, dtype)
+        ar = ops.create_allreduce_ctx(max(sizes) * world, dtype, methods=("one_shot", "two_shot", "two_shot_pipe"))
         for rep in range(2):
             for n in sizes:
                 for m in ("push", "pull", "push_pipe", "ce", "auto"):
                     fails.append(_check("ag", ag, n, m, rep + n, rank, world))
                 for m in ("direct", "direct_push", "push_pipe", "ring", "auto"):
                     fails.append(_check("rs", rs, n, m, rep + n, rank, world))
-                for m in ("one_shot", "two_shot", "auto"):
+                for m in ("one_shot", "two_shot", "two_shot_pipe", "auto"):
                     fails.append(_check("ar", ar, n * world - 3 if n > 8 else n, m, rep + n, rank, world))
         for c in (ag, rs, ar):
             c.close()
@@ -98,8 +98,8 @@ def _randn(n, dtype, seed):
 
 def test_push_pipe():
     """The pipelined methods against the unpipelined ones: all-gather push_pipe bit-exact vs push (and NCCL),
-    reduce-scatter push_pipe bit-identical to direct_push on random floats (same fp32 summation order) and equal to
-    NCCL on small integers. Small blocks (1 KiB) and one-block segments make 1 segment, many segments, ragged last
+    reduce-scatter push_pipe bit-identical to direct_push and all-reduce two_shot_pipe to two_shot on random floats
+    (same fp32 summation order), both equal to NCCL on small integers. Small blocks (1 KiB) and one-block segments make 1 segment, many segments, ragged last
     segments and odd counts happen at small sizes; a context with the default knobs covers the default segmenting
     at 16M elements per rank (several segments). Calls repeat and alternate methods on one context."""
     from triton_dist import ops
@@ -112,6 +112,7 @@ def test_push_pipe():
         for kw, sizes in cases:
             ag = ops.create_allgather_ctx(max(sizes), dtype, methods=("push", "push_pipe"), **kw)
             rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype, methods=("direct_push", "push_pipe"), **kw)
+            ar = ops.create_allreduce_ctx(max(sizes) * world, dtype, methods=("two_shot", "two_shot_pipe"), **kw)
             for rep in range(2):
                 for n in sizes:
                     fails.append(_check("ag", ag, n, "push_pipe", rep + n, rank, world))
@@ -128,8 +129,17 @@ def test_push_pipe():
                     if not (torch.equal(p, d) and torch.equal(p2, d)):
                         fails.append(f"rs push_pipe != direct_push n={n} {dtype} {kw}: max diff "
                                      f"{(p.float() - d.float()).abs().max().item()}")
+                    na = max(1, n * world - 3)
+                    fails.append(_check("ar", ar, na, "two_shot_pipe", rep + n, rank, world))
+                    xa = _randn(na, dtype, rep * 13 + n + rank)
+                    t = ops.all_reduce(xa, ar, method="two_shot")
+                    u = ops.all_reduce(xa, ar, method="two_shot_pipe")
+                    ops.all_reduce(xa, ar, out=xa, method="two_shot_pipe")  # in place
+                    if not (torch.equal(t, u) and torch.equal(xa, t)):
+                        fails.append(f"ar two_shot_pipe != two_shot n={na} {dtype} {kw}")
             ag.close()
             rs.close()
+            ar.close()
     fails = [f for f in fails if f]
     assert not fails, fails[:10]
 
@@ -206,10 +216,11 @@ def stress(calls: int, seed: int = 0, max_elems: int = 1 << 18):
     for dt in dts:
         ctx[("ag", dt)] = ops.create_allgather_ctx(max_elems, dt)
         ctx[("rs", dt)] = ops.create_reduce_scatter_ctx(max_elems * world, dt)
-        ctx[("ar", dt)] = ops.create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems)
+        ctx[("ar", dt)] = ops.create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems,
+                                                   methods=("one_shot", "two_shot", "two_shot_pipe"))
     methods = {"ag": ["push", "pull", "push_pipe", "ce", "auto"],
                "rs": ["direct", "direct_push", "push_pipe", "ring", "auto"],
-               "ar": ["one_shot", "two_shot", "auto"]}
+               "ar": ["one_shot", "two_shot", "two_shot_pipe", "auto"]}
     fails = []
     t0 = time.time()
     for i in range(calls):
