@@ -54,9 +54,9 @@ KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 FULL_SIZES = [4 * KB, 8 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 256 * MB, 1 * GB]
 QUICK_SIZES = [4 * KB, 8 * KB, 64 * KB, 1 * MB, 16 * MB, 256 * MB]
 METHODS = {
-    "all_gather": ["push", "pull", "ce", "auto"],
-    "reduce_scatter": ["direct", "direct_push", "ring", "auto"],
-    "all_reduce": ["one_shot", "two_shot", "auto"],
+    "all_gather": ["push", "pull", "push_pipe", "ce", "auto"],
+    "reduce_scatter": ["direct", "direct_push", "push_pipe", "ring", "auto"],
+    "all_reduce": ["one_shot", "two_shot", "two_shot_pipe", "auto"],
 }
 #: torch symmetric-memory ops timed as baselines, per op (the first of each alternative group the torch has).
 SYMM_OPS = {
@@ -313,6 +313,16 @@ def main():
     ap.add_argument("--table-from", default=None, metavar="JSON",
                     help="no GPU: write the table from an earlier run's results JSON and exit")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--methods", default=None, help="comma list: only these methods (e.g. push,push_pipe,auto)")
+    # tuning knobs of the contexts (defaults: the library's), for GPU sweeps
+    ap.add_argument("--block-bytes", type=int, default=None, help="bytes per block (library default 16384)")
+    ap.add_argument("--num-warps", type=int, default=None, help="warps per program (library default 8)")
+    ap.add_argument("--pipe-pushers", type=int, default=None,
+                    help="push_pipe / two_shot_pipe: programs that push (default half the grid; the rest copy out / "
+                    "reduce)")
+    ap.add_argument("--pipe-segments", type=int, default=None, help="push_pipe: most segments per call (16)")
+    ap.add_argument("--pipe-seg-blocks", type=int, default=None,
+                    help="push_pipe: least blocks per segment and pusher (4)")
     args = ap.parse_args()
     if args.table_from:
         with open(args.table_from) as f:
@@ -376,6 +386,7 @@ def main():
             "eager_max_bytes": args.eager_max_bytes,
             "torch_symm": symm_info,
             "wall_s": time.time() - t_start,
+            "context_knobs": context_knobs(args),
             "graph_capture_failures": GRAPH_FAILURES,
             "auto_check": worst,
             "results": results,
@@ -391,15 +402,25 @@ def main():
     tdu.finalize_distributed()
 
 
+def context_knobs(args) -> dict:
+    """The context tuning knobs given on the command line (``create_*_ctx`` keyword arguments)."""
+    return {k: v for k, v in (("block_bytes", args.block_bytes), ("num_warps", args.num_warps),
+                              ("pipe_pushers", args.pipe_pushers), ("pipe_segments", args.pipe_segments),
+                              ("pipe_seg_blocks", args.pipe_seg_blocks)) if v is not None}
+
+
 def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, ops, gname, symm_ops, log):
     """Every size of one op and dtype: rows for each of our methods (and auto) and each torch symm-mem baseline."""
     results = []
+    knobs = context_knobs(args)
+    only = args.methods.split(",") if args.methods else None
     if op == "all_gather":
-        ctx = ops.create_allgather_ctx(maxb // esize // world, dtype)
+        ctx = ops.create_allgather_ctx(maxb // esize // world, dtype, **knobs)
     elif op == "reduce_scatter":
-        ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype)
+        ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype, **knobs)
     else:
-        ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize)
+        ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize,
+                                       methods=("one_shot", "two_shot", "two_shot_pipe"), **knobs)
     for nbytes in sizes:
         n = nbytes // esize
         eager = nbytes <= args.eager_max_bytes
@@ -463,7 +484,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
         for m in METHODS[op]:
             if op == "all_reduce" and m == "one_shot" and n > ctx.one_shot_cap:
                 continue
-            if m not in ctx.methods and m != "auto":
+            if (m not in ctx.methods and m != "auto") or (only and m not in only):
                 continue
             measure(m, lambda m=m: ours(m), out, ctx.select(nbytes) if m == "auto" else m)
         for label, op_name in symm_ops.get(op, []):

@@ -114,6 +114,84 @@ def every_kernel(sizes=(1, 96, 1000, 4096), dtypes=("bfloat16", "float16", "floa
     return fails, checks
 
 
+def _randn(seed, rank, n, dtype):
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    return torch.randn(n, generator=g).to(dtype)
+
+
+def push_pipe_cases(sizes=(1, 96, 777, 1000, 4096), dtypes=("bfloat16", "float32")):
+    """The pipelined methods (all-gather / reduce-scatter ``push_pipe``) with small blocks (128 elements) and
+    segments of one block, so 1 segment (n=1, 96), several, ragged last segments and odd counts all happen at tiny
+    sizes; two channel shapes: 2 pushers + 2 copiers, and 3 pushers + 2 copiers (a copier serving two pushers).
+    All-gather results must equal the reference and ``push``'s; reduce-scatter results (random floats) must be
+    bit-identical to ``direct_push``'s. Calls alternate methods on one context and change size every call (the
+    number of segments changes between calls). Returns (failures, checks)."""
+    from triton_dist.ops import (all_gather, all_reduce, create_allgather_ctx, create_allreduce_ctx,
+                                 create_reduce_scatter_ctx, reduce_scatter)
+
+    rank, world = _init()
+    fails, checks = [], 0
+    for dn in dtypes:
+        dtype = getattr(torch, dn)
+        esize = torch.empty((), dtype=dtype).element_size()
+        for nprog, pushers in ((4, None), (5, 3)):
+            kw = dict(num_programs=nprog, block_bytes=128 * esize, pipe_pushers=pushers, pipe_segments=4,
+                      pipe_seg_blocks=1)
+            ag = create_allgather_ctx(max(sizes), dtype, methods=("push", "push_pipe"), **kw)
+            rs = create_reduce_scatter_ctx(max(sizes) * world, dtype, methods=("direct_push", "push_pipe"), **kw)
+            ar = create_allreduce_ctx(max(sizes) * world, dtype, methods=("two_shot", "two_shot_pipe"), **kw)
+            P = ag.push_pipe.pushers
+            if ag.push_pipe.num_programs != nprog or P != (pushers or nprog // 2):
+                fails.append(f"push_pipe channel shape {ag.push_pipe.num_programs} programs, {P} pushers")
+            for rep in range(2):
+                for n in sizes:
+                    seed = rep * 100 + n
+                    xs = _all_inputs(seed, world, n, dtype)
+                    ref = torch.cat(xs)
+                    a = all_gather(xs[rank], ag, method="push_pipe").view(-1)
+                    b = all_gather(xs[rank], ag, method="push").view(-1)
+                    a2 = all_gather(xs[rank], ag, method="push_pipe").view(-1)
+                    checks += 3
+                    if not (_eq(a, ref) and _eq(b, ref) and _eq(a2, ref)):
+                        fails.append(f"all_gather push_pipe n={n} {dtype} programs={nprog}")
+                    xr = _randn(seed, rank, n * world, dtype)
+                    p = reduce_scatter(xr, rs, method="push_pipe")
+                    d = reduce_scatter(xr, rs, method="direct_push")
+                    p2 = reduce_scatter(xr, rs, method="push_pipe")
+                    xi = _all_inputs(seed, world, n * world, dtype)
+                    ri = reduce_scatter(xi[rank], rs, method="push_pipe")
+                    rref = torch.stack([x.float() for x in xi]).sum(0).to(dtype)[rank * n:(rank + 1) * n]
+                    checks += 4
+                    if not (torch.equal(p, d) and torch.equal(p2, d)):
+                        fails.append(f"reduce_scatter push_pipe != direct_push n={n} {dtype} programs={nprog}: max "
+                                     f"diff {(p.float() - d.float()).abs().max().item()}")
+                    if not torch.equal(ri, rref):
+                        fails.append(f"reduce_scatter push_pipe n={n} {dtype} programs={nprog}")
+                    # all-reduce: odd count (ragged last shard), bit-identical to two_shot, and in place
+                    na = max(1, n * world - 3)
+                    xa = _randn(seed, rank, na, dtype)
+                    t = all_reduce(xa, ar, method="two_shot")
+                    u = all_reduce(xa, ar, method="two_shot_pipe")
+                    xin = xa.clone()
+                    all_reduce(xin, ar, out=xin, method="two_shot_pipe")
+                    checks += 3
+                    if not (torch.equal(t, u) and torch.equal(xin, t)):
+                        fails.append(f"all_reduce two_shot_pipe != two_shot n={na} {dtype} programs={nprog}")
+                    fails += check_ar(rank, world, ar, seed, na, "two_shot_pipe")
+                    checks += 1
+            ag.close()
+            rs.close()
+            ar.close()
+    # fp8 all-gather (moved as bytes)
+    f8 = create_allgather_ctx(512, torch.float8_e4m3fn, methods=("push_pipe", ), block_bytes=128, pipe_segments=4,
+                              pipe_seg_blocks=1)
+    for rep in range(2):
+        fails += check_ag(rank, world, f8, rep, 512 - rep, "push_pipe")
+        checks += 1
+    f8.close()
+    return fails, checks
+
+
 def stress(calls, seed=0, max_elems=512):
     """Randomised op/size/dtype/method sequence (same on every rank), every result verified."""
     from triton_dist.ops import create_allgather_ctx, create_allreduce_ctx, create_reduce_scatter_ctx
@@ -125,19 +203,20 @@ def stress(calls, seed=0, max_elems=512):
     for dt in dtypes:
         ctxs[("ag", dt)] = create_allgather_ctx(max_elems, dt)
         ctxs[("rs", dt)] = create_reduce_scatter_ctx(max_elems * world, dt)
-        ctxs[("ar", dt)] = create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems)
+        ctxs[("ar", dt)] = create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems,
+                                                methods=("one_shot", "two_shot", "two_shot_pipe"))
     fails, t0 = [], time.time()
     for i in range(calls):
         dt = rng.choice(dtypes)
         op = rng.choice(["ag", "rs", "ar"])
         n = rng.randint(1, max_elems)
         if op == "ag":
-            fails += check_ag(rank, world, ctxs[(op, dt)], i, n, rng.choice(["push", "pull", "auto"]))
+            fails += check_ag(rank, world, ctxs[(op, dt)], i, n, rng.choice(["push", "pull", "push_pipe", "auto"]))
         elif op == "rs":
             fails += check_rs(rank, world, ctxs[(op, dt)], i, n * world, rng.choice(["direct", "direct_push",
-                                                                                      "ring", "auto"]))
+                                                                                      "push_pipe", "ring", "auto"]))
         else:
-            m = rng.choice(["one_shot", "two_shot", "auto"])
+            m = rng.choice(["one_shot", "two_shot", "two_shot_pipe", "auto"])
             nn = rng.randint(1, max_elems if m == "one_shot" else max_elems * world)
             fails += check_ar(rank, world, ctxs[(op, dt)], i, nn, m)
         if len(fails) > 5:
@@ -278,6 +357,9 @@ def api_checks():
         fails.append("methods=('ring',) allocation/selection")
     rs_ring.close()
     _expect_value_error(fails, "bad methods", lambda: ops.create_allreduce_ctx(16, bf, methods=("tree", )), "tree")
+    _expect_value_error(fails, "pipe knob", lambda: ops.create_allgather_ctx(16, bf, pipe_segments=0), "pipe_segments")
+    _expect_value_error(fails, "pipe knob", lambda: ops.create_reduce_scatter_ctx(16 * world, bf, pipe_pushers=-1),
+                        "pipe_pushers")
     # --- check_peers: a cross-rank shape mismatch becomes a ValueError on every rank (host check)
     ar.check_peers = True
     bad = torch.zeros(16 + rank, dtype=bf)

@@ -1,5 +1,6 @@
-"""Simulator executions of every collective kernel (all-gather push/pull, reduce-scatter direct/direct_push/ring,
-all-reduce one-shot/two-shot, p2p) at 2 and 4 ranks, through the public ops API, plus a randomised stress run.
+"""Simulator executions of every collective kernel (all-gather push/pull/push_pipe, reduce-scatter
+direct/direct_push/push_pipe/ring, all-reduce one-shot/two-shot/two_shot_pipe, p2p) at 2 and 4 ranks, through the public ops API,
+plus a randomised stress run.
 
 Each rank process checks many (kernel, size, dtype) combinations per spawn (rank-side code in
 ``_collectives_sim_work.py``); results are exact (small-integer inputs) so any signalling race shows up.
@@ -27,6 +28,17 @@ def test_every_kernel(sim_ranks, world):  # noqa: F811
         assert not fails, (rank, fails)
 
 
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.sim
+def test_push_pipe(sim_ranks, world):  # noqa: F811
+    """Pipelined all-gather / reduce-scatter / all-reduce: several segments, ragged ends, two pusher/copier splits,
+    bit-exact against push / direct_push / two_shot, methods alternating on one context."""
+    res = sim_ranks.run(world, work.push_pipe_cases, timeout=600, env=ENV)
+    for rank, (fails, checks) in enumerate(res):
+        assert checks > 100, (rank, checks)
+        assert not fails, (rank, fails)
+
+
 @pytest.mark.sim
 def test_stress_4_ranks(sim_ranks):  # noqa: F811
     calls = int(os.environ.get("TRITON_DIST_SIM_STRESS_CALLS", "1000"))
@@ -40,6 +52,9 @@ KERNELS = [
     ("allgather.py:allgather_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, 2, 1, 8192"),
     ("reduce_scatter.py:reduce_scatter_direct_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, 4, 0, 8192"),
     ("allreduce.py:allreduce_one_shot_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, 2, 8192"),
+    ("allgather.py:allgather_push_pipe_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, i32, i32, 2, 32, 8192"),
+    ("reduce_scatter.py:reduce_scatter_push_pipe_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, i32, i32, 2, 32, 8192"),
+    ("allreduce.py:allreduce_two_shot_pipe_kernel", "*fp16:16, *fp16:16, *fp16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32, i32, i32, i32, 8, 32, 8192"),
     ("allreduce.py:allreduce_two_shot_kernel", "*fp16:16, *fp16:16, *fp16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32, i32, 8, 8192"),
 ]
 

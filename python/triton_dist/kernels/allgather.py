@@ -9,7 +9,11 @@ Two variants, one kernel (``PUSH`` constexpr):
   disjoint from the push slots so that calls may alternate methods), raises ``ready`` on every peer, then loads the
   peers' staged blocks (remote loads) into ``out``.
 
-Both write this rank's own shard straight from ``x`` to ``out``. Buffer reuse across calls: done handshake
+* push_pipe (``allgather_push_pipe_kernel``): push with the copy-out overlapped: the launch's programs are split
+  into ``npush`` *pushers* and ``nprog - npush`` *copiers*; pushers push segment by segment and raise a ready
+  signal per (pusher, segment) while copiers copy the finished segments out (protocol in the kernel's docstring).
+
+All of them write this rank's own shard straight from ``x`` to ``out``. Buffer reuse across calls: done handshake
 (``kernels.common``). Signals: ``ready``/``done`` are ``[num_programs, WORLD]`` int64 symmetric arrays; ``counter`` is a
 ``[num_programs]`` int64 local array. The copy-engine variant lives in ``triton_dist.ops`` (host copies between peer
 views, signalled with the ``ce_*`` kernels of ``kernels.common``).
@@ -21,7 +25,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import acquire_buffer, copy_blocks, notify_peers, program_epoch, store_to_peers
+from triton_dist.kernels.common import (TAG_RANGE_C, acquire_buffer, copy_blocks, next_epoch, notify_peers, pipe_plan,
+                                        pipe_segment_end, program_epoch, store_to_peers)
 
 
 @triton_dist.jit
@@ -63,3 +68,88 @@ def allgather_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, 
         copy_blocks(srcp, out_ptr + src * N, N, pid, nprog, BLOCK)
         # push: src may overwrite our slot [src] next call; pull: src may re-stage its buffer
         dl.notify(done_ptr + sig + rank, src, e, "set", "intra_node")
+
+
+@triton_dist.jit
+def allgather_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, N, CAP, tag, npush,
+                               seg_blocks, rank, WORLD: tl.constexpr, SEG: tl.constexpr, BLOCK: tl.constexpr):
+    """One call of the pipelined push all-gather. ``buf``: symmetric ``WORLD * CAP`` elements (slot ``[src]`` at
+    ``src * CAP``, ``N <= CAP``); ``ready``: symmetric ``[npush, SEG, WORLD]`` int64; ``done``: symmetric
+    ``[npush, WORLD]``; ``counter``: ``[nprog]``.
+
+    Roles (fixed per channel: ``npush`` and the grid never change): programs ``0 .. npush - 1`` are *pushers*,
+    ``npush .. nprog - 1`` *copiers*. Pusher ``q`` owns blocks ``q, q + npush, ...`` (:func:`pipe_plan`: local
+    index ``j``, segment ``s`` = ``j`` in ``[s * K, (s + 1) * K)``); copier ``c`` serves the pushers ``q = c, c +
+    ncopy, ...``. So a block is always pushed by the same pusher id and copied by the same copier id whatever the
+    call size (fixed block ownership).
+
+    * pusher ``q``: waits ``done[q, src] == e - 1`` from every peer (the copiers that read its slot there in the
+      previous call are finished), then per segment: stores its blocks of ``x`` into every peer's slot ``[rank]``
+      and into ``out``'s own shard, then raises ``ready[q, s, rank] = e * TAG_RANGE + tag`` on every peer
+      (``dl.notify``: CTA barrier + system-scope release publish the segment's stores).
+    * copier ``c``: per segment ``s``, per served pusher ``q``, per peer ``src``: waits ``ready[q, s, src]`` (sys
+      acquire; the token is consumed into the load pointer) and copies those blocks of slot ``[src]`` to ``out``.
+      At the end it raises ``done[q, rank] = e`` on every peer for every served ``q``.
+
+    Epochs: every program bumps its own counter slot once per call, so pusher ``q`` and copier ``c`` of every rank
+    hold the same ``e``. Empty segments (ragged ends, pushers without blocks) are signalled all the same, so the
+    copiers' waits never depend on the data layout beyond ``(N, channel)``, which every rank shares.
+
+    Deadlock freedom. Pushers wait only on ``done`` of the *previous* call: it is raised by the peers' copiers of
+    call ``e - 1``, which only waited on pushers of call ``e - 1``; by induction over calls every pusher of call
+    ``e`` finishes once it is resident, without waiting for any program of call ``e`` (in particular never for a
+    copier of the same call). Copiers wait only for pushers of call ``e`` on peers, so they finish once those ran.
+    No wait cycle exists. Residency: with all programs co-resident (grid <= SM count) that is all; if a rank's grid
+    is only partly resident (other kernels hold SMs), pushers have the lowest program ids and blocks are
+    dispatched in id order, so a resident copier implies its rank's pushers were dispatched before it: copiers can
+    never hold every slot while a pusher of the same rank waits to be scheduled. Triton's sequential interpreter
+    (program 0, 1, ...) also works: pushers run first and need nothing of the running call.
+    """
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    ready_val = e * TAG_RANGE_C + tag
+    nblk, nseg, K = pipe_plan(N, npush, seg_blocks, SEG, BLOCK)
+    if pid < npush:
+        q = pid
+        bufw = acquire_buffer(buf_ptr, done_ptr + q * WORLD, rank, WORLD, e)
+        s = 0  # a while loop: interpreted scalars are 1-element arrays, range() rejects them
+        while s < nseg:
+            j = s * K
+            jend = pipe_segment_end(nblk, q, npush, j, K)
+            while j < jend:
+                offs = (q + j * npush) * BLOCK + tl.arange(0, BLOCK)
+                mask = offs < N
+                v = tl.load(x_ptr + offs, mask=mask)
+                tl.store(out_ptr + rank * N + offs, v, mask=mask)
+                store_to_peers(bufw, rank * CAP, offs, v, mask, rank, WORLD)
+                j += 1
+            notify_peers(ready_ptr + (q * SEG + s) * WORLD, rank, WORLD, ready_val)
+            s += 1
+    else:
+        c = pid - npush
+        ncopy = nprog - npush
+        s = 0  # a while loop: interpreted scalars are 1-element arrays, range() rejects them
+        while s < nseg:
+            q = c
+            while q < npush:
+                j0 = s * K
+                jend = pipe_segment_end(nblk, q, npush, j0, K)
+                for i in tl.static_range(1, WORLD):
+                    src = (rank + WORLD - i) % WORLD
+                    tok = dl.wait(ready_ptr + (q * SEG + s) * WORLD + src, 1, "sys", "acquire", ready_val)
+                    srcp = dl.consume_token(buf_ptr, tok) + src * CAP
+                    j = j0
+                    while j < jend:
+                        offs = (q + j * npush) * BLOCK + tl.arange(0, BLOCK)
+                        mask = offs < N
+                        v = tl.load(srcp + offs, mask=mask)
+                        tl.store(out_ptr + src * N + offs, v, mask=mask)
+                        j += 1
+                q += ncopy
+            s += 1
+        # every peer may overwrite its slot [src] here (the blocks of the pushers we serve) in the next call
+        q = c
+        while q < npush:
+            notify_peers(done_ptr + q * WORLD, rank, WORLD, e)
+            q += ncopy

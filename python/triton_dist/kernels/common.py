@@ -10,7 +10,9 @@ Signalling protocol used by every collective kernel in this package (see docs/co
 * **Same-program dependencies only.** Program ``p`` on one rank only ever waits for program ``p`` on a peer. That is
   deadlock free whether the programs of a launch run concurrently (GPU, sim ``run_grid``) or one after another
   (Triton's sequential interpreter), as long as all programs of a launch are co-resident on a GPU (grids are capped
-  at the SM count).
+  at the SM count). The pipelined kernels (``push_pipe``, ``two_shot_pipe``) split a launch into pusher and
+  copier/reducer programs: a copier waits for the peers' pushers it serves, a pusher only for the previous call's
+  ``done`` (never for any program of the running call); the argument is in ``allgather_push_pipe_kernel``.
 * **Ready values carry a size tag.** ``ready = e * TAG_RANGE + (numel % TAG_RANGE)``: a peer that launched the same
   call with a different element count never satisfies the wait, so a cross-rank size mismatch shows up as a wait
   timeout whose *seen* value names the peer's size (simulator: an error; GPU: ``TRITON_DIST_BOUNDED_WAIT``).
@@ -141,6 +143,36 @@ def copy_blocks(src_ptr, dst_ptr, n, pid, nprog, BLOCK: tl.constexpr):
         v = tl.load(src_ptr + offs, mask=mask)
         tl.store(dst_ptr + offs, v, mask=mask)
         b += nprog
+
+
+@triton_dist.jit
+def pipe_plan(n, npush, seg_blocks, SEG: tl.constexpr, BLOCK: tl.constexpr):
+    """Segmenting of a pipelined (``push_pipe``) call of ``n`` elements: returns ``(nblk, nseg, K)``.
+
+    ``nblk = cdiv(n, BLOCK)`` blocks; pusher ``q`` (of ``npush``) owns blocks ``q, q + npush, ...`` (local index
+    ``j``); its segment ``s`` is local indices ``[s * K, (s + 1) * K)``. ``nseg = clamp(cdiv(nblk, npush) //
+    seg_blocks, 1, SEG)`` (at least ``seg_blocks`` blocks per segment, at most ``SEG`` segments: small calls get one
+    segment) and ``K = cdiv(cdiv(nblk, npush), nseg)``. A function of ``n`` and the channel's fixed parameters
+    only, so every rank computes the same plan for the same call."""
+    nblk = tl.cdiv(n, BLOCK)
+    per = tl.cdiv(nblk, npush)
+    nseg = per // seg_blocks
+    if nseg < 1:
+        nseg = 1
+    if nseg > SEG:
+        nseg = SEG
+    return nblk, nseg, tl.cdiv(per, nseg)
+
+
+@triton_dist.jit
+def pipe_segment_end(nblk, q, npush, j0, K):
+    """End (exclusive local index) of the segment starting at local index ``j0`` of pusher ``q``: ``min(j0 + K,
+    number of blocks q owns)``; pusher ``q < npush`` owns blocks ``q, q + npush, ... < nblk``."""
+    jend = j0 + K
+    owned = (nblk - q + npush - 1) // npush
+    if jend > owned:
+        jend = owned
+    return jend
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -6,6 +6,10 @@ Accumulation is fp32 for every input dtype (bf16/fp16 are converted on load and 
   ``x`` that peers need into this rank's symmetric buffer, raises ``ready``, then reduces its blocks of shard
   ``rank`` by loading the peers' staged blocks. ``PUSH=True``: each program stores shard ``d`` of ``x`` into peer
   ``d``'s buffer slot ``[rank]`` and reduces its own buffer's slots locally.
+* push_pipe (``reduce_scatter_push_pipe_kernel``): ``direct_push`` with the reduction overlapped: ``npush`` pusher
+  programs push shard ``d`` of ``x`` into peer ``d``'s slot ``[rank]`` segment by segment with a ready signal per
+  (pusher, segment), while the other programs of the launch (reducers) reduce each finished segment into ``out``.
+  Same fp32 summation order as ``direct_push`` (own shard, then slots ``rank + 1, rank + 2, ...``): bit-identical.
 * ring (``reduce_scatter_ring_kernel``): ``WORLD - 1`` steps; at step ``s`` rank ``r`` adds its part of chunk
   ``(r - s - 1) mod WORLD`` to the fp32 partial received from ``r - 1`` and stores it into ``r + 1``'s buffer slot
   ``s``. Partials travel as fp32 (exact same arithmetic as direct, twice the bytes for 16-bit inputs).
@@ -20,7 +24,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import acquire_buffer, copy_blocks, exchange, notify_peers, program_epoch
+from triton_dist.kernels.common import (TAG_RANGE_C, acquire_buffer, copy_blocks, exchange, next_epoch, notify_peers,
+                                        pipe_segment_end, pipe_plan, program_epoch, wait_peers)
 
 
 @triton_dist.jit
@@ -60,6 +65,72 @@ def reduce_scatter_direct_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, c
         b += nprog
 
     notify_peers(done_ptr + sig, rank, WORLD, e)
+
+
+@triton_dist.jit
+def reduce_scatter_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, Ns, CAP, tag, npush,
+                                    seg_blocks, rank, WORLD: tl.constexpr, SEG: tl.constexpr, BLOCK: tl.constexpr):
+    """One call of the pipelined push reduce-scatter. ``buf``: symmetric ``WORLD * CAP`` elements of x's dtype (slot
+    ``[src]`` at ``src * CAP``, ``Ns <= CAP``); ``ready``: symmetric ``[npush, SEG, WORLD]``; ``done``: symmetric
+    ``[npush, WORLD]``; ``counter [nprog]``.
+
+    Same roles, block ownership, epochs and deadlock argument as ``allgather_push_pipe_kernel`` (blocks of a shard,
+    ``cdiv(Ns, BLOCK)`` of them): pusher ``q`` waits ``done[q, *] == e - 1``, then per segment ``s`` and per peer
+    ``d`` stores its blocks of shard ``d`` into ``d``'s slot ``[rank]`` and raises ``ready[q, s, rank]`` on ``d``.
+    Reducer ``c`` (program ``npush + c``) serves pushers ``c, c + nred, ...``: per segment and served pusher it waits
+    for every peer's ready, reduces ``x``'s own shard plus the peers' slots (fp32, order ``rank + 1, ...``) into
+    ``out`` and at the end raises ``done[q, rank] = e`` on every peer. Pushers never wait for anything of the
+    running call; reducers only for peers' pushers."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    ready_val = e * TAG_RANGE_C + tag
+    nblk, nseg, K = pipe_plan(Ns, npush, seg_blocks, SEG, BLOCK)
+    if pid < npush:
+        q = pid
+        bufw = acquire_buffer(buf_ptr, done_ptr + q * WORLD, rank, WORLD, e)
+        s = 0  # a while loop: interpreted scalars are 1-element arrays, range() rejects them
+        while s < nseg:
+            j0 = s * K
+            jend = pipe_segment_end(nblk, q, npush, j0, K)
+            for i in tl.static_range(1, WORLD):
+                d = (rank + i) % WORLD
+                dst = dl.symm_at(bufw, d) + rank * CAP
+                j = j0
+                while j < jend:
+                    offs = (q + j * npush) * BLOCK + tl.arange(0, BLOCK)
+                    mask = offs < Ns
+                    v = tl.load(x_ptr + d * Ns + offs, mask=mask)
+                    tl.store(dst + offs, v, mask=mask)
+                    j += 1
+                dl.notify(ready_ptr + (q * SEG + s) * WORLD + rank, d, ready_val, "set", "intra_node")
+            s += 1
+    else:
+        c = pid - npush
+        nred = nprog - npush
+        s = 0  # a while loop: interpreted scalars are 1-element arrays, range() rejects them
+        while s < nseg:
+            q = c
+            while q < npush:
+                tok = wait_peers(ready_ptr + (q * SEG + s) * WORLD, rank, WORLD, ready_val)
+                bufr = dl.consume_token(buf_ptr, tok)
+                j = s * K
+                jend = pipe_segment_end(nblk, q, npush, j, K)
+                while j < jend:
+                    offs = (q + j * npush) * BLOCK + tl.arange(0, BLOCK)
+                    mask = offs < Ns
+                    acc = tl.load(x_ptr + rank * Ns + offs, mask=mask).to(tl.float32)
+                    for i in tl.static_range(1, WORLD):
+                        src = (rank + i) % WORLD
+                        acc += tl.load(bufr + src * CAP + offs, mask=mask).to(tl.float32)
+                    tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+                    j += 1
+                q += nred
+            s += 1
+        q = c
+        while q < npush:
+            notify_peers(done_ptr + q * WORLD, rank, WORLD, e)
+            q += nred
 
 
 @triton_dist.jit

@@ -52,7 +52,56 @@ class _CollectiveContext(Context):
         :func:`_select_method`: ``"nccl"``, the chosen method if this context allocated it, else the context's first
         method. Cheap (a dict lookup and a bisect); runs on every eager ``auto`` call."""
         m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype)
+        if m != "nccl" and m not in self.methods:
+            m = self.method_fallbacks.get(m, m)
         return m if m == "nccl" or m in self.methods else self.methods[0]
+
+    #: the method to use when the chosen one was not allocated by this context (its unpipelined sibling)
+    method_fallbacks: dict = {}
+
+
+#: push_pipe / two_shot_pipe defaults (keyword knobs of the all-gather / reduce-scatter / all-reduce contexts): at most
+#: ``pipe_segments`` segments per call, each at least ``pipe_seg_blocks`` blocks per pusher; ``pipe_pushers`` (default
+#: half the grid) programs push, the others copy out / reduce. Guesses for NVLink on H200, to be swept on a GPU: every
+#: segment costs its pusher a system-scope release (it waits for the segment's remote stores), fewer segments leave
+#: a longer unoverlapped last segment.
+PIPE_SEGMENTS = 16
+PIPE_SEG_BLOCKS = 4
+
+
+def _pipe_knobs(op: str, pipe_pushers, pipe_segments, pipe_seg_blocks):
+    """Checked ``(pushers or None, segments, seg_blocks)`` of a context's push_pipe channel."""
+    for name, v, none_ok in (("pipe_pushers", pipe_pushers, True), ("pipe_segments", pipe_segments, False),
+                             ("pipe_seg_blocks", pipe_seg_blocks, False)):
+        if v is None and none_ok:
+            continue
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{op}: {name}={v!r} must be a positive int")
+    if pipe_segments > 1024:
+        raise ValueError(f"{op}: pipe_segments={pipe_segments} is too large (at most 1024)")
+    return pipe_pushers, pipe_segments, pipe_seg_blocks
+
+
+def _add_pipe_channel(ctx, numel: int, buf_numel: int, knobs, name: str = "push_pipe", phases: int = 1):
+    """A pipelined channel (``push_pipe``, ``two_shot_pipe``): a grid of ``G >= 2`` programs (capped at the SM count
+    like every channel), ``pushers`` of them push (default ``G // 2``, clamped to ``[1, G - 1]``), the rest copy out
+    / reduce; signals ``ready [phases, pushers, segments, W]``, ``done [pushers, W]``, ``counter [G]``."""
+    pushers, segments, seg_blocks = knobs
+    W = ctx.world_size
+    blk = ctx._block()
+    G = max(2, ctx._grid_for(numel, blk))
+    P = max(1, min(pushers or G // 2, G - 1))
+    ch = ctx._add_channel(name, buf_numel=buf_numel, buf_dtype=ctx.dtype, num_programs=G, block=blk,
+                          num_warps=ctx.num_warps, nready=phases * P * segments * W, ndone=P * W, ncounter=G)
+    ch.pushers, ch.segments, ch.seg_blocks = P, segments, seg_blocks
+    return ch
+
+
+def _launch_pipe(ctx, kernel, x, out, *sizes, ch=None):
+    """Launch a pipelined kernel: ``(x, out, buf, ready, done, counter, *sizes, pushers, seg_blocks, rank)``."""
+    ch = ch or ctx.push_pipe
+    return ctx._launch(kernel, ch, x, out, _bits(ch.buf), ch.ready, ch.done, ch.counter, *sizes, ch.pushers,
+                       ch.seg_blocks, SEG=ch.segments)
 
 
 def _numel_of(x: torch.Tensor) -> int:
@@ -84,16 +133,20 @@ def _out_and_method(op, ctx, x, out, method, out_shape, numel_desc: str, nbytes:
 # all-gather
 # ================================================================================================================
 class AllGatherContext(_CollectiveContext):
-    """All-gather of up to ``max_numel`` elements per rank. Methods: ``push``/``pull`` (SM kernels), ``ce``
-    (copy engine, GPU only), ``nccl`` (torch.distributed), ``auto``."""
+    """All-gather of up to ``max_numel`` elements per rank. Methods: ``push``/``pull`` (SM kernels), ``push_pipe``
+    (push with the copy-out overlapped), ``ce`` (copy engine, GPU only), ``nccl`` (torch.distributed), ``auto``."""
 
     kind = "allgather"
     op = "all_gather"
+    method_fallbacks = {"push_pipe": "push"}
 
-    def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, **kw):
+    def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, pipe_pushers: Optional[int] = None,
+                 pipe_segments: int = PIPE_SEGMENTS, pipe_seg_blocks: int = PIPE_SEG_BLOCKS, **kw):
         gpu = on_gpu(shmem_runtime()[1])
-        super().__init__(max_numel, dtype, GATHER_DTYPES, methods=methods,
-                         all_methods=("push", "pull", "ce") if gpu else ("push", "pull"), **kw)
+        knobs = _pipe_knobs(self.factory_name(), pipe_pushers, pipe_segments, pipe_seg_blocks)
+        super().__init__(max_numel, dtype, GATHER_DTYPES, methods=methods, fingerprint_extra=knobs,
+                         all_methods=("push", "pull", "push_pipe", "ce") if gpu else ("push", "pull", "push_pipe"),
+                         **kw)
         W = self.world_size
         blk = self._block()
         G = self._grid_for(max_numel, blk)
@@ -101,6 +154,9 @@ class AllGatherContext(_CollectiveContext):
         if "push" in self.methods or "pull" in self.methods:
             self.sm = self._add_channel("sm", buf_numel=(W + 1) * max_numel, buf_dtype=dtype, num_programs=G,
                                         block=blk, num_warps=self.num_warps, nready=G * W, ndone=G * W, ncounter=G)
+        self.push_pipe = None
+        if "push_pipe" in self.methods:
+            self.push_pipe = _add_pipe_channel(self, max_numel, W * max_numel, knobs)
         self.ce = None
         if self.on_gpu and "ce" in self.methods:
             ce = self._add_channel("ce", buf_numel=max_numel, buf_dtype=dtype, num_programs=1, block=blk,
@@ -116,11 +172,14 @@ class AllGatherContext(_CollectiveContext):
 
 def create_allgather_ctx(max_numel: int, dtype: torch.dtype, **kw) -> AllGatherContext:
     """Collective: a reusable all-gather context for up to ``max_numel`` elements per rank of ``dtype``
-    (bf16/fp16/fp32/fp8). Keyword tuning knobs: ``num_programs``, ``block_bytes``, ``num_warps``."""
+    (bf16/fp16/fp32/fp8). Keyword tuning knobs: ``num_programs``, ``block_bytes``, ``num_warps``; for
+    ``push_pipe``: ``pipe_pushers`` (programs that push, default half the grid), ``pipe_segments`` (most segments
+    per call, default :data:`PIPE_SEGMENTS`), ``pipe_seg_blocks`` (least blocks per segment and pusher, default
+    :data:`PIPE_SEG_BLOCKS`)."""
     return AllGatherContext(max_numel, dtype, **kw)
 
 
-AG_METHODS = ("auto", "push", "pull", "ce", "nccl")
+AG_METHODS = ("auto", "push", "pull", "push_pipe", "ce", "nccl")
 
 
 def _gather_out_shape(x: torch.Tensor, world: int):
@@ -145,7 +204,8 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
         raise ValueError(f"{op}: x has {n} elements, the context holds at most {ctx.max_numel} per rank")
     check_method(op, method, AG_METHODS)
     if method == "ce" and not ctx.on_gpu:
-        raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, push, pull, nccl")
+        raise ValueError(f"{op}: method='ce' (copy engine) needs GPUs; accepted here: auto, push, pull, push_pipe, "
+                         f"nccl")
     ctx._need(op, method)
     shape = _gather_out_shape(x, ctx.world_size)
     out, method = _out_and_method(op, ctx, x, out, method, shape, "world * x.numel() = ",
@@ -162,10 +222,13 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
     if method == "ce":
         _all_gather_ce(x, out, ctx, n)
         return out
-    ch = ctx.sm
     xv, ov = _bits(x), _bits(out)
-    graph = ctx._launch(_ag.allgather_kernel, ch, xv, ov, _bits(ch.buf), ch.ready, ch.done, ch.counter, n,
-                        ctx.max_numel, _common.size_tag(n), PUSH=(method == "push"))
+    if method == "push_pipe":
+        graph = _launch_pipe(ctx, _ag.allgather_push_pipe_kernel, xv, ov, n, ctx.max_numel, _common.size_tag(n))
+    else:
+        ch = ctx.sm
+        graph = ctx._launch(_ag.allgather_kernel, ch, xv, ov, _bits(ch.buf), ch.ready, ch.done, ch.counter, n,
+                            ctx.max_numel, _common.size_tag(n), PUSH=(method == "push"))
     if out_given:
         ctx._remember_call(graph, x, out, asked)
     return out
@@ -204,14 +267,17 @@ def _all_gather_ce(x, out, ctx, n):
 # ================================================================================================================
 class ReduceScatterContext(_CollectiveContext):
     """Reduce-scatter of inputs of up to ``max_numel`` elements (``world * shard``). Methods: ``direct`` (pull),
-    ``direct_push``, ``ring``, ``nccl``, ``auto``."""
+    ``direct_push``, ``push_pipe`` (direct_push with the reduction overlapped), ``ring``, ``nccl``, ``auto``."""
 
     kind = "reduce_scatter"
     op = "reduce_scatter"
+    method_fallbacks = {"push_pipe": "direct_push"}
 
-    def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, **kw):
-        super().__init__(max_numel, dtype, REDUCE_DTYPES, methods=methods,
-                         all_methods=("direct", "direct_push", "ring"), **kw)
+    def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, pipe_pushers: Optional[int] = None,
+                 pipe_segments: int = PIPE_SEGMENTS, pipe_seg_blocks: int = PIPE_SEG_BLOCKS, **kw):
+        knobs = _pipe_knobs(self.factory_name(), pipe_pushers, pipe_segments, pipe_seg_blocks)
+        super().__init__(max_numel, dtype, REDUCE_DTYPES, methods=methods, fingerprint_extra=knobs,
+                         all_methods=("direct", "direct_push", "push_pipe", "ring"), **kw)
         W = self.world_size
         if max_numel % W:
             raise ValueError(f"create_reduce_scatter_ctx: max_numel={max_numel} must be a multiple of the world size "
@@ -219,7 +285,7 @@ class ReduceScatterContext(_CollectiveContext):
         shard = max_numel // W
         blk = self._block()
         G = self._grid_for(shard, blk)
-        self.direct = self.direct_push = self.ring = None
+        self.direct = self.direct_push = self.ring = self.push_pipe = None
         if "direct" in self.methods:
             self.direct = self._add_channel("direct", buf_numel=W * shard, buf_dtype=dtype, num_programs=G, block=blk,
                                         num_warps=self.num_warps, nready=G * W, ndone=G * W, ncounter=G)
@@ -227,6 +293,8 @@ class ReduceScatterContext(_CollectiveContext):
             self.direct_push = self._add_channel("direct_push", buf_numel=W * shard, buf_dtype=dtype, num_programs=G,
                                              block=blk, num_warps=self.num_warps, nready=G * W, ndone=G * W,
                                              ncounter=G)
+        if "push_pipe" in self.methods:
+            self.push_pipe = _add_pipe_channel(self, shard, W * shard, knobs)
         if "ring" in self.methods:
             self.ring = self._add_channel("ring", buf_numel=max(W - 1, 1) * shard, buf_dtype=torch.float32,
                                       num_programs=G, block=self._block(4), num_warps=self.num_warps, nready=G * W,
@@ -239,11 +307,12 @@ class ReduceScatterContext(_CollectiveContext):
 
 def create_reduce_scatter_ctx(max_numel: int, dtype: torch.dtype, **kw) -> ReduceScatterContext:
     """Collective: a reusable reduce-scatter context for inputs of up to ``max_numel`` elements (a multiple of the
-    world size) of ``dtype`` (bf16/fp16/fp32)."""
+    world size) of ``dtype`` (bf16/fp16/fp32). Keyword tuning knobs as for :func:`create_allgather_ctx`
+    (``pipe_*`` apply to ``push_pipe``)."""
     return ReduceScatterContext(max_numel, dtype, **kw)
 
 
-RS_METHODS = ("auto", "direct", "direct_push", "ring", "nccl")
+RS_METHODS = ("auto", "direct", "direct_push", "push_pipe", "ring", "nccl")
 
 
 def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[torch.Tensor] = None,
@@ -281,6 +350,9 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
         ch = ctx.ring
         graph = ctx._launch(_rs.reduce_scatter_ring_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, ns,
                             ctx.max_numel // ctx.world_size, tag)
+    elif method == "push_pipe":
+        graph = _launch_pipe(ctx, _rs.reduce_scatter_push_pipe_kernel, x, out, ns, ctx.max_numel // ctx.world_size,
+                             tag)
     else:
         ch = ctx.direct if method == "direct" else ctx.direct_push
         graph = ctx._launch(_rs.reduce_scatter_direct_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter,
@@ -339,15 +411,20 @@ def _select_method(op: str, world: int, nbytes: int, on_gpu: bool, dtype=None) -
 
 class AllReduceContext(_CollectiveContext):
     """All-reduce of up to ``max_numel`` elements. Methods: ``one_shot`` (latency; its double-buffered staging
-    holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``nccl``, ``auto``."""
+    holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``two_shot_pipe`` (two-shot with its
+    reduce-scatter phase pipelined), ``nccl``, ``auto``. ``two_shot_pipe`` is allocated only when listed in
+    ``methods``."""
 
     kind = "allreduce"
     op = "all_reduce"
 
     def __init__(self, max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None, methods=None,
-                 **kw):
-        super().__init__(max_numel, dtype, REDUCE_DTYPES, fingerprint_extra=(one_shot_max_numel, ), methods=methods,
-                         all_methods=("one_shot", "two_shot"), **kw)
+                 pipe_pushers: Optional[int] = None, pipe_segments: int = PIPE_SEGMENTS,
+                 pipe_seg_blocks: int = PIPE_SEG_BLOCKS, **kw):
+        knobs = _pipe_knobs(self.factory_name(), pipe_pushers, pipe_segments, pipe_seg_blocks)
+        super().__init__(max_numel, dtype, REDUCE_DTYPES, fingerprint_extra=(one_shot_max_numel, ) + knobs,
+                         methods=("one_shot", "two_shot") if methods is None else methods,
+                         all_methods=("one_shot", "two_shot", "two_shot_pipe"), **kw)
         W = self.world_size
         blk = self._block()
         default_cap = max(1, DEFAULT_ONE_SHOT_BYTES // self.esize)
@@ -375,16 +452,23 @@ class AllReduceContext(_CollectiveContext):
             self.two_shot = self._add_channel("two_shot", buf_numel=2 * W * shard, buf_dtype=dtype,
                                               num_programs=G2, block=blk, num_warps=self.num_warps,
                                               nready=2 * G2 * W, ndone=G2 * W, ncounter=G2)
+        self.two_shot_pipe = None
+        if "two_shot_pipe" in self.methods:
+            self.two_shot_pipe = _add_pipe_channel(self, shard, 2 * W * shard, knobs, name="two_shot_pipe",
+                                                   phases=2)
         self._finish_init()
 
     def select(self, nbytes: int) -> str:
         """As :meth:`_CollectiveContext.select`; a one-shot pick that exceeds ``one_shot_max_numel`` becomes
         two-shot, and two-shot becomes one-shot when its buffers were not allocated."""
         m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype)
+        if m == "two_shot_pipe" and self.two_shot_pipe is None:
+            m = "two_shot"
         if m == "one_shot" and (nbytes // self.esize > self.one_shot_cap):
             m = "two_shot"
         if m == "two_shot" and self.two_shot is None:
-            m = "one_shot"  # the call's size check reports it if one-shot cannot hold it either
+            m = "two_shot_pipe" if self.two_shot_pipe is not None else "one_shot"  # one-shot: its size check
+            # reports a call it cannot hold either
         return m
 
     def __call__(self, x, out=None, method="auto"):
@@ -403,7 +487,7 @@ def create_allreduce_ctx(max_numel: int, dtype: torch.dtype, one_shot_max_numel:
     return AllReduceContext(max_numel, dtype, one_shot_max_numel=one_shot_max_numel, **kw)
 
 
-AR_METHODS = ("auto", "one_shot", "two_shot", "nccl")
+AR_METHODS = ("auto", "one_shot", "two_shot", "two_shot_pipe", "nccl")
 
 
 def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tensor] = None,
@@ -444,11 +528,15 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
         cap = ctx.small_cap if ch is ctx.one_shot_small else ctx.one_shot_cap
         graph = ctx._launch(_ar.allreduce_one_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.counter, n, cap, tag)
     else:
-        ch = ctx.two_shot
         ns = -(-n // ctx.world_size)
         ns = -(-ns // 128) * 128
-        graph = ctx._launch(_ar.allreduce_two_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, n, ns,
-                            ctx.two_shot_cap, tag)
+        if method == "two_shot_pipe":
+            graph = _launch_pipe(ctx, _ar.allreduce_two_shot_pipe_kernel, x, out, n, ns, ctx.two_shot_cap, tag,
+                                 ch=ctx.two_shot_pipe)
+        else:
+            ch = ctx.two_shot
+            graph = ctx._launch(_ar.allreduce_two_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, n,
+                                ns, ctx.two_shot_cap, tag)
     if out_given:
         ctx._remember_call(graph, x, out, asked)
     return out

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 pytestmark = pytest.mark.gpu
+os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "4G")  # test_push_pipe's 16M-element contexts
 
 
 def _init():
@@ -71,21 +72,74 @@ def test_every_method_and_dtype():
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         ag = ops.create_allgather_ctx(max(sizes), dtype)
         rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype)
-        ar = ops.create_allreduce_ctx(max(sizes) * world, dtype)
+        ar = ops.create_allreduce_ctx(max(sizes) * world, dtype, methods=("one_shot", "two_shot", "two_shot_pipe"))
         for rep in range(2):
             for n in sizes:
-                for m in ("push", "pull", "ce", "auto"):
+                for m in ("push", "pull", "push_pipe", "ce", "auto"):
                     fails.append(_check("ag", ag, n, m, rep + n, rank, world))
-                for m in ("direct", "direct_push", "ring", "auto"):
+                for m in ("direct", "direct_push", "push_pipe", "ring", "auto"):
                     fails.append(_check("rs", rs, n, m, rep + n, rank, world))
-                for m in ("one_shot", "two_shot", "auto"):
+                for m in ("one_shot", "two_shot", "two_shot_pipe", "auto"):
                     fails.append(_check("ar", ar, n * world - 3 if n > 8 else n, m, rep + n, rank, world))
         for c in (ag, rs, ar):
             c.close()
     f8 = ops.create_allgather_ctx(4096, torch.float8_e4m3fn)
-    for m in ("push", "pull", "ce"):
+    for m in ("push", "pull", "push_pipe", "ce"):
         fails.append(_check("ag", f8, 4096, m, 3, rank, world))
     f8.close()
+    fails = [f for f in fails if f]
+    assert not fails, fails[:10]
+
+
+def _randn(n, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(n, device="cuda", generator=g).to(dtype)
+
+
+def test_push_pipe():
+    """The pipelined methods against the unpipelined ones: all-gather push_pipe bit-exact vs push (and NCCL),
+    reduce-scatter push_pipe bit-identical to direct_push and all-reduce two_shot_pipe to two_shot on random floats
+    (same fp32 summation order), both equal to NCCL on small integers. Small blocks (1 KiB) and one-block segments make 1 segment, many segments, ragged last
+    segments and odd counts happen at small sizes; a context with the default knobs covers the default segmenting
+    at 16M elements per rank (several segments). Calls repeat and alternate methods on one context."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    fails = []
+    small = dict(block_bytes=1024, pipe_seg_blocks=1, pipe_segments=8)
+    cases = [(small, [1, 8, 1000, 4096 + 3, 65536 + 24, 1 << 20, 3 * (1 << 20) + 5]), ({}, [1 << 20, 1 << 24])]
+    for dtype in (torch.bfloat16, torch.float32):
+        for kw, sizes in cases:
+            ag = ops.create_allgather_ctx(max(sizes), dtype, methods=("push", "push_pipe"), **kw)
+            rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype, methods=("direct_push", "push_pipe"), **kw)
+            ar = ops.create_allreduce_ctx(max(sizes) * world, dtype, methods=("two_shot", "two_shot_pipe"), **kw)
+            for rep in range(2):
+                for n in sizes:
+                    fails.append(_check("ag", ag, n, "push_pipe", rep + n, rank, world))
+                    x = _randn(n, dtype, rep * 31 + n + rank)
+                    a = ops.all_gather(x, ag, method="push_pipe")
+                    b = ops.all_gather(x, ag, method="push")
+                    if not torch.equal(a, b):
+                        fails.append(f"ag push_pipe != push n={n} {dtype} {kw}")
+                    fails.append(_check("rs", rs, n, "push_pipe", rep + n, rank, world))
+                    xr = _randn(n * world, dtype, rep * 17 + n + rank)
+                    p = ops.reduce_scatter(xr, rs, method="push_pipe")
+                    d = ops.reduce_scatter(xr, rs, method="direct_push")
+                    p2 = ops.reduce_scatter(xr, rs, method="push_pipe")
+                    if not (torch.equal(p, d) and torch.equal(p2, d)):
+                        fails.append(f"rs push_pipe != direct_push n={n} {dtype} {kw}: max diff "
+                                     f"{(p.float() - d.float()).abs().max().item()}")
+                    na = max(1, n * world - 3)
+                    fails.append(_check("ar", ar, na, "two_shot_pipe", rep + n, rank, world))
+                    xa = _randn(na, dtype, rep * 13 + n + rank)
+                    t = ops.all_reduce(xa, ar, method="two_shot")
+                    u = ops.all_reduce(xa, ar, method="two_shot_pipe")
+                    ops.all_reduce(xa, ar, out=xa, method="two_shot_pipe")  # in place
+                    if not (torch.equal(t, u) and torch.equal(xa, t)):
+                        fails.append(f"ar two_shot_pipe != two_shot n={na} {dtype} {kw}")
+            ag.close()
+            rs.close()
+            ar.close()
     fails = [f for f in fails if f]
     assert not fails, fails[:10]
 
@@ -120,6 +174,11 @@ def test_cuda_graph_replay():
     ops.all_reduce(x.zero_(), ar, out=y, method="one_shot")
     ops.all_reduce(x, ar, out=y, method="two_shot")
     ops.all_gather(x, ag, out=z)
+    zp = torch.empty_like(z)
+    rs = ops.create_reduce_scatter_ctx(n * world, torch.bfloat16, methods=("push_pipe", ))
+    v = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    ops.all_gather(x, ag, out=zp, method="push_pipe")
+    ops.reduce_scatter(z, rs, out=v, method="push_pipe")
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
     g = torch.cuda.CUDAGraph()
@@ -127,6 +186,8 @@ def test_cuda_graph_replay():
         ops.all_reduce(x, ar, out=y, method="one_shot")
         ops.all_reduce(y, ar, out=w, method="two_shot")
         ops.all_gather(w, ag, out=z)
+        ops.all_gather(w, ag, out=zp, method="push_pipe")
+        ops.reduce_scatter(z, rs, out=v, method="push_pipe")
     for it in range(50):
         x.copy_(_ints(n, torch.bfloat16, it * 3 + rank))
         g.replay()
@@ -137,8 +198,11 @@ def test_cuda_graph_replay():
         ref2 = ref * world
         assert torch.equal(w, ref2), it
         assert torch.equal(z, ref2.repeat(world)), it
+        assert torch.equal(zp, z), it
+        assert torch.equal(v, ref2 * world), it
     ar.close()
     ag.close()
+    rs.close()
 
 
 def test_graph_calls_eager_mode():
@@ -222,9 +286,11 @@ def stress(calls: int, seed: int = 0, max_elems: int = 1 << 18):
     for dt in dts:
         ctx[("ag", dt)] = ops.create_allgather_ctx(max_elems, dt)
         ctx[("rs", dt)] = ops.create_reduce_scatter_ctx(max_elems * world, dt)
-        ctx[("ar", dt)] = ops.create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems)
-    methods = {"ag": ["push", "pull", "ce", "auto"], "rs": ["direct", "direct_push", "ring", "auto"],
-               "ar": ["one_shot", "two_shot", "auto"]}
+        ctx[("ar", dt)] = ops.create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems,
+                                                   methods=("one_shot", "two_shot", "two_shot_pipe"))
+    methods = {"ag": ["push", "pull", "push_pipe", "ce", "auto"],
+               "rs": ["direct", "direct_push", "push_pipe", "ring", "auto"],
+               "ar": ["one_shot", "two_shot", "two_shot_pipe", "auto"]}
     fails = []
     t0 = time.time()
     for i in range(calls):
