@@ -13,9 +13,8 @@
 #   scripts/gpu_suite.sh overlap-rs     the GEMM+RS tests of the overlap tier, its sweep + table (M >= 2048), final
 #   scripts/gpu_suite.sh coll-host      bound-launch and collectives tests, host-path profile, small-size collectives
 #   scripts/gpu_suite.sh coll-sweep     collectives tests, full collectives sweep (bf16 + fp32) writing a dispatch
-#                                       table into $OUT
-#   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench with its launch
-#                                       sweep, host profile
+#                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
+#   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -113,15 +112,22 @@ case $part in
     rec profile_host_64k 90 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 65536 --tag 64k
     rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --sizes 4096,8192,65536,1048576 --tag small ;;
-  coll-sweep)  # a round of collectives work: tests, then the full sweep + table (in $OUT, not the tree)
+  coll-sweep)  # a round of collectives work: tests, full sweep + table (in $OUT, not the tree), knob runs, shmem sweep
     TRITON_DIST_STRESS_CALLS=${TRITON_DIST_STRESS_CALLS:-2000} tier gpu_collectives 170 \
       test/python/gpu/test_gpu_collectives.py
-    rec bench_collectives_sweep 340 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
-      --dtypes bfloat16,float32 --write-table --table-out "$OUT/collectives_table.json" --tag sweep ;;
+    rec bench_collectives_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
+      --dtypes bfloat16,float32 --write-table --table-out "$OUT/collectives_table.json" --tag sweep
+    for knobs in "44 16" "88 16" "66 8" "66 32"; do  # pipelined methods: pushers of the 132-program grid, segments
+      set -- $knobs
+      rec "bench_pipe_p$1_s$2" 60 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --no-symm \
+        --sizes 16777216,67108864,268435456,1073741824 --methods push_pipe,two_shot_pipe --eager-max-bytes 0 \
+        --pipe-pushers "$1" --pipe-segments "$2" --tag "pipe-p$1-s$2"
+    done
+    rec bench_shmem_sweep 120 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick --sweep ;;
   coll-final)  # evidence with the table in the tree: auto vs best at every size, shmem figures, host path
     rec bench_collectives_final 330 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --dtypes bfloat16,float32 --tag final
-    rec bench_shmem_sweep 120 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick --sweep
+    rec bench_shmem 100 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
     rec profile_host_8k 60 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 8192 --tag 8k ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;

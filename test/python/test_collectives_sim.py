@@ -54,7 +54,6 @@ KERNELS = [
     ("allreduce.py:allreduce_one_shot_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, 2, 8192"),
     ("allgather.py:allgather_push_pipe_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, i32, i32, 2, 32, 8192"),
     ("reduce_scatter.py:reduce_scatter_push_pipe_kernel", "*bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32, i32, i32, i32, 2, 32, 8192"),
-    ("allreduce.py:allreduce_two_shot_pipe_kernel", "*fp16:16, *fp16:16, *fp16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32, i32, i32, i32, 8, 32, 8192"),
     ("allreduce.py:allreduce_two_shot_kernel", "*fp16:16, *fp16:16, *fp16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32, i32, 8, 8192"),
 ]
 

@@ -411,9 +411,10 @@ def _select_method(op: str, world: int, nbytes: int, on_gpu: bool, dtype=None) -
 
 class AllReduceContext(_CollectiveContext):
     """All-reduce of up to ``max_numel`` elements. Methods: ``one_shot`` (latency; its double-buffered staging
-    holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``two_shot_pipe`` (two-shot with its
-    reduce-scatter phase pipelined), ``nccl``, ``auto``. ``two_shot_pipe`` is allocated only when listed in
-    ``methods``."""
+    holds ``one_shot_max_numel`` elements), ``two_shot`` (bandwidth), ``two_shot_pipe`` (two-shot as two pipelined
+    launches: the reduce-scatter ``push_pipe`` kernel into this rank's shard of ``out``, then the all-gather
+    ``push_pipe`` kernel of that shard; element counts divisible by the world size), ``nccl``, ``auto``.
+    ``two_shot_pipe`` is allocated only when listed in ``methods``."""
 
     kind = "allreduce"
     op = "all_reduce"
@@ -452,17 +453,18 @@ class AllReduceContext(_CollectiveContext):
             self.two_shot = self._add_channel("two_shot", buf_numel=2 * W * shard, buf_dtype=dtype,
                                               num_programs=G2, block=blk, num_warps=self.num_warps,
                                               nready=2 * G2 * W, ndone=G2 * W, ncounter=G2)
-        self.two_shot_pipe = None
-        if "two_shot_pipe" in self.methods:
-            self.two_shot_pipe = _add_pipe_channel(self, shard, 2 * W * shard, knobs, name="two_shot_pipe",
-                                                   phases=2)
+        self.two_shot_pipe = self.two_shot_pipe_ag = None
+        if "two_shot_pipe" in self.methods:  # the reduce-scatter and all-gather push_pipe channels, one buffer each
+            self.two_shot_pipe = _add_pipe_channel(self, shard, W * shard, knobs, name="two_shot_pipe")
+            self.two_shot_pipe_ag = _add_pipe_channel(self, shard, W * shard, knobs, name="two_shot_pipe_ag")
         self._finish_init()
 
     def select(self, nbytes: int) -> str:
         """As :meth:`_CollectiveContext.select`; a one-shot pick that exceeds ``one_shot_max_numel`` becomes
         two-shot, and two-shot becomes one-shot when its buffers were not allocated."""
         m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype)
-        if m == "two_shot_pipe" and self.two_shot_pipe is None:
+        if m == "two_shot_pipe" and (self.two_shot_pipe is None or
+                                     (nbytes // self.esize) % self.world_size and self.two_shot is not None):
             m = "two_shot"
         if m == "one_shot" and (nbytes // self.esize > self.one_shot_cap):
             m = "two_shot"
@@ -530,9 +532,13 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     else:
         ns = -(-n // ctx.world_size)
         ns = -(-ns // 128) * 128
-        if method == "two_shot_pipe":
-            graph = _launch_pipe(ctx, _ar.allreduce_two_shot_pipe_kernel, x, out, n, ns, ctx.two_shot_cap, tag,
-                                 ch=ctx.two_shot_pipe)
+        if method == "two_shot_pipe" and n % ctx.world_size == 0:
+            _all_reduce_pipe(ctx, x, out, n, tag)
+            graph = None  # two launches: no single graph to replay for the whole call
+        elif method == "two_shot_pipe" and ctx.two_shot is None:
+            raise ValueError(f"{op}: method='two_shot_pipe' needs x.numel() divisible by the world size "
+                             f"{ctx.world_size} (x has {n}); create the context with 'two_shot' in methods too, "
+                             f"which such calls then use")
         else:
             ch = ctx.two_shot
             graph = ctx._launch(_ar.allreduce_two_shot_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, n,
@@ -540,6 +546,21 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     if out_given:
         ctx._remember_call(graph, x, out, asked)
     return out
+
+
+def _all_reduce_pipe(ctx, x, out, n, tag):
+    """``two_shot_pipe`` (``n`` divisible by the world size): the reduce-scatter ``push_pipe`` kernel sums shard
+    ``rank`` of ``x`` into ``out``'s shard ``rank``, then the all-gather ``push_pipe`` kernel gathers every rank's
+    shard of ``out`` into ``out`` (its own shard is rewritten with itself). Stream order separates the two
+    launches on this rank; each has its own channel (buffer and signals), so a peer that starts its all-gather early
+    never writes into the reduce-scatter's buffer. Same summation order as ``two_shot``: bit-identical results;
+    ``out`` may be ``x``."""
+    ns = n // ctx.world_size
+    flat = out.view(-1)
+    shard = flat[ctx.rank * ns:(ctx.rank + 1) * ns]
+    _launch_pipe(ctx, _rs.reduce_scatter_push_pipe_kernel, x, shard, ns, ctx.two_shot_cap, tag, ch=ctx.two_shot_pipe)
+    _launch_pipe(ctx, _ag.allgather_push_pipe_kernel, shard, flat, ns, ctx.two_shot_cap, tag,
+                 ch=ctx.two_shot_pipe_ag)
 
 
 # ================================================================================================================
