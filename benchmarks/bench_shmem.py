@@ -57,12 +57,13 @@ MIN_CHUNK = 64 * KB
 SWEEP_MIN_CHUNK = 4 * KB
 SWEEP_WARPS = (4, 8, 16, 32)
 SWEEP_PROGRAMS_PER_SM = (1, 2, 4)
-#: method -> (num_warps, programs per SM) of the plain run. Not measured yet: chosen from the linked code. NVSHMEM
-#: 3.4.5's P2P block copy is a loop of one 16-byte step per thread (four 4-byte loads, one 16-byte volatile store,
-#: not unrolled), so a thread has one step in flight and bandwidth grows with the threads resident; the kernel uses
-#: 64 registers (ptxas, sm_90a), so an SM holds 32 warps of it: 16 warps x 2 programs per SM fills it (the
-#: 2026-11-30 figures used 4 warps x 1, an eighth). Replace with the ``suggested_default`` a ``--sweep`` run prints.
-BEST_KNOWN = {m: (16, 2) for m in METHODS}
+#: method -> (num_warps, programs per SM) of the plain run: the ``suggested_default`` of the 2x H200 sweep in
+#: benchmarks/results/2026-11-30-collectives/sweep-bb9e595/ (best summed GB/s at >= 16 MiB). NVSHMEM 3.4.5's P2P block
+#: copy is a loop of one 16-byte step per thread, so bandwidth grows with the threads in flight: the 2026-11-30 quick
+#: run's 4 warps x 1 program per SM reached 0.83x (put) / 0.55x (get) of the peer copy at 256 MiB; 32 x 4 (put) and
+#: 16 x 4 (get) reach 0.94x / 0.86x in that sweep.
+BEST_KNOWN = {"putmem_block": (32, 4), "putmem_nbi_block": (32, 4), "getmem_block": (16, 4),
+              "getmem_nbi_block": (16, 4)}
 #: graph replays hold at most this many launches, and at most ~64 MiB moved per replay
 MAX_K = 20
 PUT_QUIET_BYTES = 1 * KB

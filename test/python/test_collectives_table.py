@@ -5,6 +5,7 @@ plot of ``make_results.py``. No kernels run here (the simulator smoke run of the
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -48,12 +49,15 @@ def test_shipped_table_parses_and_names_its_source():
     for op in ("all_reduce", "all_gather", "reduce_scatter"):
         assert (op, 2, "bfloat16") in parsed
         entry = doc["ops"][op]["2"]["bfloat16"]
-        assert entry["source"].endswith(".json") and len(entry["git_commit"]) == 40
+        assert entry["source"].endswith(".json") and os.path.exists(os.path.join(HERE, "..", "..", entry["source"]))
+        assert re.fullmatch(r"[0-9a-f]{7,40}", entry["git_commit"])
         # the measured sizes are the ones the rules were derived from
         assert [p["bytes"] for p in entry["measured"]] == sorted(p["bytes"] for p in entry["measured"])
-    # two-shot from the measured 16 MiB point on (boundary: geometric midpoint of 1 MiB and 16 MiB)
-    assert C._select_method("all_reduce", 2, 4 << 20, True, torch.bfloat16) == "one_shot"
-    assert C._select_method("all_reduce", 2, (4 << 20) + 1, True, torch.bfloat16) == "two_shot"
+    # sweep-bb9e595: one-shot up to 4 MiB measured (boundary: geometric midpoint of 4 and 16 MiB), two-shot up to
+    # 64 MiB, the pipelined two-shot from 256 MiB (boundary: midpoint of 64 and 256 MiB)
+    assert C._select_method("all_reduce", 2, 8 << 20, True, torch.bfloat16) == "one_shot"
+    assert C._select_method("all_reduce", 2, (8 << 20) + 1, True, torch.bfloat16) == "two_shot"
+    assert C._select_method("all_reduce", 2, (128 << 20) + 1, True, torch.bfloat16) == "two_shot_pipe"
 
 
 def test_selection_by_dtype_and_size_bisect_boundaries(use_table):
