@@ -6,8 +6,9 @@
 
 For every op, size and implementation (each of our methods, ``auto``, NCCL, torch symm-mem): a correctness check
 against NCCL's result first, then timing. Each timed sample is a CUDA-graph replay of ``k`` back-to-back calls
-measured with CUDA events (graphs for all, so host launch overhead is excluded); the reported latency is the median
-over samples divided by ``k`` (``us`` / ``nccl_us``). Up to ``--eager-max-bytes`` (default 1 MiB) every
+measured with CUDA events (graphs for all, so host launch overhead is excluded); every sample starts after a barrier
+and a device-side rendezvous, so the ranks' GPUs begin it together (``benchmarks/timing.py``); the reported latency is
+the median over samples divided by ``k``, max over ranks (``us`` / ``nccl_us``). Up to ``--eager-max-bytes`` (default 1 MiB) every
 implementation is also timed eagerly, host launch overhead included (``eager_us`` / ``nccl_eager_us``).
 
 torch symmetric-memory baselines (GPU only, rows ``method="torch_symm/<op>"``, ``baseline: true``; never multicast:
@@ -47,6 +48,7 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem b
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
+from timing import median_us  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -83,26 +85,23 @@ def busbw(op, nbytes, us, world):
 
 
 def time_eager(fn, nbytes, reps):
+    """Median us per call of ``k`` back-to-back eager calls (host launch cost included), timed as
+    :func:`timing.median_us` (barrier + device rendezvous before each sample, max over ranks). CPU: wall clock."""
     k = int(max(1, min(20, (64 * MB) // max(nbytes, 1)))) if GPU else 1
     for _ in range(3 if GPU else 1):
         fn()
     sync()
     dist.barrier()
+    if GPU:
+        def calls():
+            for _ in range(k):
+                fn()
+        return median_us(calls, k, reps)
     times = []
     for _ in range(reps):
-        if not GPU:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e6)
-            continue
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(k):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / k)
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
     dist.barrier()
     times.sort()
     return times[len(times) // 2]
@@ -134,21 +133,11 @@ def _time_graph(fn, nbytes, reps, stream):
     for _ in range(3):
         g.replay()
     torch.cuda.synchronize()
-    dist.barrier()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / k)
+    t = median_us(g.replay, k, reps)
     torch.cuda.synchronize()
     dist.barrier()
     del g
-    times.sort()
-    return times[len(times) // 2]
+    return t
 
 
 def symm_setup():
@@ -380,7 +369,8 @@ def main():
             "dtypes": dtypes,
             "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
                                                    "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
-            "timing": ("CUDA-graph replay of k calls, CUDA events, median of reps samples / k (us); eager k calls "
+            "timing": ("CUDA-graph replay of k calls, CUDA events, each sample after a barrier and a device-side "
+                       "rendezvous, median of reps samples / k (us), max over ranks; eager k calls "
                        f"up to {args.eager_max_bytes} B (eager_us)" if GPU else
                        "simulator smoke run: eager wall clock (not a performance figure)"),
             "eager_max_bytes": args.eager_max_bytes,

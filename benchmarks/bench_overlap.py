@@ -65,6 +65,7 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
+from timing import max_over_ranks as _max_over_ranks, median_us as _median_us  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -128,44 +129,6 @@ GRAPH_FAILURES = []
 
 
 # ------------------------------------------------------------------------------------------------------------- timing
-def _max_over_ranks(v):
-    t = torch.tensor([v], device="cuda", dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
-_RENDEZVOUS = []
-
-
-def _device_rendezvous():
-    """A one-element NCCL all-reduce on the current stream: the GPUs of all ranks leave it within microseconds of
-    each other, so work enqueued after it starts together on every rank, whatever the host-side skew after the
-    barrier (which can be hundreds of us and would otherwise be charged to the first call of a sample)."""
-    if not _RENDEZVOUS:
-        _RENDEZVOUS.append(torch.zeros(1, device="cuda"))
-    dist.all_reduce(_RENDEZVOUS[0])
-
-
-def _median_us(run, k, reps, reduce=True):
-    """Median over ``reps`` samples of ``run()`` (``k`` calls' worth of work, enqueued on every rank after a barrier
-    and started together on the GPUs after a device-side rendezvous) in us per call, CUDA events; max over ranks
-    (``reduce=False``: this rank's)."""
-    samples = []
-    for _ in range(reps):
-        dist.barrier()
-        torch.cuda.synchronize()
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        _device_rendezvous()
-        a.record()
-        run()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b) * 1e3 / k)
-    med = statistics.median(samples)
-    return _max_over_ranks(med) if reduce else med
-
-
 def time_eager(fn, k, reps):
     """Median us per call of ``k`` back-to-back eager calls (CUDA events), max over ranks."""
     for _ in range(2):

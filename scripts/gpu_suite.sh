@@ -15,6 +15,7 @@
 #   scripts/gpu_suite.sh coll-sweep     collectives tests, full collectives sweep (bf16 + fp32) writing a dispatch
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
+#   scripts/gpu_suite.sh coll-round     full sweep writing the table into the tree's copy here, then coll-final's steps
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -124,6 +125,11 @@ case $part in
         --pipe-pushers "$1" --pipe-segments "$2" --tag "pipe-p$1-s$2"
     done
     rec bench_shmem_sweep 120 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick --sweep ;;
+  coll-round)  # sweep + table, then the final run with that table (copied into this machine's tree, and to $OUT)
+    rec bench_collectives_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
+      --dtypes bfloat16,float32 --write-table --table-out "$OUT/collectives_table.json" --tag sweep
+    cp "$OUT/collectives_table.json" python/triton_dist/ops/collectives_table.json
+    OUT="$OUT" SUITE_BUDGET_S=$(( SUITE_DEADLINE - $(date +%s) )) "$0" coll-final; failed=$((failed + $?)) ;;
   coll-final)  # evidence with the table in the tree: auto vs best at every size, shmem figures, host path
     rec bench_collectives_final 330 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --dtypes bfloat16,float32 --tag final
@@ -131,7 +137,7 @@ case $part in
     rec profile_host_8k 60 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 8192 --tag 8k ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed
