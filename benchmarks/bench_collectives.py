@@ -6,9 +6,11 @@
 
 For every op, size and implementation (each of our methods, ``auto``, NCCL, torch symm-mem): a correctness check
 against NCCL's result first, then timing. Each timed sample is a CUDA-graph replay of ``k`` back-to-back calls
-measured with CUDA events (graphs for all, so host launch overhead is excluded); every sample starts after a barrier
-and a device-side rendezvous, so the ranks' GPUs begin it together (``benchmarks/timing.py``); the reported latency is
-the median over samples divided by ``k``, max over ranks (``us`` / ``nccl_us``). Up to ``--eager-max-bytes`` (default 1 MiB) every
+(``k`` up to 200 at small sizes, 1 from 256 MiB) measured with CUDA events (graphs for all, so host launch overhead is
+excluded); every sample starts after a barrier and a device-side rendezvous, so the ranks' GPUs begin it together
+(``benchmarks/timing.py``), and the samples of one size are interleaved round-robin over NCCL and every
+implementation; the reported latency is the median over samples divided by ``k``, max over ranks (``us`` /
+``nccl_us``). Up to ``--eager-max-bytes`` (default 1 MiB) every
 implementation is also timed eagerly, host launch overhead included (``eager_us`` / ``nccl_eager_us``).
 
 torch symmetric-memory baselines (GPU only, rows ``method="torch_symm/<op>"``, ``baseline: true``; never multicast:
@@ -34,6 +36,7 @@ import datetime
 import json
 import os
 import re
+import statistics
 import sys
 import time
 
@@ -48,7 +51,7 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem b
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
-from timing import median_us  # noqa: E402
+from timing import max_over_ranks, median_us  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -87,7 +90,7 @@ def busbw(op, nbytes, us, world):
 def time_eager(fn, nbytes, reps):
     """Median us per call of ``k`` back-to-back eager calls (host launch cost included), timed as
     :func:`timing.median_us` (barrier + device rendezvous before each sample, max over ranks). CPU: wall clock."""
-    k = int(max(1, min(20, (64 * MB) // max(nbytes, 1)))) if GPU else 1
+    k = calls_per_sample(nbytes) if GPU else 1
     for _ in range(3 if GPU else 1):
         fn()
     sync()
@@ -112,32 +115,46 @@ GRAPH_FAILURES = []
 EAGER_MAX_BYTES = 1 * MB
 
 
-def time_graph(fn, nbytes, reps, stream):
-    """Median microseconds per call: capture k calls of fn in a CUDA graph, replay reps times (eager timing if
-    capture fails; recorded in GRAPH_FAILURES)."""
+def calls_per_sample(nbytes: int) -> int:
+    """``k``: calls per timed sample, so that a sample is long against the start-of-sample skew (up to 200 calls
+    for small sizes, one call from 256 MiB up)."""
+    return int(max(1, min(200, (256 * MB) // max(nbytes, 1))))
+
+
+def time_graphs(impls, nbytes, reps, stream) -> dict:
+    """``{name: us per call}`` for ``impls = [(name, fn), ...]``: each captured as ``k`` back-to-back calls in one
+    CUDA graph, then ``reps`` rounds in which every graph is sampled once (round-robin), each sample timed as
+    :func:`timing.median_us` (barrier + device rendezvous); median per implementation, max over ranks. An
+    implementation whose capture fails (on any rank) is timed eagerly instead (recorded in GRAPH_FAILURES). CPU:
+    eager wall clock, one implementation at a time."""
     if not GPU:
-        return time_eager(fn, nbytes, reps)
-    try:
-        return _time_graph(fn, nbytes, reps, stream)
-    except Exception as exc:  # noqa: BLE001
-        GRAPH_FAILURES.append(f"{type(exc).__name__}: {exc}"[:300])
-        sync()
-        dist.barrier()
-        return time_eager(fn, nbytes, reps)
-
-
-def _time_graph(fn, nbytes, reps, stream):
-    k = int(max(1, min(20, (64 * MB) // max(nbytes, 1))))
-    g = capture_calls(fn, k, stream)
-    dist.barrier()
-    for _ in range(3):
+        return {name: time_eager(fn, nbytes, reps) for name, fn in impls}
+    k = calls_per_sample(nbytes)
+    graphs, out = {}, {}
+    for name, fn in impls:
+        err = None
+        try:
+            graphs[name] = capture_calls(fn, k, stream)
+        except Exception as exc:  # noqa: BLE001
+            err = f"{name}: {type(exc).__name__}: {exc}"[:300]
+            sync()
+        if max_over_ranks(1.0 if err else 0.0):
+            GRAPH_FAILURES.append(err or f"{name}: capture failed on another rank")
+            graphs.pop(name, None)
+            dist.barrier()
+            out[name] = time_eager(fn, nbytes, reps)
+    for g in graphs.values():
         g.replay()
     torch.cuda.synchronize()
-    t = median_us(g.replay, k, reps)
+    samples = {name: [] for name in graphs}
+    for _ in range(reps):
+        for name, g in graphs.items():
+            samples[name].append(median_us(g.replay, k, 1, reduce=False))
+    for name in graphs:
+        out[name] = max_over_ranks(statistics.median(samples[name]))
     torch.cuda.synchronize()
     dist.barrier()
-    del g
-    return t
+    return out
 
 
 def symm_setup():
@@ -369,8 +386,9 @@ def main():
             "dtypes": dtypes,
             "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
                                                    "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
-            "timing": ("CUDA-graph replay of k calls, CUDA events, each sample after a barrier and a device-side "
-                       "rendezvous, median of reps samples / k (us), max over ranks; eager k calls "
+            "timing": ("CUDA-graph replay of k calls (k <= 200), CUDA events, each sample after a barrier and a "
+                       "device-side rendezvous, samples interleaved over implementations, median of reps samples / k "
+                       "(us), max over ranks; eager k calls "
                        f"up to {args.eager_max_bytes} B (eager_us)" if GPU else
                        "simulator smoke run: eager wall clock (not a performance figure)"),
             "eager_max_bytes": args.eager_max_bytes,
@@ -440,12 +458,9 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
         sync()
         nccl_ref = ref.clone()
         tol = 0.0 if op == "all_gather" else 0.05 * max(1.0, nccl_ref.float().abs().max().item())
-        t_nccl = time_graph(nccl, nbytes, reps, stream)
-        t_nccl_eager = time_eager(nccl, nbytes, reps) if eager else None
-        row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=t_nccl,
-                        nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
+        impls = []  # (name, fn, resolved, baseline, ok, err, keep-alive) of every implementation that ran correctly
 
-        def measure(name, fn, result, resolved, baseline=False, reset=None):
+        def check(name, fn, result, resolved, baseline=False, reset=None, keep=None):
             try:
                 if reset is None:
                     result.zero_()
@@ -454,13 +469,41 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
                 fn()
                 sync()
                 err = (result.float() - nccl_ref.float()).abs().max().item() if result.numel() else 0.0
-                ok = err <= tol
-                t = time_graph(fn, nbytes, reps, stream)
-                t_eager = time_eager(fn, nbytes, reps) if eager else None
             except Exception as exc:  # noqa: BLE001
                 log(f"ERROR {op} {dtname} {name} {nbytes}: {type(exc).__name__}: {exc}")
-                results.append(dict(row_base, method=name, baseline=baseline, error=f"{type(exc).__name__}: {exc}"))
+                errors.append(dict(method=name, baseline=baseline, error=f"{type(exc).__name__}: {exc}"[:300]))
                 return
+            impls.append((name, fn, resolved, baseline, err <= tol, err, keep))
+
+        errors = []
+        for m in METHODS[op]:
+            if op == "all_reduce" and m == "one_shot" and n > ctx.one_shot_cap:
+                continue
+            if (m not in ctx.methods and m != "auto") or (only and m not in only):
+                continue
+            check(m, lambda m=m: ours(m), out, ctx.select(nbytes) if m == "auto" else m)
+        for label, op_name in symm_ops.get(op, []):
+            try:
+                fn, result, buf = make_symm(op, op_name, gname, x, out, world)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(dict(method=f"torch_symm/{label}", baseline=True,
+                                   error=f"{type(exc).__name__}: {exc}"[:300]))
+                continue
+            check(f"torch_symm/{label}", fn, result, op_name, baseline=True,
+                  reset=(lambda b=buf, x=x: b.copy_(x.reshape(-1))) if result is buf else None, keep=(result, buf))
+            fn = result = buf = None
+        # graph timing of NCCL and every implementation, samples interleaved round-robin (drift and clock changes
+        # hit every implementation alike); eager timing after, one implementation at a time
+        times = time_graphs([("nccl", nccl)] + [(i[0], i[1]) for i in impls], nbytes, reps, stream)
+        t_nccl = times["nccl"]
+        t_nccl_eager = time_eager(nccl, nbytes, reps) if eager else None
+        row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=t_nccl,
+                        nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
+        for e in errors:
+            results.append(dict(row_base, **e))
+        for name, fn, resolved, baseline, ok, err, _ in impls:
+            t = times[name]
+            t_eager = time_eager(fn, nbytes, reps) if eager else None
             row = dict(row_base, method=name, resolved=resolved, us=t, busbw_gbs=busbw(op, nbytes, t, world),
                        speedup=t_nccl / t if t > 0 else 0.0, correct=bool(ok), max_err=err, eager_us=t_eager)
             if baseline:
@@ -470,23 +513,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
             log(f"{op:15s} {dtname:8s} {name:28s} {nbytes:>11d} B  {t:9.2f} us ({row['busbw_gbs']:7.1f} GB/s)  "
                 f"nccl {t_nccl:9.2f} us ({row_base['nccl_busbw_gbs']:7.1f} GB/s)  x{row['speedup']:.2f}  "
                 f"{'ok' if ok else 'WRONG err=%g' % err}{eag}")
-
-        for m in METHODS[op]:
-            if op == "all_reduce" and m == "one_shot" and n > ctx.one_shot_cap:
-                continue
-            if (m not in ctx.methods and m != "auto") or (only and m not in only):
-                continue
-            measure(m, lambda m=m: ours(m), out, ctx.select(nbytes) if m == "auto" else m)
-        for label, op_name in symm_ops.get(op, []):
-            try:
-                fn, result, buf = make_symm(op, op_name, gname, x, out, world)
-            except Exception as exc:  # noqa: BLE001
-                results.append(dict(row_base, method=f"torch_symm/{label}", baseline=True,
-                                    error=f"{type(exc).__name__}: {exc}"[:300]))
-                continue
-            measure(f"torch_symm/{label}", fn, result, op_name, baseline=True,
-                    reset=(lambda b=buf: b.copy_(x.reshape(-1))) if result is buf else None)
-            fn = result = buf = None
+        impls = None
         # Release this size's buffers before the next one is allocated. Not `del`: ruff (F821) then reports
         # every use of these names inside the closures above as undefined.
         x = out = ref = nccl_ref = None
