@@ -210,8 +210,10 @@ def symm_call(op_name, args):
 
 
 def make_symm(op, op_name, gname, x, out, world):
-    """A zero-argument call of the torch symm-mem baseline ``op_name`` for ``op`` on a symmetric copy of ``x``,
-    writing (or copying) its result into ``out``; returns ``(fn, result_view)``."""
+    """The torch symm-mem baseline ``op_name`` for ``op`` on a symmetric copy of ``x``: ``(timed, checked, result,
+    buf)``. ``timed`` is the op call alone (what is timed: a user's tensor already in symmetric memory, the op's own
+    output); ``checked`` also copies an out-of-place result into ``out`` (``result``) for the correctness check;
+    ``buf`` is the symmetric input (``result`` itself for the in-place two-shot)."""
     import torch.distributed._symmetric_memory as symm
 
     buf = symm.empty(x.numel(), dtype=x.dtype, device=x.device)
@@ -221,23 +223,24 @@ def make_symm(op, op_name, gname, x, out, world):
     if op == "all_reduce" and op_name.endswith("_"):  # in place (values grow each call; timing is unaffected)
         def fn():
             symm_call(op_name, {"input": buf, "reduce_op": "sum", "group_name": gname})
-        return fn, buf, buf
-    if op == "all_reduce":
-        def fn():
-            out.copy_(symm_call(op_name, {"input": buf, "reduce_op": "sum", "group_name": gname}))
-        return fn, out, buf
+        return fn, fn, buf, buf
     if op_name == "reduce_scatter_out":
         def fn():
             symm_call(op_name, {"input": buf, "group_name": gname, "split_last_dim": False, "out": out})
-        return fn, out, buf
+        return fn, fn, out, buf
+    if op == "all_reduce":
+        def timed():
+            return symm_call(op_name, {"input": buf, "reduce_op": "sum", "group_name": gname})
+    else:
+        def timed():
+            res = symm_call(op_name, {"input": buf, "reduce_op": "sum", "group_name": gname})
+            if wait is not None and hasattr(wait, "wait_tensor"):
+                res = wait.wait_tensor(res)
+            return res
 
-    def fn():
-        args = {"input": buf, "reduce_op": "sum", "group_name": gname}
-        res = symm_call(op_name, args)
-        if wait is not None and hasattr(wait, "wait_tensor"):
-            res = wait.wait_tensor(res)
-        out.copy_(res.reshape(-1))
-    return fn, out, buf
+    def checked():
+        out.copy_(timed().reshape(-1))
+    return timed, checked, out, buf
 
 
 def auto_check(results):
@@ -460,7 +463,8 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
         tol = 0.0 if op == "all_gather" else 0.05 * max(1.0, nccl_ref.float().abs().max().item())
         impls = []  # (name, fn, resolved, baseline, ok, err, keep-alive) of every implementation that ran correctly
 
-        def check(name, fn, result, resolved, baseline=False, reset=None, keep=None):
+        def check(name, fn, result, resolved, baseline=False, reset=None, keep=None, timed=None):
+            """Run ``fn`` once and compare ``result`` with NCCL's; then ``timed`` (default ``fn``) is timed."""
             try:
                 if reset is None:
                     result.zero_()
@@ -473,7 +477,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
                 log(f"ERROR {op} {dtname} {name} {nbytes}: {type(exc).__name__}: {exc}")
                 errors.append(dict(method=name, baseline=baseline, error=f"{type(exc).__name__}: {exc}"[:300]))
                 return
-            impls.append((name, fn, resolved, baseline, err <= tol, err, keep))
+            impls.append((name, timed or fn, resolved, baseline, err <= tol, err, keep))
 
         errors = []
         for m in METHODS[op]:
@@ -484,14 +488,15 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
             check(m, lambda m=m: ours(m), out, ctx.select(nbytes) if m == "auto" else m)
         for label, op_name in symm_ops.get(op, []):
             try:
-                fn, result, buf = make_symm(op, op_name, gname, x, out, world)
+                timed, fn, result, buf = make_symm(op, op_name, gname, x, out, world)
             except Exception as exc:  # noqa: BLE001
                 errors.append(dict(method=f"torch_symm/{label}", baseline=True,
                                    error=f"{type(exc).__name__}: {exc}"[:300]))
                 continue
             check(f"torch_symm/{label}", fn, result, op_name, baseline=True,
-                  reset=(lambda b=buf, x=x: b.copy_(x.reshape(-1))) if result is buf else None, keep=(result, buf))
-            fn = result = buf = None
+                  reset=(lambda b=buf, x=x: b.copy_(x.reshape(-1))) if result is buf else None, keep=(result, buf),
+                  timed=timed)
+            timed = fn = result = buf = None
         # graph timing of NCCL and every implementation, samples interleaved round-robin (drift and clock changes
         # hit every implementation alike); eager timing after, one implementation at a time
         times = time_graphs([("nccl", nccl)] + [(i[0], i[1]) for i in impls], nbytes, reps, stream)
