@@ -265,12 +265,13 @@ class Context:
 
     def _replay_call(self, x, out, method) -> bool:
         """The ``graph_calls`` fast path of an op called with ``out``: replay the graph an earlier call with the same
-        ``x`` / ``out`` (address, size, dtype, contiguous) and ``method`` ran, skipping the op's own work. False when
-        there is none or the stream is being captured (the op then runs normally)."""
+        ``x`` / ``out`` (address, size, dtype, contiguous), ``method`` and bounded-wait mode ran, skipping the op's
+        own work. False when there is none or the stream is being captured (the op then runs normally)."""
         graphs = self._call_graphs
         if not graphs or type(x) is not torch.Tensor or type(out) is not torch.Tensor:
             return False
-        graph = graphs.get((x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype, method))
+        graph = graphs.get((x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype, method,
+                            bounded_wait_key()))
         if graph is None or not x.is_contiguous() or not out.is_contiguous() or \
                 torch.cuda.is_current_stream_capturing():
             return False
@@ -281,8 +282,8 @@ class Context:
         """After an op call with a user ``out`` whose (single) launch ran ``graph``: key it for :meth:`_replay_call`
         (only tensors that passed the op's checks get here)."""
         if graph is not None and type(x) is torch.Tensor and type(out) is torch.Tensor:
-            self._call_graphs[(x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype,
-                               method)] = graph
+            self._call_graphs[(x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype, method,
+                               bounded_wait_key())] = graph
 
     def clear_graphs(self) -> None:
         """Drop the graphs of ``graph_calls`` (they are also dropped by :meth:`close`)."""
