@@ -21,12 +21,14 @@ from .runtime import select as _select
 from .runtime.bootstrap import (finalize_distributed, get_triton_dist_local_world_size,  # noqa: F401
                                 get_triton_dist_world, init_nvshmem_by_torch_process_group,
                                 init_rocshmem_by_torch_process_group, initialize_distributed, is_shmem_initialized)
-from .runtime.device_info import (get_current_gpu_clock_rate_in_khz, get_device_max_shared_memory_size,  # noqa: F401
-                                  get_max_gpu_clock_rate_in_khz, get_numa_node, has_fullmesh_nvlink, has_tma, is_cuda,
-                                  is_hip, is_nvshmem_multimem_supported, supports_p2p_native_atomic)
+from .runtime.device_info import (CUDA_CHECK, get_current_gpu_clock_rate_in_khz,  # noqa: F401
+                                  get_device_max_shared_memory_size, get_max_gpu_clock_rate_in_khz, get_numa_node,
+                                  has_fullmesh_nvlink, has_tma, is_cuda, is_hip, is_nvshmem_multimem_supported,
+                                  requires_p2p_native_atomic, supports_p2p_native_atomic)
 from .runtime.env import get_bool_env, get_int_env  # noqa: F401
 from .runtime.state import require_backend
-from .runtime.testing import dist_print, init_seed, is_fp8_dtype, perf_func, rand_tensor  # noqa: F401
+from .runtime.testing import (dist_print, generate_data, init_seed, is_fp8_dtype, perf_func, rand_tensor,  # noqa: F401
+                              sleep_async)
 
 #: dtype of NVSHMEM signals (nvshmem4py has no uint64 tensors; signals are 64-bit).
 NVSHMEM_SIGNAL_DTYPE = torch.int64
@@ -39,7 +41,8 @@ __all__ = [
     "get_current_gpu_clock_rate_in_khz", "get_device_max_shared_memory_size", "has_fullmesh_nvlink",
     "supports_p2p_native_atomic", "dist_print", "rand_tensor", "init_seed", "get_bool_env", "get_int_env",
     "NVSHMEM_SIGNAL_DTYPE", "check_signal_tensor", "get_triton_dist_world", "get_triton_dist_local_world_size",
-    "get_shmem_backend", "perf_func", "launch_cooperative_grid_options", "is_fp8_dtype",
+    "get_shmem_backend", "perf_func", "launch_cooperative_grid_options", "is_fp8_dtype", "CUDA_CHECK",
+    "sleep_async", "requires_p2p_native_atomic", "generate_data",
 ]
 
 

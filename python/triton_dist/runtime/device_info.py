@@ -7,6 +7,8 @@ CUDA GPU")``. NVML and cuda-bindings are optional and imported lazily. Internal:
 from __future__ import annotations
 
 import functools
+import numbers
+import warnings
 from typing import Optional
 
 import torch
@@ -16,7 +18,55 @@ from .env import get_bool_env
 
 __all__ = ["is_cuda", "is_hip", "has_tma", "get_numa_node", "get_max_gpu_clock_rate_in_khz",
            "get_current_gpu_clock_rate_in_khz", "get_device_max_shared_memory_size", "has_fullmesh_nvlink",
-           "supports_p2p_native_atomic", "is_nvshmem_multimem_supported"]
+           "supports_p2p_native_atomic", "is_nvshmem_multimem_supported", "CUDA_CHECK", "requires_p2p_native_atomic"]
+
+#: class names of the status enums of cuda-python (``cuda.bindings.driver.CUresult``,
+#: ``cuda.bindings.runtime.cudaError_t``; the same names in the older ``cuda.cuda`` / ``cuda.cudart``)
+_CUDA_STATUS_TYPES = ("CUresult", "cudaError_t")
+
+
+def _cuda_error_text(err) -> str:
+    """``cuGetErrorName`` / ``cudaGetErrorString`` of ``err`` when cuda-bindings is importable, else ''."""
+    try:
+        if type(err).__name__ == "CUresult":
+            from cuda.bindings import driver
+            res = driver.cuGetErrorName(err)
+        else:
+            from cuda.bindings import runtime
+            res = runtime.cudaGetErrorString(err)
+    except Exception:
+        return ""
+    text = res[-1] if isinstance(res, tuple) else res
+    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+
+
+def CUDA_CHECK(err):
+    """Check the status of a cuda-python call (the name and behaviour of Triton-distributed's ``CUDA_CHECK``).
+
+    ``err`` is a driver ``CUresult`` or a runtime ``cudaError_t``: a status other than success (0) raises
+    ``RuntimeError("Cuda Error: <status>: <error name>")``; success returns None. As a convenience ``err`` may also
+    be a call's whole result tuple ``(status, *values)``: the status is checked the same way and the values are
+    returned (none: None, one: the value, more: a tuple), e.g. ``dev = CUDA_CHECK(driver.cuDeviceGet(0))``.
+    Anything else (a plain int, None, ...) raises ``RuntimeError("Unknown error type: ...")``, as the reference
+    does. Needs no GPU and no import of cuda-bindings (the status is recognised by its enum class name)."""
+    if isinstance(err, tuple):
+        if not err:
+            raise RuntimeError("CUDA_CHECK: got an empty tuple; expected a cuda-python result (status, *values)")
+        CUDA_CHECK(err[0])
+        values = err[1:]
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else values
+    if type(err).__name__ not in _CUDA_STATUS_TYPES or not isinstance(getattr(err, "value", err), numbers.Integral):
+        raise RuntimeError(f"Unknown error type: {err!r} ({type(err).__name__}); CUDA_CHECK expects a cuda-python "
+                           f"CUresult or cudaError_t (or a call's result tuple)")
+    if int(getattr(err, "value", err)) != 0:
+        name = getattr(err, "name", None)
+        status = f"{type(err).__name__}.{name} ({int(getattr(err, 'value', err))})" if name else str(err)
+        text = _cuda_error_text(err)
+        raise RuntimeError(f"Cuda Error: {status}: {text}" if text else f"Cuda Error: {status}")
+    return None
+
 
 
 def is_cuda() -> bool:
@@ -189,3 +239,30 @@ def is_nvshmem_multimem_supported() -> bool:
         return False
     err, value = driver.cuDeviceGetAttribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, dev)
     return int(err) == 0 and int(value) == 1
+
+
+def _p2p_native_atomic_ok() -> bool:
+    """Whether this process's ranks have native atomics on each other's memory: always on the CPU simulator (its
+    ranks share host memory), else :func:`supports_p2p_native_atomic`."""
+    if _select.backend_name() == "sim":
+        return True
+    return supports_p2p_native_atomic()
+
+
+def requires_p2p_native_atomic(fn):
+    """Decorator (Triton-distributed's name and behaviour): each call of ``fn`` first checks that the GPUs support
+    native atomics over P2P and, when they do not, emits a ``UserWarning`` naming ``fn`` (the result may be wrong:
+    atomics on a peer's memory are then not atomic); ``fn`` runs either way. On the CPU simulator the check passes
+    (ranks share host memory); on a GPU it is :func:`supports_p2p_native_atomic` (cached)."""
+    if not callable(fn):
+        raise TypeError(f"requires_p2p_native_atomic decorates a function, got {type(fn).__name__}")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if not _p2p_native_atomic_ok():
+            warnings.warn(f"{getattr(fn, '__qualname__', fn)} requires native atomics over P2P between the GPUs, "
+                          f"which this platform does not support: its atomics on peer memory may not be atomic",
+                          stacklevel=2)
+        return fn(*args, **kwargs)
+
+    return wrapper
