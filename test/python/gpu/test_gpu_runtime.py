@@ -59,6 +59,42 @@ def test_device_queries(tp_group):
     assert isinstance(U.has_fullmesh_nvlink(), bool) and isinstance(U.supports_p2p_native_atomic(), bool)
 
 
+def test_reference_helpers_on_gpu(tp_group):
+    """Issue 16 point 6 on the device: CUDA_CHECK with the real cuda-python enums, sleep_async really enqueues a
+    device-side sleep (the stream is still busy when it returns; the events around it span at least the sleep:
+    cycles are computed at the maximum clock), perf_func times with events, generate_data defaults to the GPU."""
+    import warnings
+
+    from triton_dist.profiler_utils import perf_func
+
+    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is needed for CUDA_CHECK's enums")
+    assert U.CUDA_CHECK(driver.cuInit(0)) is None
+    assert U.CUDA_CHECK(driver.cuDeviceGetCount()) == torch.cuda.device_count()
+    with pytest.raises(RuntimeError, match="Cuda Error: .*CUDA_ERROR_INVALID_DEVICE"):
+        U.CUDA_CHECK(driver.cuDeviceGet(10_000))  # driver API: leaves no pending runtime error for torch to see
+
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    U.sleep_async(20)
+    stop.record()
+    assert not stop.query(), "sleep_async(20) returned after the device finished: it blocked the host"
+    stop.synchronize()
+    assert start.elapsed_time(stop) >= 19.0
+
+    x = torch.ones(1 << 20, device="cuda")
+    out, ms = perf_func(lambda: x * 2, iters=10, warmup_iters=2)
+    assert torch.equal(out, x * 2) and ms > 0
+
+    a, none, b = next(U.generate_data([((32, 16), torch.bfloat16, (1.0, 0.0)), None, (8, torch.int8, (3, 0))]))
+    assert a.is_cuda and a.shape == (32, 16) and none is None and b.is_cuda and int(b.abs().max()) <= 3
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert U.requires_p2p_native_atomic(lambda v: v + 1)(1) == 2
+    assert bool(caught) == (not U.supports_p2p_native_atomic())
+
+
 def test_create_and_free(tp_group):
     t = U.nvshmem_create_tensor((1024, 3), torch.bfloat16)
     assert t.shape == (1024, 3) and t.dtype == torch.bfloat16 and t.is_cuda
