@@ -135,3 +135,25 @@ def test_plain_jit_helper_calling_cdiv(tmp_path):
         else:
             raise AssertionError("a JITFunction called outside a kernel must raise")
     """)
+
+
+def test_plain_import_installs_nothing(tmp_path):
+    # with the interpreter off, import triton_dist leaves Triton as it was: the interpreter module is not even
+    # imported and JITFunction.__call__ is stock (compiled behaviour unchanged)
+    path = tmp_path / "plain.py"
+    path.write_text(textwrap.dedent("""
+        import sys
+        from triton.runtime.jit import JITFunction
+        stock = JITFunction.__dict__["__call__"]
+        import triton, triton_dist
+        assert not triton.knobs.runtime.interpret
+        assert "triton.runtime.interpreter" not in sys.modules
+        assert JITFunction.__dict__["__call__"] is stock
+        print("OK")
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    for var in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE", "TRITON_DIST_BACKEND"):
+        env.pop(var, None)
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "OK", res.stdout
