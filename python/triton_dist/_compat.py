@@ -650,52 +650,44 @@ base_value = tl_core.base_value
 
 # --- interpreted launches: plain @triton.jit callees --------------------------------------------------------------
 
-_jit_call_lock = __import__("threading").Lock()
-_jit_call_depth = 0
-_jit_call_saved = None
 _interpreted_twins: dict = {}
 
 
-def _call_interpreted_twin(self, *args, **kwargs):
+def _interpreted_twin(fn):
     from triton.runtime.interpreter import InterpretedFunction
 
-    twin = _interpreted_twins.get(self.fn)
+    twin = _interpreted_twins.get(fn)
     if twin is None:
-        twin = _interpreted_twins.setdefault(self.fn, InterpretedFunction(self.fn))
-    return twin(*args, **kwargs)
+        twin = _interpreted_twins.setdefault(fn, InterpretedFunction(fn))
+    return twin
 
 
-class interpreted_jit_calls:
-    """Context manager for the duration of an interpreted (simulator) launch: a plain ``JITFunction`` called as a
-    device function from the interpreted kernel — ``tl.sum`` and the rest of Triton's standard library when
-    ``triton`` was imported before the interpreter was switched on, or a user's ``@triton.jit`` helper defined then
-    — runs through an ``InterpretedFunction`` of the same Python function instead of raising.
+def install_interpreted_jit_calls() -> None:
+    """From now on, a plain ``JITFunction`` called as a device function from a program of an interpreted launch
+    runs through an ``InterpretedFunction`` of the same Python function instead of raising. Such JITFunctions exist
+    whenever a function was decorated while the interpreter was off: ``tl.cdiv``, ``tl.sum`` and the rest of
+    Triton's standard library when ``triton`` was imported before ``import triton_dist`` turned the interpreter on,
+    or a user's ``@triton.jit`` helper defined then. Called anywhere else (outside an interpreted program, and in
+    every compiled launch, whose code generator never calls a JITFunction) a JITFunction raises as before.
+    Idempotent; thread-safe (programs of a simulator launch run as threads).
 
-    Assumptions: ``JITFunction.__call__`` only raises ("Cannot call @triton.jit'd outside of the scope of a kernel");
-    ``InterpretedFunction(fn)(*args)`` is the interpreter's device-function call. Re-entrant and thread-safe
-    (programs of a simulator launch run as threads); the class attribute is restored when the last user exits.
-    """
+    Assumptions (tested in test_compat.py): ``JITFunction.__call__`` only raises ("Cannot call @triton.jit'd outside
+    of the scope of a kernel") and the code generator never calls it; ``InterpretedFunction(fn)(*args)`` is the
+    interpreter's device-function call; :func:`in_interpreted_program` tells a program of an interpreted launch."""
+    from triton.runtime.jit import JITFunction
 
-    def __enter__(self):
-        global _jit_call_depth, _jit_call_saved
-        from triton.runtime.jit import JITFunction
+    stock = JITFunction.__dict__["__call__"]
+    if getattr(stock, "_triton_dist_interpreted_calls", False):
+        return
 
-        with _jit_call_lock:
-            if _jit_call_depth == 0:
-                _jit_call_saved = JITFunction.__dict__["__call__"]
-                JITFunction.__call__ = _call_interpreted_twin
-            _jit_call_depth += 1
-        return self
+    def __call__(self, *args, **kwargs):
+        if in_interpreted_program():
+            return _interpreted_twin(self.fn)(*args, **kwargs)
+        return stock(self, *args, **kwargs)
 
-    def __exit__(self, *exc):
-        global _jit_call_depth
-        from triton.runtime.jit import JITFunction
-
-        with _jit_call_lock:
-            _jit_call_depth -= 1
-            if _jit_call_depth == 0:
-                JITFunction.__call__ = _jit_call_saved
-        return False
+    __call__._triton_dist_interpreted_calls = True
+    __call__.__wrapped__ = stock
+    JITFunction.__call__ = __call__
 
 
 # --- interpreter hook points (the simulator's workarounds: triton_dist.runtime.sim.interpreter) --------------------

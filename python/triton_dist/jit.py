@@ -171,6 +171,14 @@ def _merge_extern_libs(ours: Dict[str, str], user) -> Dict[str, str]:
 # ----------------------------------------------------------------------------------------------------------------
 # the JIT function
 # ----------------------------------------------------------------------------------------------------------------
+def _install_interpreter_fixes():
+    """What every interpreted launch needs from the simulator (``runtime.sim.interpreter.install_interpreter_fixes``:
+    idempotent, a flag check after the first call)."""
+    from .runtime.sim.interpreter import install_interpreter_fixes
+
+    install_interpreter_fixes()
+
+
 def _sim_run_grid():
     """The simulator's concurrent grid runner (``triton_dist.runtime.sim.launch.run_grid``) while the simulator is
     initialised in this process, else None (Triton's sequential executor is used)."""
@@ -232,11 +240,11 @@ class DistJITFunction(JITFunction):
         interp = self.interpreted()
         if warmup:
             return None
+        _install_interpreter_fixes()
         run_grid = _sim_run_grid()
-        with _compat.interpreted_jit_calls():
-            if run_grid is None:
-                return interp.run(*args, grid=grid, warmup=warmup, **kwargs)
-            return run_grid(interp, grid, *args, **kwargs)
+        if run_grid is None:
+            return interp.run(*args, grid=grid, warmup=warmup, **kwargs)
+        return run_grid(interp, grid, *args, **kwargs)
 
     # -- launch --------------------------------------------------------------------------------------------------
     def run(self, *args, grid, warmup, **kwargs):

@@ -573,33 +573,53 @@ def _run_with_interpreter_fix(path, fix, body):
 
 
 def test_plain_jit_callees_run_inside_interpreted_launches(tmp_path):
-    # triton (and so tl.sum) imported with the interpreter OFF, then a triton_dist kernel launched with it ON:
-    # tl.sum and a user @triton.jit helper must run through their interpreted twins.
+    """install_interpreted_jit_calls: stock JITFunction.__call__ only raises; after the install (twice:
+    idempotent) a JITFunction made with the interpreter off (tl.sum, tl.cdiv, a user's helper) runs when a kernel
+    launched by Triton's own interpreter (GridExecutor) calls it, still raises outside a kernel, and a compiled
+    kernel calling the same helper still compiles (the code generator never calls JITFunction.__call__)."""
     out = _run_script(tmp_path / "k.py", """
-        import os
-        os.environ.pop("TRITON_INTERPRET", None)
         import torch, triton, triton.language as tl
-        import triton_dist
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
         from triton.runtime.jit import JITFunction
+        from triton_dist import _compat
 
         @triton.jit
-        def twice(x):
-            return x * 2
+        def blocks_of(n, B: tl.constexpr):
+            return tl.cdiv(n, B)
 
-        @triton_dist.jit
-        def k(x_ptr, out_ptr, N: tl.constexpr):
+        def stock_refusal():
+            try:
+                blocks_of(3, 2)
+            except RuntimeError as exc:
+                return str(exc)
+            return None
+
+        assert "outside of the scope of a kernel" in stock_refusal()
+        _compat.install_interpreted_jit_calls()
+        _compat.install_interpreted_jit_calls()
+        assert "outside of the scope of a kernel" in stock_refusal()
+
+        @triton.jit
+        def compiled(out, n):
+            tl.store(out, blocks_of(n, 4))
+
+        triton.compile(ASTSource(compiled, {"out": "*i32", "n": "i32"}), target=GPUTarget("cuda", 90, 32))
+
+        _compat.set_interpret(True)
+
+        @triton.jit
+        def k(x_ptr, out_ptr, n, N: tl.constexpr):
             x = tl.load(x_ptr + tl.arange(0, N))
-            tl.store(out_ptr, tl.sum(twice(x)))
+            tl.store(out_ptr, tl.sum(x) + blocks_of(n, 4))
 
-        before = JITFunction.__dict__["__call__"]
-        triton.knobs.runtime.interpret = True
+        assert isinstance(blocks_of, JITFunction) and isinstance(tl.sum, JITFunction)
         x = torch.arange(8, dtype=torch.int32)
         out = torch.zeros(1, dtype=torch.int32)
-        k[(1,)](x, out, N=8)
-        assert JITFunction.__dict__["__call__"] is before, "JITFunction.__call__ was not restored"
+        k[(1,)](x, out, 10, N=8)
         print(int(out[0]))
     """)
-    assert out == str(2 * sum(range(8)))
+    assert out == str(sum(range(8)) + 3)
 
 
 # --- helper I (overlap kernels) ------------------------------------------------------------------------------------

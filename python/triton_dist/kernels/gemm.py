@@ -32,12 +32,6 @@ import triton.language as tl
 
 import triton_dist
 from triton_dist import _compat
-from triton_dist.runtime.sim import interpreter as _sim_interpreter
-
-# runtime-bound `for` loops (the persistent tile loop, the K loop) under Triton 3.6's interpreter + numpy >= 2.3
-_sim_interpreter.install_interpreter_index_fix()
-# bf16 tl.dot under the interpreter (stock 3.6 multiplies the raw uint16 bits)
-_sim_interpreter.install_interpreter_bf16_dot_fix()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -84,17 +84,24 @@ def should_interpret() -> bool:
 
 
 def maybe_enable_interpreter() -> bool:
-    """Turn the interpreter on when :func:`should_interpret`; returns whether it did."""
+    """Turn the interpreter on when :func:`should_interpret`; returns whether it did. Whenever the interpreter is on
+    afterwards (turned on here, or already by ``TRITON_INTERPRET=1``), the simulator's interpreter fixes are
+    installed too (``runtime.sim.interpreter.install_interpreter_fixes``), so that a user's plain ``@triton.jit``
+    kernel runs right away: runtime-bound ``for`` loops, bf16 ``tl.dot``, calls of ``@triton.jit`` functions made
+    before the switch (``tl.cdiv``). With the interpreter off nothing is installed (not even imported)."""
+    from .. import _compat
+
     try:
         wanted = should_interpret()
     except ValueError:
-        return False  # a bad TRITON_DIST_BACKEND is reported by initialize_distributed(), not at import
-    if not wanted:
-        return False
-    from .. import _compat
+        wanted = False  # a bad TRITON_DIST_BACKEND is reported by initialize_distributed(), not at import
+    if wanted:
+        _compat.set_interpret(True)
+    if _compat.interpret_enabled():
+        from .sim.interpreter import install_interpreter_fixes
 
-    _compat.set_interpret(True)
-    return True
+        install_interpreter_fixes()
+    return wanted
 
 
 def make_backend(name=None):

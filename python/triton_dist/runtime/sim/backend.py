@@ -57,6 +57,9 @@ class SimBackend(ShmemBackend):
         global _state
         if _state is not None:
             return
+        from .interpreter import install_interpreter_fixes
+
+        install_interpreter_fixes()  # the simulator's kernels run on the interpreter, whoever turned it on
         import torch.distributed as dist
 
         if not dist.is_initialized():

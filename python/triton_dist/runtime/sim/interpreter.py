@@ -4,8 +4,12 @@
 * :class:`ConcurrentGridExecutor` -- runs the programs of one interpreted launch as threads, so programs that wait
   on each other (or on peers' programs) all progress (``triton_dist.runtime.sim.launch.run_grid`` uses it);
 * :func:`prewarm_interpreter` -- rewrites a kernel's reachable functions once, before its programs run as threads;
-* :func:`install_interpreter_index_fix` / :func:`install_interpreter_bf16_dot_fix` -- workarounds for two bugs of
-  the stock Triton 3.6 interpreter (runtime-bound ``for`` loops with numpy >= 2.3, bfloat16 ``tl.dot``).
+* :func:`install_interpreter_fixes` -- what every interpreted launch needs, installed by the interpreter path itself
+  (``import triton_dist`` when the interpreter is on, every interpreted ``@triton_dist.jit`` launch, the simulator
+  backend), never by importing a kernels module: :func:`install_interpreter_index_fix` /
+  :func:`install_interpreter_bf16_dot_fix` (workarounds for two bugs of the stock Triton 3.6 interpreter:
+  runtime-bound ``for`` loops with numpy >= 2.3, bfloat16 ``tl.dot``) and plain ``@triton.jit`` functions callable
+  from interpreted kernels (``_compat.install_interpreted_jit_calls``).
 """
 from __future__ import annotations
 
@@ -16,8 +20,8 @@ import types
 from ... import _compat
 from ...backends.sim.launch_record import LaunchRecord, bind_program
 
-__all__ = ["ConcurrentGridExecutor", "prewarm_interpreter", "install_interpreter_index_fix",
-           "install_interpreter_bf16_dot_fix"]
+__all__ = ["ConcurrentGridExecutor", "prewarm_interpreter", "install_interpreter_fixes",
+           "install_interpreter_index_fix", "install_interpreter_bf16_dot_fix"]
 
 
 class ConcurrentGridExecutor:
@@ -168,3 +172,25 @@ def install_interpreter_bf16_dot_fix() -> None:
     to fp32 first (``_compat.convert_interpreter_dot_operands``). Idempotent."""
     _compat.convert_interpreter_dot_operands(_bf16_as_f32)
 
+
+
+_fixes_installed = False
+_fixes_lock = threading.Lock()
+
+
+def install_interpreter_fixes() -> None:
+    """Install everything the simulator adds to Triton's interpreter: :func:`install_interpreter_index_fix`,
+    :func:`install_interpreter_bf16_dot_fix` and ``_compat.install_interpreted_jit_calls`` (a plain ``@triton.jit``
+    function made while the interpreter was off -- ``tl.cdiv``, a user's helper -- runs when an interpreted kernel
+    calls it). Each only changes what the interpreter does; compiled launches are unaffected. Idempotent and cheap
+    after the first call (called on every interpreted launch)."""
+    global _fixes_installed
+    if _fixes_installed:
+        return
+    with _fixes_lock:
+        if _fixes_installed:
+            return
+        install_interpreter_index_fix()
+        install_interpreter_bf16_dot_fix()
+        _compat.install_interpreted_jit_calls()
+        _fixes_installed = True

@@ -1,0 +1,159 @@
+"""User kernels on the simulator right after ``import triton_dist`` (issue 16, point 5).
+
+Each test runs a script the way a user without a GPU would: ``import triton`` first, then ``import triton_dist``
+(which turns the interpreter on: ``TRITON_DIST_BACKEND=sim``), then kernels of their own, written for the reference
+system, launched on CPU tensors. ``triton_dist.kernels`` is never imported (the scripts assert it), so nothing that
+only a kernels module installs can make them pass. A fresh process each: what is tested is import order.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.sim
+
+PRELUDE = """
+import sys
+import torch
+import triton
+import triton.language as tl
+import triton_dist
+
+assert triton.knobs.runtime.interpret, "import triton_dist under TRITON_DIST_BACKEND=sim turns the interpreter on"
+"""
+EPILOGUE = """
+assert not any(m == "triton_dist.kernels" or m.startswith("triton_dist.kernels.") for m in sys.modules), \\
+    sorted(m for m in sys.modules if m.startswith("triton_dist.kernels"))
+print("OK")
+"""
+
+
+def _run_user_script(tmp_path, body):
+    path = tmp_path / "user_kernel.py"
+    path.write_text(textwrap.dedent(PRELUDE) + textwrap.dedent(body) + textwrap.dedent(EPILOGUE))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_DIST_BACKEND="sim")
+    for var in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE"):
+        env.pop(var, None)
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "OK", res.stdout
+
+
+def test_runtime_bound_for_loop_without_kernels_module(tmp_path):
+    # numpy >= 2.3 refuses int() of the interpreter's 1-element scalars: the loop bounds failed with "only
+    # 0-dimensional arrays can be converted to Python scalars" until triton_dist.kernels.gemm was imported.
+    _run_user_script(tmp_path, """
+        @triton.jit
+        def strided(out_ptr, n, STEP: tl.constexpr):
+            pid = tl.program_id(0)
+            acc = 0
+            for i in range(pid, n, STEP):
+                acc += i
+            tl.store(out_ptr + pid, acc)
+
+        @triton_dist.jit
+        def strided_dist(out_ptr, n, STEP: tl.constexpr):
+            pid = tl.program_id(0)
+            acc = 0
+            for i in range(pid, n, STEP):
+                acc += i
+            tl.store(out_ptr + pid, acc)
+
+        want = [sum(range(p, 10, 2)) for p in range(2)]
+        for kernel in (strided, strided_dist):
+            out = torch.zeros(2, dtype=torch.int32)
+            kernel[(2,)](out, 10, STEP=2)
+            assert out.tolist() == want, (kernel, out.tolist(), want)
+    """)
+
+
+def test_bf16_dot_without_kernels_module(tmp_path):
+    # the interpreter multiplies bf16's raw uint16 bits (~1e10 results) unless the dot fix is installed
+    _run_user_script(tmp_path, """
+        @triton.jit
+        def mm(a_ptr, b_ptr, o_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            a = tl.load(a_ptr + r[:, None] * N + r[None, :])
+            b = tl.load(b_ptr + r[:, None] * N + r[None, :])
+            tl.store(o_ptr + r[:, None] * N + r[None, :], tl.dot(a, b))
+
+        g = torch.Generator().manual_seed(0)
+        a = (torch.randint(-4, 5, (16, 16), generator=g).float() / 4).to(torch.bfloat16)
+        b = (torch.randint(-4, 5, (16, 16), generator=g).float() / 4).to(torch.bfloat16)
+        o = torch.zeros(16, 16)
+        mm[(1,)](a, b, o, N=16)
+        err = (o - a.float() @ b.float()).abs().max().item()
+        assert err == 0.0, err
+    """)
+
+
+def test_plain_jit_helper_calling_cdiv(tmp_path):
+    # tl.cdiv is a JITFunction made when `import triton` ran with the interpreter off; a user @triton.jit helper
+    # calling it from an interpreted kernel failed with "Cannot call @triton.jit'd outside of the scope of a kernel".
+    # Also a helper defined before `import triton_dist` (a JITFunction itself), from both kinds of kernel.
+    _run_user_script(tmp_path, """
+        from triton.runtime.jit import JITFunction
+
+        @triton.jit
+        def num_blocks(n, BLOCK: tl.constexpr):
+            return tl.cdiv(n, BLOCK)
+
+        @triton.jit
+        def blocks(out_ptr, n, BLOCK: tl.constexpr):
+            tl.store(out_ptr + tl.program_id(0), num_blocks(n, BLOCK))
+
+        @triton_dist.jit
+        def blocks_dist(out_ptr, n, BLOCK: tl.constexpr):
+            tl.store(out_ptr + tl.program_id(0), num_blocks(n, BLOCK) + EARLY(n))
+
+        @triton.jit
+        def blocks_early(out_ptr, n, BLOCK: tl.constexpr):
+            tl.store(out_ptr + tl.program_id(0), num_blocks(n, BLOCK) + EARLY(n))
+
+        triton.knobs.runtime.interpret = False
+        @triton.jit
+        def EARLY(n):  # made with the interpreter off, like tl.cdiv
+            return tl.cdiv(n, 2)
+        triton.knobs.runtime.interpret = True
+        assert isinstance(EARLY, JITFunction) and isinstance(tl.cdiv, JITFunction)
+
+        out = torch.zeros(2, dtype=torch.int32)
+        blocks[(2,)](out, 10, BLOCK=4)
+        assert out.tolist() == [3, 3], out.tolist()
+        for kernel in (blocks_dist, blocks_early):
+            out = torch.zeros(2, dtype=torch.int32)
+            kernel[(2,)](out, 10, BLOCK=4)
+            assert out.tolist() == [8, 8], (kernel, out.tolist())
+
+        # outside a kernel a @triton.jit function still refuses to run, as in stock Triton
+        try:
+            EARLY(3)
+        except RuntimeError as exc:
+            assert "outside of the scope of a kernel" in str(exc), exc
+        else:
+            raise AssertionError("a JITFunction called outside a kernel must raise")
+    """)
+
+
+def test_plain_import_installs_nothing(tmp_path):
+    # with the interpreter off, import triton_dist leaves Triton as it was: the interpreter module is not even
+    # imported and JITFunction.__call__ is stock (compiled behaviour unchanged)
+    path = tmp_path / "plain.py"
+    path.write_text(textwrap.dedent("""
+        import sys
+        from triton.runtime.jit import JITFunction
+        stock = JITFunction.__dict__["__call__"]
+        import triton, triton_dist
+        assert not triton.knobs.runtime.interpret
+        assert "triton.runtime.interpreter" not in sys.modules
+        assert JITFunction.__dict__["__call__"] is stock
+        print("OK")
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    for var in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE", "TRITON_DIST_BACKEND"):
+        env.pop(var, None)
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "OK", res.stdout
