@@ -157,3 +157,109 @@ def test_plain_import_installs_nothing(tmp_path):
     res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.strip().splitlines()[-1] == "OK", res.stdout
+
+
+def test_bf16_elementwise_arithmetic(tmp_path):
+    # the stock interpreter stores bf16 as raw uint16 bits and its binary ops (fadd, fmul, fcmp, ...) worked on the
+    # bits: x + y gave NaNs/garbage, so every bf16 accumulation or reduction in a user kernel was wrong
+    _run_user_script(tmp_path, """
+        @triton.jit
+        def ew(x_ptr, y_ptr, add_ptr, mul_ptr, sub_ptr, div_ptr, max_ptr, lt_ptr, fma_ptr, sum_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            x = tl.load(x_ptr + r)
+            y = tl.load(y_ptr + r)
+            tl.store(add_ptr + r, x + y)
+            tl.store(mul_ptr + r, x * y)
+            tl.store(sub_ptr + r, x - y)
+            tl.store(div_ptr + r, x / y)
+            tl.store(max_ptr + r, tl.maximum(x, y))
+            tl.store(lt_ptr + r, (x < y).to(tl.int32))
+            tl.store(fma_ptr + r, tl.fma(x, y, x))
+            acc = tl.zeros([N], dtype=tl.bfloat16)
+            for _ in range(3):
+                acc += x
+            tl.store(sum_ptr + r, acc)
+
+        g = torch.Generator().manual_seed(0)
+        N = 64
+        x = torch.randn(N, generator=g).to(torch.bfloat16)
+        y = torch.randn(N, generator=g).to(torch.bfloat16)
+        y = torch.where(y == 0, torch.ones_like(y), y)
+        outs = [torch.zeros(N, dtype=torch.bfloat16) for _ in range(5)]
+        lt = torch.zeros(N, dtype=torch.int32)
+        fma = torch.zeros(N, dtype=torch.bfloat16)
+        acc = torch.zeros(N, dtype=torch.bfloat16)
+        ew[(1,)](x, y, *outs, lt, fma, acc, N=N)
+        want = [x + y, x * y, x - y, x / y, torch.maximum(x, y)]
+        for name, got, ref in zip(("add", "mul", "sub", "div", "max"), outs, want):
+            assert torch.equal(got, ref), (name, got[:4], ref[:4])
+        assert torch.equal(lt, (x < y).int()), (lt, x < y)
+        # fma rounds once on the GPU; the element-wise reference may differ by one bf16 ulp
+        assert torch.allclose(fma.float(), (x.float() * y.float() + x.float()), rtol=1e-2, atol=1e-2), fma[:4]
+        assert torch.equal(acc, x + x + x), (acc[:4], (x + x + x)[:4])
+    """)
+
+
+def test_python_and_or_between_masks_refused(tmp_path):
+    # Python `and`/`or` between block masks: compiled Triton combines them element-wise (with a deprecation
+    # warning); the interpreter took `bool(block)` as True and kept one mask only, so the masked store below wrote
+    # past the end of `out` (heap corruption). The simulator refuses it, naming the construct and the fix.
+    _run_user_script(tmp_path, """
+        @triton.jit
+        def masked(out_ptr, lo, n, BLOCK: tl.constexpr, USE_OR: tl.constexpr):
+            r = tl.arange(0, BLOCK)
+            if USE_OR:
+                m = (r >= n) or (r < lo)
+                m = not m
+            else:
+                m = (r >= lo) and (r < n)
+            tl.store(out_ptr + r, 1, mask=m)
+
+        @triton.jit
+        def scalar_and(out_ptr, a, b):
+            if a > 0 and b > 0:  # scalars: fine, as in compiled Triton
+                tl.store(out_ptr, 1)
+
+        guard = torch.zeros(32, dtype=torch.int32)
+        out = guard[:8]
+        for use_or in (False, True):
+            try:
+                masked[(1,)](out, 2, 8, BLOCK=32, USE_OR=use_or)
+            except Exception as exc:
+                msg = str(exc)
+                assert "and" in msg and "&" in msg and "|" in msg, msg
+            else:
+                raise AssertionError(f"Python and/or on block masks must be refused (USE_OR={use_or})")
+            assert guard[8:].eq(0).all(), guard
+        flag = torch.zeros(1, dtype=torch.int32)
+        scalar_and[(1,)](flag, 1, 2)
+        assert flag.item() == 1
+    """)
+
+
+def test_init_nvshmem_by_torch_process_group_on_simulator(tmp_path):
+    # a reference script bootstraps with init_nvshmem_by_torch_process_group(group) over its own gloo group: on the
+    # simulator that must start the simulator's SHMEM, not NVSHMEM (which needs a GPU)
+    _run_user_script(tmp_path, """
+        import os
+        import torch.distributed as dist
+        from triton_dist.utils import (init_nvshmem_by_torch_process_group, nvshmem_create_tensor,
+                                       nvshmem_free_tensor_sync, finalize_distributed)
+        from triton_dist.runtime.state import STATE
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ.setdefault("MASTER_PORT", str(s.getsockname()[1]))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        init_nvshmem_by_torch_process_group(dist.group.WORLD)
+        assert "nvshmem" not in type(STATE.backend).__module__.lower(), type(STATE.backend)
+        assert not any(m == "nvshmem" or m.startswith("nvshmem.") for m in sys.modules), "NVSHMEM was imported"
+        t = nvshmem_create_tensor((4, ), torch.float32)
+        t.fill_(3)
+        assert t.sum().item() == 12
+        nvshmem_free_tensor_sync(t)
+        finalize_distributed()
+        dist.destroy_process_group()
+    """)
