@@ -117,15 +117,32 @@ def _init_shmem(name: str, group) -> None:
     _register_atexit()
 
 
+def _init_shmem_by_group(requested: str, pg) -> None:
+    """``requested``'s SHMEM over ``pg``, or the simulator's when this process runs on the simulator (the selected
+    backend is ``sim``: ``TRITON_DIST_BACKEND=sim`` or no GPU), with the interpreter on as
+    :func:`initialize_distributed` would set it: scripts written for the reference system call
+    ``init_nvshmem_by_torch_process_group`` themselves, and NVSHMEM cannot start without a GPU."""
+    name = _select.backend_name()
+    if name == "sim":
+        from .. import _compat
+
+        _compat.set_interpret(True)
+        _init_shmem("sim", pg)
+    else:
+        _init_shmem(requested, pg)
+
+
 def init_nvshmem_by_torch_process_group(pg) -> None:
     """Bootstrap NVSHMEM over the existing torch process group ``pg`` (unique-id method); the GPU must already be
-    set (``torch.cuda.set_device``). No-op if SHMEM is already initialised."""
-    _init_shmem("nvshmem", pg)
+    set (``torch.cuda.set_device``). On the simulator (``TRITON_DIST_BACKEND=sim`` or no GPU) the simulator's SHMEM
+    is bootstrapped over ``pg`` instead. No-op if SHMEM is already initialised."""
+    _init_shmem_by_group("nvshmem", pg)
 
 
 def init_rocshmem_by_torch_process_group(pg) -> None:
-    """Bootstrap rocSHMEM over the existing torch process group ``pg`` (unique-id method)."""
-    _init_shmem("rocshmem", pg)
+    """Bootstrap rocSHMEM over the existing torch process group ``pg`` (unique-id method); the simulator's SHMEM on
+    the simulator, as :func:`init_nvshmem_by_torch_process_group`."""
+    _init_shmem_by_group("rocshmem", pg)
 
 
 def is_shmem_initialized() -> bool:
