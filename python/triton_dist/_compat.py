@@ -752,6 +752,45 @@ def convert_interpreter_dot_operands(convert) -> None:
     cls.create_dot = create_dot
 
 
+def wrap_interpreter_builder_ops(names, wrap) -> None:
+    """From now on each ``InterpreterBuilder.<name>`` (for ``name`` in ``names``) is ``wrap(original)``: the
+    interpreter computes every element-wise op of an interpreted kernel through these methods, with operand handles
+    as :func:`interpreter_handle` makes them and non-handle arguments (``propagate_nans``) passed through.
+    Idempotent for one ``wrap`` (a name already wrapped by it is left alone).
+
+    Assumptions (tested in test_compat.py): ``triton.runtime.interpreter.InterpreterBuilder`` has these methods as
+    class attributes (``create_fadd``, ``create_fcmpOLT``, ``create_fma``, ``create_exp``, ...) and the semantic
+    layer calls them through the instance (so a class attribute set later is the one used)."""
+    from triton.runtime import interpreter as _it
+
+    cls = _it.InterpreterBuilder
+    for name in names:
+        orig = getattr(cls, name)
+        if getattr(orig, "_triton_dist_wrap", None) is wrap:
+            continue
+        new = wrap(orig)
+        new._triton_dist_wrap = wrap
+        setattr(cls, name, new)
+
+
+def wrap_interpreter_reduce_sum(wrap) -> None:
+    """From now on ``tl.sum`` under the interpreter runs ``wrap(original)(reduce_op, input)``; ``reduce_op`` has
+    ``.axis``, ``.keep_dims`` and ``.to_tensor(numpy_data, tl_dtype)`` (a ``tl.tensor`` of that data), ``input`` is
+    the ``tl.tensor`` reduced. Idempotent for one ``wrap``.
+
+    Assumptions (tested in test_compat.py): ``triton.runtime.interpreter.ReduceOps.sum(self, input)`` computes every
+    interpreted ``tl.sum`` (``np.sum`` of the raw handle data), with ``axis`` / ``keep_dims`` / ``to_tensor``."""
+    from triton.runtime import interpreter as _it
+
+    cls = _it.ReduceOps
+    orig = cls.sum
+    if getattr(orig, "_triton_dist_wrap", None) is wrap:
+        return
+    new = wrap(orig)
+    new._triton_dist_wrap = wrap
+    cls.sum = new
+
+
 def interpreter_handle(data, dtype):
     """An interpreter value handle: ``TensorHandle(data, dtype)`` (``data`` a numpy array, ``dtype`` the scalar
     ``tl`` dtype; read back as ``handle.data`` / ``handle.dtype``). The interpreter stores bfloat16 as raw

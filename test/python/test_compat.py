@@ -678,6 +678,64 @@ def test_interpreter_bf16_dot(tmp_path):
     assert float(out) == 0.0
 
 
+def test_interpreter_bf16_elementwise(tmp_path):
+    """wrap_interpreter_builder_ops and wrap_interpreter_reduce_sum (through install_interpreter_bf16_arith_fix):
+    InterpreterBuilder still has the float ops as class attributes (create_fadd, create_fcmpOLT, create_fma,
+    create_exp, cast_impl, ...), ReduceOps.sum(self, input) still computes tl.sum with axis / keep_dims /
+    to_tensor, and with the fix bf16 x + y, x < y, .to(tl.bfloat16) and tl.sum under the interpreter match torch
+    (stock 3.6 computes on the raw uint16 bits and truncates fp32 -> bf16)."""
+    import inspect
+
+    from triton.runtime import interpreter as _it
+    from triton_dist.runtime.sim.interpreter import _BF16_ARITH_OPS, _BF16_CMP_OPS
+
+    for name in _BF16_ARITH_OPS + _BF16_CMP_OPS + ("cast_impl", ):
+        assert callable(getattr(_it.InterpreterBuilder, name, None)), name
+    assert list(inspect.signature(_it.ReduceOps.sum).parameters) == ["self", "input"]
+    assert callable(getattr(_it.ReduceOps, "to_tensor", None))
+    out = _run_with_interpreter_fix(tmp_path / "bf16.py", "install_interpreter_bf16_arith_fix", """
+        @triton.jit
+        def k(x_ptr, y_ptr, f_ptr, add_ptr, lt_ptr, cast_ptr, sum_ptr):
+            r = tl.arange(0, 16)
+            x = tl.load(x_ptr + r)
+            y = tl.load(y_ptr + r)
+            tl.store(add_ptr + r, x + y)
+            tl.store(lt_ptr + r, (x < y).to(tl.int32))
+            tl.store(cast_ptr + r, tl.load(f_ptr + r).to(tl.bfloat16))
+            tl.store(sum_ptr, tl.sum(x, axis=0))
+
+        g = torch.Generator().manual_seed(0)
+        x, y, f = (torch.randn(16, generator=g) for _ in range(3))
+        x, y = x.to(torch.bfloat16), y.to(torch.bfloat16)
+        add, cast = torch.zeros(16, dtype=torch.bfloat16), torch.zeros(16, dtype=torch.bfloat16)
+        lt, total = torch.zeros(16, dtype=torch.int32), torch.zeros(1, dtype=torch.bfloat16)
+        k[(1,)](x, y, f, add, lt, cast, total)
+        print(torch.equal(add, x + y), torch.equal(lt, (x < y).int()), torch.equal(cast, f.to(torch.bfloat16)),
+              total.item() == x.float().sum().to(torch.bfloat16).item())
+    """)
+    assert out == "True True True True", out
+
+
+def test_interpreter_block_bool_refused(tmp_path):
+    """override_interpreter_tensor_attr("__bool__") (through install_interpreter_block_bool_fix): the interpreter
+    still installs tl.tensor.__bool__ per launch (stock: True for every block), and with the fix `a and b` between
+    block masks raises BlockTruthValueError naming `&`, while a scalar `and` still works."""
+    out = _run_with_interpreter_fix(tmp_path / "bool.py", "install_interpreter_block_bool_fix", """
+        @triton.jit
+        def k(o, n):
+            r = tl.arange(0, 8)
+            if n > 0 and n < 8:
+                tl.store(o + r, 1, mask=(r >= 0) and (r < n))
+
+        o = torch.zeros(8, dtype=torch.int32)
+        try:
+            k[(1,)](o, 4)
+        except Exception as exc:
+            print("`a & b`" in str(exc), o.sum().item())
+    """)
+    assert out == "True 0", out
+
+
 def test_prewarm_rewrites_reachable_functions_once():
     # Every Triton function of the kernel's module (and of modules reached from there, and Triton's standard
     # library) is rewritten up front, so no first rewrite mutates a module dict while programs run as threads.

@@ -197,6 +197,27 @@ def test_bf16_elementwise_arithmetic(tmp_path):
         # fma rounds once on the GPU; the element-wise reference may differ by one bf16 ulp
         assert torch.allclose(fma.float(), (x.float() * y.float() + x.float()), rtol=1e-2, atol=1e-2), fma[:4]
         assert torch.equal(acc, x + x + x), (acc[:4], (x + x + x)[:4])
+
+        # casts to / from bf16 (the stock interpreter truncated fp32 -> bf16 and cast ints on the bits) and tl.sum
+        @triton.jit
+        def casts(f_ptr, i_ptr, x_ptr, to_bf_ptr, int_to_bf_ptr, bf_to_int_ptr, sum_ptr, N: tl.constexpr):
+            r = tl.arange(0, N)
+            tl.store(to_bf_ptr + r, tl.load(f_ptr + r).to(tl.bfloat16))
+            tl.store(int_to_bf_ptr + r, tl.load(i_ptr + r).to(tl.bfloat16))
+            x = tl.load(x_ptr + r)
+            tl.store(bf_to_int_ptr + r, x.to(tl.int32))
+            tl.store(sum_ptr, tl.sum(x, axis=0))
+
+        f = torch.randn(N, generator=g)
+        i = torch.randint(-300, 300, (N, ), generator=g, dtype=torch.int32)
+        xs = (x * 8)
+        to_bf, int_to_bf = torch.zeros(N, dtype=torch.bfloat16), torch.zeros(N, dtype=torch.bfloat16)
+        bf_to_int, total = torch.zeros(N, dtype=torch.int32), torch.zeros(1, dtype=torch.bfloat16)
+        casts[(1,)](f, i, xs, to_bf, int_to_bf, bf_to_int, total, N=N)
+        assert torch.equal(to_bf, f.to(torch.bfloat16)), (to_bf[:4], f.to(torch.bfloat16)[:4])
+        assert torch.equal(int_to_bf, i.to(torch.bfloat16)), (int_to_bf[:4], i[:4])
+        assert torch.equal(bf_to_int, xs.to(torch.int32)), (bf_to_int[:4], xs[:4])
+        assert abs(total.float().item() - xs.float().sum().item()) <= 0.02 * xs.float().abs().sum().item(), total
     """)
 
 

@@ -21,7 +21,8 @@ from ... import _compat
 from ...backends.sim.launch_record import LaunchRecord, bind_program
 
 __all__ = ["ConcurrentGridExecutor", "prewarm_interpreter", "install_interpreter_fixes",
-           "install_interpreter_index_fix", "install_interpreter_bf16_dot_fix"]
+           "install_interpreter_index_fix", "install_interpreter_bf16_dot_fix", "install_interpreter_bf16_arith_fix",
+           "install_interpreter_block_bool_fix", "BlockTruthValueError"]
 
 
 class ConcurrentGridExecutor:
@@ -173,6 +174,146 @@ def install_interpreter_bf16_dot_fix() -> None:
     _compat.convert_interpreter_dot_operands(_bf16_as_f32)
 
 
+# Float ops of Triton's interpreter builder that compute on their operands' values (not their bits). On bfloat16
+# the stock interpreter runs them on the raw uint16 bits; they are computed in fp32 and rounded back instead.
+_BF16_ARITH_OPS = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_precise_divf", "create_frem",
+                   "create_minimumf", "create_minnumf", "create_maximumf", "create_maxnumf", "create_fma",
+                   "create_clampf", "create_cos", "create_sin", "create_exp", "create_exp2", "create_log",
+                   "create_log2", "create_sqrt", "create_precise_sqrt", "create_rsqrt", "create_floor", "create_ceil",
+                   "create_erf")
+_BF16_CMP_OPS = tuple(f"create_fcmp{p}{c}" for p in "OU" for c in ("LT", "GT", "LE", "GE", "EQ", "NE"))
+
+
+def _bf16_bits_to_f32(bits):
+    """bfloat16 raw ``uint16`` bits -> the same values as fp32 (exact)."""
+    import numpy as np
+
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def _f32_to_bf16_bits(values):
+    """fp32 values -> bfloat16 raw ``uint16`` bits, rounded to nearest even (what the GPU's bf16 ops and
+    ``.to(tl.bfloat16)`` do); NaNs stay (quiet) NaNs with their sign."""
+    import numpy as np
+
+    bits = np.array(values, dtype=np.float32).view(np.uint32)  # a copy: contiguous, keeps 0-d shapes
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    nan = ((bits >> 16) | np.uint32(0x0040)).astype(np.uint16)
+    return np.where(np.isnan(bits.view(np.float32)), nan, rounded)
+
+
+def _bf16_in_f32(orig, narrow):
+    """``orig`` (an interpreter builder op) with its bfloat16 handle operands widened to fp32; its fp32 result
+    narrowed back to bfloat16 bits when ``narrow`` (arithmetic), kept as is otherwise (comparisons)."""
+    import triton.language as tl
+
+    def op(self, *args):
+        if not any(getattr(a, "dtype", None) == tl.bfloat16 for a in args):
+            return orig(self, *args)
+        wide = [_compat.interpreter_handle(_bf16_bits_to_f32(a.data), tl.float32)
+                if getattr(a, "dtype", None) == tl.bfloat16 else a for a in args]
+        out = orig(self, *wide)
+        if narrow and out.dtype == tl.float32:
+            return _compat.interpreter_handle(_f32_to_bf16_bits(out.data), tl.bfloat16)
+        return out
+
+    return op
+
+
+def _wrap_bf16_arith(orig):
+    return _bf16_in_f32(orig, narrow=True)
+
+
+def _wrap_bf16_cmp(orig):
+    return _bf16_in_f32(orig, narrow=False)
+
+
+def _wrap_bf16_cast(orig):
+    """``cast_impl(src, dst_type)`` (int <-> float, fp extend / truncate casts) with bfloat16 on either side done
+    through fp32: the stock interpreter truncates fp32 -> bf16 toward zero (the GPU rounds to nearest even) and
+    casts the raw bits for bf16 <-> int / fp16 / fp64 (``astype`` on ``uint16``)."""
+    import triton.language as tl
+
+    def cast(self, src, dst_type):
+        src_bf16 = src.dtype.scalar == tl.bfloat16
+        dst_bf16 = dst_type.scalar == tl.bfloat16
+        if not (src_bf16 or dst_bf16) or (src_bf16 and dst_bf16):
+            return orig(self, src, dst_type)
+        if src_bf16:
+            wide = _compat.interpreter_handle(_bf16_bits_to_f32(src.data), tl.float32)
+            return wide if dst_type.scalar == tl.float32 else orig(self, wide, dst_type)
+        wide = src if src.dtype.scalar == tl.float32 else orig(self, src, tl.float32)
+        return _compat.interpreter_handle(_f32_to_bf16_bits(wide.data), tl.bfloat16)
+
+    return cast
+
+
+def _wrap_bf16_sum(orig):
+    """``tl.sum`` of bfloat16 (kept bfloat16 by Triton): summed in fp32, rounded once to bfloat16 (the GPU adds in
+    bf16 along a tree, so its last bit may differ; the stock interpreter summed the raw bits)."""
+    import numpy as np
+    import triton.language as tl
+
+    def sum_(self, input):
+        if input.dtype != tl.bfloat16:
+            return orig(self, input)
+        total = np.sum(_bf16_bits_to_f32(input.handle.data), axis=self.axis, keepdims=self.keep_dims,
+                       dtype=np.float32)
+        return self.to_tensor(_f32_to_bf16_bits(total), tl.bfloat16)
+
+    return sum_
+
+
+def install_interpreter_bf16_arith_fix() -> None:
+    """Make bfloat16 element-wise arithmetic (``x + y``, ``*``, ``/``, ``-``, ``tl.maximum``, ``tl.fma``,
+    ``tl.exp``, ...), comparisons and ``tl.sum`` correct under the interpreter.
+
+    Stock Triton 3.6's interpreter stores bfloat16 as raw ``uint16`` bits and runs its numpy ops on those bits, so
+    ``x + y`` on bf16 returns NaNs / huge values and every bf16 accumulation or reduction is wrong. The ops listed in
+    ``_BF16_ARITH_OPS`` / ``_BF16_CMP_OPS`` and ``tl.sum`` widen bf16 operands to fp32 exactly, compute, and round the
+    result to nearest-even bf16; casts to and from bf16 (``.to(tl.bfloat16)``, which the stock interpreter truncates,
+    and bf16 <-> integer, which it did on the bits) go through fp32 the same way (``_compat.wrap_interpreter_builder_ops``, ``_compat.wrap_interpreter_reduce_sum``).
+    Other dtypes go to the stock op unchanged. Idempotent."""
+    _compat.wrap_interpreter_builder_ops(_BF16_ARITH_OPS, _wrap_bf16_arith)
+    _compat.wrap_interpreter_builder_ops(_BF16_CMP_OPS, _wrap_bf16_cmp)
+    _compat.wrap_interpreter_builder_ops(("cast_impl", ), _wrap_bf16_cast)
+    _compat.wrap_interpreter_reduce_sum(_wrap_bf16_sum)
+
+
+class BlockTruthValueError(TypeError):
+    """Python's ``and`` / ``or`` / ``not`` / ``if`` / ``while`` asked for the truth value of a block tensor."""
+
+
+def _tensor_bool(self):
+    """``bool(tl.tensor)`` under the interpreter: a scalar's value; a block is refused (see
+    :func:`install_interpreter_block_bool_fix`)."""
+    import numpy as np
+
+    data = np.asarray(self.handle.data)
+    if data.size == 1:
+        return bool(data.reshape(-1)[0])
+    shape = list(getattr(self.type, "shape", data.shape))
+    raise BlockTruthValueError(
+        f"Python `and` / `or` / `not` (or `if` / `while`) on a block tensor of shape {shape} is not supported by the "
+        f"triton_dist simulator: compiled Triton combines `a and b` / `a or b` element-wise (deprecated there) but "
+        f"Triton's interpreter would keep only one operand (e.g. one of two masks, so masked stores go out of "
+        f"bounds). Write the element-wise form: `a & b` instead of `a and b`, `a | b` instead of `a or b`, `~a` (or "
+        f"`a == 0`) instead of `not a`.")
+
+
+def install_interpreter_block_bool_fix() -> None:
+    """Refuse Python ``and`` / ``or`` / ``not`` between block tensors under the interpreter, with a
+    :class:`BlockTruthValueError` naming the construct and its fix.
+
+    Python's ``a and b`` calls ``bool(a)``; stock Triton 3.6's interpreter answers ``True`` for every block, so
+    ``mask_a and mask_b`` is ``mask_b`` and ``mask_a or mask_b`` is ``mask_a``, where compiled Triton (the AST
+    visitor's ``BoolOp``) combines them with ``logical_and`` / ``logical_or`` element-wise: silent out-of-bounds
+    stores. The interpreter runs the kernel's Python code, so it cannot see the ``and`` itself; refusing the truth
+    value of a block is the faithful option (compiled Triton also refuses a block as an ``if`` / ``while``
+    condition). Scalars (1 element) keep their value, so ``if a > 0 and b > 0`` works as compiled
+    (``_compat.override_interpreter_tensor_attr``). Idempotent."""
+    _compat.override_interpreter_tensor_attr("__bool__", _tensor_bool)
+
 
 _fixes_installed = False
 _fixes_lock = threading.Lock()
@@ -192,5 +333,7 @@ def install_interpreter_fixes() -> None:
             return
         install_interpreter_index_fix()
         install_interpreter_bf16_dot_fix()
+        install_interpreter_bf16_arith_fix()
+        install_interpreter_block_bool_fix()
         _compat.install_interpreted_jit_calls()
         _fixes_installed = True
