@@ -719,7 +719,8 @@ def test_interpreter_bf16_elementwise(tmp_path):
 def test_interpreter_block_bool_refused(tmp_path):
     """override_interpreter_tensor_attr("__bool__") (through install_interpreter_block_bool_fix): the interpreter
     still installs tl.tensor.__bool__ per launch (stock: True for every block), and with the fix `a and b` between
-    block masks raises BlockTruthValueError naming `&`, while a scalar `and` still works."""
+    block masks raises BlockTruthValueError naming `&`, while a scalar `and` still works and Triton's semantic layer
+    (`other.handle if other else None` in load) still gets True for a block."""
     out = _run_with_interpreter_fix(tmp_path / "bool.py", "install_interpreter_block_bool_fix", """
         @triton.jit
         def k(o, n):
@@ -727,13 +728,20 @@ def test_interpreter_block_bool_refused(tmp_path):
             if n > 0 and n < 8:
                 tl.store(o + r, 1, mask=(r >= 0) and (r < n))
 
+        @triton.jit
+        def ok(o, n):  # Triton's own semantic tests `other` with bool(): still allowed
+            r = tl.arange(0, 8)
+            tl.store(o + r, tl.load(o + r, mask=r < n, other=tl.full([8], 5, tl.int32)) + 1)
+
         o = torch.zeros(8, dtype=torch.int32)
         try:
             k[(1,)](o, 4)
         except Exception as exc:
-            print("`a & b`" in str(exc), o.sum().item())
+            refused = ("`a & b`" in str(exc), o.sum().item())
+        ok[(1,)](o, 4)
+        print(refused, o.tolist())
     """)
-    assert out == "True 0", out
+    assert out == "(True, 0) [1, 1, 1, 1, 6, 6, 6, 6]", out
 
 
 def test_prewarm_rewrites_reachable_functions_once():

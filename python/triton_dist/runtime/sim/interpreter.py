@@ -284,6 +284,21 @@ class BlockTruthValueError(TypeError):
     """Python's ``and`` / ``or`` / ``not`` / ``if`` / ``while`` asked for the truth value of a block tensor."""
 
 
+_triton_dir = None
+
+
+def _called_from_triton(frame) -> bool:
+    """Whether ``frame`` runs code of the ``triton`` package itself (not a kernel, not triton_dist)."""
+    global _triton_dir
+    if _triton_dir is None:
+        import os
+
+        import triton
+
+        _triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+    return frame.f_code.co_filename.startswith(_triton_dir)
+
+
 def _tensor_bool(self):
     """``bool(tl.tensor)`` under the interpreter: a scalar's value; a block is refused (see
     :func:`install_interpreter_block_bool_fix`)."""
@@ -292,6 +307,8 @@ def _tensor_bool(self):
     data = np.asarray(self.handle.data)
     if data.size == 1:
         return bool(data.reshape(-1)[0])
+    if _called_from_triton(sys._getframe(1)):
+        return True  # Triton's own semantic layer tests operands for presence (`other.handle if other else None`)
     shape = list(getattr(self.type, "shape", data.shape))
     raise BlockTruthValueError(
         f"Python `and` / `or` / `not` (or `if` / `while`) on a block tensor of shape {shape} is not supported by the "
@@ -310,8 +327,9 @@ def install_interpreter_block_bool_fix() -> None:
     visitor's ``BoolOp``) combines them with ``logical_and`` / ``logical_or`` element-wise: silent out-of-bounds
     stores. The interpreter runs the kernel's Python code, so it cannot see the ``and`` itself; refusing the truth
     value of a block is the faithful option (compiled Triton also refuses a block as an ``if`` / ``while``
-    condition). Scalars (1 element) keep their value, so ``if a > 0 and b > 0`` works as compiled
-    (``_compat.override_interpreter_tensor_attr``). Idempotent."""
+    condition). Scalars (1 element) keep their value, so ``if a > 0 and b > 0`` works as compiled; code of the
+    ``triton`` package itself (its semantic layer writes ``other.handle if other else None``) still gets the stock
+    ``True`` (``_compat.override_interpreter_tensor_attr``). Idempotent."""
     _compat.override_interpreter_tensor_attr("__bool__", _tensor_bool)
 
 
