@@ -25,8 +25,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (TAG_RANGE_C, acquire_buffer, copy_blocks, next_epoch, notify_peers, pipe_plan,
-                                        pipe_segment_end, program_epoch, store_to_peers)
+from triton_dist.kernels.common import (acquire_buffer, copy_blocks, notify_peers, pipe_plan, pipe_segment_end,
+                                        program_epoch, release_served_pushers, store_to_peers)
 
 
 @triton_dist.jit
@@ -105,10 +105,7 @@ def allgather_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
     never hold every slot while a pusher of the same rank waits to be scheduled. Triton's sequential interpreter
     (program 0, 1, ...) also works: pushers run first and need nothing of the running call.
     """
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    e = next_epoch(counter_ptr, pid)
-    ready_val = e * TAG_RANGE_C + tag
+    pid, nprog, e, ready_val, _ = program_epoch(counter_ptr, tag, WORLD)
     nblk, nseg, K = pipe_plan(N, npush, seg_blocks, SEG, BLOCK)
     if pid < npush:
         q = pid
@@ -148,8 +145,4 @@ def allgather_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
                         j += 1
                 q += ncopy
             s += 1
-        # every peer may overwrite its slot [src] here (the blocks of the pushers we serve) in the next call
-        q = c
-        while q < npush:
-            notify_peers(done_ptr + q * WORLD, rank, WORLD, e)
-            q += ncopy
+        release_served_pushers(done_ptr, c, npush, ncopy, rank, WORLD, e)

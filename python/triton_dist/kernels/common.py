@@ -175,6 +175,17 @@ def pipe_segment_end(nblk, q, npush, j0, K):
     return jend
 
 
+@triton_dist.jit
+def release_served_pushers(done_ptr, c, npush, nserve, rank, WORLD: tl.constexpr, e):
+    """End of a pipelined kernel's consumer program ``c`` (of ``nserve``): it has read every peer's slot blocks of
+    the pushers it serves (``c, c + nserve, ... < npush``), so it raises ``done[q, rank] = e`` on every peer for each
+    of them (``done``: ``[npush, WORLD]``); those peers' pushers ``q`` may then overwrite that slot next call."""
+    q = c
+    while q < npush:
+        notify_peers(done_ptr + q * WORLD, rank, WORLD, e)
+        q += nserve
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # host-side signalling kernels (used by the copy-engine paths: a signal write around torch copies)
 # ---------------------------------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (TAG_RANGE_C, acquire_buffer, copy_blocks, exchange, next_epoch, notify_peers,
-                                        pipe_segment_end, pipe_plan, program_epoch, wait_peers)
+from triton_dist.kernels.common import (acquire_buffer, add_peer_slots, copy_blocks, exchange, notify_peers, pipe_plan,
+                                        pipe_segment_end, program_epoch, release_served_pushers, wait_peers)
 
 
 @triton_dist.jit
@@ -81,10 +81,7 @@ def reduce_scatter_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr
     for every peer's ready, reduces ``x``'s own shard plus the peers' slots (fp32, order ``rank + 1, ...``) into
     ``out`` and at the end raises ``done[q, rank] = e`` on every peer. Pushers never wait for anything of the
     running call; reducers only for peers' pushers."""
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    e = next_epoch(counter_ptr, pid)
-    ready_val = e * TAG_RANGE_C + tag
+    pid, nprog, e, ready_val, _ = program_epoch(counter_ptr, tag, WORLD)
     nblk, nseg, K = pipe_plan(Ns, npush, seg_blocks, SEG, BLOCK)
     if pid < npush:
         q = pid
@@ -120,17 +117,12 @@ def reduce_scatter_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr
                     offs = (q + j * npush) * BLOCK + tl.arange(0, BLOCK)
                     mask = offs < Ns
                     acc = tl.load(x_ptr + rank * Ns + offs, mask=mask).to(tl.float32)
-                    for i in tl.static_range(1, WORLD):
-                        src = (rank + i) % WORLD
-                        acc += tl.load(bufr + src * CAP + offs, mask=mask).to(tl.float32)
+                    acc = add_peer_slots(acc, bufr, offs, mask, rank, CAP, WORLD)
                     tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
                     j += 1
                 q += nred
             s += 1
-        q = c
-        while q < npush:
-            notify_peers(done_ptr + q * WORLD, rank, WORLD, e)
-            q += nred
+        release_served_pushers(done_ptr, c, npush, nred, rank, WORLD, e)
 
 
 @triton_dist.jit
