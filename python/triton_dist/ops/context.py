@@ -270,8 +270,7 @@ class Context:
         graphs = self._call_graphs
         if not graphs or type(x) is not torch.Tensor or type(out) is not torch.Tensor:
             return False
-        graph = graphs.get((x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype, method,
-                            bounded_wait_key()))
+        graph = graphs.get(_call_key(x, out, method))
         if graph is None or not x.is_contiguous() or not out.is_contiguous() or \
                 torch.cuda.is_current_stream_capturing():
             return False
@@ -282,8 +281,7 @@ class Context:
         """After an op call with a user ``out`` whose (single) launch ran ``graph``: key it for :meth:`_replay_call`
         (only tensors that passed the op's checks get here)."""
         if graph is not None and type(x) is torch.Tensor and type(out) is torch.Tensor:
-            self._call_graphs[(x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype, method,
-                               bounded_wait_key())] = graph
+            self._call_graphs[_call_key(x, out, method)] = graph
 
     def clear_graphs(self) -> None:
         """Drop the graphs of ``graph_calls`` (they are also dropped by :meth:`close`)."""
@@ -317,6 +315,12 @@ class Context:
         return (f"{type(self).__name__}(rank={self.rank}, world={self.world_size}, dtype={self.dtype}, "
                 f"max_numel={self.max_numel}, channels={list(self.channels)})")
 
+
+
+def _call_key(x: torch.Tensor, out: torch.Tensor, method: str) -> tuple:
+    """The key of an op call for ``graph_calls``' op-level replay: ``x`` / ``out`` address, size and dtype, the
+    method asked for and the bounded-wait mode."""
+    return (x.data_ptr(), out.data_ptr(), x.numel(), out.numel(), x.dtype, out.dtype, method, bounded_wait_key())
 
 
 def check_ctx(op: str, ctx, cls, factory: str) -> None:
