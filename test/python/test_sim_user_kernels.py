@@ -30,15 +30,23 @@ print("OK")
 """
 
 
-def _run_user_script(tmp_path, body):
-    path = tmp_path / "user_kernel.py"
-    path.write_text(textwrap.dedent(PRELUDE) + textwrap.dedent(body) + textwrap.dedent(EPILOGUE))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TRITON_DIST_BACKEND="sim")
-    for var in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE"):
+def _run_script(path, backend=None):
+    """Run ``path`` in a fresh interpreter (no TRITON_INTERPRET / rank variables; ``TRITON_DIST_BACKEND=backend``,
+    unset when None) and check it succeeded with ``OK`` as its last line."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    for var in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE", "TRITON_DIST_BACKEND"):
         env.pop(var, None)
+    if backend is not None:
+        env["TRITON_DIST_BACKEND"] = backend
     res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.strip().splitlines()[-1] == "OK", res.stdout
+
+
+def _run_user_script(tmp_path, body):
+    path = tmp_path / "user_kernel.py"
+    path.write_text(textwrap.dedent(PRELUDE) + textwrap.dedent(body) + textwrap.dedent(EPILOGUE))
+    _run_script(path, backend="sim")
 
 
 def test_runtime_bound_for_loop_without_kernels_module(tmp_path):
@@ -151,12 +159,7 @@ def test_plain_import_installs_nothing(tmp_path):
         assert JITFunction.__dict__["__call__"] is stock
         print("OK")
     """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    for var in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE", "TRITON_DIST_BACKEND"):
-        env.pop(var, None)
-    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip().splitlines()[-1] == "OK", res.stdout
+    _run_script(path)
 
 
 def test_bf16_elementwise_arithmetic(tmp_path):
