@@ -10,7 +10,7 @@ Signalling protocol used by every collective kernel in this package (see docs/co
 * **Same-program dependencies only.** Program ``p`` on one rank only ever waits for program ``p`` on a peer. That is
   deadlock free whether the programs of a launch run concurrently (GPU, sim ``run_grid``) or one after another
   (Triton's sequential interpreter), as long as all programs of a launch are co-resident on a GPU (grids are capped
-  at the SM count). The pipelined kernels (``push_pipe``, ``two_shot_pipe``) split a launch into pusher and
+  at the SM count). The pipelined kernels (``push_pipe``; ``two_shot_pipe`` runs two of them) split a launch into pusher and
   copier/reducer programs: a copier waits for the peers' pushers it serves, a pusher only for the previous call's
   ``done`` (never for any program of the running call); the argument is in ``allgather_push_pipe_kernel``.
 * **Ready values carry a size tag.** ``ready = e * TAG_RANGE + (numel % TAG_RANGE)``: a peer that launched the same

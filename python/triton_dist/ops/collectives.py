@@ -82,17 +82,18 @@ def _pipe_knobs(op: str, pipe_pushers, pipe_segments, pipe_seg_blocks):
     return pipe_pushers, pipe_segments, pipe_seg_blocks
 
 
-def _add_pipe_channel(ctx, numel: int, buf_numel: int, knobs, name: str = "push_pipe", phases: int = 1):
-    """A pipelined channel (``push_pipe``, ``two_shot_pipe``): a grid of ``G >= 2`` programs (capped at the SM count
-    like every channel), ``pushers`` of them push (default ``G // 2``, clamped to ``[1, G - 1]``), the rest copy out
-    / reduce; signals ``ready [phases, pushers, segments, W]``, ``done [pushers, W]``, ``counter [G]``."""
+def _add_pipe_channel(ctx, numel: int, buf_numel: int, knobs, name: str = "push_pipe"):
+    """A pipelined channel (``push_pipe``, and each of ``two_shot_pipe``'s two): a grid of ``G >= 2`` programs
+    (capped at the SM count like every channel), ``pushers`` of them push (default ``G // 2``, clamped to
+    ``[1, G - 1]``), the rest copy out / reduce; signals ``ready [pushers, segments, W]``, ``done [pushers, W]``,
+    ``counter [G]``."""
     pushers, segments, seg_blocks = knobs
     W = ctx.world_size
     blk = ctx._block()
     G = max(2, ctx._grid_for(numel, blk))
     P = max(1, min(pushers or G // 2, G - 1))
     ch = ctx._add_channel(name, buf_numel=buf_numel, buf_dtype=ctx.dtype, num_programs=G, block=blk,
-                          num_warps=ctx.num_warps, nready=phases * P * segments * W, ndone=P * W, ncounter=G)
+                          num_warps=ctx.num_warps, nready=P * segments * W, ndone=P * W, ncounter=G)
     ch.pushers, ch.segments, ch.seg_blocks = P, segments, seg_blocks
     return ch
 
