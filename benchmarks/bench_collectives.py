@@ -36,7 +36,6 @@ import datetime
 import json
 import os
 import re
-import statistics
 import sys
 import time
 
@@ -51,7 +50,7 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem b
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
-from timing import max_over_ranks, median_us  # noqa: E402
+from timing import eager_median_us, interleaved_medians, max_over_ranks  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -96,10 +95,7 @@ def time_eager(fn, nbytes, reps):
     sync()
     dist.barrier()
     if GPU:
-        def calls():
-            for _ in range(k):
-                fn()
-        return median_us(calls, k, reps)
+        return eager_median_us(fn, k, reps)
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -123,10 +119,10 @@ def calls_per_sample(nbytes: int) -> int:
 
 def time_graphs(impls, nbytes, reps, stream) -> dict:
     """``{name: us per call}`` for ``impls = [(name, fn), ...]``: each captured as ``k`` back-to-back calls in one
-    CUDA graph, then ``reps`` rounds in which every graph is sampled once (round-robin), each sample timed as
-    :func:`timing.median_us` (barrier + device rendezvous); median per implementation, max over ranks. An
-    implementation whose capture fails (on any rank) is timed eagerly instead (recorded in GRAPH_FAILURES). CPU:
-    eager wall clock, one implementation at a time."""
+    CUDA graph, then ``reps`` rounds in which every graph is sampled once (:func:`timing.interleaved_medians`:
+    barrier + device rendezvous before each sample, median per implementation, max over ranks). An implementation
+    whose capture fails (on any rank) is timed eagerly instead (recorded in GRAPH_FAILURES). CPU: eager wall clock,
+    one implementation at a time."""
     if not GPU:
         return {name: time_eager(fn, nbytes, reps) for name, fn in impls}
     k = calls_per_sample(nbytes)
@@ -146,12 +142,7 @@ def time_graphs(impls, nbytes, reps, stream) -> dict:
     for g in graphs.values():
         g.replay()
     torch.cuda.synchronize()
-    samples = {name: [] for name in graphs}
-    for _ in range(reps):
-        for name, g in graphs.items():
-            samples[name].append(median_us(g.replay, k, 1, reduce=False))
-    for name in graphs:
-        out[name] = max_over_ranks(statistics.median(samples[name]))
+    out.update(interleaved_medians({name: g.replay for name, g in graphs.items()}, k, reps))
     torch.cuda.synchronize()
     dist.barrier()
     return out

@@ -50,7 +50,6 @@ import contextlib
 import datetime
 import json
 import os
-import statistics
 import sys
 import traceback
 import warnings
@@ -65,7 +64,8 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
-from timing import max_over_ranks as _max_over_ranks, median_us as _median_us  # noqa: E402
+from timing import (eager_median_us, interleaved_medians, max_over_ranks as _max_over_ranks,  # noqa: E402
+                    median_us as _median_us)
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -134,11 +134,7 @@ def time_eager(fn, k, reps):
     for _ in range(2):
         fn()
     torch.cuda.synchronize()
-
-    def calls():
-        for _ in range(k):
-            fn()
-    return _median_us(calls, k, reps)
+    return eager_median_us(fn, k, reps)
 
 
 def capture_graph(name, fn, k):
@@ -196,12 +192,8 @@ def time_interleaved(fns, k, reps):
             runs[name] = (calls, False, None)
         else:
             runs[name] = (g.replay, True, g)
-    names = list(runs)
-    samples = {n: [] for n in names}
-    for i in range(reps):
-        for n in names[i % len(names):] + names[:i % len(names)]:
-            samples[n].append(_median_us(runs[n][0], k, 1, reduce=False))
-    out = {n: (_max_over_ranks(statistics.median(samples[n])), runs[n][1]) for n in names}
+    times = interleaved_medians({n: r[0] for n, r in runs.items()}, k, reps)
+    out = {n: (times[n], runs[n][1]) for n in runs}
     torch.cuda.synchronize()
     dist.barrier()
     return out

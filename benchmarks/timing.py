@@ -46,3 +46,24 @@ def median_us(run, k: int, reps: int, reduce: bool = True) -> float:
         samples.append(a.elapsed_time(b) * 1e3 / k)
     med = statistics.median(samples)
     return max_over_ranks(med) if reduce else med
+
+
+def eager_median_us(fn, k: int, reps: int, reduce: bool = True) -> float:
+    """:func:`median_us` of samples of ``k`` back-to-back eager calls of ``fn`` (host launch cost included): us per
+    call."""
+    def calls():
+        for _ in range(k):
+            fn()
+    return median_us(calls, k, reps, reduce)
+
+
+def interleaved_medians(runs: dict, k: int, reps: int) -> dict:
+    """``{name: us per call}`` for ``runs = {name: run}`` (each ``run()`` does ``k`` calls' worth of work): ``reps``
+    rounds, each taking one :func:`median_us` sample of every run in an order rotated by one per round, so clock and
+    temperature drift falls on all of them alike; median per name, max over ranks."""
+    names = list(runs)
+    samples = {n: [] for n in names}
+    for i in range(reps):
+        for n in names[i % len(names):] + names[:i % len(names)]:
+            samples[n].append(median_us(runs[n], k, 1, reduce=False))
+    return {n: max_over_ranks(statistics.median(samples[n])) for n in names}
