@@ -132,8 +132,12 @@ def main(argv=None) -> int:
         t_exit = time.time()
         # The command is done; its workers must be too (torchrun waits for them). Anything still alive after
         # --linger seconds was left behind.
+        # "Gone" needs two empty scans in a row: a process caught inside execve has no readable environment for a
+        # moment (a detached `setsid cmd &` started just before the command exited), so one empty scan is not proof.
         deadline = time.time() + a.linger
-        while tagged_pids(tag) and time.time() < deadline:
+        empty_scans = 0
+        while empty_scans < 2 and time.time() < deadline:
+            empty_scans = 0 if tagged_pids(tag) else empty_scans + 1
             time.sleep(0.2)
         left = end_run(tag, grace_s=5.0)
         if left:
