@@ -5,15 +5,21 @@ One persistent kernel (:func:`gemm_rs_kernel`) per call; ``A_local``: ``[M, K_lo
 
 * Tile order: chunks ``d = rank + 1, rank + 2, ..., rank`` (the next rank's chunk first, this rank's own chunk
   last), tiles within a chunk in grouped order.
-* A tile of a peer's chunk: the fp32 partial is stored straight into the owner's symmetric staging slot
-  ``stage[par, rank]`` (``dl.symm_at``), then ``dl.notify`` raises the per-tile signal ``sig[par, rank, t] = value``
-  on the owner (its release orders the tile's stores before the signal).
-* A tile of the own chunk: after computing the local partial, wait (sys, acquire) for each peer's tile signal,
-  add the peers' fp32 partials (fp32 accumulation; order own, rank+1, rank+2, ...), round once to C's dtype.
+* A tile of a peer's chunk: the partial, rounded once to the staging's dtype (the output dtype: what torch's
+  ``matmul`` + ``reduce_scatter`` sums too), is stored straight into the owner's symmetric staging slot
+  ``stage[par, rank]`` (``dl.symm_at``): with ``TMA_PUSH`` by one TMA store through a tensor descriptor over that
+  slot, which the program does not wait for; else by pointer stores. The per-tile signal
+  ``sig[par, rank, t] = value`` on the owner is raised by ``dl.notify`` (whose release also waits for the TMA store
+  to complete) *after the program's next tile's main loop* (or at its end): the push travels over NVLink while the
+  SM computes, instead of the SM stalling on the transfer.
+* A tile of the own chunk: after computing the local fp32 partial (and raising any deferred signal), wait (sys,
+  acquire) for each peer's tile signal, add the peers' partials in fp32 (order own, rank+1, rank+2, ...), round
+  once to C's dtype.
 
 Own chunk last means the peers (which do this rank's chunk before their own) have usually produced the partials
 by the time they are needed: the reduction overlaps the GEMM instead of following it. Deadlock freedom: a program
-only waits in own-chunk tiles, which depend on peers' peer-chunk tiles, which never wait.
+only waits in own-chunk tiles, which depend on peers' peer-chunk tiles, which never wait; a program raises its
+deferred signal before any wait of its own.
 
 Reuse across calls: staging and signals are double-buffered by epoch parity ``par = e % 2``; a rank can only
 start call ``e + 2`` (the next writer of parity ``par``) after finishing call ``e + 1``, which needed every peer to
@@ -23,10 +29,10 @@ counter (``counter[0] + 1``, :func:`~triton_dist.kernels.common.call_epoch` / ``
 captured in a CUDA graph and replayed.
 
 Profiling (``PROFILE=True``, :data:`TASKS`): ``tile`` (loads + MMA of one tile), ``push`` (a peer-chunk tile's
-fp32 partial stored into the owner's slot + its signal), ``wait`` (an own-chunk tile waiting for a peer's
+partial stored into the owner's slot, and later its signal), ``wait`` (an own-chunk tile waiting for a peer's
 partial), ``reduce`` (adding the peers' partials and storing the output tile).
-Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M_s * N``; slot rows ``M_s`` x ``N``, row-major), ``sig``:
-int64 ``[2, WORLD, MAX_TILES]``.
+Layout: ``stage``: ``[2, WORLD, CAP]`` of the output dtype (``CAP >= M_s * N``; slot rows ``M_s`` x ``N``,
+row-major, 16-byte aligned rows), ``sig``: int64 ``[2, WORLD, MAX_TILES]``.
 """
 from __future__ import annotations
 
@@ -52,8 +58,11 @@ TASK_TILE, TASK_PUSH, TASK_WAIT, TASK_REDUCE = tl.constexpr(0), tl.constexpr(1),
 def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_ptr, M_s, N, K, stride_am, stride_bk,
                    stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False):
-    """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``."""
+                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False,
+                   TMA_PUSH: tl.constexpr = False):
+    """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``;
+    ``stage``: the staging in the partials' dtype. ``TMA_PUSH`` (sm_90, ``WORLD == 2``: one descriptor over the one
+    peer's slot, built once per program) pushes peer tiles by TMA store."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
@@ -67,6 +76,12 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
         a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, WORLD * M_s, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N,
                                          BLOCK_K)
     slot_w = (par * WORLD + rank) * CAP  # this rank's slot in every owner's staging buffer
+    sig_w = sig_ptr + (par * WORLD + rank) * MAX_TILES  # this rank's signals in every owner's signal array
+    if TMA_PUSH:
+        push_desc = tl.make_tensor_descriptor(dl.symm_at(stage_ptr, (rank + 1) % WORLD) + slot_w, shape=[M_s, N],
+                                              strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    pend_t = rank * 0 - 1  # the peer tile pushed last and not yet signalled (-1: none), and its owner
+    pend_d = rank
     for tile in range(pid, num_tiles, NUM_SMS):
         c = tile // tiles_chunk
         t = tile % tiles_chunk
@@ -82,13 +97,22 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         profiler = profiler.record(False, TASK_TILE)
+        if pend_t >= 0:  # the previous peer tile's push had this main loop's time to land
+            profiler = profiler.record(True, TASK_PUSH)
+            dl.notify(sig_w + pend_t, pend_d, value, "set", "intra_node")
+            profiler = profiler.record(False, TASK_PUSH)
+            pend_t = -1
         tile_off, mask = slot_tile(loc_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
         if d != rank:
             profiler = profiler.record(True, TASK_PUSH)
-            dst = dl.symm_at(stage_ptr, d) + slot_w
-            tl.store(dst + tile_off, acc, mask=mask)
-            dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, d, value, "set", "intra_node")
+            part = acc.to(stage_ptr.dtype.element_ty)
+            if TMA_PUSH:
+                push_desc.store([loc_m, off_n], part)
+            else:
+                tl.store(dl.symm_at(stage_ptr, d) + slot_w + tile_off, part, mask=mask)
             profiler = profiler.record(False, TASK_PUSH)
+            pend_t = t
+            pend_d = d
         else:
             for i in tl.static_range(1, WORLD):
                 src = (rank + i) % WORLD
@@ -97,13 +121,13 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
                 tok = dl.wait(sig_ptr + slot * MAX_TILES + t, 1, "sys", "acquire", value)
                 profiler = profiler.record(False, TASK_WAIT)
                 p = dl.consume_token(stage_ptr, tok) + slot * CAP
-                acc += tl.load(p + tile_off, mask=mask, other=0.0)
+                acc += tl.load(p + tile_off, mask=mask, other=0.0).to(tl.float32)
             profiler = profiler.record(True, TASK_REDUCE)
             store_tile(out_ptr, acc, loc_m, off_n, M_s, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
             profiler = profiler.record(False, TASK_REDUCE)
+    if pend_t >= 0:
+        dl.notify(sig_w + pend_t, pend_d, value, "set", "intra_node")
     finish_call(counter_ptr, e)
-
-
 
 
 @triton_dist.jit

@@ -182,6 +182,9 @@ def notify(ptr, rank, signal=1, sig_op="set", comm_scope="inter_node", _semantic
     next instruction (barriers synchronise at CTA scope), and the following release fence at gpu/system scope is
     cumulative, so those writes are ordered before the signal store (PTX / HSA release cumulativity); for
     inter_node, nvshmemx_signal_op orders the calling thread's prior writes (its fence is likewise cumulative).
+    Tensor-descriptor stores count too: on sm_90+ they are TMA (bulk asynchronous) copies, and every thread first
+    waits for the completion of those it issued (``cp.async.bulk.wait_group 0``, writes included), so a tile pushed to
+    a peer with ``desc.store`` through a descriptor over ``dl.symm_at(...)`` is visible before the signal.
     Returns nothing.
     """
     sig_op = _choice("notify", "sig_op", sig_op, SIG_OPS)

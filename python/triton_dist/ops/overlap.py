@@ -161,6 +161,11 @@ class _OverlapContext(Context):
         self.num_sms = _gemm.num_sms(self.device)
         self.side_stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
         self.cc = torch.cuda.get_device_capability(self.device)[0] * 10 if self.on_gpu else 0
+        # shared memory a block may opt into, less a margin for the compiler's barriers and scratch (_fit_smem)
+        self.smem_bytes = 0
+        if self.on_gpu:
+            props = torch.cuda.get_device_properties(self.device)
+            self.smem_bytes = int(getattr(props, "shared_memory_per_block_optin", 0) or 232448) - 8192
         # fused kernels need every program resident (programs wait for peers' programs): launch them cooperatively
         # on GPU, so an impossible grid is a launch error instead of a hang (TRITON_DIST_OVERLAP_COOPERATIVE=0: off)
         self.cooperative = (self.on_gpu and not getattr(torch.version, "hip", None)
@@ -581,7 +586,8 @@ def _ag_gemm_torch(a, b, ctx, out, scale):
 # GEMM + ReduceScatter / GEMM + AllReduce
 # ================================================================================================================
 class _PartialsContext(_OverlapContext):
-    """fp32 staging ``[2, world, cap]`` + tile signals ``[2, world, max_tiles]`` (double-buffered by epoch parity)."""
+    """Staging ``[2, world, cap]`` (fp32 for GEMM+AR, the output dtype for GEMM+RS) + tile signals
+    ``[2, world, max_tiles]`` (double-buffered by epoch parity)."""
 
     def __init__(self, max_m: int, n: int, dtype: torch.dtype, sim_config=None, **kw):
         for name, v in (("max_m", max_m), ("n", n)):
@@ -592,12 +598,12 @@ class _PartialsContext(_OverlapContext):
         self.max_m, self.n = max_m, n
         self.sim_config = sim_config or _gemm.SIM_CONFIG
 
-    def _alloc_partials(self, cap: int, max_tiles: int):
+    def _alloc_partials(self, cap: int, max_tiles: int, stage_dtype: torch.dtype = torch.float32):
         W = self.world_size
         u = self._utils
         self.cap = int(cap)
         self.max_tiles = int(max_tiles)
-        self.stage = u.nvshmem_create_tensor((2 * W * self.cap, ), torch.float32)
+        self.stage = u.nvshmem_create_tensor((2 * W * self.cap, ), stage_dtype)
         self.sig = u.nvshmem_create_tensor((2 * W * self.max_tiles, ), torch.int64)
         self.sig.zero_()
         self._symmetric += [self.stage, self.sig]
@@ -677,12 +683,14 @@ class GemmRSContext(_PartialsContext):
             self.ce_count = torch.zeros(1, dtype=torch.int64, device=self.device)
             self._ce_tuned = set()
             self.memops_remote = self._probe_remote_memops(self.ce_flags_peers, self.ce_free + W)
-        self._alloc_partials(ms * n, _tiles(ms, n, bm, bn))
+        # method "fused": the peers' partial tiles arrive in the output dtype (rounded once, as torch's path sums)
+        self._alloc_partials(ms * n, _tiles(ms, n, bm, bn), dtype)
 
 
 def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmRSContext:
     """Collective: context for :func:`gemm_rs` (bf16 / fp16): inputs of up to ``max_m`` rows (a multiple of the world
-    size) and exactly ``n`` output columns. Symmetric memory: ``2 * world * (max_m / world) * n`` fp32 + signals."""
+    size) and exactly ``n`` output columns. Symmetric memory: ``2 * world * (max_m / world) * n`` elements of
+    ``dtype`` + signals (``fused``), and on GPU the ``chunked`` / ``ce`` stagings."""
     return GemmRSContext(max_m, n, dtype, **kw)
 
 
@@ -727,12 +735,28 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
     tiles = ctx._signal_tiles(op, cfg, rows, N, " per chunk" if chunked else "")
     tma = ctx._use_tma() and not cfg.pointer_loads
+    push = tma and W == 2  # one peer: one TMA-store descriptor per program (kernels.gemm_rs)
+    if push:
+        cfg = _fit_smem(cfg, a.dtype.itemsize, ctx.smem_bytes)
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
     kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),
                  out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=W,
-                 **cfg.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=tma, PROFILE=profile, **cfg.launch(),
-                 **ctx._coop())
+                 **cfg.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=tma, TMA_PUSH=push, PROFILE=profile,
+                 **cfg.launch(), **ctx._coop())
     return out
+
+
+def _fit_smem(cfg, elem_bytes: int, smem_bytes: int):
+    """``cfg`` with fewer pipeline stages (not below 2) where its operand stages plus the ``BLOCK_M x BLOCK_N``
+    shared-memory buffer of a TMA store would not fit the device's shared memory per block (a measured table
+    tiling may come from a kernel without that buffer)."""
+    def need(stages):
+        return (stages * (cfg.BLOCK_M + cfg.BLOCK_N) * cfg.BLOCK_K + cfg.BLOCK_M * cfg.BLOCK_N) * elem_bytes
+
+    stages = cfg.num_stages
+    while stages > 2 and need(stages) > smem_bytes:
+        stages -= 1
+    return cfg if stages == cfg.num_stages else dataclasses.replace(cfg, num_stages=stages)
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
@@ -741,8 +765,11 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
     multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``:
-    ``auto`` (measured table) / ``fused`` (one persistent kernel: peers' row chunks first, their fp32 partial
-    tiles stored straight into the owner's symmetric staging, own chunk last, reduced as the peers' tiles arrive) /
+    ``auto`` (measured table) / ``fused`` (one persistent kernel, :func:`~triton_dist.kernels.gemm_rs.gemm_rs_kernel`:
+    peers' row chunks first, each partial tile rounded once to the output dtype and stored straight into the
+    owner's symmetric staging (sm_90 at world 2: one TMA store the program does not wait for, its signal raised
+    after the program's next tile), own chunk last, the peers' partials added in fp32 to the own fp32 product as
+    they arrive, rounded once: torch's precision) /
     ``chunked`` (GPU: cuBLAS per row chunk, peers' chunks first, each bf16 partial pushed into its owner's
     symmetric staging by copy engine while cuBLAS computes the next chunk; then the own chunk plus the peers'
     partials, summed in fp32 and rounded once: each partial is rounded to bf16 once, as on the torch path.

@@ -1,4 +1,5 @@
-# dl.notify: a CTA barrier, then ONE thread fences and raises the 64-bit signal.
+# dl.notify: a CTA barrier, then ONE thread fences and raises the 64-bit signal. On sm_90+ every thread first waits
+# for its bulk asynchronous copies (TMA stores of tensor-descriptor stores) to complete, writes included.
 #
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=GPUSET
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'add'" --target cuda:90 --stage cubin -o %t.cubin
@@ -6,19 +7,27 @@
 # RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'set'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRASET
 # RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*u64:16, i32, 'intra_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRAADD
 # RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTER
+# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target cuda:80 --stage ptx | filecheck %s --check-prefix=SM80
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDGPU
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'add'" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDINTRA
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'set'" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDINTER
 #
-# GPUSET: bar.sync 0;
+# GPUSET: cp.async.bulk.wait_group 0;
+# GPUSET-NEXT: bar.sync 0;
 # GPUSET-NEXT: mov.u32 %tdn_t, %tid.x;
 # GPUSET-NEXT: setp.eq.u32 %tdn_p, %tdn_t, 0;
 # GPUSET-NEXT: @%tdn_p membar.gl;
 # GPUSET-NEXT: @%tdn_p st.relaxed.gpu.b64 [%rd{{[0-9]+}}], %rd{{[0-9]+}};
 #
-# GPUADD: bar.sync 0;
+# GPUADD: cp.async.bulk.wait_group 0;
+# GPUADD-NEXT: bar.sync 0;
 # GPUADD: @%tdn_p membar.gl;
 # GPUADD-NEXT: @%tdn_p atom.relaxed.gpu.add.u64
+#
+# sm_80 has no bulk asynchronous copies: no wait for them.
+# SM80-NOT: cp.async.bulk
+# SM80: bar.sync 0;
+# SM80-NOT: cp.async.bulk
 #
 # The peer address comes from nvshmem_ptr; system-scope fence and store.
 # INTRASET: call.uni (retval0), nvshmem_ptr, (param0, param1);
@@ -31,7 +40,8 @@
 # INTRAADD-NEXT: @%tdn_p atom.relaxed.sys.add.u64
 #
 # inter_node: barrier + system fence, then thread 0 calls nvshmemx_signal_op(sig, value, NVSHMEM_SIGNAL_ADD=10, pe).
-# INTER: bar.sync 0;
+# INTER: cp.async.bulk.wait_group 0;
+# INTER-NEXT: bar.sync 0;
 # INTER-NEXT: membar.sys;
 # INTER: mov.u32 [[TID:%r[0-9]+]], %tid.x;
 # INTER: setp.ne.b32 [[P:%p[0-9]+]], [[TID]], 0;

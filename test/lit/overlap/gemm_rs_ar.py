@@ -1,7 +1,11 @@
-# GEMM+ReduceScatter and GEMM+AllReduce compile for sm_90 (TMA + wgmma, fp32 partials stored to the owner through
-# dl.symm_at, per-tile signal with system-scope release, acquire spin before the reduction) and for gfx942.
+# GEMM+ReduceScatter and GEMM+AllReduce compile for sm_90 (TMA + wgmma, partials stored to the owner through
+# dl.symm_at (GEMM+RS in the output dtype, GEMM+AR in fp32), per-tile signal with system-scope release, acquire spin before the
+# reduction) and for gfx942.
 # Signature (RS): a, b, out, stage, sig, counter, prof, M(_s), N, K, stride_am, stride_bk, stride_bn, stride_om,
-#            stride_on, CAP, MAX_TILES, tag, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA, PROFILE
+#            stride_on, CAP, MAX_TILES, tag, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA, PROFILE,
+#            TMA_PUSH
+# RSPUSH (TMA_PUSH): the peer tile leaves by one TMA store (global <- shared) through a descriptor over the peer's
+# slot; its signal (later) first waits for the bulk copy's completion, writes included, then fences and stores.
 # Signature (AR): a, b, out, stage, sig, counter, ws, cnt, fin, M, N, K, stride_am, stride_bk, stride_bn, stride_om,
 #            stride_on, CAP, MAX_TILES, tag, rank, WORLD, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_SMS, USE_TMA[, SPLIT_K]
 # ARSPLIT (decode tiling 16x128x128, K split 4 ways): each split's fp32 partial stored, a CTA barrier, then ONE
@@ -10,12 +14,13 @@
 # The epoch is read from the device counter (atomic) and published by the launch's last program (atomic xchg).
 # PROFILE=True (RSPROF): the per-task stamps read %globaltimer and %smid.
 #
-# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
-# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPROF
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPUSH
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPROF
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 64, 128, 64, 8, 132, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 128, 8, 132, True, 4" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=ARSPLIT
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 64, 8, 304, False, 4" --target hip:gfx942 --num-warps 4 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=ARAMD
-# RUN: %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 128, 64, 8, 304, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 128, 64, 8, 304, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 #
 # (gfx942: LLVM IR. Block placement puts the signalling code before the MMA loop in text order: no order between them is checked)
 # RS-DAG: cp.async.bulk.tensor.2d
@@ -26,6 +31,12 @@
 #
 # RS-DAG: atom.global{{.*}}add
 # RS-NOT: globaltimer
+#
+# RSPUSH: cp.async.bulk.tensor.2d.global.shared::cta.bulk_group
+# RSPUSH: cp.async.bulk.wait_group 0;
+# RSPUSH-NEXT: bar.sync 0;
+# RSPUSH: @%tdn_p membar.sys;
+# RSPUSH-NEXT: @%tdn_p st.relaxed.sys.b64
 #
 # RSPROF-DAG: %globaltimer
 # RSPROF-DAG: %smid

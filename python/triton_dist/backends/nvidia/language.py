@@ -149,8 +149,21 @@ num_ranks = functools.partial(_gpu.num_ranks, libshmem)
 symm_at = functools.partial(_gpu.symm_at, libshmem)
 
 
-def _notify_asm(scope: str, sig_op: str) -> str:
-    """bar.sync 0; then thread 0: membar.{gl|sys}; st.relaxed / atom.relaxed.add. Operands $0 dummy, $1 addr, $2 sig."""
+#: sm_90+: every thread first waits for the completion (writes included, not only the shared-memory reads) of the
+#: bulk asynchronous copies it issued, i.e. the TMA stores of tensor-descriptor ``store``s: those writes go through
+#: the async proxy and are not ordered by ``bar.sync`` + ``membar`` until ``cp.async.bulk.wait_group 0`` has made them
+#: visible to the issuing thread. A thread with no bulk group outstanding passes at once.
+_BULK_WAIT = "cp.async.bulk.wait_group 0;\n"
+
+
+def _bulk_wait(target) -> str:
+    """:data:`_BULK_WAIT` where the target has bulk asynchronous copies (sm_90 and newer), else nothing."""
+    return _BULK_WAIT if isinstance(target.arch, int) and target.arch >= 90 else ""
+
+
+def _notify_asm(scope: str, sig_op: str, bulk_wait: str = "") -> str:
+    """[sm_90+: cp.async.bulk.wait_group 0;] bar.sync 0; then thread 0: membar.{gl|sys}; st.relaxed /
+    atom.relaxed.add. Operands $0 dummy, $1 addr, $2 sig."""
     membar = "membar.gl" if scope == "gpu" else "membar.sys"
     if sig_op == "set":
         op = f"@%tdn_p st.relaxed.{scope}.b64 [$1], $2;"
@@ -160,7 +173,7 @@ def _notify_asm(scope: str, sig_op: str) -> str:
 .reg .pred %tdn_p;
 .reg .b32 %tdn_t;
 .reg .b64 %tdn_old;
-bar.sync 0;
+{bulk_wait}bar.sync 0;
 mov.u32 %tdn_t, %tid.x;
 setp.eq.u32 %tdn_p, %tdn_t, 0;
 @%tdn_p {membar};
@@ -169,11 +182,14 @@ mov.u32 $0, 0;
 }}"""
 
 
-_FENCE_ASM = """{
-bar.sync 0;
+def _fence_asm(bulk_wait: str = "") -> str:
+    """Every thread: [sm_90+: cp.async.bulk.wait_group 0;] bar.sync 0; membar.sys (before an inter-node signal)."""
+    return f"""{{
+{bulk_wait}bar.sync 0;
 membar.sys;
 mov.u32 $0, 0;
-}"""
+}}"""
+
 
 _TID_ASM = "mov.u32 $0, %tid.x;"
 
@@ -198,7 +214,7 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generat
         op = _semantic.to_tensor(libshmem.SIGNAL_OPS[sig_op])
         if _generator is None:
             raise RuntimeError("dl.notify: inter_node needs the code generator (call it from a kernel)")
-        _compat.call_jit(_generator, _notify_inter, [addr, sig, op, rank, tl.constexpr(_FENCE_ASM),
+        _compat.call_jit(_generator, _notify_inter, [addr, sig, op, rank, tl.constexpr(_fence_asm(_bulk_wait(target))),
                                                       tl.constexpr(_TID_ASM)])
         return None
     if comm_scope == "intra_node":
@@ -207,7 +223,7 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generat
     else:
         scope = "gpu"
     addr = _semantic.cast(ptr, tl.int64)
-    _gpu.asm(_notify_asm(scope, sig_op), "=r,l,l", [addr, sig], tl.int32, _semantic)
+    _gpu.asm(_notify_asm(scope, sig_op, _bulk_wait(target)), "=r,l,l", [addr, sig], tl.int32, _semantic)
     return None
 
 
