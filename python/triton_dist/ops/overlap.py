@@ -683,7 +683,9 @@ class GemmRSContext(_PartialsContext):
             self.ce_count = torch.zeros(1, dtype=torch.int64, device=self.device)
             self._ce_tuned = set()
             self.memops_remote = self._probe_remote_memops(self.ce_flags_peers, self.ce_free + W)
-        # method "fused": the peers' partial tiles arrive in the output dtype (rounded once, as torch's path sums)
+        # method "fused": the peers' partial tiles arrive in the output dtype (rounded once, as torch's path sums);
+        # on sm_90 at world 2 they leave by TMA store (tma_push; False: pointer stores, for measurements)
+        self.tma_push = True
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn), dtype)
 
 
@@ -735,7 +737,7 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
     tiles = ctx._signal_tiles(op, cfg, rows, N, " per chunk" if chunked else "")
     tma = ctx._use_tma() and not cfg.pointer_loads
-    push = tma and W == 2  # one peer: one TMA-store descriptor per program (kernels.gemm_rs)
+    push = tma and W == 2 and ctx.tma_push  # one peer: one TMA-store descriptor per program (kernels.gemm_rs)
     if push:
         cfg = _fit_smem(cfg, a.dtype.itemsize, ctx.smem_bytes)
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )

@@ -1,0 +1,166 @@
+"""Where the time of the fused GEMM+ReduceScatter goes (2 GPUs, torchrun): the fused kernel with its peer tiles pushed
+by TMA store and by pointer stores, against the same tiling's GEMM alone (``gemm_kernel`` over all ``M`` rows, plain
+and flattened loop, no communication), cuBLAS and the ``ce`` method, at Llama-3 TP=2 shapes; then one profiled fused
+call per shape (``triton_dist.tools.profiler``), summarised per task type and per program.
+
+    torchrun --nproc_per_node 2 benchmarks/probe_gemm_rs.py [--shapes llama3-8b:2048,...] [--out DIR]
+
+Timing: CUDA-graph replay of ``--k`` calls, samples interleaved across implementations, median of ``--reps``, max
+over ranks (bench_overlap's). The profile summary (rank 0 and 1) gives, per task type (``kernels.gemm_rs.TASKS``),
+the count and the median / max duration, the call's span (first start to last end over the programs), and the span
+of the programs' first and last tiles' main loops, so a gap between the GEMM alone and the fused call can be placed:
+in the pushes, in the waits for the peer's tiles, or in the tiles' main loops themselves. Writes
+``probe_gemm_rs-<stamp>.json`` and, per shape, the Perfetto JSON + Gantt PNG of the profiled call.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def summarize(tracks, names):
+    """Per task type: count, median and max duration (us); the span of the call and of the tiles' main loops."""
+    by = {}
+    for tr in tracks:
+        for t in tr.tasks:
+            by.setdefault(names[t.task_type], []).append(t.duration_ns / 1e3)
+    out = {n: {"count": len(v), "median_us": round(statistics.median(v), 2), "max_us": round(max(v), 2),
+               "sum_us": round(sum(v), 1)} for n, v in by.items()}
+    starts = [t.start_ns for tr in tracks for t in tr.tasks]
+    ends = [t.end_ns for tr in tracks for t in tr.tasks]
+    if starts:
+        t0 = min(starts)
+        out["span_us"] = round((max(ends) - t0) / 1e3, 1)
+        tiles = [[t for t in tr.tasks if names[t.task_type] == "tile"] for tr in tracks]
+        firsts = [min(ts, key=lambda t: t.start_ns) for ts in tiles if ts]
+        lasts = [max(ts, key=lambda t: t.end_ns) for ts in tiles if ts]
+        out["first_tile_start_us"] = [round((min(t.start_ns for t in firsts) - t0) / 1e3, 1),
+                                      round((max(t.start_ns for t in firsts) - t0) / 1e3, 1)]
+        out["last_tile_end_us"] = [round((min(t.end_ns for t in lasts) - t0) / 1e3, 1),
+                                   round((max(t.end_ns for t in lasts) - t0) / 1e3, 1)]
+        prog_end = [max(t.end_ns for t in tr.tasks) for tr in tracks if tr.tasks]
+        out["program_end_us"] = [round((min(prog_end) - t0) / 1e3, 1), round((max(prog_end) - t0) / 1e3, 1)]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--shapes", default="llama3-8b:2048,llama3-70b:2048,llama3-70b:8192",
+                    help="model:M,... (bench_overlap's MODELS)")
+    ap.add_argument("--config", default=None, help="tiling of every launch (default: the context's for the shape)")
+    args = ap.parse_args()
+
+    import bench_overlap as bo
+    from provenance import git_commit, versions
+
+    import triton_dist.utils as tdu
+    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_rs as rsk
+    from triton_dist.ops import overlap as ov
+    from triton_dist.tools.profiler import alloc_profiler_buffer, export_to_perfetto_trace, reset_profiler_buffer
+    from triton_dist.tools.profiler.viewer import parse_to_tracks
+
+    tdu.initialize_distributed()
+    rank, W = dist.get_rank(), dist.get_world_size()
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    os.makedirs(args.out, exist_ok=True)
+    g.ensure_tma_allocator()
+    buf = alloc_profiler_buffer(160 * 512)
+    records = []
+    for spec in args.shapes.split(","):
+        model, m = spec.split(":")
+        M = int(m)
+        _, _, K_tot, N = bo.MODELS[model]
+        K = K_tot // W
+        ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
+        cfg = g.TileConfig.parse(args.config) if args.config else ctx._cfg(M, N, K, 2)
+        a, b = bo.rand((M, K), 1 + rank), bo.rand((K, N), 100 + rank)
+        c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        sms = ctx.num_sms
+        fit = ov._fit_smem(cfg, 2, ctx.smem_bytes)
+
+        def fused(push):
+            def run():
+                ctx.tma_push = push
+                with bo.overlap_config(str(cfg)):
+                    return ov.gemm_rs(a, b, ctx, method="fused")
+            return run
+
+        def gemm_only(flat):
+            grid = (min(sms, -(-M // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)), )
+
+            def run():
+                g.gemm_kernel[grid](a, b, c, c, M, N, K, a.stride(0), 1, b.stride(0), 1, c.stride(0), 1,
+                                    **fit.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=True, HAS_SCALE=False,
+                                    FLATTEN=flat, **fit.launch())
+            return run
+
+        fns = {"fused_tma_push": fused(True), "fused_ptr_push": fused(False), "gemm_same_tiling": gemm_only(False),
+               "gemm_same_tiling_flat": gemm_only(True), "cublas": lambda: torch.matmul(a, b, out=c),
+               "ce_p1": lambda: ov.gemm_rs(a, b, ctx, method="ce", pieces=1)}
+        errors = {}
+        for name, fn in list(fns.items()):
+            try:
+                fn()
+                torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001
+                errors[name] = f"{type(exc).__name__}: {exc}"[:200]
+                fns.pop(name)
+                torch.cuda.synchronize()
+        res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
+        prof = {}
+        for push in (True, False):
+            ctx.tma_push = push
+            with bo.overlap_config(str(cfg)):
+                for _ in range(3):
+                    ov.gemm_rs(a, b, ctx, method="fused")
+                torch.cuda.synchronize()
+                reset_profiler_buffer(buf)
+                dist.barrier()
+                for _ in range(3):  # steady state: the profiled call follows back-to-back calls
+                    ov.gemm_rs(a, b, ctx, method="fused")
+                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf)
+            torch.cuda.synchronize()
+            key = "tma_push" if push else "ptr_push"
+            prof[key] = summarize(parse_to_tracks(buf, rank=rank), rsk.TASKS)
+            if push:
+                base = os.path.join(args.out, f"probe_gemm_rs-{stamp}-{model}-{M}-r{rank}")
+                export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
+        profs = [None] * W
+        dist.all_gather_object(profs, prof)
+        rec = {"model": model, "M": M, "K_per_rank": K, "N": N, "config": str(cfg), "launched_config": str(fit),
+               "us": res, "errors": errors, "profile": profs}
+        records.append(rec)
+        if rank == 0:
+            print(json.dumps({"model": model, "M": M, "config": str(fit),
+                              **{k: round(v, 1) for k, v in sorted(res.items(), key=lambda kv: kv[1])},
+                              "errors": errors}), flush=True)
+            for r, p in enumerate(profs):
+                print(f"  rank {r} profile: {json.dumps(p)}", flush=True)
+        ctx.close()
+    if rank == 0:
+        path = os.path.join(args.out, f"probe_gemm_rs-{stamp}.json")
+        with open(path, "w") as f:
+            json.dump({"benchmark": "probe_gemm_rs", "command": " ".join(sys.argv), "git_commit": git_commit(),
+                       "versions": versions(), "timing": "CUDA-graph replay of k calls, interleaved, median of reps, "
+                       "max over ranks", "k": args.k, "reps": args.reps, "records": records}, f, indent=1)
+        print("results:", path)
+    dist.barrier()
+    tdu.finalize_distributed()
+
+
+if __name__ == "__main__":
+    main()
