@@ -29,8 +29,8 @@ counter (``counter[0] + 1``, :func:`~triton_dist.kernels.common.call_epoch` / ``
 captured in a CUDA graph and replayed.
 
 Profiling (``PROFILE=True``, :data:`TASKS`): ``tile`` (loads + MMA of one tile), ``push`` (a peer-chunk tile's
-partial stored into the owner's slot, and later its signal), ``wait`` (an own-chunk tile waiting for a peer's
-partial), ``reduce`` (adding the peers' partials and storing the output tile).
+partial stored into the owner's slot), ``wait`` (an own-chunk tile waiting for a peer's partial), ``reduce``
+(adding the peers' partials and storing the output tile), ``signal`` (a pushed tile's deferred signal).
 Layout: ``stage``: ``[2, WORLD, CAP]`` of the output dtype (``CAP >= M_s * N``; slot rows ``M_s`` x ``N``,
 row-major, 16-byte aligned rows), ``sig``: int64 ``[2, WORLD, MAX_TILES]``.
 """
@@ -50,8 +50,9 @@ from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_a
 from triton_dist.language.profiler import Profiler
 
 #: profiler task names of :func:`gemm_rs_kernel` (index = task type)
-TASKS = ("tile", "push", "wait", "reduce")
+TASKS = ("tile", "push", "wait", "reduce", "signal")
 TASK_TILE, TASK_PUSH, TASK_WAIT, TASK_REDUCE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), tl.constexpr(3)
+TASK_SIGNAL = tl.constexpr(4)
 
 
 @triton_dist.jit
@@ -62,7 +63,9 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
                    TMA_PUSH: tl.constexpr = False):
     """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``;
     ``stage``: the staging in the partials' dtype. ``TMA_PUSH`` (sm_90, ``WORLD == 2``: one descriptor over the one
-    peer's slot, built once per program) pushes peer tiles by TMA store."""
+    peer's slot, built once per program) pushes peer tiles by TMA store. The deferred signal carries no loop state
+    (a program's previous tile is ``tile - NUM_SMS``). No flattened form: Triton 3.6's nested-loop fusion rejects
+    this loop's epilogue (``scf.if`` region results; tried with and without the profiler records)."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
@@ -80,8 +83,6 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
     if TMA_PUSH:
         push_desc = tl.make_tensor_descriptor(dl.symm_at(stage_ptr, (rank + 1) % WORLD) + slot_w, shape=[M_s, N],
                                               strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    pend_t = rank * 0 - 1  # the peer tile pushed last and not yet signalled (-1: none), and its owner
-    pend_d = rank
     for tile in range(pid, num_tiles, NUM_SMS):
         c = tile // tiles_chunk
         t = tile % tiles_chunk
@@ -97,11 +98,12 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         profiler = profiler.record(False, TASK_TILE)
-        if pend_t >= 0:  # the previous peer tile's push had this main loop's time to land
-            profiler = profiler.record(True, TASK_PUSH)
-            dl.notify(sig_w + pend_t, pend_d, value, "set", "intra_node")
-            profiler = profiler.record(False, TASK_PUSH)
-            pend_t = -1
+        prev = tile - NUM_SMS  # this program's previous tile (>= 0: there was one)
+        d_prev = (rank + 1 + prev // tiles_chunk) % WORLD
+        if (prev >= 0) & (d_prev != rank):  # a peer tile, whose push had this main loop's time to land
+            profiler = profiler.record(True, TASK_SIGNAL)
+            dl.notify(sig_w + prev % tiles_chunk, d_prev, value, "set", "intra_node")
+            profiler = profiler.record(False, TASK_SIGNAL)
         tile_off, mask = slot_tile(loc_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
         if d != rank:
             profiler = profiler.record(True, TASK_PUSH)
@@ -111,8 +113,6 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             else:
                 tl.store(dl.symm_at(stage_ptr, d) + slot_w + tile_off, part, mask=mask)
             profiler = profiler.record(False, TASK_PUSH)
-            pend_t = t
-            pend_d = d
         else:
             for i in tl.static_range(1, WORLD):
                 src = (rank + i) % WORLD
@@ -125,8 +125,10 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             profiler = profiler.record(True, TASK_REDUCE)
             store_tile(out_ptr, acc, loc_m, off_n, M_s, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
             profiler = profiler.record(False, TASK_REDUCE)
-    if pend_t >= 0:
-        dl.notify(sig_w + pend_t, pend_d, value, "set", "intra_node")
+    last = pid + (num_tiles - 1 - pid) // NUM_SMS * NUM_SMS  # this program's last tile (the grid <= the tiles)
+    d_last = (rank + 1 + last // tiles_chunk) % WORLD
+    if d_last != rank:
+        dl.notify(sig_w + last % tiles_chunk, d_last, value, "set", "intra_node")
     finish_call(counter_ptr, e)
 
 
