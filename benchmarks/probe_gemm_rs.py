@@ -97,24 +97,30 @@ def main():
         sms = ctx.num_sms
         fit = ov._fit_smem(cfg, 2, ctx.smem_bytes)
 
-        def fused(push):
+        ptr_cfg = g.TileConfig.parse(str(cfg).replace("f", "") + "p") if not cfg.pointer_loads else cfg
+
+        def fused(push, tiling=cfg):
             def run():
                 ctx.tma_push = push
-                with bo.overlap_config(str(cfg)):
+                with bo.overlap_config(str(tiling)):
                     return ov.gemm_rs(a, b, ctx, method="fused")
             return run
 
-        def gemm_only(flat):
+        def gemm_only(flat, tma=True):
             grid = (min(sms, -(-M // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)), )
 
             def run():
                 g.gemm_kernel[grid](a, b, c, c, M, N, K, a.stride(0), 1, b.stride(0), 1, c.stride(0), 1,
-                                    **fit.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=True, HAS_SCALE=False,
+                                    **fit.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=tma, HAS_SCALE=False,
                                     FLATTEN=flat, **fit.launch())
             return run
 
-        fns = {"fused_tma_push": fused(True), "fused_ptr_push": fused(False), "gemm_same_tiling": gemm_only(False),
-               "gemm_same_tiling_flat": gemm_only(True), "cublas": lambda: torch.matmul(a, b, out=c),
+        # *_ptr_loads: the main loop's operands by pointer loads (cp.async), not TMA: does a TMA store draining over
+        # NVLink hold up the next tile's TMA loads?
+        fns = {"fused_tma_push": fused(True), "fused_ptr_push": fused(False),
+               "fused_tma_push_ptr_loads": fused(True, ptr_cfg), "fused_ptr_push_ptr_loads": fused(False, ptr_cfg),
+               "gemm_same_tiling": gemm_only(False), "gemm_same_tiling_flat": gemm_only(True),
+               "gemm_same_tiling_ptr_loads": gemm_only(False, False), "cublas": lambda: torch.matmul(a, b, out=c),
                "ce_p1": lambda: ov.gemm_rs(a, b, ctx, method="ce", pieces=1)}
         errors = {}
         for name, fn in list(fns.items()):
@@ -127,9 +133,9 @@ def main():
                 torch.cuda.synchronize()
         res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
         prof = {}
-        for push in (True, False):
+        for push, tiling in ((True, cfg), (False, cfg), (True, ptr_cfg)):
             ctx.tma_push = push
-            with bo.overlap_config(str(cfg)):
+            with bo.overlap_config(str(tiling)):
                 # compile the profiled variant on every rank first: a rank still compiling would show as the other's
                 # wait (and an idle peer GPU slows the writes into its memory)
                 ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf)
@@ -143,9 +149,9 @@ def main():
                     ov.gemm_rs(a, b, ctx, method="fused")
                 ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf)
             torch.cuda.synchronize()
-            key = "tma_push" if push else "ptr_push"
+            key = ("tma_push" if push else "ptr_push") + ("_ptr_loads" if tiling.pointer_loads else "")
             prof[key] = summarize(parse_to_tracks(buf, rank=rank), rsk.TASKS)
-            if push:
+            if push and not tiling.pointer_loads:
                 base = os.path.join(args.out, f"probe_gemm_rs-{stamp}-{model}-{M}-r{rank}")
                 export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
         profs = [None] * W

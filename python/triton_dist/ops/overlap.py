@@ -736,8 +736,9 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
         return paths[method](a, b, ctx, out, **kw)
     cfg = ctx._cfg(M, N, K, a.dtype.itemsize)
     tiles = ctx._signal_tiles(op, cfg, rows, N, " per chunk" if chunked else "")
-    tma = ctx._use_tma() and not cfg.pointer_loads
-    push = tma and W == 2 and ctx.tma_push  # one peer: one TMA-store descriptor per program (kernels.gemm_rs)
+    tma_ok = ctx._use_tma()
+    tma = tma_ok and not cfg.pointer_loads
+    push = tma_ok and W == 2 and ctx.tma_push  # one peer: one TMA-store descriptor per program (kernels.gemm_rs)
     if push:
         cfg = _fit_smem(cfg, a.dtype.itemsize, ctx.smem_bytes)
     grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
