@@ -63,44 +63,6 @@ def rank_ag_gemm(dtype_name="bfloat16"):
     return fails
 
 
-def rank_ag_gemm_split_tail():
-    """AG+GEMM whose last round of tiles is split over programs: 3 GEMM programs (the SM count patched to 3; the
-    simulator reports 2), 16x16 tiles, K = 384 (24 K blocks): at world 2 the 4 tiles leave 1 for the last round,
-    split 3 ways, at world 4 the 8 tiles leave 2, split 3 ways over two rounds. Three calls on one context: exact
-    results, split counters back at zero after each; the same with the split off (``split_tail``), and the split
-    chosen is the one ``tail_split`` gives."""
-    from triton_dist.kernels import gemm as g
-    from triton_dist.ops import overlap as ov
-
-    rank, W = _init()
-    fails = []
-    K, N, m_loc = 384, 32, 16
-    sms = g.num_sms
-    g.num_sms = lambda device: 3
-    try:
-        ctx = ov.create_ag_gemm_context(m_loc, K, torch.bfloat16)
-    finally:
-        g.num_sms = sms
-    if ctx.num_sms != 3:
-        fails.append(f"context has {ctx.num_sms} SMs, expected the patched 3")
-    expect = g.tail_split(W * 2, 3, K // 16)
-    if expect != 3:
-        fails.append(f"tail_split(tiles={W * 2}, programs=3, k_blocks=24) = {expect}, expected 3")
-    for call, split_on in enumerate((True, True, False, True)):
-        ctx.split_tail = split_on
-        shards = [_rand(600 * call + r, (m_loc, K), torch.bfloat16) for r in range(W)]
-        b = _rand(77 + call + 5 * rank, (K, N), torch.bfloat16)
-        c = ov.ag_gemm(shards[rank], b, ctx, method="sm")
-        ref = (torch.cat(shards).float() @ b.float()).to(torch.bfloat16)
-        _close(c, ref, f"ag_gemm split_tail={split_on} call {call}", fails)
-        if int(ctx.tail_cnt.abs().sum()) != 0:
-            fails.append(f"call {call}: split counters not reset: {ctx.tail_cnt.tolist()}")
-    if split_on and ctx.tail_ws.numel() < 3 * 3 * 16 * 16:
-        fails.append(f"workspace of {ctx.tail_ws.numel()} elements was not grown for the split")
-    ctx.close()
-    return fails
-
-
 def _rank_gemm_reduce(op):
     """GEMM+RS (``op="rs"``) / GEMM+AR (``op="ar"``): three calls on one context, the middle one with fewer rows;
     the result is the sum over ranks of A_r @ B_r (RS: this rank's slice of rows of it)."""
@@ -275,9 +237,9 @@ def rank_method_auto_sim():
     return fails
 
 
-WORK = {2: ["rank_ag_gemm", "rank_ag_gemm_split_tail", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation",
+WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation",
             "rank_method_auto_sim"],
-        4: ["rank_ag_gemm", "rank_ag_gemm_split_tail", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp"]}
+        4: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp"]}
 
 
 @pytest.mark.sim

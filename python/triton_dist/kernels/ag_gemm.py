@@ -46,8 +46,7 @@ import triton_dist
 import triton_dist.language as dl
 
 from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, copy_blocks, finish_call, notify_peers, wait_peers
-from triton_dist.kernels.gemm import (slot_tile, split_tile_sum, store_tile, tile_acc_ptr, tile_acc_ptr_k, tile_acc_tma,
-                                      tile_acc_tma_k, tile_coords)
+from triton_dist.kernels.gemm import store_tile, tile_acc_ptr, tile_acc_tma, tile_coords
 from triton_dist.language.profiler import Profiler
 
 #: profiler task names of :func:`ag_gemm_kernel` (index = task type)
@@ -125,7 +124,7 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
                    NSIG: tl.constexpr, PUSH_PROGRAMS: tl.constexpr, COPY_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
                    USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr, PROFILE: tl.constexpr = False,
-                   FLATTEN: tl.constexpr = False, SPLIT_TAIL: tl.constexpr = 1, ws_ptr=None, cnt_ptr=None):
+                   FLATTEN: tl.constexpr = False):
     """Persistent GEMM over the gathered A, optionally with the all-gather fused into the same launch.
 
     Grid: ``NUM_SMS + PUSH_PROGRAMS`` programs. Programs ``pid >= NUM_SMS`` (``PUSH_PROGRAMS`` == NSIG of them
@@ -137,11 +136,7 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
     launch must be co-resident (grid <= SM count). Every program ends with :func:`finish_call` (the last one
     advances ``counter[0]``). ``PROFILE``: records :data:`TASKS` into ``prof_ptr`` (a profiler buffer).
     ``FLATTEN``: the GEMM programs' tile loop and K loop are fused into one software-pipelined loop (as in
-    :func:`~triton_dist.kernels.gemm.gemm_kernel`). ``SPLIT_TAIL`` > 1 (``kernels.gemm.tail_split``): the tiles of
-    the last, partial round (the last ``tiles % NUM_SMS``) are each computed as ``SPLIT_TAIL`` K splits by as many
-    programs and summed by :func:`~triton_dist.kernels.gemm.split_tile_sum` through the local fp32 workspace
-    ``ws`` (``[tiles % NUM_SMS, SPLIT_TAIL, BLOCK_M * BLOCK_N]``) and the int32 counters ``cnt`` (one per tail tile,
-    zero between launches)."""
+    :func:`~triton_dist.kernels.gemm.gemm_kernel`)."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     value = e * TAG_RANGE_C + tag
@@ -152,31 +147,8 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
     else:
         ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, N, K, stride_bk, stride_bn,
                       stride_cm, stride_cn, value, rank, pid, profiler, WORLD, NSIG, BLOCK_M, BLOCK_N, BLOCK_K,
-                      GROUP_M, NUM_SMS, USE_TMA, HAS_SCALE, FLATTEN, SPLIT_TAIL, ws_ptr, cnt_ptr)
+                      GROUP_M, NUM_SMS, USE_TMA, HAS_SCALE, FLATTEN)
     finish_call(counter_ptr, e)
-
-
-@triton_dist.jit
-def ag_tile_a(a_full_ptr, ready_ptr, x_ptr, M_loc, K, value, rank, gpid, tile, tiles_chunk, tiles_m, tiles_n,
-              profiler, WORLD: tl.constexpr, NSIG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              GROUP_M: tl.constexpr):
-    """Where output tile ``tile`` of GEMM program ``gpid`` reads A: ``(a_base, tok, loc_m, row0, off_n, profiler)``.
-    ``a_base`` is the shard itself for the local chunk (no wait), else chunk ``src`` of ``a_full`` once its ready
-    signals are seen; the caller consumes ``tok`` (the wait's token) into the A row coordinate (TMA) or the A
-    pointer, so no load of the tile can be hoisted above the wait."""
-    c = tile // tiles_chunk
-    src = (rank + c) % WORLD
-    pid_m, pid_n = tile_coords(tile % tiles_chunk, tiles_m, tiles_n, GROUP_M)
-    loc_m = pid_m * BLOCK_M
-    row0 = src * M_loc
-    off_n = pid_n * BLOCK_N
-    tok = gpid * 0
-    if c != 0:
-        profiler = profiler.record(True, TASK_WAIT)
-        tok = dl.wait(ready_ptr + src * NSIG, NSIG, "sys", "acquire", value)
-        profiler = profiler.record(False, TASK_WAIT)
-    a_base = tl.where(c == 0, x_ptr, a_full_ptr + row0 * K)
-    return a_base, tok, loc_m, row0, off_n, profiler
 
 
 @triton_dist.jit
@@ -184,9 +156,8 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
                   stride_cn, value, rank, gpid, profiler, WORLD: tl.constexpr, NSIG: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                  FLATTEN: tl.constexpr = False, SPLIT_TAIL: tl.constexpr = 1, ws_ptr=None, cnt_ptr=None):
-    """GEMM role of :func:`ag_gemm_kernel` (GEMM program ``gpid`` of ``NUM_SMS``); returns the profiler. One K loop
-    per unit for both the local and the peer chunks (a second pipelined loop would double the shared memory)."""
+                  FLATTEN: tl.constexpr = False):
+    """GEMM role of :func:`ag_gemm_kernel` (GEMM program ``gpid`` of ``NUM_SMS``); returns the profiler."""
     tiles_m = tl.cdiv(M_loc, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     tiles_chunk = tiles_m * tiles_n
@@ -196,57 +167,34 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
-    if SPLIT_TAIL == 1:
-        for tile in tl.range(gpid, num_tiles, NUM_SMS, flatten=FLATTEN):
-            a_base, tok, loc_m, row0, off_n, profiler = ag_tile_a(
-                a_full_ptr, ready_ptr, x_ptr, M_loc, K, value, rank, gpid, tile, tiles_chunk, tiles_m, tiles_n,
-                profiler, WORLD, NSIG, BLOCK_M, BLOCK_N, GROUP_M)
-            profiler = profiler.record(True, TASK_TILE)
-            if USE_TMA:
-                a_desc = tl.make_tensor_descriptor(a_base, shape=[M_loc, K], strides=[K, 1],
-                                                   block_shape=[BLOCK_M, BLOCK_K])
-                acc = tile_acc_tma(a_desc, b_desc, dl.consume_token(loc_m, tok), off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            else:
-                acc = tile_acc_ptr(dl.consume_token(a_base, tok), b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk,
-                                   stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
-            if HAS_SCALE:
-                acc = acc * scale
-            store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
-            profiler = profiler.record(False, TASK_TILE)
-    else:
-        # units: the whole tiles of the full rounds, then SPLIT_TAIL K splits of each tile of the last round
-        full = num_tiles - num_tiles % NUM_SMS
-        k_blocks = tl.cdiv(K, BLOCK_K)
-        per = tl.cdiv(k_blocks, SPLIT_TAIL)
-        for u in tl.range(gpid, full + (num_tiles - full) * SPLIT_TAIL, NUM_SMS):
-            whole = u < full
-            tile = tl.where(whole, u, full + (u - full) // SPLIT_TAIL)
-            sp = tl.where(whole, 0, (u - full) % SPLIT_TAIL)
-            k_first = sp * per
-            k_end = tl.where(whole, k_blocks, tl.minimum(k_first + per, k_blocks))
-            a_base, tok, loc_m, row0, off_n, profiler = ag_tile_a(
-                a_full_ptr, ready_ptr, x_ptr, M_loc, K, value, rank, gpid, tile, tiles_chunk, tiles_m, tiles_n,
-                profiler, WORLD, NSIG, BLOCK_M, BLOCK_N, GROUP_M)
-            profiler = profiler.record(True, TASK_TILE)
-            if USE_TMA:
-                a_desc = tl.make_tensor_descriptor(a_base, shape=[M_loc, K], strides=[K, 1],
-                                                   block_shape=[BLOCK_M, BLOCK_K])
-                acc = tile_acc_tma_k(a_desc, b_desc, dl.consume_token(loc_m, tok), off_n, k_first, k_end, BLOCK_M,
-                                     BLOCK_N, BLOCK_K)
-            else:
-                acc = tile_acc_ptr_k(dl.consume_token(a_base, tok), b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk,
-                                     stride_bn, k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
-            done = whole
-            if not whole:
-                ws_off, ws_mask = slot_tile(0, 0, BLOCK_M, BLOCK_N, BLOCK_M, BLOCK_N)
-                done, acc = split_tile_sum(acc, ws_ptr + (tile - full) * (SPLIT_TAIL * BLOCK_M * BLOCK_N), cnt_ptr,
-                                           tile - full, sp, ws_off, ws_mask, SPLIT_TAIL, BLOCK_M * BLOCK_N)
-            if done:
-                if HAS_SCALE:
-                    acc = acc * scale
-                store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
-            profiler = profiler.record(False, TASK_TILE)
+    for tile in tl.range(gpid, num_tiles, NUM_SMS, flatten=FLATTEN):
+        c = tile // tiles_chunk
+        src = (rank + c) % WORLD
+        pid_m, pid_n = tile_coords(tile % tiles_chunk, tiles_m, tiles_n, GROUP_M)
+        loc_m = pid_m * BLOCK_M
+        row0 = src * M_loc
+        off_n = pid_n * BLOCK_N
+        # A rows of this tile: the shard itself for the local chunk (no wait), else chunk src of a_full once its
+        # ready signals are seen. One K loop for both (a second pipelined loop would double the shared memory).
+        tok = gpid * 0
+        if c != 0:
+            profiler = profiler.record(True, TASK_WAIT)
+            tok = dl.wait(ready_ptr + src * NSIG, NSIG, "sys", "acquire", value)
+            profiler = profiler.record(False, TASK_WAIT)
+        a_base = tl.where(c == 0, x_ptr, a_full_ptr + row0 * K)
+        profiler = profiler.record(True, TASK_TILE)
+        if USE_TMA:
+            a_desc = tl.make_tensor_descriptor(a_base, shape=[M_loc, K], strides=[K, 1],
+                                               block_shape=[BLOCK_M, BLOCK_K])
+            acc = tile_acc_tma(a_desc, b_desc, dl.consume_token(loc_m, tok), off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            acc = tile_acc_ptr(dl.consume_token(a_base, tok), b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk,
+                               stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
+        if HAS_SCALE:
+            acc = acc * scale
+        store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        profiler = profiler.record(False, TASK_TILE)
     return profiler
 
 
-__all__ = ["ag_push", "ag_ce_signal_kernel", "ag_gemm_kernel", "ag_gemm_tiles", "ag_tile_a", "TASKS"]
+__all__ = ["ag_push", "ag_ce_signal_kernel", "ag_gemm_kernel", "ag_gemm_tiles", "TASKS"]

@@ -334,11 +334,6 @@ class AGGemmContext(_OverlapContext):
         self.recv_ok.zero_()
         self._symmetric += [self.a_full, self.ready, self.recv_ok]
         self._local_copied = torch.cuda.Event() if self.on_gpu else None
-        # methods "sm" / "ce": the tiles of the GEMM's last, partial round split over several programs
-        # (kernels.gemm.tail_split; False: whole tiles, for measurements); workspace and counters grown on demand
-        self.split_tail = True
-        self.tail_ws = torch.empty((0, ), dtype=torch.float32, device=self.device)
-        self.tail_cnt = torch.zeros((max(1, self.num_sms), ), dtype=torch.int32, device=self.device)
         # method "chunked": its own gathered-A buffer (peer views) and 0/1 flags [ready[W], free[W], probe[W]]
         # (see _ag_gemm_chunked); own buffers, so a call of another method never races with it
         self.gather_peers = None
@@ -349,20 +344,6 @@ class AGGemmContext(_OverlapContext):
             self.gather_flags_peers[self.rank][W:2 * W].fill_(1)  # every chunk starts free
             self.memops_remote = self._probe_remote_memops(self.gather_flags_peers, 2 * W)
         self._finish_init()
-
-    def _tail_split(self, cfg, tiles: int, programs: int, k: int) -> int:
-        """``SPLIT_TAIL`` of a GEMM launch (:func:`~triton_dist.kernels.gemm.tail_split`; 1 with the flattened loop,
-        with ``split_tail`` off, or when the workspace would have to grow inside a CUDA-graph capture), the
-        workspace grown to fit."""
-        if not self.split_tail or cfg.flatten:
-            return 1
-        split = _gemm.tail_split(tiles, programs, -(-k // cfg.BLOCK_K))
-        need = programs * split * cfg.BLOCK_M * cfg.BLOCK_N
-        if split > 1 and self.tail_ws.numel() < need:
-            if _capturing():
-                return 1
-            self.tail_ws = torch.empty((need, ), dtype=torch.float32, device=self.device)
-        return split
 
     def select_rule(self, m_total: int, n: Optional[int] = None) -> dict:
         """The table's rule for a call (:func:`select_rule`), its method replaced by an allocated one if needed."""
@@ -478,7 +459,6 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     gemm_sms = max(1, ctx.num_sms - (push if ctx.on_gpu else 0) - (1 if method == "ce" else 0))
     tiles = W * -(-M_loc // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
     gemm_programs = max(1, min(gemm_sms, tiles))
-    split = ctx._tail_split(cfg, tiles, gemm_programs, K)
     cur = None
     if method == "ce":
         cur = torch.cuda.current_stream(ctx.device)
@@ -491,8 +471,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
         a_full, b, out, ctx.ready, scale if scale is not None else out, a, ctx.recv_ok, ctx.counter, prof, M_loc, N,
         K, b.stride(0), b.stride(1), out.stride(0), out.stride(1), tag, ctx.rank, WORLD=W, NSIG=G,
         PUSH_PROGRAMS=push, COPY_BLOCK=ctx._block(), **cfg.meta(), NUM_SMS=gemm_programs, USE_TMA=tma,
-        HAS_SCALE=scale is not None, PROFILE=profile, SPLIT_TAIL=split, ws_ptr=ctx.tail_ws, cnt_ptr=ctx.tail_cnt,
-        **cfg.launch(), **ctx._coop())
+        HAS_SCALE=scale is not None, PROFILE=profile, **cfg.launch(), **ctx._coop())
     if cur is not None:
         cur.wait_stream(ctx.side_stream)
     return out

@@ -64,39 +64,32 @@ def test_gemm_matches_cublas(dtype):
         _assert_close(matmul(a, b, autotune=False), (a.float() @ b.float()), f"matmul fixed {M}x{N}x{K}")
 
 
-@pytest.mark.parametrize("method", ["sm", "ce"])
-def test_ag_gemm_split_tail(method):
-    """AG+GEMM at Llama-3-8B M=2048 (448 tiles of 128x256: a partial last round): with the last round's tiles split
-    over programs (the split ``tail_split`` picks, > 1 here) and without, both against torch, the split counters back
-    at zero after every call; and the plain GEMM with a split tail (fixed tiling) against the fp32 product."""
+def test_matmul_split_tail():
+    """Our GEMM with the last round's tiles split over programs (``SPLIT_TAIL``), at Llama-3-8B AG+GEMM M=2048 (448
+    tiles of 128x256 on 132 programs: ``tail_split`` gives 2): the fixed-tiling ``matmul`` (which splits) and every
+    forced split 2 to 4 against the fp32 product, the counters zero after each launch."""
     import triton
 
     from triton_dist.kernels import gemm as g
-    from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
 
-    rank, W = _init()
-    m_loc, k, n = 2048 // W, 4096, 7168
-    ctx = create_ag_gemm_context(m_loc, k, torch.bfloat16)
-    try:
-        cfg = ctx._cfg(W * m_loc, n, k, 2)
-        programs = ctx.num_sms - (ctx.comm_programs if method == "sm" else 1)
-        tiles = triton.cdiv(W * m_loc, cfg.BLOCK_M) * triton.cdiv(n, cfg.BLOCK_N)
-        split = ctx._tail_split(cfg, tiles, min(programs, tiles), k)
-        assert cfg.flatten or split > 1, f"{method} {cfg}: {tiles} tiles on {programs} programs, no split"
-        for call, on in enumerate((True, True, False)):
-            ctx.split_tail = on
-            a = _q((m_loc, k), torch.bfloat16, 300 * call + rank)
-            b = _q((k, n), torch.bfloat16, 11 + call)
-            c = ag_gemm(a, b, ctx, method=method)
-            ref = ag_gemm(a, b, ctx, method="torch")
-            torch.cuda.synchronize()
-            _assert_close(c, ref, f"ag_gemm {method} split_tail={on} call {call}", rtol=2.0 ** -7)
-            assert int(ctx.tail_cnt.abs().sum()) == 0, f"split counters not reset: {ctx.tail_cnt.tolist()}"
-    finally:
-        ctx.close()
-    a, b = _q((2048, 4096), torch.bfloat16, 5), _q((4096, 7168), torch.bfloat16, 6)
-    fixed = g.TileConfig(128, 256, 64, 8, 8, 3)
-    _assert_close(g.matmul(a, b, config=fixed), a.float() @ b.float(), "matmul 128x256 with a split tail")
+    _init()
+    M, N, K = 2048, 7168, 4096
+    a, b = _q((M, K), torch.bfloat16, 5), _q((K, N), torch.bfloat16, 6)
+    ref = a.float() @ b.float()
+    cfg = g.TileConfig(128, 256, 64, 8, 8, 3)
+    sms = g.num_sms(a.device)
+    tiles = triton.cdiv(M, 128) * triton.cdiv(N, 256)
+    assert g.tail_split(tiles, min(sms, tiles), K // 64) > 1
+    _assert_close(g.matmul(a, b, config=cfg), ref, "matmul 128x256 with a split tail")
+    grid = (min(sms, tiles), )
+    for split in (2, 3, 4):
+        ws, cnt = g.tail_buffers(a.device, grid[0], split, 128, 256)
+        c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        g.gemm_kernel[grid](a, b, c, c, M, N, K, K, 1, N, 1, N, 1, **cfg.meta(), NUM_SMS=grid[0], USE_TMA=True,
+                            HAS_SCALE=False, SPLIT_TAIL=split, ws_ptr=ws, cnt_ptr=cnt, **cfg.launch())
+        torch.cuda.synchronize()
+        _assert_close(c, ref, f"gemm_kernel SPLIT_TAIL={split}")
+        assert int(cnt.abs().sum()) == 0, f"split {split}: counters not reset"
 
 
 def _ag_gemm_matches_torch(m_loc, k, n, calls):
