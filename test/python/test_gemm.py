@@ -48,26 +48,6 @@ g.gemm_kernel[(2, )](a, b, c, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_M=16, BLOCK_N=
                      NUM_SMS=2, USE_TMA=True, HAS_SCALE=False)
 if not torch.equal(c.float(), a.float() @ b.float()):
     fails.append("tma path under the interpreter")
-# the last round's tiles split over programs (SPLIT_TAIL): matmul picks it (3 tiles on 2 programs, 16 K blocks:
-# the third tile as 2 splits), both load paths, counters zero afterwards; and a forced 3-way split of a 5-tile launch
-M, N, K = 48, 16, 256
-a, b = q((M, K), torch.bfloat16), q((K, N), torch.bfloat16)
-if g.tail_split(3, 2, K // 16) != 2:
-    fails.append(f"tail_split(3, 2, 16) = {g.tail_split(3, 2, K // 16)}")
-c = g.matmul(a, b, config=g.TileConfig(16, 16, 16, 2, 1, 1))
-if not torch.equal(c.float(), (a.float() @ b.float()).to(torch.bfloat16).float()):
-    fails.append("matmul with a split tail")
-for use_tma in (False, True):
-    M = 80
-    a = q((M, K), torch.float16)
-    c = torch.empty(M, N, dtype=torch.float16)
-    ws, cnt = g.tail_buffers(torch.device("cpu"), 2, 3, 16, 16)
-    g.gemm_kernel[(2, )](a, b.half(), c, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2,
-                         NUM_SMS=2, USE_TMA=use_tma, HAS_SCALE=False, SPLIT_TAIL=3, ws_ptr=ws, cnt_ptr=cnt)
-    if not torch.equal(c.float(), a.float() @ b.float()):
-        fails.append(f"gemm_kernel SPLIT_TAIL=3 (use_tma={use_tma})")
-    if int(cnt.abs().sum()):
-        fails.append(f"split counters not reset: {cnt.tolist()}")
 print("FAILS", fails)
 """
 
@@ -106,28 +86,13 @@ def test_pick_config_is_deterministic_and_sane():
 
 
 def test_autotune_configs_are_hopper_sized():
-    from triton_dist.kernels.gemm import AUTOTUNE_SPLITS, CONFIGS, autotune_configs
+    from triton_dist.kernels.gemm import CONFIGS, autotune_configs
 
     cfgs = autotune_configs()
     assert len(cfgs) == 2 * len(CONFIGS) >= 8
     assert {c.kwargs["FLATTEN"] for c in cfgs} == {False, True}
-    split = autotune_configs(split_tail=True)
-    assert len(split) == (2 + len(AUTOTUNE_SPLITS)) * len(CONFIGS)
-    assert {c.kwargs.get("SPLIT_TAIL", 1) for c in split} == {1, *AUTOTUNE_SPLITS}
     assert any(c.kwargs["BLOCK_N"] == 256 and c.num_stages >= 3 for c in cfgs)
     assert all(c.kwargs["BLOCK_K"] % 16 == 0 for c in cfgs)
-
-
-def test_tail_split_shortens_the_last_round():
-    from triton_dist.kernels.gemm import SPLIT_TAIL_MAX, tail_split
-
-    assert tail_split(448, 131, 64) == 2  # AG+GEMM 8B M=2048 (ce): 55 tail tiles -> 110 units, half a round
-    assert tail_split(448, 124, 64) == 3  # the same with 8 push programs: 76 tail tiles -> 2 rounds of a third
-    assert tail_split(896, 131, 64) == 1  # 110 tail tiles: no split makes the tail shorter
-    assert tail_split(264, 132, 64) == 1  # whole rounds
-    assert tail_split(100, 132, 64) == 1  # less than one round
-    assert tail_split(448, 131, 12) == 1  # too few K blocks per split
-    assert all(1 <= tail_split(t, 132, 64) <= SPLIT_TAIL_MAX for t in range(1, 2000))
 
 
 def test_matmul_rejects_bad_input_before_launch():

@@ -133,27 +133,6 @@ def tile_acc_ptr_k(a_ptr, b_ptr, off_m, off_n, m_end, N, K, stride_am, stride_ak
 
 
 @triton_dist.jit
-def split_tile_sum(acc, ws_ptr, cnt_ptr, t, s, ws_off, mask, SPLIT: tl.constexpr, WS_STRIDE):
-    """Split-K reduction of one output tile through a local fp32 workspace. This split (``s`` of ``SPLIT``) stores
-    its partial ``acc`` at ``ws_ptr + s * WS_STRIDE + ws_off`` (``mask``), then, after a CTA barrier, ONE thread
-    counts it in ``cnt[t]`` (atomic add, acq_rel, gpu scope; the result is seen by every thread). The split that
-    completes the count (the tile's *finisher*, whichever program runs it) sums the ``SPLIT`` partials in split order
-    ``0, 1, ...`` (deterministic, no float atomics; reads past L1) and resets ``cnt[t] = 0``, so the counters are
-    zero again between launches. Returns ``(finisher, sum)``; ``sum`` is meaningful for the finisher only."""
-    tl.store(ws_ptr + s * WS_STRIDE + ws_off, acc, mask=mask)
-    tl.debug_barrier()  # every thread's part of the partial is stored before the count is released
-    arrived = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu")
-    finisher = arrived == SPLIT - 1
-    if finisher:
-        tl.debug_barrier()  # the acquire (one thread) before any thread reads the other splits
-        acc = tl.zeros(acc.shape, dtype=tl.float32)
-        for j in tl.static_range(0, SPLIT):
-            acc += tl.load(ws_ptr + j * WS_STRIDE + ws_off, mask=mask, other=0.0, cache_modifier=".cg")
-        tl.store(cnt_ptr + t, 0)
-    return finisher, acc
-
-
-@triton_dist.jit
 def store_tile(c_ptr, acc, off_m, off_n, m_end, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
                BLOCK_N: tl.constexpr):
     """Store ``acc`` (converted to C's dtype) at ``C[off_m:, off_n:]``, rows ``< m_end`` and columns ``< N``."""
@@ -176,17 +155,12 @@ def slot_tile(off_m, off_n, m_end, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constex
 def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                 stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                FLATTEN: tl.constexpr = False, TMA_STORE: tl.constexpr = False, SPLIT_TAIL: tl.constexpr = 1,
-                ws_ptr=None, cnt_ptr=None):
+                FLATTEN: tl.constexpr = False, TMA_STORE: tl.constexpr = False):
     """Persistent GEMM ``C = (A @ B) * scale`` (scale only when ``HAS_SCALE``). Grid: ``min(NUM_SMS, tiles)``
     programs; each walks tiles ``pid, pid + NUM_SMS, ...``. ``USE_TMA`` needs ``stride_ak == stride_bn == 1``.
     ``FLATTEN``: the tile loop and the K loop are fused into one software-pipelined loop (``tl.range(...,
     flatten=True)``), so the next tile's loads are in flight during a tile's epilogue. ``TMA_STORE`` (with
-    ``USE_TMA``, ``stride_cn == 1``, 16-byte aligned C rows): the epilogue stores through a tensor descriptor.
-    ``SPLIT_TAIL`` > 1 (:func:`tail_split`; ``FLATTEN`` and ``TMA_STORE`` do not apply then): the tiles of the last,
-    partial round are each computed as ``SPLIT_TAIL`` K splits and summed by :func:`split_tile_sum` through the
-    fp32 workspace ``ws`` (``[tiles % NUM_SMS, SPLIT_TAIL, BLOCK_M * BLOCK_N]``) and the int32 counters ``cnt``
-    (one per tail tile, zero between launches)."""
+    ``USE_TMA``, ``stride_cn == 1``, 16-byte aligned C rows): the epilogue stores through a tensor descriptor."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -199,50 +173,21 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, s
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
-    if SPLIT_TAIL == 1:
-        for tile in tl.range(pid, num_tiles, NUM_SMS, flatten=FLATTEN):
-            pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-            off_m = pid_m * BLOCK_M
-            off_n = pid_n * BLOCK_N
-            if USE_TMA:
-                acc = tile_acc_tma(a_desc, b_desc, off_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            else:
-                acc = tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                                   BLOCK_M, BLOCK_N, BLOCK_K)
-            if HAS_SCALE:
-                acc = acc * scale
-            if USE_TMA and TMA_STORE:
-                c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
-            else:
-                store_tile(c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
-    else:
-        # units: the whole tiles of the full rounds, then SPLIT_TAIL K splits of each tile of the last round
-        full = num_tiles - num_tiles % NUM_SMS
-        k_blocks = tl.cdiv(K, BLOCK_K)
-        per = tl.cdiv(k_blocks, SPLIT_TAIL)
-        for u in range(pid, full + (num_tiles - full) * SPLIT_TAIL, NUM_SMS):
-            whole = u < full
-            tile = tl.where(whole, u, full + (u - full) // SPLIT_TAIL)
-            sp = tl.where(whole, 0, (u - full) % SPLIT_TAIL)
-            k_first = sp * per
-            k_end = tl.where(whole, k_blocks, tl.minimum(k_first + per, k_blocks))
-            pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-            off_m = pid_m * BLOCK_M
-            off_n = pid_n * BLOCK_N
-            if USE_TMA:
-                acc = tile_acc_tma_k(a_desc, b_desc, off_m, off_n, k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
-            else:
-                acc = tile_acc_ptr_k(a_ptr, b_ptr, off_m, off_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                                     k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
-            done = whole
-            if not whole:
-                ws_off, ws_mask = slot_tile(0, 0, BLOCK_M, BLOCK_N, BLOCK_M, BLOCK_N)
-                done, acc = split_tile_sum(acc, ws_ptr + (tile - full) * (SPLIT_TAIL * BLOCK_M * BLOCK_N), cnt_ptr,
-                                           tile - full, sp, ws_off, ws_mask, SPLIT_TAIL, BLOCK_M * BLOCK_N)
-            if done:
-                if HAS_SCALE:
-                    acc = acc * scale
-                store_tile(c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+    for tile in tl.range(pid, num_tiles, NUM_SMS, flatten=FLATTEN):
+        pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if USE_TMA:
+            acc = tile_acc_tma(a_desc, b_desc, off_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            acc = tile_acc_ptr(a_ptr, b_ptr, off_m, off_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                               BLOCK_M, BLOCK_N, BLOCK_K)
+        if HAS_SCALE:
+            acc = acc * scale
+        if USE_TMA and TMA_STORE:
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        else:
+            store_tile(c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -349,78 +294,19 @@ def pick_config(M: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2, cc
     return TileConfig(128, 128, bk, 8, 8, 4)
 
 
-#: most programs that share the K blocks of one tail tile (``SPLIT_TAIL``, :func:`tail_split`)
-SPLIT_TAIL_MAX = 4
-
-
-def tail_split(tiles: int, programs: int, k_blocks: int, min_k_blocks: int = 8) -> int:
-    """How many ways a persistent launch of ``programs`` programs over ``tiles`` output tiles splits the K blocks of
-    each tile of its last, partial round (``SPLIT_TAIL``): the last ``rem = tiles % programs`` tiles become ``S``
-    units each, which take ``ceil(rem * S / programs)`` rounds of ``1 / S`` of a tile instead of one round of a whole
-    tile (a launch of 448 tiles on 131 programs otherwise runs 4 rounds for 3.4 rounds of work). The ``S`` in
-    ``1 .. SPLIT_TAIL_MAX`` with the shortest tail (the smallest on a tie), each split keeping at least
-    ``min_k_blocks`` K blocks; 1 when the tiles fill whole rounds or make at most one round."""
-    rem = tiles % programs if programs > 0 else 0
-    if rem == 0 or tiles < programs:
-        return 1
-    best, best_time = 1, 1.0
-    for split in range(2, SPLIT_TAIL_MAX + 1):
-        if k_blocks // split < min_k_blocks:
-            break
-        rounds = -(-rem * split // programs)
-        if rounds / split < best_time - 1e-9:
-            best, best_time = split, rounds / split
-    return best
-
-
-def autotune_configs(split_tail: bool = False):
+def autotune_configs():
     """:data:`CONFIGS` as ``triton.Config`` objects, each with ``FLATTEN`` off and on (the autotuned GEMMs'
     candidates: ``gemm_kernel`` and the kernels that share its tile loop take a ``FLATTEN`` switch). Measured on
-    H200 (``benchmarks/bench_gemm.py``): the flattened loop is 1-4% faster at most overlap shapes, not all.
-    ``split_tail``: also each tiling with its last round's tiles split 2 and 3 ways (``SPLIT_TAIL`` of
-    :func:`gemm_kernel`; any split is correct, whatever the shape, so the tuner may simply time them)."""
-    cfgs = [triton.Config({**c.meta(), "FLATTEN": flat}, num_warps=c.num_warps, num_stages=c.num_stages)
+    H200 (``benchmarks/bench_gemm.py``): the flattened loop is 1-4% faster at most overlap shapes, not all."""
+    return [triton.Config({**c.meta(), "FLATTEN": flat}, num_warps=c.num_warps, num_stages=c.num_stages)
             for c in CONFIGS for flat in (False, True)]
-    if split_tail:
-        cfgs += [triton.Config({**c.meta(), "SPLIT_TAIL": sp}, num_warps=c.num_warps, num_stages=c.num_stages)
-                 for c in CONFIGS for sp in AUTOTUNE_SPLITS]
-    return cfgs
-
-
-#: the tail splits the autotuned GEMM tries (:func:`autotune_configs`)
-AUTOTUNE_SPLITS = (2, 3)
 
 
 @functools.lru_cache(maxsize=None)
 def gemm_autotuned():
     """``gemm_kernel`` wrapped in ``triton.autotune`` (keyed on ``M, N, K``; per-shape results cached in memory and
-    on disk) over every tiling, with and without the flattened loop and with tail splits (:func:`autotune_configs`).
-    Created on first use (GPU only). The split counters are restored after each benchmark launch."""
-    return triton.autotune(configs=autotune_configs(split_tail=True), key=["M", "N", "K"], cache_results=True,
-                           restore_value=["cnt_ptr"])(gemm_kernel)
-
-
-_tail_buffers = {}
-
-
-def tail_buffers(device, programs: int, split: int, block_m: int, block_n: int):
-    """``(ws, cnt)`` for a launch with tail splits on ``device``: an fp32 workspace of at least ``programs * split *
-    block_m * block_n`` elements (a tail has fewer than ``programs`` tiles) and ``programs`` int32 counters, zero
-    between launches (every launch leaves them zero). Cached per device and stream (launches on one stream run one
-    after another, so they can share them) and grown on demand: the first call of a larger shape should not be
-    inside a CUDA-graph capture."""
-    import torch
-
-    need = max(1, programs * split * block_m * block_n)
-    stream = torch.cuda.current_stream(device).cuda_stream if getattr(device, "type", "cpu") == "cuda" else 0
-    key = (str(device), stream)
-    ws, cnt = _tail_buffers.get(key, (None, None))
-    if ws is None or ws.numel() < need:
-        ws = torch.empty((need, ), dtype=torch.float32, device=device)
-    if cnt is None or cnt.numel() < programs:
-        cnt = torch.zeros((max(programs, 1), ), dtype=torch.int32, device=device)
-    _tail_buffers[key] = (ws, cnt)
-    return ws, cnt
+    on disk). Created on first use (GPU only)."""
+    return triton.autotune(configs=autotune_configs(), key=["M", "N", "K"], cache_results=True)(gemm_kernel)
 
 
 def use_tma_for(device) -> bool:
@@ -523,25 +409,15 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     on_gpu = a.device.type == "cuda"
     if on_gpu and config is None and autotune:
         kern = gemm_autotuned()
-        # NUM_SMS is the persistent grid's upper bound; the workspace covers the largest tile and split tried
-        ws, cnt = tail_buffers(a.device, sms, max(AUTOTUNE_SPLITS), max(c.BLOCK_M for c in CONFIGS),
-                               max(c.BLOCK_N for c in CONFIGS))
         grid = lambda META: (min(sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])), )  # noqa
-        kern[grid](*args, **consts, ws_ptr=ws, cnt_ptr=cnt)
+        kern[grid](*args, **consts)
         return out
     cfg = config or pick_config(M, N, K, on_gpu=on_gpu, elem_bytes=a.dtype.itemsize)
-    tiles = triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)
-    grid = (min(sms, tiles), )
-    split = 1 if cfg.flatten else tail_split(tiles, grid[0], triton.cdiv(K, cfg.BLOCK_K))
-    extra = {}
-    if split > 1:
-        ws, cnt = tail_buffers(a.device, grid[0], split, cfg.BLOCK_M, cfg.BLOCK_N)
-        extra = dict(SPLIT_TAIL=split, ws_ptr=ws, cnt_ptr=cnt)
-    gemm_kernel[grid](*args, **cfg.meta(), **consts, **extra, **cfg.launch())
+    grid = (min(sms, triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)), )
+    gemm_kernel[grid](*args, **cfg.meta(), **consts, **cfg.launch())
     return out
 
 
-__all__ = ["gemm_kernel", "split_tile_sum", "tail_split", "SPLIT_TAIL_MAX", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
-           "TileConfig", "CONFIGS", "SIM_CONFIG", "env_config", "pick_config", "gemm_autotuned", "autotune_configs",
-           "tail_buffers", "AUTOTUNE_SPLITS", "use_tma_for",
+__all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
+           "TileConfig", "CONFIGS", "SIM_CONFIG", "env_config", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
            "ensure_tma_allocator", "matmul", "num_sms", "check_operands"]

@@ -64,34 +64,6 @@ def test_gemm_matches_cublas(dtype):
         _assert_close(matmul(a, b, autotune=False), (a.float() @ b.float()), f"matmul fixed {M}x{N}x{K}")
 
 
-def test_matmul_split_tail():
-    """Our GEMM with the last round's tiles split over programs (``SPLIT_TAIL``), at Llama-3-8B AG+GEMM M=2048 (448
-    tiles of 128x256 on 132 programs: ``tail_split`` gives 2): the fixed-tiling ``matmul`` (which splits) and every
-    forced split 2 to 4 against the fp32 product, the counters zero after each launch."""
-    import triton
-
-    from triton_dist.kernels import gemm as g
-
-    _init()
-    M, N, K = 2048, 7168, 4096
-    a, b = _q((M, K), torch.bfloat16, 5), _q((K, N), torch.bfloat16, 6)
-    ref = a.float() @ b.float()
-    cfg = g.TileConfig(128, 256, 64, 8, 8, 3)
-    sms = g.num_sms(a.device)
-    tiles = triton.cdiv(M, 128) * triton.cdiv(N, 256)
-    assert g.tail_split(tiles, min(sms, tiles), K // 64) > 1
-    _assert_close(g.matmul(a, b, config=cfg), ref, "matmul 128x256 with a split tail")
-    grid = (min(sms, tiles), )
-    for split in (2, 3, 4):
-        ws, cnt = g.tail_buffers(a.device, grid[0], split, 128, 256)
-        c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
-        g.gemm_kernel[grid](a, b, c, c, M, N, K, K, 1, N, 1, N, 1, **cfg.meta(), NUM_SMS=grid[0], USE_TMA=True,
-                            HAS_SCALE=False, SPLIT_TAIL=split, ws_ptr=ws, cnt_ptr=cnt, **cfg.launch())
-        torch.cuda.synchronize()
-        _assert_close(c, ref, f"gemm_kernel SPLIT_TAIL={split}")
-        assert int(cnt.abs().sum()) == 0, f"split {split}: counters not reset"
-
-
 def _ag_gemm_matches_torch(m_loc, k, n, calls):
     """Consecutive calls on one context (epochs), fresh data each time: ``ag_gemm(**calls[i])`` against torch's
     NCCL + cuBLAS path on the same inputs."""
