@@ -107,6 +107,15 @@
 # AMD-DAG: call i32 @rocshmem_putmem_signal_nbi(i64 {{.*}}, i64 {{.*}}, i64 {{.*}}, i64 {{.*}}, i64 2, i32 1, i32
 # AMD-DAG: call i32 @rocshmem_putmem_signal_wave(
 # AMD-DAG: call i32 @rocshmem_putmem_signal_nbi_wave(
+# AMD-DAG: call i32 @rocshmem_team_translate_pe(i32 1, i32 {{.*}}, i32 0)
+# Team-scoped barriers: the world team calls rocSHMEM's team-less barrier, another team the wrapper's.
+# AMD-DAG: call i32 @rocshmem_barrier_wg()
+# AMD-DAG: call i32 @rocshmem_team_barrier_wave(i32 1)
+# AMD-DAG: call i32 @rocshmem_sync_all_wg()
+# AMD-DAG: call i32 @rocshmem_sync_all_wave()
+# AMD-DAG: call i32 @rocshmem_team_sync(i32 0)
+# AMD-DAG: call i32 @rocshmem_team_sync_wg(i32 1)
+# AMD-DAG: call i32 @rocshmem_team_sync_wave(i32 1)
 # AMD-DAG: call i32 @rocshmem_broadcastmem_wg(i32 0, i64 {{.*}}, i64 {{.*}}, i64 48, i32 0)
 # AMD-DAG: call i32 @rocshmem_fcollectmem_wg(i32 0, i64 {{.*}}, i64 {{.*}}, i64 60)
 # AMD-DAG: call i32 @rocshmem_float_p(i64 {{.*}}, float {{.*}}, i32
@@ -221,14 +230,6 @@ def _scalar_put_get(dst, pe):
 
 @triton_dist.jit
 def new_calls(dst, src, sig, pe, nbytes):
-    tl.store(dst, shmem.team_translate_pe(shmem.NVSHMEMX_TEAM_NODE, pe, shmem.NVSHMEM_TEAM_WORLD).to(tl.float32))
-    shmem.barrier_block(shmem.NVSHMEM_TEAM_WORLD)
-    shmem.barrier_warp(shmem.NVSHMEMX_TEAM_NODE)
-    shmem.sync_all_block()
-    shmem.sync_all_warp()
-    shmem.team_sync(shmem.NVSHMEM_TEAM_WORLD)
-    shmem.team_sync_block(shmem.NVSHMEM_TEAM_SHARED)
-    shmem.team_sync_warp(shmem.NVSHMEMX_TEAM_NODE)
     _common_calls(dst, src, sig, pe, nbytes)
     shmem.putmem_signal_warp(dst, src, nbytes, sig, 3, shmem.NVSHMEM_SIGNAL_SET, pe)
     shmem.putmem_signal_nbi_warp(dst, src, nbytes, sig, 4, shmem.NVSHMEM_SIGNAL_SET, pe)
@@ -245,6 +246,14 @@ def new_calls(dst, src, sig, pe, nbytes):
 @triton_dist.jit
 def _common_calls(dst, src, sig, pe, nbytes):
     # the functions rocSHMEM has too
+    tl.store(dst, shmem.team_translate_pe(shmem.NVSHMEMX_TEAM_NODE, pe, shmem.NVSHMEM_TEAM_WORLD).to(tl.float32))
+    shmem.barrier_block(shmem.NVSHMEM_TEAM_WORLD)
+    shmem.barrier_warp(shmem.NVSHMEMX_TEAM_NODE)
+    shmem.sync_all_block()
+    shmem.sync_all_warp()
+    shmem.team_sync(shmem.NVSHMEM_TEAM_WORLD)
+    shmem.team_sync_block(shmem.NVSHMEM_TEAM_SHARED)
+    shmem.team_sync_warp(shmem.NVSHMEMX_TEAM_NODE)
     shmem.getmem_nbi_wg(dst, src, 16, pe)
     shmem.putmem_nbi_wave(dst, src, 24, pe)
     shmem.barrier_all_wg()

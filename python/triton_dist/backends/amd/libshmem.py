@@ -18,13 +18,21 @@ Checked against rocSHMEM's public sources (ROCm/rocm-systems ``projects/rocshmem
 * rocSHMEM C++ device functions that its wrapper does not export, so a wrapper of ours must forward to them:
   ``rocshmem_team_my_pe`` / ``rocshmem_team_n_pes(rocshmem_team_t) -> int``; ``rocshmem_signal_set`` /
   ``rocshmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)`` and ``rocshmem_signal_wait_until(uint64_t
-  *sig_addr, int cmp, uint64_t cmp_value) -> uint64_t`` (rocSHMEM >= 3.8).
+  *sig_addr, int cmp, uint64_t cmp_value) -> uint64_t`` (rocSHMEM >= 3.8); ``rocshmem_team_sync{,_wg,_wave}(team)``,
+  ``rocshmem_team_translate_pe(src_team, int pe, dest_team) -> int``, ``rocshmem_sync_all_{wg,wave}()``,
+  ``rocshmem_putmem_signal{,_nbi}{,_wave}`` (same parameters as the ``_wg`` ones) and the typed
+  ``rocshmem_<T>_p(T *dest, T value, int pe)`` / ``rocshmem_<T>_g(const T *source, int pe) -> T`` for the C types
+  (``ROC_SCALAR_TYPE`` maps NVSHMEM's other type names to them).
 * No ctx-less rocSHMEM function: the names below are ours (a wrapper forwards with ``ROCSHMEM_CTX_DEFAULT``):
   ``rocshmem_broadcastmem_wg(team, dest, source, nbytes, pe_root)`` -> ``rocshmem_ctx_broadcastmem_wg(ctx, team,
   void *, const void *, int nelems, int pe_root)`` (void); ``rocshmem_fcollectmem_wg(team, dest, source, nbytes)``
   -> ``rocshmem_ctx_fcollectmem_wg(ctx, team, void *, const void *, int nelems)`` (void; rocSHMEM's byte counts
-  are ``int``); ``rocshmem_team_barrier(team)`` -> ``rocshmem_ctx_barrier(ctx, team)``, used for
-  ``barrier(team)`` on a team other than the world (the world team calls rocSHMEM's ``rocshmem_barrier()``).
+  are ``int``); ``rocshmem_team_barrier{,_wg,_wave}(team)`` -> ``rocshmem_ctx_barrier{,_wg,_wave}(ctx, team)``,
+  used for ``barrier[_block|_warp](team)`` on a team other than the world (the world team calls rocSHMEM's
+  ``rocshmem_barrier{,_wg,_wave}()``).
+* Not in rocSHMEM (a compile-time error naming the function): ``broadcastmem`` / ``fcollectmem`` of thread and
+  warp scope (and the typed ``broadcast`` / ``fcollect`` lowered to them): rocSHMEM's collectives are work-group
+  calls.
 * Nothing to call: rocSHMEM has no multicast (``remote_mc_ptr`` is the null pointer, as NVSHMEM returns where
   multicast is unavailable) and no ``signal_op`` with a run-time ``sig_op`` (``signal_op`` / ``dl.notify``
   inter_node call ``rocshmem_signal_set`` / ``rocshmem_signal_add``, so ``sig_op`` must be a compile-time constant).
@@ -81,10 +89,6 @@ def _symbol(name: str) -> str:
 NO_EXTERN = {
     "mc_ptr": "rocSHMEM has no multicast: lowered to the null pointer",
     "signal_op": "rocSHMEM has no signal op taking sig_op: lowered to rocshmem_signal_set / rocshmem_signal_add",
-    **{n: "rocSHMEM's device API has no team barrier / sync of this scope"
-       for n in ("barrier_block", "barrier_warp", "sync_all_block", "sync_all_warp", "team_sync", "team_sync_block",
-                 "team_sync_warp")},
-    "team_translate_pe": "rocSHMEM's device API has no team_translate_pe",
     **{n: "rocSHMEM's broadcast / fcollect are work-group calls only (use the _block variant)"
        for n in ("broadcastmem", "broadcastmem_warp", "fcollectmem", "fcollectmem_warp")},
 }
@@ -94,16 +98,19 @@ EXTERNS = {
     n: e for n, e in _libshmem.externs(_symbol, returns={"broadcastmem_block": None, "fcollectmem_block": None}).items()
     if n not in NO_EXTERN
 }
-# rocSHMEM's device rocshmem_barrier() takes no team (TEAM_WORLD); other teams go through the wrapper's team barrier
-EXTERNS["barrier"] = Extern("rocshmem_barrier", (), None)
-EXTERNS["team_barrier"] = Extern("rocshmem_team_barrier", (tl.int32, ), None)
+# rocSHMEM's device rocshmem_barrier{,_wg,_wave}() take no team (TEAM_WORLD); other teams go through the wrapper's
+# team barriers (-> rocshmem_ctx_barrier{,_wg,_wave}(ROCSHMEM_CTX_DEFAULT, team))
+for _name, _suffix in (("barrier", ""), ("barrier_block", "_wg"), ("barrier_warp", "_wave")):
+    EXTERNS[_name] = Extern(f"rocshmem_barrier{_suffix}", (), None)
+    EXTERNS[f"team_{_name}"] = Extern(f"rocshmem_team_barrier{_suffix}", (tl.int32, ), None)
+del _name, _suffix
 # libshmem_device.signal_op: the standalone signal APIs (rocSHMEM >= 3.8), chosen by the compile-time sig_op
 EXTERNS["signal_set"] = Extern("rocshmem_signal_set", (tl.int64, tl.uint64, tl.int32), None)
 EXTERNS["signal_add"] = Extern("rocshmem_signal_add", (tl.int64, tl.uint64, tl.int32), None)
 
 #: see ``triton_dist.language._libshmem.COLLECTIVES``
-COLLECTIVE_SYMBOLS = tuple(EXTERNS[n].symbol for n in _libshmem.COLLECTIVES if n in EXTERNS) + (
-    EXTERNS["team_barrier"].symbol, )
+COLLECTIVE_SYMBOLS = tuple(EXTERNS[n].symbol for n in _libshmem.COLLECTIVES if n in EXTERNS) + tuple(
+    EXTERNS[f"team_{n}"].symbol for n in ("barrier", "barrier_block", "barrier_warp"))
 
 #: NVSHMEM value (the public constants) -> rocSHMEM value
 NV_SIGNAL_TO_ROC = {9: SIGNAL_OPS["set"], 10: SIGNAL_OPS["add"]}
@@ -144,15 +151,16 @@ class _RocshmemLowering(_libshmem.GpuLibshmemLowering):
     and ``signal_op`` (rocSHMEM has no signal op taking ``sig_op``)."""
 
     def sync(self, name, scope, team, *, target, _semantic, _generator):
-        """``barrier(team)``: the world team calls rocSHMEM's ``rocshmem_barrier()``, any other team the wrapper's
-        ``rocshmem_team_barrier(team)`` (the team is a compile-time constant on AMD)."""
-        if name != "barrier":
+        """``barrier[_block|_warp](team)``: the world team calls rocSHMEM's ``rocshmem_barrier[_wg|_wave]()``, any
+        other team the wrapper's ``rocshmem_team_barrier[_wg|_wave](team)`` (the team is a compile-time constant on
+        AMD)."""
+        if name not in ("barrier", "barrier_block", "barrier_warp"):
             return super().sync(name, scope, team, target=target, _semantic=_semantic, _generator=_generator)
         t = constant("team", team, name)
         if t == TEAMS["world"]:
-            lower("barrier", [], _semantic=_semantic)
+            lower(name, [], _semantic=_semantic)
         else:
-            lower("team_barrier", [_semantic.to_tensor(t)], _semantic=_semantic)
+            lower(f"team_{name}", [_semantic.to_tensor(t)], _semantic=_semantic)
         return None
 
     def signal_op(self, sig_addr, signal, sig_op, pe, *, target, _semantic, _generator):

@@ -463,6 +463,9 @@ def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None, _generator=None):
 # ---------------------------------------------------------------------------------------------------------------
 # collectives
 # ---------------------------------------------------------------------------------------------------------------
+_NOT_AMD = " Not in rocSHMEM's device API (a compile-time error on AMD: its collectives are work-group calls)."
+
+
 def _elem_bytes(op, dest, source):
     """The element size of a typed collective: ``dest`` and ``source`` must point to the same element type."""
     if not (dest.dtype.is_ptr() and source.dtype.is_ptr()) or dest.dtype.element_ty != source.dtype.element_ty:
@@ -491,7 +494,7 @@ def _broadcast_function(op, lowered, typed):
                   f"``team``: every PE calls it with the same arguments, one caller per PE. {who} Returns 0 (int32) "
                   f"on success."
                   + (f" Lowered as :func:`{lowered}` of ``nelems * sizeof(type)`` bytes (the same transfer)."
-                     if typed else ""))
+                     if typed else "") + ("" if lowered.endswith("_block") else _NOT_AMD))
     return _named(fn, op)
 
 
@@ -513,7 +516,7 @@ def _fcollect_function(op, lowered, typed):
                   f"PE, in team order (``dest`` holds ``team_n_pes * nelems``). Collective over ``team``, one caller "
                   f"per PE. {who} Returns 0 (int32)."
                   + (f" Lowered as :func:`{lowered}` of ``nelems * sizeof(type)`` bytes (the same transfer)."
-                     if typed else ""))
+                     if typed else "") + ("" if lowered.endswith("_block") else _NOT_AMD))
     return _named(fn, op)
 
 
@@ -538,7 +541,7 @@ fcollect = _fcollect_function("fcollect", "fcollectmem", True)
 def team_translate_pe(src_team, pe_in_src_team, dest_team, _semantic=None, _generator=None):
     """The number in ``dest_team`` of the PE whose number in ``src_team`` is ``pe_in_src_team``; -1 when that PE
     is not in ``dest_team`` or the number is out of ``src_team``'s range (``nvshmem_team_translate_pe``), int32.
-    Every thread executes it (a query). Not in rocSHMEM's device API (compile-time error on AMD)."""
+    Every thread executes it (a query)."""
     op = "team_translate_pe"
     s = _team(op, src_team)
     r = _int(op, "pe_in_src_team", pe_in_src_team, tl.int32)
@@ -567,24 +570,23 @@ def _sync_function(op, doc, lowered=None):
     return _named(fn, op)
 
 
-_NOT_AMD = " Not in rocSHMEM's device API (compile-time error on AMD)."
 barrier_block = _team_sync_function("barrier_block", "Block variant of :func:`barrier`: "
-                                    "every thread of the program calls it. Collective." + _NOT_AMD)
+                                    "every thread of the program calls it. Collective.")
 barrier_warp = _team_sync_function("barrier_warp", "Warp variant of :func:`barrier`: "
-                                   "every lane of the calling warp calls it, one warp per PE. Collective." + _NOT_AMD)
+                                   "every lane of the calling warp calls it, one warp per PE. Collective.")
 team_sync = _team_sync_function("team_sync", "Barrier over ``team`` ordering (not completing) earlier memory "
                                 "operations. Thread variant: one thread per PE calls it "
-                                "(guard with ``if tid(0) == 0:``). Collective." + _NOT_AMD)
+                                "(guard with ``if tid(0) == 0:``). Collective.")
 team_sync_block = _team_sync_function("team_sync_block", "Block variant of :func:`team_sync` "
                                       "(NVSHMEM's block variant): every thread of the program calls it. "
-                                      "Collective." + _NOT_AMD)
+                                      "Collective.")
 team_sync_warp = _team_sync_function("team_sync_warp", "Warp variant of :func:`team_sync` "
                                      "(NVSHMEM's warp variant): every lane of the calling warp calls it. "
-                                     "Collective." + _NOT_AMD)
+                                     "Collective.")
 sync_all_block = _sync_function("sync_all_block", "Block variant of :func:`sync_all`: "
-                                "every thread of the program calls it. Collective." + _NOT_AMD)
+                                "every thread of the program calls it. Collective.")
 sync_all_warp = _sync_function("sync_all_warp", "Warp variant of :func:`sync_all`: "
-                               "every lane of the calling warp calls it. Collective." + _NOT_AMD)
+                               "every lane of the calling warp calls it. Collective.")
 barrier_all_wg = _sync_function("barrier_all_wg", ":func:`barrier_all_block` under rocSHMEM's name "
                                 "(the work-group variant): every thread of the program calls it.",
                                 "barrier_all_block")
