@@ -388,3 +388,38 @@ def test_builtin_constexpr_has_a_process_independent_cache_key():
     twin = lambda *a, **k: None  # noqa: E731  another object with the same cache_key hashes the same
     twin.cache_key = shmem.putmem.cache_key
     assert key(shmem.putmem) == key(twin) != key(shmem.getmem)
+
+
+def test_gpu_tier_kernels_compile_for_cuda():
+    """Every launch of the GPU tier's scope and new-function tests (test_gpu_libshmem_scope.py, test_gpu_libshmem.py's
+    barriers) traces and lowers for cuda:90, so the GPU run can only fail on what a GPU shows."""
+    import gpu.test_gpu_libshmem_scope as G
+    from test_libshmem_sim import (BARRIER_FUNCTIONS, COLLECTIVE_FUNCTIONS, PUT_SIGNAL_FUNCTIONS, SCALAR_CASES,
+                                   SCALAR_TYPES, k_collective_fn, k_put_signal_fn, k_scalar_get, k_scalar_put,
+                                   k_store_barrier_load, k_translate)
+
+    ptr = {"float32": "*fp32", "float64": "*fp64", "float16": "*fp16", "bfloat16": "*bf16", "int8": "*i8",
+           "int16": "*i16", "int32": "*i32", "int64": "*i64", "uint8": "*u8", "uint16": "*u16", "uint32": "*u32",
+           "uint64": "*u64"}
+    launches = [(G.k_per_thread_get, "*i8:16, i32", dict(NBI=nbi)) for nbi in (False, True)]
+    launches += [(G.k_per_thread_put, "*i8:16, i32", dict(NBI=nbi)) for nbi in (False, True)]
+    launches += [(G.k_guarded_thread_barrier, "*i32", {}), (k_translate, "*i32, i32, i32", {})]
+    launches += [(k_store_barrier_load, "*fp32, *fp32, *fp32, i32, fp32", dict(FN=fn, BLOCK=64))
+                 for fn in BARRIER_FUNCTIONS]
+    for t, value, _ in SCALAR_CASES:
+        p = ptr[{"fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16"}.get(
+            SCALAR_TYPES[t].name, SCALAR_TYPES[t].name)]
+        launches.append((k_scalar_put, f"{p}, {'fp32' if isinstance(value, float) else 'i32'}, i32",
+                         dict(P=getattr(shmem, f"{t}_p"))))
+        launches.append((k_scalar_get, f"{p}, {p}, i32", dict(G=getattr(shmem, f"{t}_g"))))
+    for fn in PUT_SIGNAL_FUNCTIONS:
+        name = fn.__name__
+        launches.append((k_put_signal_fn, "*fp32, *fp32, *i64, *fp32, i32, i32, i32", dict(
+            FN=fn, THREAD=name in ("putmem_signal", "putmem_signal_nbi", "ulong_put_signal"),
+            UNIT=8 if name == "ulong_put_signal" else 1, NBI="_nbi" in name, BLOCK=64)))
+    for fn, scope, _ in COLLECTIVE_FUNCTIONS:
+        launches.append((k_collective_fn, "*fp32, *fp32, i32, i32", dict(
+            TEAM=0, FN=fn, SCOPE=scope, BROADCAST=fn.__name__.startswith("broadcast"))))
+    for kernel, sig, defines in launches:
+        ck = _compile(kernel, sig, defines=defines)
+        assert re.search(r"call [^@\n]*@nvshmemx?_\w+", ck.asm["llir"]), (kernel.__name__, defines)
