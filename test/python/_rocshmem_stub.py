@@ -4,7 +4,8 @@ machine, that the HIP link path resolves every rocSHMEM call and the kernel asse
 the linking mechanics only, not rocSHMEM's real ABI (which needs a rocSHMEM build to check)."""
 import triton.language as tl
 
-_LL_TYPES = {tl.int32: "i32", tl.int64: "i64", tl.uint64: "i64", tl.uint32: "i32"}
+_LL_TYPES = {tl.int8: "i8", tl.uint8: "i8", tl.int16: "i16", tl.uint16: "i16", tl.int32: "i32", tl.uint32: "i32",
+             tl.int64: "i64", tl.uint64: "i64", tl.float32: "float", tl.float64: "double"}
 
 
 def stub_ir() -> str:
@@ -17,7 +18,7 @@ def stub_ir() -> str:
             ret, body = "void", "ret void"
         else:
             ret = _LL_TYPES[ext.ret]
-            body = f"ret {ret} 0"
+            body = f"ret {ret} {'0.0' if ret in ('float', 'double') else '0'}"
         lines.append(f"define linkonce_odr hidden {ret} @{ext.symbol}({args}) {{\n  {body}\n}}")
     return "\n".join(lines) + "\n"
 

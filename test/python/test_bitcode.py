@@ -292,3 +292,18 @@ def test_kernel_calling_an_nvshmem_function_outside_the_slim_set_is_recompiled_w
     with pytest.raises(RuntimeError, match="__nv_foo"):
         k2[(1, )](None)
     assert not k2._full_shmem_library
+
+
+def test_slim_function_set_leaves_out_the_full_library_only_functions():
+    """The slim library holds every NVSHMEM function the lowerings call except ``FULL_LIBRARY_ONLY`` (most typed
+    put / get, the thread / warp byte collectives: they would double its size); a kernel calling one of those is
+    recompiled against the whole bitcode (the test above)."""
+    from triton_dist.backends.nvidia import libshmem as nv
+
+    slim = set(bc.nvshmem_functions())
+    left_out = {nv.EXTERNS[n].symbol for n in nv.FULL_LIBRARY_ONLY}
+    assert {"nvshmem_float_p", "nvshmem_uint16_g", "nvshmem_broadcastmem", "nvshmemx_fcollectmem_warp"} <= left_out
+    assert not slim & left_out
+    assert slim | left_out == {e.symbol for e in nv.EXTERNS.values()}
+    assert {"nvshmem_int_p", "nvshmem_int_g", "nvshmem_putmem_signal", "nvshmemx_team_sync_block",
+            "nvshmemx_broadcastmem_block"} <= slim

@@ -9,7 +9,9 @@ import torch
 import triton.language as tl
 
 import triton_dist
+from triton_dist.language._libshmem import SCALAR_TYPES
 from triton_dist.language.extra import libshmem_device as shmem
+from triton_dist.language.extra.language_extra import __syncthreads, tid
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.sim
@@ -47,7 +49,9 @@ def k_remote_ptr(buf, out, addrs, pe, BLOCK: tl.constexpr):
 #: constexpr ``FN`` (the function object itself, never its name)
 RMA_FUNCTIONS = (shmem.putmem_block, shmem.putmem_nbi_block, shmem.putmem_warp, shmem.putmem_nbi_warp, shmem.putmem,
                  shmem.putmem_nbi, shmem.getmem_block, shmem.getmem_nbi_block, shmem.getmem_warp,
-                 shmem.getmem_nbi_warp, shmem.getmem, shmem.getmem_nbi)
+                 shmem.getmem_nbi_warp, shmem.getmem, shmem.getmem_nbi, shmem.putmem_wg, shmem.putmem_nbi_wg,
+                 shmem.putmem_wave, shmem.putmem_nbi_wave, shmem.getmem_wg, shmem.getmem_nbi_wg, shmem.getmem_wave,
+                 shmem.getmem_nbi_wave)
 
 
 def rma_launch_args(fn, nxt, prv):
@@ -84,7 +88,8 @@ def k_put_signal_then_wait(dest, src, sig, out, nbytes, pe, value, expect, BLOCK
 
 @triton_dist.jit
 def k_signal_op(sig, value, pe, OP: tl.constexpr):
-    shmem.signal_op(sig, value, OP, pe)
+    if tid(0) == 0:  # a thread variant: one call per program (unguarded, an ADD would add once per thread)
+        shmem.signal_op(sig, value, OP, pe)
 
 
 @triton_dist.jit
@@ -95,25 +100,61 @@ def k_wait(sig, out, value, CMP: tl.constexpr):
 @triton_dist.jit
 def k_store_barrier_load(buf, stage, out, pe, value, FN: tl.constexpr, BLOCK: tl.constexpr):
     """Put ``value + i`` into the peer's ``buf`` (a non-blocking put: the barrier completes it), barrier, read our
-    own ``buf``."""
+    own ``buf``. Thread variants are called by thread 0 and warp variants by warp 0 (one caller per PE), after a
+    CTA barrier (the puts of every thread are issued) and followed by one (every thread waits for the barrier)."""
     offs = tl.arange(0, BLOCK)
     tl.store(stage + offs, tl.zeros([BLOCK], tl.float32) + value + offs)
+    __syncthreads()
     shmem.putmem_nbi(buf, stage, BLOCK * 4, pe)
-    if FN == "barrier_all":
-        shmem.barrier_all()
-    elif FN == "barrier_all_block":
+    __syncthreads()
+    if FN == "barrier_all_block":
         shmem.barrier_all_block()
-    elif FN == "barrier_all_warp":
-        shmem.barrier_all_warp()
-    elif FN == "barrier_world":
-        shmem.barrier(shmem.NVSHMEM_TEAM_WORLD)
-    elif FN == "barrier_node":
-        shmem.barrier(shmem.NVSHMEMX_TEAM_NODE)
+    elif FN == "barrier_block":
+        shmem.barrier_block(shmem.NVSHMEM_TEAM_WORLD)
+    elif FN == "sync_all_block":
+        shmem.quiet()  # the sync functions order stores but do not complete puts: quiet does
+        __syncthreads()
+        shmem.sync_all_block()
+    elif FN == "team_sync_block":
+        shmem.quiet()
+        __syncthreads()
+        shmem.team_sync_block(shmem.NVSHMEMX_TEAM_NODE)
+    elif FN == "barrier_all_warp" or FN == "barrier_warp" or FN == "sync_all_warp" or FN == "team_sync_warp":
+        if tid(0) < 32:
+            if FN == "barrier_all_warp":
+                shmem.barrier_all_warp()
+            elif FN == "barrier_warp":
+                shmem.barrier_warp(shmem.NVSHMEM_TEAM_WORLD)
+            elif FN == "sync_all_warp":
+                shmem.quiet()
+                shmem.sync_all_warp()
+            else:
+                shmem.quiet()
+                shmem.team_sync_warp(shmem.NVSHMEMX_TEAM_NODE)
     else:
-        tl.static_assert(FN == "sync_all")
-        shmem.quiet()  # sync_all orders stores but does not complete puts: quiet does
-        shmem.sync_all()
+        if tid(0) == 0:
+            if FN == "barrier_all":
+                shmem.barrier_all()
+            elif FN == "barrier_world":
+                shmem.barrier(shmem.NVSHMEM_TEAM_WORLD)
+            elif FN == "barrier_node":
+                shmem.barrier(shmem.NVSHMEMX_TEAM_NODE)
+            elif FN == "team_sync":
+                shmem.quiet()
+                shmem.team_sync(shmem.NVSHMEMX_TEAM_NODE)
+            else:
+                tl.static_assert(FN == "sync_all")
+                shmem.quiet()
+                shmem.sync_all()
+    __syncthreads()
     tl.store(out + offs, tl.load(buf + offs))
+
+
+#: the barrier / sync functions ``k_store_barrier_load`` runs (``FN``) -> the team whose peers it exchanges with
+BARRIER_FUNCTIONS = {"barrier_all": "world", "barrier_all_block": "world", "barrier_all_warp": "world",
+                     "barrier_world": "world", "barrier_node": "node", "sync_all": "world", "barrier_block": "world",
+                     "barrier_warp": "world", "sync_all_block": "world", "sync_all_warp": "world",
+                     "team_sync": "node", "team_sync_block": "node", "team_sync_warp": "node"}
 
 
 @triton_dist.jit
@@ -139,6 +180,75 @@ def k_guarded_barrier(out):
     if tl.program_id(0) == 0:
         shmem.barrier_all_block()
     tl.store(out + tl.program_id(0), 1)
+
+
+@triton_dist.jit
+def k_scalar_put(buf, value, pe, P: tl.constexpr):
+    if tid(0) == 0:
+        P(buf, value, pe)
+
+
+@triton_dist.jit
+def k_scalar_get(buf, out, pe, G: tl.constexpr):
+    tl.store(out, G(buf, pe))
+
+
+#: the signal-put functions beyond the block pair, with their scope (thread variants are called by thread 0)
+PUT_SIGNAL_FUNCTIONS = (shmem.putmem_signal, shmem.putmem_signal_nbi, shmem.putmem_signal_warp,
+                        shmem.putmem_signal_nbi_warp, shmem.putmem_signal_wg, shmem.putmem_signal_nbi_wg,
+                        shmem.putmem_signal_wave, shmem.putmem_signal_nbi_wave, shmem.ulong_put_signal)
+
+
+@triton_dist.jit
+def k_put_signal_fn(dest, src, sig, out, nbytes, pe, value, FN: tl.constexpr, THREAD: tl.constexpr,
+                    UNIT: tl.constexpr, NBI: tl.constexpr, BLOCK: tl.constexpr):
+    """``FN`` puts ``nbytes`` (``nbytes // UNIT`` elements) to ``pe`` with signal SET ``value`` (every warp / the
+    whole program for warp / block variants: the same bytes and the same SET), then waits for our own signal."""
+    if THREAD:
+        if tid(0) == 0:
+            FN(dest, src, nbytes // UNIT, sig, value, shmem.NVSHMEM_SIGNAL_SET, pe)
+    else:
+        FN(dest, src, nbytes // UNIT, sig, value, shmem.NVSHMEM_SIGNAL_SET, pe)
+    if NBI:
+        shmem.quiet()
+    seen = shmem.signal_wait_until(sig, shmem.NVSHMEM_CMP_EQ, value)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(dest + offs))
+    tl.store(out + BLOCK, seen.to(tl.float32))
+
+
+@triton_dist.jit
+def k_translate(out, pe, n):
+    tl.store(out + 0, shmem.team_translate_pe(shmem.NVSHMEMX_TEAM_NODE, pe, shmem.NVSHMEM_TEAM_WORLD))
+    tl.store(out + 1, shmem.team_translate_pe(shmem.NVSHMEM_TEAM_WORLD, pe, shmem.NVSHMEMX_TEAM_NODE))
+    tl.store(out + 2, shmem.team_translate_pe(shmem.NVSHMEM_TEAM_WORLD, n, shmem.NVSHMEM_TEAM_WORLD))
+
+
+#: broadcast / fcollect functions beyond the block *mem pair: (function, scope, typed)
+COLLECTIVE_FUNCTIONS = ((shmem.broadcastmem, "thread", False), (shmem.broadcastmem_warp, "warp", False),
+                        (shmem.broadcast, "thread", True), (shmem.broadcast_warp, "warp", True),
+                        (shmem.broadcast_block, "block", True), (shmem.fcollectmem, "thread", False),
+                        (shmem.fcollectmem_warp, "warp", False), (shmem.fcollect, "thread", True),
+                        (shmem.fcollect_warp, "warp", True), (shmem.fcollect_block, "block", True))
+
+
+@triton_dist.jit
+def k_collective_fn(dest, src, n, root, TEAM: tl.constexpr, FN: tl.constexpr, SCOPE: tl.constexpr,
+                    BROADCAST: tl.constexpr):
+    """One caller per PE: thread 0 for a thread variant, warp 0 for a warp variant, the program for a block one."""
+    if SCOPE == "block":
+        if BROADCAST:
+            rc = FN(TEAM, dest, src, n, root)
+        else:
+            rc = FN(TEAM, dest, src, n)
+        tl.device_assert(rc == 0)
+    else:
+        if tid(0) < (1 if SCOPE == "thread" else 32):
+            if BROADCAST:
+                FN(TEAM, dest, src, n, root)
+            else:
+                FN(TEAM, dest, src, n)
+    __syncthreads()
 
 
 # --------------------------------------------------------------------------------------------------- rank side
@@ -245,10 +355,9 @@ def _every_function():
 
     # barriers: a value put into the peer before the barrier is visible to the peer after it
     stage = b.create_tensor((N, ), torch.float32)
-    for i, fn in enumerate(("barrier_all", "barrier_all_block", "barrier_all_warp", "barrier_world", "barrier_node",
-                            "sync_all")):
-        peer = nxt if fn != "barrier_node" else (r // lw) * lw + (r % lw + 1) % lw
-        src_of_mine = prv if fn != "barrier_node" else (r // lw) * lw + (r % lw - 1) % lw
+    for i, (fn, team) in enumerate(BARRIER_FUNCTIONS.items()):
+        peer = nxt if team == "world" else (r // lw) * lw + (r % lw + 1) % lw
+        src_of_mine = prv if team == "world" else (r // lw) * lw + (r % lw - 1) % lw
         dest.fill_(-1.0)
         b.barrier_all_on_stream()
         res = torch.zeros(N, dtype=torch.float32)
@@ -273,6 +382,91 @@ def _every_function():
         b.barrier_all_on_stream()
         check(f"fcollect team={int(team)}", coll.tolist(),
               torch.cat([_pattern(first + i) for i in range(size)]).tolist())
+    return fails
+
+
+#: typed scalar put / get cases: (type, value put, value read back)
+SCALAR_CASES = (("int", -5, -5), ("uchar", 300, 44), ("float", 1.5, 1.5), ("double", 1.25, 1.25), ("half", 1.5, 1.5),
+                ("bfloat16", -2.5, -2.5), ("short", -7, -7), ("int64", 12345678, 12345678), ("uint32", -1, 2**32 - 1),
+                ("char", 200, -56))
+
+
+def _torch_dtype(ty):
+    return getattr(torch, {"fp32": "float32", "fp64": "float64", "fp16": "float16", "bf16": "bfloat16"}.get(
+        ty.name, ty.name))
+
+
+def _new_functions():
+    """Inside a rank process: the functions beyond the first 31 (typed put / get, put-with-signal of every scope,
+    team translation, the typed and thread / warp collectives); returns a list of failures."""
+    from triton_dist.runtime.sim import current
+    from triton_dist.runtime.sim.backend import SimBackend
+
+    b, ctx = SimBackend(), current()
+    r, n, lw = ctx.rank, ctx.world_size, ctx.local_world_size
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    fails = []
+
+    def check(name, got, want):
+        if got != want:
+            fails.append(f"rank {r} {name}: got {got}, want {want}")
+
+    # typed scalar put to the next rank, then get of what we put (from the next rank's buffer)
+    slot = b.create_tensor((1, ), torch.int64)
+    for t, value, want in SCALAR_CASES:
+        ty = _torch_dtype(SCALAR_TYPES[t])
+        slot.zero_()
+        b.barrier_all_on_stream()
+        k_scalar_put[(1, )](slot.view(ty), value, nxt, P=getattr(shmem, f"{t}_p"))
+        b.barrier_all_on_stream()
+        check(f"{t}_p", slot.view(ty)[0].item(), want)
+        out = torch.zeros(1, dtype=ty)
+        k_scalar_get[(1, )](slot.view(ty), out, nxt, G=getattr(shmem, f"{t}_g"))
+        check(f"{t}_g", out[0].item(), want)
+        b.barrier_all_on_stream()
+
+    # put with signal: thread / warp / wg / wave variants and ulong_put_signal (8-byte elements)
+    src = b.create_tensor((N, ), torch.float32)
+    dest = b.create_tensor((N, ), torch.float32)
+    sig = b.create_tensor((1, ), torch.int64)
+    src.copy_(_pattern(r))
+    for i, fn in enumerate(PUT_SIGNAL_FUNCTIONS):
+        dest.fill_(-1.0)
+        sig.zero_()
+        b.barrier_all_on_stream()
+        res = torch.zeros(N + 1, dtype=torch.float32)
+        name = fn.__name__
+        k_put_signal_fn[(1, )](dest, src, sig, res, N * 4, nxt, 3 + i, FN=fn,
+                               THREAD=name in ("putmem_signal", "putmem_signal_nbi", "ulong_put_signal"),
+                               UNIT=8 if name == "ulong_put_signal" else 1, NBI="_nbi" in name, BLOCK=N)
+        b.barrier_all_on_stream()
+        check(f"{name} data", res[:N].tolist(), _pattern(prv).tolist())
+        check(f"{name} signal", res[N].item(), float(3 + i))
+
+    # team translation: node member <-> world number; out of range -> -1
+    out = torch.zeros(3, dtype=torch.int32)
+    k_translate[(1, )](out, r % lw, n)
+    first = (r // lw) * lw
+    check("team_translate_pe", out.tolist(), [first + r % lw, r % lw if r < lw else -1, -1])
+
+    # typed (float elements) and thread / warp collectives over the world
+    for fn, scope, typed in COLLECTIVE_FUNCTIONS:
+        unit = 4 if typed else 1  # typed: float elements; *mem: bytes
+        if fn.__name__.startswith("broadcast"):
+            dest.fill_(-1.0)
+            b.barrier_all_on_stream()
+            k_collective_fn[(1, )](dest, src, N * 4 // unit, n - 1, TEAM=shmem.NVSHMEM_TEAM_WORLD, FN=fn,
+                                   SCOPE=scope, BROADCAST=True)
+            b.barrier_all_on_stream()
+            check(fn.__name__, dest.tolist(), _pattern(n - 1).tolist())
+        else:
+            coll = b.create_tensor((n * N, ), torch.float32)
+            coll.fill_(-1.0)
+            b.barrier_all_on_stream()
+            k_collective_fn[(1, )](coll, src, N * 4 // unit, 0, TEAM=shmem.NVSHMEM_TEAM_WORLD, FN=fn, SCOPE=scope,
+                                   BROADCAST=False)
+            b.barrier_all_on_stream()
+            check(fn.__name__, coll.tolist(), torch.cat([_pattern(i) for i in range(n)]).tolist())
     return fails
 
 
@@ -303,6 +497,13 @@ def _concurrent_collectives():
 @pytest.mark.parametrize("world,local", [(2, 2), (4, 4), (4, 2)])
 def test_every_function(sim_ranks, world, local):  # noqa: F811
     res = sim_ranks.run(world, _every_function, timeout=120, env=ENV, local_world_size=local)
+    fails = [f for per_rank in res for f in per_rank]
+    assert not fails, "\n".join(fails[:20])
+
+
+@pytest.mark.parametrize("world,local", [(2, 2), (4, 2)])
+def test_new_functions(sim_ranks, world, local):  # noqa: F811
+    res = sim_ranks.run(world, _new_functions, timeout=120, env=ENV, local_world_size=local)
     fails = [f for per_rank in res for f in per_rank]
     assert not fails, "\n".join(fails[:20])
 

@@ -144,20 +144,30 @@ class LibshmemLowering(Protocol):
     def remote_mc_ptr(self, team, ptr, *, target, _semantic, _generator):
         """The multicast address of ``ptr`` for ``team`` (0 where there is none), same type as ``ptr``."""
 
+    def team_translate_pe(self, src_team, pe, dest_team, *, target, _semantic, _generator):
+        """int32: the number in ``dest_team`` of ``src_team``'s PE ``pe``, -1 when it is not a member."""
+
     def sync(self, name, scope, team, *, target, _semantic, _generator):
-        """``barrier_all`` / ``barrier_all_block`` / ``barrier_all_warp`` / ``barrier`` / ``sync_all`` / ``quiet``
-        / ``fence`` (``name``), executed by the program's ``scope`` (``"thread"``: thread 0 between two program
-        barriers, ``"warp"``: warp 0 likewise, ``"block"``: every thread); ``team`` is None except for
-        ``barrier``. Returns None."""
+        """The barriers / syncs (``barrier_all*``, ``barrier*``, ``sync_all*``, ``team_sync*``) and ``quiet`` /
+        ``fence`` (``name``); ``scope`` (``"thread"`` / ``"warp"`` / ``"block"``) is the suffix's. Every thread that
+        reaches the call executes it (``triton_dist.language._libshmem.lower``); nothing is added around it.
+        ``team`` is None for the functions that take none. Returns None."""
 
     def rma(self, name, kind, scope, blocking, dest, source, nbytes, pe, *, target, _semantic, _generator):
         """The ``getmem*`` / ``putmem*`` function ``name``: ``kind`` ``"get"`` / ``"put"``, ``scope`` as for
-        :meth:`sync` (a thread / warp put is preceded by a program barrier, a blocking one followed by one),
-        ``blocking`` False for ``*_nbi``. Returns None."""
+        :meth:`sync`, ``blocking`` False for ``*_nbi``. Returns None."""
 
-    def putmem_signal(self, name, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, *, target, _semantic,
-                      _generator):
-        """``putmem_signal_block`` / ``putmem_signal_nbi_block`` (``name``, ``blocking``). Returns None."""
+    def p(self, name, dest, value, pe, *, target, _semantic, _generator):
+        """Typed scalar put ``<type>_p`` (``name``; the type's Triton dtype is
+        ``triton_dist.language._libshmem.SCALAR_TYPES[type]``). Returns None."""
+
+    def g(self, name, source, pe, *, target, _semantic, _generator):
+        """Typed scalar get ``<type>_g``: the value, of the type's Triton dtype."""
+
+    def putmem_signal(self, name, blocking, dest, source, nelems, elem_bytes, sig_addr, signal, sig_op, pe, *,
+                      target, _semantic, _generator):
+        """``putmem_signal[_nbi][_warp|_block]`` (``name``, ``blocking``) of ``nelems * elem_bytes`` bytes
+        (``elem_bytes`` a Python int). Returns None."""
 
     def signal_op(self, sig_addr, signal, sig_op, pe, *, target, _semantic, _generator):
         """Returns None."""
@@ -165,11 +175,11 @@ class LibshmemLowering(Protocol):
     def signal_wait_until(self, sig_addr, cmp, cmp_val, *, target, _semantic, _generator):
         """The uint64 value that satisfied the comparison."""
 
-    def broadcastmem_block(self, team, dest, source, nbytes, pe_root, *, target, _semantic, _generator):
-        """int32 0 on success."""
+    def broadcast(self, name, team, dest, source, nelems, elem_bytes, pe_root, *, target, _semantic, _generator):
+        """``broadcastmem[_warp|_block]`` (``name``) of ``nelems * elem_bytes`` bytes. int32 0 on success."""
 
-    def fcollectmem_block(self, team, dest, source, nbytes, *, target, _semantic, _generator):
-        """int32 0 on success."""
+    def fcollect(self, name, team, dest, source, nelems, elem_bytes, *, target, _semantic, _generator):
+        """``fcollectmem[_warp|_block]`` (``name``) of ``nelems * elem_bytes`` bytes per PE. int32 0 on success."""
 
 
 class ProfilerLowering(Protocol):

@@ -6,8 +6,6 @@ Pointers pass as their 64-bit generic address (``i64``; pointer results come bac
 ``int`` and team handles are ``i32``, ``uint64_t`` is ``u64``; a void result is ``None``."""
 from __future__ import annotations
 
-import importlib
-
 import triton.language as tl
 
 from .. import _compat
@@ -39,6 +37,21 @@ def value_of(names, name: str) -> int:
 
 _P, _S, _I, _U = tl.int64, tl.int64, tl.int32, tl.uint64  # pointer, size_t, int, uint64_t
 _RMA = (_P, _P, _S, _I)  # (dest, source, bytes, pe)
+
+#: The NVSHMEM standard RMA types of the typed scalar put / get (``<type>_p`` / ``<type>_g``) -> the Triton dtype
+#: of the value (``char`` is signed, as on NVIDIA and AMD GPUs; ``long`` is 64-bit; ``size`` = ``size_t``,
+#: ``ptrdiff`` = ``ptrdiff_t``).
+SCALAR_TYPES = {
+    "float": tl.float32, "double": tl.float64, "char": tl.int8, "schar": tl.int8, "short": tl.int16,
+    "int": tl.int32, "long": tl.int64, "longlong": tl.int64, "uchar": tl.uint8, "ushort": tl.uint16,
+    "uint": tl.uint32, "ulong": tl.uint64, "ulonglong": tl.uint64, "int8": tl.int8, "int16": tl.int16,
+    "int32": tl.int32, "int64": tl.int64, "uint8": tl.uint8, "uint16": tl.uint16, "uint32": tl.uint32,
+    "uint64": tl.uint64, "size": tl.uint64, "ptrdiff": tl.int64, "half": tl.float16, "bfloat16": tl.bfloat16,
+}
+#: The C type the value travels as: its own, except ``half`` / ``bfloat16``, which NVSHMEM's bitcode passes as a
+#: ``byval`` struct (not expressible as a Triton extern call) -> their 16 bits, through the ``uint16`` function
+#: (the same 2-byte remote store / load).
+SCALAR_CARRIER = {t: (tl.uint16 if ty in (tl.float16, tl.bfloat16) else ty) for t, ty in SCALAR_TYPES.items()}
 
 #: libshmem_device function -> (argument types, result type).
 SIGNATURES = {
@@ -72,21 +85,42 @@ SIGNATURES = {
     "putmem": (_RMA, None),
     "putmem_nbi": (_RMA, None),
     # signal: (dest, source, bytes, sig_addr, signal, sig_op, pe)
-    "putmem_signal_nbi_block": ((_P, _P, _S, _P, _U, _I, _I), None),
-    "putmem_signal_block": ((_P, _P, _S, _P, _U, _I, _I), None),
+    **{f"putmem_signal{nbi}{scope}": ((_P, _P, _S, _P, _U, _I, _I), None)
+       for nbi in ("", "_nbi") for scope in ("", "_warp", "_block")},
     # signal_op(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
     "signal_op": ((_P, _U, _I, _I), None),
     # uint64_t signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_val)
     "signal_wait_until": ((_P, _I, _U), tl.uint64),
-    # collectives (byte counts): int broadcastmem_block(team, dest, source, nelems, pe_root)
-    "broadcastmem_block": ((_I, _P, _P, _S, _I), tl.int32),
-    "fcollectmem_block": ((_I, _P, _P, _S), tl.int32),
+    # sync over a team: barrier_{block,warp}(team), team_sync{,_block,_warp}(team); sync_all_{block,warp}()
+    "barrier_block": ((_I, ), None),
+    "barrier_warp": ((_I, ), None),
+    "sync_all_block": ((), None),
+    "sync_all_warp": ((), None),
+    "team_sync": ((_I, ), None),
+    "team_sync_block": ((_I, ), None),
+    "team_sync_warp": ((_I, ), None),
+    # int team_translate_pe(src_team, int pe_in_src_team, dest_team): -1 when not a member of dest_team
+    "team_translate_pe": ((_I, _I, _I), tl.int32),
+    # collectives (byte counts): int broadcastmem{,_warp,_block}(team, dest, source, nelems, pe_root),
+    # int fcollectmem{,_warp,_block}(team, dest, source, nelems)
+    **{f"broadcastmem{scope}": ((_I, _P, _P, _S, _I), tl.int32) for scope in ("", "_warp", "_block")},
+    **{f"fcollectmem{scope}": ((_I, _P, _P, _S), tl.int32) for scope in ("", "_warp", "_block")},
+    # typed scalar put / get: void <T>_p(T *dest, T value, int pe); T <T>_g(const T *source, int pe)
+    **{f"{t}_p": ((_P, SCALAR_CARRIER[t], _I), None) for t in SCALAR_TYPES},
+    **{f"{t}_g": ((_P, _I), SCALAR_CARRIER[t]) for t in SCALAR_TYPES},
 }
 
 #: Functions that block until other PEs (or every block of a launch) arrive: a kernel calling any of them must be
 #: launched cooperatively when it has more than one program (see ``triton_dist.jit.check_cooperative_launch``).
-COLLECTIVES = ("barrier_all", "barrier_all_block", "barrier_all_warp", "barrier", "sync_all", "broadcastmem_block",
+COLLECTIVES = ("barrier_all", "barrier_all_block", "barrier_all_warp", "barrier", "barrier_block", "barrier_warp",
+               "sync_all", "sync_all_block", "sync_all_warp", "team_sync", "team_sync_block", "team_sync_warp",
+               "broadcastmem", "broadcastmem_warp", "broadcastmem_block", "fcollectmem", "fcollectmem_warp",
                "fcollectmem_block")
+
+
+def scope_of(name: str) -> str:
+    """Who calls function ``name``: "block" (``*_block``), "warp" (``*_warp``) or "thread" (no suffix)."""
+    return "block" if name.endswith("_block") else "warp" if name.endswith("_warp") else "thread"
 
 
 def externs(symbol_of, returns=None):
@@ -109,55 +143,18 @@ def builtin(shmem, name):
     return _compat.builtin(call)
 
 
-@_compat.builtin
-def _call(shmem, name, args, _semantic=None):
-    shmem = importlib.import_module(_compat.unwrap_constexpr(shmem))
-    return shmem.call(_compat.unwrap_constexpr(name), *list(args), _semantic=_semantic)
-
-
-@_compat.builtin
-def _thread_id(shmem, _semantic=None):
-    return importlib.import_module(_compat.unwrap_constexpr(shmem)).thread_id(_semantic)
-
-
-@_compat.builtin
-def _barrier(_semantic=None):
-    _semantic.debug_barrier()
-
-
-@_compat.jit_function
-def _guarded(args, SHMEM: tl.constexpr, NAME: tl.constexpr, LIMIT: tl.constexpr, SYNC_BEFORE: tl.constexpr,
-             SYNC_AFTER: tl.constexpr):
-    # threads tid < LIMIT of the program execute the call (1: thread 0; warp size: warp / wavefront 0)
-    if SYNC_BEFORE:
-        _barrier()
-    if _thread_id(SHMEM) < LIMIT:
-        _call(SHMEM, NAME, args)
-    if SYNC_AFTER:
-        _barrier()
-
-
-def lower(shmem, name, args, scope, *, sync_before=False, sync_after=False, _semantic, _generator=None,
-          target=None):
+def lower(shmem, name, args, *, _semantic):
     """Emit function ``name`` of ``shmem`` (a ``triton_dist.backends.<target>.libshmem`` module: ``call``,
-    ``EXTERNS``, ``thread_id``, ``WARP_SIZE``) with converted ``args`` (already i64 / i32 / u64 tensors).
+    ``EXTERNS``) with converted ``args`` (already i64 / i32 / u64 tensors). Returns the result (None for void).
 
-    ``scope``: "block" (every thread of the program calls), "warp" (threads of warp 0 call), "thread" (thread 0
-    alone calls), "all" (every thread calls; queries and waits). Returns the result (None for void)."""
-    if scope in ("block", "all"):
-        if sync_before:
-            _semantic.debug_barrier()
-        res = shmem.call(name, *args, _semantic=_semantic)
-        if sync_after:
-            _semantic.debug_barrier()
-        return None if shmem.EXTERNS[name].ret is None else res
-    if _generator is None:
-        raise RuntimeError(f"libshmem_device.{name}: needs the code generator (call it from a kernel)")
-    limit = 1 if scope == "thread" else (target.warp_size if target is not None else shmem.WARP_SIZE)
-    _compat.call_jit(_generator, _guarded, [tl.tuple(list(args)), tl.constexpr(shmem.__name__), tl.constexpr(name),
-                                            tl.constexpr(limit), tl.constexpr(bool(sync_before)),
-                                            tl.constexpr(bool(sync_after))])
-    return None
+    Who executes it is the C function's rule, as in a CUDA / HIP kernel (and in Triton-distributed): every thread
+    of the program that reaches the call executes it, with its own argument values. A scalar call in Triton code
+    runs in every thread, so a thread variant (no suffix) called unguarded is issued once per thread, a warp
+    variant once per warp, a block variant once per program; ``if tid(0) == 0:`` (``language_extra.tid``) makes a
+    thread variant one call per program. Nothing is added around the call (no predicate, no CTA barrier): a
+    barrier inside ``if tid(0) == 0`` would deadlock the threads that skip it."""
+    res = shmem.call(name, *args, _semantic=_semantic)
+    return None if shmem.EXTERNS[name].ret is None else res
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -178,6 +175,25 @@ def c_int(value, ty, _semantic):
     return value if value.dtype == ty else _semantic.cast(value, ty)
 
 
+def byte_count(nelems, elem_bytes, _semantic):
+    """``nelems * elem_bytes`` as the ``size_t`` (i64) operand (``elem_bytes`` a Python int: 1 for the ``*mem``
+    functions, the element size for the typed ones)."""
+    if isinstance(nelems, int):
+        return c_int(nelems * elem_bytes, tl.int64, _semantic)
+    n = c_int(nelems, tl.int64, _semantic)
+    if elem_bytes == 1:
+        return n
+    return _semantic.mul(n, _semantic.to_tensor(elem_bytes), True)
+
+
+def scalar_value(value, ty, _semantic):
+    """The value of a typed scalar put as Triton dtype ``ty`` (a Python number or a scalar of any numeric type is
+    converted as ``tl.cast`` converts)."""
+    if not isinstance(value, tl.tensor):
+        value = _semantic.to_tensor(value)
+    return value if value.dtype == ty else _semantic.cast(value, ty)
+
+
 def pointer_like(address_i64, like, _semantic):
     """The i64 result of a pointer query converted to ``like``'s pointer type (i64 stays i64), marked 16-aligned
     (symmetric allocations are) so accesses through it vectorise."""
@@ -189,8 +205,8 @@ def pointer_like(address_i64, like, _semantic):
 
 class GpuLibshmemLowering:
     """The ``LibshmemLowering`` (``triton_dist.language._backend``) of a GPU target, written once over the target's
-    table module ``shmem`` (``triton_dist.backends.<target>.libshmem``), which provides ``lower(name, args, scope,
-    ...)`` (see :func:`lower`) and ``constant(kind, value, op)``: the library's value of a public (NVSHMEM) team /
+    table module ``shmem`` (``triton_dist.backends.<target>.libshmem``), which provides ``lower(name, args, ...)``
+    (see :func:`lower`) and ``constant(kind, value, op)``: the library's value of a public (NVSHMEM) team /
     sig_op / cmp constant. A target whose library differs in a function overrides that method.
 
     Operands are converted to the C types of :data:`SIGNATURES` in the order the declaration lists them, constants
@@ -198,6 +214,9 @@ class GpuLibshmemLowering:
 
     def __init__(self, shmem):
         self.shmem = shmem
+
+    def _lower(self, name, args, _semantic):
+        return self.shmem.lower(name, args, _semantic=_semantic)
 
     def constant_operand(self, kind, value, op, _semantic):
         """A validated team / sig_op / cmp constant as the library's i32 operand."""
@@ -207,52 +226,67 @@ class GpuLibshmemLowering:
         return value if value.dtype == tl.int32 else _semantic.cast(value, tl.int32)
 
     def my_pe(self, *, target, _semantic, _generator):
-        return self.shmem.lower("my_pe", [], "all", _semantic=_semantic, target=target)
+        return self._lower("my_pe", [], _semantic)
 
     def n_pes(self, *, target, _semantic, _generator):
-        return self.shmem.lower("n_pes", [], "all", _semantic=_semantic, target=target)
+        return self._lower("n_pes", [], _semantic)
 
     def team_my_pe(self, team, *, target, _semantic, _generator):
         t = self.constant_operand("team", team, "team_my_pe", _semantic)
-        return self.shmem.lower("team_my_pe", [t], "all", _semantic=_semantic, target=target)
+        return self._lower("team_my_pe", [t], _semantic)
 
     def team_n_pes(self, team, *, target, _semantic, _generator):
         t = self.constant_operand("team", team, "team_n_pes", _semantic)
-        return self.shmem.lower("team_n_pes", [t], "all", _semantic=_semantic, target=target)
+        return self._lower("team_n_pes", [t], _semantic)
+
+    def team_translate_pe(self, src_team, pe, dest_team, *, target, _semantic, _generator):
+        s = self.constant_operand("team", src_team, "team_translate_pe", _semantic)
+        r = c_int(pe, tl.int32, _semantic)
+        d = self.constant_operand("team", dest_team, "team_translate_pe", _semantic)
+        return self._lower("team_translate_pe", [s, r, d], _semantic)
 
     def remote_ptr(self, local_ptr, pe, *, target, _semantic, _generator):
         args = [address(local_ptr, _semantic), c_int(pe, tl.int32, _semantic)]
-        res = self.shmem.lower("ptr", args, "all", _semantic=_semantic, target=target)
-        return pointer_like(res, local_ptr, _semantic)
+        return pointer_like(self._lower("ptr", args, _semantic), local_ptr, _semantic)
 
     def remote_mc_ptr(self, team, ptr, *, target, _semantic, _generator):
         args = [self.constant_operand("team", team, "remote_mc_ptr", _semantic), address(ptr, _semantic)]
-        res = self.shmem.lower("mc_ptr", args, "all", _semantic=_semantic, target=target)
-        return pointer_like(res, ptr, _semantic)
+        return pointer_like(self._lower("mc_ptr", args, _semantic), ptr, _semantic)
 
     def sync(self, name, scope, team, *, target, _semantic, _generator):
         args = [] if team is None else [self.constant_operand("team", team, name, _semantic)]
-        self.shmem.lower(name, args, scope, sync_before=scope != "block", sync_after=scope != "block",
-                         _semantic=_semantic, _generator=_generator, target=target)
+        self._lower(name, args, _semantic)
         return None
 
     def rma(self, name, kind, scope, blocking, dest, source, nbytes, pe, *, target, _semantic, _generator):
         args = [address(dest, _semantic), address(source, _semantic), c_int(nbytes, tl.int64, _semantic),
                 c_int(pe, tl.int32, _semantic)]
-        sync = {} if scope == "block" else {"sync_before": kind == "put", "sync_after": blocking}
-        self.shmem.lower(name, args, scope, _semantic=_semantic, _generator=_generator, target=target, **sync)
+        self._lower(name, args, _semantic)
         return None
 
-    def putmem_signal(self, name, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, *, target, _semantic,
-                      _generator):
+    def p(self, name, dest, value, pe, *, target, _semantic, _generator):
+        ty = SCALAR_TYPES[name[:-2]]
+        v = scalar_value(value, ty, _semantic)
+        carrier = SCALAR_CARRIER[name[:-2]]
+        if carrier != ty:
+            v = _semantic.bitcast(v, carrier)
+        self._lower(name, [address(dest, _semantic), v, c_int(pe, tl.int32, _semantic)], _semantic)
+        return None
+
+    def g(self, name, source, pe, *, target, _semantic, _generator):
+        ty = SCALAR_TYPES[name[:-2]]
+        res = self._lower(name, [address(source, _semantic), c_int(pe, tl.int32, _semantic)], _semantic)
+        return res if res.dtype == ty else _semantic.bitcast(res, ty)
+
+    def putmem_signal(self, name, blocking, dest, source, nelems, elem_bytes, sig_addr, signal, sig_op, pe, *,
+                      target, _semantic, _generator):
         d, s = address(dest, _semantic), address(source, _semantic)
-        n = c_int(nbytes, tl.int64, _semantic)
+        n = byte_count(nelems, elem_bytes, _semantic)
         a = address(sig_addr, _semantic)
         v = c_int(signal, tl.uint64, _semantic)
         r = c_int(pe, tl.int32, _semantic)
         o = self.constant_operand("sig_op", sig_op, name, _semantic)
-        self.shmem.lower(name, [d, s, n, a, v, o, r], "block", _semantic=_semantic, _generator=_generator,
-                         target=target)
+        self._lower(name, [d, s, n, a, v, o, r], _semantic)
         return None
 
     def signal_op(self, sig_addr, signal, sig_op, pe, *, target, _semantic, _generator):
@@ -260,27 +294,24 @@ class GpuLibshmemLowering:
         v = c_int(signal, tl.uint64, _semantic)
         r = c_int(pe, tl.int32, _semantic)
         o = self.constant_operand("sig_op", sig_op, "signal_op", _semantic)
-        self.shmem.lower("signal_op", [a, v, o, r], "thread", sync_before=True, _semantic=_semantic,
-                         _generator=_generator, target=target)
+        self._lower("signal_op", [a, v, o, r], _semantic)
         return None
 
     def signal_wait_until(self, sig_addr, cmp, cmp_val, *, target, _semantic, _generator):
         a = address(sig_addr, _semantic)
         v = c_int(cmp_val, tl.uint64, _semantic)
         c = self.constant_operand("cmp", cmp, "signal_wait_until", _semantic)
-        return self.shmem.lower("signal_wait_until", [a, c, v], "all", _semantic=_semantic, _generator=_generator,
-                                target=target)
+        return self._lower("signal_wait_until", [a, c, v], _semantic)
 
-    def broadcastmem_block(self, team, dest, source, nbytes, pe_root, *, target, _semantic, _generator):
-        args = [self.constant_operand("team", team, "broadcastmem_block", _semantic), address(dest, _semantic),
-                address(source, _semantic), c_int(nbytes, tl.int64, _semantic), c_int(pe_root, tl.int32, _semantic)]
-        res = self.shmem.lower("broadcastmem_block", args, "block", _semantic=_semantic, _generator=_generator,
-                               target=target)
+    def broadcast(self, name, team, dest, source, nelems, elem_bytes, pe_root, *, target, _semantic, _generator):
+        args = [self.constant_operand("team", team, name, _semantic), address(dest, _semantic),
+                address(source, _semantic), byte_count(nelems, elem_bytes, _semantic),
+                c_int(pe_root, tl.int32, _semantic)]
+        res = self._lower(name, args, _semantic)
         return res if res is not None else _semantic.to_tensor(0)
 
-    def fcollectmem_block(self, team, dest, source, nbytes, *, target, _semantic, _generator):
-        args = [self.constant_operand("team", team, "fcollectmem_block", _semantic), address(dest, _semantic),
-                address(source, _semantic), c_int(nbytes, tl.int64, _semantic)]
-        res = self.shmem.lower("fcollectmem_block", args, "block", _semantic=_semantic, _generator=_generator,
-                               target=target)
+    def fcollect(self, name, team, dest, source, nelems, elem_bytes, *, target, _semantic, _generator):
+        args = [self.constant_operand("team", team, name, _semantic), address(dest, _semantic),
+                address(source, _semantic), byte_count(nelems, elem_bytes, _semantic)]
+        res = self._lower(name, args, _semantic)
         return res if res is not None else _semantic.to_tensor(0)

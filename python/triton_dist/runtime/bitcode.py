@@ -383,15 +383,15 @@ def cache_dir() -> str:
 
 
 def nvshmem_functions() -> dict:
-    """``{symbol: (argument LLVM types, result LLVM type)}`` of every NVSHMEM function triton_dist's lowerings call
-    (``backends.nvidia.libshmem.EXTERNS``; void functions are declared with an ``i32`` result, as kernels declare
-    them)."""
+    """``{symbol: (argument LLVM types, result LLVM type)}`` of the NVSHMEM functions triton_dist's lowerings call
+    that the slim library holds: ``backends.nvidia.libshmem.EXTERNS`` but its ``FULL_LIBRARY_ONLY`` (void functions
+    are declared with an ``i32`` result, as kernels declare them)."""
     from .. import _compat
     from ..backends.nvidia import libshmem as nv
 
     return {e.symbol: (tuple(_compat.llvm_type_name(t) for t in e.arg_types),
                        "i32" if e.ret is None else _compat.llvm_type_name(e.ret))
-            for e in nv.EXTERNS.values()}
+            for name, e in nv.EXTERNS.items() if name not in nv.FULL_LIBRARY_ONLY}
 
 
 _slim_paths = {}

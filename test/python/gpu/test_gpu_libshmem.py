@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import triton_dist.utils as U  # noqa: E402
 from triton_dist.language.extra import libshmem_device as shmem  # noqa: E402
-from test_libshmem_sim import (N, RMA_FUNCTIONS, _pattern, k_broadcast, k_every_program_barrier,  # noqa: E402
+from test_libshmem_sim import (BARRIER_FUNCTIONS, N, RMA_FUNCTIONS, _pattern, k_broadcast, k_every_program_barrier,  # noqa: E402
                                k_fcollect, k_guarded_barrier, k_info, k_put_signal_then_wait, k_remote_ptr, k_rma,
                                k_signal_op, k_store_barrier_load, k_wait, rma_launch_args)
 
@@ -128,13 +128,13 @@ def test_signal_op_wait_until(bufs, init, op, value, cmp, cmp_val, want):
     _barrier()
 
 
-@pytest.mark.parametrize("fn", ["barrier_all", "barrier_all_block", "barrier_all_warp", "barrier_world",
-                                "barrier_node", "sync_all"])
+@pytest.mark.parametrize("fn", list(BARRIER_FUNCTIONS))
 def test_barriers(bufs, fn):
     _, dest, _, stage = bufs
     lw = LOCAL_WORLD
-    peer = NXT if fn != "barrier_node" else (RANK // lw) * lw + (RANK % lw + 1) % lw
-    src_of_mine = PRV if fn != "barrier_node" else (RANK // lw) * lw + (RANK % lw - 1) % lw
+    node = BARRIER_FUNCTIONS[fn] == "node"
+    peer = NXT if not node else (RANK // lw) * lw + (RANK % lw + 1) % lw
+    src_of_mine = PRV if not node else (RANK // lw) * lw + (RANK % lw - 1) % lw
     dest.fill_(-1.0)
     _barrier()
     res = torch.zeros(N, dtype=torch.float32, device="cuda")

@@ -18,13 +18,21 @@ Checked against rocSHMEM's public sources (ROCm/rocm-systems ``projects/rocshmem
 * rocSHMEM C++ device functions that its wrapper does not export, so a wrapper of ours must forward to them:
   ``rocshmem_team_my_pe`` / ``rocshmem_team_n_pes(rocshmem_team_t) -> int``; ``rocshmem_signal_set`` /
   ``rocshmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)`` and ``rocshmem_signal_wait_until(uint64_t
-  *sig_addr, int cmp, uint64_t cmp_value) -> uint64_t`` (rocSHMEM >= 3.8).
+  *sig_addr, int cmp, uint64_t cmp_value) -> uint64_t`` (rocSHMEM >= 3.8); ``rocshmem_team_sync{,_wg,_wave}(team)``,
+  ``rocshmem_team_translate_pe(src_team, int pe, dest_team) -> int``, ``rocshmem_sync_all_{wg,wave}()``,
+  ``rocshmem_putmem_signal{,_nbi}{,_wave}`` (same parameters as the ``_wg`` ones) and the typed
+  ``rocshmem_<T>_p(T *dest, T value, int pe)`` / ``rocshmem_<T>_g(const T *source, int pe) -> T`` for the C types
+  (``ROC_SCALAR_TYPE`` maps NVSHMEM's other type names to them).
 * No ctx-less rocSHMEM function: the names below are ours (a wrapper forwards with ``ROCSHMEM_CTX_DEFAULT``):
   ``rocshmem_broadcastmem_wg(team, dest, source, nbytes, pe_root)`` -> ``rocshmem_ctx_broadcastmem_wg(ctx, team,
   void *, const void *, int nelems, int pe_root)`` (void); ``rocshmem_fcollectmem_wg(team, dest, source, nbytes)``
   -> ``rocshmem_ctx_fcollectmem_wg(ctx, team, void *, const void *, int nelems)`` (void; rocSHMEM's byte counts
-  are ``int``); ``rocshmem_team_barrier(team)`` -> ``rocshmem_ctx_barrier(ctx, team)``, used for
-  ``barrier(team)`` on a team other than the world (the world team calls rocSHMEM's ``rocshmem_barrier()``).
+  are ``int``); ``rocshmem_team_barrier{,_wg,_wave}(team)`` -> ``rocshmem_ctx_barrier{,_wg,_wave}(ctx, team)``,
+  used for ``barrier[_block|_warp](team)`` on a team other than the world (the world team calls rocSHMEM's
+  ``rocshmem_barrier{,_wg,_wave}()``).
+* Not in rocSHMEM (a compile-time error naming the function): ``broadcastmem`` / ``fcollectmem`` of thread and
+  warp scope (and the typed ``broadcast`` / ``fcollect`` lowered to them): rocSHMEM's collectives are work-group
+  calls.
 * Nothing to call: rocSHMEM has no multicast (``remote_mc_ptr`` is the null pointer, as NVSHMEM returns where
   multicast is unavailable) and no ``signal_op`` with a run-time ``sig_op`` (``signal_op`` / ``dl.notify``
   inter_node call ``rocshmem_signal_set`` / ``rocshmem_signal_add``, so ``sig_op`` must be a compile-time constant).
@@ -46,7 +54,6 @@ import sys
 
 import triton.language as tl
 
-from ... import _compat
 from ...language import _libshmem
 from ...language._extern import Extern, call_extern
 
@@ -60,11 +67,18 @@ CMP = {"eq": 0, "ne": 1, "gt": 2, "ge": 3, "lt": 4, "le": 5}
 #: int32 team indices the wrapper maps to rocSHMEM's team handles (world 0 = ROCSHMEM_TEAM_WORLD, as in rocSHMEM's
 #: own extern "C" wrapper; 1 = ROCSHMEM_TEAM_SHARED, which also stands for NVSHMEMX_TEAM_NODE)
 TEAMS = {"world": 0, "shared": 1, "node": 1}
-#: threads that run a "warp" call (wavefront 0) when the target does not say
-WARP_SIZE = 64
+
+
+#: NVSHMEM scalar type names rocSHMEM's typed put / get (``rocshmem_<T>_p`` / ``_g``) do not have -> the rocSHMEM
+#: type of the same width and signedness (``half`` / ``bfloat16`` travel as their 16 bits, as on NVIDIA)
+ROC_SCALAR_TYPE = {"int8": "schar", "int16": "short", "int32": "int", "int64": "longlong", "uint8": "uchar",
+                   "uint16": "ushort", "uint32": "uint", "uint64": "ulonglong", "size": "ulonglong",
+                   "ptrdiff": "longlong", "half": "ushort", "bfloat16": "ushort"}
 
 
 def _symbol(name: str) -> str:
+    if name.endswith(("_p", "_g")) and name[:-2] in _libshmem.SCALAR_TYPES:
+        return f"rocshmem_{ROC_SCALAR_TYPE.get(name[:-2], name[:-2])}{name[-2:]}"
     for suffix, roc in (("_block", "_wg"), ("_warp", "_wave")):
         if name.endswith(suffix):
             name = name[:-len(suffix)] + roc
@@ -75,6 +89,8 @@ def _symbol(name: str) -> str:
 NO_EXTERN = {
     "mc_ptr": "rocSHMEM has no multicast: lowered to the null pointer",
     "signal_op": "rocSHMEM has no signal op taking sig_op: lowered to rocshmem_signal_set / rocshmem_signal_add",
+    **{n: "rocSHMEM's broadcast / fcollect are work-group calls only (use the _block variant)"
+       for n in ("broadcastmem", "broadcastmem_warp", "fcollectmem", "fcollectmem_warp")},
 }
 
 #: name -> Extern (symbol, argument types, result type)
@@ -82,15 +98,19 @@ EXTERNS = {
     n: e for n, e in _libshmem.externs(_symbol, returns={"broadcastmem_block": None, "fcollectmem_block": None}).items()
     if n not in NO_EXTERN
 }
-# rocSHMEM's device rocshmem_barrier() takes no team (TEAM_WORLD); other teams go through the wrapper's team barrier
-EXTERNS["barrier"] = Extern("rocshmem_barrier", (), None)
-EXTERNS["team_barrier"] = Extern("rocshmem_team_barrier", (tl.int32, ), None)
+# rocSHMEM's device rocshmem_barrier{,_wg,_wave}() take no team (TEAM_WORLD); other teams go through the wrapper's
+# team barriers (-> rocshmem_ctx_barrier{,_wg,_wave}(ROCSHMEM_CTX_DEFAULT, team))
+for _name, _suffix in (("barrier", ""), ("barrier_block", "_wg"), ("barrier_warp", "_wave")):
+    EXTERNS[_name] = Extern(f"rocshmem_barrier{_suffix}", (), None)
+    EXTERNS[f"team_{_name}"] = Extern(f"rocshmem_team_barrier{_suffix}", (tl.int32, ), None)
+del _name, _suffix
 # libshmem_device.signal_op: the standalone signal APIs (rocSHMEM >= 3.8), chosen by the compile-time sig_op
 EXTERNS["signal_set"] = Extern("rocshmem_signal_set", (tl.int64, tl.uint64, tl.int32), None)
 EXTERNS["signal_add"] = Extern("rocshmem_signal_add", (tl.int64, tl.uint64, tl.int32), None)
 
 #: see ``triton_dist.language._libshmem.COLLECTIVES``
-COLLECTIVE_SYMBOLS = tuple(EXTERNS[n].symbol for n in _libshmem.COLLECTIVES) + (EXTERNS["team_barrier"].symbol, )
+COLLECTIVE_SYMBOLS = tuple(EXTERNS[n].symbol for n in _libshmem.COLLECTIVES if n in EXTERNS) + tuple(
+    EXTERNS[f"team_{n}"].symbol for n in ("barrier", "barrier_block", "barrier_warp"))
 
 #: NVSHMEM value (the public constants) -> rocSHMEM value
 NV_SIGNAL_TO_ROC = {9: SIGNAL_OPS["set"], 10: SIGNAL_OPS["add"]}
@@ -100,7 +120,7 @@ NV_TEAM_TO_ROC = {0: TEAMS["world"], 1: TEAMS["shared"], 2: TEAMS["node"]}
 
 def call(name: str, *args, _semantic):
     if name not in EXTERNS:
-        raise ValueError(f"libshmem_device.{name}: no rocSHMEM device function to call on AMD"
+        raise ValueError(f"libshmem_device.{name}: not in rocSHMEM, no device function to call on AMD"
                          + (f" ({NO_EXTERN[name]})" if name in NO_EXTERN else ""))
     return call_extern(LIB_NAME, LIB_PATH, EXTERNS[name], list(args), _semantic)
 
@@ -108,12 +128,6 @@ def call(name: str, *args, _semantic):
 # ----------------------------------------------------------------------------------------------------------------
 # libshmem_device lowering
 # ----------------------------------------------------------------------------------------------------------------
-def thread_id(_semantic):
-    """The thread's index in the work-group (``__ockl_get_local_id(0)``), int32."""
-    v = call_extern("ockl", "", Extern("__ockl_get_local_id", (tl.int32, ), tl.int64, True), [0], _semantic)
-    return _semantic.cast(v, tl.int32)
-
-
 def constant(kind: str, value, op: str):
     """rocSHMEM's value of a public team / sig_op / cmp constant (NVSHMEM's value, see the module docstring).
     ``value`` must be a compile-time int: rocSHMEM's enums differ, so a run-time value cannot be translated."""
@@ -125,36 +139,29 @@ def constant(kind: str, value, op: str):
     return table[value]
 
 
-@_compat.jit_function
-def _barrier_team(team, SHMEM: tl.constexpr, WORLD: tl.constexpr):
-    # libshmem_device.barrier(team), thread variant: thread 0 between two work-group barriers. The team is a
-    # compile-time constant, so the branch folds away: the world team calls rocSHMEM's rocshmem_barrier() (which
-    # takes no team), any other team the wrapper's rocshmem_team_barrier(team).
-    _libshmem._barrier()
-    if _libshmem._thread_id(SHMEM) < 1:
-        if team == WORLD:
-            _libshmem._call(SHMEM, "barrier", ())
-        else:
-            _libshmem._call(SHMEM, "team_barrier", (team, ))
-    _libshmem._barrier()
-
-
-def lower(name, args, scope, *, _semantic, _generator=None, target=None, **kwargs):
-    """Emit libshmem_device function ``name``: see ``triton_dist.language._libshmem.lower`` ("warp": wavefront 0
-    of the work-group)."""
+def lower(name, args, *, _semantic):
+    """Emit libshmem_device function ``name``: see ``triton_dist.language._libshmem.lower``."""
     if name == "mc_ptr":  # no multicast in rocSHMEM: the null address
         return _semantic.cast(_semantic.to_tensor(0), tl.int64)
-    if name == "barrier":
-        if _generator is None:
-            raise RuntimeError("libshmem_device.barrier: needs the code generator (call it from a kernel)")
-        _compat.call_jit(_generator, _barrier_team, [args[0], tl.constexpr(__name__), tl.constexpr(TEAMS["world"])])
-        return None
-    return _libshmem.lower(sys.modules[__name__], name, args, scope, _semantic=_semantic, _generator=_generator,
-                           target=target, **kwargs)
+    return _libshmem.lower(sys.modules[__name__], name, args, _semantic=_semantic)
 
 
 class _RocshmemLowering(_libshmem.GpuLibshmemLowering):
-    """The GPU lowering over this table, except ``signal_op``: rocSHMEM has no signal op taking ``sig_op``."""
+    """The GPU lowering over this table, except ``barrier(team)`` (rocSHMEM's ``rocshmem_barrier()`` takes no team)
+    and ``signal_op`` (rocSHMEM has no signal op taking ``sig_op``)."""
+
+    def sync(self, name, scope, team, *, target, _semantic, _generator):
+        """``barrier[_block|_warp](team)``: the world team calls rocSHMEM's ``rocshmem_barrier[_wg|_wave]()``, any
+        other team the wrapper's ``rocshmem_team_barrier[_wg|_wave](team)`` (the team is a compile-time constant on
+        AMD)."""
+        if name not in ("barrier", "barrier_block", "barrier_warp"):
+            return super().sync(name, scope, team, target=target, _semantic=_semantic, _generator=_generator)
+        t = constant("team", team, name)
+        if t == TEAMS["world"]:
+            lower(name, [], _semantic=_semantic)
+        else:
+            lower(f"team_{name}", [_semantic.to_tensor(t)], _semantic=_semantic)
+        return None
 
     def signal_op(self, sig_addr, signal, sig_op, pe, *, target, _semantic, _generator):
         """``rocshmem_signal_set`` / ``rocshmem_signal_add``, chosen by the compile-time ``sig_op``."""
@@ -162,8 +169,7 @@ class _RocshmemLowering(_libshmem.GpuLibshmemLowering):
         v = _libshmem.c_int(signal, tl.uint64, _semantic)
         r = _libshmem.c_int(pe, tl.int32, _semantic)
         constant("sig_op", sig_op, "signal_op")  # refuses a run-time sig_op
-        lower(f"signal_{_libshmem.SIGNAL_NAMES[sig_op]}", [a, v, r], "thread", sync_before=True, _semantic=_semantic,
-              _generator=_generator, target=target)
+        lower(f"signal_{_libshmem.SIGNAL_NAMES[sig_op]}", [a, v, r], _semantic=_semantic)
         return None
 
 

@@ -1,7 +1,9 @@
 """CPU-simulator implementation of ``triton_dist.language.extra.libshmem_device`` (Triton interpreter).
 
-Each program of an interpreted launch is one Python thread (``triton_dist.runtime.sim.launch.run_grid``), so
-"thread", "warp" and "block" variants coincide: the program executes the operation once. Memory is the shared
+Each program of an interpreted launch is one Python thread (``triton_dist.runtime.sim.launch.run_grid``) and is
+modelled as ONE thread (``tid == 0``, one warp; ``triton_dist.backends.sim.extra``). A call is executed by every
+thread that reaches it (the GPU rule, ``triton_dist.language._libshmem.lower``): here by the program, once, so
+"thread", "warp" and "block" variants coincide. Memory is the shared
 symmetric heap every rank process maps (``triton_dist.runtime.sim``):
 
 * put / get (all variants): a ``memmove`` between the local buffer and the peer's partition at the same symmetric
@@ -21,8 +23,8 @@ symmetric heap every rank process maps (``triton_dist.runtime.sim``):
   either. The simulator refuses it with a clear error, decided per launch (not by timing): a collective called
   by a program after ANOTHER program of the same launch on this rank called one on the same team raises
   ``RuntimeError`` (guard the call with ``if tl.program_id(0) == 0``). Calls from different launches, or
-  repeated calls from one program, are fine. ``broadcastmem_block`` / ``fcollectmem_block``: team barrier, copy from the peers' partitions, team
-  barrier (so sources are complete before anyone reads, and nobody reuses them before everyone has).
+  repeated calls from one program, are fine. ``broadcastmem*`` / ``fcollectmem*`` (and the typed ``broadcast*``
+  / ``fcollect*``, in bytes): team barrier, copy from the peers' partitions, team barrier (so sources are complete before anyone reads, and nobody reuses them before everyone has).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ import numpy as np
 import triton.language as tl
 
 from ... import _compat
-from ...language._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_NAMES
+from ...language._libshmem import CMP_NAMES, SCALAR_TYPES, SIGNAL_NAMES, TEAM_NAMES
 from ...language.core import bounded_wait_ms
 from . import context as sim_context
 from .language import bounded_wait_timeout
@@ -114,6 +116,20 @@ def team_n_pes(team, *, target, _semantic, _generator):
     return _i32(_team_layout(_ctx(), _team("team_n_pes", team))[1])
 
 
+def team_translate_pe(src_team, pe, dest_team, *, target, _semantic, _generator):
+    """The number in ``dest_team`` of ``src_team``'s PE ``pe``; -1 when ``pe`` is out of ``src_team``'s range or
+    the PE is not in ``dest_team`` (as ``nvshmem_team_translate_pe``)."""
+    ctx = _ctx()
+    _, src_size, src_first = _team_layout(ctx, _team("team_translate_pe", src_team))
+    _, dst_size, dst_first = _team_layout(ctx, _team("team_translate_pe", dest_team))
+    pe = _int(pe)
+    if not 0 <= pe < src_size:
+        return _i32(-1)
+    world = src_first + pe
+    out = world - dst_first
+    return _i32(out if 0 <= out < dst_size else -1)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # memory
 # ---------------------------------------------------------------------------------------------------------------
@@ -161,6 +177,61 @@ def _copy(op, kind, dest, source, nbytes, pe):
     return None
 
 
+#: numpy storage of the typed put / get values (bfloat16 as its 16 bits, as the interpreter stores it)
+_NP = {tl.float32: np.float32, tl.float64: np.float64, tl.float16: np.float16, tl.bfloat16: np.uint16,
+       tl.int8: np.int8, tl.int16: np.int16, tl.int32: np.int32, tl.int64: np.int64, tl.uint8: np.uint8,
+       tl.uint16: np.uint16, tl.uint32: np.uint32, tl.uint64: np.uint64}
+
+
+def _as_number(value):
+    """A Python int / float of a put's value (a Python number or an interpreter scalar of any dtype)."""
+    if isinstance(value, (int, float, np.number)):
+        return value
+    arr = np.asarray(_compat.interpreter_data(value)).reshape(-1)[:1]
+    if getattr(value, "dtype", None) == tl.bfloat16:  # stored as the upper 16 bits of a float32
+        arr = (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr[0].item()
+
+
+def _scalar_bytes(name, value) -> bytes:
+    """The bytes a typed put stores: ``value`` converted to the type (as ``tl.cast`` converts: floats round to
+    nearest even, integers wrap)."""
+    ty = SCALAR_TYPES[name[:-2]]
+    if getattr(value, "dtype", None) == ty and not isinstance(value, (int, float)):
+        return np.asarray(_compat.interpreter_data(value)).reshape(-1)[:1].astype(_NP[ty]).tobytes()
+    v = _as_number(value)
+    if ty == tl.bfloat16:
+        bits = int(np.array([v], dtype=np.float32).view(np.uint32)[0])
+        return np.array([(bits + 0x7FFF + ((bits >> 16) & 1)) >> 16], dtype=np.uint16).tobytes()
+    if ty.is_floating():
+        return np.array([v], dtype=_NP[ty]).tobytes()
+    bits = ty.primitive_bitwidth
+    return np.array([int(v) & ((1 << bits) - 1)], dtype=np.uint64).astype(_NP[ty]).tobytes()
+
+
+def p(name, dest, value, pe, *, target, _semantic, _generator):
+    """Typed scalar put: the value's bytes into ``pe``'s partition (as ``tl.cast`` converts it to the type)."""
+    ctx = _ctx()
+    pe = _int(pe)
+    _check_pe(name, ctx, pe)
+    data = _scalar_bytes(name, value)
+    d = _sym(name, "dest", ctx, _u64(dest), pe, len(data))
+    ctypes.memmove(d, data, len(data))
+    return None
+
+
+def g(name, source, pe, *, target, _semantic, _generator):
+    """Typed scalar get: the value at symmetric ``source`` on ``pe``."""
+    ctx = _ctx()
+    pe = _int(pe)
+    _check_pe(name, ctx, pe)
+    ty = SCALAR_TYPES[name[:-2]]
+    out = np.zeros(1, dtype=_NP[ty])
+    s = _sym(name, "source", ctx, _u64(source), pe, out.itemsize)
+    ctypes.memmove(out.ctypes.data, s, out.itemsize)
+    return _compat.interpreter_value(out, ty)
+
+
 def _signal(op, ctx, sig_addr, signal, sig_op, pe):
     o = _int(sig_op)
     if o not in SIGNAL_NAMES:
@@ -172,10 +243,10 @@ def _signal(op, ctx, sig_addr, signal, sig_op, pe):
     _compat.raw_atomic_rmw("xchg" if SIGNAL_NAMES[o] == "set" else "add", [a], val, "acq_rel")
 
 
-def putmem_signal(name, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, *, target, _semantic,
-                  _generator):
+def putmem_signal(name, blocking, dest, source, nelems, elem_bytes, sig_addr, signal, sig_op, pe, *, target,
+                  _semantic, _generator):
     ctx = _ctx()
-    _copy(name, "put", dest, source, nbytes, pe)  # data first: complete before the signal below
+    _copy(name, "put", dest, source, _int(nelems) * elem_bytes, pe)  # data first: complete before the signal below
     _signal(name, ctx, sig_addr, signal, sig_op, _int(pe))
     return None
 
@@ -239,18 +310,19 @@ def sync(name, scope, team, *, target, _semantic, _generator):
     return _collective(name, *([] if team is None else [team]))
 
 
-def broadcastmem_block(team, dest, source, nbytes, pe_root, *, target, _semantic, _generator):
-    return _collective("broadcastmem_block", team, dest, source, nbytes, pe_root)
+def broadcast(name, team, dest, source, nelems, elem_bytes, pe_root, *, target, _semantic, _generator):
+    return _collective(name, team, dest, source, _int(nelems) * elem_bytes, pe_root)
 
 
-def fcollectmem_block(team, dest, source, nbytes, *, target, _semantic, _generator):
-    return _collective("fcollectmem_block", team, dest, source, nbytes)
+def fcollect(name, team, dest, source, nelems, elem_bytes, *, target, _semantic, _generator):
+    return _collective(name, team, dest, source, _int(nelems) * elem_bytes)
 
 
 def _collective(op, *args):
     """Barriers (``barrier_all*``, ``sync_all``, ``barrier(team)``) and the byte collectives."""
     ctx = _ctx()
-    if op in ("barrier_all", "barrier_all_block", "barrier_all_warp", "sync_all", "quiet", "fence"):
+    if op in ("barrier_all", "barrier_all_block", "barrier_all_warp", "sync_all", "sync_all_block", "sync_all_warp",
+              "quiet", "fence"):
         if op in ("quiet", "fence"):
             return None  # every put / get / signal already completed when it returned
         _enter(op, ctx, "world")
@@ -259,13 +331,13 @@ def _collective(op, *args):
     team = _team(op, args[0])
     _enter(op, ctx, team)
     idx, size, first = _team_layout(ctx, team)
-    if op == "barrier":
+    if op.startswith(("barrier", "team_sync")):
         _team_barrier(ctx, team, op)
         return None
     dest, source, nbytes = _u64(args[1]), _u64(args[2]), _int(args[3])
     if nbytes < 0:
         raise ValueError(f"libshmem_device.{op}: nelems={nbytes} must be >= 0")
-    if op == "broadcastmem_block":
+    if op.startswith("broadcastmem"):
         root = _int(args[4])
         if not 0 <= root < size:
             raise ValueError(f"libshmem_device.{op}: pe_root={root} out of range for team {team!r} of {size} PEs")
@@ -275,7 +347,7 @@ def _collective(op, *args):
             ctypes.memmove(dest, src, nbytes)
         _team_barrier(ctx, team, op)
         return _i32(0)
-    if op == "fcollectmem_block":
+    if op.startswith("fcollectmem"):
         _team_barrier(ctx, team, op)
         if nbytes:
             for i in range(size):

@@ -10,27 +10,37 @@ Arguments: pointers may be typed Triton pointers (scalar, any element type) or i
 i64 / i32). ``sig_op``, ``cmp`` and ``team`` take the constants below (NVSHMEM's values on every target; a target
 whose library numbers them differently translates them, and may then require compile-time constants).
 
-Who executes (OpenSHMEM / NVSHMEM semantics mapped onto a Triton program = one CTA / work-group):
+Who executes: the C function's rule, as in a CUDA / HIP kernel and in Triton-distributed. Scalar code of a Triton
+program runs in every thread of the program (one program = one CTA / work-group), so a call is executed by every
+thread that reaches it, each with its own argument values (which may depend on ``tid``):
 
-* ``*_block`` variants: called by every thread of the program (NVSHMEM ``nvshmemx_*_block``).
-* ``*_warp`` variants: executed by warp (wavefront) 0 of the program only.
-* thread variants (no suffix): executed by thread 0 of the program only (on stock Triton a scalar call runs in
-  every thread, so the call is predicated on ``tid == 0``). Around them the program synchronises so the call has
-  program-level meaning: puts and ``signal_op`` are preceded by a CTA barrier (a source written by any thread of the
-  program is complete before thread 0 reads it); ``quiet`` / ``fence`` / barriers are preceded by one too (the
-  program's earlier operations are issued, and the library's fences in thread 0 are cumulative over them); blocking
-  gets / puts, barriers, ``quiet`` and ``fence`` are followed by a CTA barrier (every thread of the program is
-  ordered after them).
-* queries (``my_pe`` ...), ``remote_ptr`` and ``signal_wait_until`` run in every thread (no side effects;
-  every thread gets the result).
+* thread variants (no suffix), e.g. ``getmem``, ``putmem``, ``putmem_signal``, ``signal_op``, ``barrier_all``,
+  ``<type>_p``: one call per thread that reaches it. Unguarded, a put is issued once per thread (the same bytes
+  ``num_threads`` times) and ``signal_op(ADD)`` adds once per thread; ``if tid(0) == 0:``
+  (``triton_dist.language.extra.language_extra.tid``) makes it one call per program, and ``if tid(0) < n:`` with
+  ``tid``-dependent arguments gives per-thread transfers. Barriers / collectives (``barrier_all``, ``barrier``,
+  ``sync_all``, ``team_sync``, ``broadcast*`` / ``fcollect*`` without suffix) must be called by ONE thread per PE:
+  guard them with ``if tid(0) == 0:`` (then ``__syncthreads()`` after the ``if`` if the other threads must wait
+  for it) or use the ``_block`` variant.
+* ``*_warp`` (``*_wave`` on AMD's naming) variants: one call per warp that reaches it; every lane of the warp must
+  call it with the same arguments. Guard with ``if tid(0) // warp_size == 0:`` for one call per program.
+* ``*_block`` (``*_wg``) variants: every thread of the program calls it with the same arguments.
+* queries (``my_pe`` ...), ``remote_ptr`` and ``signal_wait_until`` run in every thread, each getting the result.
+
+Nothing is added around a call: no predicate, and no CTA barrier (a barrier inside ``if tid(0) == 0:`` would
+deadlock the threads that skip it). Data written by other threads of the program before a put / signal needs a
+``__syncthreads()`` first, as in CUDA.
+
+The ``*_wg`` / ``*_wave`` names (rocSHMEM's) are the ``*_block`` / ``*_warp`` functions under another name, on every
+target.
 
 Completion: blocking put/get return when the local buffer may be reused (put) / holds the data (get); ``*_nbi``
 variants return at once and complete at the next ``quiet`` (or barrier). ``putmem_signal*``: the data is delivered
 before the signal is raised (a PE that sees the signal sees the data). ``fence`` orders this PE's puts to each PE;
 ``quiet`` completes them all.
 
-Device-side barriers and collectives (``barrier_all*``, ``barrier``, ``sync_all``, ``broadcastmem_block``,
-``fcollectmem_block``) wait for other PEs: a kernel that uses them with more than one program must be launched
+Device-side barriers and collectives (``barrier_all*``, ``barrier*``, ``sync_all*``, ``team_sync*``, ``broadcast*``,
+``fcollect*``) wait for other PEs: a kernel that uses them with more than one program must be launched
 cooperatively (``launch_cooperative_grid=True``) or it can deadlock; ``triton_dist.jit`` refuses such a launch
 before it happens. NVSHMEM / rocSHMEM also require that a given team's collective be called by ONE thread / warp /
 block per PE at a time (guard with ``if tl.program_id(0) == 0:``).
@@ -41,7 +51,8 @@ import triton.language as tl
 
 from ... import _compat
 from .._backend import backend_for
-from .._libshmem import CMP_NAMES, SIGNAL_NAMES, TEAM_INVALID, TEAM_NAMES, value_of
+from .. import _libshmem
+from .._libshmem import CMP_NAMES, SCALAR_TYPES, SIGNAL_NAMES, TEAM_INVALID, TEAM_NAMES, value_of
 
 # ---------------------------------------------------------------------------------------------------------------
 # constants: NVSHMEM's values, stated once in the tables of ``triton_dist.language._libshmem`` (NVSHMEM 3.4.5
@@ -63,17 +74,6 @@ NVSHMEM_TEAM_WORLD = tl.constexpr(value_of(TEAM_NAMES, "world"))
 NVSHMEM_TEAM_SHARED = tl.constexpr(value_of(TEAM_NAMES, "shared"))
 NVSHMEMX_TEAM_NODE = tl.constexpr(value_of(TEAM_NAMES, "node"))
 
-__all__ = [
-    "my_pe", "n_pes", "team_my_pe", "team_n_pes", "remote_ptr", "remote_mc_ptr",
-    "barrier_all", "barrier_all_block", "barrier_all_warp", "barrier", "sync_all", "quiet", "fence",
-    "getmem_nbi_block", "getmem_block", "getmem_nbi_warp", "getmem_warp", "getmem_nbi", "getmem",
-    "putmem_block", "putmem_nbi_block", "putmem_warp", "putmem_nbi_warp", "putmem", "putmem_nbi",
-    "putmem_signal_nbi_block", "putmem_signal_block", "signal_op", "signal_wait_until",
-    "broadcastmem_block", "fcollectmem_block",
-    "NVSHMEM_CMP_EQ", "NVSHMEM_CMP_NE", "NVSHMEM_CMP_GT", "NVSHMEM_CMP_LE", "NVSHMEM_CMP_LT", "NVSHMEM_CMP_GE",
-    "NVSHMEM_SIGNAL_SET", "NVSHMEM_SIGNAL_ADD", "NVSHMEM_TEAM_INVALID", "NVSHMEM_TEAM_WORLD", "NVSHMEM_TEAM_SHARED",
-    "NVSHMEMX_TEAM_NODE",
-]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -213,8 +213,9 @@ def _sync(op, scope, _semantic, _generator, team=None):
 @_compat.builtin
 def barrier_all(_semantic=None, _generator=None):
     """Barrier over all PEs that also completes every outstanding put/get of this PE (``nvshmem_barrier_all``).
-    Thread variant: thread 0 calls it between two CTA barriers, so the whole program waits. Collective: needs a
-    cooperative launch when the grid has > 1 program, and one caller per PE at a time."""
+    Thread variant: every thread that reaches it calls it, and ONE thread per PE may: guard it with
+    ``if tid(0) == 0:`` (then ``__syncthreads()`` for the rest of the program to wait), or use
+    :func:`barrier_all_block`. Collective: needs a cooperative launch when the grid has > 1 program."""
     return _sync("barrier_all", "thread", _semantic, _generator)
 
 
@@ -227,36 +228,37 @@ def barrier_all_block(_semantic=None, _generator=None):
 
 @_compat.builtin
 def barrier_all_warp(_semantic=None, _generator=None):
-    """Warp variant of :func:`barrier_all`: warp 0 of the program calls it, between two CTA barriers."""
+    """Warp variant of :func:`barrier_all` (``nvshmemx_barrier_all_warp``): every lane of the calling warp calls it;
+    one warp per PE may (guard with ``if tid(0) // 32 == 0:`` on NVIDIA)."""
     return _sync("barrier_all_warp", "warp", _semantic, _generator)
 
 
 @_compat.builtin
 def barrier(team, _semantic=None, _generator=None):
     """Barrier over the PEs of ``team`` completing this PE's outstanding operations (``nvshmem_barrier``).
-    Thread variant (thread 0, between CTA barriers)."""
+    Thread variant: one thread per PE calls it (guard with ``if tid(0) == 0:``)."""
     return _sync("barrier", "thread", _semantic, _generator, team=team)
 
 
 @_compat.builtin
 def sync_all(_semantic=None, _generator=None):
     """Barrier over all PEs ordering (not completing) earlier memory operations (``nvshmem_sync_all``). Thread
-    variant (thread 0, between CTA barriers)."""
+    variant: one thread per PE calls it (guard with ``if tid(0) == 0:``)."""
     return _sync("sync_all", "thread", _semantic, _generator)
 
 
 @_compat.builtin
 def quiet(_semantic=None, _generator=None):
     """Complete every put / get / signal this PE issued (incl. ``*_nbi``), as seen by all PEs (``nvshmem_quiet``).
-    Thread 0 calls it between two CTA barriers (the barrier before makes the program's earlier operations
-    part of what it completes)."""
+    Every thread that reaches it calls it (harmless unguarded); it covers the operations issued before it by the
+    calling thread (``__syncthreads()`` first to cover the whole program's)."""
     return _sync("quiet", "thread", _semantic, _generator)
 
 
 @_compat.builtin
 def fence(_semantic=None, _generator=None):
     """Order this PE's puts / signals to each PE: those before the fence are delivered before those after
-    (``nvshmem_fence``). Thread 0, between two CTA barriers."""
+    (``nvshmem_fence``). Every thread that reaches it calls it."""
     return _sync("fence", "thread", _semantic, _generator)
 
 
@@ -284,8 +286,9 @@ def _doc(what, who, completion):
 
 
 _BLOCK = "Every thread of the program calls it (block variant)."
-_WARP = "Warp 0 of the program executes it (warp variant)."
-_THREAD = "Thread 0 of the program executes it (thread variant; a put is preceded by a CTA barrier)."
+_WARP = "Every warp that reaches it executes it, all lanes with the same arguments (warp variant)."
+_THREAD = ("Every thread that reaches it executes it with its own arguments (thread variant: guard with "
+           "``if tid(0) == 0:`` for one call per program).")
 _BLOCKING_GET = "Blocking: returns when ``dest`` holds the data."
 _BLOCKING_PUT = "Blocking: returns when ``source`` may be reused (delivery is guaranteed by ``quiet``)."
 _NBI = "Non-blocking: completes at the next ``quiet`` / barrier."
@@ -354,7 +357,7 @@ def putmem_nbi(dest, source, bytes, pe, _semantic=None, _generator=None):
 for _f, _what, _who, _comp in [
     (getmem_nbi_block, "Get", _BLOCK, _NBI), (getmem_block, "Get", _BLOCK, _BLOCKING_GET),
     (getmem_nbi_warp, "Get", _WARP, _NBI), (getmem_warp, "Get", _WARP, _BLOCKING_GET),
-    (getmem_nbi, "Get", _THREAD, _NBI), (getmem, "Get", _THREAD, _BLOCKING_GET + " A CTA barrier follows."),
+    (getmem_nbi, "Get", _THREAD, _NBI), (getmem, "Get", _THREAD, _BLOCKING_GET),
     (putmem_block, "Put", _BLOCK, _BLOCKING_PUT), (putmem_nbi_block, "Put", _BLOCK, _NBI),
     (putmem_warp, "Put", _WARP, _BLOCKING_PUT), (putmem_nbi_warp, "Put", _WARP, _NBI),
     (putmem, "Put", _THREAD, _BLOCKING_PUT), (putmem_nbi, "Put", _THREAD, _NBI),
@@ -365,40 +368,70 @@ for _f, _what, _who, _comp in [
 # ---------------------------------------------------------------------------------------------------------------
 # signals
 # ---------------------------------------------------------------------------------------------------------------
-def _put_signal(op, blocking, dest, source, nbytes, sig_addr, signal, sig_op, pe, _semantic, _generator):
+def _put_signal(op, blocking, dest, source, nelems, sig_addr, signal, sig_op, pe, _semantic, _generator,
+                elem_bytes=1, lowered=None):
     d = _ptr(op, "dest", dest)
     s = _ptr(op, "source", source)
-    n = _int(op, "bytes", nbytes, tl.int64)
+    n = _int(op, "bytes" if elem_bytes == 1 else "nelems", nelems, tl.int64)
     a = _ptr(op, "sig_addr", sig_addr)
     v = _int(op, "signal", signal, tl.uint64)
     o = _const(op, "sig_op", sig_op, SIGNAL_NAMES)
     r = _int(op, "pe", pe, tl.int32)
+    if isinstance(n, int) and n < 0:
+        raise ValueError(f"libshmem_device.{op}: {'bytes' if elem_bytes == 1 else 'nelems'}={n} must be >= 0")
     impl, kw = _lowering(_semantic, _generator)
-    impl.putmem_signal(op, blocking, d, s, n, a, v, o, r, **kw)
+    impl.putmem_signal(lowered or op, blocking, d, s, n, elem_bytes, a, v, o, r, **kw)
     return None
 
 
-@_compat.builtin
-def putmem_signal_nbi_block(dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
-    """Put ``bytes`` bytes from local ``source`` to symmetric ``dest`` on ``pe``, then update the 64-bit signal at
-    symmetric ``sig_addr`` on ``pe`` (``sig_op``: ``NVSHMEM_SIGNAL_SET`` / ``NVSHMEM_SIGNAL_ADD`` with ``signal``).
-    The data is delivered before the signal update is visible. Non-blocking (``source`` reusable after ``quiet``).
-    Every thread of the program calls it (block variant)."""
-    return _put_signal("putmem_signal_nbi_block", False, dest, source, bytes, sig_addr, signal, sig_op, pe,
-                       _semantic, _generator)
+def _put_signal_function(op, lowered=None):
+    """``putmem_signal[_nbi][_warp|_block]`` (or its ``_wave`` / ``_wg`` name, lowered as ``lowered``)."""
+    blocking = "_nbi" not in op
+    who = {"block": _BLOCK, "warp": _WARP, "thread": _THREAD}[_libshmem.scope_of(lowered or op)]
+
+    def fn(dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
+        return _put_signal(op, blocking, dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic, _generator,
+                           lowered=lowered)
+
+    fn.__doc__ = (f"Put ``bytes`` bytes from local ``source`` to symmetric ``dest`` on ``pe``, then update the 64-bit "
+                  f"signal at symmetric ``sig_addr`` on ``pe`` (``sig_op``: ``NVSHMEM_SIGNAL_SET`` / "
+                  f"``NVSHMEM_SIGNAL_ADD`` with ``signal``); the data is delivered before the signal update is "
+                  f"visible. {_BLOCKING_PUT if blocking else _NBI} {who}"
+                  + (f" Same function as :func:`{lowered}` (rocSHMEM's name)." if lowered else ""))
+    return _named(fn, op)
+
+
+def _named(fn, name):
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __name__
+    return _compat.builtin(fn)
+
+
+putmem_signal_nbi_block = _put_signal_function("putmem_signal_nbi_block")
+putmem_signal_block = _put_signal_function("putmem_signal_block")
+putmem_signal_nbi_warp = _put_signal_function("putmem_signal_nbi_warp")
+putmem_signal_warp = _put_signal_function("putmem_signal_warp")
+putmem_signal_nbi = _put_signal_function("putmem_signal_nbi")
+putmem_signal = _put_signal_function("putmem_signal")
+putmem_signal_nbi_wg = _put_signal_function("putmem_signal_nbi_wg", "putmem_signal_nbi_block")
+putmem_signal_wg = _put_signal_function("putmem_signal_wg", "putmem_signal_block")
+putmem_signal_nbi_wave = _put_signal_function("putmem_signal_nbi_wave", "putmem_signal_nbi_warp")
+putmem_signal_wave = _put_signal_function("putmem_signal_wave", "putmem_signal_warp")
 
 
 @_compat.builtin
-def putmem_signal_block(dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
-    """Blocking form of :func:`putmem_signal_nbi_block` (returns when ``source`` may be reused)."""
-    return _put_signal("putmem_signal_block", True, dest, source, bytes, sig_addr, signal, sig_op, pe, _semantic,
-                       _generator)
+def ulong_put_signal(dest, source, nelems, sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
+    """:func:`putmem_signal` of ``nelems`` 64-bit (``unsigned long``) elements (``nvshmem_ulong_put_signal``:
+    ``nelems * 8`` bytes). Thread variant: every thread that reaches it executes it."""
+    return _put_signal("ulong_put_signal", True, dest, source, nelems, sig_addr, signal, sig_op, pe, _semantic,
+                       _generator, elem_bytes=8, lowered="putmem_signal")
 
 
 @_compat.builtin
 def signal_op(sig_addr, signal, sig_op, pe, _semantic=None, _generator=None):
     """Atomically update the 64-bit signal at symmetric ``sig_addr`` on ``pe`` (SET / ADD ``signal``)
-    (``nvshmemx_signal_op``). Thread 0 executes it after a CTA barrier. Like OpenSHMEM's signal update it does NOT
+    (``nvshmemx_signal_op``). Every thread that reaches it executes it (an unguarded ADD adds once per thread:
+    guard with ``if tid(0) == 0:``). Like OpenSHMEM's signal update it does NOT
     order earlier puts / stores to ``pe`` (NVSHMEM's load/store path is a plain store / atomic): call ``fence()`` or
     ``quiet()`` first, or use ``putmem_signal*`` (or ``dl.notify``, which fences)."""
     op = "signal_op"
@@ -430,30 +463,221 @@ def signal_wait_until(sig_addr, cmp_, cmp_val, _semantic=None, _generator=None):
 # ---------------------------------------------------------------------------------------------------------------
 # collectives
 # ---------------------------------------------------------------------------------------------------------------
-@_compat.builtin
-def broadcastmem_block(team, dest, source, nelems, pe_root, _semantic=None, _generator=None):
-    """Copy ``nelems`` BYTES of ``source`` on the team's PE ``pe_root`` (team-relative) into ``dest`` on every PE
-    of ``team`` (root included). ``dest`` / ``source`` symmetric. Collective over ``team``: every PE calls it with
-    the same arguments; every thread of the calling program calls it (block variant). Returns 0 (int32) on
-    success (NVIDIA: NVSHMEM's return code)."""
-    op = "broadcastmem_block"
-    t = _team(op, team)
-    d = _ptr(op, "dest", dest)
-    s = _ptr(op, "source", source)
-    n = _int(op, "nelems", nelems, tl.int64)
-    r = _int(op, "pe_root", pe_root, tl.int32)
-    impl, kw = _lowering(_semantic, _generator)
-    return impl.broadcastmem_block(t, d, s, n, r, **kw)
+_NOT_AMD = " Not in rocSHMEM's device API (a compile-time error on AMD: its collectives are work-group calls)."
 
 
+def _elem_bytes(op, dest, source):
+    """The element size of a typed collective: ``dest`` and ``source`` must point to the same element type."""
+    if not (dest.dtype.is_ptr() and source.dtype.is_ptr()) or dest.dtype.element_ty != source.dtype.element_ty:
+        raise TypeError(f"libshmem_device.{op}: dest and source must be typed pointers to the same element type "
+                        f"(the type is the function's), got {dest.type} and {source.type}")
+    return dest.dtype.element_ty.primitive_bitwidth // 8
+
+
+def _broadcast_function(op, lowered, typed):
+    who = {"block": _BLOCK, "warp": _WARP, "thread": _THREAD}[_libshmem.scope_of(lowered)]
+    unit = "elements of ``dest``'s type" if typed else "BYTES"
+
+    def fn(team, dest, source, nelems, pe_root, _semantic=None, _generator=None):
+        t = _team(op, team)
+        d = _ptr(op, "dest", dest)
+        s = _ptr(op, "source", source)
+        n = _int(op, "nelems", nelems, tl.int64)
+        r = _int(op, "pe_root", pe_root, tl.int32)
+        if isinstance(n, int) and n < 0:
+            raise ValueError(f"libshmem_device.{op}: nelems={n} must be >= 0")
+        impl, kw = _lowering(_semantic, _generator)
+        return impl.broadcast(lowered, t, d, s, n, _elem_bytes(op, d, s) if typed else 1, r, **kw)
+
+    fn.__doc__ = (f"Copy ``nelems`` {unit} of ``source`` on the team's PE ``pe_root`` (team-relative) into ``dest`` "
+                  f"on every PE of ``team`` (root included). ``dest`` / ``source`` symmetric. Collective over "
+                  f"``team``: every PE calls it with the same arguments, one caller per PE. {who} Returns 0 (int32) "
+                  f"on success."
+                  + (f" Lowered as :func:`{lowered}` of ``nelems * sizeof(type)`` bytes (the same transfer)."
+                     if typed else "") + ("" if lowered.endswith("_block") else _NOT_AMD))
+    return _named(fn, op)
+
+
+def _fcollect_function(op, lowered, typed):
+    who = {"block": _BLOCK, "warp": _WARP, "thread": _THREAD}[_libshmem.scope_of(lowered)]
+    unit = "elements of ``dest``'s type" if typed else "BYTES"
+
+    def fn(team, dest, source, nelems, _semantic=None, _generator=None):
+        t = _team(op, team)
+        d = _ptr(op, "dest", dest)
+        s = _ptr(op, "source", source)
+        n = _int(op, "nelems", nelems, tl.int64)
+        if isinstance(n, int) and n < 0:
+            raise ValueError(f"libshmem_device.{op}: nelems={n} must be >= 0")
+        impl, kw = _lowering(_semantic, _generator)
+        return impl.fcollect(lowered, t, d, s, n, _elem_bytes(op, d, s) if typed else 1, **kw)
+
+    fn.__doc__ = (f"Concatenate ``nelems`` {unit} of ``source`` from every PE of ``team`` into ``dest`` on every "
+                  f"PE, in team order (``dest`` holds ``team_n_pes * nelems``). Collective over ``team``, one caller "
+                  f"per PE. {who} Returns 0 (int32)."
+                  + (f" Lowered as :func:`{lowered}` of ``nelems * sizeof(type)`` bytes (the same transfer)."
+                     if typed else "") + ("" if lowered.endswith("_block") else _NOT_AMD))
+    return _named(fn, op)
+
+
+broadcastmem_block = _broadcast_function("broadcastmem_block", "broadcastmem_block", False)
+broadcastmem_warp = _broadcast_function("broadcastmem_warp", "broadcastmem_warp", False)
+broadcastmem = _broadcast_function("broadcastmem", "broadcastmem", False)
+broadcast_block = _broadcast_function("broadcast_block", "broadcastmem_block", True)
+broadcast_warp = _broadcast_function("broadcast_warp", "broadcastmem_warp", True)
+broadcast = _broadcast_function("broadcast", "broadcastmem", True)
+fcollectmem_block = _fcollect_function("fcollectmem_block", "fcollectmem_block", False)
+fcollectmem_warp = _fcollect_function("fcollectmem_warp", "fcollectmem_warp", False)
+fcollectmem = _fcollect_function("fcollectmem", "fcollectmem", False)
+fcollect_block = _fcollect_function("fcollect_block", "fcollectmem_block", True)
+fcollect_warp = _fcollect_function("fcollect_warp", "fcollectmem_warp", True)
+fcollect = _fcollect_function("fcollect", "fcollectmem", True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# team translation, team-scoped sync, rocSHMEM's names of the block / warp functions
+# ---------------------------------------------------------------------------------------------------------------
 @_compat.builtin
-def fcollectmem_block(team, dest, source, nelems, _semantic=None, _generator=None):
-    """Concatenate ``nelems`` BYTES of ``source`` from every PE of ``team`` into ``dest`` on every PE, in team
-    order (``dest`` holds ``n_pes * nelems`` bytes). Collective over ``team``; block variant. Returns 0 (int32)."""
-    op = "fcollectmem_block"
-    t = _team(op, team)
-    d = _ptr(op, "dest", dest)
-    s = _ptr(op, "source", source)
-    n = _int(op, "nelems", nelems, tl.int64)
+def team_translate_pe(src_team, pe_in_src_team, dest_team, _semantic=None, _generator=None):
+    """The number in ``dest_team`` of the PE whose number in ``src_team`` is ``pe_in_src_team``; -1 when that PE
+    is not in ``dest_team`` or the number is out of ``src_team``'s range (``nvshmem_team_translate_pe``), int32.
+    Every thread executes it (a query)."""
+    op = "team_translate_pe"
+    s = _team(op, src_team)
+    r = _int(op, "pe_in_src_team", pe_in_src_team, tl.int32)
+    d = _team(op, dest_team)
     impl, kw = _lowering(_semantic, _generator)
-    return impl.fcollectmem_block(t, d, s, n, **kw)
+    return impl.team_translate_pe(s, r, d, **kw)
+
+
+def _team_sync_function(op, doc, lowered=None):
+    scope = _libshmem.scope_of(lowered or op)
+
+    def fn(team, _semantic=None, _generator=None):
+        return _sync(lowered or op, scope, _semantic, _generator, team=team)
+
+    fn.__doc__ = doc
+    return _named(fn, op)
+
+
+def _sync_function(op, doc, lowered=None):
+    scope = _libshmem.scope_of(lowered or op)
+
+    def fn(_semantic=None, _generator=None):
+        return _sync(lowered or op, scope, _semantic, _generator)
+
+    fn.__doc__ = doc
+    return _named(fn, op)
+
+
+barrier_block = _team_sync_function("barrier_block", "Block variant of :func:`barrier`: "
+                                    "every thread of the program calls it. Collective.")
+barrier_warp = _team_sync_function("barrier_warp", "Warp variant of :func:`barrier`: "
+                                   "every lane of the calling warp calls it, one warp per PE. Collective.")
+team_sync = _team_sync_function("team_sync", "Barrier over ``team`` ordering (not completing) earlier memory "
+                                "operations. Thread variant: one thread per PE calls it "
+                                "(guard with ``if tid(0) == 0:``). Collective.")
+team_sync_block = _team_sync_function("team_sync_block", "Block variant of :func:`team_sync` "
+                                      "(NVSHMEM's block variant): every thread of the program calls it. "
+                                      "Collective.")
+team_sync_warp = _team_sync_function("team_sync_warp", "Warp variant of :func:`team_sync` "
+                                     "(NVSHMEM's warp variant): every lane of the calling warp calls it. "
+                                     "Collective.")
+sync_all_block = _sync_function("sync_all_block", "Block variant of :func:`sync_all`: "
+                                "every thread of the program calls it. Collective.")
+sync_all_warp = _sync_function("sync_all_warp", "Warp variant of :func:`sync_all`: "
+                               "every lane of the calling warp calls it. Collective.")
+barrier_all_wg = _sync_function("barrier_all_wg", ":func:`barrier_all_block` under rocSHMEM's name "
+                                "(the work-group variant): every thread of the program calls it.",
+                                "barrier_all_block")
+barrier_all_wave = _sync_function("barrier_all_wave", ":func:`barrier_all_warp` under rocSHMEM's name "
+                                  "(the wavefront variant): every lane of the calling warp calls it.",
+                                  "barrier_all_warp")
+
+
+def _rma_alias(op, lowered):
+    kind = "get" if op.startswith("get") else "put"
+
+    def fn(dest, source, bytes, pe, _semantic=None, _generator=None):
+        return _rma(lowered, kind, _libshmem.scope_of(lowered), "_nbi" not in op, dest, source, bytes, pe,
+                    _semantic, _generator)
+
+    fn.__doc__ = f":func:`{lowered}` under rocSHMEM's name (work-group = block, wavefront = warp)."
+    return _named(fn, op)
+
+
+getmem_wg = _rma_alias("getmem_wg", "getmem_block")
+getmem_nbi_wg = _rma_alias("getmem_nbi_wg", "getmem_nbi_block")
+getmem_wave = _rma_alias("getmem_wave", "getmem_warp")
+getmem_nbi_wave = _rma_alias("getmem_nbi_wave", "getmem_nbi_warp")
+putmem_wg = _rma_alias("putmem_wg", "putmem_block")
+putmem_nbi_wg = _rma_alias("putmem_nbi_wg", "putmem_nbi_block")
+putmem_wave = _rma_alias("putmem_wave", "putmem_warp")
+putmem_nbi_wave = _rma_alias("putmem_nbi_wave", "putmem_nbi_warp")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# typed scalar put / get: <type>_p(dest, value, pe), <type>_g(source, pe)
+# ---------------------------------------------------------------------------------------------------------------
+def _scalar_put(type_name):
+    op = f"{type_name}_p"
+
+    def fn(dest, value, pe, _semantic=None, _generator=None):
+        d = _ptr(op, "dest", dest)
+        v = _c(value)
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) or
+                                       (isinstance(v, tl.tensor) and not v.type.is_block())):
+            raise TypeError(f"libshmem_device.{op}: value must be a number or a scalar, got "
+                            f"{getattr(v, 'type', type(v).__name__)}")
+        r = _int(op, "pe", pe, tl.int32)
+        impl, kw = _lowering(_semantic, _generator)
+        return impl.p(op, d, v, r, **kw)
+
+    fn.__doc__ = (f"Store ``value`` (converted to {SCALAR_TYPES[type_name]}, as ``tl.cast`` converts) at symmetric "
+                  f"``dest`` on PE ``pe`` (OpenSHMEM's ``<type>_p``). Thread variant: every thread that reaches it stores "
+                  f"its own value. Completes like a non-blocking put (``quiet`` / ``fence`` order it). Returns "
+                  f"nothing.")
+    return _named(fn, op)
+
+
+def _scalar_get(type_name):
+    op = f"{type_name}_g"
+
+    def fn(source, pe, _semantic=None, _generator=None):
+        s = _ptr(op, "source", source)
+        r = _int(op, "pe", pe, tl.int32)
+        impl, kw = _lowering(_semantic, _generator)
+        return impl.g(op, s, r, **kw)
+
+    fn.__doc__ = (f"Load the {SCALAR_TYPES[type_name]} at symmetric ``source`` on PE ``pe`` and return it "
+                  f"(OpenSHMEM's ``<type>_g``, blocking). Thread variant: every thread that reaches it loads.")
+    return _named(fn, op)
+
+
+for _t in SCALAR_TYPES:
+    globals()[f"{_t}_p"] = _scalar_put(_t)
+    globals()[f"{_t}_g"] = _scalar_get(_t)
+del _t
+
+#: the functions, in the order of the docs' table
+FUNCTIONS = (
+    "my_pe", "n_pes", "team_my_pe", "team_n_pes", "team_translate_pe", "remote_ptr", "remote_mc_ptr",
+    "barrier_all", "barrier_all_block", "barrier_all_warp", "barrier_all_wg", "barrier_all_wave",
+    "barrier", "barrier_block", "barrier_warp", "sync_all", "sync_all_block", "sync_all_warp",
+    "team_sync", "team_sync_block", "team_sync_warp", "quiet", "fence",
+    "getmem_nbi_block", "getmem_block", "getmem_nbi_warp", "getmem_warp", "getmem_nbi", "getmem",
+    "getmem_wg", "getmem_nbi_wg", "getmem_wave", "getmem_nbi_wave",
+    "putmem_block", "putmem_nbi_block", "putmem_warp", "putmem_nbi_warp", "putmem", "putmem_nbi",
+    "putmem_wg", "putmem_nbi_wg", "putmem_wave", "putmem_nbi_wave",
+    "putmem_signal_nbi_block", "putmem_signal_block", "putmem_signal_nbi_warp", "putmem_signal_warp",
+    "putmem_signal_nbi", "putmem_signal", "putmem_signal_nbi_wg", "putmem_signal_wg", "putmem_signal_nbi_wave",
+    "putmem_signal_wave", "ulong_put_signal", "signal_op", "signal_wait_until",
+    "broadcastmem", "broadcastmem_warp", "broadcastmem_block", "broadcast", "broadcast_warp", "broadcast_block",
+    "fcollectmem", "fcollectmem_warp", "fcollectmem_block", "fcollect", "fcollect_warp", "fcollect_block",
+) + tuple(f"{t}_{k}" for t in SCALAR_TYPES for k in ("p", "g"))
+
+__all__ = list(FUNCTIONS) + [
+    "NVSHMEM_CMP_EQ", "NVSHMEM_CMP_NE", "NVSHMEM_CMP_GT", "NVSHMEM_CMP_LE", "NVSHMEM_CMP_LT", "NVSHMEM_CMP_GE",
+    "NVSHMEM_SIGNAL_SET", "NVSHMEM_SIGNAL_ADD", "NVSHMEM_TEAM_INVALID", "NVSHMEM_TEAM_WORLD", "NVSHMEM_TEAM_SHARED",
+    "NVSHMEMX_TEAM_NODE",
+]
