@@ -47,6 +47,7 @@ import triton.language as tl  # noqa: E402
 import triton_dist  # noqa: E402
 import triton_dist.language as dl  # noqa: E402
 from triton_dist.language.extra import libshmem_device as shmem  # noqa: E402
+from triton_dist.language.extra.language_extra import tid  # noqa: E402
 
 KB, MB = 1 << 10, 1 << 20
 FULL_SIZES = [1 * KB, 4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 256 * MB]
@@ -119,7 +120,8 @@ def k_ping_pong(buf, src, sig, iters, nbytes, peer, IS_PING: tl.constexpr, MODE:
         if MODE == 0:
             shmem.putmem_signal_block(buf, src, nbytes, sig, i, shmem.NVSHMEM_SIGNAL_SET, peer)
         elif MODE == 1:
-            shmem.signal_op(sig, i, shmem.NVSHMEM_SIGNAL_SET, peer)
+            if tid(0) == 0:  # a thread-scope call runs in every thread that reaches it: one signal per program
+                shmem.signal_op(sig, i, shmem.NVSHMEM_SIGNAL_SET, peer)
         else:
             dl.notify(sig, peer, i, "set", "intra_node")
         if IS_PING:
