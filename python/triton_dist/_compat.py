@@ -854,3 +854,41 @@ def compiled_kernel_launcher(kernel):
         run(grid3[0], grid3[1], grid3[2], stream, function, packed, lm, enter, rt.launch_exit_hook, *args)
 
     return launch
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# compile pipeline: linking the SHMEM device library into plain triton.jit kernels (runtime/shmem_link.py)
+# ---------------------------------------------------------------------------------------------------------------
+def stages_inspection_hook():
+    """The hook every Triton backend calls at the end of ``add_stages`` (None when unset).
+
+    Assumption (Triton 3.5-3.6): ``knobs.runtime.add_stages_inspection_hook`` is ONE assignable slot (not a chain),
+    called by the CUDA and HIP backends as ``hook(backend, stages, options, language, capability)`` after they fill
+    ``stages`` (an ordered ``{name: fn(src, metadata)}``; the TTGIR module reaches ``stages["llir"]``) and before
+    any stage runs; a replaced entry is the one that runs."""
+    return triton.knobs.runtime.add_stages_inspection_hook
+
+
+def set_stages_inspection_hook(hook) -> None:
+    """Put ``hook`` in the slot :func:`stages_inspection_hook` reads."""
+    triton.knobs.runtime.add_stages_inspection_hook = hook
+
+
+def llir_stage_with_extern_libs(backend, options, capability, extern_libs):
+    """The backend's TTGIR -> LLVM IR stage, ``fn(src, metadata)``, compiled with ``extern_libs`` (``{name: path}``)
+    added to ``options.extern_libs``; every other option unchanged.
+
+    Assumptions (Triton 3.6): the options are a frozen dataclass whose ``__post_init__`` accepts ``extern_libs`` as
+    a dict and stores it as a tuple of pairs (``dataclasses.replace`` re-runs it); the stage is
+    ``CUDABackend.make_llir(src, metadata, options, capability)`` on NVIDIA and the static
+    ``HIPBackend.make_llir(src, metadata, options)`` on AMD, and it links ``options.extern_libs``."""
+    import dataclasses
+
+    merged = dict(options.extern_libs or ())
+    merged.update(extern_libs)
+    opts = dataclasses.replace(options, extern_libs=merged)
+    if backend.target.backend == "cuda":
+        return lambda src, metadata: backend.make_llir(src, metadata, opts, capability)
+    if backend.target.backend == "hip":
+        return lambda src, metadata: backend.make_llir(src, metadata, opts)
+    raise ValueError(f"no LLVM IR stage known for Triton backend {backend.target.backend!r}")

@@ -1006,3 +1006,69 @@ def test_compiled_kernel_launch_call_shape(monkeypatch):
     monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", enter)
     launch((2, 1, 1), 77, "a", 5)
     assert calls[1] == (2, 1, 1, 77, "fn", "packed", ("meta", (2, 1, 1), 77, ("a", 5)), enter, None, "a", 5)
+
+
+# --- issue 16 point 1: linking the SHMEM library into plain triton.jit kernels (runtime/shmem_link.py) -------------
+
+def test_stages_inspection_hook_is_one_slot_called_after_add_stages(monkeypatch):
+    """_compat.stages_inspection_hook: one assignable slot, called as hook(backend, stages, options, language,
+    capability) by both backends once their stages are filled; the TTGIR module reaches stages["llir"] and a
+    replaced entry is the one that runs."""
+    seen = []
+
+    def hook(backend, stages, options, language, capability):
+        stock = stages["llir"]
+        seen.append((backend.target.backend, list(stages), type(options).__name__))
+
+        def llir(src, metadata):
+            seen.append(("llir-input", "ttg." in str(src)))
+            return stock(src, metadata)
+
+        stages["llir"] = llir
+
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", None)
+    _compat.set_stages_inspection_hook(hook)
+    assert _compat.stages_inspection_hook() is hook is triton.knobs.runtime.add_stages_inspection_hook
+    for target, names in (("cuda:90", ["ttir", "ttgir", "llir", "ptx", "cubin"]),
+                          ("hip:gfx942", ["ttir", "ttgir", "llir", "amdgcn", "hsaco"])):
+        seen.clear()
+        compile_kernel(CompileRequest(_k, parse_target(target), ["*i32"], stop_after="llir"))
+        assert seen[0] == (target.split(":")[0], names,
+                           "CUDAOptions" if target.startswith("cuda") else "HIPOptions")
+        assert ("llir-input", True) in seen
+
+
+def test_llir_stage_with_extern_libs_links_the_added_library(tmp_path, monkeypatch):
+    """_compat.llir_stage_with_extern_libs: dataclasses.replace re-runs the options' __post_init__ (dict ->
+    pairs, default libraries kept) and CUDABackend.make_llir(src, md, options, capability) / the static
+    HIPBackend.make_llir(src, md, options) link the added library: the extern call is resolved by its body."""
+    from triton.language import core
+
+    from triton_dist import language as dl
+
+    @core.extern
+    def answer(x, _semantic=None):
+        return dl.extern_call("compat_ext", "", [x], {(tl.int32, ): ("compat_ext_answer", tl.int32)}, True,
+                              _semantic=_semantic)
+
+    @triton.jit
+    def calls_ext(out):
+        tl.store(out, answer(tl.load(out)))
+
+    bodies = {"cuda": 'target triple = "nvptx64-nvidia-cuda"\n', "hip": 'target triple = "amdgcn-amd-amdhsa"\n'}
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", None)
+    for kind, target in (("cuda", "cuda:90"), ("hip", "hip:gfx942")):
+        lib = tmp_path / f"{kind}.ll"
+        lib.write_text(bodies[kind] + "define linkonce_odr hidden i32 @compat_ext_answer(i32 %x) {\n  ret i32 4242\n}\n")
+        seen = {}
+
+        def hook(backend, stages, options, language, capability, _lib=str(lib)):
+            seen["defaults"] = dict(options.extern_libs)
+            stage = _compat.llir_stage_with_extern_libs(backend, options, capability, {"compat_ext": _lib})
+            stages["llir"] = stage
+
+        monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", hook)
+        llir = compile_kernel(CompileRequest(calls_ext, parse_target(target), ["*i32"], stop_after="llir")).asm["llir"]
+        assert "i32 4242" in llir, kind
+        assert not re.search(r"declare [^\n]*@compat_ext_answer", llir), kind
+        assert seen["defaults"], kind  # libdevice / ocml+ockl still offered
