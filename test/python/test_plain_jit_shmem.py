@@ -161,15 +161,15 @@ class _Opts:
         self.extern_libs = tuple(libs.items())
 
 
-def test_triton_dist_jit_kernels_keep_their_own_library():
+def test_triton_dist_jit_kernels_keep_their_own_library(monkeypatch):
     """Options that already offer the SHMEM library (``@triton_dist.jit``, the compile tool) are left alone: the
-    stage is not even wrapped, so DistJIT's own slim / full retry is unchanged."""
-    stock = object()
-    stages = {"llir": stock}
+    stage runs unchanged even for a module calling NVSHMEM, so DistJIT's own slim / full retry is unchanged."""
+    seen = []
+    stages = {"llir": lambda src, md: seen.append(src) or "stock"}
+    monkeypatch.setattr(shmem_link, "libraries_for", lambda *a: pytest.fail("looked for a library"))
     shmem_link._wrap_llir_stage(_FakeBackend, stages, _Opts({"libnvshmem_device": "/x.bc"}), 90)
-    assert stages["llir"] is stock
-    shmem_link._wrap_llir_stage(_FakeBackend, stages, _Opts({"libdevice": "/d.bc"}), 90)
-    assert stages["llir"] is not stock
+    ttgir = 'tt.extern_elementwise {libname = "libnvshmem_device", libpath = "", symbol = "nvshmem_my_pe"}'
+    assert stages["llir"](ttgir, {}) == "stock" and seen == [ttgir]
 
 
 def test_install_is_idempotent_and_keeps_a_previous_hook(monkeypatch):

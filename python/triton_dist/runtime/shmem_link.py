@@ -15,6 +15,8 @@ SHMEM calls stay unresolved (``ptxas fatal: Unresolved extern function 'nvshmem_
   cache hit runs no stage at all). Launches never pass through this code. Where the bitcode is not installed the
   stage is left alone and the link fails naming the function, as for ``@triton_dist.jit``;
   ``TRITON_DIST_NO_SHMEM_BITCODE=1`` leaves the calls unresolved on purpose (compile-only inspection).
+  The same step links the SIMT tile scratch (:func:`simt_tiles_library`) into modules whose SIMT regions index tiles
+  per thread (``triton_dist_simt_*`` calls, ``language/_simt_tiles.py``), for every kernel.
 * **Initialise, at load time** (``knobs.runtime.kernel_load_end_hook``): :func:`module_init.install_hooks`, so a
   loaded module that uses the library is initialised once per device (``nvshmemx_cumodule_init`` /
   ``rocshmem_hipmodule_init``), whoever compiled it. A module that does not is recognised from its PTX / AMDGCN once
@@ -35,7 +37,8 @@ from typing import Dict, FrozenSet
 from .. import _compat
 from . import module_init
 
-__all__ = ["install", "shmem_symbols", "libraries_for", "LINK_HOOK_MARK"]
+__all__ = ["install", "shmem_symbols", "libraries_for", "simt_tile_sizes", "simt_tiles_library_text",
+           "simt_tiles_library", "LINK_HOOK_MARK"]
 
 #: attribute set on the inspection hook :func:`install` puts in Triton's slot
 LINK_HOOK_MARK = "_triton_dist_shmem_link"
@@ -76,16 +79,82 @@ def libraries_for(backend: str, arch, symbols) -> Dict[str, str]:
     return shmem_extern_libs(backend, arch, full=full)
 
 
+#: LLVM target triple of the SIMT tile scratch library, per Triton backend
+_TRIPLES = {"cuda": "nvptx64-nvidia-cuda", "hip": "amdgcn-amd-amdhsa"}
+_SIMT_TILES_RE = re.compile(r'\bsymbol = "triton_dist_simt_tiles_(\d+)"')
+
+
+def simt_tile_sizes(ttgir: str) -> FrozenSet[int]:
+    """The scratch sizes (bytes) the SIMT regions of a module ask for (``triton_dist_simt_tiles_<nbytes>`` calls in
+    its TTGIR, ``language/_simt_tiles.py``)."""
+    return frozenset(int(n) for n in _SIMT_TILES_RE.findall(ttgir))
+
+
+def simt_tiles_library_text(backend: str, sizes) -> str:
+    """LLVM IR of the SIMT tile scratch library for Triton backend ``backend``: ONE shared-memory buffer (address
+    space 3: CUDA shared memory / AMD LDS; regions run one after another, so they share it) of ``max(sizes)``
+    bytes, 16-byte aligned; ``triton_dist_simt_tiles_<n>`` for each size returns its 32-bit shared address;
+    ``triton_dist_simt_ld_<b>`` / ``triton_dist_simt_st_<b>`` (b = 8, 16, 32, 64) load / store one element at such an
+    address (volatile: kept in program order between the barriers the region places). All always inlined."""
+    size = max(sizes)
+    lines = [f'target triple = "{_TRIPLES[backend]}"', "",
+             f"@triton_dist_simt_scratch = internal addrspace(3) global [{size} x i8] undef, align 16", ""]
+    for n in sorted(sizes):
+        lines += [f"define i32 @triton_dist_simt_tiles_{n}(i32 %unused) #0 {{",
+                  "  ret i32 ptrtoint (ptr addrspace(3) @triton_dist_simt_scratch to i32)", "}"]
+    for bits in (8, 16, 32, 64):
+        align = bits // 8
+        lines += [f"define i{bits} @triton_dist_simt_ld_{bits}(i32 %addr) #0 {{",
+                  "  %p = inttoptr i32 %addr to ptr addrspace(3)",
+                  f"  %v = load volatile i{bits}, ptr addrspace(3) %p, align {align}",
+                  f"  ret i{bits} %v", "}",
+                  f"define i32 @triton_dist_simt_st_{bits}(i32 %addr, i{bits} %v) #0 {{",
+                  "  %p = inttoptr i32 %addr to ptr addrspace(3)",
+                  f"  store volatile i{bits} %v, ptr addrspace(3) %p, align {align}",
+                  "  ret i32 0", "}"]
+    lines += ["", "attributes #0 = { alwaysinline nounwind }", ""]
+    return "\n".join(lines)
+
+
+def simt_tiles_library(backend: str, sizes) -> str:
+    """Path of :func:`simt_tiles_library_text` written once into triton_dist's cache folder (named by its content;
+    written atomically)."""
+    import hashlib
+    import os
+
+    from .bitcode import cache_dir
+
+    text = simt_tiles_library_text(backend, sizes)
+    path = os.path.join(cache_dir(), f"simt-tiles-{hashlib.sha256(text.encode()).hexdigest()[:20]}.ll")
+    if not os.path.isfile(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
+
+
 def _wrap_llir_stage(backend, stages, options, capability) -> None:
     kind = backend.target.backend
     lib_name = _lib_name(kind)
-    if lib_name is None or "llir" not in stages or lib_name in dict(options.extern_libs or ()):
-        return  # not a SHMEM target, or @triton_dist.jit already offers the library
+    if lib_name is None or "llir" not in stages:
+        return  # not a GPU target this module knows
+    offered = dict(options.extern_libs or ())
     stock = stages["llir"]
 
     def llir(src, metadata):
-        symbols = shmem_symbols(str(src), kind)
-        libs = libraries_for(kind, backend.target.arch, symbols) if symbols else {}
+        text = str(src)
+        libs = {}
+        if lib_name not in offered:  # @triton_dist.jit and the compile tool offer the SHMEM library themselves
+            symbols = shmem_symbols(text, kind)
+            if symbols:
+                libs.update(libraries_for(kind, backend.target.arch, symbols))
+        sizes = simt_tile_sizes(text)
+        if sizes:
+            from ..language._simt_tiles import LIB_NAME as SIMT_LIB
+
+            libs[SIMT_LIB] = simt_tiles_library(kind, sizes)
         if not libs:
             return stock(src, metadata)
         return _compat.llir_stage_with_extern_libs(backend, options, capability, libs)(src, metadata)
