@@ -121,6 +121,17 @@ def test_bad_tile_indexing_is_a_compile_error(body, match):
         _asm(k, ["*fp32:16"], "cuda:90", "ttir")
 
 
+def test_pointer_tiles_are_refused_with_the_fix():
+    k = _gpu_kernel("""
+        def ptr_tile(dst):
+            ptrs = dst + tl.arange(0, 8)
+            with dl.simt_exec_region() as (t, n):
+                tl.store(ptrs[t], 1.0)
+    """)
+    with pytest.raises(CompilationError, match=r"tile 'ptrs' of pointer<fp32> cannot be indexed per thread"):
+        _asm(k, ["*fp32:16"], "cuda:90", "ttir")
+
+
 def test_tiles_larger_than_the_targets_scratch_are_refused():
     k = _gpu_kernel("""
         def big(dst):
@@ -204,3 +215,17 @@ def test_sim_item_assignment_outside_a_region_is_refused(sim_kernels):
 
     with pytest.raises(Exception, match="only supported inside simt_exec_region"):
         outside[(1, )](torch.zeros(4))
+
+
+@pytest.mark.sim
+def test_sim_refuses_pointer_tiles_like_the_gpu(sim_kernels):
+    import triton_dist.language as dl
+
+    @triton.jit
+    def ptr_tile(dst):
+        ptrs = dst + tl.arange(0, 8)
+        with dl.simt_exec_region() as (t, n):
+            tl.store(ptrs[t], 1.0)
+
+    with pytest.raises(Exception, match="cannot be indexed per thread"):
+        ptr_tile[(1, )](torch.zeros(8))

@@ -22,7 +22,8 @@ program's SIMT tile scratch, a static shared-memory buffer (CUDA shared memory /
 * exit (all threads): barrier; a tile that the body writes is loaded back from the scratch and its name rebound to
   the new value; one that is only read gets its old value back.
 
-Limits: the region must be entered by every thread of the program (not under a per-thread branch); indices are
+Limits: only the region's own body is rewritten (a ``@jit`` function it calls sees ordinary tensors); the region
+must be entered by every thread of the program (not under a per-thread branch); indices are
 not range-checked at run time (constexpr ones are, at compile time); the tiles of one region share at most
 ``limit`` bytes (the target's static shared memory); the name is a view only inside the body: using it as a whole
 tensor there (``tl.sum(t)``) is an error. Element types of 1 to 64 bits (``int1`` is kept as a byte).
@@ -227,6 +228,9 @@ def open_tiles(limit: int, _semantic):
     offsets, total = {}, 0
     for name in names:
         v = _compat.scope_value(gen, name)
+        if not (v.dtype.is_int() or v.dtype.is_floating()):
+            raise TypeError(f"simt_exec_region: tile {name!r} of {v.dtype} cannot be indexed per thread (integer and "
+                            f"floating-point tiles can); index an integer offset tile and add it to the pointer")
         n = 1
         for s in v.shape:
             n *= int(_compat.unwrap_constexpr(s))

@@ -178,6 +178,9 @@ def _scalar_indices(tensor, idx):
             out.append(int(np.asarray(p.handle.data).reshape(-1)[0]))
         else:
             return None
+    if not (tensor.dtype.is_int() or tensor.dtype.is_floating()):
+        raise TypeError(f"simt_exec_region: a tile of {tensor.dtype} cannot be indexed per thread (integer and "
+                        f"floating-point tiles can); index an integer offset tile and add it to the pointer")
     for d, (i, n) in enumerate(zip(out, tensor.shape)):
         if not 0 <= i < int(_compat.unwrap_constexpr(n)):
             raise IndexError(f"SIMT tile: index {i} out of range for dimension {d} of size {n}")
