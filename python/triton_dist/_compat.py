@@ -662,6 +662,52 @@ def _interpreted_twin(fn):
     return twin
 
 
+_twin_lock = None
+_twin_state = {"active": 0, "modules": set(), "scopes": []}
+
+
+def _language_modules(fn):
+    import triton.language as tl
+
+    return {id(v) for v in fn.__globals__.values() if v is tl or v is tl_core}
+
+
+def _call_interpreted_twin(fn, args, kwargs):
+    """A device-function call of ``fn`` by an interpreted program, with the language patches it needs held only while
+    some program is inside such a call (see :func:`install_interpreted_jit_calls`)."""
+    import threading
+
+    from triton.runtime import interpreter as _it
+    from triton.runtime.errors import InterpreterError
+
+    global _twin_lock
+    if _twin_lock is None:
+        _twin_lock = threading.Lock()
+    state = _twin_state
+    with _twin_lock:
+        mods = _language_modules(fn)
+        if not mods <= state["modules"]:
+            state["scopes"].append(_it._patch_lang(fn))
+            state["modules"] |= mods
+        state["active"] += 1
+    try:
+        rewritten = _interpreted_twin(fn).rewrite()
+        try:
+            return rewritten(*args, **kwargs)
+        except InterpreterError:
+            raise
+        except Exception as e:
+            raise InterpreterError(repr(e)) from e
+    finally:
+        with _twin_lock:
+            state["active"] -= 1
+            if state["active"] == 0:
+                for scope in reversed(state["scopes"]):
+                    scope.restore()
+                state["scopes"].clear()
+                state["modules"].clear()
+
+
 def install_interpreted_jit_calls() -> None:
     """From now on, a plain ``JITFunction`` called as a device function from a program of an interpreted launch
     runs through an ``InterpretedFunction`` of the same Python function instead of raising. Such JITFunctions exist
@@ -671,9 +717,17 @@ def install_interpreted_jit_calls() -> None:
     every compiled launch, whose code generator never calls a JITFunction) a JITFunction raises as before.
     Idempotent; thread-safe (programs of a simulator launch run as threads).
 
+    The interpreter's own device-function call patches the callee's ``triton.language`` modules and never undoes
+    it (its launch undoes only what the launch patched), so a later compile in the process would trace with
+    interpreter builtins (``tl.zeros`` is such a callee: ``ir.value has no attribute dtype``). Here the patches live
+    while some program is inside such a call and are undone when the last one leaves (counted under a lock: the
+    simulator's programs are threads).
+
     Assumptions (tested in test_compat.py): ``JITFunction.__call__`` only raises ("Cannot call @triton.jit'd outside
-    of the scope of a kernel") and the code generator never calls it; ``InterpretedFunction(fn)(*args)`` is the
-    interpreter's device-function call; :func:`in_interpreted_program` tells a program of an interpreted launch."""
+    of the scope of a kernel") and the code generator never calls it; the interpreter's device-function call is
+    ``_patch_lang(fn)`` (returning a scope with ``restore()``), then ``InterpretedFunction(fn).rewrite()(*args)``,
+    errors wrapped in ``InterpreterError(repr(e))``; :func:`in_interpreted_program` tells a program of an interpreted
+    launch."""
     from triton.runtime.jit import JITFunction
 
     stock = JITFunction.__dict__["__call__"]
@@ -682,7 +736,7 @@ def install_interpreted_jit_calls() -> None:
 
     def __call__(self, *args, **kwargs):
         if in_interpreted_program():
-            return _interpreted_twin(self.fn)(*args, **kwargs)
+            return _call_interpreted_twin(self.fn, args, kwargs)
         return stock(self, *args, **kwargs)
 
     __call__._triton_dist_interpreted_calls = True
@@ -854,3 +908,100 @@ def compiled_kernel_launcher(kernel):
         run(grid3[0], grid3[1], grid3[2], stream, function, packed, lm, enter, rt.launch_exit_hook, *args)
 
     return launch
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# compile pipeline: linking the SHMEM device library into plain triton.jit kernels (runtime/shmem_link.py)
+# ---------------------------------------------------------------------------------------------------------------
+def stages_inspection_hook():
+    """The hook every Triton backend calls at the end of ``add_stages`` (None when unset).
+
+    Assumption (Triton 3.5-3.6): ``knobs.runtime.add_stages_inspection_hook`` is ONE assignable slot (not a chain),
+    called by the CUDA and HIP backends as ``hook(backend, stages, options, language, capability)`` after they fill
+    ``stages`` (an ordered ``{name: fn(src, metadata)}``; the TTGIR module reaches ``stages["llir"]``) and before
+    any stage runs; a replaced entry is the one that runs."""
+    return triton.knobs.runtime.add_stages_inspection_hook
+
+
+def set_stages_inspection_hook(hook) -> None:
+    """Put ``hook`` in the slot :func:`stages_inspection_hook` reads."""
+    triton.knobs.runtime.add_stages_inspection_hook = hook
+
+
+def llir_stage_with_extern_libs(backend, options, capability, extern_libs):
+    """The backend's TTGIR -> LLVM IR stage, ``fn(src, metadata)``, compiled with ``extern_libs`` (``{name: path}``)
+    added to ``options.extern_libs``; every other option unchanged.
+
+    Assumptions (Triton 3.6): the options are a frozen dataclass whose ``__post_init__`` accepts ``extern_libs`` as
+    a dict and stores it as a tuple of pairs (``dataclasses.replace`` re-runs it); the stage is
+    ``CUDABackend.make_llir(src, metadata, options, capability)`` on NVIDIA and the static
+    ``HIPBackend.make_llir(src, metadata, options)`` on AMD, and it links ``options.extern_libs``."""
+    import dataclasses
+
+    merged = dict(options.extern_libs or ())
+    merged.update(extern_libs)
+    opts = dataclasses.replace(options, extern_libs=merged)
+    if backend.target.backend == "cuda":
+        return lambda src, metadata: backend.make_llir(src, metadata, opts, capability)
+    if backend.target.backend == "hip":
+        return lambda src, metadata: backend.make_llir(src, metadata, opts)
+    raise ValueError(f"no LLVM IR stage known for Triton backend {backend.target.backend!r}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# SIMT regions: tiles indexed per thread (language/_gpu.py, backends/sim/extra.py)
+# ---------------------------------------------------------------------------------------------------------------
+def with_statement_being_entered():
+    """``(code generator, ast.With node)`` of the ``with`` statement whose context manager's ``__enter__`` runs right
+    now in Triton's code generator, or None (not compiling, e.g. under the interpreter).
+
+    Assumptions (tested in test_compat.py): as :func:`bind_with_tuple_target`, plus: ``visit_With``'s local ``node``
+    is the ``ast.With`` and it reads ``node.body`` only after every ``__enter__`` returned (so the body may be edited
+    from ``__enter__``); the generator's local names live in ``lscope`` (a dict) and ``set_value(name, value)``
+    rebinds one; ``visit_Subscript_Load`` indexes a value that is not a Triton value with plain Python ``lhs[idx]``
+    (``idx`` a ``tl.tuple`` for ``a[i, k]``); an attribute call ``obj.m(...)`` on such a value calls the bound method,
+    passing ``_semantic`` when ``m`` is a builtin."""
+    frame = _visit_with_frame()
+    if frame is None:
+        return None
+    return frame.f_locals.get("self"), frame.f_locals.get("node")
+
+
+def scope_value(generator, name: str):
+    """The value the code generator has bound to local ``name`` (None when unbound)."""
+    return generator.lscope.get(name)
+
+
+def bind_scope_value(generator, name: str, value) -> None:
+    """Rebind local ``name`` in the code generator (``CodeGenerator.set_value``)."""
+    generator.set_value(name, value)
+
+
+_tensor_extensions: dict = {}
+_tensor_extensions_installed = False
+
+
+def extend_interpreter_tensor(name: str, make) -> None:
+    """From now on, whenever Triton's interpreter patches ``tl.tensor`` for a launch, it also sets attribute ``name``
+    to ``make(current)``, where ``current`` is the attribute as the interpreter just left it (None when the class
+    has none); restored with the interpreter's own patches when the launch ends. A second call for ``name``
+    replaces the first.
+
+    Assumptions (tested in test_compat.py): as :func:`override_interpreter_tensor_attr` (``_patch_lang_tensor(tensor,
+    scope)`` called through the module global after the builtins of ``tl.tensor`` were wrapped, and the scope's
+    ``set_attr`` restores what it set, deleting an attribute the class did not have)."""
+    from triton.runtime import interpreter as _it
+
+    global _tensor_extensions_installed
+    _tensor_extensions[name] = make
+    if _tensor_extensions_installed:
+        return
+    _tensor_extensions_installed = True
+    orig = _it._patch_lang_tensor
+
+    def patched(tensor, scope):
+        orig(tensor, scope)
+        for attr, mk in list(_tensor_extensions.items()):
+            scope.set_attr(tensor, attr, mk(getattr(tensor, attr, None)))
+
+    _it._patch_lang_tensor = patched

@@ -35,9 +35,10 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
 * **Bounded-wait mode in the cache key.** ``TRITON_DIST_BOUNDED_WAIT`` (read when ``dl.wait`` is traced) is part
   of the disk cache key (``cache_key``) and selects the in-memory per-device cache, so toggling it recompiles.
 
-Importing this module has no side effect: the hook is added at the first compiled launch (and by SHMEM bootstrap),
-and the interpreter switch under a launcher without a GPU is made by ``import triton_dist``
-(``triton_dist/__init__.py``).
+Importing this module has no side effect. ``import triton_dist`` (``triton_dist/__init__.py``) makes the interpreter
+switch under a launcher without a GPU and adds the module-init hook plus a compile step that links the SHMEM library
+into plain ``@triton.jit`` kernels calling it (``runtime/shmem_link.py``; a DistJIT kernel's options already carry
+the library, so that step leaves it alone); a compiled DistJIT launch re-adds the load hook should it be missing.
 """
 from __future__ import annotations
 

@@ -1006,3 +1006,194 @@ def test_compiled_kernel_launch_call_shape(monkeypatch):
     monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", enter)
     launch((2, 1, 1), 77, "a", 5)
     assert calls[1] == (2, 1, 1, 77, "fn", "packed", ("meta", (2, 1, 1), 77, ("a", 5)), enter, None, "a", 5)
+
+
+# --- issue 16 point 1: linking the SHMEM library into plain triton.jit kernels (runtime/shmem_link.py) -------------
+
+def test_stages_inspection_hook_is_one_slot_called_after_add_stages(monkeypatch):
+    """_compat.stages_inspection_hook: one assignable slot, called as hook(backend, stages, options, language,
+    capability) by both backends once their stages are filled; the TTGIR module reaches stages["llir"] and a
+    replaced entry is the one that runs."""
+    seen = []
+
+    def hook(backend, stages, options, language, capability):
+        stock = stages["llir"]
+        seen.append((backend.target.backend, list(stages), type(options).__name__))
+
+        def llir(src, metadata):
+            seen.append(("llir-input", "ttg." in str(src)))
+            return stock(src, metadata)
+
+        stages["llir"] = llir
+
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", None)
+    _compat.set_stages_inspection_hook(hook)
+    assert _compat.stages_inspection_hook() is hook is triton.knobs.runtime.add_stages_inspection_hook
+    for target, names in (("cuda:90", ["ttir", "ttgir", "llir", "ptx", "cubin"]),
+                          ("hip:gfx942", ["ttir", "ttgir", "llir", "amdgcn", "hsaco"])):
+        seen.clear()
+        compile_kernel(CompileRequest(_k, parse_target(target), ["*i32"], stop_after="llir"))
+        assert seen[0] == (target.split(":")[0], names,
+                           "CUDAOptions" if target.startswith("cuda") else "HIPOptions")
+        assert ("llir-input", True) in seen
+
+
+def test_llir_stage_with_extern_libs_links_the_added_library(tmp_path, monkeypatch):
+    """_compat.llir_stage_with_extern_libs: dataclasses.replace re-runs the options' __post_init__ (dict ->
+    pairs, default libraries kept) and CUDABackend.make_llir(src, md, options, capability) / the static
+    HIPBackend.make_llir(src, md, options) link the added library: the extern call is resolved by its body."""
+    from triton.language import core
+
+    from triton_dist import language as dl
+
+    @core.extern
+    def answer(x, _semantic=None):
+        return dl.extern_call("compat_ext", "", [x], {(tl.int32, ): ("compat_ext_answer", tl.int32)}, True,
+                              _semantic=_semantic)
+
+    @triton.jit
+    def calls_ext(out):
+        tl.store(out, answer(tl.load(out)))
+
+    bodies = {"cuda": 'target triple = "nvptx64-nvidia-cuda"\n', "hip": 'target triple = "amdgcn-amd-amdhsa"\n'}
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", None)
+    for kind, target in (("cuda", "cuda:90"), ("hip", "hip:gfx942")):
+        lib = tmp_path / f"{kind}.ll"
+        lib.write_text(bodies[kind] + "define linkonce_odr hidden i32 @compat_ext_answer(i32 %x) {\n  ret i32 4242\n}\n")
+        seen = {}
+
+        def hook(backend, stages, options, language, capability, _lib=str(lib)):
+            seen["defaults"] = dict(options.extern_libs)
+            stage = _compat.llir_stage_with_extern_libs(backend, options, capability, {"compat_ext": _lib})
+            stages["llir"] = stage
+
+        monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", hook)
+        llir = compile_kernel(CompileRequest(calls_ext, parse_target(target), ["*i32"], stop_after="llir")).asm["llir"]
+        assert "i32 4242" in llir, kind
+        assert not re.search(r"declare [^\n]*@compat_ext_answer", llir), kind
+        assert seen["defaults"], kind  # libdevice / ocml+ockl still offered
+
+
+# --- issue 16 point 4: per-thread tile indexing in SIMT regions (language/_simt_tiles.py) ---------------------------
+
+class _ProbeRegion:
+    """A context manager that records what _compat sees from its __enter__ and edits the with body."""
+    __triton_builtin__ = True
+    seen = {}
+
+    def __init__(self, _semantic=None):
+        pass
+
+    def __enter__(self):
+        import ast
+
+        gen, node = _compat.with_statement_being_entered()
+        _ProbeRegion.seen["node"] = type(node).__name__
+        _ProbeRegion.seen["x"] = _compat.scope_value(gen, "x")
+        _compat.bind_scope_value(gen, "x", _ProbeView())
+        # replace the body's only statement: the code generator reads node.body after __enter__
+        _ProbeRegion.seen["original"] = node.body[0]
+        node.body[0] = ast.fix_missing_locations(ast.copy_location(
+            ast.parse("x._probe_store(x[3, 4], (5,))").body[0], node.body[0]))
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _ProbeView:
+    """Not a Triton value: indexed with plain Python, its builtin method gets _semantic."""
+
+    def __getitem__(self, idx):
+        _ProbeRegion.seen["idx"] = [int(_compat.unwrap_constexpr(i)) for i in idx]
+        return 7
+
+    @_compat.builtin
+    def _probe_store(self, value, idx, _semantic=None):
+        _ProbeRegion.seen["store"] = (int(_compat.unwrap_constexpr(value)), _semantic is not None)
+
+
+@triton.jit
+def _k_with_probe(p):
+    x = tl.zeros((8, 8), tl.float32)  # noqa: F841  (read by the probe through the code generator)
+    with _ProbeRegion():
+        tl.store(p, 1)  # replaced by the probe
+    tl.store(p, 0)
+
+
+def test_with_statement_body_is_editable_from_enter_and_plain_objects_index_in_python():
+    """_compat.with_statement_being_entered / scope_value / bind_scope_value: visit_With's locals ``self`` and
+    ``node``, ``node.body`` read after __enter__, ``lscope`` / ``set_value``; a non-Triton value is subscripted
+    with plain Python (``tl.tuple`` index) and its builtin methods get ``_semantic``."""
+    _ProbeRegion.seen.clear()
+    compile_kernel(CompileRequest(_k_with_probe, parse_target("cuda:90"), ["*i32"], stop_after="llir"))
+    seen = _ProbeRegion.seen
+    assert seen["node"] == "With" and isinstance(seen["x"], tl.tensor) and seen["x"].type.is_block()
+    assert seen["idx"] == [3, 4] and seen["store"] == (7, True)
+    assert _compat.with_statement_being_entered() is None  # not compiling
+
+
+def test_extend_interpreter_tensor_sets_and_restores_an_attribute(tmp_path):
+    """_compat.extend_interpreter_tensor: set after the interpreter's own patches (receiving them), for the launch
+    only; an attribute the class lacks is removed again."""
+    script = tmp_path / "ext.py"
+    script.write_text(
+        "import torch, triton, triton.language as tl\n"
+        "from triton_dist import _compat\n"
+        "_compat.set_interpret(True)\n"
+        "seen = []\n"
+        "_compat.extend_interpreter_tensor('_td_probe', lambda cur: (seen.append(cur), 'probe')[1])\n"
+        "_compat.extend_interpreter_tensor('__getitem__', lambda cur: (seen.append(callable(cur)), cur)[1])\n"
+        "@triton.jit\n"
+        "def k(p):\n"
+        "    tl.store(p, 1)\n"
+        "assert not hasattr(tl.tensor, '_td_probe')\n"
+        "k[(1,)](torch.zeros(1, dtype=torch.int32))\n"
+        "assert seen == [None, True], seen\n"
+        "assert not hasattr(tl.tensor, '_td_probe')\n"
+        "print('OK')\n")
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert res.returncode == 0 and res.stdout.strip().endswith("OK"), res.stderr[-2000:]
+
+
+def test_interpreted_device_calls_leave_no_language_patches(tmp_path):
+    """_compat.install_interpreted_jit_calls: a plain JITFunction callee (tl.zeros is one in Triton 3.6) run by an
+    interpreted program patches the language modules only while some program is inside it; afterwards
+    ``triton.language.core`` holds its own builtins again and a kernel compiles in the same process (before, the
+    interpreter's patches stayed and the compile failed with "'ir.value' object has no attribute 'dtype'")."""
+    out = _run_script(tmp_path / "leak.py", """
+        import torch, triton, triton.language as tl
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from triton.runtime.jit import JITFunction
+        from triton_dist import _compat
+
+        before = dict(vars(tl.core))
+        _compat.install_interpreted_jit_calls()
+        assert isinstance(tl.zeros, JITFunction)
+        _compat.set_interpret(True)
+
+        @triton.jit
+        def k(out, N: tl.constexpr):
+            tl.store(out + tl.arange(0, N), tl.zeros((N, ), tl.int32) + 3)
+
+        x = torch.zeros(8, dtype=torch.int32)
+        k[(2,)](x, N=8)
+        assert x.tolist() == [3] * 8
+        changed = [n for n, v in vars(tl.core).items() if before.get(n) is not v]
+        assert not changed, changed
+        _compat.set_interpret(False)
+
+        @triton.jit
+        def c(out, N: tl.constexpr):
+            tl.store(out + tl.arange(0, N), tl.zeros((N, ), tl.int32))
+
+        triton.compile(ASTSource(c, {"out": "*i32", "N": "constexpr"}, constexprs={"N": 8}),
+                       target=GPUTarget("cuda", 90, 32))
+        print("compiled")
+    """)
+    assert out == "compiled"

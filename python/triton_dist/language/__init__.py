@@ -2,7 +2,8 @@
 
 Ops: :func:`wait`, :func:`consume_token`, :func:`rank`, :func:`num_ranks`, :func:`symm_at`, :func:`notify`,
 :func:`extern_call`, and the SIMT region helpers (``simt_exec_region``, ``vector``, ``make_vector``,
-``zeros_vector``, ``extract``, ``insert``). Each op is declared once in ``core`` and lowered at trace time for
+``zeros_vector``, ``extract``, ``insert``, and the per-thread vector accesses ``ld_vector`` / ``st_vector``, also
+exported, as by the reference, from ``triton_dist.language.extra.language_extra``). Each op is declared once in ``core`` and lowered at trace time for
 NVIDIA, AMD or the CPU simulator.
 """
 from .core import (wait, consume_token, rank, num_ranks, symm_at, notify, extern_call)  # noqa: F401
@@ -12,3 +13,7 @@ __all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "e
 from .simt import simt_exec_region, vector, make_vector, zeros_vector, extract, insert  # noqa: F401,E402
 
 __all__ += ["simt_exec_region", "vector", "make_vector", "zeros_vector", "extract", "insert"]
+
+from .extra.language_extra import ld_vector, st_vector  # noqa: F401,E402
+
+__all__ += ["ld_vector", "st_vector"]

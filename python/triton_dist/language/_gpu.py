@@ -92,10 +92,23 @@ def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, targ
     return call_extern(lib_name, lib_path, Extern(symbol, key, ret, is_pure), conv, _semantic)
 
 
-def enter_simt_region(values, *, target, _semantic):
+def enter_simt_region(tile_scratch_limit, values, *, target, _semantic):
     """``with simt_exec_region() as (tid, n)`` in a compiled kernel: the code generator binds each name to its element
-    of ``values`` (``_compat.bind_with_tuple_target``); returns the tuple and the undo for ``__exit__``."""
-    undo = _compat.bind_with_tuple_target(values)
+    of ``values`` (``_compat.bind_with_tuple_target``), and every tile the body indexes per thread is backed by the
+    shared scratch (``_simt_tiles.open_tiles``, at most ``tile_scratch_limit`` bytes: the target binds it); returns
+    the tuple and the undo for ``__exit__`` (tiles first, then the names)."""
+    from ._simt_tiles import open_tiles
+
+    undo_names = _compat.bind_with_tuple_target(values)
+    close_tiles = open_tiles(tile_scratch_limit, _semantic)
+    if close_tiles is None:
+        return tl.tuple(list(values)), undo_names
+
+    def undo():
+        close_tiles()
+        if undo_names is not None:
+            undo_names()
+
     return tl.tuple(list(values)), undo
 
 

@@ -3,9 +3,11 @@ before its first launch -- ``nvshmemx_cumodule_init`` for NVSHMEM, ``rocshmem_hi
 the active backend's ``module_init`` (:class:`~triton_dist.runtime.backend.ShmemBackend`).
 
 A ``kernel_load_end_hook`` added to Triton's hook chain (:func:`install_hooks`; user hooks keep working) does it.
-It is added by the first compiled launch of a ``@triton_dist.jit`` kernel and by SHMEM bootstrap
-(``triton_dist.utils.initialize_distributed`` / ``init_*_by_torch_process_group``), not at import. The hook is
-global: plain ``triton.jit`` kernels that link NVSHMEM / rocSHMEM are initialised too, others are untouched.
+``import triton_dist`` adds it (``runtime/shmem_link.py``, which also links the library into plain ``triton.jit``
+kernels that call it); the first compiled launch of a ``@triton_dist.jit`` kernel and SHMEM bootstrap add it again
+(idempotent), should it have been removed. The hook is global: plain ``triton.jit`` kernels that link NVSHMEM /
+rocSHMEM are initialised too; any other module costs one scan of its PTX / AMDGCN per load (cached by hash), and
+launches never run it.
 
 Which modules: decided by what a module links and uses, never by its name -- its PTX reads NVSHMEM's device state
 (``backends.nvidia.shmem_state.ptx_uses_nvshmem``, the rule the AOT tool applies too), its AMDGCN references
@@ -153,5 +155,6 @@ def forget_modules() -> None:
 
 def install_hooks() -> None:
     """Add the module-init hook to Triton's ``kernel_load_end_hook`` chain (idempotent: the chain adds a hook once;
-    user hooks keep working). Called by every compiled ``@triton_dist.jit`` launch and by SHMEM bootstrap."""
+    user hooks keep working). Called by ``import triton_dist``, every compiled ``@triton_dist.jit`` launch and SHMEM
+    bootstrap."""
     _compat.kernel_load_end_hooks().add(_on_kernel_load)

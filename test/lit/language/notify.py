@@ -4,9 +4,9 @@
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=GPUSET
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'add'" --target cuda:90 --stage cubin -o %t.cubin
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=GPUADD
-# RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'set'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRASET
-# RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*u64:16, i32, 'intra_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRAADD
-# RUN: env PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTER
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'set'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRASET
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*u64:16, i32, 'intra_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTRAADD
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTER
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target cuda:80 --stage ptx | filecheck %s --check-prefix=SM80
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDGPU
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'add'" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDINTRA

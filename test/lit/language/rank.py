@@ -1,8 +1,12 @@
-# dl.rank / dl.num_ranks: SHMEM queries (extern calls, resolved when triton_dist.jit links the device bitcode).
+# dl.rank / dl.num_ranks: SHMEM queries (extern calls). The kernel is a plain @triton.jit: `import triton_dist` links
+# the SHMEM device bitcode into it (runtime/shmem_link.py), so it assembles to a cubin and its PTX reads NVSHMEM's
+# device state (LINKED); TRITON_DIST_NO_SHMEM_BITCODE=1 keeps the calls unresolved for the NV / PTX checks.
 #
-# RUN: env PTXAS_OPTIONS=-c %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage llir | filecheck %s --check-prefix=NV
-# RUN: env PTXAS_OPTIONS=-c %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage llir | filecheck %s --check-prefix=NV
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
 # RUN: %compile %s:rank_kernel -s "*i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage cubin -o %t.cubin
+# RUN: %compile %s:rank_kernel -s "*i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=LINKED
 #
 # NV-DAG: declare {{.*}}i32 @nvshmem_my_pe()
 # NV-DAG: declare {{.*}}i32 @nvshmem_n_pes()
@@ -12,6 +16,8 @@
 # PTX: call.uni (retval0), nvshmem_n_pes, ();
 # AMD: call i32 @rocshmem_my_pe()
 # AMD: call i32 @rocshmem_n_pes()
+# LINKED-NOT: call.uni (retval0), nvshmem_my_pe
+# LINKED: ld.const.b32 {{.*}}[nvshmemi_device_state_d
 import triton
 import triton.language as tl
 

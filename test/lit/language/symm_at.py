@@ -2,8 +2,8 @@
 # addresses) and re-marked 16-byte aligned, so loads through base + offsets stay 128-bit vector loads.
 # The NVIDIA run assembles relocatable code (the NVSHMEM bitcode is not linked here); AMD stops at LLVM IR.
 #
-# RUN: env PTXAS_OPTIONS=-c %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target cuda:90 --stage llir | filecheck %s --check-prefix=LLIR
-# RUN: env PTXAS_OPTIONS=-c %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target cuda:90 --stage llir | filecheck %s --check-prefix=LLIR
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
 # RUN: %compile %s:symm_load -s "*fp32:16, *fp32:16, i32, 1024" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 #
 # LLIR: [[PE:%.*]] = {{(tail )?}}call i64 @nvshmem_ptr(i64 {{%.*}}, i32 {{%.*}})

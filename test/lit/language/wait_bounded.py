@@ -4,7 +4,7 @@
 # NVIDIA run assembles relocatable code (PTXAS_OPTIONS=-c) and the AMD run stops at LLVM IR.
 # TRITON_ALWAYS_COMPILE: the env var is not in Triton's own cache key.
 #
-# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 PTXAS_OPTIONS=-c %compile %s:bounded_kernel -s "*i64:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
+# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:bounded_kernel -s "*i64:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
 # RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 %compile %s:bounded_kernel -s "*i32:16, i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
 # RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=0 %compile %s:bounded_kernel -s "*i64:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=OFF
 #

@@ -9,6 +9,7 @@ Thread id: ``llvm.amdgcn.workitem.id.{x,y,z}``; barrier: Triton's (convergent) `
 """
 from __future__ import annotations
 
+import functools
 import triton.language as tl
 
 from ... import _compat
@@ -156,5 +157,7 @@ def unpack(src, dst_type, *, target, _semantic):
     return vector(_split_bits(src, dst_type, _semantic))
 
 
-enter_simt_region = _gpu.enter_simt_region
+#: bytes of SIMT tile scratch a region may use: LDS per workgroup on CDNA (gfx90a / gfx942 / gfx950)
+SIMT_TILE_SCRATCH_LIMIT = 64 * 1024
+enter_simt_region = functools.partial(_gpu.enter_simt_region, SIMT_TILE_SCRATCH_LIMIT)
 extract_element = select_element

@@ -7,6 +7,7 @@ it executes it (Triton does not mask inline asm to one thread). PTX forms (PTX I
 """
 from __future__ import annotations
 
+import functools
 import triton.language as tl
 
 from ... import _compat
@@ -152,5 +153,7 @@ def unpack(src, dst_type, *, target, _semantic):
     return vector(_split_bits(src, dst_type, _semantic))
 
 
-enter_simt_region = _gpu.enter_simt_region
+#: bytes of SIMT tile scratch a region may use: static shared memory per block (CUDA's limit for statically declared shared memory)
+SIMT_TILE_SCRATCH_LIMIT = 48 * 1024
+enter_simt_region = functools.partial(_gpu.enter_simt_region, SIMT_TILE_SCRATCH_LIMIT)
 extract_element = select_element

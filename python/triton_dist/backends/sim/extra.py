@@ -7,6 +7,8 @@ atomics, so they order and synchronise across rank processes that map the same s
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import triton.language as tl
 
@@ -138,8 +140,87 @@ def unpack(src, dst_type, *, target, _semantic):
     return vector(_split_bits(src, dst_type, sem))
 
 
+_region = threading.local()
+
+
+def in_simt_region() -> bool:
+    """Whether the calling program (thread of the simulator) is inside a ``simt_exec_region`` body."""
+    return getattr(_region, "depth", 0) > 0
+
+
 def enter_simt_region(values, *, target, _semantic):
-    return values, None  # the interpreter runs the with statement as plain Python: the tuple unpacks itself
+    """The interpreter runs the with statement as plain Python: the tuple unpacks itself. Inside the body, tiles
+    take per-thread element reads and writes (``t[i, k]``, ``t[i, k] = v``: :func:`tile_getitem` /
+    :func:`tile_setitem`); a program is one thread, so no scratch is needed."""
+    _region.depth = getattr(_region, "depth", 0) + 1
+
+    def undo():
+        _region.depth -= 1
+
+    return values, undo
+
+
+def _scalar_indices(tensor, idx):
+    """``[int, ...]`` when ``idx`` is one integer scalar per dimension of the block ``tensor``, else None."""
+    if not isinstance(tensor, tl.tensor) or not tensor.type.is_block():
+        return None
+    parts = list(idx) if isinstance(idx, (tuple, list, tl.core.tuple)) else [idx]
+    if len(parts) != len(tensor.shape):
+        return None
+    out = []
+    for p in parts:
+        p = _compat.unwrap_constexpr(p)
+        if isinstance(p, bool):
+            return None
+        if isinstance(p, (int, np.integer)):
+            out.append(int(p))
+        elif isinstance(p, tl.tensor) and not p.type.is_block() and p.dtype.is_int():
+            out.append(int(np.asarray(p.handle.data).reshape(-1)[0]))
+        else:
+            return None
+    if not (tensor.dtype.is_int() or tensor.dtype.is_floating()):
+        raise TypeError(f"simt_exec_region: a tile of {tensor.dtype} cannot be indexed per thread (integer and "
+                        f"floating-point tiles can); index an integer offset tile and add it to the pointer")
+    for d, (i, n) in enumerate(zip(out, tensor.shape)):
+        if not 0 <= i < int(_compat.unwrap_constexpr(n)):
+            raise IndexError(f"SIMT tile: index {i} out of range for dimension {d} of size {n}")
+    return out
+
+
+def tile_getitem(stock):
+    """``tl.tensor.__getitem__`` under the interpreter: inside a SIMT region, one integer scalar per dimension reads
+    that element (as a scalar); anything else is Triton's own indexing (``stock``)."""
+
+    def __getitem__(self, idx, *args, **kwargs):
+        if in_simt_region():
+            where = _scalar_indices(self, idx)
+            if where is not None:
+                data = np.asarray(self.handle.data)
+                return _compat.interpreter_value(data[tuple(where)].reshape(1).copy(), self.dtype)
+        return stock(self, idx, *args, **kwargs)
+
+    return __getitem__
+
+
+def tile_setitem(stock):
+    """``tl.tensor.__setitem__`` under the interpreter: inside a SIMT region, ``t[i, k] = v`` writes that element of
+    ``t`` (the tensor the name holds: other names bound to the same value see it too, unlike a compiled kernel,
+    where the name is rebound after the region). Outside a region, item assignment is refused as in Triton."""
+
+    def __setitem__(self, idx, value):
+        where = _scalar_indices(self, idx) if in_simt_region() else None
+        if where is None:
+            raise TypeError("tensor item assignment (t[i, ...] = v) is only supported inside simt_exec_region, with "
+                            "one integer scalar index per dimension")
+        data = self.handle.data
+        if not data.flags.writeable:
+            data = self.handle.data = data.copy()
+        if not isinstance(value, tl.tensor):
+            value = _isem().to_tensor(_compat.unwrap_constexpr(value))
+        value = tl.cast(value, self.dtype, _semantic=_isem())
+        data[tuple(where)] = np.asarray(value.handle.data).reshape(-1)[0]
+
+    return __setitem__
 
 
 def extract_element(input, flat_index, shape, *, target, _semantic, _generator):

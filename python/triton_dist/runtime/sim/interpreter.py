@@ -333,6 +333,17 @@ def install_interpreter_block_bool_fix() -> None:
     _compat.override_interpreter_tensor_attr("__bool__", _tensor_bool)
 
 
+def install_interpreter_simt_tile_indexing() -> None:
+    """Per-thread tile element reads and writes inside ``simt_exec_region`` (``t[i, k]``, ``t[i, k] = v``; issue 16
+    point 4) under the interpreter: ``backends.sim.extra.tile_getitem`` / ``tile_setitem`` on ``tl.tensor`` for the
+    duration of each launch (``_compat.extend_interpreter_tensor``). Outside a region, indexing is Triton's own.
+    Idempotent."""
+    from ...backends.sim import extra
+
+    _compat.extend_interpreter_tensor("__getitem__", extra.tile_getitem)
+    _compat.extend_interpreter_tensor("__setitem__", extra.tile_setitem)
+
+
 _fixes_installed = False
 _fixes_lock = threading.Lock()
 
@@ -353,5 +364,6 @@ def install_interpreter_fixes() -> None:
         install_interpreter_bf16_dot_fix()
         install_interpreter_bf16_arith_fix()
         install_interpreter_block_bool_fix()
+        install_interpreter_simt_tile_indexing()
         _compat.install_interpreted_jit_calls()
         _fixes_installed = True

@@ -1,0 +1,179 @@
+"""SHMEM device library for every kernel Triton compiles, ``@triton.jit`` ones included.
+
+``@triton_dist.jit`` offers the NVSHMEM / rocSHMEM device bitcode in ``extern_libs`` at each launch. A kernel made by
+stock ``triton.jit`` that calls ``dl.*`` or ``libshmem_device`` gets no such option, and without this module its
+SHMEM calls stay unresolved (``ptxas fatal: Unresolved extern function 'nvshmem_my_pe'``). :func:`install`, run by
+``import triton_dist`` (no GPU needed), makes such kernels work through two of Triton's public hooks:
+
+* **Link, at compile time** (``knobs.runtime.add_stages_inspection_hook``, :func:`_compat.stages_inspection_hook`):
+  the TTGIR -> LLVM IR stage of every module is wrapped. When the module's TTGIR calls an NVSHMEM function
+  (``nvshmem_*`` / ``nvshmemx_*``, CUDA target) or a rocSHMEM one (``rocshmem_*``, HIP target) and its options carry
+  no SHMEM library yet, the stage runs with the target's SHMEM bitcode added to ``extern_libs`` -- the same library
+  ``@triton_dist.jit`` would offer (CUDA: the slim library when every called function is in it, else the whole
+  bitcode; HIP: the target arch's rocSHMEM bitcode). Any other module runs the backend's own stage unchanged, so
+  its LLVM IR, PTX and cubin are identical; the one extra step is a scan of its TTGIR text, once per compile (a
+  cache hit runs no stage at all). Launches never pass through this code. Where the bitcode is not installed the
+  stage is left alone and the link fails naming the function, as for ``@triton_dist.jit``;
+  ``TRITON_DIST_NO_SHMEM_BITCODE=1`` leaves the calls unresolved on purpose (compile-only inspection).
+  The same step links the SIMT tile scratch (:func:`simt_tiles_library`) into modules whose SIMT regions index tiles
+  per thread (``triton_dist_simt_*`` calls, ``language/_simt_tiles.py``), for every kernel.
+* **Initialise, at load time** (``knobs.runtime.kernel_load_end_hook``): :func:`module_init.install_hooks`, so a
+  loaded module that uses the library is initialised once per device (``nvshmemx_cumodule_init`` /
+  ``rocshmem_hipmodule_init``), whoever compiled it. A module that does not is recognised from its PTX / AMDGCN once
+  per module load (cached by hash), never per launch.
+
+The inspection hook is one slot in Triton, not a chain: :func:`install` keeps a hook already there and calls it
+after ours; a hook assigned later must call the previous value (as ``triton_dist.tools.compile`` does), or plain
+``triton.jit`` kernels lose the link step (``@triton_dist.jit`` kernels do not need it).
+
+Not in a stock kernel's cache key (Triton computes it): the SHMEM library's identity. After changing the installed
+NVSHMEM / rocSHMEM, clear Triton's cache (``TRITON_CACHE_DIR``) for plain ``triton.jit`` kernels that call it.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, FrozenSet
+
+from .. import _compat
+from . import module_init
+
+__all__ = ["install", "shmem_symbols", "libraries_for", "simt_tile_sizes", "simt_tiles_library_text",
+           "simt_tiles_library", "LINK_HOOK_MARK"]
+
+#: attribute set on the inspection hook :func:`install` puts in Triton's slot
+LINK_HOOK_MARK = "_triton_dist_shmem_link"
+
+#: the extern function names that belong to a SHMEM library, per Triton backend
+_SYMBOL_PATTERNS = {"cuda": r"nvshmemx?_\w+", "hip": r"rocshmem_\w+"}
+_SYMBOL_RES = {kind: re.compile(r'\bsymbol = "(' + pat + r')"') for kind, pat in _SYMBOL_PATTERNS.items()}
+
+
+def shmem_symbols(ttgir: str, backend: str) -> FrozenSet[str]:
+    """The SHMEM device functions that the TTGIR text ``ttgir`` calls through ``tt.extern_elementwise`` (how
+    ``dl.*`` and ``libshmem_device`` reach the library) for Triton backend ``backend`` (``"cuda"``: ``nvshmem_*`` /
+    ``nvshmemx_*``; ``"hip"``: ``rocshmem_*``); empty for any other backend."""
+    pattern = _SYMBOL_RES.get(backend)
+    if pattern is None:
+        return frozenset()
+    return frozenset(pattern.findall(ttgir))
+
+
+def _lib_name(backend: str):
+    from ..jit import NVSHMEM_LIB_NAME, ROCSHMEM_LIB_NAME
+
+    return {"cuda": NVSHMEM_LIB_NAME, "hip": ROCSHMEM_LIB_NAME}.get(backend)
+
+
+def libraries_for(backend: str, arch, symbols) -> Dict[str, str]:
+    """``{extern_libs name: path}`` to link into a module of ``backend`` / ``arch`` that calls the SHMEM functions
+    ``symbols``: what ``@triton_dist.jit`` offers (``triton_dist.jit.shmem_extern_libs``); on CUDA the whole NVSHMEM
+    bitcode when a function is outside the slim library's set. Empty when the library is not installed or
+    ``TRITON_DIST_NO_SHMEM_BITCODE=1``."""
+    from ..jit import shmem_extern_libs
+
+    full = False
+    if backend == "cuda":
+        from .bitcode import nvshmem_functions
+
+        full = not set(symbols) <= set(nvshmem_functions())
+    return shmem_extern_libs(backend, arch, full=full)
+
+
+#: LLVM target triple of the SIMT tile scratch library, per Triton backend
+_TRIPLES = {"cuda": "nvptx64-nvidia-cuda", "hip": "amdgcn-amd-amdhsa"}
+_SIMT_TILES_RE = re.compile(r'\bsymbol = "triton_dist_simt_tiles_(\d+)"')
+
+
+def simt_tile_sizes(ttgir: str) -> FrozenSet[int]:
+    """The scratch sizes (bytes) the SIMT regions of a module ask for (``triton_dist_simt_tiles_<nbytes>`` calls in
+    its TTGIR, ``language/_simt_tiles.py``)."""
+    return frozenset(int(n) for n in _SIMT_TILES_RE.findall(ttgir))
+
+
+def simt_tiles_library_text(backend: str, sizes) -> str:
+    """LLVM IR of the SIMT tile scratch library for Triton backend ``backend``: ONE shared-memory buffer (address
+    space 3: CUDA shared memory / AMD LDS; regions run one after another, so they share it) of ``max(sizes)``
+    bytes, 16-byte aligned; ``triton_dist_simt_tiles_<n>`` for each size returns its 32-bit shared address;
+    ``triton_dist_simt_ld_<b>`` / ``triton_dist_simt_st_<b>`` (b = 8, 16, 32, 64) load / store one element at such an
+    address (volatile: kept in program order between the barriers the region places). All always inlined."""
+    size = max(sizes)
+    lines = [f'target triple = "{_TRIPLES[backend]}"', "",
+             f"@triton_dist_simt_scratch = internal addrspace(3) global [{size} x i8] undef, align 16", ""]
+    for n in sorted(sizes):
+        lines += [f"define i32 @triton_dist_simt_tiles_{n}(i32 %unused) #0 {{",
+                  "  ret i32 ptrtoint (ptr addrspace(3) @triton_dist_simt_scratch to i32)", "}"]
+    for bits in (8, 16, 32, 64):
+        align = bits // 8
+        lines += [f"define i{bits} @triton_dist_simt_ld_{bits}(i32 %addr) #0 {{",
+                  "  %p = inttoptr i32 %addr to ptr addrspace(3)",
+                  f"  %v = load volatile i{bits}, ptr addrspace(3) %p, align {align}",
+                  f"  ret i{bits} %v", "}",
+                  f"define i32 @triton_dist_simt_st_{bits}(i32 %addr, i{bits} %v) #0 {{",
+                  "  %p = inttoptr i32 %addr to ptr addrspace(3)",
+                  f"  store volatile i{bits} %v, ptr addrspace(3) %p, align {align}",
+                  "  ret i32 0", "}"]
+    lines += ["", "attributes #0 = { alwaysinline nounwind }", ""]
+    return "\n".join(lines)
+
+
+def simt_tiles_library(backend: str, sizes) -> str:
+    """Path of :func:`simt_tiles_library_text` written once into triton_dist's cache folder (named by its content;
+    written atomically)."""
+    import hashlib
+    import os
+
+    from .bitcode import cache_dir
+
+    text = simt_tiles_library_text(backend, sizes)
+    path = os.path.join(cache_dir(), f"simt-tiles-{hashlib.sha256(text.encode()).hexdigest()[:20]}.ll")
+    if not os.path.isfile(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
+
+
+def _wrap_llir_stage(backend, stages, options, capability) -> None:
+    kind = backend.target.backend
+    lib_name = _lib_name(kind)
+    if lib_name is None or "llir" not in stages:
+        return  # not a GPU target this module knows
+    offered = dict(options.extern_libs or ())
+    stock = stages["llir"]
+
+    def llir(src, metadata):
+        text = str(src)
+        libs = {}
+        if lib_name not in offered:  # @triton_dist.jit and the compile tool offer the SHMEM library themselves
+            symbols = shmem_symbols(text, kind)
+            if symbols:
+                libs.update(libraries_for(kind, backend.target.arch, symbols))
+        sizes = simt_tile_sizes(text)
+        if sizes:
+            from ..language._simt_tiles import LIB_NAME as SIMT_LIB
+
+            libs[SIMT_LIB] = simt_tiles_library(kind, sizes)
+        if not libs:
+            return stock(src, metadata)
+        return _compat.llir_stage_with_extern_libs(backend, options, capability, libs)(src, metadata)
+
+    stages["llir"] = llir
+
+
+def install() -> None:
+    """Put the link step in Triton's stage-inspection slot (keeping and calling a hook already there) and the
+    module-init hook in its load chain. Idempotent; needs no GPU."""
+    module_init.install_hooks()
+    previous = _compat.stages_inspection_hook()
+    if getattr(previous, LINK_HOOK_MARK, False):
+        return
+
+    def link_shmem_library(backend, stages, options, language, capability):
+        _wrap_llir_stage(backend, stages, options, capability)
+        if previous is not None:
+            previous(backend, stages, options, language, capability)
+
+    setattr(link_shmem_library, LINK_HOOK_MARK, True)
+    _compat.set_stages_inspection_hook(link_shmem_library)
