@@ -16,6 +16,8 @@
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
 #   scripts/gpu_suite.sh coll-round     full sweep writing the table into the tree's copy here, then coll-final's steps
+#   scripts/gpu_suite.sh changed      the tiers the latest changes touch: libshmem (+ thread scope), plain jit + SIMT tiles,
+#                                     language, the GEMM+RS tests
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -61,9 +63,10 @@ case $part in
     tier gpu_language 180 test/python/gpu/test_gpu_language.py
     tier gpu_language_extra 120 test/python/gpu/test_gpu_language_extra.py
     tier gpu_tools 100 test/python/gpu/test_gpu_tools.py
+    tier gpu_plain_jit 100 test/python/gpu/test_gpu_plain_jit.py test/python/gpu/test_gpu_simt_tiles.py
     rec gpu_example 60 torchrun --nproc_per_node "$NP" examples/allgather_demo.py ;;
   2)
-    tier gpu_libshmem 160 test/python/gpu/test_gpu_libshmem.py
+    tier gpu_libshmem 200 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
     tier gpu_overlap 330 test/python/gpu/test_gpu_overlap.py ;;
   3)
@@ -135,6 +138,12 @@ case $part in
       --dtypes bfloat16,float32 --tag final
     rec bench_shmem 100 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
     rec profile_host_8k 60 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 8192 --tag 8k ;;
+  changed)  # the tiers the latest changes touch: libshmem (thread scope, new functions), plain @triton.jit + SIMT
+    # tiles, language (notify), GEMM+RS
+    tier gpu_libshmem 200 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py
+    tier gpu_plain_jit 100 test/python/gpu/test_gpu_plain_jit.py test/python/gpu/test_gpu_simt_tiles.py
+    tier gpu_language 180 test/python/gpu/test_gpu_language.py
+    tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
   *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
