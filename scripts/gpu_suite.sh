@@ -16,8 +16,8 @@
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
 #   scripts/gpu_suite.sh coll-round     full sweep writing the table into the tree's copy here, then coll-final's steps
-#   scripts/gpu_suite.sh changed      the tiers the latest changes touch: libshmem (+ thread scope), plain jit + SIMT tiles,
-#                                     language, the GEMM+RS tests
+#   scripts/gpu_suite.sh changed        the tiers the latest changes touch: libshmem (+ thread scope), plain jit + SIMT tiles,
+#                                       language, the GEMM+RS tests
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
