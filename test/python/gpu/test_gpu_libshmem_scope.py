@@ -163,7 +163,9 @@ def test_team_translate_pe(group):
     k_translate[(1, )](out, RANK % LOCAL_WORLD, WORLD)
     torch.cuda.synchronize()
     first = (RANK // LOCAL_WORLD) * LOCAL_WORLD
-    assert out.tolist() == [first + RANK % LOCAL_WORLD, RANK % LOCAL_WORLD if RANK < LOCAL_WORLD else -1, -1]
+    # out[2] translates PE number WORLD, which is not a PE of the source team: outside NVSHMEM's contract (2x H200,
+    # 2026-11-30: NVSHMEM returned 0 on rank 0 and 1 on rank 1; the simulator gives -1), so it is not checked here
+    assert out.tolist()[:2] == [first + RANK % LOCAL_WORLD, RANK % LOCAL_WORLD if RANK < LOCAL_WORLD else -1]
 
 
 @pytest.mark.parametrize("fn,scope,typed", COLLECTIVE_FUNCTIONS, ids=lambda v: getattr(v, "__name__", str(v)))

@@ -540,8 +540,9 @@ fcollect = _fcollect_function("fcollect", "fcollectmem", True)
 @_compat.builtin
 def team_translate_pe(src_team, pe_in_src_team, dest_team, _semantic=None, _generator=None):
     """The number in ``dest_team`` of the PE whose number in ``src_team`` is ``pe_in_src_team``; -1 when that PE
-    is not in ``dest_team`` or the number is out of ``src_team``'s range (``nvshmem_team_translate_pe``), int32.
-    Every thread executes it (a query)."""
+    is not in ``dest_team`` (``nvshmem_team_translate_pe``), int32. A number out of ``src_team``'s range is outside
+    the contract: the simulator returns -1, NVSHMEM does not check it (on 2x H200 it returned a PE number). Every
+    thread executes it (a query)."""
     op = "team_translate_pe"
     s = _team(op, src_team)
     r = _int(op, "pe_in_src_team", pe_in_src_team, tl.int32)
