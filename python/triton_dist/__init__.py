@@ -9,6 +9,7 @@ Triton's interpreter on, so that kernels defined afterwards run on the simulator
 """
 __version__ = "0.1.0"
 
+from . import _compat  # noqa: E402,F401  first: an unsupported Triton fails here, with one ImportError
 from .jit import jit  # noqa: E402,F401
 from .runtime import select as _select  # noqa: E402
 

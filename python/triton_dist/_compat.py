@@ -10,9 +10,46 @@ from __future__ import annotations
 import os
 
 import triton
-from triton.language import core as tl_core
 
-TRITON_VERSION = tuple(int(p) for p in triton.__version__.split("+")[0].split(".")[:3])
+#: The Triton releases triton_dist supports: ``SUPPORTED_TRITON[0] <= version < SUPPORTED_TRITON[1]``, i.e. 3.6.x
+#: through 3.9.x. ``pyproject.toml``'s ``triton`` requirement says the same (test_compat checks that they agree);
+#: CI runs the full tier on 3.6.0 and the matrix subset on the newest patch of 3.7, 3.8 and 3.9
+#: (``scripts/triton_matrix.sh``).
+SUPPORTED_TRITON = ((3, 6, 0), (3, 10, 0))
+
+
+def parse_triton_version(text: str) -> tuple:
+    """``(major, minor, patch)`` of a Triton version string (``"3.7.1"``, ``"3.8.0+git1234"``, ``"3.9.0rc1"``:
+    local and pre-release suffixes are ignored; a missing part is 0)."""
+    import re
+
+    parts = [int(re.match(r"\d*", p).group(0) or 0) for p in text.split("+")[0].split(".")[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def supported_triton_spec() -> str:
+    """The supported range as a pip requirement specifier (``>=3.6,<3.10``)."""
+    lo, hi = SUPPORTED_TRITON
+    return f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}"
+
+
+def check_triton_version(text: str) -> tuple:
+    """The parsed ``text`` (a ``triton.__version__``) when it lies in :data:`SUPPORTED_TRITON`; otherwise one
+    ``ImportError`` naming the installed version and the supported range (raised by ``import triton_dist``, before
+    anything touches Triton's internals)."""
+    version = parse_triton_version(text)
+    if not SUPPORTED_TRITON[0] <= version < SUPPORTED_TRITON[1]:
+        raise ImportError(
+            f"triton_dist supports triton{supported_triton_spec()} (3.6.x to 3.9.x); the installed triton is {text} "
+            f"({os.path.dirname(getattr(triton, '__file__', None) or '?')}). Install a supported triton, e.g. the one "
+            f"your torch pins (torch 2.11 -> 3.6.0, 2.12.1/2.13 -> 3.7.1, 2.14 -> 3.8.0, 2.15 -> 3.9.0): "
+            f"pip install \"triton{supported_triton_spec()}\"")
+    return version
+
+
+TRITON_VERSION = check_triton_version(triton.__version__)
+
+from triton.language import core as tl_core  # noqa: E402  (after the version check: its layout is version-bound)
 
 TRITON_BUILTIN_ATTR = tl_core.TRITON_BUILTIN
 
@@ -192,6 +229,31 @@ def kernel_load_end_hooks():
     return triton.knobs.runtime.kernel_load_end_hook
 
 
+def stages_inspection_hook(edit_stages, cache_key: str, previous=None):
+    """A value for ``triton.knobs.runtime.add_stages_inspection_hook`` that lets ``edit_stages(stages)`` change the
+    backend's pipeline (the ordered dict ``stage name -> fn(src, metadata)``) of every compilation while it is
+    installed, after ``previous`` (the hook installed before, or None) has run. ``cache_key`` names the edit:
+    kernels compiled with it are cached apart from stock ones.
+
+    Assumptions (tested in test_compat.py): the backend's ``add_stages`` calls the hook as ``hook(backend, stages,
+    options, language, capability)`` after filling ``stages`` (Triton 3.5+); from Triton 3.7 on, ``triton.compile``
+    and ``JITFunction.run`` also call it with no arguments first and expect ``(key_suffix, hash)`` back, which they
+    add to the compilation cache key."""
+    import hashlib
+
+    def hook(*args):
+        if not args:
+            key = cache_key
+            if previous is not None and TRITON_VERSION >= (3, 7, 0):
+                key = f"{previous()[0]}+{cache_key}"
+            return key, hashlib.sha256(key.encode()).hexdigest()
+        if previous is not None:
+            previous(*args)
+        edit_stages(args[1])
+
+    return hook
+
+
 def cache_invalidating_env_vars() -> dict:
     """Env vars Triton folds into its compilation cache key."""
     from triton._C.libtriton import get_cache_invalidating_env_vars
@@ -199,14 +261,28 @@ def cache_invalidating_env_vars() -> dict:
     return get_cache_invalidating_env_vars()
 
 
-#: The NVIDIA compute capabilities the installed Triton compiles to cubin for (Triton 3.6: its ptxas 12.8 and
-#: ptxas-blackwell; 88 and 110 are refused by them). ``parse_target`` accepts only these, so a typo fails in one line
-#: instead of in ptxas. Tested per capability in test_compat.py.
-CUDA_CAPABILITIES = (70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121)
-#: The AMD gfx processors the installed Triton's HIP backend compiles for (Triton 3.6's LLVM rejects gfx906, gfx940
-#: and gfx941). Tested per arch in test_compat.py.
-HIP_ARCHS = ("gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
-             "gfx1150", "gfx1151", "gfx1200", "gfx1201", "gfx1250")
+#: The NVIDIA compute capabilities the installed Triton compiles to cubin for. ``parse_target`` accepts only these,
+#: so a typo fails in one line instead of in ptxas. Triton 3.6 (ptxas 12.8 and ptxas-blackwell) compiles sm_101 and
+#: refuses sm_110; from 3.7 on (CUDA 13 ptxas) Thor is sm_110 and sm_101 is refused. sm_88 is refused by all (3.8+
+#: abort the process in LLVM for it). Tested per capability in test_compat.py.
+CUDA_CAPABILITIES = ((70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121) if TRITON_VERSION < (3, 7, 0) else
+                     (70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121))
+
+
+def _hip_archs(version) -> tuple:
+    """The gfx processors Triton ``version``'s HIP backend compiles for: Triton 3.6 and 3.7's LLVM reject gfx906,
+    gfx940 and gfx941; 3.8 accepts gfx906 again; 3.9 drops gfx1030."""
+    archs = ["gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
+             "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201", "gfx1250"]
+    if version >= (3, 8, 0):
+        archs.insert(0, "gfx906")
+    if version >= (3, 9, 0):
+        archs.remove("gfx1030")
+    return tuple(archs)
+
+
+#: The AMD gfx processors the installed Triton's HIP backend compiles for. Tested per arch in test_compat.py.
+HIP_ARCHS = _hip_archs(TRITON_VERSION)
 
 
 def type_from_name(name: str):
