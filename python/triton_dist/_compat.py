@@ -316,6 +316,20 @@ def llvm_type_name(dtype) -> str:
     return f"i{dtype.primitive_bitwidth}"
 
 
+def llvm_ir_to_asm(llvm_ir: str, triple: str, proc: str, features: str = "") -> str:
+    """Assembly text of the textual LLVM IR ``llvm_ir`` compiled by the LLVM inside Triton for ``triple`` /
+    ``proc`` (no extra flags, no FP fusion), as Triton's backends do before calling ptxas or the AMD linker.
+
+    Assumption (tested in test_compat.py): ``triton._C.libtriton.llvm.translate_to_asm(ir, triple, proc, features,
+    flags, enable_fp_fusion, is_object)``; Triton 3.8 added an eighth argument ``canonicalize_gep`` (False: what
+    the backends pass unless an instrumentation mode asks for it)."""
+    from triton._C.libtriton import llvm
+
+    llvm.init_targets()
+    extra = (False, ) if TRITON_VERSION >= (3, 8, 0) else ()
+    return llvm.translate_to_asm(llvm_ir, triple, proc, features, [], False, False, *extra)
+
+
 def extract_library_functions(lib_path: str, functions, triple: str, proc: str, features: str = "") -> str:
     """Textual LLVM IR of a module that defines ``functions`` (``{symbol: (arg_type_names, ret_type_name)}``, e.g.
     ``{"nvshmem_ptr": (("i64", "i32"), "i64")}``) exactly as ``lib_path`` defines them, plus every function and

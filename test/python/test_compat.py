@@ -1077,3 +1077,13 @@ def test_stages_inspection_hook_edits_the_pipeline_and_keys_the_cache(monkeypatc
     assert 5 in previous_calls
     if _compat.TRITON_VERSION >= (3, 7, 0):
         assert 0 in previous_calls
+
+
+def test_llvm_ir_to_asm_compiles_textual_ir_for_both_targets():
+    """``llvm_ir_to_asm``: Triton's ``llvm.translate_to_asm`` (7 arguments up to 3.7, 8 from 3.8) turns textual IR
+    into PTX / AMDGCN assembly."""
+    ir_text = "define i32 @plus_one(i32 %x) {\n  %y = add i32 %x, 1\n  ret i32 %y\n}\n"
+    ptx = _compat.llvm_ir_to_asm(ir_text, "nvptx64-nvidia-cuda", "sm_90")
+    assert ".func  (.param .b32 func_retval0) plus_one(" in ptx or re.search(r"\.func .*plus_one\(", ptx)
+    gcn = _compat.llvm_ir_to_asm(ir_text, "amdgcn-amd-amdhsa", "gfx942")
+    assert re.search(r"^plus_one:", gcn, re.M) and "v_add" in gcn
