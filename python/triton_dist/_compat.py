@@ -184,6 +184,43 @@ def interpreter_semantic():
     return interpreter.interpreter_semantic
 
 
+def semantic_load(semantic, ptr, mask=None, other=None):
+    """What ``tl.load(ptr, mask, other)`` emits (default cache and eviction policy, not volatile), from a builtin
+    holding the ``TritonSemantic`` ``semantic`` (compiled or interpreted).
+
+    Assumption (tested in test_compat.py): ``TritonSemantic.load`` takes ``(ptr, mask, other, boundary_check,
+    padding_option, cache_modifier, eviction_policy, is_volatile)`` up to Triton 3.8; 3.9 folds the cache options
+    into one ``cache_policy`` (``tl.core._normalize_cache_policy(None, "", "")``): ``(ptr, mask, other,
+    cache_policy, is_volatile)``."""
+    if TRITON_VERSION >= (3, 9, 0):
+        return semantic.load(ptr, mask, other, tl_core._normalize_cache_policy(None, "", ""), False)
+    return semantic.load(ptr, mask, other, (), "", "", "", False)
+
+
+def semantic_store(semantic, ptr, value, mask=None):
+    """What ``tl.store(ptr, value, mask)`` emits (default cache and eviction policy), from a builtin holding
+    ``semantic``. Assumption (tested in test_compat.py): ``TritonSemantic.store`` takes ``(ptr, value, mask,
+    boundary_check, cache_modifier, eviction_policy)`` up to Triton 3.8 and ``(ptr, value, mask, cache_policy)`` from
+    3.9 on."""
+    if TRITON_VERSION >= (3, 9, 0):
+        return semantic.store(ptr, value, mask, tl_core._normalize_cache_policy(None, "", ""))
+    return semantic.store(ptr, value, mask, (), "", "")
+
+
+def ir_value_parts_set_name(parts, builder, name: str) -> None:
+    """Name the IR of a value that Triton sees as a ``tl.tensor`` but keeps its IR in ``parts`` (values with their
+    own handles, e.g. a SIMT ``vector``), as Triton names a value bound to ``name``: part ``i`` gets
+    ``name.i``. Triton 3.9 calls ``value._set_name(builder, name)`` on every argument of a device function (and
+    ``tl.tensor._set_name`` reads ``self.handle``, which such a value lacks); before 3.9 there is no naming and this
+    does nothing. Such a class defines ``def _set_name(self, builder, name): _compat.ir_value_parts_set_name(
+    self.<parts>, builder, name)``. Assumption (tested in test_compat.py): ``tl.tensor._set_name(builder, name)``
+    exists from 3.9 on and not before."""
+    if not hasattr(tl_core.tensor, "_set_name"):
+        return
+    for i, part in enumerate(parts):
+        part._set_name(builder, f"{name}.{i}")
+
+
 def compile_options(semantic):
     """The backend options object of the kernel being traced (``CUDAOptions`` / ``HIPOptions``).
 

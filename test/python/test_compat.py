@@ -1087,3 +1087,47 @@ def test_llvm_ir_to_asm_compiles_textual_ir_for_both_targets():
     assert ".func  (.param .b32 func_retval0) plus_one(" in ptx or re.search(r"\.func .*plus_one\(", ptx)
     gcn = _compat.llvm_ir_to_asm(ir_text, "amdgcn-amd-amdhsa", "gfx942")
     assert re.search(r"^plus_one:", gcn, re.M) and "v_add" in gcn
+
+
+@_compat.builtin
+def _copy_plus_one(src, dst, _semantic=None):
+    value = _compat.semantic_load(_semantic, src)
+    _compat.semantic_store(_semantic, dst, _semantic.add(value, _semantic.to_tensor(1), True))
+
+
+@triton.jit
+def _k_copy_via_compat(src, dst):
+    _copy_plus_one(src, dst)
+
+
+@triton.jit
+def _k_copy_via_tl(src, dst):
+    tl.store(dst, tl.load(src) + 1)
+
+
+def test_semantic_load_and_store_emit_plain_memory_ops():
+    """``semantic_load`` / ``semantic_store``: ``TritonSemantic.load`` / ``store`` with default cache policy (their
+    arguments changed in 3.9) give the same TTIR as ``tl.load`` / ``tl.store`` in a kernel."""
+
+    def ttir(fn):
+        text = compile_kernel(CompileRequest(fn, parse_target("cuda:90"), ["*i32", "*i32"]))
+        return [ln.strip().split(" loc(")[0] for ln in text.asm["ttir"].splitlines()
+                if "tt.load" in ln or "tt.store" in ln]
+
+    got = ttir(_k_copy_via_compat)
+    assert got == ttir(_k_copy_via_tl) and len(got) == 2
+
+
+def test_ir_value_parts_set_name_names_each_part_from_3_9():
+    """``ir_value_parts_set_name``: Triton 3.9 names device-function arguments through ``_set_name`` (absent before);
+    a value made of parts forwards the name to each part as ``name.i``."""
+    calls = []
+
+    class Part:
+        def _set_name(self, builder, name):
+            calls.append((builder, name))
+
+    _compat.ir_value_parts_set_name([Part(), Part()], "builder", "acc")
+    has_naming = hasattr(tl.tensor, "_set_name")
+    assert has_naming == (_compat.TRITON_VERSION >= (3, 9, 0))
+    assert calls == ([("builder", "acc.0"), ("builder", "acc.1")] if has_naming else [])
