@@ -306,6 +306,12 @@ CUDA_CAPABILITIES = ((70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121) i
                      (70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121))
 
 
+#: Whether the installed Triton has block pointers (``tl.make_block_ptr`` / ``tl.advance``): 3.6-3.8 do; 3.9 removed
+#: them in favour of tensor descriptors (its ``make_block_ptr`` raises ``NotImplementedError``), so
+#: ``dl.consume_token`` on a block pointer exists only where this is true. Tested in test_compat.py.
+HAS_BLOCK_POINTERS = TRITON_VERSION < (3, 9, 0)
+
+
 def _hip_archs(version) -> tuple:
     """The gfx processors Triton ``version``'s HIP backend compiles for: Triton 3.6 and 3.7's LLVM reject gfx906,
     gfx940 and gfx941; 3.8 accepts gfx906 again; 3.9 drops gfx1030."""

@@ -1131,3 +1131,25 @@ def test_ir_value_parts_set_name_names_each_part_from_3_9():
     has_naming = hasattr(tl.tensor, "_set_name")
     assert has_naming == (_compat.TRITON_VERSION >= (3, 9, 0))
     assert calls == ([("builder", "acc.0"), ("builder", "acc.1")] if has_naming else [])
+
+
+@triton.jit
+def _k_block_ptr(x, BLOCK: tl.constexpr):
+    bp = tl.make_block_ptr(x, shape=[BLOCK], strides=[1], offsets=[0], block_shape=[BLOCK], order=[0])
+    tl.store(bp, tl.load(bp) + 1)
+
+
+def test_has_block_pointers_says_whether_make_block_ptr_compiles():
+    """``HAS_BLOCK_POINTERS``: a kernel using ``tl.make_block_ptr`` compiles exactly where it is true (3.9 removed
+    block pointers)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    try:
+        triton.compile(ASTSource(_k_block_ptr, {"x": "*fp32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 16}),
+                       target=GPUTarget("cuda", 90, 32))
+        compiled = True
+    except Exception as exc:  # noqa: BLE001  3.9: CompilationError wrapping NotImplementedError
+        assert "Block pointers have been removed" in str(exc), exc
+        compiled = False
+    assert compiled == _compat.HAS_BLOCK_POINTERS
