@@ -312,6 +312,31 @@ CUDA_CAPABILITIES = ((70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121) i
 HAS_BLOCK_POINTERS = TRITON_VERSION < (3, 9, 0)
 
 
+def is_block_pointer(value) -> bool:
+    """Whether the traced ``value`` is a block pointer (``tl.make_block_ptr``). Assumption (tested in
+    test_compat.py): up to Triton 3.7 a block pointer is a ``tl.tensor`` whose type is a pointer to a block type;
+    Triton 3.8 made it a front-end aggregate whose class carries ``__triton_block_ptr__ = True``."""
+    if getattr(type(value), "__triton_block_ptr__", False):
+        return True
+    ty = getattr(value, "type", None)
+    return isinstance(value, tl_core.tensor) and ty.is_ptr() and ty.element_ty.is_block()
+
+
+def advance_block_pointer(value, offsets, semantic):
+    """``tl.advance(value, offsets)`` from a builtin holding ``semantic``: up to Triton 3.7
+    ``TritonSemantic.advance(value, offsets)``; from 3.8 the aggregate's ``advance(offsets, _semantic=...)``."""
+    if getattr(type(value), "__triton_block_ptr__", False):
+        return value.advance(offsets, _semantic=semantic)
+    return semantic.advance(value, offsets)
+
+
+def block_pointer_rank(value) -> int:
+    """The number of dimensions of the block pointer ``value`` (see :func:`is_block_pointer`)."""
+    if getattr(type(value), "__triton_block_ptr__", False):
+        return len(value.block_shape)
+    return len(value.type.element_ty.shape)
+
+
 def _hip_archs(version) -> tuple:
     """The gfx processors Triton ``version``'s HIP backend compiles for: Triton 3.6 and 3.7's LLVM reject gfx906,
     gfx940 and gfx941; 3.8 accepts gfx906 again; 3.9 drops gfx1030."""

@@ -1153,3 +1153,32 @@ def test_has_block_pointers_says_whether_make_block_ptr_compiles():
         assert "Block pointers have been removed" in str(exc), exc
         compiled = False
     assert compiled == _compat.HAS_BLOCK_POINTERS
+
+
+@_compat.builtin
+def _check_and_advance_block_ptr(bp, x, _semantic=None):
+    assert _compat.is_block_pointer(bp) and not _compat.is_block_pointer(x)
+    assert _compat.block_pointer_rank(bp) == 1
+    return _compat.advance_block_pointer(bp, [_semantic.to_tensor(0)], _semantic)
+
+
+@triton.jit
+def _k_advance_block_ptr(x, BLOCK: tl.constexpr):
+    bp = tl.make_block_ptr(x, shape=[BLOCK], strides=[1], offsets=[0], block_shape=[BLOCK], order=[0])
+    bp = _check_and_advance_block_ptr(bp, x)
+    tl.store(bp, tl.load(bp) + 1)
+
+
+def test_block_pointer_is_recognised_and_advanced():
+    """``is_block_pointer`` / ``block_pointer_rank`` / ``advance_block_pointer``: a ``tl.tensor`` of pointer-to-block
+    type up to 3.7, an aggregate with ``__triton_block_ptr__`` in 3.8; advancing by zero compiles to the same loads
+    and stores as no advance (none on 3.9, which has no block pointers)."""
+    import pytest
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    if not _compat.HAS_BLOCK_POINTERS:
+        pytest.skip("Triton 3.9 removed block pointers")
+    compiled = triton.compile(ASTSource(_k_advance_block_ptr, {"x": "*fp32", "BLOCK": "constexpr"},
+                                        constexprs={"BLOCK": 16}), target=GPUTarget("cuda", 90, 32))
+    assert "ld.global" in compiled.asm["ptx"] and "st.global" in compiled.asm["ptx"]
