@@ -210,11 +210,11 @@ def semantic_store(semantic, ptr, value, mask=None):
 def ir_value_parts_set_name(parts, builder, name: str) -> None:
     """Name the IR of a value that Triton sees as a ``tl.tensor`` but keeps its IR in ``parts`` (values with their
     own handles, e.g. a SIMT ``vector``), as Triton names a value bound to ``name``: part ``i`` gets
-    ``name.i``. Triton 3.9 calls ``value._set_name(builder, name)`` on every argument of a device function (and
-    ``tl.tensor._set_name`` reads ``self.handle``, which such a value lacks); before 3.9 there is no naming and this
-    does nothing. Such a class defines ``def _set_name(self, builder, name): _compat.ir_value_parts_set_name(
+    ``name.i``. Triton 3.8 and later call ``value._set_name(builder, name)`` on every argument of a device function
+    (and ``tl.tensor._set_name`` reads ``self.handle``, which such a value lacks); before 3.8 there is no naming and
+    this does nothing. Such a class defines ``def _set_name(self, builder, name): _compat.ir_value_parts_set_name(
     self.<parts>, builder, name)``. Assumption (tested in test_compat.py): ``tl.tensor._set_name(builder, name)``
-    exists from 3.9 on and not before."""
+    exists from 3.8 on and not before."""
     if not hasattr(tl_core.tensor, "_set_name"):
         return
     for i, part in enumerate(parts):

@@ -1118,8 +1118,8 @@ def test_semantic_load_and_store_emit_plain_memory_ops():
     assert got == ttir(_k_copy_via_tl) and len(got) == 2
 
 
-def test_ir_value_parts_set_name_names_each_part_from_3_9():
-    """``ir_value_parts_set_name``: Triton 3.9 names device-function arguments through ``_set_name`` (absent before);
+def test_ir_value_parts_set_name_names_each_part_from_3_8():
+    """``ir_value_parts_set_name``: Triton 3.8+ names device-function arguments through ``_set_name`` (absent before);
     a value made of parts forwards the name to each part as ``name.i``."""
     calls = []
 
@@ -1129,7 +1129,7 @@ def test_ir_value_parts_set_name_names_each_part_from_3_9():
 
     _compat.ir_value_parts_set_name([Part(), Part()], "builder", "acc")
     has_naming = hasattr(tl.tensor, "_set_name")
-    assert has_naming == (_compat.TRITON_VERSION >= (3, 9, 0))
+    assert has_naming == (_compat.TRITON_VERSION >= (3, 8, 0))
     assert calls == ([("builder", "acc.0"), ("builder", "acc.1")] if has_naming else [])
 
 
