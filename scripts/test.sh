@@ -3,7 +3,11 @@
 #   scripts/test.sh            CPU tier: ruff (lint, the pinned version of the test extra) + lit tests (compile for
 #                              cuda:90 / hip:gfx942, FileCheck) + pytest (unit, compile, simulator executions at 2
 #                              and 4 ranks). This is what CI runs; any failing step fails the run.
-#   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun on the visible GPUs (>= 2).
+#                              Then the Triton matrix (scripts/triton_matrix.sh): lit + the matrix subset of pytest
+#                              (simulator at 2 ranks) on every other supported Triton (scripts/triton_matrix.txt),
+#                              each in its own venv sharing torch and the test tools; TRITON_MATRIX=0 skips it.
+#   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun on the visible GPUs (>= 2), on the Triton
+#                              installed there (the GPU machine has 3.6.0 only and no network: no matrix).
 # Extra arguments go to pytest.
 # Progress: lit prints each test as it finishes with its count ("PASS: triton-dist :: x.py (12 of 25)"), pytest
 # each file with a running count ("[ 120/519]"), and every step ends with its time. About 6.5 min on an idle 2-core machine
@@ -37,4 +41,9 @@ rc=$?
 took pytest
 # 5 = no tests collected (e.g. a -k filter that matched nothing): not a failure of the suite.
 if [[ $rc -ne 0 && $rc -ne 5 ]]; then status=1; fi
+if [[ "${TRITON_MATRIX:-1}" != 0 ]]; then
+  echo "== Triton matrix (lit + pytest --triton-matrix on the other supported Tritons) =="
+  MAIN_PY="$PY" scripts/triton_matrix.sh || status=1
+  took "triton matrix"
+fi
 exit $status

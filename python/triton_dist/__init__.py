@@ -14,6 +14,7 @@ What importing it does:
 """
 __version__ = "0.1.0"
 
+from . import _compat  # noqa: E402,F401  first: an unsupported Triton fails here, with one ImportError
 from .jit import jit  # noqa: E402,F401
 from .runtime import select as _select  # noqa: E402
 from .runtime import shmem_link as _shmem_link  # noqa: E402

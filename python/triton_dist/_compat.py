@@ -10,9 +10,46 @@ from __future__ import annotations
 import os
 
 import triton
-from triton.language import core as tl_core
 
-TRITON_VERSION = tuple(int(p) for p in triton.__version__.split("+")[0].split(".")[:3])
+#: The Triton releases triton_dist supports: ``SUPPORTED_TRITON[0] <= version < SUPPORTED_TRITON[1]``, i.e. 3.6.x
+#: through 3.9.x. ``pyproject.toml``'s ``triton`` requirement says the same (test_compat checks that they agree);
+#: CI runs the full tier on 3.6.0 and the matrix subset on the newest patch of 3.7, 3.8 and 3.9
+#: (``scripts/triton_matrix.sh``).
+SUPPORTED_TRITON = ((3, 6, 0), (3, 10, 0))
+
+
+def parse_triton_version(text: str) -> tuple:
+    """``(major, minor, patch)`` of a Triton version string (``"3.7.1"``, ``"3.8.0+git1234"``, ``"3.9.0rc1"``:
+    local and pre-release suffixes are ignored; a missing part is 0)."""
+    import re
+
+    parts = [int(re.match(r"\d*", p).group(0) or 0) for p in text.split("+")[0].split(".")[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def supported_triton_spec() -> str:
+    """The supported range as a pip requirement specifier (``>=3.6,<3.10``)."""
+    lo, hi = SUPPORTED_TRITON
+    return f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}"
+
+
+def check_triton_version(text: str) -> tuple:
+    """The parsed ``text`` (a ``triton.__version__``) when it lies in :data:`SUPPORTED_TRITON`; otherwise one
+    ``ImportError`` naming the installed version and the supported range (raised by ``import triton_dist``, before
+    anything touches Triton's internals)."""
+    version = parse_triton_version(text)
+    if not SUPPORTED_TRITON[0] <= version < SUPPORTED_TRITON[1]:
+        raise ImportError(
+            f"triton_dist supports triton{supported_triton_spec()} (3.6.x to 3.9.x); the installed triton is {text} "
+            f"({os.path.dirname(getattr(triton, '__file__', None) or '?')}). Install a supported triton, e.g. the one "
+            f"your torch pins (torch 2.11 -> 3.6.0, 2.12.1/2.13 -> 3.7.1, 2.14 -> 3.8.0, 2.15 -> 3.9.0): "
+            f"pip install \"triton{supported_triton_spec()}\"")
+    return version
+
+
+TRITON_VERSION = check_triton_version(triton.__version__)
+
+from triton.language import core as tl_core  # noqa: E402  (after the version check: its layout is version-bound)
 
 TRITON_BUILTIN_ATTR = tl_core.TRITON_BUILTIN
 
@@ -147,6 +184,43 @@ def interpreter_semantic():
     return interpreter.interpreter_semantic
 
 
+def semantic_load(semantic, ptr, mask=None, other=None):
+    """What ``tl.load(ptr, mask, other)`` emits (default cache and eviction policy, not volatile), from a builtin
+    holding the ``TritonSemantic`` ``semantic`` (compiled or interpreted).
+
+    Assumption (tested in test_compat.py): ``TritonSemantic.load`` takes ``(ptr, mask, other, boundary_check,
+    padding_option, cache_modifier, eviction_policy, is_volatile)`` up to Triton 3.8; 3.9 folds the cache options
+    into one ``cache_policy`` (``tl.core._normalize_cache_policy(None, "", "")``): ``(ptr, mask, other,
+    cache_policy, is_volatile)``."""
+    if TRITON_VERSION >= (3, 9, 0):
+        return semantic.load(ptr, mask, other, tl_core._normalize_cache_policy(None, "", ""), False)
+    return semantic.load(ptr, mask, other, (), "", "", "", False)
+
+
+def semantic_store(semantic, ptr, value, mask=None):
+    """What ``tl.store(ptr, value, mask)`` emits (default cache and eviction policy), from a builtin holding
+    ``semantic``. Assumption (tested in test_compat.py): ``TritonSemantic.store`` takes ``(ptr, value, mask,
+    boundary_check, cache_modifier, eviction_policy)`` up to Triton 3.8 and ``(ptr, value, mask, cache_policy)`` from
+    3.9 on."""
+    if TRITON_VERSION >= (3, 9, 0):
+        return semantic.store(ptr, value, mask, tl_core._normalize_cache_policy(None, "", ""))
+    return semantic.store(ptr, value, mask, (), "", "")
+
+
+def ir_value_parts_set_name(parts, builder, name: str) -> None:
+    """Name the IR of a value that Triton sees as a ``tl.tensor`` but keeps its IR in ``parts`` (values with their
+    own handles, e.g. a SIMT ``vector``), as Triton names a value bound to ``name``: part ``i`` gets
+    ``name.i``. Triton 3.8 and later call ``value._set_name(builder, name)`` on every argument of a device function
+    (and ``tl.tensor._set_name`` reads ``self.handle``, which such a value lacks); before 3.8 there is no naming and
+    this does nothing. Such a class defines ``def _set_name(self, builder, name): _compat.ir_value_parts_set_name(
+    self.<parts>, builder, name)``. Assumption (tested in test_compat.py): ``tl.tensor._set_name(builder, name)``
+    exists from 3.8 on and not before."""
+    if not hasattr(tl_core.tensor, "_set_name"):
+        return
+    for i, part in enumerate(parts):
+        part._set_name(builder, f"{name}.{i}")
+
+
 def compile_options(semantic):
     """The backend options object of the kernel being traced (``CUDAOptions`` / ``HIPOptions``).
 
@@ -192,6 +266,38 @@ def kernel_load_end_hooks():
     return triton.knobs.runtime.kernel_load_end_hook
 
 
+def stages_inspection_hook(edit_stages, cache_key: str, previous=None):
+    """A value for ``triton.knobs.runtime.add_stages_inspection_hook`` that lets ``edit_stages(stages)`` change the
+    backend's pipeline (the ordered dict ``stage name -> fn(src, metadata)``) of every compilation while it is
+    installed, after ``previous`` (the hook installed before, or None) has run. ``cache_key`` names the edit:
+    kernels compiled with it are cached apart from stock ones.
+
+    Assumptions (tested in test_compat.py): the backend's ``add_stages`` calls the hook as ``hook(backend, stages,
+    options, language, capability)`` after filling ``stages`` (Triton 3.5+); from Triton 3.7 on, ``triton.compile``
+    and ``JITFunction.run`` also call it with no arguments first and expect ``(key_suffix, hash)`` back, which they
+    add to the compilation cache key."""
+    def hook(*args):
+        if not args:
+            return stages_hook_cache_key(cache_key, previous)
+        if previous is not None:
+            previous(*args)
+        edit_stages(args[1])
+
+    return hook
+
+
+def stages_hook_cache_key(cache_key: str, previous=None):
+    """What a stage-inspection hook returns when Triton 3.7+ calls it with no arguments: ``(key_suffix, hash)``
+    for the compilation cache key, naming this hook's edit (``cache_key``) after the one of ``previous`` (the hook
+    it chains to, or None)."""
+    import hashlib
+
+    key = cache_key
+    if previous is not None and TRITON_VERSION >= (3, 7, 0):
+        key = f"{previous()[0]}+{cache_key}"
+    return key, hashlib.sha256(key.encode()).hexdigest()
+
+
 def cache_invalidating_env_vars() -> dict:
     """Env vars Triton folds into its compilation cache key."""
     from triton._C.libtriton import get_cache_invalidating_env_vars
@@ -199,14 +305,59 @@ def cache_invalidating_env_vars() -> dict:
     return get_cache_invalidating_env_vars()
 
 
-#: The NVIDIA compute capabilities the installed Triton compiles to cubin for (Triton 3.6: its ptxas 12.8 and
-#: ptxas-blackwell; 88 and 110 are refused by them). ``parse_target`` accepts only these, so a typo fails in one line
-#: instead of in ptxas. Tested per capability in test_compat.py.
-CUDA_CAPABILITIES = (70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121)
-#: The AMD gfx processors the installed Triton's HIP backend compiles for (Triton 3.6's LLVM rejects gfx906, gfx940
-#: and gfx941). Tested per arch in test_compat.py.
-HIP_ARCHS = ("gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
-             "gfx1150", "gfx1151", "gfx1200", "gfx1201", "gfx1250")
+#: The NVIDIA compute capabilities the installed Triton compiles to cubin for. ``parse_target`` accepts only these,
+#: so a typo fails in one line instead of in ptxas. Triton 3.6 (ptxas 12.8 and ptxas-blackwell) compiles sm_101 and
+#: refuses sm_110; from 3.7 on (CUDA 13 ptxas) Thor is sm_110 and sm_101 is refused. sm_88 is refused by all (3.8+
+#: abort the process in LLVM for it). Tested per capability in test_compat.py.
+CUDA_CAPABILITIES = ((70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121) if TRITON_VERSION < (3, 7, 0) else
+                     (70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121))
+
+
+#: Whether the installed Triton has block pointers (``tl.make_block_ptr`` / ``tl.advance``): 3.6-3.8 do; 3.9 removed
+#: them in favour of tensor descriptors (its ``make_block_ptr`` raises ``NotImplementedError``), so
+#: ``dl.consume_token`` on a block pointer exists only where this is true. Tested in test_compat.py.
+HAS_BLOCK_POINTERS = TRITON_VERSION < (3, 9, 0)
+
+
+def is_block_pointer(value) -> bool:
+    """Whether the traced ``value`` is a block pointer (``tl.make_block_ptr``). Assumption (tested in
+    test_compat.py): up to Triton 3.7 a block pointer is a ``tl.tensor`` whose type is a pointer to a block type;
+    Triton 3.8 made it a front-end aggregate whose class carries ``__triton_block_ptr__ = True``."""
+    if getattr(type(value), "__triton_block_ptr__", False):
+        return True
+    ty = getattr(value, "type", None)
+    return isinstance(value, tl_core.tensor) and ty.is_ptr() and ty.element_ty.is_block()
+
+
+def advance_block_pointer(value, offsets, semantic):
+    """``tl.advance(value, offsets)`` from a builtin holding ``semantic``: up to Triton 3.7
+    ``TritonSemantic.advance(value, offsets)``; from 3.8 the aggregate's ``advance(offsets, _semantic=...)``."""
+    if getattr(type(value), "__triton_block_ptr__", False):
+        return value.advance(offsets, _semantic=semantic)
+    return semantic.advance(value, offsets)
+
+
+def block_pointer_rank(value) -> int:
+    """The number of dimensions of the block pointer ``value`` (see :func:`is_block_pointer`)."""
+    if getattr(type(value), "__triton_block_ptr__", False):
+        return len(value.block_shape)
+    return len(value.type.element_ty.shape)
+
+
+def _hip_archs(version) -> tuple:
+    """The gfx processors Triton ``version``'s HIP backend compiles for: Triton 3.6 and 3.7's LLVM reject gfx906,
+    gfx940 and gfx941; 3.8 accepts gfx906 again; 3.9 drops gfx1030."""
+    archs = ["gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
+             "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201", "gfx1250"]
+    if version >= (3, 8, 0):
+        archs.insert(0, "gfx906")
+    if version >= (3, 9, 0):
+        archs.remove("gfx1030")
+    return tuple(archs)
+
+
+#: The AMD gfx processors the installed Triton's HIP backend compiles for. Tested per arch in test_compat.py.
+HIP_ARCHS = _hip_archs(TRITON_VERSION)
 
 
 def type_from_name(name: str):
@@ -238,6 +389,20 @@ def llvm_type_name(dtype) -> str:
     """The LLVM integer type a ``tl`` integer dtype passes as in an extern call (``i32``, ``i64``; signedness is not
     part of an LLVM type)."""
     return f"i{dtype.primitive_bitwidth}"
+
+
+def llvm_ir_to_asm(llvm_ir: str, triple: str, proc: str, features: str = "") -> str:
+    """Assembly text of the textual LLVM IR ``llvm_ir`` compiled by the LLVM inside Triton for ``triple`` /
+    ``proc`` (no extra flags, no FP fusion), as Triton's backends do before calling ptxas or the AMD linker.
+
+    Assumption (tested in test_compat.py): ``triton._C.libtriton.llvm.translate_to_asm(ir, triple, proc, features,
+    flags, enable_fp_fusion, is_object)``; Triton 3.8 added an eighth argument ``canonicalize_gep`` (False: what
+    the backends pass unless an instrumentation mode asks for it)."""
+    from triton._C.libtriton import llvm
+
+    llvm.init_targets()
+    extra = (False, ) if TRITON_VERSION >= (3, 8, 0) else ()
+    return llvm.translate_to_asm(llvm_ir, triple, proc, features, [], False, False, *extra)
 
 
 def extract_library_functions(lib_path: str, functions, triple: str, proc: str, features: str = "") -> str:
@@ -913,18 +1078,19 @@ def compiled_kernel_launcher(kernel):
 # ---------------------------------------------------------------------------------------------------------------
 # compile pipeline: linking the SHMEM device library into plain triton.jit kernels (runtime/shmem_link.py)
 # ---------------------------------------------------------------------------------------------------------------
-def stages_inspection_hook():
+def current_stages_inspection_hook():
     """The hook every Triton backend calls at the end of ``add_stages`` (None when unset).
 
-    Assumption (Triton 3.5-3.6): ``knobs.runtime.add_stages_inspection_hook`` is ONE assignable slot (not a chain),
+    Assumption (Triton 3.5-3.9): ``knobs.runtime.add_stages_inspection_hook`` is ONE assignable slot (not a chain),
     called by the CUDA and HIP backends as ``hook(backend, stages, options, language, capability)`` after they fill
     ``stages`` (an ordered ``{name: fn(src, metadata)}``; the TTGIR module reaches ``stages["llir"]``) and before
-    any stage runs; a replaced entry is the one that runs."""
+    any stage runs; a replaced entry is the one that runs. From 3.7 on it is also called with no arguments (see
+    :func:`stages_hook_cache_key`)."""
     return triton.knobs.runtime.add_stages_inspection_hook
 
 
 def set_stages_inspection_hook(hook) -> None:
-    """Put ``hook`` in the slot :func:`stages_inspection_hook` reads."""
+    """Put ``hook`` in the slot :func:`current_stages_inspection_hook` reads."""
     triton.knobs.runtime.add_stages_inspection_hook = hook
 
 

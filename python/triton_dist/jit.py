@@ -112,17 +112,18 @@ def lowering_fingerprint() -> str:
 # ----------------------------------------------------------------------------------------------------------------
 def shmem_extern_libs(backend: str, arch=None, full: bool = False) -> Dict[str, str]:
     """``{lib_name: path}`` of the SHMEM device library to offer for Triton backend ``backend`` ("cuda"/"hip") and
-    GPU ``arch`` (HIP: rocSHMEM installs one bitcode per gfx arch; CUDA ignores it); empty when it is not installed
-    (kernels that need it then fail to link with the lookup error from :mod:`triton_dist.runtime.bitcode`) or when
-    ``TRITON_DIST_NO_SHMEM_BITCODE=1`` (compile-only checks of PTX that want the SHMEM calls left unresolved, and
-    faster). CUDA: the slim NVSHMEM library (``runtime.bitcode.slim_nvshmem_library``: the functions triton_dist
-    calls, same PTX, ~20x faster to link) unless ``full`` or ``TRITON_DIST_SLIM_BITCODE=0``."""
+    GPU ``arch`` (HIP: rocSHMEM installs one bitcode per gfx arch; CUDA: NVSHMEM >= 3.7 installs one per sm arch);
+    empty when it is not installed (kernels that need it then fail to link with the lookup error from
+    :mod:`triton_dist.runtime.bitcode`) or when ``TRITON_DIST_NO_SHMEM_BITCODE=1`` (compile-only checks of PTX that
+    want the SHMEM calls left unresolved, and faster). CUDA: the slim NVSHMEM library
+    (``runtime.bitcode.slim_nvshmem_library``: the functions triton_dist calls, same PTX, ~20x faster to link) unless
+    ``full`` or ``TRITON_DIST_SLIM_BITCODE=0``."""
     from .runtime import bitcode
 
     if os.environ.get("TRITON_DIST_NO_SHMEM_BITCODE", "").strip().lower() in ("1", "true", "on", "yes"):
         return {}
     if backend == "cuda":
-        path = bitcode.nvshmem_bitcode_or_none()
+        path = bitcode.nvshmem_bitcode_or_none(arch)
         if path and not full:
             path = bitcode.nvshmem_link_library(path)
         return {NVSHMEM_LIB_NAME: path} if path else {}

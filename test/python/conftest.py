@@ -26,7 +26,38 @@ def _gpu_skip_reason():
     return None
 
 
+#: The matrix subset: what CI runs on every supported Triton other than the pinned one (``pytest --triton-matrix``,
+#: from ``scripts/triton_matrix.sh``, which also runs the whole lit suite). These files -- every Triton assumption
+#: (test_compat), compiling the ``dl`` / ``language_extra`` / ``libshmem_device`` / library kernels for cuda:90 and
+#: hip:gfx942 (NVSHMEM bitcode linked where the tests link it), and the simulator suite -- with simulator runs at
+#: MATRIX_MAX_RANKS ranks at most. The one place that defines the subset.
+MATRIX_FILES = (
+    "test_compat.py", "test_target.py", "test_import_without_gpu.py", "test_import_layering.py", "test_bitcode.py",
+    "test_compile_tool.py", "test_language_ops.py", "test_language_extra.py", "test_libshmem_device.py",
+    "test_amd_memory_model.py", "test_jit.py", "test_aot.py", "test_gemm.py",
+    "test_language_sim.py", "test_libshmem_sim.py", "test_collectives_sim.py", "test_overlap_sim.py",
+    "test_sim_runtime.py", "test_sim_user_kernels.py", "test_ops_api.py", "test_profiler.py", "test_utils.py",
+)
+MATRIX_MAX_RANKS = 2
+#: Tests of MATRIX_FILES left out although they take no rank-count parameter (their rank count is in the body).
+MATRIX_DESELECT = ("test_collectives_sim.py::test_stress_4_ranks", )
+_RANK_PARAMS = ("world", "world_size")
+
+
+def in_triton_matrix(item) -> bool:
+    """Whether pytest ``item`` belongs to the matrix subset (MATRIX_FILES, at most MATRIX_MAX_RANKS ranks)."""
+    file_name = item.path.name
+    if file_name not in MATRIX_FILES or f"{file_name}::{item.originalname}" in MATRIX_DESELECT:
+        return False
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return all(params[p] <= MATRIX_MAX_RANKS for p in _RANK_PARAMS if isinstance(params.get(p), int))
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--triton-matrix"):
+        kept = [item for item in items if in_triton_matrix(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not in_triton_matrix(item)])
+        items[:] = kept
     reason = _gpu_skip_reason()
     if reason is None:
         return
@@ -47,6 +78,8 @@ def pytest_ignore_collect(collection_path, config):
 def pytest_addoption(parser):
     parser.addoption("--collect-gpu", action="store_true", default=False,
                      help="collect test/python/gpu even when the GPU tier cannot run (its tests are skipped)")
+    parser.addoption("--triton-matrix", action="store_true", default=False,
+                     help="run only the matrix subset CI runs on the non-pinned Tritons (conftest.MATRIX_FILES)")
 
 
 def pytest_sessionfinish(session, exitstatus):

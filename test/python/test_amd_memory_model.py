@@ -56,13 +56,12 @@ def _memory_lines(lines):
 @pytest.fixture(scope="module")
 def llvm_asm():
     """arch -> {function name: normalised memory instructions} from LLVM's own lowering."""
-    from triton._C.libtriton import llvm
+    from triton_dist import _compat
 
-    llvm.init_targets()
     src = "\n".join(f"define i32 @{name}(ptr addrspace(1) %p, i32 %x) {{\n  {body}\n}}" for name, _, body in CASES)
     out = {}
     for arch in ARCHS:
-        asm = llvm.translate_to_asm(src, "amdgcn-amd-amdhsa", arch, "", [], False, False)
+        asm = _compat.llvm_ir_to_asm(src, "amdgcn-amd-amdhsa", arch)
         funcs, cur = {}, None
         for line in asm.splitlines():
             m = re.match(r"^(\w+):", line)

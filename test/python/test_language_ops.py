@@ -5,6 +5,7 @@ import triton
 import triton.language as tl
 from triton.compiler.errors import CompilationError
 
+from triton_dist import _compat
 import triton_dist.language as dl
 from triton_dist.target import parse_target
 from triton_dist.tools.compile import CompileRequest, compile_kernel
@@ -123,7 +124,7 @@ def test_all_ops_trace_for_both_targets(target, monkeypatch):
 
     seen = {}
 
-    def hook(backend, stages, options, language, capability):
+    def stop_after_llir(stages):
         names = list(stages)
         for name in names[names.index("llir") + 1:]:
             def skip(src, md, _n=name):
@@ -132,7 +133,8 @@ def test_all_ops_trace_for_both_targets(target, monkeypatch):
                 return b"" if _n in ("cubin", "hsaco") else ""
             stages[name] = skip
 
-    monkeypatch.setattr(_t.knobs.runtime, "add_stages_inspection_hook", hook)
+    monkeypatch.setattr(_t.knobs.runtime, "add_stages_inspection_hook",
+                        _compat.stages_inspection_hook(stop_after_llir, "test-stop-after-llir"))
     monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
     compiled = _compile(k_all_ops, ["*i32:16", "*i64:16", "*fp32:16", "*fp32:16", "i32", "256"], target)
     llir = compiled.asm["llir"]

@@ -242,3 +242,26 @@ def test_plain_kernel_runs_on_two_simulator_ranks(sim_ranks):  # noqa: F811
         assert out[:block] == [float(prev * 1000 + i) for i in range(block)], (r, out[:4])
         assert out[block:2 * block] == [float(i + 100 * (prev + 1)) for i in range(block)], (r, out[block:block + 4])
         assert out[2 * block:] == [float(r), 2.0] and sig == [1, 1]
+
+
+def test_link_hook_names_itself_in_the_cache_key_when_asked_with_no_arguments(monkeypatch):
+    """Triton 3.7+ calls the stage-inspection hook with no arguments first and adds the returned ``(key, hash)`` to
+    the compilation cache key: the link hook answers with its own name after the previous hook's (which it asks on
+    3.7+, where every hook answers), and does not touch any pipeline."""
+    from triton_dist import _compat
+
+    def user_hook(*args):
+        if not args:
+            return "user-edit", "h"
+
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", user_hook)
+    shmem_link.install()
+    key, digest = triton.knobs.runtime.add_stages_inspection_hook()
+    if _compat.TRITON_VERSION >= (3, 7, 0):
+        assert key == "user-edit+" + shmem_link.LINK_CACHE_KEY
+    else:
+        assert key == shmem_link.LINK_CACHE_KEY
+    assert isinstance(digest, str) and len(digest) == 64
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", None)
+    shmem_link.install()
+    assert triton.knobs.runtime.add_stages_inspection_hook()[0] == shmem_link.LINK_CACHE_KEY

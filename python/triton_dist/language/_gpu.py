@@ -32,13 +32,13 @@ def opaque_zero(token, zero_asm, zero_constraints, _semantic):
 
 
 def consume_token(zero_asm, zero_constraints, value, token, *, target, _semantic):
+    if _compat.is_block_pointer(value):
+        zero = opaque_zero(token, zero_asm, zero_constraints, _semantic)
+        return _compat.advance_block_pointer(value, [zero] * _compat.block_pointer_rank(value), _semantic)
     if not isinstance(value, tl.tensor):  # a Python number (e.g. a descriptor coordinate)
         value = _semantic.to_tensor(value)
     zero = opaque_zero(token, zero_asm, zero_constraints, _semantic)
     ty = value.type
-    if ty.is_ptr() and ty.element_ty.is_block():  # block pointer
-        ndim = len(ty.element_ty.shape)
-        return _semantic.advance(value, [zero] * ndim)
     dt = value.dtype
     if dt.is_ptr():
         return _semantic.add(value, zero, True)

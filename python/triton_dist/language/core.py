@@ -125,7 +125,7 @@ def consume_token(value, token, _semantic=None):
     if isinstance(value, tl.core.tensor_descriptor_base):
         return value
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)  # e.g. a descriptor coordinate
-    if not _is_tensor(value) and not is_number:
+    if not _is_tensor(value) and not is_number and not _compat.is_block_pointer(value):
         raise TypeError(f"dl.consume_token: value must be a pointer, tensor, block pointer, tensor descriptor or "
                         f"number, got {type(value).__name__}")
     target, backend = backend_for(_semantic)

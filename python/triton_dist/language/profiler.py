@@ -156,10 +156,10 @@ class Profiler:
         hmask = first if leader is None else sem.and_(first, leader) if leader is not False else None
         if hmask is not None:
             grid_word = sem.or_(nprog, sem.shl(_as_i64(ng_t, sem), _as_i64(32, sem)))
-            sem.store(sem.add(buf, layout.W_GRID, True), grid_word, hmask, (), "", "")
+            _compat.semantic_store(sem, sem.add(buf, layout.W_GRID, True), grid_word, hmask)
             ticks = low.ticks_per_second(target=target, _semantic=_semantic)
-            sem.store(sem.add(buf, layout.W_TICKS, True), _as_i64(ticks, sem), hmask, (), "", "")
-        total = sem.load(sem.add(buf, layout.W_TOTAL, True), None, None, (), "", "", "", False)
+            _compat.semantic_store(sem, sem.add(buf, layout.W_TICKS, True), _as_i64(ticks, sem), hmask)
+        total = _compat.semantic_load(sem, sem.add(buf, layout.W_TOTAL, True))
         tracks = sem.mul(nprog, _as_i64(ng_t, sem), True)
         cap = sem.floordiv(sem.sub(total, _as_i64(layout.HEADER_WORDS, sem), True),
                            sem.mul(tracks, _as_i64(layout.WORDS_PER_RECORD, sem), True))
@@ -201,7 +201,7 @@ class Profiler:
         if mask is not None:
             ptr = sem.add(self.buffer, sem.mul(_as_i64(self.slot, sem), _as_i64(layout.WORDS_PER_RECORD, sem), True),
                           True)
-            sem.store(ptr, tag, mask, (), "", "")
-            sem.store(sem.add(ptr, 1, True), _as_i64(now, sem), mask, (), "", "")
+            _compat.semantic_store(sem, ptr, tag, mask)
+            _compat.semantic_store(sem, sem.add(ptr, 1, True), _as_i64(now, sem), mask)
         nxt = sem.add(self.slot, sem.to_tensor(1), True)
         return Profiler(self.buffer, nxt, self.capacity, self.tag_hi, self.is_leader, True)

@@ -2,10 +2,12 @@
 
 NVIDIA: ``libnvshmem_device.bc`` from (in order) ``TRITON_DIST_NVSHMEM_BITCODE`` (a file), the
 ``nvidia-nvshmem-cu12/cu13`` wheel (``nvidia/nvshmem/lib``), ``NVSHMEM_HOME/lib``. NVSHMEM wheels <= 3.6 ship
-``lib/libnvshmem_device.bc``; 3.8 ships only per-arch ``libnvshmem_device_sm_XX.bc`` built by a newer LLVM than
-Triton <= 3.6 can read. We read the LLVM version that wrote the bitcode (its identification block, ``LLVM<ver>``;
-fallback: the ``clang version`` producer string) and compare its major with the LLVM inside the installed Triton;
-a newer producer, or a lib folder with only per-arch files, is an error that names what to install.
+``lib/libnvshmem_device.bc``; 3.7 and later ship only per-arch ``libnvshmem_device_sm_XX.bc``, of which the one with
+the highest XX not above the target's compute capability is used. We read the LLVM version that wrote the bitcode
+(its identification block, ``LLVM<ver>``; fallback: the ``clang version`` producer string) and compare it with the
+LLVM inside the installed Triton (``LLVM version X.Y.Z`` in ``libtriton.so``): a bitcode written by a newer LLVM
+(e.g. NVSHMEM 3.8's LLVM 22.1.8 under Triton 3.6's 22.0.0git) cannot be read and is an error that names what to
+install (table: docs/runtime.md, "Device bitcode").
 
 AMD: ``TRITON_DIST_ROCSHMEM_BITCODE`` (a file), else in ``ROCSHMEM_HOME/lib`` then ``ROCM_PATH/lib`` (default
 ``/opt/rocm/lib``) the per-arch ``librocshmem_device_<gfx>.bc`` for the target arch (what rocSHMEM's build installs:
@@ -178,12 +180,23 @@ def llvm_producer(path: str) -> Optional[Tuple[int, str]]:
     return None
 
 
+def llvm_version_tuple(text: str) -> Optional[Tuple[int, int, int]]:
+    """``(major, minor, patch)`` of the first ``X[.Y[.Z]]`` in ``text`` (``"LLVM22.1.8"``, ``"clang version 18.1.1"``,
+    ``"22.0.0git"``), missing parts 0; None when ``text`` has no number."""
+    m = re.search(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", text or "")
+    if not m:
+        return None
+    return tuple(int(g or 0) for g in m.groups())
+
+
 @functools.lru_cache(maxsize=None)
-def triton_llvm_major() -> Optional[int]:
-    """The major version of the LLVM built into the installed Triton (read from ``libtriton.so``), or None."""
+def triton_llvm_version() -> Optional[Tuple[int, int, int]]:
+    """``(major, minor, patch)`` of the LLVM built into the installed Triton (``LLVM version 22.0.0git`` in
+    ``libtriton.so`` for Triton 3.6, 23.0.0git for 3.7 and 3.8, 24.0.0git for 3.9), or None. The override
+    ``TRITON_DIST_TRITON_LLVM_MAJOR=N`` stands for every N.x.y release (it accepts a bitcode of any LLVM N)."""
     override = os.environ.get("TRITON_DIST_TRITON_LLVM_MAJOR")
     if override:
-        return int(override)
+        return (int(override), 1 << 30, 1 << 30)
     try:
         import triton
     except ImportError:  # pragma: no cover
@@ -191,12 +204,27 @@ def triton_llvm_major() -> Optional[int]:
     for lib in glob.glob(os.path.join(os.path.dirname(triton.__file__), "_C", "libtriton*.so")):
         try:
             with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                m = re.search(rb"LLVM version (\d+)\.", mm)
+                m = re.search(rb"LLVM version (\d+\.\d+(?:\.\d+)?)", mm)
                 if m:
-                    return int(m.group(1))
+                    return llvm_version_tuple(m.group(1).decode())
         except (OSError, ValueError):
             continue
     return None
+
+
+def triton_llvm_major() -> Optional[int]:
+    """The major version of the LLVM built into the installed Triton (:func:`triton_llvm_version`), or None."""
+    version = triton_llvm_version()
+    return None if version is None else version[0]
+
+
+triton_llvm_major.cache_clear = triton_llvm_version.cache_clear  # one cache behind both
+
+
+#: The ``nvidia-nvshmem-cu12/cu13`` releases whose device bitcode every supported Triton (3.6-3.9) links: 3.3-3.6
+#: ship ``libnvshmem_device.bc`` (LLVM 18, cu13 3.6.5: LLVM 21), 3.7 per-arch files (LLVM 18 / 21). 3.8 (LLVM 22.1.8)
+#: links with Triton >= 3.7 only. Same range as pyproject.toml's cu12 / cu13 extras (test_bitcode checks).
+NVSHMEM_WHEEL_SPEC = ">=3.3,<3.8"
 
 
 def _nvshmem_pip_hint() -> str:
@@ -208,7 +236,7 @@ def _nvshmem_pip_hint() -> str:
             cu = "cu13"
     except ImportError:  # pragma: no cover
         pass
-    return f'pip install "nvidia-nvshmem-{cu}>=3.3,<3.7"'
+    return f'pip install "nvidia-nvshmem-{cu}{NVSHMEM_WHEEL_SPEC}"'
 
 
 def _wheel_lib_dir() -> Optional[str]:
@@ -250,12 +278,16 @@ def check_bitcode(path: str, kind: str = "nvshmem") -> str:
     if not (head[:4] == _RAW_MAGIC or (len(head) >= 4 and struct.unpack_from("<I", head, 0)[0] == _WRAPPER_MAGIC)):
         raise BitcodeError(f"{path} is not an LLVM bitcode file (bad magic {head[:4]!r})")
     producer = llvm_producer(path)
-    tmajor = triton_llvm_major()
-    if producer is not None and tmajor is not None and producer[0] > tmajor:
+    tversion = triton_llvm_version()
+    pversion = llvm_version_tuple(producer[1]) if producer is not None else None
+    if pversion is not None and tversion is not None and pversion > tversion:
+        import triton
+
+        shown = f"{tversion[0]}" if tversion[1] >= 1 << 30 else ".".join(map(str, tversion))
         hint = _nvshmem_pip_hint() if kind == "nvshmem" else "a rocSHMEM build made with Triton's LLVM or older"
-        raise BitcodeError(f"{path} was written by {producer[1]} (LLVM {producer[0]}), newer than the LLVM {tmajor} "
-                           f"inside the installed Triton, which cannot read it. Install a compatible device "
-                           f"library: {hint}")
+        raise BitcodeError(f"{path} was written by {producer[1]} (LLVM {producer[0]}), newer than the LLVM {shown} "
+                           f"inside the installed Triton {triton.__version__}, which cannot read it. Install a "
+                           f"compatible device library: {hint}")
     return path
 
 
@@ -287,8 +319,32 @@ def _or_none(find) -> Optional[str]:
         return None
 
 
-def find_nvshmem_bitcode() -> str:
-    """Path of a ``libnvshmem_device.bc`` the installed Triton can link; raises :class:`BitcodeError`."""
+def nvshmem_capability(arch) -> Optional[int]:
+    """The compute capability in a CUDA ``arch`` (``90``, ``"90"``, ``"sm_90a"``, ``"cuda:90"``), or None."""
+    if arch is None:
+        return None
+    m = re.search(r"(\d+)", str(arch))
+    return int(m.group(1)) if m else None
+
+
+def per_arch_nvshmem_bitcode(lib: str, arch) -> Optional[str]:
+    """In NVSHMEM >= 3.7's per-arch layout, the ``libnvshmem_device_sm_XX.bc`` of ``lib`` with the highest XX not
+    above ``arch``'s compute capability (sm_90 for 90, sm_100 for 120 where there is no sm_120 file), or None."""
+    cc = nvshmem_capability(arch)
+    if cc is None:
+        return None
+    best = None
+    for path in glob.glob(os.path.join(lib, "libnvshmem_device_sm_*.bc")):
+        m = re.search(r"_sm_(\d+)\.bc$", path)
+        if m and int(m.group(1)) <= cc and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), path)
+    return best[1] if best else None
+
+
+def find_nvshmem_bitcode(arch=None) -> str:
+    """Path of the NVSHMEM device bitcode the installed Triton can link for CUDA ``arch`` (a compute capability;
+    None: only the arch-less ``libnvshmem_device.bc`` layout of NVSHMEM <= 3.6 is usable); raises
+    :class:`BitcodeError` naming what to install."""
     override = _env_bitcode("TRITON_DIST_NVSHMEM_BITCODE", "nvshmem")
     if override is not None:
         return override
@@ -300,18 +356,23 @@ def find_nvshmem_bitcode() -> str:
             return _checked_cached(path, "nvshmem")
         per_arch = sorted(glob.glob(os.path.join(lib, "libnvshmem_device_sm_*.bc")))
         if per_arch:
-            raise BitcodeError(f"{lib} ({label}) has only per-arch NVSHMEM bitcode ({os.path.basename(per_arch[0])}, "
-                               f"...): that is NVSHMEM >= 3.8, built by an LLVM newer than the installed Triton "
-                               f"can read. Install {_nvshmem_pip_hint()}, or point TRITON_DIST_NVSHMEM_BITCODE at a "
-                               f"compatible {NVSHMEM_BITCODE_NAME}")
+            chosen = per_arch_nvshmem_bitcode(lib, arch)
+            if chosen is not None:
+                return _checked_cached(chosen, "nvshmem")
+            names = ", ".join(os.path.basename(p) for p in per_arch)
+            why = ("no target compute capability was given" if nvshmem_capability(arch) is None else
+                   f"none is for sm_{nvshmem_capability(arch)} or an older arch")
+            raise BitcodeError(f"{lib} ({label}) has only per-arch NVSHMEM bitcode (NVSHMEM >= 3.7: {names}) and "
+                               f"{why}. Compile for a listed arch, install {_nvshmem_pip_hint()}, or point "
+                               f"TRITON_DIST_NVSHMEM_BITCODE at a compatible {NVSHMEM_BITCODE_NAME}")
     where = "; ".join(tried) if tried else "no nvidia-nvshmem wheel installed and NVSHMEM_HOME unset"
     raise BitcodeError(f"NVSHMEM device bitcode {NVSHMEM_BITCODE_NAME} not found (looked in: {where}). "
                        f"Install it with {_nvshmem_pip_hint()}, set NVSHMEM_HOME, or set TRITON_DIST_NVSHMEM_BITCODE")
 
 
-def nvshmem_bitcode_or_none() -> Optional[str]:
+def nvshmem_bitcode_or_none(arch=None) -> Optional[str]:
     """Like :func:`find_nvshmem_bitcode` but returns None instead of raising (used to *offer* the library)."""
-    return _or_none(find_nvshmem_bitcode)
+    return _or_none(lambda: find_nvshmem_bitcode(arch))
 
 
 def rocshmem_arch(arch: Optional[str]) -> Optional[str]:

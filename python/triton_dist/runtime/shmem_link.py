@@ -5,7 +5,7 @@ stock ``triton.jit`` that calls ``dl.*`` or ``libshmem_device`` gets no such opt
 SHMEM calls stay unresolved (``ptxas fatal: Unresolved extern function 'nvshmem_my_pe'``). :func:`install`, run by
 ``import triton_dist`` (no GPU needed), makes such kernels work through two of Triton's public hooks:
 
-* **Link, at compile time** (``knobs.runtime.add_stages_inspection_hook``, :func:`_compat.stages_inspection_hook`):
+* **Link, at compile time** (``knobs.runtime.add_stages_inspection_hook``, :func:`_compat.current_stages_inspection_hook`):
   the TTGIR -> LLVM IR stage of every module is wrapped. When the module's TTGIR calls an NVSHMEM function
   (``nvshmem_*`` / ``nvshmemx_*``, CUDA target) or a rocSHMEM one (``rocshmem_*``, HIP target) and its options carry
   no SHMEM library yet, the stage runs with the target's SHMEM bitcode added to ``extern_libs`` -- the same library
@@ -42,6 +42,8 @@ __all__ = ["install", "shmem_symbols", "libraries_for", "simt_tile_sizes", "simt
 
 #: attribute set on the inspection hook :func:`install` puts in Triton's slot
 LINK_HOOK_MARK = "_triton_dist_shmem_link"
+#: the link step's name in Triton's compilation cache key (Triton 3.7+ asks the hook for one)
+LINK_CACHE_KEY = "triton_dist-shmem-link"
 
 #: the extern function names that belong to a SHMEM library, per Triton backend
 _SYMBOL_PATTERNS = {"cuda": r"nvshmemx?_\w+", "hip": r"rocshmem_\w+"}
@@ -166,14 +168,17 @@ def install() -> None:
     """Put the link step in Triton's stage-inspection slot (keeping and calling a hook already there) and the
     module-init hook in its load chain. Idempotent; needs no GPU."""
     module_init.install_hooks()
-    previous = _compat.stages_inspection_hook()
+    previous = _compat.current_stages_inspection_hook()
     if getattr(previous, LINK_HOOK_MARK, False):
         return
 
-    def link_shmem_library(backend, stages, options, language, capability):
+    def link_shmem_library(*args):
+        if not args:  # Triton 3.7+: the cache-key suffix of this edit (after the previous hook's)
+            return _compat.stages_hook_cache_key(LINK_CACHE_KEY, previous)
+        backend, stages, options, language, capability = args
         _wrap_llir_stage(backend, stages, options, capability)
         if previous is not None:
-            previous(backend, stages, options, language, capability)
+            previous(*args)
 
     setattr(link_shmem_library, LINK_HOOK_MARK, True)
     _compat.set_stages_inspection_hook(link_shmem_library)

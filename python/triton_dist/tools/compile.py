@@ -190,16 +190,15 @@ def compile_kernel(req: CompileRequest):
             md["name"] = m.group(1) if m else req.kernel.__name__
         return b"" if binary else ""
 
-    def hook(backend, stages, opts, language, capability):
-        if old is not None:
-            old(backend, stages, opts, language, capability)
+    def stop_after(stages):
         names = list(stages)
         if req.stop_after not in names:
             raise UsageError(f"--stop-after {req.stop_after!r}: not a stage of this target ({', '.join(names)})")
         for name in names[names.index(req.stop_after) + 1:]:
             stages[name] = (lambda s, md, _b=name in ("cubin", "hsaco"): skipped(s, md, _b))
 
-    triton.knobs.runtime.add_stages_inspection_hook = hook
+    triton.knobs.runtime.add_stages_inspection_hook = _compat.stages_inspection_hook(
+        stop_after, f"triton_dist-stop-after-{req.stop_after}", previous=old)
     try:
         return triton.compile(src, target=to_gpu_target(req.target), options=options)
     finally:

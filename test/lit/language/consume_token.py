@@ -1,11 +1,12 @@
 # dl.consume_token on every kind of value: an opaque zero (inline asm fed by the token, re-marked 16-divisible)
 # is added to pointers / integers, advances block pointers, and is added to the bits of floats. Loads through
-# consumed pointers keep their 128-bit vectorisation.
+# consumed pointers keep their 128-bit vectorisation. Block pointers exist up to Triton 3.8 (tensor descriptors:
+# consume_token_desc.py).
+# REQUIRES: block-pointers
 #
 # RUN: %compile %s:kinds -s "*i32:16, *fp32:16, *fp32:16, 256" --target cuda:90 --stage ttir | filecheck %s --check-prefix=TTIR
 # RUN: %compile %s:kinds -s "*i32:16, *fp32:16, *fp32:16, 256" --target cuda:90 --num-warps 1 --stage ptx | filecheck %s --check-prefix=PTX
 # RUN: %compile %s:kinds -s "*i32:16, *fp32:16, *fp32:16, 256" --target hip:gfx942 --num-warps 1 --stage amdgcn | filecheck %s --check-prefix=AMD
-# RUN: %compile %s:desc -s "*i32:16, *fp16:16, *fp16:16, 64" --target cuda:90 --stage ttir | filecheck %s --check-prefix=DESC
 #
 # TTIR: %[[Z:.*]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {constraints = "=r,r", {{.*}}pure = true, tt.divisibility = dense<16> : tensor<1xi32>}
 # TTIR: tt.addptr %{{[a-z0-9_]+}}, %[[Z]] : !tt.ptr<f32>, i32
@@ -24,11 +25,6 @@
 # AMD-DAG: global_load_dwordx4
 # AMD-DAG: buffer_load_dwordx4
 # AMD-NOT: buffer_load_dword v
-#
-# Tensor descriptors come back unchanged; the token goes into the coordinates instead.
-# DESC: tt.make_tensor_descriptor
-# DESC: %[[ZD:.*]] = tt.elementwise_inline_asm "mov.u32 $0, 0;"
-# DESC: tt.descriptor_load %{{.*}}[%[[ZD]], %{{.*}}]
 import triton
 import triton.language as tl
 
@@ -46,14 +42,3 @@ def kinds(sig, x, out, BLOCK: tl.constexpr):
     w = tl.load(bp)
     f = dl.consume_token(v + w, tok)  # float tensor
     tl.store(out + offs, f)
-
-
-@triton.jit
-def desc(sig, a, out, BLOCK: tl.constexpr):
-    tok = dl.wait(sig, 1, "gpu", "acquire")
-    d = tl.make_tensor_descriptor(a, shape=[BLOCK, BLOCK], strides=[BLOCK, 1], block_shape=[BLOCK, BLOCK])
-    d = dl.consume_token(d, tok)
-    row = dl.consume_token(0, tok)
-    t = d.load([row, 0])
-    offs = tl.arange(0, BLOCK)
-    tl.store(out + offs[:, None] * BLOCK + offs[None, :], t)
