@@ -106,7 +106,10 @@ def _gpu_kernel(src):
     ("out[t, :] = 1.0", "one scalar index per dimension"),
     ("out[t] = 1.0", "2 indices needed|1 indices given"),
     ("out[0, 8] = 1.0", "index 8 out of range for dimension 1"),
-    ("out[t, 0] = tl.sum(out)", "per-thread view of a tile"),
+    pytest.param("out[t, 0] = tl.sum(out)", "per-thread view of a tile", marks=pytest.mark.xfail(
+        (3, 7, 0) <= _compat.TRITON_VERSION < (3, 9, 0), strict=True,
+        reason="Triton 3.7-3.8's tl.sum fails inside its own reduce ('tuple index out of range') before it touches an "
+               "attribute of the view that would raise this message: still a compile error, without the clear text")),
 ])
 def test_bad_tile_indexing_is_a_compile_error(body, match):
     k = _gpu_kernel(f"""
@@ -117,8 +120,11 @@ def test_bad_tile_indexing_is_a_compile_error(body, match):
                 {body}
             tl.store(dst + rows[:, None] * 8 + rows[None, :], out)
     """)
-    with pytest.raises(CompilationError, match=match):
+    with pytest.raises(CompilationError) as err:
         _asm(k, ["*fp32:16"], "cuda:90", "ttir")
+    # the message may sit in the error itself or in its cause (Triton 3.7+ re-raises a nested call's error with only
+    # the location): _compat.compilation_error_line reads both
+    assert re.search(match, _compat.compilation_error_line(err.value)), _compat.compilation_error_line(err.value)
 
 
 def test_pointer_tiles_are_refused_with_the_fix():
