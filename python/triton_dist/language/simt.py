@@ -144,6 +144,10 @@ class vector(tl.tensor):
         self.shape = ()
         self.numel = tl.constexpr(len(values))
 
+    def _set_name(self, builder, name):
+        # Triton 3.8+ names every device-function argument; a vector has no single handle: name its elements
+        _compat.ir_value_parts_set_name(self.values, builder, name)
+
     @property
     def vec_size(self):
         return self.type.vec_size
