@@ -174,6 +174,21 @@ def time_graph(name, fn, k, reps):
     return t, True
 
 
+def drop_failing(fns):
+    """Call every ``fns[name]`` once (a warm-up that also compiles); drop from ``fns`` the ones that raise and return
+    ``{name: "Type: message"}`` for them (the probes record these beside their timings)."""
+    errors = {}
+    for name, fn in list(fns.items()):
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            errors[name] = f"{type(exc).__name__}: {exc}"[:200]
+            fns.pop(name)
+            torch.cuda.synchronize()
+    return errors
+
+
 def time_interleaved(fns, k, reps):
     """``{name: (median us per call, graphed)}`` for every ``fns[name]``, timed like :func:`time_graph` (eager
     fallback per name) but interleaved: each of the ``reps`` rounds takes one sample of every implementation, in an

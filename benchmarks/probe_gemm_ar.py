@@ -84,15 +84,7 @@ def main():
             fns["cublas"] = lambda: torch.matmul(a, b, out=c)
             fns["ar_one_shot"] = lambda: all_reduce(c, ctx.ar_ctx, method="one_shot")
             fns["torch_seq"] = lambda: ov.gemm_ar(a, b, ctx, method="torch")
-            ok = {}
-            for name, fn in list(fns.items()):
-                try:
-                    fn()
-                    torch.cuda.synchronize()
-                except Exception as exc:  # noqa: BLE001
-                    ok[name] = f"{type(exc).__name__}: {exc}"[:200]
-                    fns.pop(name)
-                    torch.cuda.synchronize()
+            ok = bo.drop_failing(fns)
             res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
             rec = {"M": M, "K": K, "N": N, "us": res, "errors": ok,
                    "hbm_floor_us_at_4.3TBps": K * N * 2 / 4.3e6}

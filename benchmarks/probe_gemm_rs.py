@@ -51,8 +51,8 @@ def summarize(tracks, names):
         prog_end = [max(t.end_ns for t in tr.tasks) for tr in tracks if tr.tasks]
         out["program_end_us"] = [round((min(prog_end) - t0) / 1e3, 1), round((max(prog_end) - t0) / 1e3, 1)]
         # between a program's consecutive main loops: its epilogue (push or waits + reduction, the signal)
-        gaps = [(b.start_ns - a.end_ns) / 1e3 for ts in tiles for a, b in zip(sorted(ts, key=lambda t: t.start_ns),
-                                                                              sorted(ts, key=lambda t: t.start_ns)[1:])]
+        ordered = [sorted(ts, key=lambda t: t.start_ns) for ts in tiles]
+        gaps = [(b.start_ns - a.end_ns) / 1e3 for ts in ordered for a, b in zip(ts, ts[1:])]
         if gaps:
             out["gap_between_tiles_us"] = {"median": round(statistics.median(gaps), 2), "max": round(max(gaps), 2)}
     return out
@@ -122,15 +122,7 @@ def main():
                "gemm_same_tiling": gemm_only(False), "gemm_same_tiling_flat": gemm_only(True),
                "gemm_same_tiling_ptr_loads": gemm_only(False, False), "cublas": lambda: torch.matmul(a, b, out=c),
                "ce_p1": lambda: ov.gemm_rs(a, b, ctx, method="ce", pieces=1)}
-        errors = {}
-        for name, fn in list(fns.items()):
-            try:
-                fn()
-                torch.cuda.synchronize()
-            except Exception as exc:  # noqa: BLE001
-                errors[name] = f"{type(exc).__name__}: {exc}"[:200]
-                fns.pop(name)
-                torch.cuda.synchronize()
+        errors = bo.drop_failing(fns)
         res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
         prof = {}
         for push, tiling in ((True, cfg), (False, cfg), (True, ptr_cfg)):
