@@ -96,6 +96,14 @@ def _ptr(op, name, v):
                     f"{getattr(v, 'type', type(v).__name__)}")
 
 
+def _count(op, name, v):
+    """A byte or element count (``size_t``): :func:`_int` as int64, and a Python int must not be negative."""
+    n = _int(op, name, v, tl.int64)
+    if isinstance(n, int) and n < 0:
+        raise ValueError(f"libshmem_device.{op}: {name}={n} must be >= 0")
+    return n
+
+
 def _int(op, name, v, ty):
     """An integer argument (Python int or integer scalar of any width) for a parameter of C type ``ty`` (i32 / i64
     / u64), returned as given; a Python int must fit ``ty``."""
@@ -268,10 +276,8 @@ def fence(_semantic=None, _generator=None):
 def _rma(op, kind, scope, blocking, dest, source, nbytes, pe, _semantic, _generator):
     d = _ptr(op, "dest", dest)
     s = _ptr(op, "source", source)
-    n = _int(op, "bytes", nbytes, tl.int64)
+    n = _count(op, "bytes", nbytes)
     r = _int(op, "pe", pe, tl.int32)
-    if isinstance(n, int) and n < 0:
-        raise ValueError(f"libshmem_device.{op}: bytes={n} must be >= 0")
     impl, kw = _lowering(_semantic, _generator)
     impl.rma(op, kind, scope, blocking, d, s, n, r, **kw)
     return None
@@ -372,13 +378,11 @@ def _put_signal(op, blocking, dest, source, nelems, sig_addr, signal, sig_op, pe
                 elem_bytes=1, lowered=None):
     d = _ptr(op, "dest", dest)
     s = _ptr(op, "source", source)
-    n = _int(op, "bytes" if elem_bytes == 1 else "nelems", nelems, tl.int64)
+    n = _count(op, "bytes" if elem_bytes == 1 else "nelems", nelems)
     a = _ptr(op, "sig_addr", sig_addr)
     v = _int(op, "signal", signal, tl.uint64)
     o = _const(op, "sig_op", sig_op, SIGNAL_NAMES)
     r = _int(op, "pe", pe, tl.int32)
-    if isinstance(n, int) and n < 0:
-        raise ValueError(f"libshmem_device.{op}: {'bytes' if elem_bytes == 1 else 'nelems'}={n} must be >= 0")
     impl, kw = _lowering(_semantic, _generator)
     impl.putmem_signal(lowered or op, blocking, d, s, n, elem_bytes, a, v, o, r, **kw)
     return None
@@ -482,10 +486,8 @@ def _broadcast_function(op, lowered, typed):
         t = _team(op, team)
         d = _ptr(op, "dest", dest)
         s = _ptr(op, "source", source)
-        n = _int(op, "nelems", nelems, tl.int64)
+        n = _count(op, "nelems", nelems)
         r = _int(op, "pe_root", pe_root, tl.int32)
-        if isinstance(n, int) and n < 0:
-            raise ValueError(f"libshmem_device.{op}: nelems={n} must be >= 0")
         impl, kw = _lowering(_semantic, _generator)
         return impl.broadcast(lowered, t, d, s, n, _elem_bytes(op, d, s) if typed else 1, r, **kw)
 
@@ -506,9 +508,7 @@ def _fcollect_function(op, lowered, typed):
         t = _team(op, team)
         d = _ptr(op, "dest", dest)
         s = _ptr(op, "source", source)
-        n = _int(op, "nelems", nelems, tl.int64)
-        if isinstance(n, int) and n < 0:
-            raise ValueError(f"libshmem_device.{op}: nelems={n} must be >= 0")
+        n = _count(op, "nelems", nelems)
         impl, kw = _lowering(_semantic, _generator)
         return impl.fcollect(lowered, t, d, s, n, _elem_bytes(op, d, s) if typed else 1, **kw)
 
