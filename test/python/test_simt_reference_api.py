@@ -15,17 +15,7 @@ from triton_dist.language.extra import language_extra as le
 from triton_dist.target import parse_target
 from triton_dist.tools.compile import CompileRequest, compile_kernel
 
-
-def _jit(interpret):
-    def deco(fn):
-        prev = triton.knobs.runtime.interpret
-        triton.knobs.runtime.interpret = interpret
-        try:
-            return triton.jit(fn)
-        finally:
-            triton.knobs.runtime.interpret = prev
-
-    return deco
+from test_language_extra import _jit  # triton.jit with the interpreter knob forced for the definition
 
 
 def _vec_axpb(x, y, out, n, BLOCK: tl.constexpr, VEC: tl.constexpr):

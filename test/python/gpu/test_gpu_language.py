@@ -19,9 +19,7 @@ import triton_dist  # noqa: E402
 import triton_dist.language as dl  # noqa: E402
 import triton_dist.utils as U  # noqa: E402
 
-RANK = int(os.environ.get("RANK", 0))
-WORLD = int(os.environ.get("WORLD_SIZE", 1))
-LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
+from _torchrun_shmem import LOCAL_RANK, RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
 PEER = (RANK + 1) % max(WORLD, 1)
 PREV = (RANK - 1) % max(WORLD, 1)
 
@@ -106,17 +104,8 @@ def k_stress(buf, data_sig, ack_sig, mismatches, iters, BLOCK: tl.constexpr):
 
 # ------------------------------------------------------------------------------------------------------ fixtures
 
-@pytest.fixture(scope="module")
-def group():
-    torch.cuda.set_device(LOCAL_RANK)
-    g = U.initialize_distributed(seed=3)
-    yield g
-    U.finalize_distributed()
-
-
-def _barrier():
-    U.nvshmem_barrier_all_on_stream()
-    torch.cuda.synchronize()
+group = shmem_group(seed=3)
+_barrier = shmem_barrier
 
 
 # ------------------------------------------------------------------------------------------------------ tests

@@ -22,25 +22,11 @@ from test_libshmem_sim import (BARRIER_FUNCTIONS, N, RMA_FUNCTIONS, _pattern, k_
                                k_fcollect, k_guarded_barrier, k_info, k_put_signal_then_wait, k_remote_ptr, k_rma,
                                k_signal_op, k_store_barrier_load, k_wait, rma_launch_args)
 
-RANK = int(os.environ.get("RANK", 0))
-WORLD = int(os.environ.get("WORLD_SIZE", 1))
-LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
-LOCAL_WORLD = int(os.environ.get("LOCAL_WORLD_SIZE", WORLD))
-NXT = (RANK + 1) % max(WORLD, 1)
-PRV = (RANK - 1) % max(WORLD, 1)
+from _torchrun_shmem import LOCAL_WORLD, NXT, PRV, RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def group():
-    torch.cuda.set_device(LOCAL_RANK)
-    g = U.initialize_distributed(seed=5)
-    yield g
-    U.finalize_distributed()
-
-
-def _barrier():
-    U.nvshmem_barrier_all_on_stream()
-    torch.cuda.synchronize()
+group = shmem_group(seed=5)
+_barrier = shmem_barrier
 
 
 def _pat(rank):

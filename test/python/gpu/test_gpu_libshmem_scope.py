@@ -28,25 +28,11 @@ from test_libshmem_sim import (COLLECTIVE_FUNCTIONS, N, PUT_SIGNAL_FUNCTIONS, SC
                                _torch_dtype, k_collective_fn, k_put_signal_fn, k_scalar_get, k_scalar_put,
                                k_translate)
 
-RANK = int(os.environ.get("RANK", 0))
-WORLD = int(os.environ.get("WORLD_SIZE", 1))
-LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
-LOCAL_WORLD = int(os.environ.get("LOCAL_WORLD_SIZE", WORLD))
-NXT = (RANK + 1) % max(WORLD, 1)
-PRV = (RANK - 1) % max(WORLD, 1)
+from _torchrun_shmem import LOCAL_WORLD, NXT, PRV, RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def group():
-    torch.cuda.set_device(LOCAL_RANK)
-    g = U.initialize_distributed(seed=7)
-    yield g
-    U.finalize_distributed()
-
-
-def _barrier():
-    U.nvshmem_barrier_all_on_stream()
-    torch.cuda.synchronize()
+group = shmem_group(seed=7)
+_barrier = shmem_barrier
 
 
 @triton_dist.jit

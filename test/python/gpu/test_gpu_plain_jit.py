@@ -23,23 +23,12 @@ import triton_dist.utils as U  # noqa: E402
 from triton_dist.runtime import module_init  # noqa: E402
 import _plain_jit_kernels as K  # noqa: E402
 
-RANK = int(os.environ.get("RANK", 0))
-WORLD = int(os.environ.get("WORLD_SIZE", 1))
-LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
+from _torchrun_shmem import RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
 PREV = (RANK - 1) % max(WORLD, 1)
 
 
-@pytest.fixture(scope="module")
-def group():
-    torch.cuda.set_device(LOCAL_RANK)
-    g = U.initialize_distributed(seed=5)
-    yield g
-    U.finalize_distributed()
-
-
-def _barrier():
-    U.nvshmem_barrier_all_on_stream()
-    torch.cuda.synchronize()
+group = shmem_group(seed=5)
+_barrier = shmem_barrier
 
 
 def test_plain_jit_kernel_with_dl_and_libshmem_moves_data(group):
