@@ -164,8 +164,9 @@ class _OverlapContext(Context):
         # shared memory a block may opt into, less a margin for the compiler's barriers and scratch (_fit_smem)
         self.smem_bytes = 0
         if self.on_gpu:
-            props = torch.cuda.get_device_properties(self.device)
-            self.smem_bytes = int(getattr(props, "shared_memory_per_block_optin", 0) or 232448) - 8192
+            from ..runtime.device_info import get_device_max_shared_memory_size
+
+            self.smem_bytes = get_device_max_shared_memory_size(self.device.index) - 8192
         # fused kernels need every program resident (programs wait for peers' programs): launch them cooperatively
         # on GPU, so an impossible grid is a launch error instead of a hang (TRITON_DIST_OVERLAP_COOPERATIVE=0: off)
         self.cooperative = (self.on_gpu and not getattr(torch.version, "hip", None)
@@ -766,8 +767,9 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
             method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None,
             sub_chunks: Optional[int] = None, pieces: Optional[int] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
-    rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation, one rounding). ``M`` must be a
-    multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``:
+    rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation; each method's roundings below). ``M``
+    must be a multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable).
+    ``method``:
     ``auto`` (measured table) / ``fused`` (one persistent kernel, :func:`~triton_dist.kernels.gemm_rs.gemm_rs_kernel`:
     peers' row chunks first, each partial tile rounded once to the output dtype and stored straight into the
     owner's symmetric staging (sm_90 at world 2: one TMA store the program does not wait for, its signal raised
