@@ -1,5 +1,6 @@
 """Where the time of the fused GEMM+ReduceScatter goes (2 GPUs, torchrun): the fused kernel with its peer tiles pushed
-by TMA store and by pointer stores, against the same tiling's GEMM alone (``gemm_kernel`` over all ``M`` rows, plain
+by TMA store, and with push programs (``--push-programs``: the compute programs store peer tiles locally, dedicated
+programs push them), against the same tiling's GEMM alone (``gemm_kernel`` over all ``M`` rows, plain
 and flattened loop, no communication), cuBLAS and the ``ce`` method, at Llama-3 TP=2 shapes; then one profiled fused
 call per shape (``triton_dist.tools.profiler``), summarised per task type and per program.
 
@@ -66,6 +67,12 @@ def main():
     ap.add_argument("--shapes", default="llama3-8b:2048,llama3-70b:2048,llama3-70b:8192",
                     help="model:M,... (bench_overlap's MODELS)")
     ap.add_argument("--config", default=None, help="tiling of every launch (default: the context's for the shape)")
+    ap.add_argument("--push-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[2, 4, 8],
+                    help="fused with these push_programs counts, timed (comma list)")
+    ap.add_argument("--profile-push-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[4],
+                    help="push_programs counts also profiled (the first one's trace exported)")
+    ap.add_argument("--ptr-variants", action="store_true",
+                    help="also the round-5 variants: pointer push, pointer-load main loops, flattened GEMM")
     args = ap.parse_args()
 
     import bench_overlap as bo
@@ -99,11 +106,11 @@ def main():
 
         ptr_cfg = g.TileConfig.parse(str(cfg).replace("f", "") + "p") if not cfg.pointer_loads else cfg
 
-        def fused(push, tiling=cfg):
+        def fused(push, tiling=cfg, q=0):
             def run():
                 ctx.tma_push = push
                 with bo.overlap_config(str(tiling)):
-                    return ov.gemm_rs(a, b, ctx, method="fused")
+                    return ov.gemm_rs(a, b, ctx, method="fused", push_programs=q)
             return run
 
         def gemm_only(flat, tma=True):
@@ -117,34 +124,40 @@ def main():
 
         # *_ptr_loads: the main loop's operands by pointer loads (cp.async), not TMA: does a TMA store draining over
         # NVLink hold up the next tile's TMA loads?
-        fns = {"fused_tma_push": fused(True), "fused_ptr_push": fused(False),
-               "fused_tma_push_ptr_loads": fused(True, ptr_cfg), "fused_ptr_push_ptr_loads": fused(False, ptr_cfg),
-               "gemm_same_tiling": gemm_only(False), "gemm_same_tiling_flat": gemm_only(True),
-               "gemm_same_tiling_ptr_loads": gemm_only(False, False), "cublas": lambda: torch.matmul(a, b, out=c),
-               "ce_p1": lambda: ov.gemm_rs(a, b, ctx, method="ce", pieces=1)}
+        fns = {"fused_tma_push": fused(True), "gemm_same_tiling": gemm_only(False),
+               "cublas": lambda: torch.matmul(a, b, out=c), "ce_p1": lambda: ov.gemm_rs(a, b, ctx, method="ce", pieces=1)}
+        for q in args.push_programs:
+            fns[f"fused_q{q}"] = fused(True, q=q)
+        if args.ptr_variants:
+            fns.update({"fused_ptr_push": fused(False), "fused_tma_push_ptr_loads": fused(True, ptr_cfg),
+                        "fused_ptr_push_ptr_loads": fused(False, ptr_cfg), "gemm_same_tiling_flat": gemm_only(True),
+                        "gemm_same_tiling_ptr_loads": gemm_only(False, False)})
         errors = bo.drop_failing(fns)
         res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
         prof = {}
-        for push, tiling in ((True, cfg), (False, cfg), (True, ptr_cfg)):
+        variants = [(True, cfg, 0)] + [(True, cfg, q) for q in args.profile_push_programs]
+        if args.ptr_variants:
+            variants += [(False, cfg, 0), (True, ptr_cfg, 0)]
+        for push, tiling, q in variants:
             ctx.tma_push = push
             with bo.overlap_config(str(tiling)):
                 # compile the profiled variant on every rank first: a rank still compiling would show as the other's
                 # wait (and an idle peer GPU slows the writes into its memory)
-                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf)
+                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf, push_programs=q)
                 for _ in range(3):
-                    ov.gemm_rs(a, b, ctx, method="fused")
+                    ov.gemm_rs(a, b, ctx, method="fused", push_programs=q)
                 torch.cuda.synchronize()
                 dist.barrier()
                 reset_profiler_buffer(buf)
                 dist.barrier()
                 for _ in range(3):  # steady state: the profiled call follows back-to-back calls
-                    ov.gemm_rs(a, b, ctx, method="fused")
-                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf)
+                    ov.gemm_rs(a, b, ctx, method="fused", push_programs=q)
+                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf, push_programs=q)
             torch.cuda.synchronize()
-            key = ("tma_push" if push else "ptr_push") + ("_ptr_loads" if tiling.pointer_loads else "")
+            key = (f"q{q}" if q else "tma_push" if push else "ptr_push") + ("_ptr_loads" if tiling.pointer_loads else "")
             prof[key] = summarize(parse_to_tracks(buf, rank=rank), rsk.TASKS)
-            if push and not tiling.pointer_loads:
-                base = os.path.join(args.out, f"probe_gemm_rs-{stamp}-{model}-{M}-r{rank}")
+            if push and not tiling.pointer_loads and (q == 0 or q == args.profile_push_programs[0]):
+                base = os.path.join(args.out, f"probe_gemm_rs-{stamp}-{model}-{M}-{key}-r{rank}")
                 export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
         profs = [None] * W
         dist.all_gather_object(profs, prof)

@@ -16,6 +16,7 @@
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
 #   scripts/gpu_suite.sh coll-round     full sweep writing the table into the tree's copy here, then coll-final's steps
+#   scripts/gpu_suite.sh rs-probe       the GEMM+RS tests, then benchmarks/probe_gemm_rs.py (PROBE_SHAPES)
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: libshmem (+ thread scope), plain jit + SIMT tiles,
 #                                       language, the GEMM+RS tests
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
@@ -144,9 +145,13 @@ case $part in
     tier gpu_plain_jit 100 test/python/gpu/test_gpu_plain_jit.py test/python/gpu/test_gpu_simt_tiles.py
     tier gpu_language 180 test/python/gpu/test_gpu_language.py
     tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs ;;
+  rs-probe)  # GEMM+RS push programs: the GEMM+RS tests, then where the time goes (timings + per-task profiles)
+    tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs
+    rec probe_gemm_rs 330 torchrun --nproc_per_node "$NP" benchmarks/probe_gemm_rs.py --out "$OUT" \
+      --shapes "${PROBE_SHAPES:-llama3-8b:2048,llama3-8b:4096,llama3-8b:8192,llama3-70b:2048}" ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

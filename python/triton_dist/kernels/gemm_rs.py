@@ -28,11 +28,25 @@ compared for equality; a stale or mismatched call never matches. The epoch ``e``
 counter (``counter[0] + 1``, :func:`~triton_dist.kernels.common.call_epoch` / ``finish_call``), so calls can be
 captured in a CUDA graph and replayed.
 
+Push programs (``NPUSH > 0``): the grid's first ``NPUSH`` programs only copy, the others only compute. A compute
+program stores a peer tile's partial (output dtype) into this rank's local ``send[c]`` (``c``: the chunk's position
+in the tile order) and raises the local flag ``pflag[c, t] = value`` (``dl.notify`` at gpu scope: CTA barrier +
+release); push program ``q`` takes the peer tiles ``q, q + NPUSH, ...`` in the compute programs' order, waits (gpu
+scope, acquire) for each tile's flag, copies it from ``send`` into the owner's slot ``stage[par, rank]`` (remote
+stores, row strips of ``PUSH_ROWS``) and raises the owner's tile signal (system-scope release). So the compute
+programs never touch NVLink: a burst of pushes stalls only the push programs, while the tensor cores keep working.
+``send``/``pflag`` are rewritten every call: the next launch on the stream starts after every push program of this
+one ended, and ``value`` differs per call. Deadlock freedom: push programs wait only for this rank's peer-chunk
+tiles (which never wait); own-chunk tiles wait for the peers' push programs. All programs are co-resident (grid <=
+SMs); on the simulator the programs run as concurrent threads.
+
 Profiling (``PROFILE=True``, :data:`TASKS`): ``tile`` (loads + MMA of one tile), ``push`` (a peer-chunk tile's
 partial stored into the owner's slot), ``wait`` (an own-chunk tile waiting for a peer's partial), ``reduce``
-(adding the peers' partials and storing the output tile), ``signal`` (a pushed tile's deferred signal).
+(adding the peers' partials and storing the output tile), ``signal`` (a pushed tile's deferred signal),
+``push_wait`` / ``push_copy`` (a push program waiting for a tile's local flag / copying it and raising its signal).
 Layout: ``stage``: ``[2, WORLD, CAP]`` of the output dtype (``CAP >= M_s * N``; slot rows ``M_s`` x ``N``,
-row-major, 16-byte aligned rows), ``sig``: int64 ``[2, WORLD, MAX_TILES]``.
+row-major, 16-byte aligned rows), ``sig``: int64 ``[2, WORLD, MAX_TILES]``; with push programs ``send``: local,
+``[WORLD - 1, CAP]`` of the output dtype, ``pflag``: local int64 ``[WORLD - 1, MAX_TILES]``.
 """
 from __future__ import annotations
 
@@ -50,9 +64,9 @@ from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_a
 from triton_dist.language.profiler import Profiler
 
 #: profiler task names of :func:`gemm_rs_kernel` (index = task type)
-TASKS = ("tile", "push", "wait", "reduce", "signal")
+TASKS = ("tile", "push", "wait", "reduce", "signal", "push_wait", "push_copy")
 TASK_TILE, TASK_PUSH, TASK_WAIT, TASK_REDUCE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), tl.constexpr(3)
-TASK_SIGNAL = tl.constexpr(4)
+TASK_SIGNAL, TASK_PUSH_WAIT, TASK_PUSH_COPY = tl.constexpr(4), tl.constexpr(5), tl.constexpr(6)
 
 
 @triton_dist.jit
@@ -60,12 +74,15 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
                    stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False,
-                   TMA_PUSH: tl.constexpr = False):
+                   TMA_PUSH: tl.constexpr = False, send_ptr=None, pflag_ptr=None, NPUSH: tl.constexpr = 0,
+                   PUSH_ROWS: tl.constexpr = 32):
     """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``;
     ``stage``: the staging in the partials' dtype. ``TMA_PUSH`` (sm_90, ``WORLD == 2``: one descriptor over the one
     peer's slot, built once per program) pushes peer tiles by TMA store. The deferred signal carries no loop state
     (a program's previous tile is ``tile - NUM_SMS``). No flattened form: Triton 3.6's nested-loop fusion rejects
-    this loop's epilogue (``scf.if`` region results; tried with and without the profiler records)."""
+    this loop's epilogue (``scf.if`` region results; tried with and without the profiler records).
+    ``NPUSH > 0``: the first ``NPUSH`` programs are push programs (module docstring; ``TMA_PUSH`` is then unused),
+    the other ``NUM_SMS - NPUSH`` compute; ``PUSH_ROWS`` (a power of two dividing ``BLOCK_M``) rows per copy strip."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
@@ -80,10 +97,34 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
                                          BLOCK_K)
     slot_w = (par * WORLD + rank) * CAP  # this rank's slot in every owner's staging buffer
     sig_w = sig_ptr + (par * WORLD + rank) * MAX_TILES  # this rank's signals in every owner's signal array
-    if TMA_PUSH:
+    if TMA_PUSH and NPUSH == 0:
         push_desc = tl.make_tensor_descriptor(dl.symm_at(stage_ptr, (rank + 1) % WORLD) + slot_w, shape=[M_s, N],
                                               strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    for tile in range(pid, num_tiles, NUM_SMS):
+    NG: tl.constexpr = NUM_SMS - NPUSH  # compute programs
+    first = pid
+    if NPUSH > 0:
+        first = tl.where(pid < NPUSH, num_tiles, pid - NPUSH)  # push programs skip the tile loop
+        if pid < NPUSH:
+            for j in range(pid, (WORLD - 1) * tiles_chunk, NPUSH):  # the peer tiles, in the compute order
+                c = j // tiles_chunk
+                t = j % tiles_chunk
+                d = (rank + 1 + c) % WORLD
+                pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
+                profiler = profiler.record(True, TASK_PUSH_WAIT)
+                tok = dl.wait(pflag_ptr + c * MAX_TILES + t, 1, "gpu", "acquire", value)
+                profiler = profiler.record(False, TASK_PUSH_WAIT)
+                profiler = profiler.record(True, TASK_PUSH_COPY)
+                src = dl.consume_token(send_ptr, tok) + c * CAP
+                dst = dl.symm_at(stage_ptr, d) + slot_w
+                offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+                for r0 in tl.static_range(0, BLOCK_M, PUSH_ROWS):
+                    offs_m = pid_m * BLOCK_M + r0 + tl.arange(0, PUSH_ROWS)
+                    offs = offs_m[:, None] * N + offs_n[None, :]
+                    mask = (offs_m[:, None] < M_s) & (offs_n[None, :] < N)
+                    tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
+                dl.notify(sig_w + t, d, value, "set", "intra_node")
+                profiler = profiler.record(False, TASK_PUSH_COPY)
+    for tile in range(first, num_tiles, NG):
         c = tile // tiles_chunk
         t = tile % tiles_chunk
         d = (rank + 1 + c) % WORLD
@@ -98,17 +139,21 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         profiler = profiler.record(False, TASK_TILE)
-        prev = tile - NUM_SMS  # this program's previous tile (>= 0: there was one)
-        d_prev = (rank + 1 + prev // tiles_chunk) % WORLD
-        if (prev >= 0) & (d_prev != rank):  # a peer tile, whose push had this main loop's time to land
-            profiler = profiler.record(True, TASK_SIGNAL)
-            dl.notify(sig_w + prev % tiles_chunk, d_prev, value, "set", "intra_node")
-            profiler = profiler.record(False, TASK_SIGNAL)
+        if NPUSH == 0:
+            prev = tile - NUM_SMS  # this program's previous tile (>= 0: there was one)
+            d_prev = (rank + 1 + prev // tiles_chunk) % WORLD
+            if (prev >= 0) & (d_prev != rank):  # a peer tile, whose push had this main loop's time to land
+                profiler = profiler.record(True, TASK_SIGNAL)
+                dl.notify(sig_w + prev % tiles_chunk, d_prev, value, "set", "intra_node")
+                profiler = profiler.record(False, TASK_SIGNAL)
         tile_off, mask = slot_tile(loc_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
         if d != rank:
             profiler = profiler.record(True, TASK_PUSH)
             part = acc.to(stage_ptr.dtype.element_ty)
-            if TMA_PUSH:
+            if NPUSH > 0:  # into the local send buffer; a push program takes it from there
+                tl.store(send_ptr + c * CAP + tile_off, part, mask=mask)
+                dl.notify(pflag_ptr + c * MAX_TILES + t, rank, value, "set", "gpu")
+            elif TMA_PUSH:
                 push_desc.store([loc_m, off_n], part)
             else:
                 tl.store(dl.symm_at(stage_ptr, d) + slot_w + tile_off, part, mask=mask)
@@ -125,10 +170,11 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             profiler = profiler.record(True, TASK_REDUCE)
             store_tile(out_ptr, acc, loc_m, off_n, M_s, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
             profiler = profiler.record(False, TASK_REDUCE)
-    last = pid + (num_tiles - 1 - pid) // NUM_SMS * NUM_SMS  # this program's last tile (the grid <= the tiles)
-    d_last = (rank + 1 + last // tiles_chunk) % WORLD
-    if d_last != rank:
-        dl.notify(sig_w + last % tiles_chunk, d_last, value, "set", "intra_node")
+    if NPUSH == 0:
+        last = pid + (num_tiles - 1 - pid) // NUM_SMS * NUM_SMS  # this program's last tile (the grid <= the tiles)
+        d_last = (rank + 1 + last // tiles_chunk) % WORLD
+        if d_last != rank:
+            dl.notify(sig_w + last % tiles_chunk, d_last, value, "set", "intra_node")
     finish_call(counter_ptr, e)
 
 
