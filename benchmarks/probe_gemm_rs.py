@@ -67,10 +67,11 @@ def main():
     ap.add_argument("--shapes", default="llama3-8b:2048,llama3-70b:2048,llama3-70b:8192",
                     help="model:M,... (bench_overlap's MODELS)")
     ap.add_argument("--config", default=None, help="tiling of every launch (default: the context's for the shape)")
-    ap.add_argument("--push-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[2, 4, 8],
-                    help="fused with these push_programs counts, timed (comma list)")
+    ap.add_argument("--push-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[4, 8],
+                    help="fused with these push_programs counts, timed (comma list; TMA and pointer copies)")
     ap.add_argument("--profile-push-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[4],
                     help="push_programs counts also profiled (the first one's trace exported)")
+    ap.add_argument("--traces", type=int, default=1, help="0: no Perfetto JSON / Gantt PNG files")
     ap.add_argument("--ptr-variants", action="store_true",
                     help="also the round-5 variants: pointer push, pointer-load main loops, flattened GEMM")
     args = ap.parse_args()
@@ -126,8 +127,9 @@ def main():
         # NVLink hold up the next tile's TMA loads?
         fns = {"fused_tma_push": fused(True), "gemm_same_tiling": gemm_only(False),
                "cublas": lambda: torch.matmul(a, b, out=c), "ce_p1": lambda: ov.gemm_rs(a, b, ctx, method="ce", pieces=1)}
-        for q in args.push_programs:
+        for q in args.push_programs:  # push programs copying by TMA (world 2, sm_90) and by pointer loads/stores
             fns[f"fused_q{q}"] = fused(True, q=q)
+            fns[f"fused_q{q}_ptr"] = fused(False, q=q)
         if args.ptr_variants:
             fns.update({"fused_ptr_push": fused(False), "fused_tma_push_ptr_loads": fused(True, ptr_cfg),
                         "fused_ptr_push_ptr_loads": fused(False, ptr_cfg), "gemm_same_tiling_flat": gemm_only(True),
@@ -135,7 +137,7 @@ def main():
         errors = bo.drop_failing(fns)
         res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
         prof = {}
-        variants = [(True, cfg, 0)] + [(True, cfg, q) for q in args.profile_push_programs]
+        variants = [(True, cfg, 0)] + [(push, cfg, q) for q in args.profile_push_programs for push in (True, False)]
         if args.ptr_variants:
             variants += [(False, cfg, 0), (True, ptr_cfg, 0)]
         for push, tiling, q in variants:
@@ -154,9 +156,10 @@ def main():
                     ov.gemm_rs(a, b, ctx, method="fused", push_programs=q)
                 ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf, push_programs=q)
             torch.cuda.synchronize()
-            key = (f"q{q}" if q else "tma_push" if push else "ptr_push") + ("_ptr_loads" if tiling.pointer_loads else "")
+            key = ((f"q{q}" + ("" if push else "_ptr")) if q else "tma_push" if push else "ptr_push") + \
+                ("_ptr_loads" if tiling.pointer_loads else "")
             prof[key] = summarize(parse_to_tracks(buf, rank=rank), rsk.TASKS)
-            if push and not tiling.pointer_loads and (q == 0 or q == args.profile_push_programs[0]):
+            if push and not tiling.pointer_loads and (q == 0 or q == args.profile_push_programs[0]) and args.traces:
                 base = os.path.join(args.out, f"probe_gemm_rs-{stamp}-{model}-{M}-{key}-r{rank}")
                 export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
         profs = [None] * W

@@ -148,7 +148,7 @@ case $part in
   rs-probe)  # GEMM+RS push programs: the GEMM+RS tests, then where the time goes (timings + per-task profiles)
     tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs
     rec probe_gemm_rs 330 torchrun --nproc_per_node "$NP" benchmarks/probe_gemm_rs.py --out "$OUT" \
-      --shapes "${PROBE_SHAPES:-llama3-8b:2048,llama3-8b:4096,llama3-8b:8192,llama3-70b:2048}" ;;
+      --shapes "${PROBE_SHAPES:-llama3-8b:2048,llama3-8b:4096,llama3-8b:8192,llama3-70b:2048}" ${PROBE_ARGS:-} ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
   *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;

@@ -32,8 +32,9 @@ Push programs (``NPUSH > 0``): the grid's first ``NPUSH`` programs only copy, th
 program stores a peer tile's partial (output dtype) into this rank's local ``send[c]`` (``c``: the chunk's position
 in the tile order) and raises the local flag ``pflag[c, t] = value`` (``dl.notify`` at gpu scope: CTA barrier +
 release); push program ``q`` takes the peer tiles ``q, q + NPUSH, ...`` in the compute programs' order, waits (gpu
-scope, acquire) for each tile's flag, copies it from ``send`` into the owner's slot ``stage[par, rank]`` (remote
-stores, row strips of ``PUSH_ROWS``) and raises the owner's tile signal (system-scope release). So the compute
+scope, acquire) for each tile's flag, copies it from ``send`` into the owner's slot ``stage[par, rank]`` (16-byte
+remote stores, or with ``TMA_PUSH`` one TMA load and one TMA store) and raises the owner's tile signal
+(system-scope release), software-pipelined: the next tile is loaded while this one's stores drain. So the compute
 programs never touch NVLink: a burst of pushes stalls only the push programs, while the tensor cores keep working.
 ``send``/``pflag`` are rewritten every call: the next launch on the stream starts after every push program of this
 one ended, and ``value`` differs per call. Deadlock freedom: push programs wait only for this rank's peer-chunk
@@ -70,19 +71,36 @@ TASK_SIGNAL, TASK_PUSH_WAIT, TASK_PUSH_COPY = tl.constexpr(4), tl.constexpr(5), 
 
 
 @triton_dist.jit
+def _push_load(send_ptr, send_desc, pflag_ptr, j, live, value, tiles_chunk, tiles_m, tiles_n, M_s, N, CAP, MAX_TILES,
+               GROUP_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_DESC: tl.constexpr):
+    """A push program's load of peer tile ``j`` from the local send buffer, after waiting (gpu scope, acquire) for
+    its flag ``pflag[c, t] == value``; ``live`` False: the (masked or repeated) load of a tile already waited for."""
+    c = j // tiles_chunk
+    t = j % tiles_chunk
+    pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
+    tok = dl.wait(pflag_ptr + c * MAX_TILES + t, 1, "gpu", "acquire", value)
+    if USE_DESC:
+        v = send_desc.load([dl.consume_token(pid_m * BLOCK_M, tok), pid_n * BLOCK_N])
+    else:
+        offs, mask = slot_tile(pid_m * BLOCK_M, pid_n * BLOCK_N, M_s, N, BLOCK_M, BLOCK_N)
+        v = tl.load(dl.consume_token(send_ptr, tok) + c * CAP + offs, mask=mask & live)
+    return v
+
+
+@triton_dist.jit
 def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_ptr, M_s, N, K, stride_am, stride_bk,
                    stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False,
-                   TMA_PUSH: tl.constexpr = False, send_ptr=None, pflag_ptr=None, NPUSH: tl.constexpr = 0,
-                   PUSH_ROWS: tl.constexpr = 32):
+                   TMA_PUSH: tl.constexpr = False, send_ptr=None, pflag_ptr=None, NPUSH: tl.constexpr = 0):
     """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``;
     ``stage``: the staging in the partials' dtype. ``TMA_PUSH`` (sm_90, ``WORLD == 2``: one descriptor over the one
     peer's slot, built once per program) pushes peer tiles by TMA store. The deferred signal carries no loop state
     (a program's previous tile is ``tile - NUM_SMS``). No flattened form: Triton 3.6's nested-loop fusion rejects
     this loop's epilogue (``scf.if`` region results; tried with and without the profiler records).
-    ``NPUSH > 0``: the first ``NPUSH`` programs are push programs (module docstring; ``TMA_PUSH`` is then unused),
-    the other ``NUM_SMS - NPUSH`` compute; ``PUSH_ROWS`` (a power of two dividing ``BLOCK_M``) rows per copy strip."""
+    ``NPUSH > 0``: the first ``NPUSH`` programs are push programs (module docstring), the other ``NUM_SMS - NPUSH``
+    compute; ``TMA_PUSH`` then makes the push programs copy by TMA (tensor descriptors over the send buffer and
+    the one peer's slot) instead of 16-byte pointer loads and stores."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
@@ -104,26 +122,40 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
     first = pid
     if NPUSH > 0:
         first = tl.where(pid < NPUSH, num_tiles, pid - NPUSH)  # push programs skip the tile loop
-        if pid < NPUSH:
-            for j in range(pid, (WORLD - 1) * tiles_chunk, NPUSH):  # the peer tiles, in the compute order
+        n_peer = (WORLD - 1) * tiles_chunk  # the peer tiles, numbered in the compute programs' order
+        if (pid < NPUSH) & (pid < n_peer):
+            if TMA_PUSH:  # one peer (WORLD == 2): descriptors over the local send buffer and the peer's slot
+                send_desc = tl.make_tensor_descriptor(send_ptr, shape=[M_s, N], strides=[N, 1],
+                                                      block_shape=[BLOCK_M, BLOCK_N])
+                dst_desc = tl.make_tensor_descriptor(dl.symm_at(stage_ptr, (rank + 1) % WORLD) + slot_w,
+                                                     shape=[M_s, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+            # software-pipelined: tile j's stores leave, then tile j + NPUSH is loaded while they drain, then tile
+            # j's signal (whose release waits for j's stores)
+            profiler = profiler.record(True, TASK_PUSH_WAIT)
+            v = _push_load(send_ptr, send_desc if TMA_PUSH else None, pflag_ptr, pid, pid < n_peer, value, tiles_chunk,
+                           tiles_m, tiles_n, M_s, N, CAP, MAX_TILES, GROUP_M, BLOCK_M, BLOCK_N, TMA_PUSH)
+            profiler = profiler.record(False, TASK_PUSH_WAIT)
+            for j in range(pid, n_peer, NPUSH):
+                profiler = profiler.record(True, TASK_PUSH_COPY)
                 c = j // tiles_chunk
                 t = j % tiles_chunk
                 d = (rank + 1 + c) % WORLD
                 pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
-                profiler = profiler.record(True, TASK_PUSH_WAIT)
-                tok = dl.wait(pflag_ptr + c * MAX_TILES + t, 1, "gpu", "acquire", value)
-                profiler = profiler.record(False, TASK_PUSH_WAIT)
-                profiler = profiler.record(True, TASK_PUSH_COPY)
-                src = dl.consume_token(send_ptr, tok) + c * CAP
-                dst = dl.symm_at(stage_ptr, d) + slot_w
-                offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-                for r0 in tl.static_range(0, BLOCK_M, PUSH_ROWS):
-                    offs_m = pid_m * BLOCK_M + r0 + tl.arange(0, PUSH_ROWS)
-                    offs = offs_m[:, None] * N + offs_n[None, :]
-                    mask = (offs_m[:, None] < M_s) & (offs_n[None, :] < N)
-                    tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
-                dl.notify(sig_w + t, d, value, "set", "intra_node")
+                if TMA_PUSH:
+                    dst_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], v)
+                else:
+                    offs, mask = slot_tile(pid_m * BLOCK_M, pid_n * BLOCK_N, M_s, N, BLOCK_M, BLOCK_N)
+                    tl.store(dl.symm_at(stage_ptr, d) + slot_w + offs, v, mask=mask)
                 profiler = profiler.record(False, TASK_PUSH_COPY)
+                profiler = profiler.record(True, TASK_PUSH_WAIT)
+                jn = tl.where(j + NPUSH < n_peer, j + NPUSH, j)  # the last one reloads its own tile (flag raised)
+                v = _push_load(send_ptr, send_desc if TMA_PUSH else None, pflag_ptr, jn, j + NPUSH < n_peer, value,
+                               tiles_chunk, tiles_m, tiles_n, M_s, N, CAP, MAX_TILES, GROUP_M, BLOCK_M, BLOCK_N,
+                               TMA_PUSH)
+                profiler = profiler.record(False, TASK_PUSH_WAIT)
+                profiler = profiler.record(True, TASK_SIGNAL)
+                dl.notify(sig_w + t, d, value, "set", "intra_node")
+                profiler = profiler.record(False, TASK_SIGNAL)
     for tile in range(first, num_tiles, NG):
         c = tile // tiles_chunk
         t = tile % tiles_chunk

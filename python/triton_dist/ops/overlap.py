@@ -747,11 +747,11 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     npush = kw.get("push_programs", 0) if W > 1 else 0
     extra = {}
     if chunked:  # gemm_rs: push programs or not, the same kernel arguments
-        extra = dict(send_ptr=ctx.send, pflag_ptr=ctx.push_flags, NPUSH=npush,
-                     PUSH_ROWS=min(cfg.BLOCK_M, max(1, 8192 // cfg.BLOCK_N)))
-    # one peer: one TMA-store descriptor per program (kernels.gemm_rs); not with push programs
-    push = tma_ok and W == 2 and ctx.tma_push and not npush
-    if push:
+        extra = dict(send_ptr=ctx.send, pflag_ptr=ctx.push_flags, NPUSH=npush)
+    # one peer: one TMA-store descriptor per program (kernels.gemm_rs): the compute programs' pushes, or with push
+    # programs theirs
+    push = tma_ok and W == 2 and ctx.tma_push
+    if push and not npush:
         cfg = _fit_smem(cfg, a.dtype.itemsize, ctx.smem_bytes)
     grid = (max(1, min(ctx.num_sms - npush, chunks * tiles)) + npush, )
     kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),

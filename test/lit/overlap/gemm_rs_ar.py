@@ -13,14 +13,14 @@
 # the splits past L1 (ld.global.cg) and pushes the tile like AR; 16-row tiles run on mma.sync, B through TMA.
 # The epoch is read from the device counter (atomic) and published by the launch's last program (atomic xchg).
 # PROFILE=True (RSPROF): the per-task stamps read %globaltimer and %smid.
-# NPUSH=4 (RSQ, signature + TMA_PUSH, send, pflag, NPUSH, PUSH_ROWS): compute programs store peer tiles locally and
+# NPUSH=4 (RSQ, signature + TMA_PUSH, send, pflag, NPUSH): compute programs store peer tiles locally and
 # raise a gpu-scope flag (membar.gl); push programs wait for it (acquire, gpu scope), copy the tile with 16-byte
 # loads and stores and signal the owner (membar.sys); no TMA store leaves for a peer (RSQN).
 #
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPUSH
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPROF
-# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32:16, i32:16, i32, i32, 2, 128, 256, 64, 8, 132, True, False, False, *bf16:16, *i64:16, 4, 32" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx > %t.rsq.ptx
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32:16, i32:16, i32, i32, 2, 128, 256, 64, 8, 132, True, False, False, *bf16:16, *i64:16, 4" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx > %t.rsq.ptx
 # RUN: filecheck %s --check-prefix=RSQ < %t.rsq.ptx
 # RUN: filecheck %s --check-prefix=RSQN < %t.rsq.ptx
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 64, 128, 64, 8, 132, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
