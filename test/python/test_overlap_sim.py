@@ -93,8 +93,16 @@ def _rank_gemm_reduce(op):
                 for q in (1, 3, 0):
                     got = gemm(a_all[rank], b_all[rank], ctx, method="fused", push_programs=q)
                     _close(got, full.to(dtype), f"gemm_rs push_programs={q} call {call} M={M}", fails)
+                # peer tiles streamed in row pieces during the program's next main loop (the simulator's 2 programs
+                # have 2-4 tiles each): more pieces than K blocks (the rest after the loop), one piece per K block;
+                # with a program per tile, no next loop: every peer tile is copied whole after the loop
+                for pieces, n_sms in ((4, sms), (2, sms), (4, 6)):
+                    ctx.num_sms, ctx.stream_pieces = n_sms, pieces
+                    got = gemm(a_all[rank], b_all[rank], ctx, method="fused")
+                    _close(got, full.to(dtype), f"gemm_rs stream_pieces={pieces} sms={n_sms} call {call} M={M}",
+                           fails)
             finally:
-                ctx.num_sms = sms
+                ctx.num_sms, ctx.stream_pieces = sms, 0
     ctx.close()
     return fails
 

@@ -71,6 +71,60 @@ TASK_SIGNAL, TASK_PUSH_WAIT, TASK_PUSH_COPY = tl.constexpr(4), tl.constexpr(5), 
 
 
 @triton_dist.jit
+def _stream_piece(src_ptr, dst_ptr, held, p, prev_m, cols, M_s, N, live, R: tl.constexpr, PIECES: tl.constexpr):
+    """Store ``held`` (rows ``prev_m + p * R ...`` of the previous peer tile, loaded one piece earlier) into the
+    owner's slot, and load the next piece from the local send buffer; returns it (masked off past the last piece or
+    when not ``live``)."""
+    rows = prev_m + p * R + tl.arange(0, R)
+    cmask = cols[None, :] < N
+    tl.store(dst_ptr + rows[:, None] * N + cols[None, :], held, mask=(rows[:, None] < M_s) & cmask & live)
+    rows_n = rows + R
+    return tl.load(src_ptr + rows_n[:, None] * N + cols[None, :],
+                   mask=(rows_n[:, None] < M_s) & cmask & live & (p + 1 < PIECES))
+
+
+@triton_dist.jit
+def _tile_acc_streaming(a_desc, b_desc, a_ptr, b_ptr, off_m, off_n, m_end, N, K, stride_am, stride_bk, stride_bn,
+                        src_ptr, dst_ptr, prev_m, prev_n, M_s, live, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr, PIECES: tl.constexpr):
+    """One tile's fp32 ``A[off_m:+BM, :] @ B[:, off_n:+BN]`` (TMA or pointer loads, as :func:`tile_acc_tma` /
+    :func:`tile_acc_ptr`) that, when ``live``, also streams the program's previous peer tile (``BLOCK_M x BLOCK_N``
+    at ``(prev_m, prev_n)`` of the local send buffer ``src``) to the owner's slot ``dst`` in ``PIECES`` row pieces,
+    one after every ``max(1, k_blocks // PIECES)`` K blocks (each piece loaded one step ahead, so its load latency
+    hides behind the MMAs), the rest after the loop. A piece is ``BLOCK_M / PIECES`` rows: small enough that all
+    programs streaming at once stay under the NVLink bandwidth (a whole tile pushed at once by every program
+    saturates it and stalls the programs' next loads for the length of the burst)."""
+    R: tl.constexpr = BLOCK_M // PIECES
+    nk = tl.cdiv(K, BLOCK_K)
+    every = tl.maximum(nk // PIECES, 1)
+    cols = prev_n + tl.arange(0, BLOCK_N)
+    rows0 = prev_m + tl.arange(0, R)
+    held = tl.load(src_ptr + rows0[:, None] * N + cols[None, :], mask=(rows0[:, None] < M_s) & (cols[None, :] < N)
+                   & live)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    for k in range(0, nk):
+        if USE_TMA:
+            a = a_desc.load([off_m, k * BLOCK_K])
+            b = b_desc.load([k * BLOCK_K, off_n])
+        else:
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptr + offs_m[:, None] * stride_am + (k * BLOCK_K + offs_k)[None, :],
+                        mask=(offs_m[:, None] < m_end) & (offs_k[None, :] < k_left), other=0.0)
+            b = tl.load(b_ptr + (k * BLOCK_K + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                        mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        p = k // every
+        if live & (k % every == every - 1) & (p < PIECES):
+            held = _stream_piece(src_ptr, dst_ptr, held, p, prev_m, cols, M_s, N, live, R, PIECES)
+    for p in range(tl.minimum(nk // every, PIECES), PIECES):  # the K loop had fewer blocks than pieces
+        held = _stream_piece(src_ptr, dst_ptr, held, p, prev_m, cols, M_s, N, live, R, PIECES)
+    return acc
+
+
+@triton_dist.jit
 def _push_load(send_ptr, send_desc, pflag_ptr, j, live, value, tiles_chunk, tiles_m, tiles_n, M_s, N, CAP, MAX_TILES,
                GROUP_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_DESC: tl.constexpr):
     """A push program's load of peer tile ``j`` from the local send buffer, after waiting (gpu scope, acquire) for
@@ -92,7 +146,8 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
                    stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False,
-                   TMA_PUSH: tl.constexpr = False, send_ptr=None, pflag_ptr=None, NPUSH: tl.constexpr = 0):
+                   TMA_PUSH: tl.constexpr = False, send_ptr=None, pflag_ptr=None, NPUSH: tl.constexpr = 0,
+                   STREAM_PIECES: tl.constexpr = 0):
     """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``;
     ``stage``: the staging in the partials' dtype. ``TMA_PUSH`` (sm_90, ``WORLD == 2``: one descriptor over the one
     peer's slot, built once per program) pushes peer tiles by TMA store. The deferred signal carries no loop state
@@ -115,7 +170,7 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
                                          BLOCK_K)
     slot_w = (par * WORLD + rank) * CAP  # this rank's slot in every owner's staging buffer
     sig_w = sig_ptr + (par * WORLD + rank) * MAX_TILES  # this rank's signals in every owner's signal array
-    if TMA_PUSH and NPUSH == 0:
+    if TMA_PUSH and NPUSH == 0 and STREAM_PIECES == 0:
         push_desc = tl.make_tensor_descriptor(dl.symm_at(stage_ptr, (rank + 1) % WORLD) + slot_w, shape=[M_s, N],
                                               strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
     NG: tl.constexpr = NUM_SMS - NPUSH  # compute programs
@@ -164,17 +219,25 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
         loc_m = pid_m * BLOCK_M
         row0 = d * M_s
         off_n = pid_n * BLOCK_N
+        prev = tl.maximum(tile - NUM_SMS, 0)  # this program's previous tile (if tile >= NUM_SMS)
+        d_prev = (rank + 1 + prev // tiles_chunk) % WORLD
+        prev_peer = (tile >= NUM_SMS) & (d_prev != rank)
         profiler = profiler.record(True, TASK_TILE)
-        if USE_TMA:
+        if STREAM_PIECES > 0:  # NPUSH == 0: the previous peer tile streams to its owner during this main loop
+            pm_prev, pn_prev = tile_coords(prev % tiles_chunk, tiles_m, tiles_n, GROUP_M)
+            acc = _tile_acc_streaming(a_desc if USE_TMA else None, b_desc if USE_TMA else None, a_ptr, b_ptr,
+                                      row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, stride_bk, stride_bn,
+                                      send_ptr + (prev // tiles_chunk) * CAP, dl.symm_at(stage_ptr, d_prev) + slot_w,
+                                      pm_prev * BLOCK_M, pn_prev * BLOCK_N, M_s, prev_peer, BLOCK_M, BLOCK_N,
+                                      BLOCK_K, USE_TMA, STREAM_PIECES)
+        elif USE_TMA:
             acc = tile_acc_tma(a_desc, b_desc, row0 + loc_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
         else:
             acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         profiler = profiler.record(False, TASK_TILE)
         if NPUSH == 0:
-            prev = tile - NUM_SMS  # this program's previous tile (>= 0: there was one)
-            d_prev = (rank + 1 + prev // tiles_chunk) % WORLD
-            if (prev >= 0) & (d_prev != rank):  # a peer tile, whose push had this main loop's time to land
+            if prev_peer:  # a peer tile, whose push had this main loop's time to land
                 profiler = profiler.record(True, TASK_SIGNAL)
                 dl.notify(sig_w + prev % tiles_chunk, d_prev, value, "set", "intra_node")
                 profiler = profiler.record(False, TASK_SIGNAL)
@@ -185,6 +248,9 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             if NPUSH > 0:  # into the local send buffer; a push program takes it from there
                 tl.store(send_ptr + c * CAP + tile_off, part, mask=mask)
                 dl.notify(pflag_ptr + c * MAX_TILES + t, rank, value, "set", "gpu")
+            elif STREAM_PIECES > 0:  # into the local send buffer; streamed during this program's next main loop
+                tl.store(send_ptr + c * CAP + tile_off, part, mask=mask)
+                tl.debug_barrier()  # the next loop's pieces are read by other threads of this program
             elif TMA_PUSH:
                 push_desc.store([loc_m, off_n], part)
             else:
@@ -206,6 +272,11 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
         last = pid + (num_tiles - 1 - pid) // NUM_SMS * NUM_SMS  # this program's last tile (the grid <= the tiles)
         d_last = (rank + 1 + last // tiles_chunk) % WORLD
         if d_last != rank:
+            if STREAM_PIECES > 0:  # no next main loop to stream it in: copy it now
+                pm_l, pn_l = tile_coords(last % tiles_chunk, tiles_m, tiles_n, GROUP_M)
+                offs, mask = slot_tile(pm_l * BLOCK_M, pn_l * BLOCK_N, M_s, N, BLOCK_M, BLOCK_N)
+                tl.store(dl.symm_at(stage_ptr, d_last) + slot_w + offs,
+                         tl.load(send_ptr + (last // tiles_chunk) * CAP + offs, mask=mask), mask=mask)
             dl.notify(sig_w + last % tiles_chunk, d_last, value, "set", "intra_node")
     finish_call(counter_ptr, e)
 

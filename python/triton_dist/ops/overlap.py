@@ -691,6 +691,9 @@ class GemmRSContext(_PartialsContext):
         # method "fused" with push programs (push_programs > 0): the peer tiles' partials go to this local send
         # buffer and a local flag per tile; the push programs copy them to the owners (kernels.gemm_rs)
         self.send = torch.empty((max(W - 1, 1) * self.cap, ), dtype=dtype, device=self.device)
+        # method "fused" streaming (stream_pieces = P > 0): peer tiles stored locally, then pushed in P row pieces
+        # during the program's next main loop (kernels.gemm_rs); 0: pushed at once (TMA store at world 2 on sm_90)
+        self.stream_pieces = 0
         self.push_flags = torch.zeros((max(W - 1, 1) * self.max_tiles, ), dtype=torch.int64, device=self.device)
 
 
@@ -746,11 +749,13 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     tma = tma_ok and not cfg.pointer_loads
     npush = kw.get("push_programs", 0) if W > 1 else 0
     extra = {}
+    stream = 0
     if chunked:  # gemm_rs: push programs or not, the same kernel arguments
-        extra = dict(send_ptr=ctx.send, pflag_ptr=ctx.push_flags, NPUSH=npush)
+        stream = 0 if npush else min(kw.get("stream_pieces", ctx.stream_pieces), cfg.BLOCK_M)  # powers of two
+        extra = dict(send_ptr=ctx.send, pflag_ptr=ctx.push_flags, NPUSH=npush, STREAM_PIECES=stream)
     # one peer: one TMA-store descriptor per program (kernels.gemm_rs): the compute programs' pushes, or with push
     # programs theirs
-    push = tma_ok and W == 2 and ctx.tma_push
+    push = tma_ok and W == 2 and ctx.tma_push and not stream
     if push and not npush:
         cfg = _fit_smem(cfg, a.dtype.itemsize, ctx.smem_bytes)
     grid = (max(1, min(ctx.num_sms - npush, chunks * tiles)) + npush, )
