@@ -12,8 +12,8 @@ inputs), then timing.
   pushes in pieces, own rows by our GEMM adding the partials in its epilogue (``@p<P>``: P pieces); GEMM+AR:
   ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured variants
   ``ours/chunked@f<frac>`` (AG+GEMM: ``first_rows`` = that fraction of the local rows) and ``ours/chunked@s<S>``
-  (GEMM+RS: ``sub_chunks=S``) and ``ours/fused@q<Q>`` (GEMM+RS: ``push_programs=Q``, Q programs push the peer tiles
-  that the others computed); ``--write-table`` stores the winner's parameter. ``ours/auto`` is what
+  (GEMM+RS: ``sub_chunks=S``) and ``ours/fused@p<P>`` (GEMM+RS: ``pieces=P``, peer tiles streamed in P row pieces
+  during the next main loop); ``--write-table`` stores the winner's parameter. ``ours/auto`` is what
   ``method="auto"`` does with the dispatch table in the tree (``python/triton_dist/ops/overlap_table.json``).
 * ``torch_seq``: sequential NCCL + cuBLAS: ``all_gather_into_tensor`` + ``torch.matmul`` / ``torch.matmul`` +
   ``reduce_scatter_tensor`` / ``torch.matmul`` + ``all_reduce``.
@@ -101,8 +101,8 @@ AG_FIRST_FRACS = (0.125, 0.25, 0.5)
 RS_SUB_CHUNKS = (2, 4)
 #: gemm_rs ce: push pieces timed besides the default (``ours/ce@p<P>``)
 RS_CE_PIECES = (1, 4)
-#: gemm_rs fused with push programs (``ours/fused@q<Q>``: Q programs push, the others compute), from VARIANT_MIN_M
-RS_PUSH_PROGRAMS = (2, 4, 8)
+#: gemm_rs fused with its peer tiles streamed in P row pieces during the next main loop (``ours/fused@p<P>``)
+RS_FUSED_PIECES = (4, 8)
 #: default length of one timing sample (us): calls_per_sample picks k so that k calls last about this long
 SAMPLE_US = 4000
 
@@ -115,8 +115,8 @@ def first_rows_of(frac, m_loc):
 
 
 def method_of(impl):
-    """``ours/<method>[@f<frac>|@s<sub>|@p<pieces>|@q<push programs>]`` -> dispatch rule fields ``{"method",
-    "first_frac" | "sub_chunks" | "pieces" | "push_programs"}``."""
+    """``ours/<method>[@f<frac>|@s<sub>|@p<pieces>]`` -> dispatch rule fields ``{"method", "first_frac" |
+    "sub_chunks" | "pieces"}``."""
     name = impl.split("/", 1)[1] if "/" in impl else impl
     meth, _, var = name.partition("@")
     rule = {"method": meth}
@@ -126,8 +126,6 @@ def method_of(impl):
         rule["first_frac"] = float(var[1:])
     elif var.startswith("s"):
         rule["sub_chunks"] = int(var[1:])
-    elif var.startswith("q"):
-        rule["push_programs"] = int(var[1:])
     return rule
 
 GRAPH_FAILURES = []
@@ -454,9 +452,9 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
                 for sub in RS_SUB_CHUNKS:
                     impls[f"ours/chunked@s{sub}"] = (
                         lambda sub=sub: fused(io["a"], io["b"], ctx, method="chunked", sub_chunks=sub), None)
-                for q in RS_PUSH_PROGRAMS:  # the fused kernel's tiling, dedicated push programs
-                    impls[f"ours/fused@q{q}"] = (
-                        lambda q=q: fused(io["a"], io["b"], ctx, method="fused", push_programs=q), best.get("fused"))
+                for p in RS_FUSED_PIECES:  # the fused kernel's tiling, peer tiles streamed in row pieces
+                    impls[f"ours/fused@p{p}"] = (
+                        lambda p=p: fused(io["a"], io["b"], ctx, method="fused", pieces=p), best.get("fused"))
         else:
             impls["ours/one_shot"] = (lambda: fused(io["a"], io["b"], ctx, method="one_shot"), None)
         impls["ours/auto"] = (lambda: fused(io["a"], io["b"], ctx, method="auto"), None)
@@ -549,7 +547,7 @@ def method_rules(records, world):
             rules.append({"n": r[nn], "k": r[kn], "max_m": r["M"], **method_of(best),
                           "us": round(cand[best], 1)})
             wins.setdefault(r["M"], []).append(best != "torch")
-            base_meth = best.split("@", 1)[0]  # fused@q<Q> runs the fused kernel's tiling
+            base_meth = best.split("@", 1)[0]  # fused@p<P> runs the fused kernel's tiling
             cfg = r.get("configs", {}).get(base_meth if base_meth in ("sm", "ce", "fused") else "", None)
             if cfg is None and r.get("configs"):
                 cfg = next(iter(r["configs"].values()))

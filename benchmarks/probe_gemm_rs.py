@@ -1,6 +1,5 @@
 """Where the time of the fused GEMM+ReduceScatter goes (2 GPUs, torchrun): the fused kernel with its peer tiles pushed
-by TMA store, streamed in row pieces during the program's next main loop (``--stream-pieces``), and with push
-programs (``--push-programs``: the compute programs store peer tiles locally, dedicated programs push them), against the same tiling's GEMM alone (``gemm_kernel`` over all ``M`` rows, plain
+by TMA store and streamed in row pieces during the program's next main loop (``--pieces``), against the same tiling's GEMM alone (``gemm_kernel`` over all ``M`` rows, plain
 and flattened loop, no communication), cuBLAS and the ``ce`` method, at Llama-3 TP=2 shapes; then one profiled fused
 call per shape (``triton_dist.tools.profiler``), summarised per task type and per program.
 
@@ -67,14 +66,10 @@ def main():
     ap.add_argument("--shapes", default="llama3-8b:2048,llama3-70b:2048,llama3-70b:8192",
                     help="model:M,... (bench_overlap's MODELS)")
     ap.add_argument("--config", default=None, help="tiling of every launch (default: the context's for the shape)")
-    ap.add_argument("--stream-pieces", type=lambda v: [int(x) for x in v.split(",") if x], default=[4, 8, 16],
+    ap.add_argument("--pieces", type=lambda v: [int(x) for x in v.split(",") if x], default=[4, 8, 16],
                     help="fused with the peer tiles streamed in this many row pieces, timed (comma list)")
-    ap.add_argument("--profile-stream-pieces", type=lambda v: [int(x) for x in v.split(",") if x], default=[8],
-                    help="stream_pieces values also profiled (trace exported)")
-    ap.add_argument("--push-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
-                    help="fused with these push_programs counts, timed (comma list; TMA and pointer copies)")
-    ap.add_argument("--profile-push-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
-                    help="push_programs counts also profiled")
+    ap.add_argument("--profile-pieces", type=lambda v: [int(x) for x in v.split(",") if x], default=[8],
+                    help="pieces values also profiled (traces exported)")
     ap.add_argument("--traces", type=int, default=1, help="0: no Perfetto JSON / Gantt PNG files")
     ap.add_argument("--ptr-variants", action="store_true",
                     help="also the round-5 variants: pointer push, pointer-load main loops, flattened GEMM")
@@ -111,11 +106,11 @@ def main():
 
         ptr_cfg = g.TileConfig.parse(str(cfg).replace("f", "") + "p") if not cfg.pointer_loads else cfg
 
-        def fused(push, tiling=cfg, q=0, pieces=0):
+        def fused(push, tiling=cfg, pieces=0):
             def run():
-                ctx.tma_push, ctx.stream_pieces = push, pieces
+                ctx.tma_push = push
                 with bo.overlap_config(str(tiling)):
-                    return ov.gemm_rs(a, b, ctx, method="fused", push_programs=q)
+                    return ov.gemm_rs(a, b, ctx, method="fused", pieces=pieces)
             return run
 
         def gemm_only(flat, tma=True):
@@ -131,11 +126,8 @@ def main():
         # NVLink hold up the next tile's TMA loads?
         fns = {"fused_tma_push": fused(True), "gemm_same_tiling": gemm_only(False),
                "cublas": lambda: torch.matmul(a, b, out=c), "ce_p1": lambda: ov.gemm_rs(a, b, ctx, method="ce", pieces=1)}
-        for p in args.stream_pieces:  # peer tiles streamed in p row pieces during the next main loop
-            fns[f"fused_s{p}"] = fused(True, pieces=p)
-        for q in args.push_programs:  # push programs copying by TMA (world 2, sm_90) and by pointer loads/stores
-            fns[f"fused_q{q}"] = fused(True, q=q)
-            fns[f"fused_q{q}_ptr"] = fused(False, q=q)
+        for p in args.pieces:  # peer tiles streamed in p row pieces during the next main loop
+            fns[f"fused_p{p}"] = fused(True, pieces=p)
         if args.ptr_variants:
             fns.update({"fused_ptr_push": fused(False), "fused_tma_push_ptr_loads": fused(True, ptr_cfg),
                         "fused_ptr_push_ptr_loads": fused(False, ptr_cfg), "gemm_same_tiling_flat": gemm_only(True),
@@ -143,30 +135,29 @@ def main():
         errors = bo.drop_failing(fns)
         res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
         prof = {}
-        variants = [(True, cfg, 0, 0)] + [(True, cfg, 0, p) for p in args.profile_stream_pieces] + \
-            [(push, cfg, q, 0) for q in args.profile_push_programs for push in (True, False)]
+        variants = [(True, cfg, 0)] + [(True, cfg, p) for p in args.profile_pieces]
         if args.ptr_variants:
-            variants += [(False, cfg, 0, 0), (True, ptr_cfg, 0, 0)]
-        for push, tiling, q, pieces in variants:
-            ctx.tma_push, ctx.stream_pieces = push, pieces
+            variants += [(False, cfg, 0), (True, ptr_cfg, 0)]
+        for push, tiling, pieces in variants:
+            ctx.tma_push = push
             with bo.overlap_config(str(tiling)):
                 # compile the profiled variant on every rank first: a rank still compiling would show as the other's
                 # wait (and an idle peer GPU slows the writes into its memory)
-                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf, push_programs=q)
+                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf, pieces=pieces)
                 for _ in range(3):
-                    ov.gemm_rs(a, b, ctx, method="fused", push_programs=q)
+                    ov.gemm_rs(a, b, ctx, method="fused", pieces=pieces)
                 torch.cuda.synchronize()
                 dist.barrier()
                 reset_profiler_buffer(buf)
                 dist.barrier()
                 for _ in range(3):  # steady state: the profiled call follows back-to-back calls
-                    ov.gemm_rs(a, b, ctx, method="fused", push_programs=q)
-                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf, push_programs=q)
+                    ov.gemm_rs(a, b, ctx, method="fused", pieces=pieces)
+                ov.gemm_rs(a, b, ctx, method="fused", profiler_buffer=buf, pieces=pieces)
             torch.cuda.synchronize()
-            key = ((f"q{q}" + ("" if push else "_ptr")) if q else f"s{pieces}" if pieces else
-                   "tma_push" if push else "ptr_push") + ("_ptr_loads" if tiling.pointer_loads else "")
+            key = (f"p{pieces}" if pieces else "tma_push" if push else "ptr_push") + \
+                ("_ptr_loads" if tiling.pointer_loads else "")
             prof[key] = summarize(parse_to_tracks(buf, rank=rank), rsk.TASKS)
-            if push and not tiling.pointer_loads and not q and args.traces:
+            if push and not tiling.pointer_loads and args.traces:
                 base = os.path.join(args.out, f"probe_gemm_rs-{stamp}-{model}-{M}-{key}-r{rank}")
                 export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
         profs = [None] * W

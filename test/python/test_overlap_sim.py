@@ -86,23 +86,17 @@ def _rank_gemm_reduce(op):
             ms = M // W
             full = full[rank * ms:(rank + 1) * ms]
         _close(out, full.to(dtype), f"gemm_{op} call {call} M={M}", fails)
-        if op == "rs":  # push programs (1, and more than there are peer tiles at the small call), then none again
+        if op == "rs":  # peer tiles streamed in row pieces during the program's next main loop (the simulator's 2
+            # programs have 2-4 tiles each): more pieces than K blocks (the rest after the loop), one piece per K
+            # block; with a program per tile no next loop: every peer tile is copied whole after its loop
             sms = ctx.num_sms
-            ctx.num_sms = 6  # the simulator's 2 "SMs" leave room for one push program only
             try:
-                for q in (1, 3, 0):
-                    got = gemm(a_all[rank], b_all[rank], ctx, method="fused", push_programs=q)
-                    _close(got, full.to(dtype), f"gemm_rs push_programs={q} call {call} M={M}", fails)
-                # peer tiles streamed in row pieces during the program's next main loop (the simulator's 2 programs
-                # have 2-4 tiles each): more pieces than K blocks (the rest after the loop), one piece per K block;
-                # with a program per tile, no next loop: every peer tile is copied whole after the loop
-                for pieces, n_sms in ((4, sms), (2, sms), (4, 6)):
-                    ctx.num_sms, ctx.stream_pieces = n_sms, pieces
-                    got = gemm(a_all[rank], b_all[rank], ctx, method="fused")
-                    _close(got, full.to(dtype), f"gemm_rs stream_pieces={pieces} sms={n_sms} call {call} M={M}",
-                           fails)
+                for pieces, n_sms in ((4, sms), (2, sms), (1, sms), (4, 6)):
+                    ctx.num_sms = n_sms
+                    got = gemm(a_all[rank], b_all[rank], ctx, method="fused", pieces=pieces)
+                    _close(got, full.to(dtype), f"gemm_rs pieces={pieces} sms={n_sms} call {call} M={M}", fails)
             finally:
-                ctx.num_sms, ctx.stream_pieces = sms, 0
+                ctx.num_sms = sms
     ctx.close()
     return fails
 
@@ -219,12 +213,10 @@ def rank_validation():
     _expect(fails, "ag first_rows", lambda: ag_gemm(a, b, ag, method="sm", first_rows=4), "first_rows", "chunked")
     _expect(fails, "rs sub_chunks", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused", sub_chunks=2),
             "sub_chunks", "chunked")
-    _expect(fails, "rs push_programs method", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="torch",
-                                                              push_programs=1), "method='fused' only")
-    _expect(fails, "rs push_programs range", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused",
-                                                             push_programs=rs.num_sms), "must be an int in [0, ")
-    _expect(fails, "rs pieces", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused", pieces=2),
-            "pieces", "'ce'")
+    _expect(fails, "rs pieces method", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="torch", pieces=2),
+            "pieces", "'ce' and 'fused'")
+    _expect(fails, "rs fused pieces", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="fused", pieces=3),
+            "pieces=3", "power of two", "'fused'")
     _expect(fails, "rs ce on sim", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), b, rs, method="ce"), "'ce'",
             "needs GPUs")
     _expect(fails, "rs M % W", lambda: gemm_rs(_rand(1, (16 * W - 1, 32), bf), b, rs), "multiple of the world size")
@@ -324,8 +316,8 @@ def test_table_rules_carry_method_parameters(monkeypatch):
     assert ov.select_rule("ag_gemm", 2, 8192, True, 7168, 8192) == {"max_m": None, "method": "ce"}
     assert ov.select_rule("gemm_rs", 2, 4096, True, 4096, 7168)["sub_chunks"] == 2
     assert ov.select_rule("gemm_rs", 2, 4096, False, 4096, 7168) == {"method": "fused"}
-    table["ops"]["gemm_rs"]["2"].insert(0, {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "push_programs": 4})
-    assert ov.select_rule("gemm_rs", 2, 2048, True, 4096, 3584)["push_programs"] == 4
+    table["ops"]["gemm_rs"]["2"].insert(0, {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8})
+    assert ov.select_rule("gemm_rs", 2, 2048, True, 4096, 3584)["pieces"] == 8
     assert ov._first_rows(rule, 4096) == 512
     assert ov._first_rows({"first_frac": 0.01}, 4096) == 64  # at least 64 rows
     assert ov._first_rows({"first_frac": 0.25}, 64) == 64  # small shard: all of it
@@ -334,7 +326,7 @@ def test_table_rules_carry_method_parameters(monkeypatch):
 
 
 def test_bench_variant_names_map_to_table_rules(monkeypatch):
-    """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@q<Q>``) become the table's
+    """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@p<P>``) become the table's
     rule parameters."""
     import importlib.util
     import os
@@ -352,12 +344,12 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     assert bench.method_of("ours/ce@p4") == {"method": "ce", "pieces": 4}
     assert bench.method_of("ours/ce") == {"method": "ce"}
     assert bench.method_of("torch") == {"method": "torch"}
-    assert bench.method_of("ours/fused@q4") == {"method": "fused", "push_programs": 4}
-    # a fused@q winner keeps the fused kernel's swept tiling
+    assert bench.method_of("ours/fused@p8") == {"method": "fused", "pieces": 8}
+    # a fused@p winner keeps the fused kernel's swept tiling
     ops, cfgs = bench.method_rules([{"op": "gemm_rs", "M": 2048, "K_per_rank": 3584, "N": 4096,
-                                     "results": {"ours/fused": 110.0, "ours/fused@q4": 85.0, "ours/ce": 99.0},
+                                     "results": {"ours/fused": 110.0, "ours/fused@p8": 85.0, "ours/ce": 99.0},
                                      "configs": {"ce": "128x128x64x4x4f", "fused": "128x256x64x8x3"}}], 2)
-    assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "push_programs": 4,
+    assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8,
                                       "us": 85.0}
     assert cfgs["gemm_rs"]["2"][0]["config"] == "128x256x64x8x3"
     recs = [{"op": "gemm_rs", "M": 8192, "K_per_rank": 7168, "N": 4096,

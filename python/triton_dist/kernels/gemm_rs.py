@@ -28,26 +28,20 @@ compared for equality; a stale or mismatched call never matches. The epoch ``e``
 counter (``counter[0] + 1``, :func:`~triton_dist.kernels.common.call_epoch` / ``finish_call``), so calls can be
 captured in a CUDA graph and replayed.
 
-Push programs (``NPUSH > 0``): the grid's first ``NPUSH`` programs only copy, the others only compute. A compute
-program stores a peer tile's partial (output dtype) into this rank's local ``send[c]`` (``c``: the chunk's position
-in the tile order) and raises the local flag ``pflag[c, t] = value`` (``dl.notify`` at gpu scope: CTA barrier +
-release); push program ``q`` takes the peer tiles ``q, q + NPUSH, ...`` in the compute programs' order, waits (gpu
-scope, acquire) for each tile's flag, copies it from ``send`` into the owner's slot ``stage[par, rank]`` (16-byte
-remote stores, or with ``TMA_PUSH`` one TMA load and one TMA store) and raises the owner's tile signal
-(system-scope release), software-pipelined: the next tile is loaded while this one's stores drain. So the compute
-programs never touch NVLink: a burst of pushes stalls only the push programs, while the tensor cores keep working.
-``send``/``pflag`` are rewritten every call: the next launch on the stream starts after every push program of this
-one ended, and ``value`` differs per call. Deadlock freedom: push programs wait only for this rank's peer-chunk
-tiles (which never wait); own-chunk tiles wait for the peers' push programs. All programs are co-resident (grid <=
-SMs); on the simulator the programs run as concurrent threads.
+Streaming (``STREAM_PIECES = P > 0``): a peer tile's partial is stored into this rank's local ``send[c]`` (``c``: the
+chunk's position in the tile order; L2-resident) instead of being pushed at once, and the program's *next* main loop
+copies it to the owner's slot in ``P`` row pieces, one every few K blocks over the first three quarters of the loop
+(each piece loaded one step ahead). Pushing whole tiles from every program at the same moment (all programs finish
+their tiles together) saturates NVLink and holds each SM's next loads for the length of that burst; spread over the
+next main loop, all programs together stay under the link's bandwidth. The tile's signal is raised after that loop,
+as for the deferred TMA push. ``send`` is rewritten every call: the next launch on the stream starts after this one.
 
 Profiling (``PROFILE=True``, :data:`TASKS`): ``tile`` (loads + MMA of one tile), ``push`` (a peer-chunk tile's
 partial stored into the owner's slot), ``wait`` (an own-chunk tile waiting for a peer's partial), ``reduce``
-(adding the peers' partials and storing the output tile), ``signal`` (a pushed tile's deferred signal),
-``push_wait`` / ``push_copy`` (a push program waiting for a tile's local flag / copying it and raising its signal).
+(adding the peers' partials and storing the output tile), ``signal`` (a pushed tile's deferred signal).
 Layout: ``stage``: ``[2, WORLD, CAP]`` of the output dtype (``CAP >= M_s * N``; slot rows ``M_s`` x ``N``,
-row-major, 16-byte aligned rows), ``sig``: int64 ``[2, WORLD, MAX_TILES]``; with push programs ``send``: local,
-``[WORLD - 1, CAP]`` of the output dtype, ``pflag``: local int64 ``[WORLD - 1, MAX_TILES]``.
+row-major, 16-byte aligned rows), ``sig``: int64 ``[2, WORLD, MAX_TILES]``; when streaming ``send``: local,
+``[WORLD - 1, CAP]`` of the output dtype.
 """
 from __future__ import annotations
 
@@ -65,9 +59,9 @@ from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_a
 from triton_dist.language.profiler import Profiler
 
 #: profiler task names of :func:`gemm_rs_kernel` (index = task type)
-TASKS = ("tile", "push", "wait", "reduce", "signal", "push_wait", "push_copy")
+TASKS = ("tile", "push", "wait", "reduce", "signal")
 TASK_TILE, TASK_PUSH, TASK_WAIT, TASK_REDUCE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), tl.constexpr(3)
-TASK_SIGNAL, TASK_PUSH_WAIT, TASK_PUSH_COPY = tl.constexpr(4), tl.constexpr(5), tl.constexpr(6)
+TASK_SIGNAL = tl.constexpr(4)
 
 
 @triton_dist.jit
@@ -90,13 +84,14 @@ def _tile_acc_streaming(a_desc, b_desc, a_ptr, b_ptr, off_m, off_n, m_end, N, K,
     """One tile's fp32 ``A[off_m:+BM, :] @ B[:, off_n:+BN]`` (TMA or pointer loads, as :func:`tile_acc_tma` /
     :func:`tile_acc_ptr`) that, when ``live``, also streams the program's previous peer tile (``BLOCK_M x BLOCK_N``
     at ``(prev_m, prev_n)`` of the local send buffer ``src``) to the owner's slot ``dst`` in ``PIECES`` row pieces,
-    one after every ``max(1, k_blocks // PIECES)`` K blocks (each piece loaded one step ahead, so its load latency
-    hides behind the MMAs), the rest after the loop. A piece is ``BLOCK_M / PIECES`` rows: small enough that all
+    one after every ``max(1, 3 * k_blocks // (4 * PIECES))`` K blocks (each piece loaded one step ahead, so its load
+    latency hides behind the MMAs; the last one has the loop's last quarter to drain before the tile's signal,
+    whose release waits for it), the rest after the loop. A piece is ``BLOCK_M / PIECES`` rows: small enough that all
     programs streaming at once stay under the NVLink bandwidth (a whole tile pushed at once by every program
     saturates it and stalls the programs' next loads for the length of the burst)."""
     R: tl.constexpr = BLOCK_M // PIECES
     nk = tl.cdiv(K, BLOCK_K)
-    every = tl.maximum(nk // PIECES, 1)
+    every = tl.maximum(nk * 3 // (4 * PIECES), 1)  # the last piece leaves a quarter of the loop before its end
     cols = prev_n + tl.arange(0, BLOCK_N)
     rows0 = prev_m + tl.arange(0, R)
     held = tl.load(src_ptr + rows0[:, None] * N + cols[None, :], mask=(rows0[:, None] < M_s) & (cols[None, :] < N)
@@ -125,37 +120,18 @@ def _tile_acc_streaming(a_desc, b_desc, a_ptr, b_ptr, off_m, off_n, m_end, N, K,
 
 
 @triton_dist.jit
-def _push_load(send_ptr, send_desc, pflag_ptr, j, live, value, tiles_chunk, tiles_m, tiles_n, M_s, N, CAP, MAX_TILES,
-               GROUP_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_DESC: tl.constexpr):
-    """A push program's load of peer tile ``j`` from the local send buffer, after waiting (gpu scope, acquire) for
-    its flag ``pflag[c, t] == value``; ``live`` False: the (masked or repeated) load of a tile already waited for."""
-    c = j // tiles_chunk
-    t = j % tiles_chunk
-    pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
-    tok = dl.wait(pflag_ptr + c * MAX_TILES + t, 1, "gpu", "acquire", value)
-    if USE_DESC:
-        v = send_desc.load([dl.consume_token(pid_m * BLOCK_M, tok), pid_n * BLOCK_N])
-    else:
-        offs, mask = slot_tile(pid_m * BLOCK_M, pid_n * BLOCK_N, M_s, N, BLOCK_M, BLOCK_N)
-        v = tl.load(dl.consume_token(send_ptr, tok) + c * CAP + offs, mask=mask & live)
-    return v
-
-
-@triton_dist.jit
 def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_ptr, M_s, N, K, stride_am, stride_bk,
                    stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank, WORLD: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                    NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, PROFILE: tl.constexpr = False,
-                   TMA_PUSH: tl.constexpr = False, send_ptr=None, pflag_ptr=None, NPUSH: tl.constexpr = 0,
-                   STREAM_PIECES: tl.constexpr = 0):
+                   TMA_PUSH: tl.constexpr = False, send_ptr=None, STREAM_PIECES: tl.constexpr = 0):
     """One call (module docstring). ``a``: ``[WORLD * M_s, K]`` with unit column stride; ``out``: ``[M_s, N]``;
     ``stage``: the staging in the partials' dtype. ``TMA_PUSH`` (sm_90, ``WORLD == 2``: one descriptor over the one
     peer's slot, built once per program) pushes peer tiles by TMA store. The deferred signal carries no loop state
     (a program's previous tile is ``tile - NUM_SMS``). No flattened form: Triton 3.6's nested-loop fusion rejects
     this loop's epilogue (``scf.if`` region results; tried with and without the profiler records).
-    ``NPUSH > 0``: the first ``NPUSH`` programs are push programs (module docstring), the other ``NUM_SMS - NPUSH``
-    compute; ``TMA_PUSH`` then makes the push programs copy by TMA (tensor descriptors over the send buffer and
-    the one peer's slot) instead of 16-byte pointer loads and stores."""
+    ``STREAM_PIECES > 0`` (a power of two <= ``BLOCK_M``): peer tiles go through ``send`` and stream during the
+    next main loop (module docstring; ``TMA_PUSH`` is then unused)."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
@@ -170,48 +146,10 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
                                          BLOCK_K)
     slot_w = (par * WORLD + rank) * CAP  # this rank's slot in every owner's staging buffer
     sig_w = sig_ptr + (par * WORLD + rank) * MAX_TILES  # this rank's signals in every owner's signal array
-    if TMA_PUSH and NPUSH == 0 and STREAM_PIECES == 0:
+    if TMA_PUSH and STREAM_PIECES == 0:
         push_desc = tl.make_tensor_descriptor(dl.symm_at(stage_ptr, (rank + 1) % WORLD) + slot_w, shape=[M_s, N],
                                               strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    NG: tl.constexpr = NUM_SMS - NPUSH  # compute programs
-    first = pid
-    if NPUSH > 0:
-        first = tl.where(pid < NPUSH, num_tiles, pid - NPUSH)  # push programs skip the tile loop
-        n_peer = (WORLD - 1) * tiles_chunk  # the peer tiles, numbered in the compute programs' order
-        if (pid < NPUSH) & (pid < n_peer):
-            if TMA_PUSH:  # one peer (WORLD == 2): descriptors over the local send buffer and the peer's slot
-                send_desc = tl.make_tensor_descriptor(send_ptr, shape=[M_s, N], strides=[N, 1],
-                                                      block_shape=[BLOCK_M, BLOCK_N])
-                dst_desc = tl.make_tensor_descriptor(dl.symm_at(stage_ptr, (rank + 1) % WORLD) + slot_w,
-                                                     shape=[M_s, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-            # software-pipelined: tile j's stores leave, then tile j + NPUSH is loaded while they drain, then tile
-            # j's signal (whose release waits for j's stores)
-            profiler = profiler.record(True, TASK_PUSH_WAIT)
-            v = _push_load(send_ptr, send_desc if TMA_PUSH else None, pflag_ptr, pid, pid < n_peer, value, tiles_chunk,
-                           tiles_m, tiles_n, M_s, N, CAP, MAX_TILES, GROUP_M, BLOCK_M, BLOCK_N, TMA_PUSH)
-            profiler = profiler.record(False, TASK_PUSH_WAIT)
-            for j in range(pid, n_peer, NPUSH):
-                profiler = profiler.record(True, TASK_PUSH_COPY)
-                c = j // tiles_chunk
-                t = j % tiles_chunk
-                d = (rank + 1 + c) % WORLD
-                pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
-                if TMA_PUSH:
-                    dst_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], v)
-                else:
-                    offs, mask = slot_tile(pid_m * BLOCK_M, pid_n * BLOCK_N, M_s, N, BLOCK_M, BLOCK_N)
-                    tl.store(dl.symm_at(stage_ptr, d) + slot_w + offs, v, mask=mask)
-                profiler = profiler.record(False, TASK_PUSH_COPY)
-                profiler = profiler.record(True, TASK_PUSH_WAIT)
-                jn = tl.where(j + NPUSH < n_peer, j + NPUSH, j)  # the last one reloads its own tile (flag raised)
-                v = _push_load(send_ptr, send_desc if TMA_PUSH else None, pflag_ptr, jn, j + NPUSH < n_peer, value,
-                               tiles_chunk, tiles_m, tiles_n, M_s, N, CAP, MAX_TILES, GROUP_M, BLOCK_M, BLOCK_N,
-                               TMA_PUSH)
-                profiler = profiler.record(False, TASK_PUSH_WAIT)
-                profiler = profiler.record(True, TASK_SIGNAL)
-                dl.notify(sig_w + t, d, value, "set", "intra_node")
-                profiler = profiler.record(False, TASK_SIGNAL)
-    for tile in range(first, num_tiles, NG):
+    for tile in range(pid, num_tiles, NUM_SMS):
         c = tile // tiles_chunk
         t = tile % tiles_chunk
         d = (rank + 1 + c) % WORLD
@@ -223,7 +161,7 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
         d_prev = (rank + 1 + prev // tiles_chunk) % WORLD
         prev_peer = (tile >= NUM_SMS) & (d_prev != rank)
         profiler = profiler.record(True, TASK_TILE)
-        if STREAM_PIECES > 0:  # NPUSH == 0: the previous peer tile streams to its owner during this main loop
+        if STREAM_PIECES > 0:  # the previous peer tile streams to its owner during this main loop
             pm_prev, pn_prev = tile_coords(prev % tiles_chunk, tiles_m, tiles_n, GROUP_M)
             acc = _tile_acc_streaming(a_desc if USE_TMA else None, b_desc if USE_TMA else None, a_ptr, b_ptr,
                                       row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, stride_bk, stride_bn,
@@ -236,19 +174,15 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             acc = tile_acc_ptr(a_ptr, b_ptr, row0 + loc_m, off_n, row0 + M_s, N, K, stride_am, 1, stride_bk,
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         profiler = profiler.record(False, TASK_TILE)
-        if NPUSH == 0:
-            if prev_peer:  # a peer tile, whose push had this main loop's time to land
-                profiler = profiler.record(True, TASK_SIGNAL)
-                dl.notify(sig_w + prev % tiles_chunk, d_prev, value, "set", "intra_node")
-                profiler = profiler.record(False, TASK_SIGNAL)
+        if prev_peer:  # a peer tile, whose push had this main loop's time to land
+            profiler = profiler.record(True, TASK_SIGNAL)
+            dl.notify(sig_w + prev % tiles_chunk, d_prev, value, "set", "intra_node")
+            profiler = profiler.record(False, TASK_SIGNAL)
         tile_off, mask = slot_tile(loc_m, off_n, M_s, N, BLOCK_M, BLOCK_N)
         if d != rank:
             profiler = profiler.record(True, TASK_PUSH)
             part = acc.to(stage_ptr.dtype.element_ty)
-            if NPUSH > 0:  # into the local send buffer; a push program takes it from there
-                tl.store(send_ptr + c * CAP + tile_off, part, mask=mask)
-                dl.notify(pflag_ptr + c * MAX_TILES + t, rank, value, "set", "gpu")
-            elif STREAM_PIECES > 0:  # into the local send buffer; streamed during this program's next main loop
+            if STREAM_PIECES > 0:  # into the local send buffer; streamed during this program's next main loop
                 tl.store(send_ptr + c * CAP + tile_off, part, mask=mask)
                 tl.debug_barrier()  # the next loop's pieces are read by other threads of this program
             elif TMA_PUSH:
@@ -268,16 +202,15 @@ def gemm_rs_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, prof_
             profiler = profiler.record(True, TASK_REDUCE)
             store_tile(out_ptr, acc, loc_m, off_n, M_s, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
             profiler = profiler.record(False, TASK_REDUCE)
-    if NPUSH == 0:
-        last = pid + (num_tiles - 1 - pid) // NUM_SMS * NUM_SMS  # this program's last tile (the grid <= the tiles)
-        d_last = (rank + 1 + last // tiles_chunk) % WORLD
-        if d_last != rank:
-            if STREAM_PIECES > 0:  # no next main loop to stream it in: copy it now
-                pm_l, pn_l = tile_coords(last % tiles_chunk, tiles_m, tiles_n, GROUP_M)
-                offs, mask = slot_tile(pm_l * BLOCK_M, pn_l * BLOCK_N, M_s, N, BLOCK_M, BLOCK_N)
-                tl.store(dl.symm_at(stage_ptr, d_last) + slot_w + offs,
-                         tl.load(send_ptr + (last // tiles_chunk) * CAP + offs, mask=mask), mask=mask)
-            dl.notify(sig_w + last % tiles_chunk, d_last, value, "set", "intra_node")
+    last = pid + (num_tiles - 1 - pid) // NUM_SMS * NUM_SMS  # this program's last tile (the grid <= the tiles)
+    d_last = (rank + 1 + last // tiles_chunk) % WORLD
+    if d_last != rank:
+        if STREAM_PIECES > 0:  # no next main loop to stream it in: copy it now
+            pm_l, pn_l = tile_coords(last % tiles_chunk, tiles_m, tiles_n, GROUP_M)
+            offs, mask = slot_tile(pm_l * BLOCK_M, pn_l * BLOCK_N, M_s, N, BLOCK_M, BLOCK_N)
+            tl.store(dl.symm_at(stage_ptr, d_last) + slot_w + offs,
+                     tl.load(send_ptr + (last // tiles_chunk) * CAP + offs, mask=mask), mask=mask)
+        dl.notify(sig_w + last % tiles_chunk, d_last, value, "set", "intra_node")
     finish_call(counter_ptr, e)
 
 

@@ -688,13 +688,9 @@ class GemmRSContext(_PartialsContext):
         # on sm_90 at world 2 they leave by TMA store (tma_push; False: pointer stores, for measurements)
         self.tma_push = True
         self._alloc_partials(ms * n, _tiles(ms, n, bm, bn), dtype)
-        # method "fused" with push programs (push_programs > 0): the peer tiles' partials go to this local send
-        # buffer and a local flag per tile; the push programs copy them to the owners (kernels.gemm_rs)
+        # method "fused" with pieces = P: the peer tiles' partials go to this local send buffer, then stream to
+        # their owners in P row pieces during the program's next main loop (kernels.gemm_rs)
         self.send = torch.empty((max(W - 1, 1) * self.cap, ), dtype=dtype, device=self.device)
-        # method "fused" streaming (stream_pieces = P > 0): peer tiles stored locally, then pushed in P row pieces
-        # during the program's next main loop (kernels.gemm_rs); 0: pushed at once (TMA store at world 2 on sm_90)
-        self.stream_pieces = 0
-        self.push_flags = torch.zeros((max(W - 1, 1) * self.max_tiles, ), dtype=torch.int64, device=self.device)
 
 
 def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmRSContext:
@@ -710,6 +706,13 @@ GEMM_RS_METHODS = ("auto", "fused", "chunked", "ce", "torch")
 CE_PIECES_MAX = 4
 #: gemm_rs ``ce`` pieces when neither the call nor the table gives them
 CE_PIECES_DEFAULT = 2
+#: most row pieces a gemm_rs ``fused`` peer tile streams in (``pieces``; powers of two, at most the tile's rows)
+FUSED_PIECES_MAX = 64
+
+
+def _fused_pieces_ok(p) -> bool:
+    return isinstance(p, int) and not isinstance(p, bool) and (p == 0 or (0 < p <= FUSED_PIECES_MAX and
+                                                                          p & (p - 1) == 0))
 #: most row sub-chunks per owner that gemm_rs ``chunked`` pipelines (``sub_chunks``)
 SUB_CHUNKS_MAX = 4
 
@@ -725,7 +728,7 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     """The part of :func:`gemm_rs` (``chunked``: ``world`` chunks of ``M / world`` output rows) and :func:`gemm_ar`
     (one chunk of ``M`` rows) after their shape checks: output check, "auto", then ``paths[method]`` (host-composed
     methods; ``params(method, rule_or_None, M)`` gives their keyword arguments) or the fused ``kernel`` (gemm_rs:
-    ``params`` may give ``push_programs``, the grid's push programs besides the compute programs)."""
+    ``params`` may give ``pieces``, the row pieces each peer tile streams in; 0: pushed at once)."""
     M, K = a.shape
     N = b.shape[1]
     W = ctx.world_size
@@ -747,18 +750,16 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     tiles = ctx._signal_tiles(op, cfg, rows, N, " per chunk" if chunked else "")
     tma_ok = ctx._use_tma()
     tma = tma_ok and not cfg.pointer_loads
-    npush = kw.get("push_programs", 0) if W > 1 else 0
     extra = {}
     stream = 0
-    if chunked:  # gemm_rs: push programs or not, the same kernel arguments
-        stream = 0 if npush else min(kw.get("stream_pieces", ctx.stream_pieces), cfg.BLOCK_M)  # powers of two
-        extra = dict(send_ptr=ctx.send, pflag_ptr=ctx.push_flags, NPUSH=npush, STREAM_PIECES=stream)
-    # one peer: one TMA-store descriptor per program (kernels.gemm_rs): the compute programs' pushes, or with push
-    # programs theirs
+    if chunked:  # gemm_rs: streamed in row pieces (powers of two, at most BLOCK_M) or pushed at once
+        stream = min(kw.get("pieces", 0), cfg.BLOCK_M) if W > 1 else 0
+        extra = dict(send_ptr=ctx.send, STREAM_PIECES=stream)
+    # pushed at once, one peer: one TMA-store descriptor per program (kernels.gemm_rs)
     push = tma_ok and W == 2 and ctx.tma_push and not stream
-    if push and not npush:
+    if push:
         cfg = _fit_smem(cfg, a.dtype.itemsize, ctx.smem_bytes)
-    grid = (max(1, min(ctx.num_sms - npush, chunks * tiles)) + npush, )
+    grid = (max(1, min(ctx.num_sms, chunks * tiles)), )
     kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, prof, rows, N, K, a.stride(0), b.stride(0), b.stride(1),
                  out.stride(0), out.stride(1), ctx.cap, ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=W,
                  **cfg.meta(with_flatten=False), NUM_SMS=grid[0], USE_TMA=tma, TMA_PUSH=push, PROFILE=profile,
@@ -781,8 +782,7 @@ def _fit_smem(cfg, elem_bytes: int, smem_bytes: int):
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
             method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None,
-            sub_chunks: Optional[int] = None, pieces: Optional[int] = None,
-            push_programs: Optional[int] = None) -> torch.Tensor:
+            sub_chunks: Optional[int] = None, pieces: Optional[int] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation; each method's roundings below). ``M``
     must be a multiple of the world size. Stream-ordered, no host synchronization (CUDA-graph capturable).
@@ -791,10 +791,11 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     peers' row chunks first, each partial tile rounded once to the output dtype and stored straight into the
     owner's symmetric staging (sm_90 at world 2: one TMA store the program does not wait for, its signal raised
     after the program's next tile), own chunk last, the peers' partials added in fp32 to the own fp32 product as
-    they arrive, rounded once: torch's precision; ``push_programs`` = Q >= 1 (``auto`` takes the measured value, an
-    explicit ``fused`` call defaults to 0): Q of the grid's programs only push, the others store the peer tiles'
-    partials locally and never touch NVLink, so a burst of pushes no longer stalls the tensor-core work; at most
-    the device's SM count - 1, and fewer than the compute programs' tiles make no sense) /
+    they arrive, rounded once: torch's precision; ``pieces`` = P (a power of two up to
+    :data:`FUSED_PIECES_MAX`; ``auto`` takes the measured value, an explicit ``fused`` call defaults to 0): each
+    peer tile is stored locally and streams to its owner in P row pieces during the program's next main loop,
+    instead of leaving at once: all programs finish their tiles together, and their pushes at once saturate NVLink
+    and hold the programs' next loads) /
     ``chunked`` (GPU: cuBLAS per row chunk, peers' chunks first, each bf16 partial pushed into its owner's
     symmetric staging by copy engine while cuBLAS computes the next chunk; then the own chunk plus the peers'
     partials, summed in fp32 and rounded once: each partial is rounded to bf16 once, as on the torch path.
@@ -830,25 +831,20 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
             raise ValueError(f"{op}: sub_chunks applies to method='chunked' only (got method={method!r})")
         if not isinstance(sub_chunks, int) or isinstance(sub_chunks, bool) or not 1 <= sub_chunks <= SUB_CHUNKS_MAX:
             raise ValueError(f"{op}: sub_chunks={sub_chunks!r} must be an int in [1, {SUB_CHUNKS_MAX}]")
-    if push_programs is not None:
-        if method != "fused":
-            raise ValueError(f"{op}: push_programs applies to method='fused' only (got method={method!r})")
-        if not isinstance(push_programs, int) or isinstance(push_programs, bool) or \
-                not 0 <= push_programs < ctx.num_sms:
-            raise ValueError(f"{op}: push_programs={push_programs!r} must be an int in [0, {ctx.num_sms - 1}] (the "
-                             f"device has {ctx.num_sms} SMs and the compute programs need at least one)")
     if pieces is not None:
-        if method != "ce":
-            raise ValueError(f"{op}: pieces applies to method='ce' only (got method={method!r})")
-        if not isinstance(pieces, int) or isinstance(pieces, bool) or not 1 <= pieces <= CE_PIECES_MAX:
-            raise ValueError(f"{op}: pieces={pieces!r} must be an int in [1, {CE_PIECES_MAX}]")
+        if method not in ("ce", "fused"):
+            raise ValueError(f"{op}: pieces applies to method='ce' and 'fused' only (got method={method!r})")
+        if method == "ce" and (not isinstance(pieces, int) or isinstance(pieces, bool) or
+                               not 1 <= pieces <= CE_PIECES_MAX):
+            raise ValueError(f"{op}: pieces={pieces!r} must be an int in [1, {CE_PIECES_MAX}] for method='ce'")
+        if method == "fused" and not _fused_pieces_ok(pieces):
+            raise ValueError(f"{op}: pieces={pieces!r} must be 0 (push at once) or a power of two up to "
+                             f"{FUSED_PIECES_MAX} for method='fused'")
 
     def params(meth, rule, m):
         if meth == "fused":
-            q = push_programs if push_programs is not None else (rule or {}).get("push_programs", 0)
-            if not isinstance(q, int) or isinstance(q, bool) or not 0 <= q < ctx.num_sms:
-                q = 0
-            return {"push_programs": q}
+            p = pieces if pieces is not None else (rule or {}).get("pieces", 0)
+            return {"pieces": p if _fused_pieces_ok(p) else 0}
         if meth == "ce":
             p = pieces if pieces is not None else (rule or {}).get("pieces", CE_PIECES_DEFAULT)
             if not isinstance(p, int) or not 1 <= p <= CE_PIECES_MAX:

@@ -13,16 +13,17 @@
 # the splits past L1 (ld.global.cg) and pushes the tile like AR; 16-row tiles run on mma.sync, B through TMA.
 # The epoch is read from the device counter (atomic) and published by the launch's last program (atomic xchg).
 # PROFILE=True (RSPROF): the per-task stamps read %globaltimer and %smid.
-# NPUSH=4 (RSQ, signature + TMA_PUSH, send, pflag, NPUSH): compute programs store peer tiles locally and
-# raise a gpu-scope flag (membar.gl); push programs wait for it (acquire, gpu scope), copy the tile with 16-byte
-# loads and stores and signal the owner (membar.sys); no TMA store leaves for a peer (RSQN).
+# STREAM_PIECES=8 (RSS, signature + TMA_PUSH, send, STREAM_PIECES): peer tiles are stored locally (16-byte
+# stores) and stream to the owner in row pieces inside the next tile's wgmma main loop (16-byte loads and stores
+# between the MMAs: the loop keeps its asynchronous wgmma wait), then the deferred signal; no TMA store leaves for a
+# peer (RSSN).
 #
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RS
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, False, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPUSH
 # RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 256, 64, 8, 132, True, True" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=RSPROF
-# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32:16, i32:16, i32, i32, 2, 128, 256, 64, 8, 132, True, False, False, *bf16:16, *i64:16, 4" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx > %t.rsq.ptx
-# RUN: filecheck %s --check-prefix=RSQ < %t.rsq.ptx
-# RUN: filecheck %s --check-prefix=RSQN < %t.rsq.ptx
+# RUN: %compile %s:gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32:16, i32:16, i32, i32, 2, 128, 256, 64, 8, 132, True, False, True, *bf16:16, 8" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx > %t.rss.ptx
+# RUN: filecheck %s --check-prefix=RSS < %t.rss.ptx
+# RUN: filecheck %s --check-prefix=RSSN < %t.rss.ptx
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 64, 128, 64, 8, 132, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 128, 8, 132, True, 4" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=ARSPLIT
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 64, 8, 304, False, 4" --target hip:gfx942 --num-warps 4 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=ARAMD
@@ -44,12 +45,14 @@
 # RSPUSH: @%tdn_p membar.sys;
 # RSPUSH-NEXT: @%tdn_p st.relaxed.sys.b64
 #
-# RSQ-DAG: ld.acquire.gpu.b64
-# RSQ-DAG: @%tdn_p membar.gl;
-# RSQ-DAG: @%tdn_p membar.sys;
-# RSQ-DAG: ld.global.v4.b32
-# RSQ-DAG: wgmma.mma_async
-# RSQN-NOT: cp.async.bulk.tensor.2d.global.shared
+# RSS: wgmma.mma_async
+# RSS: wgmma.wait_group.sync.aligned 1
+# RSS: st.global.v4.b32
+# RSS: ld.global.v4.b32
+# RSS: wgmma.wait_group.sync.aligned 0
+# RSS-DAG: @%tdn_p membar.sys;
+# RSS-DAG: ld.acquire.sys.b64
+# RSSN-NOT: cp.async.bulk.tensor.2d.global.shared
 #
 # RSPROF-DAG: %globaltimer
 # RSPROF-DAG: %smid

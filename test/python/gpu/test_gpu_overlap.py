@@ -291,8 +291,8 @@ def test_gemm_rs(m, k_loc, n):
             a = _q((m, k_loc), torch.bfloat16, 10 * call + rank)
             b = _q((k_loc, n), torch.bfloat16, 20 * call + rank)
             out = gemm_rs(a, b, ctx, method="fused")
-            # push programs: one, and a count the table may pick
-            pushed = {q: gemm_rs(a, b, ctx, method="fused", push_programs=q) for q in (1, 8)}
+            # peer tiles streamed during the next main loop: one piece, and a count the table may pick
+            streamed = {p: gemm_rs(a, b, ctx, method="fused", pieces=p) for p in (1, 8)}
             with _cublas_fp32_reduction():
                 seq = gemm_rs(a, b, ctx, method="torch")
                 chunked = gemm_rs(a, b, ctx, method="chunked")
@@ -312,8 +312,8 @@ def test_gemm_rs(m, k_loc, n):
             # own fp32 product, rounded once: torch's bound
             f_over, f_max = _rounding_check(out, ref, _torch_bound(ref, mag, W), f"gemm_rs fused call {call}")
             t_over, t_max = _rounding_check(seq, ref, _torch_bound(ref, mag, W), f"gemm_rs torch call {call}")
-            for q, got in pushed.items():  # the same roundings as fused without push programs
-                _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs fused push_programs={q} call {call}")
+            for p, got in streamed.items():  # the same roundings as fused pushing at once
+                _rounding_check(got, ref, _torch_bound(ref, mag, W), f"gemm_rs fused pieces={p} call {call}")
             # chunked: each partial rounded to bf16 once by cuBLAS, summed in fp32, rounded once: torch's bound
             _rounding_check(chunked, ref, _torch_bound(ref, mag, W), f"gemm_rs chunked call {call}")
             # sub_chunks: own partial (fp32, in cuBLAS) + the peer's bf16 partial, rounded once (world 2)
@@ -408,7 +408,7 @@ def _graph_of(fn, calls):
 
 @pytest.mark.parametrize("op,method,kw", [("ag_gemm", "sm", {}), ("ag_gemm", "ce", {}), ("ag_gemm", "chunked", {}),
                                           ("ag_gemm", "chunked", {"first_rows": 128}), ("gemm_rs", "fused", {}),
-                                          ("gemm_rs", "fused", {"push_programs": 4}),
+                                          ("gemm_rs", "fused", {"pieces": 8}),
                                           ("gemm_rs", "chunked", {}), ("gemm_rs", "chunked", {"sub_chunks": 2}),
                                           ("gemm_rs", "ce", {}), ("gemm_rs", "ce", {"pieces": 4}),
                                           ("gemm_ar", "fused", {}), ("gemm_ar", "one_shot", {})])
