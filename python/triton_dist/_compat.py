@@ -318,6 +318,17 @@ CUDA_CAPABILITIES = ((70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121) i
 #: ``dl.consume_token`` on a block pointer exists only where this is true. Tested in test_compat.py.
 HAS_BLOCK_POINTERS = TRITON_VERSION < (3, 9, 0)
 
+#: Whether the installed Triton has the public ``tl.atomic_poll(ptr, expected, sem, scope, timeout_ns)`` (3.9 on;
+#: ``tl.atomic_load`` / ``tl.atomic_store`` came with it). Where true, the NVIDIA ``dl.wait`` on ONE signal without a
+#: bound uses it instead of its inline-asm spin. Assumptions (tested in test_compat.py, per version): the attribute
+#: exists exactly where this is true, and on a scalar pointer for cuda the op lowers to thread 0 spinning on
+#: ``ld.relaxed.<scope>`` until the value equals ``expected``, then ``fence.acquire.<scope>`` (acquire only) and
+#: ``bar.sync 0`` -- the same scope, acquire ordering and CTA barrier as the emulation (``ld.acquire.<scope>`` spin
+#: in thread 0, ``bar.sync 0``). ``tl.atomic_load`` / ``atomic_store`` are NOT used for ``language_extra.ld`` /
+#: ``st``: on a scalar pointer they run in thread 0 only, behind ``bar.sync`` (results broadcast through shared
+#: memory), where ``ld`` / ``st`` run in every thread and must not synchronise (they are used in divergent SIMT code).
+HAS_ATOMIC_POLL = TRITON_VERSION >= (3, 9, 0)
+
 
 def is_block_pointer(value) -> bool:
     """Whether the traced ``value`` is a block pointer (``tl.make_block_ptr``). Assumption (tested in
