@@ -1,6 +1,8 @@
 """Simulator lowering of ``language_extra`` / ``simt_exec_region`` (Triton interpreter, ``TRITON_INTERPRET=1``).
 
 A program is modelled as ONE thread: ``tid == 0``, ``num_threads == num_warps == 1``, ``__syncthreads`` is a no-op.
+That is a GPU's result only for some uses of the thread index (stride loops, ``tid == 0`` guards): a kernel using it
+otherwise is refused when it first asks for it (:mod:`.simt_check`).
 Values are the interpreter's tensors (numpy data; pointers are uint64 addresses). Loads/stores use the interpreter's
 C++ raw-memory load/store; ``acquire`` loads, ``release`` stores and all atomics use its C++ atomics (real hardware
 atomics, so they order and synchronise across rank processes that map the same shared memory).
@@ -14,6 +16,7 @@ import triton.language as tl
 
 from ... import _compat
 from ...language.simt import _join_bits, _split_bits, vector
+from .simt_check import check_caller
 
 _SEM = {"relaxed": "relaxed", "acquire": "acquire", "release": "release", "acq_rel": "acquire_release"}
 
@@ -43,18 +46,22 @@ def _int_view(elem):
 
 
 def tid(axis, *, target, _semantic):
+    check_caller("tid()")
     return _isem().to_tensor(0)
 
 
 def ntid(axis, *, target, _semantic):
+    check_caller("ntid()")
     return _isem().to_tensor(1)
 
 
 def num_warps(*, target, _semantic):
+    check_caller("num_warps()")
     return 1
 
 
 def num_threads(*, target, _semantic):
+    check_caller("num_threads()")
     return 1
 
 
