@@ -129,19 +129,35 @@ def in_interpreted_program() -> bool:
     happen below it)."""
     import sys
 
+    return _program_runner_frame(sys._getframe(1)) is not None
+
+
+def _program_runner_frame(f):
+    """``(runner frame, the frame it called)`` for the innermost program runner at or above frame ``f``, or None."""
     global _grid_executor_call_code
     if _grid_executor_call_code is None:
         from triton.runtime.interpreter import GridExecutor
 
         _grid_executor_call_code = GridExecutor.__call__.__code__
     stock, runners = _grid_executor_call_code, _program_runner_codes
-    f = sys._getframe(1)
+    below = None
     while f is not None:
         code = f.f_code
         if code is stock or code in runners:
-            return True
-        f = f.f_back
-    return False
+            return f, below
+        f, below = f.f_back, f
+    return None
+
+
+def interpreted_kernel_name():
+    """The name of the kernel whose program the caller runs (the function a program runner called: see
+    :func:`in_interpreted_program`, same assumption: the runner calls the kernel itself), or None outside one."""
+    import sys
+
+    found = _program_runner_frame(sys._getframe(1))
+    if found is None or found[1] is None:
+        return None
+    return found[1].f_code.co_name
 
 
 #: The ``tl.tensor`` class and ``constexpr`` helpers.

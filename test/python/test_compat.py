@@ -424,6 +424,7 @@ _IN_PROGRAM = []
 
 def _record_in_program():
     _IN_PROGRAM.append(_compat.in_interpreted_program())
+    _IN_PROGRAM.append(_compat.interpreted_kernel_name())
 
 
 def _helper_in_program(x):
@@ -438,7 +439,8 @@ def _kernel_in_program(p):
 
 def test_interpreter_runs_programs_from_grid_executor_call():
     """``in_interpreted_program``: a program of a stock interpreted launch runs below ``GridExecutor.__call__`` (in
-    the launching thread), device-function calls included; outside a launch there is no such frame."""
+    the launching thread), device-function calls included; outside a launch there is no such frame.
+    ``interpreted_kernel_name``: the function ``GridExecutor.__call__`` called is the kernel."""
     import inspect
 
     import torch
@@ -447,8 +449,8 @@ def test_interpreter_runs_programs_from_grid_executor_call():
     assert "self.fn(**args)" in inspect.getsource(GridExecutor.__call__)
     _IN_PROGRAM.clear()
     InterpretedFunction(_kernel_in_program)[(2, )](torch.zeros(1, dtype=torch.int32))
-    assert _IN_PROGRAM == [True] * 4
-    assert not _compat.in_interpreted_program()
+    assert _IN_PROGRAM == [True, "_kernel_in_program"] * 4
+    assert not _compat.in_interpreted_program() and _compat.interpreted_kernel_name() is None
 
 
 def _kernel_fails_in_program_1(p):
@@ -471,7 +473,7 @@ def test_simulator_program_threads_are_interpreted_programs_of_one_launch():
     kernel = InterpretedFunction(_kernel_in_program)
     _IN_PROGRAM.clear()
     ConcurrentGridExecutor(kernel.rewrite(), kernel.arg_names, (3, ))(torch.zeros(1, dtype=torch.int32))
-    assert _IN_PROGRAM == [True] * 6
+    assert _IN_PROGRAM == [True, "_kernel_in_program"] * 6
     assert launch_record.current_launch() == (None, None)
     failing = InterpretedFunction(_kernel_fails_in_program_1)
     with pytest.raises(InterpreterError, match=r"program \(1, 0, 0\): KeyError: 'boom'"):
