@@ -129,19 +129,35 @@ def in_interpreted_program() -> bool:
     happen below it)."""
     import sys
 
+    return _program_runner_frame(sys._getframe(1)) is not None
+
+
+def _program_runner_frame(f):
+    """``(runner frame, the frame it called)`` for the innermost program runner at or above frame ``f``, or None."""
     global _grid_executor_call_code
     if _grid_executor_call_code is None:
         from triton.runtime.interpreter import GridExecutor
 
         _grid_executor_call_code = GridExecutor.__call__.__code__
     stock, runners = _grid_executor_call_code, _program_runner_codes
-    f = sys._getframe(1)
+    below = None
     while f is not None:
         code = f.f_code
         if code is stock or code in runners:
-            return True
-        f = f.f_back
-    return False
+            return f, below
+        f, below = f.f_back, f
+    return None
+
+
+def interpreted_kernel_name():
+    """The name of the kernel whose program the caller runs (the function a program runner called: see
+    :func:`in_interpreted_program`, same assumption: the runner calls the kernel itself), or None outside one."""
+    import sys
+
+    found = _program_runner_frame(sys._getframe(1))
+    if found is None or found[1] is None:
+        return None
+    return found[1].f_code.co_name
 
 
 #: The ``tl.tensor`` class and ``constexpr`` helpers.
@@ -317,6 +333,17 @@ CUDA_CAPABILITIES = ((70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121) i
 #: them in favour of tensor descriptors (its ``make_block_ptr`` raises ``NotImplementedError``), so
 #: ``dl.consume_token`` on a block pointer exists only where this is true. Tested in test_compat.py.
 HAS_BLOCK_POINTERS = TRITON_VERSION < (3, 9, 0)
+
+#: Whether the installed Triton has the public ``tl.atomic_poll(ptr, expected, sem, scope, timeout_ns)`` (3.9 on;
+#: ``tl.atomic_load`` / ``tl.atomic_store`` came with it). Where true, the NVIDIA ``dl.wait`` on ONE signal without a
+#: bound uses it instead of its inline-asm spin. Assumptions (tested in test_compat.py, per version): the attribute
+#: exists exactly where this is true, and on a scalar pointer for cuda the op lowers to thread 0 spinning on
+#: ``ld.relaxed.<scope>`` until the value equals ``expected``, then ``fence.acquire.<scope>`` (acquire only) and
+#: ``bar.sync 0`` -- the same scope, acquire ordering and CTA barrier as the emulation (``ld.acquire.<scope>`` spin
+#: in thread 0, ``bar.sync 0``). ``tl.atomic_load`` / ``atomic_store`` are NOT used for ``language_extra.ld`` /
+#: ``st``: on a scalar pointer they run in thread 0 only, behind ``bar.sync`` (results broadcast through shared
+#: memory), where ``ld`` / ``st`` run in every thread and must not synchronise (they are used in divergent SIMT code).
+HAS_ATOMIC_POLL = TRITON_VERSION >= (3, 9, 0)
 
 
 def is_block_pointer(value) -> bool:

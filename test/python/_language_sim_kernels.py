@@ -5,6 +5,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 from triton_dist.language.extra import libshmem_device as shmem
+from triton_dist.language.extra.language_extra import ld
 
 
 @triton.jit
@@ -89,3 +90,11 @@ def kd_symm_at(x, peer, out):
 @triton_dist.jit
 def kd_signal_wait_until(sig, value, out):
     tl.store(out, shmem.signal_wait_until(sig, shmem.NVSHMEM_CMP_EQ, value).to(tl.int64))
+
+
+# ---- a host that sets a signal after the launch (issue 16 point 5): simulator launches are synchronous
+@triton.jit
+def k_spin_ld(flag, out):
+    while ld(flag, "sys", "acquire") != 1:
+        pass
+    tl.store(out, 1)

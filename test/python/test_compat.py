@@ -6,6 +6,7 @@ append their assumptions below, one test each.
 import os
 import re
 
+import pytest
 import triton
 import triton.language as tl
 
@@ -423,6 +424,7 @@ _IN_PROGRAM = []
 
 def _record_in_program():
     _IN_PROGRAM.append(_compat.in_interpreted_program())
+    _IN_PROGRAM.append(_compat.interpreted_kernel_name())
 
 
 def _helper_in_program(x):
@@ -437,7 +439,8 @@ def _kernel_in_program(p):
 
 def test_interpreter_runs_programs_from_grid_executor_call():
     """``in_interpreted_program``: a program of a stock interpreted launch runs below ``GridExecutor.__call__`` (in
-    the launching thread), device-function calls included; outside a launch there is no such frame."""
+    the launching thread), device-function calls included; outside a launch there is no such frame.
+    ``interpreted_kernel_name``: the function ``GridExecutor.__call__`` called is the kernel."""
     import inspect
 
     import torch
@@ -446,8 +449,8 @@ def test_interpreter_runs_programs_from_grid_executor_call():
     assert "self.fn(**args)" in inspect.getsource(GridExecutor.__call__)
     _IN_PROGRAM.clear()
     InterpretedFunction(_kernel_in_program)[(2, )](torch.zeros(1, dtype=torch.int32))
-    assert _IN_PROGRAM == [True] * 4
-    assert not _compat.in_interpreted_program()
+    assert _IN_PROGRAM == [True, "_kernel_in_program"] * 4
+    assert not _compat.in_interpreted_program() and _compat.interpreted_kernel_name() is None
 
 
 def _kernel_fails_in_program_1(p):
@@ -470,7 +473,7 @@ def test_simulator_program_threads_are_interpreted_programs_of_one_launch():
     kernel = InterpretedFunction(_kernel_in_program)
     _IN_PROGRAM.clear()
     ConcurrentGridExecutor(kernel.rewrite(), kernel.arg_names, (3, ))(torch.zeros(1, dtype=torch.int32))
-    assert _IN_PROGRAM == [True] * 6
+    assert _IN_PROGRAM == [True, "_kernel_in_program"] * 6
     assert launch_record.current_launch() == (None, None)
     failing = InterpretedFunction(_kernel_fails_in_program_1)
     with pytest.raises(InterpreterError, match=r"program \(1, 0, 0\): KeyError: 'boom'"):
@@ -1379,3 +1382,62 @@ def test_block_pointer_is_recognised_and_advanced():
     compiled = triton.compile(ASTSource(_k_advance_block_ptr, {"x": "*fp32", "BLOCK": "constexpr"},
                                         constexprs={"BLOCK": 16}), target=GPUTarget("cuda", 90, 32))
     assert "ld.global" in compiled.asm["ptx"] and "st.global" in compiled.asm["ptx"]
+
+
+@triton.jit
+def _k_atomic_poll(sig, SCOPE: tl.constexpr, SEM: tl.constexpr):
+    tl.atomic_poll(sig, 3, sem=SEM, scope=SCOPE)
+
+
+@triton.jit
+def _k_atomic_load_store(src, dst):
+    tl.atomic_store(dst, tl.atomic_load(src, sem="acquire", scope="gpu"), sem="release", scope="gpu")
+
+
+def _ptx_body(fn, sig, constexprs=None):
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs or {}), target=GPUTarget("cuda", 90, 32))
+    body = compiled.asm["ptx"].split("// %bb.0:", 1)[1].split("// -- End function", 1)[0]
+    return "\n".join(ln.strip() for ln in body.splitlines() if ln.strip() and not ln.strip().startswith((".loc", "//")))
+
+
+def test_has_atomic_poll_says_where_tl_atomic_poll_exists():
+    """``HAS_ATOMIC_POLL``: ``tl.atomic_poll`` (and ``tl.atomic_load`` / ``atomic_store``, same release) exist exactly
+    where it is true (3.9 on)."""
+    assert hasattr(tl, "atomic_poll") == _compat.HAS_ATOMIC_POLL
+    assert hasattr(tl, "atomic_load") == hasattr(tl, "atomic_store") == _compat.HAS_ATOMIC_POLL
+
+
+@pytest.mark.parametrize("scope,sem", [("sys", "acquire"), ("cta", "relaxed")])
+def test_atomic_poll_on_a_scalar_is_thread_0_spin_acquire_fence_and_cta_barrier(scope, sem):
+    """The assumption behind the NVIDIA ``dl.wait`` on 3.9+ (``HAS_ATOMIC_POLL``): on a scalar pointer
+    ``tl.atomic_poll`` is thread 0 spinning on ``ld.relaxed.<scope>`` until equal, then ``fence.acquire.<scope>``
+    (acquire only) and ``bar.sync 0`` -- the emulation's scope, ordering and barrier."""
+    if not _compat.HAS_ATOMIC_POLL:
+        pytest.skip(f"Triton {triton.__version__} has no tl.atomic_poll (dl.wait keeps its inline-asm spin)")
+    ptx = _ptx_body(_k_atomic_poll, {"sig": "*i64", "SCOPE": "constexpr", "SEM": "constexpr"},
+                    {"SCOPE": scope, "SEM": sem})
+    assert re.search(r"mov\.u32\s+(%r\d+), %tid\.x;\s*setp\.ne\.b32\s+%p\d+, \1, 0;", ptx), ptx
+    spin = re.search(rf"ld\.relaxed\.{scope}\.global\.b64 (%rd\d+), \[ %rd\d+ \+ 0 \];\s*"
+                     rf"setp\.ne\.b64\s+(%p\d+), \1, 3;\s*@\2 bra", ptx)
+    assert spin, ptx
+    after = ptx[spin.end():]
+    fence = f"fence.acquire.{scope};"
+    assert (fence in after) == (sem == "acquire"), ptx
+    assert "bar.sync" in after and (sem != "acquire" or after.index(fence) < after.index("bar.sync")), ptx
+    assert "ld.acquire" not in ptx and "atom." not in ptx, ptx
+
+
+def test_atomic_load_store_on_a_scalar_run_in_thread_0_behind_a_barrier():
+    """Why ``language_extra.ld`` / ``st`` keep their inline asm on 3.9+: on a scalar pointer ``tl.atomic_load`` /
+    ``tl.atomic_store`` are issued by thread 0 only (``bar.sync`` around them, the loaded value broadcast through
+    shared memory), whereas ``ld`` / ``st`` run in every thread and must not synchronise (they are used in divergent
+    SIMT code, where a ``bar.sync`` hangs)."""
+    if not _compat.HAS_ATOMIC_POLL:
+        pytest.skip(f"Triton {triton.__version__} has no tl.atomic_load / tl.atomic_store")
+    ptx = _ptx_body(_k_atomic_load_store, {"src": "*i32", "dst": "*i32"})
+    assert re.search(r"setp\.eq\.b32\s+(%p\d+), %r\d+, 0;.*@\1 ld\.relaxed\.gpu\.global\.b32", ptx, re.S), ptx
+    assert re.search(r"@%p\d+ st\.relaxed\.gpu\.global\.b32", ptx), ptx
+    assert "bar.sync" in ptx and "st.shared" in ptx, ptx

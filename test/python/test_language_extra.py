@@ -162,25 +162,55 @@ def test_threads_per_warp_follows_target(target, tpw):
 def _sim_region(out):
     pid = tl.program_id(0)
     with simt_exec_region() as (t, n):
-        if (pid + t) % 2 == 0:
-            st(out + pid * 4 + t, pid + 100)
-        else:
-            st(out + pid * 4 + t, -pid)
+        if t == 0:
+            if pid % 2 == 0:
+                st(out + pid * 4, pid + 100)
+            else:
+                st(out + pid * 4, -pid)
         __syncthreads()
-        st(out + pid * 4 + 1, n)
-        st(out + pid * 4 + 2, threads_per_warp() * 100 + num_warps() * 10 + num_threads())
-        st(out + pid * 4 + 3, ntid(0) + tid(1) + tid(2))
+        for i in range(1, 3 + t, n):  # not a stride loop over the threads: the stop depends on t
+            st(out + pid * 4 + i, 0)
+        st(out + pid * 4 + 3, threads_per_warp() * 100 + tid(1) + tid(2) + ntid(1))
+
+
+@sim_jit
+def _sim_region_ok(out):
+    pid = tl.program_id(0)
+    with simt_exec_region() as (t, n):
+        if t == 0:
+            if pid % 2 == 0:
+                st(out + pid * 4, pid + 100)
+            else:
+                st(out + pid * 4, -pid)
+        __syncthreads()
+        for i in range(pid * 4 + 1 + t * 2, pid * 4 + 3, n * 2):  # stride loop: elements 1 (and 3, out of range)
+            st(out + i, 7)
+        if t < 32:
+            st(out + pid * 4 + 2, threads_per_warp() * 100 + tid(1) + tid(2) + ntid(1))
+        st(out + pid * 4 + 3, tid(2))
 
 
 @pytest.mark.sim
-def test_sim_region_is_one_thread_per_program():
+def test_sim_region_runs_thread_zero_guards_and_stride_loops():
+    """A program is one thread on the simulator (tid == 0, one thread of stride 1): guards and stride loops run as
+    on a GPU; tid(1) == tid(2) == 0, ntid(1) == 1 and threads_per_warp() == 1 (the simulator's warp)."""
+    from triton_dist.runtime.sim.interpreter import install_interpreter_fixes
+
+    install_interpreter_fixes()  # what turning the simulator on does (runtime-bound range loops)
     out = torch.full((16, ), -99, dtype=torch.int32)
-    _sim_region[(4, )](out)
+    _sim_region_ok[(4, )](out)
     o = out.view(4, 4)
-    assert o[:, 0].tolist() == [100, -1, 102, -3]  # tid == 0, branch taken per program
-    assert o[:, 1].tolist() == [1] * 4  # num_threads
-    assert o[:, 2].tolist() == [111] * 4  # threads_per_warp 1, num_warps 1, num_threads 1
-    assert o[:, 3].tolist() == [1] * 4  # ntid(0) == 1, tid(1) == tid(2) == 0
+    assert o[:, 0].tolist() == [100, -1, 102, -3]
+    assert o[:, 1].tolist() == [7] * 4
+    assert o[:, 2].tolist() == [101] * 4
+    assert o[:, 3].tolist() == [0] * 4
+
+
+@pytest.mark.sim
+def test_sim_region_refuses_a_loop_bound_by_the_thread_index():
+    out = torch.full((16, ), -99, dtype=torch.int32)
+    with pytest.raises(Exception, match=r"_sim_region .*line \d+.*`for i in range\(1, 3 \+ t, n\)"):
+        _sim_region[(4, )](out)
 
 
 @sim_jit
@@ -359,3 +389,90 @@ def test_vector_through_control_flow_compiles(target, stage, needles):
     asm = _compile(_vector_flow_k, ["*fp32:16", "*fp32:16", "i32", "i32"], target=target, stage=stage)
     for n in needles:
         assert n in asm, n
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# simulator: code indexed by tid() per thread (issue 16 point 5) is refused, not run as thread 0 alone
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@sim_jit
+def _sim_per_thread_copy(src, dst, N: tl.constexpr):
+    t = tid(0)
+    if t < N:
+        st(dst + t, ld(src + t))
+
+
+@sim_jit
+def _sim_per_thread_wait(flags, out):
+    pid = tl.program_id(0)
+    with simt_exec_region() as (t, n):
+        if pid == 0:
+            if t < 4:
+                st(flags + t, 1, "sys", "release")
+        else:
+            if t < 4:
+                while ld(flags + 3 - t, "sys", "acquire") != 1:
+                    pass
+            st(out, 1)
+
+
+@pytest.mark.sim
+def test_sim_refuses_per_thread_indexing_by_tid():
+    """A copy where thread t moves element t: on a GPU all N elements move; the simulator (one thread per program)
+    would move element 0 alone. It is refused with one line naming the kernel, the line and what to do."""
+    src = torch.arange(8, dtype=torch.int32) + 1
+    dst = torch.zeros(8, dtype=torch.int32)
+    with pytest.raises(Exception, match=r"_sim_per_thread_copy .*line \d+.*`st\(dst \+ t, ld\(src \+ t\)\)`.*one thread "
+                                        r"per program.*range\(tid, N, ntid\)") as err:
+        _sim_per_thread_copy[(1, )](src, dst, 8)
+    cause = err.value.__cause__ or err.value
+    assert type(cause).__name__ == "SimUnsupportedSimt" and "\n" not in str(cause), repr(cause)
+    assert dst.tolist() == [0] * 8  # refused before any thread wrote
+
+
+@pytest.mark.sim
+def test_sim_refuses_per_thread_waits_instead_of_spinning():
+    """Thread t of program 1 waits for the flag thread 3 - t of program 0 sets: as thread 0 alone, program 1 would
+    wait for flag 3, which nobody sets (a spin with no end). Refused when the region is entered."""
+    flags = torch.zeros(4, dtype=torch.int32)
+    out = torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(Exception, match=r"_sim_per_thread_wait .*`st\(flags \+ t, 1, \"sys\", \"release\"\)`"):
+        _sim_per_thread_wait[(2, )](flags, out)
+
+
+_T = "t = tid(0)\n    n = ntid(0)\n    "
+
+
+@pytest.mark.parametrize("body,refused", [
+    ("for i in range(t, N, n):\n        st(p + i, 0)", None),
+    ("for i in range(u + t * 4, N, n * 4):\n        st(p + i, 0)", None),
+    ("for i in range(4 * t, N, 4 * num_threads()):\n        st(p + i, 0)", None),
+    ("if t == 0:\n        st(p, 0)", None),
+    ("if 0 == tid(0):\n        st(p, 0)", None),
+    ("if t < 32:\n        st(p, 0)", None),
+    ("if 32 > t:\n        st(p, 0)", None),
+    ("st(p, tid(1) + tid(2) + ntid(1))", None),
+    ("for i in range(t, N, n * 2):\n        st(p + i, 0)", "for i in range(t, N, n * 2)"),
+    ("for i in range(t, t + 1, n):\n        st(p + i, 0)", "for i in range(t, t + 1, n)"),
+    ("for i in range(num_threads()):\n        st(p + i, 0)", "for i in range(num_threads())"),
+    ("if t == 0:\n        st(p, 0)\n    else:\n        st(p, 1)", "if t == 0"),
+    ("if t != 0:\n        st(p, 0)", "if t != 0"),
+    ("if t == 1:\n        st(p, 0)", "if t == 1"),
+    ("while t < 4:\n        st(p, 0)", "while t < 4"),
+    ("x = t + 1", "x = t + 1"),
+    ("st(p + t, 1)", "st(p + t, 1)"),
+    ("st(p, n)", "st(p, n)"),
+    ("peer = t\n    st(p + peer, 1)", "st(p + peer, 1)"),
+])
+def test_sim_simt_check_rules(body, refused):
+    """What the simulator runs as one thread per program and what it refuses (backends/sim/simt_check.py)."""
+    import linecache
+
+    from triton_dist.backends.sim.simt_check import find_unsupported_use
+
+    src = f"def k(p, u, N):\n    {_T}{body}\n"
+    filename = f"<simt-check-{abs(hash(body))}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    got = find_unsupported_use(filename, 1, "k")
+    assert (got and got[1]) == refused, got

@@ -1,5 +1,6 @@
 """dl ops: argument checking at trace time (CompilationError naming op, bad value and accepted values) and a
 compile smoke test of every op for cuda:90 and hip:gfx942 (no GPU needed)."""
+import re
 import pytest
 import triton
 import triton.language as tl
@@ -145,3 +146,59 @@ def test_all_ops_trace_for_both_targets(target, monkeypatch):
         assert "ld.acquire.sys.b32" in llir and "membar.sys" in llir and "atom.relaxed.sys.add.u64" in llir
     else:
         assert "buffer_inv sc0 sc1" in llir and "atomicrmw add" in llir
+
+
+@triton.jit
+def k_wait_value(sig, n, SCOPE: tl.constexpr, SEM: tl.constexpr, N: tl.constexpr):
+    if N == 0:
+        tok = dl.wait(sig, n, SCOPE, SEM, 3)
+    else:
+        tok = dl.wait(sig, N, SCOPE, SEM, 3)
+    p = dl.consume_token(sig, tok)
+    tl.store(p + 8, 1)
+
+
+def _wait_ptx(scope, sem, n):
+    ptx = _compile(k_wait_value, ["*i64:16", "i32", repr(scope), repr(sem), str(n)]).asm["ptx"]
+    return "\n".join(" ".join(ln.split()) for ln in ptx.split("// %bb.0:", 1)[1].splitlines()
+                     if ln.strip() and not ln.strip().startswith((".loc", "//")))
+
+
+@pytest.mark.parametrize("scope,sem", [("sys", "acquire"), ("gpu", "relaxed"), ("cta", "acquire")])
+def test_wait_on_one_signal_uses_atomic_poll_where_triton_has_it(scope, sem):
+    """``dl.wait`` on one signal (count 1, no bound): Triton's ``tl.atomic_poll`` on 3.9+ (``HAS_ATOMIC_POLL``), the
+    inline-asm spin before. Both: thread 0 alone spins on the signal at ``scope`` until it equals the value, the
+    acquire (``ld.acquire`` in the spin; ``ld.relaxed`` + ``fence.acquire`` after it) has the same scope, and
+    ``bar.sync 0`` orders the CTA after it; the consumed pointer's store comes after the barrier."""
+    ptx = _wait_ptx(scope, sem, 1)
+    bar = ptx.index("bar.sync 0")
+    assert ptx.index("st.global.b64") > bar, ptx
+    if _compat.HAS_ATOMIC_POLL:
+        assert "TDW_SPIN" not in ptx, ptx
+        spin = re.search(rf"ld\.relaxed\.{scope}\.global\.b64 (%rd\d+), \[ %rd\d+ \+ 0 \];\s*"
+                         rf"setp\.ne\.b64\s+(%p\d+), \1, 3;\s*@\2 bra", ptx)
+        assert spin and spin.end() < bar, ptx
+        fence = ptx.find(f"fence.acquire.{scope};", spin.end())
+        assert (spin.end() < fence < bar) if sem == "acquire" else fence == -1, ptx
+        assert "ld.acquire" not in ptx
+    else:
+        spin = re.search(rf"TDW_SPIN:\s*ld\.{sem}\.{scope}\.b64 %tdw_v, \[%tdw_a\];\s*setp\.ne\.b64", ptx)
+        assert spin and spin.end() < bar and "fence." not in ptx, ptx
+    assert "atom." not in ptx
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_wait_on_several_or_a_runtime_count_keeps_the_spin(n):
+    """A runtime count (``n == 0`` here: the kernel argument) or more than one signal: the inline-asm spin on every
+    Triton (``tl.atomic_poll`` has no mask; the threads split the signals t, t+ntid, ...)."""
+    ptx = _wait_ptx("sys", "acquire", n)
+    assert re.search(r"TDW_SPIN:\s*ld\.acquire\.sys\.b64", ptx) and "mov.u32 %tdw_n, %ntid.x;" in ptx, ptx
+    assert "fence.acquire" not in ptx
+
+
+def test_bounded_wait_keeps_the_spin(monkeypatch):
+    """``TRITON_DIST_BOUNDED_WAIT``: the spin with the global-timer bound on every Triton (the public poll's timeout
+    does not give the value seen, which the timeout report prints)."""
+    monkeypatch.setenv("TRITON_DIST_BOUNDED_WAIT", "100")
+    ptx = _wait_ptx("gpu", "acquire", 1)
+    assert re.search(r"TDW_SPIN:\s*ld\.acquire\.gpu\.b64", ptx) and "%globaltimer" in ptx, ptx

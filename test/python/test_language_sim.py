@@ -322,3 +322,38 @@ def test_notify_on_non_symmetric_tensor_multiprocess(sim_ranks):  # noqa: F811
         assert "symm_at" not in msg, msg
         assert f"rank {r}: dl.notify(ptr={addr:#x} (not on the symmetric heap), rank=0, signal=1" in msg, msg
         assert f"not a symmetric buffer of rank {r}" in msg and "nvshmem_create_tensor" in msg, msg
+
+
+# ------------------------------------------------------------------ a signal the host sets after the launch (issue 16)
+# Simulator launches are synchronous: the launch returns when the kernel has finished, so a signal the host sets after
+# launching the kernel that waits for it is never seen during the launch. The wait ends (the context's bound) with one
+# line naming the kernel, the signal and that limit, instead of hanging or timing out without the reason.
+
+def _sync_launch_message(launch, sig):
+    with pytest.raises(Exception) as ei:
+        launch()
+        sig.fill_(1)  # what the host of a GPU program would do next: never reached on the simulator
+    return _one_line(ei.value)
+
+
+@pytest.mark.parametrize("kernel", ["kd_wait_in_device_fn", "k_wait_read"])
+def test_wait_for_a_signal_the_host_sets_after_the_launch_says_launches_are_synchronous(interp, run_ctx, kernel):
+    sig = run_ctx.alloc(1, torch.int64)
+    if kernel == "kd_wait_in_device_fn":  # triton_dist.jit: the simulator's grid runner
+        launch = lambda: interp.kd_wait_in_device_fn[(1, )](sig[0])  # noqa: E731
+    else:  # plain triton.jit: Triton's sequential executor
+        launch = lambda: interp.k_wait_read[(1, )](sig[0], 1, 1, torch.zeros(8), torch.zeros(8), BLOCK=8)  # noqa: E731
+    msg = _sync_launch_message(launch, sig[0])
+    assert f"kernel {kernel}" in msg and f"{sig[0].data_ptr():#x}" in msg and "expected == 1, last seen 0" in msg, msg
+    assert "simulator launches are synchronous" in msg and "before the launch" in msg, msg
+
+
+def test_ld_spin_on_a_flag_the_host_sets_after_the_launch_ends_with_the_same_error(interp, run_ctx):
+    """A hand-written spin (``while ld(flag) != 1``) is bounded like dl.wait: the same load of the same address seeing
+    the same value for the context's wait timeout ends the launch (it spun forever before)."""
+    flag = run_ctx.alloc(1, torch.int32)
+    out = torch.zeros(1, dtype=torch.int32)
+    msg = _sync_launch_message(lambda: interp.k_spin_ld[(1, )](flag[0], out), flag[0])
+    assert "kernel k_spin_ld" in msg and f"{flag[0].data_ptr():#x}" in msg and "last seen 0" in msg, msg
+    assert "simulator launches are synchronous" in msg and "TRITON_DIST_SIM_WAIT_TIMEOUT" in msg, msg
+    assert out.item() == 0

@@ -88,29 +88,31 @@ class SimtTile:
         self.name = name
         self.value = value
         self.addr = addr  # int32 scalar: the tile's first element in the scratch
-        self.shape = [int(_compat.unwrap_constexpr(s)) for s in value.shape]
-        self.dtype = value.dtype
-        self.nbytes = _storage_bits(self.dtype) // 8
+        # _shape / _dtype, not shape / dtype: Triton code handed the view (tl.sum(t), ...) reads those names, and
+        # must reach __getattr__'s message instead of a list or dtype it misuses ('tuple index out of range')
+        self._shape = [int(_compat.unwrap_constexpr(s)) for s in value.shape]
+        self._dtype = value.dtype
+        self.nbytes = _storage_bits(self._dtype) // 8
         self.written = False
         self._sem = sem
 
     def _element_addr(self, idx, sem):
         idx = _compat.unwrap_constexpr(idx)
         idx = list(idx) if isinstance(idx, (tl.core.tuple, builtins.tuple, list)) else [idx]
-        if len(idx) != len(self.shape):
-            raise IndexError(f"SIMT tile {self.name!r} of shape {self.shape}: {len(idx)} indices given, one scalar "
+        if len(idx) != len(self._shape):
+            raise IndexError(f"SIMT tile {self.name!r} of shape {self._shape}: {len(idx)} indices given, one scalar "
                              f"per dimension needed")
         flat = None
         stride = 1
-        for d in reversed(range(len(self.shape))):
+        for d in reversed(range(len(self._shape))):
             i = _compat.unwrap_constexpr(idx[d])
             if isinstance(i, (builtins.slice, tl.core.slice)) or i is None:
                 raise IndexError(f"SIMT tile {self.name!r}: inside simt_exec_region a tile takes one scalar index "
                                  f"per dimension (slices and None are for whole tensors, outside the region)")
             if isinstance(i, int):
-                if not 0 <= i < self.shape[d]:
+                if not 0 <= i < self._shape[d]:
                     raise IndexError(f"SIMT tile {self.name!r}: index {i} out of range for dimension {d} of size "
-                                     f"{self.shape[d]}")
+                                     f"{self._shape[d]}")
                 term = sem.to_tensor(i * stride)
             elif isinstance(i, tl.tensor) and not i.type.is_block() and i.dtype.is_int():
                 term = tl.cast(i, tl.int32, _semantic=sem)
@@ -119,13 +121,13 @@ class SimtTile:
             else:
                 raise IndexError(f"SIMT tile {self.name!r}: index {i!r} is not an integer scalar")
             flat = term if flat is None else flat.__add__(term, _semantic=sem)
-            stride *= self.shape[d]
+            stride *= self._shape[d]
         offset = flat.__mul__(self.nbytes, _semantic=sem) if self.nbytes != 1 else flat
         return self.addr.__add__(tl.cast(offset, tl.int32, _semantic=sem), _semantic=sem)
 
     def __getitem__(self, idx):
         sem = self._sem
-        return _load(self._element_addr(idx, sem), self.dtype, sem)
+        return _load(self._element_addr(idx, sem), self._dtype, sem)
 
     @_compat.builtin
     def _simt_store(self, value, idx, _semantic=None):
@@ -134,7 +136,7 @@ class SimtTile:
         value = value if isinstance(value, tl.tensor) else sem.to_tensor(_compat.unwrap_constexpr(value))
         if value.type.is_block():
             raise TypeError(f"SIMT tile {self.name!r}: an element assignment takes a scalar, got {value.type}")
-        _store(self._element_addr(idx, sem), tl.cast(value, self.dtype, _semantic=sem), self.dtype, sem)
+        _store(self._element_addr(idx, sem), tl.cast(value, self._dtype, _semantic=sem), self._dtype, sem)
         self.written = True
 
     def __getattr__(self, attr):
@@ -145,11 +147,11 @@ class SimtTile:
 
 def _block_addresses(tile: SimtTile, sem):
     n = 1
-    for s in tile.shape:
+    for s in tile._shape:
         n *= s
     flat = tl.arange(0, n, _semantic=sem)
-    if len(tile.shape) > 1:
-        flat = tl.reshape(flat, tile.shape, _semantic=sem)
+    if len(tile._shape) > 1:
+        flat = tl.reshape(flat, tile._shape, _semantic=sem)
     offs = flat.__mul__(tile.nbytes, _semantic=sem) if tile.nbytes != 1 else flat
     return offs.__add__(tile.addr, _semantic=sem)
 
@@ -248,7 +250,7 @@ def open_tiles(limit: int, _semantic):
     for name in names:
         v = _compat.scope_value(gen, name)
         tile = SimtTile(name, v, base.__add__(offsets[name], _semantic=sem) if offsets[name] else base, sem)
-        _store(_block_addresses(tile, sem), v, tile.dtype, sem)
+        _store(_block_addresses(tile, sem), v, tile._dtype, sem)
         tiles[name] = tile
     tl.debug_barrier(_semantic=sem)
     for name, tile in tiles.items():
@@ -263,7 +265,7 @@ def open_tiles(limit: int, _semantic):
         if written:
             tl.debug_barrier(_semantic=sem)
         for name, tile in tiles.items():
-            value = _load(_block_addresses(tile, sem), tile.dtype, sem) if tile.written else tile.value
+            value = _load(_block_addresses(tile, sem), tile._dtype, sem) if tile.written else tile.value
             _compat.bind_scope_value(gen, name, value)
 
     return close

@@ -8,7 +8,8 @@ per thread. Memory access must go through :mod:`triton_dist.language.extra.langu
 thread of the program in Triton, so it must not be used for per-thread writes.
 
 On the simulator (``TRITON_INTERPRET=1``) each program is modelled as ONE thread: ``tid == 0`` and
-``num_threads == 1``.
+``num_threads == 1``; a region using them other than in stride loops (``range(tid, N, num_threads)``) and
+``tid == 0`` / ``tid < K`` guards is refused there (``backends/sim/simt_check.py``).
 
 A :class:`vector` is a fixed-size list of scalars held by one thread (an aggregate of ``tl`` scalars, unrolled at
 trace time). It works on every target, including the interpreter.

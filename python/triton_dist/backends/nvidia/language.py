@@ -2,7 +2,12 @@
 
 Memory-ordering summary:
 - ``wait``: every thread polls its share of the signals (thread t: t, t+ntid, ...) with ``ld.<sem>.<scope>.b32/b64``
-  (plain loads, no RMW), then ``bar.sync 0`` so every thread of the CTA is ordered after all the acquires.
+  (plain loads, no RMW), then ``bar.sync 0`` so every thread of the CTA is ordered after all the acquires. One signal
+  without a bound on a Triton with ``tl.atomic_poll`` (``_compat.HAS_ATOMIC_POLL``, 3.9+): Triton's op instead --
+  thread 0 spins on ``ld.relaxed.<scope>``, then ``fence.acquire.<scope>`` (acquire) and ``bar.sync 0``: the same
+  scope, ordering and barrier (a relaxed load followed by an acquire fence is an acquire pattern in the PTX memory
+  model). A runtime or larger count (``tl.atomic_poll`` has no mask) and the bounded wait (it reports the value seen
+  and the signal's address) keep the inline-asm spin.
 - ``notify``: ``bar.sync 0``, then thread 0 alone: ``membar.gl`` + ``st.relaxed.gpu`` / ``atom.relaxed.gpu.add``
   (gpu), ``membar.sys`` + ``st.relaxed.sys`` / ``atom.relaxed.sys.add`` on the ``nvshmem_ptr`` address
   (intra_node), ``membar.sys`` + ``nvshmemx_signal_op`` (inter_node).
@@ -120,11 +125,26 @@ def _wait_guarded(addr, n, value, ASM: tl.constexpr, CONSTRAINTS: tl.constexpr, 
     return tok
 
 
+@_compat.jit_function
+def _poll_guarded(ptr, value, SEM: tl.constexpr, SCOPE: tl.constexpr, ON_ASM: tl.constexpr, ZERO_ASM: tl.constexpr):
+    # Triton's own poll (HAS_ATOMIC_POLL) in the same pipeliner guard as the spin. The token is a side-effecting
+    # zero after the poll: the poll's boolean is constant without a timeout, so it cannot carry the dependency.
+    on = tl.inline_asm_elementwise(ON_ASM, "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+    tok = 0
+    if on != 0:
+        tl.atomic_poll(ptr, value, sem=SEM, scope=SCOPE)
+        tok = tl.inline_asm_elementwise(ZERO_ASM, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+    return tok
+
+
 def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
-    addr, n, value, vty = _gpu.wait_operands(ptr, n, value, bits, _semantic)
-    vc = "l" if bits == 64 else "r"
     if _generator is None:
         raise RuntimeError("dl.wait: must be called from inside a kernel being compiled")
+    if _compat.HAS_ATOMIC_POLL and not bound_ms and isinstance(n, int) and n == 1:
+        return _compat.call_jit(_generator, _poll_guarded, [ptr, value, tl.constexpr(sem), tl.constexpr(scope),
+                                                            tl.constexpr(_ON_ASM), tl.constexpr(_ZERO_ASM)])
+    addr, n, value, vty = _gpu.wait_operands(ptr, n, value, bits, _semantic)
+    vc = "l" if bits == 64 else "r"
     if not bound_ms:
         asm, cons = _wait_asm(scope, sem, bits, 0), f"=r,l,r,{vc}"
     else:

@@ -3,6 +3,7 @@ implements it (``triton_dist.runtime.sim.heap.SimHeapContext``) and installs the
 :func:`set_current`. The lowerings reach it through :func:`current`, so the backend never imports the runtime."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Callable, Optional
@@ -19,6 +20,30 @@ class SimWaitTimeout(RuntimeError):
 
 class SimAborted(RuntimeError):
     """A spin-wait was abandoned because another program of the same launch failed."""
+
+
+#: the spin-wait bound without ``TRITON_DIST_SIM_WAIT_TIMEOUT``
+DEFAULT_WAIT_TIMEOUT_S = 60.0
+WAIT_TIMEOUT_ENV = "TRITON_DIST_SIM_WAIT_TIMEOUT"
+
+#: Why a wait inside a kernel may never end on the simulator although the same program ends on a GPU.
+SYNC_LAUNCH_NOTE = ("If the host sets it after launching the kernel: simulator launches are synchronous (the launch "
+                    "returns when the kernel has finished; on a GPU they are asynchronous per stream), so the kernel "
+                    "never sees it; set it before the launch, or from another rank.")
+
+
+def wait_timeout_from_env() -> float:
+    """Seconds a simulator spin-wait may take: ``TRITON_DIST_SIM_WAIT_TIMEOUT`` (> 0), default 60."""
+    text = os.environ.get(WAIT_TIMEOUT_ENV)
+    if not text:
+        return DEFAULT_WAIT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{WAIT_TIMEOUT_ENV}={text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ValueError(f"{WAIT_TIMEOUT_ENV}={text!r} must be > 0")
+    return value
 
 
 _CMPS = {"eq": np.equal, "ne": np.not_equal, "ge": np.greater_equal, "gt": np.greater, "le": np.less_equal,
@@ -104,13 +129,26 @@ class SimContext:
             polls += 1
             if polls > 20:
                 delay = min(max(delay * 2, 2e-5), 1e-3)
-            if self.abort_event is not None and self.abort_event.is_set():
-                raise SimAborted(f"[triton_dist sim] rank {self.rank}: {op} abandoned because another program of "
-                                 f"this launch failed; state: {describe()}")
+            self.check_abort(op, describe)
             if time.monotonic() - start > timeout:
-                hint = timeout_hint or "Set TRITON_DIST_SIM_WAIT_TIMEOUT (seconds) to wait longer."
-                raise SimWaitTimeout(f"[triton_dist sim] rank {self.rank}: {op} timed out after {timeout:g} s: "
-                                     f"{describe()}. {hint}")
+                raise self.timeout_error(op, timeout, describe(), timeout_hint)
+
+    def check_abort(self, op: str, describe: Callable[[], str]) -> None:
+        """Raise :class:`SimAborted` when another program of the running launch failed (``abort_event``)."""
+        if self.abort_event is not None and self.abort_event.is_set():
+            raise SimAborted(f"[triton_dist sim] rank {self.rank}: {op} abandoned because another program of "
+                             f"this launch failed; state: {describe()}")
+
+    def timeout_error(self, op: str, timeout: float, state: str, timeout_hint: Optional[str] = None):
+        """The :class:`SimWaitTimeout` of a wait ``op`` that gave up after ``timeout`` s in state ``state``. Inside a
+        kernel it names the kernel and says why a value the host sets after the launch is never seen
+        (:data:`SYNC_LAUNCH_NOTE`); it ends with how to wait longer (``timeout_hint``, default: the variable)."""
+        kernel = _compat.interpreted_kernel_name()
+        where = f" in kernel {kernel}" if kernel else ""
+        note = f" {SYNC_LAUNCH_NOTE}" if kernel else ""
+        hint = timeout_hint or f"Set {WAIT_TIMEOUT_ENV} (seconds) to wait longer."
+        return SimWaitTimeout(f"[triton_dist sim] rank {self.rank}: {op} timed out after {timeout:g} s{where}: "
+                              f"{state}.{note} {hint}")
 
     def spin_wait(self, addr, expected, nbytes: int = 8, cmp: str = "eq", op: str = "wait", signed: bool = False,
                   timeout_s: Optional[float] = None, timeout_hint: Optional[str] = None) -> np.ndarray:
@@ -149,6 +187,9 @@ class LocalContext(SimContext):
     distributed launch): rank 0 of 1, no symmetric heap, the default timeout."""
 
     rank, world_size, local_rank, local_world_size, heap_size = 0, 1, 0, 1, 0
+
+    def __init__(self):
+        self.wait_timeout_s = wait_timeout_from_env()
 
     def base(self, rank: int) -> int:
         return 0

@@ -1,6 +1,8 @@
 """Simulator lowering of ``language_extra`` / ``simt_exec_region`` (Triton interpreter, ``TRITON_INTERPRET=1``).
 
 A program is modelled as ONE thread: ``tid == 0``, ``num_threads == num_warps == 1``, ``__syncthreads`` is a no-op.
+That is a GPU's result only for some uses of the thread index (stride loops, ``tid == 0`` guards): a kernel using it
+otherwise is refused when it first asks for it (:mod:`.simt_check`).
 Values are the interpreter's tensors (numpy data; pointers are uint64 addresses). Loads/stores use the interpreter's
 C++ raw-memory load/store; ``acquire`` loads, ``release`` stores and all atomics use its C++ atomics (real hardware
 atomics, so they order and synchronise across rank processes that map the same shared memory).
@@ -8,12 +10,15 @@ atomics, so they order and synchronise across rank processes that map the same s
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import triton.language as tl
 
 from ... import _compat
 from ...language.simt import _join_bits, _split_bits, vector
+from . import context as sim_context
+from .simt_check import check_caller
 
 _SEM = {"relaxed": "relaxed", "acquire": "acquire", "release": "release", "acq_rel": "acquire_release"}
 
@@ -43,18 +48,22 @@ def _int_view(elem):
 
 
 def tid(axis, *, target, _semantic):
+    check_caller("tid()")
     return _isem().to_tensor(0)
 
 
 def ntid(axis, *, target, _semantic):
+    check_caller("ntid()")
     return _isem().to_tensor(1)
 
 
 def num_warps(*, target, _semantic):
+    check_caller("num_warps()")
     return 1
 
 
 def num_threads(*, target, _semantic):
+    check_caller("num_threads()")
     return 1
 
 
@@ -73,6 +82,44 @@ def _cas_loop(p, npi, new_of, sem):
         cur = old
 
 
+#: a program's loads of one address seeing one value, at least this many times in a row and for longer than the
+#: simulator's wait timeout, are a spin that will not end (``_bound_spin``)
+SPIN_MIN_LOADS = 100
+
+_spin = threading.local()
+
+
+def _bound_spin(addr: int, bits, elem, scope, semantic) -> None:
+    """Bound hand-written spin loops (``while ld(flag) != v: pass``) like the simulator's own waits: the calling
+    program (thread) loading the same address and seeing the same value :data:`SPIN_MIN_LOADS` times in a row for
+    longer than the context's ``wait_timeout_s`` raises its ``SimWaitTimeout`` (naming the kernel, the address and
+    why a value the host sets after the launch is never seen); it also stops when another program of the launch
+    failed. Any other load in between starts the count again."""
+    key = (addr, int(bits))
+    last = getattr(_spin, "last", None)
+    if last is None or last[0] != key:
+        _spin.last = [key, time.monotonic(), 1]
+        return
+    last[2] += 1
+    if last[2] < SPIN_MIN_LOADS:
+        return
+    ctx = sim_context.current() if sim_context.is_active() else sim_context.LocalContext()
+    op = f"ld(scope={scope}, semantic={semantic}) in a loop"
+
+    def state():
+        return f"value at {ctx.describe_addr(addr)}: last seen {_scalar_text(bits, elem)}, unchanged"
+
+    ctx.check_abort(op, state)
+    if time.monotonic() - last[1] > ctx.wait_timeout_s:
+        _spin.last = None
+        raise ctx.timeout_error(op, ctx.wait_timeout_s, state())
+
+
+def _scalar_text(bits, elem):
+    v = np.asarray(bits).reshape(-1)[:1].view(_np_dtype(elem))[0]
+    return str(v.item())
+
+
 def ld(ptr, elem, scope, semantic, *, target, _semantic):
     p = _ptr_data(ptr)
     if semantic == "acquire":
@@ -81,8 +128,11 @@ def ld(ptr, elem, scope, semantic, *, target, _semantic):
             old = _compat.raw_atomic_rmw("or", p, np.zeros(1, npi), "acquire")
         else:
             old = _cas_loop(p, npi, lambda cur: cur, "acquire")
-        return _scalar(np.asarray(old).view(_np_dtype(elem)), elem)
-    return _scalar(_compat.raw_load(p, _np_dtype(elem)), elem)
+        old = np.asarray(old).view(_np_dtype(elem))
+    else:
+        old = np.asarray(_compat.raw_load(p, _np_dtype(elem)))
+    _bound_spin(int(p[0]), old.reshape(-1)[:1].view(_np_dtype(_int_view(elem)))[0], elem, scope, semantic)
+    return _scalar(old, elem)
 
 
 def st(ptr, val, elem, scope, semantic, *, target, _semantic):

@@ -6,7 +6,8 @@ coincide. Memory is the real memory of this process (the symmetric heap is a sha
 atomics across processes:
 - ``wait``: acquire (or relaxed) atomic loads of each signal until it equals the value; after
   ``ctx.wait_timeout_s`` (or the bounded-wait mode's ``TRITON_DIST_BOUNDED_WAIT`` ms) raises ``SimWaitTimeout``
-  naming op, rank, address, expected and seen value, and the variable that set the bound.
+  naming op, rank, kernel, address, expected and seen value, and the variable that set the bound; inside a kernel
+  it also says that simulator launches are synchronous (a signal the host sets after the launch is never seen).
 - ``notify``: release atomic exchange ("set") / add ("add") on the signal; the target is translated into the
   peer's partition for intra_node / inter_node. Every earlier store of the program is visible before the signal.
 - ``extern_call``: only functions registered with :func:`register_extern` can run.

@@ -16,7 +16,9 @@ Lowering (chosen when the kernel is traced): NVIDIA PTX (``ld.acquire.gpu.global
 ``atom.acq_rel.gpu.global.add.u32``, ``atom...cas.b32``, ``%tid.x``, ``bar.sync 0``); AMD gfx90a/gfx942/gfx950
 AMDGCN following LLVM's AMDGPU memory model (cache bits, ``buffer_wbl2`` before releases, ``buffer_inv`` after
 acquires); simulator: numpy on the interpreter's tensors with the interpreter's real (cross-process) atomics. On the
-simulator a program is ONE thread: ``tid(0) == 0``, ``num_threads() == 1``, ``__syncthreads()`` does nothing.
+simulator a program is ONE thread: ``tid(0) == 0``, ``num_threads() == 1``, ``__syncthreads()`` does nothing; a
+kernel using the thread index other than in stride loops and ``tid == 0`` / ``tid < K`` guards is refused there
+(``backends/sim/simt_check.py``).
 """
 from __future__ import annotations
 

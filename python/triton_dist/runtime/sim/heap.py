@@ -22,10 +22,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .context import SimAborted, SimContext, SimWaitTimeout  # noqa: F401  (the waits' errors, re-exported)
+from ...backends.sim.context import DEFAULT_WAIT_TIMEOUT_S, wait_timeout_from_env  # noqa: F401
 
 ALIGN = 256  #: allocation alignment in bytes (128-bit and wider accesses are aligned)
 DEFAULT_HEAP_SIZE = 256 << 20  #: bytes per rank partition unless TRITON_DIST_SIM_SYMMETRIC_SIZE says otherwise
-DEFAULT_WAIT_TIMEOUT_S = 60.0
 _MAGIC = 0x7472697473696D31  # "tritsim1"
 
 # barrier slots in the header
@@ -63,19 +63,6 @@ def heap_size_from_env() -> Tuple[int, str]:
                 raise ValueError(f"{var}={os.environ[var]!r} must be positive")
             return size, var
     return DEFAULT_HEAP_SIZE, "default"
-
-
-def wait_timeout_from_env() -> float:
-    text = os.environ.get("TRITON_DIST_SIM_WAIT_TIMEOUT")
-    if not text:
-        return DEFAULT_WAIT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"TRITON_DIST_SIM_WAIT_TIMEOUT={text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ValueError(f"TRITON_DIST_SIM_WAIT_TIMEOUT={text!r} must be > 0")
-    return value
 
 
 def _round_up(x: int, a: int) -> int:
