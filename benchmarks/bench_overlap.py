@@ -322,23 +322,46 @@ def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None):
 
 
 def sweep(rec, name, fn, cfgs, args):
-    """Time ``fn`` under each tiling; returns the fastest (or None)."""
-    res = {}
+    """Time ``fn`` under each tiling, the tilings interleaved (:func:`time_interleaved`, k from
+    :func:`calls_per_sample`: the final table's timing; timed one after the other with k = 5, the same kernel measured
+    up to 15% faster than in the final table, and a tiling's rank could change with it,
+    ``results/2026-11-30-overlap-v6/README.md``); returns the fastest (or None)."""
+    res, fns = {}, {}
     for cfg in cfgs:
         try:
             with overlap_config(cfg):
                 fn()
                 torch.cuda.synchronize()
-                dist.barrier()
-                res[cfg], _ = time_graph(f"{name}@{cfg}", fn, args.k or 5, max(3, args.reps // 2))
+            fns[cfg] = _with_config(fn, cfg)
         except Exception as exc:  # noqa: BLE001
             res[cfg] = f"{type(exc).__name__}: {exc}"[:200]
             with contextlib.suppress(Exception):
                 torch.cuda.synchronize()
+    # a tiling that failed on one rank only is dropped on every rank (the interleaved samples are collective)
+    mask = float(sum(1 << i for i, c in enumerate(cfgs) if c in fns))
+    bad = _max_over_ranks(mask) != _min_over_ranks(mask)
+    dist.barrier()
+    if fns and not bad:
+        try:
+            k = args.k or calls_per_sample(next(iter(fns.values())), args)
+            for cfg, (t, _) in time_interleaved(fns, k, max(3, args.reps // 2)).items():
+                res[cfg] = t
+        except Exception as exc:  # noqa: BLE001
+            for cfg in fns:
+                res[cfg] = f"timing: {type(exc).__name__}: {exc}"[:200]
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
             dist.barrier()
+    elif bad:
+        for cfg in fns:
+            res[cfg] = "failed on another rank"
     rec.setdefault("sweep", {})[name] = res
     timed = {c: t for c, t in res.items() if isinstance(t, float)}
     return min(timed, key=timed.get) if timed else None
+
+
+def _min_over_ranks(v: float) -> float:
+    return -_max_over_ranks(-v)
 
 
 def sweep_list(op, M):
