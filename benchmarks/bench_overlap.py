@@ -547,9 +547,29 @@ def pick_robust(cand):
     return best
 
 
+def eager_rule(rec, graph_rule=None):
+    """The fastest of a record's ``ours/<method>`` and ``torch_seq`` *eager* timings (k back-to-back calls without a
+    graph: host launch cost included) as a rule's ``"eager"`` entry ``{"method", <parameter>, "us"}``; None without
+    eager timings, or when it names the same method and parameters as ``graph_rule`` (nothing to override)."""
+    ev = rec.get("eager") or {}
+    cand = {k.split("/", 1)[1]: v for k, v in ev.items() if k.startswith("ours/") and k != "ours/auto"
+            and isinstance(v, (int, float))}
+    if isinstance(ev.get("torch_seq"), (int, float)):
+        cand["torch"] = ev["torch_seq"]
+    if not cand:
+        return None
+    best = pick_robust(cand)
+    sub = method_of(best)
+    if graph_rule is not None and sub == {k: v for k, v in graph_rule.items() if k not in ("n", "k", "max_m", "us",
+                                                                                         "eager")}:
+        return None
+    return {**sub, "us": round(cand[best], 1)}
+
+
 def method_rules(records, world):
     """Per op: shape-specific rules (fastest of ours/<method> and torch_seq at each measured M; M in between uses
-    the next measured M above) followed by the generic crossover (smallest M from which ours wins everywhere)."""
+    the next measured M above; with the eager winner as ``"eager"`` where it differs, :func:`eager_rule`) followed by
+    the generic crossover (smallest M from which ours wins everywhere)."""
     ops, configs = {}, {}
     for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
         rs = [r for r in records if r["op"] == op and r["results"]]
@@ -567,8 +587,11 @@ def method_rules(records, world):
             if not cand:
                 continue
             best = pick_robust(cand)
-            rules.append({"n": r[nn], "k": r[kn], "max_m": r["M"], **method_of(best),
-                          "us": round(cand[best], 1)})
+            rule = {"n": r[nn], "k": r[kn], "max_m": r["M"], **method_of(best), "us": round(cand[best], 1)}
+            sub = eager_rule(r, rule)
+            if sub is not None:
+                rule["eager"] = sub
+            rules.append(rule)
             wins.setdefault(r["M"], []).append(best != "torch")
             base_meth = best.split("@", 1)[0]  # fused@p<P> runs the fused kernel's tiling
             cfg = r.get("configs", {}).get(base_meth if base_meth in ("sm", "ce", "fused") else "", None)
@@ -724,7 +747,14 @@ def main():
     ap.add_argument("--table-from", default=None, metavar="JSON",
                     help="no GPU: write overlap_table.json from the records of an earlier --sweep run's JSON "
                          "(rules derived again by the current method_rules), and exit")
+    ap.add_argument("--eager-rules-from", nargs="+", default=None, metavar="JSON",
+                    help="no GPU: set the measured table's eager overrides from these results' eager timings (later "
+                         "files win), and exit")
     args = ap.parse_args()
+    if args.eager_rules_from:
+        path, count = add_eager_rules(args.eager_rules_from)
+        print(f"dispatch table: {path} ({count} shape rules updated)")
+        return
     if args.table_from:
         with open(args.table_from) as f:
             doc = json.load(f)
@@ -842,6 +872,43 @@ def merge_shapes(old, new):
     kept = [e for e in old if _shape_key(e) not in seen]
     merged = sorted(new + kept, key=lambda e: (e.get("n") or 0, e.get("k") or 0, e.get("max_m") or 1 << 62))
     return merged, kept
+
+
+def add_eager_rules(paths):
+    """No GPU: set the ``"eager"`` entries of the measured table's shape rules from the eager timings in the result
+    JSONs ``paths`` (later files win for a shape they share): a rule gets its shape's eager winner where it differs
+    from the rule's method (:func:`eager_rule`) and loses a stale entry where it does not. Shapes without a rule of
+    their own, or without eager timings, are left alone. Returns ``(path, updated rule count)``."""
+    from triton_dist.ops import overlap as ov
+
+    table = ov.dispatch_table(reload=True)
+    if table.get("status") != "measured":
+        raise SystemExit("--eager-rules-from: the table in the tree is not a measured one (run --write-table first)")
+    count = 0
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        world = str(doc.get("world_size", 2))
+        for rec in doc.get("records", []):
+            op = rec.get("op")
+            if op not in ("ag_gemm", "gemm_rs", "gemm_ar") or not rec.get("eager"):
+                continue
+            kn = "K" if op == "ag_gemm" else "K_per_rank"
+            nn = "N_per_rank" if op == "ag_gemm" else "N"
+            for rule in table["ops"].get(op, {}).get(world, []):
+                if rule.get("n") == rec.get(nn) and rule.get("k") == rec.get(kn) and rule.get("max_m") == rec["M"]:
+                    sub = eager_rule(rec, rule)
+                    rule.pop("eager", None)
+                    if sub is not None:
+                        rule["eager"] = sub
+                    count += 1
+    sources = ", ".join(os.path.relpath(p, HERE) for p in paths)
+    table["note"] = table.get("note", "") + f" Eager overrides (rule['eager']) from: {sources}."
+    with open(ov.TABLE_PATH, "w") as f:
+        json.dump(table, f, indent=1)
+        f.write("\n")
+    ov.dispatch_table(reload=True)
+    return ov.TABLE_PATH, count
 
 
 def write_table(doc, source):

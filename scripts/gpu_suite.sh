@@ -17,8 +17,8 @@
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
 #   scripts/gpu_suite.sh coll-round     full sweep writing the table into the tree's copy here, then coll-final's steps
 #   scripts/gpu_suite.sh rs-probe       the GEMM+RS tests, then benchmarks/probe_gemm_rs.py (PROBE_SHAPES)
-#   scripts/gpu_suite.sh changed        the tiers the latest changes touch: libshmem (+ thread scope), plain jit + SIMT tiles,
-#                                       language, the GEMM+RS tests
+#   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
+#                                       SIMT tiles, language, libshmem
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -55,6 +55,10 @@ rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE
   echo "$name: exit $rc in $((SECONDS - t0)) s (limit ${t} s) ($(grep -ho '[0-9]* \(passed\|failed\|skipped\)[^"=]*' "$OUT/$name.log" | tail -1))"
 }
 failed=0
+eager_rules() {  # eager_rules TAG: the final run's eager winners into the table's eager overrides, copied to $OUT
+  "$PY" benchmarks/bench_overlap.py --eager-rules-from "$OUT"/overlap-*-"$1".json && \
+    cp python/triton_dist/ops/overlap_table.json "$OUT/" || failed=$((failed + 1))
+}
 tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
   rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
 }
@@ -88,6 +92,7 @@ case $part in
       --write-table --tag sweep
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final
+    eager_rules final
     rec trace_overlap 90 torchrun --nproc_per_node "$NP" benchmarks/trace_overlap.py --out "$OUT/trace"
     rec bench_gemm 150 "$PY" benchmarks/bench_gemm.py --out "$OUT" ;;
   overlap-ag)  # after a change to the AG+GEMM kernels only: their tests, then sweep + table and the final bench
@@ -95,7 +100,8 @@ case $part in
     rec bench_overlap_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --sweep --no-eager \
       --write-table --tag sweep
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
-    rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
+    rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final
+    eager_rules final ;;
   overlap-ar)  # after a change to the GEMM+AR kernel only: its tests, then its sweep + table (other ops' rules kept)
     tier gpu_overlap_ar 150 test/python/gpu/test_gpu_overlap.py -k gemm_ar
     rec bench_overlap_ar_sweep 240 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_ar --sweep \
@@ -109,7 +115,8 @@ case $part in
       --models llama3-70b,llama3-8b --m-values 2048,4096,8192 --sweep --no-eager --write-table --tag rs-sweep
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_rs_final 150 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \
-      --models llama3-70b,llama3-8b,comm-heavy --m-values 2048,4096,8192 --tag rs-final ;;
+      --models llama3-70b,llama3-8b,comm-heavy --m-values 2048,4096,8192 --tag rs-final
+    eager_rules rs-final ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
@@ -139,16 +146,15 @@ case $part in
       --dtypes bfloat16,float32 --tag final
     rec bench_shmem 100 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
     rec profile_host_8k 60 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 8192 --tag 8k ;;
-  changed)  # the tiers the latest changes touch: libshmem (thread scope, new functions), plain @triton.jit + SIMT
-    # tiles, language (notify), GEMM+RS
-    tier gpu_libshmem 200 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py
+  changed)  # the tiers the latest changes touch: overlap (GEMM+RS pieces, eager dispatch, AG tilings), a bench of
+    # the 8B shapes whose rules changed (eager column: auto's eager rules), plain jit + SIMT tiles (the tile view's
+    # renamed attributes), language (dl.wait), libshmem (the shared torchrun fixture, team_translate_pe)
+    tier gpu_overlap 240 test/python/gpu/test_gpu_overlap.py
+    rec bench_overlap_8b 120 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops ag_gemm,gemm_rs \
+      --models llama3-8b --m-values 2048,4096 --tag changed-8b
     tier gpu_plain_jit 100 test/python/gpu/test_gpu_plain_jit.py test/python/gpu/test_gpu_simt_tiles.py
-    tier gpu_language 180 test/python/gpu/test_gpu_language.py
-    tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs ;;
-  rs-probe)  # GEMM+RS push programs: the GEMM+RS tests, then where the time goes (timings + per-task profiles)
-    tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs
-    rec probe_gemm_rs 330 torchrun --nproc_per_node "$NP" benchmarks/probe_gemm_rs.py --out "$OUT" \
-      --shapes "${PROBE_SHAPES:-llama3-8b:2048,llama3-8b:4096,llama3-8b:8192,llama3-70b:2048}" ${PROBE_ARGS:-} ;;
+    tier gpu_language 150 test/python/gpu/test_gpu_language.py
+    tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
   *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;

@@ -456,3 +456,60 @@ def test_tile_config_round_trips_and_rejects_bad_text():
                 "64x128x128x4x4k", "16x64x128x4x4pf", "16x64x128x4x4k2p"):
         with pytest.raises(ValueError, match="tile config"):
             TileConfig.parse(bad)
+
+
+def test_eager_calls_take_the_rules_eager_winner(monkeypatch, tmp_path):
+    """A measured shape whose fastest method without a CUDA graph differs carries it as ``rule["eager"]``:
+    ``method_rules`` derives it from the eager timings, ``--eager-rules-from`` adds it to the measured table from
+    result JSONs (and drops a stale one), and ``select_rule(..., eager=True)`` (a call outside capture) returns it
+    with the rule's shape, while capture (``eager=False``) keeps the graph rule and the simulator runs ``fused``."""
+    import importlib.util
+    import json
+    import os
+
+    from triton_dist.ops import overlap as ov
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
+    monkeypatch.syspath_prepend(here)
+    for var in ("NVSHMEM_SYMMETRIC_SIZE", "NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"):
+        monkeypatch.delenv(var, raising=False)
+    spec = importlib.util.spec_from_file_location("bench_overlap_for_eager", os.path.join(here, "bench_overlap.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    rec = {"op": "gemm_rs", "M": 4096, "K_per_rank": 3584, "N": 4096,
+           "results": {"ours/fused": 205.0, "ours/fused@p4": 202.0, "ours/ce": 187.2, "torch_seq": 275.3},
+           "eager": {"ours/fused": 245.1, "ours/fused@p4": 196.5, "ours/ce": 246.2, "ours/auto": 248.8,
+                     "torch_seq": 266.7}}
+    ops, _ = bench.method_rules([rec], 2)
+    assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 3584, "max_m": 4096, "method": "ce", "us": 187.2,
+                                      "eager": {"method": "fused", "pieces": 4, "us": 196.5}}
+    same = dict(rec, eager={"ours/ce": 190.0, "torch_seq": 266.7})
+    assert "eager" not in bench.method_rules([same], 2)[0]["gemm_rs"]["2"][0]  # nothing to override
+    assert bench.eager_rule({"op": "gemm_rs", "eager": {}}) is None
+
+    table = {"status": "measured", "note": "t.", "ops": {"gemm_rs": {"2": [
+        {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8, "eager": {"method": "torch"}},
+        {"n": 4096, "k": 3584, "max_m": 4096, "method": "ce"}, {"max_m": None, "method": "fused"}]}}}
+    path = tmp_path / "overlap_table.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setattr(ov, "TABLE_PATH", str(path))
+    res = tmp_path / "final.json"
+    stale = {"op": "gemm_rs", "M": 2048, "K_per_rank": 3584, "N": 4096, "results": {},
+             "eager": {"ours/fused@p8": 101.4, "ours/ce@p1": 204.8, "torch_seq": 143.8}}
+    res.write_text(json.dumps({"world_size": 2, "records": [rec, stale]}))
+    try:
+        _, count = bench.add_eager_rules([str(res)])
+        assert count == 2
+        rules = json.loads(path.read_text())["ops"]["gemm_rs"]["2"]
+        assert "eager" not in rules[0]  # fused@p8 is also the eager winner: the stale override goes
+        assert rules[1]["eager"] == {"method": "fused", "pieces": 4, "us": 196.5}
+        assert ov.select_rule("gemm_rs", 2, 4096, True, 4096, 3584) == rules[1]
+        assert ov.select_rule("gemm_rs", 2, 4096, True, 4096, 3584, eager=True) == {
+            "n": 4096, "k": 3584, "max_m": 4096, "method": "fused", "pieces": 4, "us": 196.5}
+        assert ov.select_rule("gemm_rs", 2, 2048, True, 4096, 3584, eager=True)["pieces"] == 8
+        assert ov.select_rule("gemm_rs", 2, 5000, True, 4096, 3584, eager=True) == {"max_m": None, "method": "fused"}
+        assert ov.select_rule("gemm_rs", 2, 4096, False, 4096, 3584, eager=True) == {"method": "fused"}
+    finally:
+        monkeypatch.undo()
+        ov.dispatch_table(reload=True)

@@ -84,19 +84,25 @@ def _rule_matches(rule: dict, m: int, n: Optional[int], k: Optional[int]) -> boo
 
 
 def select_rule(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = None,
-                k: Optional[int] = None) -> dict:
+                k: Optional[int] = None, eager: bool = False) -> dict:
     """The dispatch rule for ``op`` at global row count ``m`` with ``n`` output columns and inner size ``k`` (per
     rank): the first rule of the world-size entry (else ``"default"``) that holds, as a dict with ``"method"`` and
     the method's measured parameters (``first_frac`` for ag_gemm ``chunked``, ``sub_chunks`` for gemm_rs
-    ``chunked``, ``pieces`` for gemm_rs ``ce``). A rule holds when its ``max_m`` (inclusive; None = unbounded)
-    covers ``m`` and its optional ``n`` / ``k`` equal the call's (rules with a shape come from measured shapes, rules without one are the fallback). The
-    simulator always gets ``{"method": "fused"}``."""
+    ``chunked``, ``pieces`` for gemm_rs ``ce`` and ``fused``). A rule holds when its ``max_m`` (inclusive; None =
+    unbounded) covers ``m`` and its optional ``n`` / ``k`` equal the call's (rules with a shape come from measured
+    shapes, rules without one are the fallback). The rules are the fastest methods in CUDA-graph replay; a measured
+    shape whose fastest method differs without a graph (host launch cost included: side streams and extra launches
+    cost more there) carries it as ``rule["eager"]``, which ``eager=True`` (a call not being captured) returns
+    instead. The simulator always gets ``{"method": "fused"}``."""
     if not on_gpu:
         return {"method": "fused"}
     ops = dispatch_table()["ops"].get(op, {})
     rules = ops.get(str(world), ops.get("default", []))
     for rule in rules:
         if _rule_matches(rule, m, n, k):
+            sub = rule.get("eager") if eager else None
+            if isinstance(sub, dict) and isinstance(sub.get("method"), str):
+                return {**{key: rule[key] for key in ("n", "k", "max_m") if key in rule}, **sub}
             return rule
     return {"method": "fused"}
 
@@ -346,9 +352,10 @@ class AGGemmContext(_OverlapContext):
             self.memops_remote = self._probe_remote_memops(self.gather_flags_peers, 2 * W)
         self._finish_init()
 
-    def select_rule(self, m_total: int, n: Optional[int] = None) -> dict:
-        """The table's rule for a call (:func:`select_rule`), its method replaced by an allocated one if needed."""
-        rule = select_rule("ag_gemm", self.world_size, m_total, self.on_gpu, n, self.k)
+    def select_rule(self, m_total: int, n: Optional[int] = None, eager: bool = False) -> dict:
+        """The table's rule for a call (:func:`select_rule`; ``eager``: a call outside CUDA-graph capture), its method
+        replaced by an allocated one if needed."""
+        rule = select_rule("ag_gemm", self.world_size, m_total, self.on_gpu, n, self.k, eager)
         m = rule["method"]
         if m == "torch" or (m in self.methods and (m != "chunked" or self.gather_peers is not None)):
             return rule
@@ -421,7 +428,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     out = ctx._check_out(op, out, (W * M_loc, N), odt, a.device)
     orig, rule = method, None
     if method == "auto":
-        rule = ctx.select_rule(W * M_loc, N)
+        rule = ctx.select_rule(W * M_loc, N, eager=not _capturing())
         method = rule["method"]
     elif method == "fused":
         method = "ce" if "ce" in ctx.methods else "sm"
@@ -624,9 +631,10 @@ class _PartialsContext(_OverlapContext):
                              f"has {self.max_tiles} (use blocks >= the context's minimum)")
         return tiles
 
-    def select_rule(self, m_total: int, k: Optional[int] = None) -> dict:
-        """The table's rule for a call (:func:`select_rule`); ``fused`` where its method is not available here."""
-        rule = select_rule(self.kind, self.world_size, m_total, self.on_gpu, self.n, k)
+    def select_rule(self, m_total: int, k: Optional[int] = None, eager: bool = False) -> dict:
+        """The table's rule for a call (:func:`select_rule`; ``eager``: a call outside CUDA-graph capture);
+        ``fused`` where its method is not available here."""
+        rule = select_rule(self.kind, self.world_size, m_total, self.on_gpu, self.n, k, eager)
         m = rule["method"]
         if (m == "one_shot" and getattr(self, "ar_ctx", None) is None) or \
                 (m == "chunked" and getattr(self, "chunk_stage_peers", None) is None) or \
@@ -737,8 +745,14 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
     out = ctx._check_out(op, out, (rows, N), a.dtype, a.device)
     rule = None
     if method == "auto":
-        rule = ctx.select_rule(M, K)
+        eager = not _capturing()
+        rule = ctx.select_rule(M, K, eager=eager)
         method = rule["method"]
+        if eager and M and ctx.kind == "gemm_rs" and method != "ce" and \
+                ctx.select_rule(M, K)["method"] == "ce":
+            # the graph rule's ce tunes its GEMM on a shape's first call, which must not be in a capture: this
+            # eager call (another method) is that first call
+            _rs_ce_tune(ctx, a, b)
     kw = params(method, rule, M) if params is not None else {}
     prof, profile = ctx._prof(op, profiler_buffer)
     ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method) + tuple(sorted(kw.items())))
@@ -926,10 +940,9 @@ def _gemm_rs_ce(a, b, ctx, out, pieces=CE_PIECES_DEFAULT):
     return out
 
 
-def _rs_own_gemm(ctx, own, b, out, stage, flags, cap, pieces):
-    """Launch :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`, autotuned per shape: the first call of a
-    shape tunes on scratch flags (all raised, restored after every benchmark launch) and a scratch output, so the
-    real launch runs once, with the best tiling, on the real flags."""
+def _rs_own_gemm_launcher(ctx, own, b, stage, cap, pieces):
+    """``(tuning key, launch(out, flags, count))`` of :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`
+    (autotuned per ``(rows, N, K)``) for this rank's own rows ``own``."""
     rows, K = own.shape
     N = b.shape[1]
     W = ctx.world_size
@@ -946,14 +959,38 @@ def _rs_own_gemm(ctx, own, b, out, stage, flags, cap, pieces):
         kern[grid](own, b, o, stage, fl, count, rows, N, K, own.stride(0), b.stride(0), b.stride(1), o.stride(0), cap,
                    ctx.rank, WORLD=W, PIECES=pieces, FLAG_STRIDE=CE_PIECES_MAX, NUM_SMS=sms, USE_TMA=tma)
 
-    key = (rows, N, K, str(own.dtype), tma)
-    if key not in ctx._ce_tuned:
-        if _capturing():
-            raise ValueError(f"gemm_rs: method='ce' tunes its GEMM on the first call of a shape ({rows} own rows, "
-                             f"N={N}, K={K}); make one call of this shape before capturing it in a CUDA graph")
-        launch(torch.empty_like(out), torch.ones(W * CE_PIECES_MAX, dtype=torch.int64, device=ctx.device),
-               torch.zeros(1, dtype=torch.int64, device=ctx.device))
-        ctx._ce_tuned.add(key)
+    return (rows, N, K, str(own.dtype), tma), launch
+
+
+def _rs_ce_tune_with(ctx, key, launch, like):
+    """Tune the ``ce`` own-rows GEMM of ``key`` on scratch flags (all raised; restored after every benchmark launch)
+    and a scratch output shaped like ``like``, once per context and shape."""
+    if key in ctx._ce_tuned:
+        return
+    if _capturing():
+        raise ValueError(f"gemm_rs: method='ce' tunes its GEMM on the first call of a shape ({key[0]} own rows, "
+                         f"N={key[1]}, K={key[2]}); make one call of this shape before capturing it in a CUDA graph")
+    launch(torch.empty_like(like), torch.ones(ctx.world_size * CE_PIECES_MAX, dtype=torch.int64, device=ctx.device),
+           torch.zeros(1, dtype=torch.int64, device=ctx.device))
+    ctx._ce_tuned.add(key)
+
+
+def _rs_ce_tune(ctx, a, b):
+    """Tune the ``ce`` own-rows GEMM for ``a @ b`` now (an eager ``auto`` call that runs another method, where a
+    captured call of the same shape would run ``ce``)."""
+    W, r = ctx.world_size, ctx.rank
+    rows = a.shape[0] // W
+    own = a[r * rows:(r + 1) * rows]
+    key, launch = _rs_own_gemm_launcher(ctx, own, b, ctx.ce_stage_peers[r], (ctx.max_m // W) * ctx.n, 1)
+    _rs_ce_tune_with(ctx, key, launch, torch.empty((rows, b.shape[1]), dtype=a.dtype, device=a.device))
+
+
+def _rs_own_gemm(ctx, own, b, out, stage, flags, cap, pieces):
+    """Launch :func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`, autotuned per shape: the first call of a
+    shape tunes on scratch flags (all raised, restored after every benchmark launch) and a scratch output, so the
+    real launch runs once, with the best tiling, on the real flags."""
+    key, launch = _rs_own_gemm_launcher(ctx, own, b, stage, cap, pieces)
+    _rs_ce_tune_with(ctx, key, launch, out)
     launch(out, flags, ctx.ce_count)
 
 
