@@ -476,6 +476,41 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
         ctx.close()
 
 
+def test_auto_eager_then_captured_runs_each_modes_rule():
+    """``auto`` eagerly takes a shape's eager rule and in capture its graph rule (``ops.overlap.select_rule``): at a
+    table shape where they differ for GEMM+RS (graph ``ce``, eager ``fused``), the first eager call also tunes
+    ``ce``'s GEMM, so capturing ``auto`` right after works; both give torch's precision, eagerly and on replay."""
+    import torch.distributed as dist
+
+    from triton_dist.ops import overlap as ov
+
+    rank, W = _init()
+    m, k, n = 4096, 3584, 4096
+    ctx = ov.create_gemm_rs_context(m, n, torch.bfloat16)
+    try:
+        graph_rule, eager_rule = ctx.select_rule(m, k), ctx.select_rule(m, k, eager=True)
+        if graph_rule["method"] != "ce" or eager_rule["method"] == "ce":
+            pytest.skip(f"the table has no ce-in-graphs / other-method-eagerly shape here ({graph_rule}, "
+                        f"{eager_rule})")
+        a = _q((m, k), torch.bfloat16, rank)
+        b = _q((k, n), torch.bfloat16, 99 + rank)
+        rows = m // W
+        ref, mag = _exact_partials_reference(a, b)
+        ref, mag = ref[rank * rows:(rank + 1) * rows], mag[rank * rows:(rank + 1) * rows]
+        eager = ov.gemm_rs(a, b, ctx)  # first call of the shape: eager rule, and ce tuned for the capture
+        torch.cuda.synchronize()
+        _rounding_check(eager, ref, _torch_bound(ref, mag, W), "auto eager")
+        g, outs = _graph_of(lambda: ov.gemm_rs(a, b, ctx), 2)
+        dist.barrier()
+        g.replay()
+        torch.cuda.synchronize()
+        for i, out in enumerate(outs):
+            _rounding_check(out, ref, _torch_bound(ref, mag, W), f"auto captured call {i}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+
+
 def test_profiler_buffer_records_ag_gemm_and_gemm_rs_tasks():
     from triton_dist.kernels import ag_gemm as agk
     from triton_dist.kernels import gemm_rs as rsk
