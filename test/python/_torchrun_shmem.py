@@ -1,5 +1,6 @@
-"""What the GPU tests that run under torchrun with SHMEM share: the rank layout from torchrun's environment, a
-module-scoped distributed setup (NVSHMEM through ``triton_dist.utils``), and the SHMEM barrier."""
+"""What the GPU tests that run under torchrun with SHMEM share: the rank layout from torchrun's environment, one
+distributed setup per pytest process (NVSHMEM through ``triton_dist.utils``) with a module-scoped seeding fixture,
+and the SHMEM barrier."""
 import os
 
 import pytest
@@ -15,15 +16,27 @@ NXT = (RANK + 1) % max(WORLD, 1)
 PRV = (RANK - 1) % max(WORLD, 1)
 
 
+@pytest.fixture(scope="session")
+def shmem_session():
+    """torch.distributed + NVSHMEM for the whole pytest process (this rank's GPU selected): initialised once, at the
+    first test that needs it, and finalised at the end of the session. Per module it was initialised and finalised
+    again: on the GPU machine the second module's initialisation in the same process then failed in Gloo's
+    connect (``Connection refused``, every test of ``test_gpu_libshmem_scope.py`` after ``test_gpu_libshmem.py``, run
+    at 56407d5). Made visible to the GPU test modules by ``test/python/gpu/conftest.py``."""
+    torch.cuda.set_device(LOCAL_RANK)
+    g = U.initialize_distributed()
+    yield g
+    U.finalize_distributed()
+
+
 def shmem_group(seed: int):
-    """A module-scoped fixture: this rank's GPU selected, ``initialize_distributed(seed=seed)`` (torch.distributed +
-    NVSHMEM) for the module's tests, ``finalize_distributed`` after them. Use as ``group = shmem_group(5)``."""
+    """A module-scoped fixture: the session's distributed setup (:func:`shmem_session`) with the RNGs seeded with
+    ``seed`` for the module's tests (as ``initialize_distributed(seed=seed)`` seeds them). Use as
+    ``group = shmem_group(5)``."""
     @pytest.fixture(scope="module")
-    def group():
-        torch.cuda.set_device(LOCAL_RANK)
-        g = U.initialize_distributed(seed=seed)
-        yield g
-        U.finalize_distributed()
+    def group(shmem_session):
+        U.init_seed(seed)
+        return shmem_session
 
     return group
 
