@@ -73,8 +73,10 @@ def _stream_piece(src_ptr, dst_ptr, held, p, prev_m, cols, M_s, N, live, R: tl.c
     cmask = cols[None, :] < N
     tl.store(dst_ptr + rows[:, None] * N + cols[None, :], held, mask=(rows[:, None] < M_s) & cmask & live)
     rows_n = rows + R
-    return tl.load(src_ptr + rows_n[:, None] * N + cols[None, :],
-                   mask=(rows_n[:, None] < M_s) & cmask & live & (p + 1 < PIECES))
+    # rows past the last piece read nothing (a row bound, not `& (p + 1 < PIECES)`: with p a Python int, Triton
+    # 3.9's interpreter rejects a mask combined with a Python bool)
+    lim = tl.where(p + 1 < PIECES, M_s, 0)
+    return tl.load(src_ptr + rows_n[:, None] * N + cols[None, :], mask=(rows_n[:, None] < lim) & cmask & live)
 
 
 @triton_dist.jit
