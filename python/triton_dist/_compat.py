@@ -8,6 +8,7 @@ its users (the simulator's executor and interpreter workarounds: ``triton_dist.r
 from __future__ import annotations
 
 import os
+import re
 
 import triton
 
@@ -171,6 +172,46 @@ def hip_links_extern_lib(lib_name: str, undefined_symbols) -> bool:
     only when one undefined function's name contains ``lib_name``; the CUDA backend links every entry. Textual
     LLVM IR is accepted as well as bitcode (``llvm.link_extern_libs`` parses either)."""
     return any(lib_name in sym for sym in undefined_symbols)
+
+
+_NAMED_BARRIER_MAX = "amdgpu.max_num_named_barrier"
+_NAMED_BARRIER_SET_RE = re.compile(r"^\s*\.set\s+amdgpu\.max_num_named_barrier\s*,", re.M)
+# a function's own named-barrier count: ".set F.num_named_barrier, N" or ".set F.num_named_barrier, max(N, ...)"
+_FN_NAMED_BARRIERS_RE = re.compile(r"^\s*\.set\s+\S+\.num_named_barrier\s*,\s*(?:max\(\s*)?(\d+)", re.M)
+
+
+def amdgcn_with_module_resource_symbols(asm: str) -> str:
+    """AMDGCN text ``asm`` with ``amdgpu.max_num_named_barrier`` defined where LLVM refers to it but never defines it.
+
+    LLVM's AMDGPU resource accounting treats a call to a function the module only declares (an extern that no
+    library resolved, e.g. a rocSHMEM function compiled without rocSHMEM's bitcode) as an indirect call: the
+    caller's resource symbols become ``max(own count, amdgpu.max_num_<resource>)``, module-wide maxima that the
+    printer defines at the end of the module. The LLVM bundled with Triton 3.6 defines ``amdgpu.max_num_vgpr`` /
+    ``_agpr`` / ``_sgpr`` but not ``amdgpu.max_num_named_barrier`` (added by llvm-project PR 169851, which Triton
+    3.7+ bundle), so assembling the text aborts the process (``LLVM ERROR: cannot evaluate equated symbol
+    '<kernel>.num_named_barrier'``). The definition appended here has the value LLVM gives it: the largest
+    named-barrier count of the module's own functions (0 on gfx9, which has no named barriers). Text that does not
+    refer to the symbol, or defines it already, is returned unchanged. Tested in test_compat.py: Triton 3.6 needs
+    it and the result assembles; on 3.7+ it changes nothing."""
+    if _NAMED_BARRIER_MAX not in asm or _NAMED_BARRIER_SET_RE.search(asm):
+        return asm
+    value = max((int(n) for n in _FN_NAMED_BARRIERS_RE.findall(asm)), default=0)
+    return asm + ("" if asm.endswith("\n") else "\n") + f"\t.set {_NAMED_BARRIER_MAX}, {value}\n"
+
+
+def wrap_hip_amdgcn_stage(stages) -> None:
+    """Make the HIP pipeline's ``amdgcn`` stage (``stages``: the ordered dict an inspection hook edits) return
+    :func:`amdgcn_with_module_resource_symbols` of its text, so that ``hsaco`` assembles a kernel with unresolved
+    extern calls. Assumption: the HIP stages are named ``amdgcn`` (LLVM IR -> AMDGCN text) then ``hsaco``."""
+    stock = stages.get("amdgcn")
+    if stock is None or getattr(stock, "_triton_dist_resource_symbols", False):
+        return
+
+    def amdgcn(src, metadata):
+        return amdgcn_with_module_resource_symbols(stock(src, metadata))
+
+    amdgcn._triton_dist_resource_symbols = True
+    stages["amdgcn"] = amdgcn
 
 
 def unwrap_constexpr(value):

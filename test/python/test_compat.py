@@ -1441,3 +1441,69 @@ def test_atomic_load_store_on_a_scalar_run_in_thread_0_behind_a_barrier():
     assert re.search(r"setp\.eq\.b32\s+(%p\d+), %r\d+, 0;.*@\1 ld\.relaxed\.gpu\.global\.b32", ptx, re.S), ptx
     assert re.search(r"@%p\d+ st\.relaxed\.gpu\.global\.b32", ptx), ptx
     assert "bar.sync" in ptx and "st.shared" in ptx, ptx
+
+
+_EXTERN_CALL_LLIR = """target triple = "amdgcn-amd-amdhsa"
+declare i32 @unresolved_ext()
+define amdgpu_kernel void @calls_ext(ptr addrspace(1) %p) {
+  %v = call i32 @unresolved_ext()
+  store i32 %v, ptr addrspace(1) %p
+  ret void
+}
+"""
+
+
+def test_amdgcn_named_barrier_resource_symbol():
+    """_compat.amdgcn_with_module_resource_symbols: a kernel calling a declared-only function refers to
+    ``amdgpu.max_num_named_barrier`` (through ``<kernel>.num_named_barrier, max(0, ...)``); the LLVM of Triton 3.6
+    never defines it (assembling then aborts the process), 3.7+ define it (llvm-project PR 169851). After the edit
+    the text defines it exactly once on every version, and is unchanged where LLVM already did."""
+    asm = _compat.llvm_ir_to_asm(_EXTERN_CALL_LLIR, "amdgcn-amd-amdhsa", "gfx942")
+    assert re.search(r"calls_ext\.num_named_barrier,\s*max\(0,\s*amdgpu\.max_num_named_barrier\)", asm)
+    defined = re.findall(r"^\s*\.set\s+amdgpu\.max_num_named_barrier\s*,\s*(\d+)", asm, re.M)
+    assert defined == ([] if _compat.TRITON_VERSION < (3, 7, 0) else ["0"])
+    fixed = _compat.amdgcn_with_module_resource_symbols(asm)
+    assert re.findall(r"^\s*\.set\s+amdgpu\.max_num_named_barrier\s*,\s*(\d+)", fixed, re.M) == ["0"]
+    if defined:
+        assert fixed == asm
+    # a module whose kernel calls nothing does not refer to it: unchanged
+    plain = _compat.llvm_ir_to_asm(_EXTERN_CALL_LLIR.replace("call i32 @unresolved_ext()", "add i32 1, 2"),
+                                   "amdgcn-amd-amdhsa", "gfx942")
+    assert _compat.amdgcn_with_module_resource_symbols(plain) == plain
+
+
+def test_amdgcn_named_barrier_value_is_the_module_maximum():
+    """The value appended is the largest named-barrier count of the module's own functions (LLVM's definition of
+    the module-wide maximum); 0 when every function has none."""
+    asm = ("\t.set f.num_named_barrier, max(3, amdgpu.max_num_named_barrier)\n"
+           "\t.set g.num_named_barrier, 5\n\t.set h.num_named_barrier, max(0, amdgpu.max_num_named_barrier)\n")
+    assert _compat.amdgcn_with_module_resource_symbols(asm).endswith("\t.set amdgpu.max_num_named_barrier, 5\n")
+    one = "\t.set f.num_named_barrier, max(0, amdgpu.max_num_named_barrier)"
+    assert _compat.amdgcn_with_module_resource_symbols(one) == one + "\n\t.set amdgpu.max_num_named_barrier, 0\n"
+
+
+def test_hip_amdgcn_stage_wrap_assembles_unresolved_calls(monkeypatch):
+    """_compat.wrap_hip_amdgcn_stage: the HIP pipeline's ``amdgcn`` stage (followed by ``hsaco``) is wrapped once,
+    and a kernel whose extern call nothing resolves then assembles to an ELF code object that keeps the function
+    as an undefined symbol (the wrap is installed for every kernel by ``import triton_dist``)."""
+    from triton.language import core
+
+    from triton_dist import language as dl
+
+    @core.extern
+    def unresolved(x, _semantic=None):
+        return dl.extern_call("compat_unresolved", "", [x], {(tl.int32, ): ("compat_unresolved_fn", tl.int32)},
+                              False, _semantic=_semantic)
+
+    @triton.jit
+    def calls_unresolved(out):
+        tl.store(out, unresolved(tl.load(out)))
+
+    stages = {"llir": None, "amdgcn": lambda src, md: "text", "hsaco": None}
+    _compat.wrap_hip_amdgcn_stage(stages)
+    wrapped = stages["amdgcn"]
+    _compat.wrap_hip_amdgcn_stage(stages)
+    assert stages["amdgcn"] is wrapped and wrapped("", {}) == "text"
+    ck = compile_kernel(CompileRequest(calls_unresolved, parse_target("hip:gfx942"), ["*i32"]))
+    assert "compat_unresolved_fn@gotpcrel32@lo" in ck.asm["amdgcn"]
+    assert ck.asm["hsaco"][:4] == b"\x7fELF" and b"compat_unresolved_fn" in ck.asm["hsaco"]

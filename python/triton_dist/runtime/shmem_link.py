@@ -22,6 +22,12 @@ SHMEM calls stay unresolved (``ptxas fatal: Unresolved extern function 'nvshmem_
   ``rocshmem_hipmodule_init``), whoever compiled it. A module that does not is recognised from its PTX / AMDGCN once
   per module load (cached by hash), never per launch.
 
+* **Assemble, on AMD** (the same hook): the AMDGCN stage's text gets the module-wide resource symbol that the LLVM
+  of Triton 3.6 refers to but does not define when a kernel calls a function no library resolved (rocSHMEM compiled
+  without its bitcode): :func:`_compat.amdgcn_with_module_resource_symbols`. Without it, assembling the hsaco of
+  any such kernel aborts the process; with it the hsaco keeps the rocSHMEM functions as undefined symbols
+  (inspection only: a GPU run needs the bitcode linked). Text of any other module is unchanged.
+
 The inspection hook is one slot in Triton, not a chain: :func:`install` keeps a hook already there and calls it
 after ours; a hook assigned later must call the previous value (as ``triton_dist.tools.compile`` does), or plain
 ``triton.jit`` kernels lose the link step (``@triton_dist.jit`` kernels do not need it).
@@ -177,6 +183,8 @@ def install() -> None:
             return _compat.stages_hook_cache_key(LINK_CACHE_KEY, previous)
         backend, stages, options, language, capability = args
         _wrap_llir_stage(backend, stages, options, capability)
+        if backend.target.backend == "hip":
+            _compat.wrap_hip_amdgcn_stage(stages)
         if previous is not None:
             previous(*args)
 
