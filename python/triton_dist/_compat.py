@@ -214,6 +214,19 @@ def wrap_hip_amdgcn_stage(stages) -> None:
     stages["amdgcn"] = amdgcn
 
 
+#: What the LLVM IR stage (``make_llir``) records in a compilation's metadata, with the value of a kernel that uses
+#: none of it; ``triton.compile`` needs ``shared`` (the backends' ``pack_metadata``) even when the stages that set it
+#: were skipped (``tools.compile --stage ttir``). Tested in test_compat.py (stopping after ttir / ttgir).
+LLIR_METADATA_DEFAULTS = {"shared": 0, "tmem_size": 0, "global_scratch_size": 0, "global_scratch_align": 1,
+                          "profile_scratch_size": 0, "profile_scratch_align": 1}
+
+
+def fill_skipped_stage_metadata(metadata) -> None:
+    """Give ``metadata`` (a compilation's metadata dict) the fields of :data:`LLIR_METADATA_DEFAULTS` it lacks."""
+    for key, value in LLIR_METADATA_DEFAULTS.items():
+        metadata.setdefault(key, value)
+
+
 def unwrap_constexpr(value):
     """Return the Python value behind a ``tl.constexpr`` (or the value itself)."""
     return tl_core._unwrap_if_constexpr(value)

@@ -1507,3 +1507,16 @@ def test_hip_amdgcn_stage_wrap_assembles_unresolved_calls(monkeypatch):
     ck = compile_kernel(CompileRequest(calls_unresolved, parse_target("hip:gfx942"), ["*i32"]))
     assert "compat_unresolved_fn@gotpcrel32@lo" in ck.asm["amdgcn"]
     assert ck.asm["hsaco"][:4] == b"\x7fELF" and b"compat_unresolved_fn" in ck.asm["hsaco"]
+
+
+def test_stopping_before_llir_needs_only_the_llir_metadata_defaults():
+    """_compat.LLIR_METADATA_DEFAULTS: with the stages after ttir / ttgir skipped (the compile tool's --stage ttir /
+    ttgir), ``triton.compile`` completes once those metadata fields exist (pack_metadata reads ``shared``)."""
+    @triton.jit
+    def _k_meta(out):
+        tl.store(out, 1)
+
+    for target in ("cuda:90", "hip:gfx942"):
+        for stage in ("ttir", "ttgir"):
+            ck = compile_kernel(CompileRequest(_k_meta, parse_target(target), ["*i32"], stop_after=stage))
+            assert "tt.func" in str(ck.asm[stage]) and ck.metadata.shared == 0

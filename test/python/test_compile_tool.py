@@ -182,3 +182,68 @@ def test_stop_after_skips_later_stages(kernel_file, capsys):
 def test_stop_after_errors(kernel_file, argv, message):
     res = _run(f"{kernel_file}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", *argv)
     assert res.returncode == 2 and message in res.stderr
+
+
+def _stages_run(monkeypatch, argv, capsys):
+    """Run the tool in this process and return ``(rc, stages that ran)``, recorded by a stage-inspection hook that
+    the tool's own edit (--stop-after) chains to."""
+    import triton
+
+    from triton_dist import _compat
+
+    ran = []
+
+    def record(stages):
+        for name, fn in list(stages.items()):
+            stages[name] = (lambda src, md, _n=name, _f=fn: (ran.append(_n), _f(src, md))[1])
+
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook",
+                        _compat.stages_inspection_hook(record, "test-record-stages"))
+    rc = ctool.main(argv)
+    capsys.readouterr()
+    return rc, ran
+
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_ir_stages_stop_at_the_stage(kernel_file, target, monkeypatch, capsys):
+    """--stage ttir / ttgir / llir runs the pipeline up to that stage only (issue 15: it ran the whole pipeline, so
+    a kernel that could not be assembled failed even at --stage ttir); --stop-after a later stage runs more, and
+    the assembly stages run everything (so printing them proves that the kernel assembles)."""
+    last = "cubin" if target.startswith("cuda") else "hsaco"
+    asm = "ptx" if target.startswith("cuda") else "amdgcn"
+    base = [f"{kernel_file}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--target", target]
+    for stage, expected in (("ttir", ["ttir"]), ("ttgir", ["ttir", "ttgir"]), ("llir", ["ttir", "ttgir", "llir"]),
+                            (asm, ["ttir", "ttgir", "llir", asm, last])):
+        assert _stages_run(monkeypatch, base + ["--stage", stage], capsys) == (0, expected), stage
+    assert _stages_run(monkeypatch, base + ["--stage", "llir", "--stop-after", last], capsys) == \
+        (0, ["ttir", "ttgir", "llir", asm, last])
+
+
+UNRESOLVED = textwrap.dedent("""
+    import triton
+    import triton.language as tl
+    from triton.language import core
+
+    @core.extern
+    def nowhere(x, _semantic=None):
+        return core.extern_elementwise("nolib", "", [x], {(core.dtype("int32"), ): ("defined_nowhere",
+                                       core.dtype("int32"))}, is_pure=False, _semantic=_semantic)
+
+    @triton.jit
+    def calls_nowhere(out):
+        tl.store(out, nowhere(tl.load(out)))
+""")
+
+
+def test_llir_of_a_kernel_that_cannot_assemble(tmp_path):
+    """A CUDA kernel calling a function no library defines: its LLVM IR prints (ptxas, which rejects the call, does
+    not run for --stage llir); --stage ptx fails naming the function, and so does --stage llir when the whole
+    pipeline is asked for (--stop-after cubin)."""
+    path = tmp_path / "unresolved.py"
+    path.write_text(UNRESOLVED)
+    base = [f"{path}:calls_nowhere", "-s", "*i32", "--target", "cuda:90"]
+    res = _run(*base, "--stage", "llir", tmpdir=tmp_path)
+    assert res.returncode == 0 and "call i32 @defined_nowhere" in res.stdout, res.stderr
+    for extra in (["--stage", "ptx"], ["--stage", "llir", "--stop-after", "cubin"]):
+        res = _run(*base, *extra, tmpdir=tmp_path)
+        assert res.returncode == 2 and "defined_nowhere" in res.stderr, (extra, res.stderr)

@@ -6,9 +6,11 @@
 ``--signature`` lists the kernel's parameters in order: a type (``*fp32``, ``*bf16``, ``i32``, ``i64``, ``fp32``…,
 optionally ``:16`` for a 16-divisible pointer/int) or a literal, which becomes a constexpr (``1024``, ``True``).
 ``-D NAME=VALUE`` sets a constexpr by name instead. Stages: ttir, ttgir, llir, ptx (cuda), amdgcn (hip), and the
-binary stages cubin/hsaco are accepted for ``--out``. ``--stop-after STAGE`` skips the later stages (for kernels
-calling a device library that is not installed here, e.g. ROCSHMEM on AMD, whose calls cannot be assembled). Any error in the arguments — unknown target, stage, file or
-kernel — prints one line ``triton-dist-compile: error: …`` and exits with code 2. So does a kernel that fails to
+binary stages cubin/hsaco are accepted for ``--out``. The IR stages ttir, ttgir and llir stop there: the later
+stages do not run. ptx / amdgcn run the whole pipeline, so printing them also proves that the kernel assembles (to
+a cubin with ptxas / to an hsaco). ``--stop-after STAGE`` sets the last stage to run instead (a later one than
+``--stage`` runs more, e.g. ``--stage llir --stop-after hsaco`` prints the LLVM IR of a kernel that must also
+assemble; an earlier one is refused). Any error in the arguments — unknown target, stage, file or kernel — prints one line ``triton-dist-compile: error: …`` and exits with code 2. So does a kernel that fails to
 import or compile (a front-end error, MLIR or ptxas failing): the error is one line naming the cause, a second line
 hints at ``--verbose``, which shows the compiler's full output and the traceback instead. The compiler's temporary
 files go to a private directory removed afterwards (ptxas leaves its .ptx input in /tmp when it fails).
@@ -32,6 +34,9 @@ from .. import _compat
 from ..target import Target, parse_target, to_gpu_target
 
 TEXT_STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx"), "hip": ("ttir", "ttgir", "llir", "amdgcn")}
+#: stages after which the tool stops unless --stop-after names a later one (the rest of the pipeline is not needed to
+#: print them)
+IR_STAGES = ("ttir", "ttgir", "llir")
 BINARY_STAGES = {"cuda": ("cubin", ), "hip": ("hsaco", )}
 
 
@@ -185,6 +190,7 @@ def compile_kernel(req: CompileRequest):
     old = triton.knobs.runtime.add_stages_inspection_hook
 
     def skipped(src_text, md, binary):
+        _compat.fill_skipped_stage_metadata(md)
         if "name" not in md and isinstance(src_text, str):  # later stages normally record the kernel name
             m = re.search(r"define\s+(?:\w+\s+)*void\s+@([A-Za-z_][A-Za-z0-9_]*)", src_text)
             md["name"] = m.group(1) if m else req.kernel.__name__
@@ -293,7 +299,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                    help="any other compile option, e.g. launch_cooperative_grid=True")
     p.add_argument("--stop-after", default=None,
-                   help="do not run the stages after this one (for kernels calling device libraries not linked here)")
+                   help="the last stage to run (default: --stage for ttir / ttgir / llir, else the whole pipeline); "
+                        "a later one than --stage checks that the kernel also compiles that far")
     p.add_argument("--out", "-o", default=None, help="write the stage to this file instead of stdout")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="when the kernel fails to import or compile, show the compiler's output and the traceback")
@@ -339,9 +346,12 @@ def run(argv=None) -> int:
                              f"{', '.join(all_stages)}")
         if all_stages.index(stage) > all_stages.index(args.stop_after):
             raise UsageError(f"--stage {stage} comes after --stop-after {args.stop_after}: nothing to print")
+    stop_after = args.stop_after
+    if stop_after is None and stage in IR_STAGES:
+        stop_after = stage
     kernel = load_kernel(args.kernel, args.kernel_name)
     req = CompileRequest(kernel, target, _split_signature(args.signature), _parse_kv(args.defines, "-D"), options,
-                         stop_after=args.stop_after)
+                         stop_after=stop_after)
     compiled = compile_quietly(req)
     asm = compiled.asm[stage]
     if args.out:

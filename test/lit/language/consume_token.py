@@ -4,7 +4,7 @@
 # consume_token_desc.py).
 # REQUIRES: block-pointers
 #
-# RUN: %compile %s:kinds -s "*i32:16, *fp32:16, *fp32:16, 256" --target cuda:90 --stage ttir | filecheck %s --check-prefix=TTIR
+# RUN: %compile %s:kinds -s "*i32:16, *fp32:16, *fp32:16, 256" --target cuda:90 --stage ttir --stop-after cubin | filecheck %s --check-prefix=TTIR
 # RUN: %compile %s:kinds -s "*i32:16, *fp32:16, *fp32:16, 256" --target cuda:90 --num-warps 1 --stage ptx | filecheck %s --check-prefix=PTX
 # RUN: %compile %s:kinds -s "*i32:16, *fp32:16, *fp32:16, 256" --target hip:gfx942 --num-warps 1 --stage amdgcn | filecheck %s --check-prefix=AMD
 #

@@ -1,7 +1,8 @@
 # dl.consume_token on a tensor descriptor: the descriptor comes back unchanged; the token goes into the coordinates
-# instead (every supported Triton; the other kinds of value: consume_token.py).
+# instead (every supported Triton; the other kinds of value: consume_token.py). --stop-after cubin: the kernel must
+# also assemble (the TTIR alone is what the check reads).
 #
-# RUN: %compile %s:desc -s "*i32:16, *fp16:16, *fp16:16, 64" --target cuda:90 --stage ttir | filecheck %s --check-prefix=DESC
+# RUN: %compile %s:desc -s "*i32:16, *fp16:16, *fp16:16, 64" --target cuda:90 --stage ttir --stop-after cubin | filecheck %s --check-prefix=DESC
 #
 # DESC: tt.make_tensor_descriptor
 # DESC: %[[ZD:.*]] = tt.elementwise_inline_asm "mov.u32 $0, 0;"
