@@ -3,20 +3,26 @@
 # dl.notify(..., "inter_node"): every thread completes its own accesses (the model's workgroup release wait), a
 # workgroup barrier, then a release fence at system scope before rocSHMEM raises the signal: AMDGPUUsage "fence
 # release, system" rows of "AMDHSA Memory Model Code Sequences GFX942" (buffer_wbl2 sc0 sc1; s_waitcnt vmcnt(0)
-# lgkmcnt(0)) and "... GFX90A" (buffer_wbl2; s_waitcnt vmcnt(0) lgkmcnt(0)). rocSHMEM's bitcode is not
-# available here, so the runs stop at LLVM IR, where the sequences are inline-asm strings (\0A = newline).
+# lgkmcnt(0)) and "... GFX90A" (buffer_wbl2; s_waitcnt vmcnt(0) lgkmcnt(0)). Checked in the AMDGCN (the
+# workgroup-scope fences around the barrier emit no instruction in non-TgSplit mode); rocSHMEM's bitcode is not
+# linked, so thread 0 calls rocshmem_signal_set through the GOT and the hsaco keeps it as an undefined symbol.
 #
-# RUN: %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefixes=INTER,INTER942
-# RUN: %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx950 --stage llir --stop-after llir | filecheck %s --check-prefixes=INTER,INTER942
-# RUN: %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx90a --stage llir --stop-after llir | filecheck %s --check-prefixes=INTER,INTER90A
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefixes=INTER,INTER942
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx950 --stage amdgcn | filecheck %s --check-prefixes=INTER,INTER942
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:notify_inter -s "*i64:16, i32" --target hip:gfx90a --stage amdgcn | filecheck %s --check-prefixes=INTER,INTER90A
 #
-# INTER: asm sideeffect "s_waitcnt vmcnt(0) lgkmcnt(0)\0As_mov_b32 $0, 0"
-# INTER-NEXT: fence syncscope("workgroup") release
-# INTER-NEXT: call void @llvm.amdgcn.s.barrier()
-# INTER-NEXT: fence syncscope("workgroup") acquire
-# INTER942-NEXT: asm sideeffect "buffer_wbl2 sc0 sc1\0As_waitcnt vmcnt(0) lgkmcnt(0)\0Av_mov_b32 $0, 0"
-# INTER90A-NEXT: asm sideeffect "buffer_wbl2\0As_waitcnt vmcnt(0) lgkmcnt(0)\0Av_mov_b32 $0, 0"
-# INTER: call i32 @rocshmem_signal_set(
+# INTER: s_waitcnt vmcnt(0) lgkmcnt(0)
+# INTER-NEXT: s_mov_b32 s{{[0-9]+}}, 0
+# INTER: s_barrier
+# INTER-NOT: rocshmem_signal_set
+# INTER942: buffer_wbl2 sc0 sc1
+# INTER90A: buffer_wbl2{{$}}
+# INTER-NEXT: s_waitcnt vmcnt(0) lgkmcnt(0)
+# INTER-NEXT: v_mov_b32 v{{[0-9]+}}, 0
+# INTER: v_cmp_eq_u32_e32 vcc, 0, v{{[0-9]+}}
+# INTER: s_and_saveexec_b64
+# INTER: rocshmem_signal_set@gotpcrel32@lo+4
+# INTER: s_swappc_b64
 #
 # Targets without a table (gfx908 follows "Memory Model GFX6-GFX9", gfx1100 "Memory Model GFX10-GFX11") are
 # compile errors naming the op and the arch, worded the same by both lowerings (one family() function):

@@ -9,8 +9,8 @@
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'add'" --target cuda:90 --stage ptx | filecheck %s --check-prefix=INTER
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target cuda:80 --stage ptx | filecheck %s --check-prefix=SM80
 # RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'gpu', 'set'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDGPU
-# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'add'" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDINTRA
-# RUN: %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'set'" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDINTER
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:notify_kernel -s "*i64:16, i32, 'intra_node', 'add'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDINTRA
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:notify_kernel -s "*i64:16, i32, 'inter_node', 'set'" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDINTER
 #
 # GPUSET: cp.async.bulk.wait_group 0;
 # GPUSET-NEXT: bar.sync 0;
@@ -54,14 +54,27 @@
 # AMDGPU: buffer_wbl2 sc1
 # AMDGPU: global_atomic_swap_x2
 #
-# AMDINTRA: call i64 @rocshmem_ptr(
-# AMDINTRA: fence syncscope("workgroup") release
-# AMDINTRA: atomicrmw add ptr addrspace(1) {{.*}} release
+# intra_node: the peer address from rocshmem_ptr (unresolved here: called through the GOT), the barrier, then
+# thread 0's system-scope release add: L2 writeback, then the atomic with the system-scope bit.
+# AMDINTRA: rocshmem_ptr@gotpcrel32@lo+4
+# AMDINTRA: s_swappc_b64
+# AMDINTRA: v_cmp_eq_u32_e32 vcc, 0, v{{[0-9]+}}
+# AMDINTRA: s_barrier
+# AMDINTRA-NEXT: s_and_saveexec_b64 {{s\[[0-9]+:[0-9]+\]}}, vcc
+# AMDINTRA: buffer_wbl2 sc0 sc1
+# AMDINTRA-NEXT: global_atomic_add_x2 {{v\[[0-9]+:[0-9]+\]}}, {{v\[[0-9]+:[0-9]+\]}}, off sc1
 #
-# AMDINTER: fence syncscope("workgroup") release
+# inter_node: every thread's wait, the barrier, the system-scope release fence, then thread 0 calls
+# rocshmem_signal_set.
+# AMDINTER: s_waitcnt vmcnt(0) lgkmcnt(0)
+# AMDINTER: s_barrier
+# AMDINTER-NOT: rocshmem_signal_set
 # AMDINTER: buffer_wbl2 sc0 sc1
-# AMDINTER: call i32 @llvm.amdgcn.workitem.id.x()
-# AMDINTER: call i32 @rocshmem_signal_set(i64 {{.*}}, i64 {{.*}}, i32
+# AMDINTER-NEXT: s_waitcnt vmcnt(0) lgkmcnt(0)
+# AMDINTER: v_cmp_eq_u32_e32 vcc, 0, v{{[0-9]+}}
+# AMDINTER: s_and_saveexec_b64
+# AMDINTER: rocshmem_signal_set@gotpcrel32@lo+4
+# AMDINTER: s_swappc_b64
 import triton
 import triton.language as tl
 

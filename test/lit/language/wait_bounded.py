@@ -1,11 +1,12 @@
 # Bounded-wait mode: TRITON_DIST_BOUNDED_WAIT=<ms> at compile time adds a timer to the spin, a report
 # (rank, program id, address, expected, seen) and a trap. Off (unset), the spin has no timer read at all
 # (see wait.py: no globaltimer / s_memrealtime). Calls nvshmem_my_pe / rocshmem_my_pe for the report, so the
-# NVIDIA run assembles relocatable code (PTXAS_OPTIONS=-c) and the AMD run stops at LLVM IR.
+# NVIDIA run assembles relocatable code (PTXAS_OPTIONS=-c) and the AMD one an hsaco that keeps rocshmem_my_pe
+# undefined (no rocSHMEM bitcode); its AMDGCN blocks are laid out in another order (hence -DAG).
 # TRITON_ALWAYS_COMPILE: the env var is not in Triton's own cache key.
 #
 # RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:bounded_kernel -s "*i64:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=PTX
-# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 %compile %s:bounded_kernel -s "*i32:16, i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:bounded_kernel -s "*i32:16, i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMD
 # RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=0 %compile %s:bounded_kernel -s "*i64:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=OFF
 #
 # PTX: mov.u64 %tdw_t0, %globaltimer;
@@ -16,11 +17,13 @@
 # PTX: vprintf
 # PTX: trap;
 #
-# AMD: s_memrealtime
-# AMD: global_load_dword $0, $1, off sc0 sc1
-# AMD: icmp sgt i64 {{.*}}, 25000000
-# AMD: rocshmem_my_pe
-# AMD: s_trap 2
+# AMD-DAG: s_memrealtime
+# AMD-DAG: global_load_dword {{v[0-9]+}}, {{v\[[0-9]+:[0-9]+\]}}, off sc0 sc1
+# 250 ms of the 100 MHz counter: 25000000 = 0x17d7840
+# AMD-DAG: v_mov_b64_e32 [[BOUND:v.[0-9]+:[0-9]+.]], 0x17d7840
+# AMD-DAG: v_cmp_gt_i64_e64 {{s\[[0-9]+:[0-9]+\]}}, {{s\[[0-9]+:[0-9]+\]}}, [[BOUND]]
+# AMD-DAG: rocshmem_my_pe@gotpcrel32@lo
+# AMD-DAG: s_trap 2
 #
 # OFF-NOT: globaltimer
 # OFF-NOT: trap;
