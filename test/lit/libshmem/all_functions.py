@@ -6,10 +6,13 @@
 # 38 s instead of 102 s (2-core machine) on the linked library; the PTX checked is made before ptxas, the same.
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage llir --stop-after llir | filecheck %s --check-prefix=NV
 # RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage ptx -O "ptx_options=--opt-level 0" | filecheck %s --check-prefix=LINKED
-# On AMD the rocSHMEM calls show in LLIR (no rocSHMEM bitcode here; test_libshmem_device.py links a stub library).
-# No call to a name rocSHMEM lacks: no multicast (remote_mc_ptr is null), no signal op taking sig_op, and
-# rocSHMEM's device rocshmem_barrier() takes no team.
-# RUN: %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage llir --stop-after llir > %t.amd.ll
+# On AMD the rocSHMEM calls with their arguments in LLIR (no rocSHMEM bitcode here; test_libshmem_device.py links a
+# stub library), then the same kernel assembled: its AMDGCN calls exactly those functions (through the GOT: the
+# hsaco keeps them as undefined symbols). No call to a name rocSHMEM lacks: no multicast (remote_mc_ptr is null), no
+# signal op taking sig_op, and rocSHMEM's device rocshmem_barrier() takes no team.
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage llir > %t.amd.ll
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:all_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage amdgcn > %t.amd.s
+# RUN: %python %S/../Inputs/same_calls.py rocshmem_ %t.amd.ll %t.amd.s
 # RUN: filecheck %s --check-prefix=AMD --input-file %t.amd.ll
 # RUN: not grep -E "mc_ptr|rocshmemx_|signal_op|@rocshmem_barrier\(i32" %t.amd.ll
 #

@@ -8,8 +8,8 @@
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:guarded_barrier -s "*i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=GUARDED
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:warp_get -s "*fp32:16, *fp32:16, i64, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=WARP
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:block_put -s "*fp32:16, *fp32:16, i64, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=BLOCK
-# RUN: %compile %s:thread_put -s "*fp32:16, *fp32:16, i64, i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDTHREAD
-# RUN: %compile %s:world_barrier -s "*i32" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMDBARRIER
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:thread_put -s "*fp32:16, *fp32:16, i64, i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDTHREAD
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:world_barrier -s "*i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDBARRIER
 #
 # An unguarded thread put: every thread calls nvshmem_putmem; no barrier, no thread-index test.
 # THREAD-NOT: bar.sync
@@ -47,17 +47,22 @@
 # BLOCK-NOT: bar.sync
 # BLOCK: call.uni (retval0), nvshmemx_putmem_block,
 #
-# AMDTHREAD-NOT: s.barrier
-# AMDTHREAD-NOT: workitem.id
-# AMDTHREAD: call i32 @rocshmem_putmem(
-# AMDTHREAD-NOT: s.barrier
+# AMDTHREAD-NOT: s_barrier
+# AMDTHREAD-NOT: s_and_saveexec_b64
+# AMDTHREAD: rocshmem_putmem@gotpcrel32@lo+4
+# AMDTHREAD: s_swappc_b64
+# AMDTHREAD-NOT: s_barrier
+# AMDTHREAD: s_endpgm
 #
 # barrier(TEAM_WORLD) on AMD calls rocSHMEM's rocshmem_barrier(), which takes no team (other teams go to the
 # wrapper's team barrier; the team is a compile-time constant).
 # AMDBARRIER-NOT: rocshmem_team_barrier
-# AMDBARRIER-NOT: s.barrier
-# AMDBARRIER: call i32 @rocshmem_barrier()
+# AMDBARRIER-NOT: s_barrier
+# AMDBARRIER: rocshmem_barrier@gotpcrel32@lo+4
+# AMDBARRIER: s_swappc_b64
 # AMDBARRIER-NOT: rocshmem_team_barrier
+# AMDBARRIER-NOT: s_barrier
+# AMDBARRIER: s_endpgm
 import triton.language as tl
 
 import triton_dist

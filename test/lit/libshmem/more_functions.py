@@ -7,7 +7,11 @@
 # The whole bitcode (TRITON_DIST_SLIM_BITCODE=0): the slim library leaves most typed put / get and the thread / warp
 # byte collectives out (backends/nvidia/libshmem.py, FULL_LIBRARY_ONLY).
 # RUN: env TRITON_DIST_SLIM_BITCODE=0 %compile %s:new_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target cuda:90 --stage llir --stop-after llir | filecheck %s --check-prefix=LINKED
-# RUN: %compile %s:amd_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:amd_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage llir > %t.amd.ll
+# RUN: filecheck %s --check-prefix=AMD --input-file %t.amd.ll
+# The same kernel assembled: its AMDGCN calls exactly the rocSHMEM functions of the LLIR (unresolved, through the GOT).
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:amd_calls -s "*fp32:16, *fp32:16, *u64:16, i32, i64" --target hip:gfx942 --stage amdgcn > %t.amd.s
+# RUN: %python %S/../Inputs/same_calls.py rocshmem_ %t.amd.ll %t.amd.s
 #
 # Every call is executed by every thread that reaches it: no thread-0 predicate and no CTA barrier is added.
 # NV-NOT: llvm.nvvm.barrier
