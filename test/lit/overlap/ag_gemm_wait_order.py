@@ -13,7 +13,7 @@
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 0, 8192, 128, 128, 64, 8, 131, True, False, False, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=TMAPTX
 # Fused push programs (PUSH_PROGRAMS=4): the push role's 128-bit copies into the peer (symm_at) and its signals.
 # RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 256, 64, 8, 128, True, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PUSH
-# RUN: %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 128, 64, 8, 304, False, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:ag_gemm_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i64:16, *fp32, *bf16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, 2, 4, 4, 8192, 128, 128, 64, 8, 304, False, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage amdgcn | filecheck %s --check-prefix=AMD
 #
 # Pointer path, TTGIR: inside the tile loop, for a peer's chunk (c != 0: an scf.if the local chunk skips) the
 # spin comes first; then the A base (x for the local chunk, else the chunk in a_full) is selected, the opaque zero
@@ -66,8 +66,10 @@
 # PUSH-DAG: ld.acquire.sys.b64
 # PUSH: wgmma.mma_async
 #
-# gfx942 (LLVM IR only: the push role's dl.symm_at calls rocshmem_ptr, not assemblable without ROCSHMEM here):
-# AMD-DAG: call {{.*}}@rocshmem_ptr
-# AMD-DAG: llvm.amdgcn.mfma.f32.32x32x8bf16
-# AMD-DAG: global_load_dwordx2 $0, $1, off sc0 sc1
+# gfx942 AMDGCN: the push role's dl.symm_at calls rocshmem_ptr (unresolved here: through the GOT), MFMA, and the
+# system-scope acquire poll (load with sc0 sc1, then the invalidate).
+# AMD-DAG: rocshmem_ptr@gotpcrel32@lo+4
+# AMD-DAG: v_mfma_f32_32x32x8_bf16
+# AMD-DAG: global_load_dwordx2 {{v\[[0-9]+:[0-9]+\]}}, {{v\[[0-9]+:[0-9]+\]}}, off sc0 sc1
+# AMD-DAG: buffer_inv sc0 sc1
 from triton_dist.kernels.ag_gemm import ag_gemm_kernel  # noqa: F401

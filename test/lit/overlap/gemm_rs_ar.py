@@ -26,8 +26,8 @@
 # RUN: filecheck %s --check-prefix=RSSN < %t.rss.ptx
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 64, 128, 64, 8, 132, True" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=AR
 # RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 128, 8, 132, True, 4" --target cuda:90 --num-warps 4 --num-stages 4 --stage ptx | filecheck %s --check-prefix=ARSPLIT
-# RUN: %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 64, 8, 304, False, 4" --target hip:gfx942 --num-warps 4 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=ARAMD
-# RUN: %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 128, 64, 8, 304, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage llir --stop-after llir | filecheck %s --check-prefix=AMD
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:gemm_ar_kernel -s "*bf16:16, *bf16:16, *bf16:16, *fp32:16, *i64:16, *i64:16, *fp32:16, *i32:16, *i32:16, i32, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 16, 128, 64, 8, 304, False, 4" --target hip:gfx942 --num-warps 4 --num-stages 2 --stage amdgcn | filecheck %s --check-prefix=ARAMD
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:gemm_rs_kernel -s "*fp16:16, *fp16:16, *fp16:16, *fp16:16, *i64:16, *i64:16, *i64:16, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, 1, i32, i32, i32, i32, 2, 128, 128, 64, 8, 304, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage amdgcn | filecheck %s --check-prefix=AMD
 #
 # (gfx942: LLVM IR. Block placement puts the signalling code before the MMA loop in text order: no order between them is checked)
 # RS-DAG: cp.async.bulk.tensor.2d
@@ -77,14 +77,20 @@
 # ARSPLIT: ld.global.cg.v4.b32
 # ARSPLIT: ld.acquire.sys.b64
 #
-# ARAMD-DAG: atomicrmw add ptr addrspace(1) {{.*}} syncscope("agent") acq_rel
-# ARAMD-DAG: llvm.amdgcn.mfma.f32.16x16x16bf16
-# ARAMD-DAG: call {{.*}}@rocshmem_ptr
+# gfx942 AMDGCN (dl.symm_at calls rocshmem_ptr, unresolved here: through the GOT). GEMM+AR's tile counter is an
+# agent-scope acq_rel add that returns the old value: L2 writeback (sc1), the add (sc0: returns), the invalidate.
+# ARAMD-DAG: buffer_wbl2 sc1
+# ARAMD-DAG: global_atomic_add {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, {{s\[[0-9]+:[0-9]+\]}} sc0
+# ARAMD-DAG: buffer_inv sc1
+# ARAMD-DAG: v_mfma_f32_16x16x16_bf16
+# ARAMD-DAG: rocshmem_ptr@gotpcrel32@lo+4
 #
-# gfx942, LLVM IR only: dl.symm_at calls rocshmem_ptr, which cannot be assembled without the ROCSHMEM bitcode here.
-# AMD-DAG: call {{.*}}@rocshmem_ptr
-# AMD-DAG: llvm.amdgcn.mfma.f32.32x32x8f16
-# AMD-DAG: global_load_dwordx2 $0, $1, off sc0 sc1
-# AMD-DAG: atomicrmw xchg ptr addrspace(1) {{.*}} release
+# The GEMM+ReduceScatter kernel has the system-scope acquire poll and the system-scope release exchange of the
+# peer's signal.
+# AMD-DAG: rocshmem_ptr@gotpcrel32@lo+4
+# AMD-DAG: v_mfma_f32_32x32x8_f16
+# AMD-DAG: global_load_dwordx2 {{v\[[0-9]+:[0-9]+\]}}, {{v\[[0-9]+:[0-9]+\]}}, off sc0 sc1
+# AMD-DAG: buffer_wbl2 sc0 sc1
+# AMD-DAG: global_atomic_swap_x2 {{v\[[0-9]+:[0-9]+\]}}, {{v\[[0-9]+:[0-9]+\]}}, off sc1
 from triton_dist.kernels.gemm_ar import gemm_ar_kernel  # noqa: F401
 from triton_dist.kernels.gemm_rs import gemm_rs_kernel  # noqa: F401
