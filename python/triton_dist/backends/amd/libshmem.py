@@ -5,7 +5,8 @@ The C signatures are the NVIDIA table's (``triton_dist.language._libshmem``: poi
 ``size_t`` = i64, ``int`` = i32, void results declared with a dummy int32), with the AMD differences below. The
 rocSHMEM device bitcode is linked by ``triton_dist.jit`` when present. rocSHMEM's device API is C++ (``namespace
 rocshmem``, mangled); the bitcode must export these names unmangled. No AMD GPU / bitcode exists here: the AMD path is
-compile-tested to LLIR and linked against a stub generated from ``EXTERNS`` (test/python/_rocshmem_stub.py).
+compile-tested to AMDGCN / hsaco with the calls unresolved (test/lit, test_amd_hsaco.py) and linked against a stub
+generated from ``EXTERNS`` (test/python/_rocshmem_stub.py).
 
 Checked against rocSHMEM's public sources (ROCm/rocm-systems ``projects/rocshmem``; commits in docs/runtime.md):
 
