@@ -24,6 +24,11 @@ filecheck = os.path.abspath(shutil.which("filecheck") or os.path.join(os.path.di
 if os.environ.get("TRITON_DIST_LIT_COMPILE_ONLY") == "1":
     filecheck = f"{python} {os.path.join(config.test_source_root, 'Inputs', 'drain.py')}"
     config.available_features.add("compile-only")
+    # The matrix runs several Tritons at once on one tree: each writes its %t files under its own folder (in the
+    # tests' Output/ folders they overwrote each other's while another version read them).
+    import triton
+
+    config.test_exec_root = os.path.join(repo_root, "build", "lit", f"triton-{triton.__version__}")
 config.substitutions.append(("filecheck", filecheck))
 config.substitutions.append(("not ", f"{python} -m triton_dist.tools._not "))
 
