@@ -10,10 +10,11 @@ binary stages cubin/hsaco are accepted for ``--out``. The IR stages ttir, ttgir 
 stages do not run. ptx / amdgcn run the whole pipeline, so printing them also proves that the kernel assembles (to
 a cubin with ptxas / to an hsaco). ``--stop-after STAGE`` sets the last stage to run instead (a later one than
 ``--stage`` runs more, e.g. ``--stage llir --stop-after hsaco`` prints the LLVM IR of a kernel that must also
-assemble; an earlier one is refused). Any error in the arguments — unknown target, stage, file or kernel — prints one line ``triton-dist-compile: error: …`` and exits with code 2. So does a kernel that fails to
-import or compile (a front-end error, MLIR or ptxas failing): the error is one line naming the cause, a second line
-hints at ``--verbose``, which shows the compiler's full output and the traceback instead. The compiler's temporary
-files go to a private directory removed afterwards (ptxas leaves its .ptx input in /tmp when it fails).
+assemble; an earlier one is refused). Any error in the arguments — unknown target, stage, file or kernel — prints
+one line ``triton-dist-compile: error: …`` and exits with code 2. So does a kernel that fails to import or compile
+(a front-end error, MLIR or ptxas failing): the error is one line naming the cause, a second line hints at
+``--verbose``, which shows the compiler's full output and the traceback instead. The compiler's temporary files go
+to a private directory removed afterwards (ptxas leaves its .ptx input in /tmp when it fails).
 """
 from __future__ import annotations
 
