@@ -16,13 +16,12 @@ NXT = (RANK + 1) % max(WORLD, 1)
 PRV = (RANK - 1) % max(WORLD, 1)
 
 
-@pytest.fixture(scope="session")
-def shmem_session():
-    """torch.distributed + NVSHMEM for the whole pytest process (this rank's GPU selected): initialised once, at the
-    first test that needs it, and finalised at the end of the session. Per module it was initialised and finalised
-    again: on the GPU machine the second module's initialisation in the same process then failed in Gloo's
-    connect (``Connection refused``, every test of ``test_gpu_libshmem_scope.py`` after ``test_gpu_libshmem.py``, run
-    at 56407d5). Made visible to the GPU test modules by ``test/python/gpu/conftest.py``."""
+def shmem_session_setup():
+    """The body of the session fixture ``shmem_session`` (``test/python/conftest.py``): torch.distributed + NVSHMEM
+    for the whole pytest process (this rank's GPU selected), initialised once, at the first test that needs it, and
+    finalised at the end of the session. Per module it was initialised and finalised again: on the GPU machine the
+    second module's initialisation in the same process then failed in Gloo's connect (``Connection refused``, every
+    test of ``test_gpu_libshmem_scope.py`` after ``test_gpu_libshmem.py``, run at 56407d5)."""
     torch.cuda.set_device(LOCAL_RANK)
     g = U.initialize_distributed()
     yield g

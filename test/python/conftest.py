@@ -12,6 +12,16 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+@pytest.fixture(scope="session")
+def shmem_session():
+    """GPU tier: one torch.distributed + NVSHMEM setup per pytest process (``_torchrun_shmem.shmem_session_setup``),
+    requested by the modules' ``group = shmem_group(seed)`` fixtures. Imported when first requested: the CPU tier
+    never loads it."""
+    from _torchrun_shmem import shmem_session_setup
+
+    yield from shmem_session_setup()
+
+
 def _gpu_skip_reason():
     try:
         import torch
