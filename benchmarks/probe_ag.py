@@ -12,43 +12,32 @@ Prints one JSON line per shape (rank 0) and writes ``probe_ag-<stamp>.json`` int
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import sys
 
 import torch
-import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from probe_common import finish, int_list, probe_parser, start  # noqa: E402
+
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--shapes", default="llama3-8b:2048,llama3-8b:4096", help="model:M,... (bench_overlap's MODELS)")
+    ap = probe_parser(__doc__, "llama3-8b:2048,llama3-8b:4096")
     ap.add_argument("--configs", default="128x256x64x8x3,128x256x64x8x3f,128x128x64x4x4f,128x128x64x8x4",
                     help="tilings (BMxBNxBKxWARPSxSTAGES[f]) of the fused kernels and of our GEMM alone")
-    ap.add_argument("--comm-programs", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+    ap.add_argument("--comm-programs", type=int_list, default=[],
                     help="also sm with these push-program counts (default context: 8)")
     args = ap.parse_args()
 
     import bench_overlap as bo
-    from provenance import git_commit, versions
 
-    import triton_dist.utils as tdu
     from triton_dist.kernels import gemm as g
     from triton_dist.ops import overlap as ov
 
-    tdu.initialize_distributed()
-    rank, W = dist.get_rank(), dist.get_world_size()
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    os.makedirs(args.out, exist_ok=True)
-    g.ensure_tma_allocator()
+    rank, W, stamp = start(args.out)
     records = []
     for spec in args.shapes.split(","):
         model, m = spec.split(":")
@@ -82,16 +71,8 @@ def main():
         ctx.close()
         for cg in ctx_g.values():
             cg.close()
-    if rank == 0:
-        path = os.path.join(args.out, f"probe_ag-{stamp}.json")
-        with open(path, "w") as f:
-            json.dump({"benchmark": "probe_ag", "command": " ".join(sys.argv), "git_commit": git_commit(),
-                       "versions": versions(), "timing": "bench_overlap.time_interleaved (CUDA-graph replay of k "
-                       "calls, median of reps, max over ranks)", "records": records}, f, indent=1)
-        print("results:", path)
-    dist.barrier()
-    tdu.finalize_distributed()
-
+    finish(args, "probe_ag", stamp, records, "bench_overlap.time_interleaved (CUDA-graph replay of k calls, median "
+           "of reps, max over ranks)", rank)
 
 if __name__ == "__main__":
     main()

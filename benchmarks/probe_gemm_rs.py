@@ -14,8 +14,6 @@ in the pushes, in the waits for the peer's tiles, or in the tiles' main loops th
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import statistics
@@ -26,6 +24,8 @@ import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+
+from probe_common import finish, int_list, probe_parser, rs_shapes, start  # noqa: E402
 
 
 def summarize(tracks, names):
@@ -59,16 +59,11 @@ def summarize(tracks, names):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--shapes", default="llama3-8b:2048,llama3-70b:2048,llama3-70b:8192",
-                    help="model:M,... (bench_overlap's MODELS)")
+    ap = probe_parser(__doc__, "llama3-8b:2048,llama3-70b:2048,llama3-70b:8192", reps=9)
     ap.add_argument("--config", default=None, help="tiling of every launch (default: the context's for the shape)")
-    ap.add_argument("--pieces", type=lambda v: [int(x) for x in v.split(",") if x], default=[4, 8, 16],
+    ap.add_argument("--pieces", type=int_list, default=[4, 8, 16],
                     help="fused with the peer tiles streamed in this many row pieces, timed (comma list)")
-    ap.add_argument("--profile-pieces", type=lambda v: [int(x) for x in v.split(",") if x], default=[8],
+    ap.add_argument("--profile-pieces", type=int_list, default=[8],
                     help="pieces values also profiled (traces exported)")
     ap.add_argument("--traces", type=int, default=1, help="0: no Perfetto JSON / Gantt PNG files")
     ap.add_argument("--ptr-variants", action="store_true",
@@ -76,27 +71,17 @@ def main():
     args = ap.parse_args()
 
     import bench_overlap as bo
-    from provenance import git_commit, versions
 
-    import triton_dist.utils as tdu
     from triton_dist.kernels import gemm as g
     from triton_dist.kernels import gemm_rs as rsk
     from triton_dist.ops import overlap as ov
     from triton_dist.tools.profiler import alloc_profiler_buffer, export_to_perfetto_trace, reset_profiler_buffer
     from triton_dist.tools.profiler.viewer import parse_to_tracks
 
-    tdu.initialize_distributed()
-    rank, W = dist.get_rank(), dist.get_world_size()
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    os.makedirs(args.out, exist_ok=True)
-    g.ensure_tma_allocator()
+    rank, W, stamp = start(args.out)
     buf = alloc_profiler_buffer(160 * 512)
     records = []
-    for spec in args.shapes.split(","):
-        model, m = spec.split(":")
-        M = int(m)
-        _, _, K_tot, N = bo.MODELS[model]
-        K = K_tot // W
+    for model, M, K, N in rs_shapes(args.shapes, W):
         ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
         cfg = g.TileConfig.parse(args.config) if args.config else ctx._cfg(M, N, K, 2)
         a, b = bo.rand((M, K), 1 + rank), bo.rand((K, N), 100 + rank)
@@ -172,16 +157,8 @@ def main():
             for r, p in enumerate(profs):
                 print(f"  rank {r} profile: {json.dumps(p)}", flush=True)
         ctx.close()
-    if rank == 0:
-        path = os.path.join(args.out, f"probe_gemm_rs-{stamp}.json")
-        with open(path, "w") as f:
-            json.dump({"benchmark": "probe_gemm_rs", "command": " ".join(sys.argv), "git_commit": git_commit(),
-                       "versions": versions(), "timing": "CUDA-graph replay of k calls, interleaved, median of reps, "
-                       "max over ranks", "k": args.k, "reps": args.reps, "records": records}, f, indent=1)
-        print("results:", path)
-    dist.barrier()
-    tdu.finalize_distributed()
-
+    finish(args, "probe_gemm_rs", stamp, records, "CUDA-graph replay of k calls, interleaved, median of reps, max over "
+           "ranks", rank, k=args.k, reps=args.reps)
 
 if __name__ == "__main__":
     main()

@@ -15,8 +15,6 @@ Prints one JSON line per shape (rank 0) and writes ``probe_timing-<stamp>.json``
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import sys
@@ -27,34 +25,21 @@ import torch.distributed as dist
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from probe_common import finish, probe_parser, rs_shapes, start  # noqa: E402
+
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--shapes", default="llama3-70b:2048,llama3-8b:4096", help="model:M,... (bench_overlap's MODELS)")
-    args = ap.parse_args()
+    args = probe_parser(__doc__, "llama3-70b:2048,llama3-8b:4096").parse_args()
 
     import bench_overlap as bo
-    from provenance import git_commit, versions
 
-    import triton_dist.utils as tdu
     from triton_dist.kernels import gemm as g
     from triton_dist.ops import overlap as ov
 
-    tdu.initialize_distributed()
-    rank, W = dist.get_rank(), dist.get_world_size()
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    os.makedirs(args.out, exist_ok=True)
-    g.ensure_tma_allocator()
+    rank, W, stamp = start(args.out)
     gname, _ = bo.symm_group_name()
     records = []
-    for spec in args.shapes.split(","):
-        model, m = spec.split(":")
-        M = int(m)
-        _, _, K_tot, N = bo.MODELS[model]
-        K = K_tot // W
+    for model, M, K, N in rs_shapes(args.shapes, W):
         ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
         a, b = bo.rand((M, K), 1 + rank), bo.rand((K, N), 100 + rank)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
@@ -82,16 +67,8 @@ def main():
         if rank == 0:
             print(json.dumps(rec), flush=True)
         ctx.close()
-    if rank == 0:
-        path = os.path.join(args.out, f"probe_timing-{stamp}.json")
-        with open(path, "w") as f:
-            json.dump({"benchmark": "probe_timing", "command": " ".join(sys.argv), "git_commit": git_commit(),
-                       "versions": versions(), "timing": "bench_overlap.time_graph / time_interleaved (CUDA-graph "
-                       "replay of k calls, median of reps, max over ranks)", "records": records}, f, indent=1)
-        print("results:", path)
-    dist.barrier()
-    tdu.finalize_distributed()
-
+    finish(args, "probe_timing", stamp, records, "bench_overlap.time_graph / time_interleaved (CUDA-graph replay of k "
+           "calls, median of reps, max over ranks)", rank)
 
 if __name__ == "__main__":
     main()

@@ -325,9 +325,9 @@ def test_table_rules_carry_method_parameters(monkeypatch):
     assert ov._first_rows(None, 1000) == 1000
 
 
-def test_bench_variant_names_map_to_table_rules(monkeypatch):
-    """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@p<P>``) become the table's
-    rule parameters."""
+def _load_bench(monkeypatch, name):
+    """``benchmarks/bench_overlap.py`` imported as module ``name`` (the benchmarks folder on the path; the variables
+    the bench sets at import undone after the test)."""
     import importlib.util
     import os
 
@@ -335,9 +335,17 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     monkeypatch.syspath_prepend(here)
     for var in ("NVSHMEM_SYMMETRIC_SIZE", "NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"):
         monkeypatch.delenv(var, raising=False)  # the bench sets defaults at import: undone after the test
-    spec = importlib.util.spec_from_file_location("bench_overlap_for_test", os.path.join(here, "bench_overlap.py"))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(here, "bench_overlap.py"))
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bench_variant_names_map_to_table_rules(monkeypatch):
+    """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@p<P>``) become the table's
+    rule parameters."""
+
+    bench = _load_bench(monkeypatch, "bench_overlap_for_test")
     assert bench.method_of("ours/chunked@f0.25") == {"method": "chunked", "first_frac": 0.25}
     assert bench.method_of("ours/chunked@s2") == {"method": "chunked", "sub_chunks": 2}
     assert bench.method_of("ours/ce") == {"method": "ce"}
@@ -367,19 +375,11 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
 def test_partial_run_updates_only_its_shapes_in_the_table(monkeypatch, tmp_path):
     """A bench run over some M of one op (``--ops gemm_rs --m 2048,4096``) rewrites those shapes' rules and tilings
     and keeps the rest of the measured table: other shapes of the op, their generic crossover, other ops."""
-    import importlib.util
     import json
-    import os
 
     from triton_dist.ops import overlap as ov
 
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
-    monkeypatch.syspath_prepend(here)
-    for var in ("NVSHMEM_SYMMETRIC_SIZE", "NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"):
-        monkeypatch.delenv(var, raising=False)
-    spec = importlib.util.spec_from_file_location("bench_overlap_for_merge", os.path.join(here, "bench_overlap.py"))
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _load_bench(monkeypatch, "bench_overlap_for_merge")
 
     def rule(m, method):
         return {"n": 4096, "k": 3584, "max_m": m, "method": method}
@@ -463,19 +463,11 @@ def test_eager_calls_take_the_rules_eager_winner(monkeypatch, tmp_path):
     ``method_rules`` derives it from the eager timings, ``--eager-rules-from`` adds it to the measured table from
     result JSONs (and drops a stale one), and ``select_rule(..., eager=True)`` (a call outside capture) returns it
     with the rule's shape, while capture (``eager=False``) keeps the graph rule and the simulator runs ``fused``."""
-    import importlib.util
     import json
-    import os
 
     from triton_dist.ops import overlap as ov
 
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
-    monkeypatch.syspath_prepend(here)
-    for var in ("NVSHMEM_SYMMETRIC_SIZE", "NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"):
-        monkeypatch.delenv(var, raising=False)
-    spec = importlib.util.spec_from_file_location("bench_overlap_for_eager", os.path.join(here, "bench_overlap.py"))
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _load_bench(monkeypatch, "bench_overlap_for_eager")
 
     rec = {"op": "gemm_rs", "M": 4096, "K_per_rank": 3584, "N": 4096,
            "results": {"ours/fused": 205.0, "ours/fused@p4": 202.0, "ours/ce": 187.2, "torch_seq": 275.3},
