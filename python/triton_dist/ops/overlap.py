@@ -699,6 +699,8 @@ class GemmRSContext(_PartialsContext):
         # method "fused" with pieces = P: the peer tiles' partials go to this local send buffer, then stream to
         # their owners in P row pieces during the program's next main loop (kernels.gemm_rs)
         self.send = torch.empty((max(W - 1, 1) * self.cap, ), dtype=dtype, device=self.device)
+        # (M, K) of the eager auto calls whose graph rule was looked up (gemm_rs: ce tuned before a capture needs it)
+        self._graph_rule_seen = set()
 
 
 def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmRSContext:
@@ -748,11 +750,12 @@ def _run_partials(op, ctx, a, b, out, method, chunked: bool, paths, kernel, prof
         eager = not _capturing()
         rule = ctx.select_rule(M, K, eager=eager)
         method = rule["method"]
-        if eager and M and ctx.kind == "gemm_rs" and method != "ce" and \
-                ctx.select_rule(M, K)["method"] == "ce":
+        if eager and M and ctx.kind == "gemm_rs" and method != "ce" and (M, K) not in ctx._graph_rule_seen:
             # the graph rule's ce tunes its GEMM on a shape's first call, which must not be in a capture: this
-            # eager call (another method) is that first call
-            _rs_ce_tune(ctx, a, b)
+            # eager call (another method) is that first call. Looked up once per shape, off the later calls' path.
+            ctx._graph_rule_seen.add((M, K))
+            if ctx.select_rule(M, K)["method"] == "ce":
+                _rs_ce_tune(ctx, a, b)
     kw = params(method, rule, M) if params is not None else {}
     prof, profile = ctx._prof(op, profiler_buffer)
     ctx._check_peers(op, (tuple(a.shape), tuple(b.shape), str(a.dtype), method) + tuple(sorted(kw.items())))
