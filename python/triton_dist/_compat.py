@@ -1249,6 +1249,17 @@ def extend_interpreter_tensor(name: str, make) -> None:
     def patched(tensor, scope):
         orig(tensor, scope)
         for attr, mk in list(_tensor_extensions.items()):
-            scope.set_attr(tensor, attr, mk(getattr(tensor, attr, None)))
+            current = getattr(tensor, attr, None)
+            # A patch that is never undone (the interpreter's device-function calls, see
+            # install_interpreted_jit_calls) leaves our wrapper installed: wrap what IT wrapped, never a wrapper,
+            # or every helper call would nest one more level until indexing hits the recursion limit.
+            current = getattr(current, "_triton_dist_extends", current)
+            wrapper = mk(current)
+            if wrapper is not current:
+                try:
+                    wrapper._triton_dist_extends = current
+                except AttributeError:  # not a function: nothing will wrap it
+                    pass
+            scope.set_attr(tensor, attr, wrapper)
 
     _it._patch_lang_tensor = patched

@@ -98,3 +98,17 @@ def k_spin_ld(flag, out):
     while ld(flag, "sys", "acquire") != 1:
         pass
     tl.store(out, 1)
+
+
+@triton.jit
+def k_store_flagged(src, words, peer, flag, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    dl.store_flagged(dl.symm_at(words, peer) + offs, tl.load(src + offs, mask=m), flag, mask=m)
+
+
+@triton.jit
+def k_load_flagged(words, out, flag, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, dl.load_flagged(words + offs, flag, mask=m), mask=m)

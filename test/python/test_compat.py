@@ -1215,6 +1215,37 @@ def test_extend_interpreter_tensor_sets_and_restores_an_attribute(tmp_path):
     assert res.returncode == 0 and res.stdout.strip().endswith("OK"), res.stderr[-2000:]
 
 
+def test_extend_interpreter_tensor_never_wraps_its_own_wrapper(tmp_path):
+    """An interpreted device-function call (a @triton.jit helper made while the interpreter is on) patches
+    ``tl.tensor`` and never undoes it, so our extension is applied on top of itself; it must wrap the attribute it
+    first wrapped, not the previous wrapper. Before the fix, 1500 helper calls that index a tensor (``x[:, None]``)
+    nested 1500 wrappers and hit the recursion limit (the simulator's ``__getitem__`` extension)."""
+    script = tmp_path / "nest.py"
+    script.write_text(
+        "import sys, torch, triton, triton.language as tl\n"
+        "from triton_dist import _compat\n"
+        "_compat.set_interpret(True)\n"
+        "_compat.extend_interpreter_tensor('__getitem__', lambda cur: (lambda self, *a, **k: cur(self, *a, **k)))\n"
+        "@triton.jit\n"
+        "def col(x):\n"
+        "    return x[:, None]\n"
+        "@triton.jit\n"
+        "def k(p, N: tl.constexpr):\n"
+        "    for i in range(N):\n"
+        "        tl.store(p + tl.arange(0, 4)[:, None] + tl.arange(0, 2)[None, :] * 4, col(tl.arange(0, 4)) + i)\n"
+        "sys.setrecursionlimit(400)\n"
+        "out = torch.zeros(8, dtype=torch.int32)\n"
+        "k[(1,)](out, N=1500)\n"
+        "assert out[:4].tolist() == [1499, 1500, 1501, 1502], out\n"
+        "print('OK')\n")
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert res.returncode == 0 and res.stdout.strip().endswith("OK"), res.stderr[-2000:]
+
+
 def test_interpreted_device_calls_leave_no_language_patches(tmp_path):
     """_compat.install_interpreted_jit_calls: a plain JITFunction callee (tl.zeros is one in Triton 3.6) run by an
     interpreted program patches the language modules only while some program is inside it; afterwards

@@ -181,6 +181,40 @@ def test_bad_input_under_interpreter(interp, ctx):
         interp.k_wait_scope[(1, )](sig[0], SCOPE="warp")
 
 
+def test_store_flagged_then_load_flagged(interp, ctx):
+    words = ctx.alloc(16, torch.int64)
+    src = torch.arange(16, dtype=torch.float32) - 3.5
+    ctx.rank = 0  # writer: 12 flagged words into rank 1's partition, the last 4 masked off
+    interp.k_store_flagged[(1, )](src, words[0], 1, 7, 12, BLOCK=16)
+    bits = src.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    assert words[1][:12].tolist() == ((7 << 32) | bits[:12]).tolist()
+    assert words[1][12:].tolist() == [0] * 4 and words[0].count_nonzero() == 0
+    ctx.rank = 1  # reader: the values come back as their 32-bit patterns
+    out = torch.full((16, ), -1, dtype=torch.int32)
+    interp.k_load_flagged[(1, )](words[1], out, 7, 12, BLOCK=16)
+    assert out[:12].tolist() == src[:12].view(torch.int32).tolist() and out[12:].tolist() == [-1] * 4
+
+
+def test_load_flagged_timeout_names_the_op_and_the_word(interp, ctx, monkeypatch):
+    words = ctx.alloc(8, torch.int64)
+    words[0][:8] = (3 << 32) | 5  # flagged with an older flag
+    monkeypatch.setenv("TRITON_DIST_BOUNDED_WAIT", "100")
+    with pytest.raises(Exception) as ei:
+        interp.k_load_flagged[(1, )](words[0], torch.zeros(8, dtype=torch.int32), 4, 8, BLOCK=8)
+    msg = str(ei.value)
+    assert "dl.load_flagged(flag=4)" in msg and "timed out after 0.1 s" in msg, msg
+    assert "expected == 4, last seen 3" in msg and "TRITON_DIST_BOUNDED_WAIT=100" in msg, msg
+
+
+def test_flagged_ops_reject_bad_operands(interp, ctx):
+    words32 = ctx.alloc(8, torch.int32)
+    with pytest.raises(Exception, match="flagged words are 64-bit"):
+        interp.k_load_flagged[(1, )](words32[0], torch.zeros(8, dtype=torch.int32), 1, 8, BLOCK=8)
+    words = ctx.alloc(8, torch.int64)
+    with pytest.raises(Exception, match="value must be 32-bit"):
+        interp.k_store_flagged[(1, )](torch.zeros(8, dtype=torch.float64), words[0], 1, 1, 8, BLOCK=8)
+
+
 # ---------------------------------------------------------------------------------------- multi-process (runtime)
 # Real rank processes of the simulator runtime (fixture sim_ranks from conftest_sim); kernels are interpreted there.
 

@@ -66,6 +66,13 @@ class LanguageLowering(Protocol):
     def extern_call(self, lib_name, lib_path, args, arg_type_symbol_dict, is_pure, *, target, _semantic):
         """``dl.extern_call``: the call's result (int32 0 for a void function)."""
 
+    def store_flagged(self, ptr, value, flag, mask, *, target, _semantic, _generator):
+        """``dl.store_flagged``: ``value`` is a 32-bit tensor of ``ptr``'s shape, ``mask`` None or a boolean of that
+        shape; returns None."""
+
+    def load_flagged(self, ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
+        """``dl.load_flagged``: int32 values of ``ptr``'s shape; ``bound_ms`` as for :meth:`wait`."""
+
 
 class ExtraLowering(Protocol):
     """Lowerings of ``language_extra`` (one method per function; ``__syncthreads`` is ``syncthreads``) and of the

@@ -121,3 +121,92 @@ def as_int_ptr(ptr, elem, _semantic):
     """``(ptr as a pointer to int_of(elem), int_of(elem))``; ``ptr`` itself when it already points to that type."""
     it = int_of(elem)
     return ptr if elem == it else tl.cast(ptr, tl.pointer_type(it), _semantic=_semantic), it
+
+
+# ------------------------------------------------------------------------------------------- flagged words (LL)
+
+@_compat.jit_function
+def flagged_word(value, flag):
+    """``dl.store_flagged``'s word: ``(uint32(flag) << 32) | bits32(value)`` as int64 (value's shape)."""
+    bits = value.to(tl.uint32, bitcast=True).to(tl.int64)
+    return bits | (flag.to(tl.int64) << 32)
+
+
+@_compat.jit_function
+def _load_words(ptr, on, LOAD_ASM: tl.constexpr):
+    # relaxed system-scope reads of the words where on != 0 (0 elsewhere): the target's load asm or, with LOAD_ASM
+    # == "", an atomic "or 0" (a read that cannot modify the word; used on AMD, where Triton turns a volatile
+    # tl.load into a buffer load without the system-coherence bits)
+    if LOAD_ASM == "":
+        return tl.where(on != 0, tl.atomic_or(ptr, 0, mask=on != 0, sem="relaxed", scope="sys"), 0)
+    else:
+        return tl.inline_asm_elementwise(LOAD_ASM, "=l,l,r", [ptr.to(tl.int64), on], dtype=tl.int64,
+                                         is_pure=False, pack=1)
+
+
+@_compat.jit_function
+def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: tl.constexpr, BOUND: tl.constexpr,
+                      TIMER_ASM: tl.constexpr, TIMER_C: tl.constexpr, TRAP_ASM: tl.constexpr, TRAP_C: tl.constexpr):
+    """``dl.load_flagged`` on a GPU: load every word (where ``on``), then re-load the unflagged ones until the whole
+    block is flagged (a block-wide min per round keeps the loop program-uniform). ``BOUND`` (timer ticks, 0: none):
+    on timeout thread ``tid == 0`` prints rank ``me``, the program, the first unflagged address and the word seen
+    there, and every thread traps."""
+    w = _load_words(ptr, on, LOAD_ASM)
+    ok = ((w >> 32).to(tl.int32) == flag) | (on == 0)
+    if BOUND != 0:
+        t0 = tl.inline_asm_elementwise(TIMER_ASM, TIMER_C, [], dtype=tl.int64, is_pure=False, pack=1)
+    if IS_BLOCK:
+        pending = tl.min(ok.to(tl.int32)) == 0
+    else:
+        pending = ok == 0
+    while pending:
+        w2 = _load_words(ptr, on * (ok == 0).to(tl.int32), LOAD_ASM)
+        w = tl.where(ok, w, w2)
+        ok = ((w >> 32).to(tl.int32) == flag) | (on == 0)
+        if IS_BLOCK:
+            pending = tl.min(ok.to(tl.int32)) == 0
+        else:
+            pending = ok == 0
+        if BOUND != 0:
+            t1 = tl.inline_asm_elementwise(TIMER_ASM, TIMER_C, [], dtype=tl.int64, is_pure=False, pack=1)
+            late = (t1 - t0 > BOUND).to(tl.int32)
+            if IS_BLOCK:  # the clock is read per thread: agree on it before the reductions below
+                late = tl.max(on * 0 + late)
+            if pending & (late != 0):
+                addr = ptr.to(tl.int64)
+                if IS_BLOCK:
+                    first = tl.min(tl.where(ok, 0x7FFFFFFFFFFFFFFF, addr))
+                    seen = tl.max(tl.where(addr == first, w, -0x7FFFFFFFFFFFFFFF))
+                else:
+                    first = addr
+                    seen = w
+                if tid == 0:
+                    tl.device_print("triton_dist dl.load_flagged TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, "
+                                    "first unflagged address, expected flag, word seen =", me, tl.program_id(0),
+                                    first, flag, seen)
+                tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
+    return w.to(tl.int32)
+
+
+def flagged_operands(ptr, flag, mask, _semantic):
+    """``(flag as int32, mask as int32 of ptr's shape: 1 where the word is stored / read)`` for the flagged-word
+    lowerings (an absent mask is all ones)."""
+    if mask is not None:
+        on = _semantic.cast(mask, tl.int32)
+    elif ptr.type.is_block():
+        on = _semantic.full(list(ptr.shape), 1, tl.int32)
+    else:
+        on = _semantic.to_tensor(1)
+    return _semantic.cast(_semantic.to_tensor(flag), tl.int32), on
+
+
+def load_flagged_call(ptr, flag, mask, me, tid, load_asm, bound_ticks, timer_asm, timer_c, trap_asm, trap_c, *,
+                      _semantic, _generator):
+    """Emit :func:`load_flagged_spin` for ``dl.load_flagged`` (the backend gives its asm, clock and trap)."""
+    is_block = ptr.type.is_block()
+    flag, on = flagged_operands(ptr, flag, mask, _semantic)
+    me = _semantic.cast(_semantic.to_tensor(me), tl.int32)
+    tid = _semantic.cast(_semantic.to_tensor(tid), tl.int32)
+    return _compat.call_jit(_generator, load_flagged_spin, [
+        ptr, flag, on, me, tid, tl.constexpr(is_block), tl.constexpr(load_asm), tl.constexpr(int(bound_ticks)),
+        tl.constexpr(timer_asm), tl.constexpr(timer_c), tl.constexpr(trap_asm), tl.constexpr(trap_c)])

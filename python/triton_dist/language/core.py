@@ -14,8 +14,8 @@ import triton.language as tl
 from .. import _compat
 from ._backend import backend_for
 
-__all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "extern_call",
-           "bounded_wait_ms", "WAIT_SCOPES", "WAIT_SEMANTICS", "SIG_OPS", "COMM_SCOPES"]
+__all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "store_flagged", "load_flagged",
+           "extern_call", "bounded_wait_ms", "WAIT_SCOPES", "WAIT_SEMANTICS", "SIG_OPS", "COMM_SCOPES"]
 
 WAIT_SCOPES = ("cta", "gpu", "sys")
 WAIT_SEMANTICS = ("acquire", "relaxed")
@@ -217,3 +217,82 @@ def extern_call(lib_name, lib_path, args, arg_type_symbol_dict, is_pure, _semant
     target, backend = backend_for(_semantic)
     return backend.language.extern_call(_c(lib_name), _c(lib_path), list(_c(args)), _c(arg_type_symbol_dict),
                                         bool(_c(is_pure)), target=target, _semantic=_semantic)
+
+
+def _flagged_operands(op, ptr, mask, _semantic):
+    """Checks shared by the flagged-word ops: ``ptr`` points to 64-bit integers, ``mask`` (optional) is a boolean
+    of ``ptr``'s shape. Returns ``mask`` as given (None or the tensor)."""
+    elem = _pointee(op, "ptr", ptr)
+    if not elem.is_int() or elem.primitive_bitwidth != 64:
+        raise TypeError(f"dl.{op}: flagged words are 64-bit: ptr must point to int64/uint64, got pointer to {elem}")
+    mask = _c(mask)
+    if mask is not None:
+        if not _is_tensor(mask) or mask.dtype != tl.int1:
+            raise TypeError(f"dl.{op}: mask must be a boolean tensor (or None), got "
+                            f"{getattr(mask, 'type', type(mask).__name__)}")
+        if list(mask.shape) != list(ptr.shape):
+            raise ValueError(f"dl.{op}: mask has shape {list(mask.shape)}, ptr has {list(ptr.shape)}")
+    return mask
+
+
+@_compat.builtin
+def store_flagged(ptr, value, flag, mask=None, _semantic=None, _generator=None):
+    """Store flagged words (the low-latency "LL" protocol): ``*ptr = (uint32(flag) << 32) | bits32(value)``.
+
+    ``ptr``: a scalar or block of pointers to int64 (local, or a peer's buffer through :func:`symm_at`); ``value``:
+    32-bit integers or floats of ``ptr``'s shape (their bits are stored; pack two 16-bit values per word
+    yourself); ``flag``: an int32 scalar, not 0 (a fresh or consumed word holds flag 0); ``mask``: optional
+    boolean of ``ptr``'s shape (False: nothing stored there).
+    Who executes: each element by the thread that holds it; no barrier. Ordering: every word is ONE single-copy
+    atomic 64-bit store at system scope (relaxed): a reader that sees ``flag`` in a word sees that word's
+    ``value``, with no fence and no separate signal -- which is the point (a notify costs a barrier, a system
+    fence and a second NVLink write). Nothing else is ordered: a word publishes only itself. Pseudocode::
+
+        for i where mask[i]: atomic_store_relaxed_sys(ptr[i], (flag << 32) | bits(value[i]))
+
+    Returns nothing. Pair with :func:`load_flagged` on the reading rank.
+    """
+    mask = _flagged_operands("store_flagged", ptr, mask, _semantic)
+    value = _c(value)
+    if not _is_tensor(value) or value.dtype.primitive_bitwidth != 32 or not (value.dtype.is_int() or
+                                                                          value.dtype.is_floating()):
+        raise TypeError(f"dl.store_flagged: value must be 32-bit integers or floats (int32, uint32, float32), got "
+                        f"{getattr(value, 'type', type(value).__name__)}")
+    if list(value.shape) != list(ptr.shape):
+        raise ValueError(f"dl.store_flagged: value has shape {list(value.shape)}, ptr has {list(ptr.shape)}")
+    flag = _int_arg("store_flagged", "flag", flag)
+    if isinstance(flag, int) and not (0 < flag < 2**32):
+        raise ValueError(f"dl.store_flagged: flag={flag} must be a nonzero 32-bit value (0 marks an empty word)")
+    target, backend = backend_for(_semantic)
+    return backend.language.store_flagged(ptr, value, flag, mask, target=target, _semantic=_semantic,
+                                          _generator=_generator)
+
+
+@_compat.builtin
+def load_flagged(ptr, flag, mask=None, _semantic=None, _generator=None):
+    """Wait for flagged words and return their values: spin until every word at ``ptr`` (where ``mask``) carries
+    ``flag`` in its upper 32 bits, then return the lower 32 bits as int32 (``ptr``'s shape; 0 where masked off).
+
+    The words are read with relaxed system-scope loads, all in flight at once; words not yet flagged are read again
+    until they are. Who executes: every thread of the program (the loop runs until the whole block is flagged,
+    so call it in program-uniform control flow). Ordering: each returned value is the one stored together with
+    ``flag`` by :func:`store_flagged` (single-copy atomicity of the 64-bit word); nothing else is acquired -- other
+    memory written by the peer before its store is NOT guaranteed visible (use :func:`wait` for that). Pseudocode::
+
+        while any(mask[i] and (atomic_load_relaxed_sys(ptr[i]) >> 32) != flag): pass
+        return [word[i] & 0xffffffff for i]
+
+    Reuse: the words keep ``flag`` after the call. A kernel that reuses a buffer must either clear the words it
+    consumed (a plain store of 0 is enough when the next writer starts only after this kernel ended) or change
+    ``flag`` on every use (e.g. the call's epoch), so that an old word is never taken for a new one.
+    Bounded mode (``TRITON_DIST_BOUNDED_WAIT=<ms>`` at compile time): a wait exceeding the bound prints rank,
+    program id, the first unflagged address, expected flag and the word seen, and traps (GPU); the simulator raises
+    its wait-timeout error naming this op.
+    """
+    mask = _flagged_operands("load_flagged", ptr, mask, _semantic)
+    flag = _int_arg("load_flagged", "flag", flag)
+    if isinstance(flag, int) and not (0 < flag < 2**32):
+        raise ValueError(f"dl.load_flagged: flag={flag} must be a nonzero 32-bit value (0 marks an empty word)")
+    target, backend = backend_for(_semantic)
+    return backend.language.load_flagged(ptr, flag, mask, bounded_wait_ms(), target=target, _semantic=_semantic,
+                                         _generator=_generator)

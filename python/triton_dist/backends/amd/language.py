@@ -170,3 +170,30 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generat
 
 
 extern_call = _gpu.extern_call
+
+
+# --------------------------------------------------------------------------------------------------- flagged words
+
+@_compat.jit_function
+def _store_flagged(ptr, value, flag, on):
+    # one relaxed system-scope atomic per word: single-copy atomic 64 bits, no fence (global_atomic_swap_x2)
+    tl.atomic_xchg(ptr, _gpu.flagged_word(value, flag).to(ptr.dtype.element_ty, bitcast=True), mask=on != 0,
+                   sem="relaxed", scope="sys")
+
+
+def store_flagged(ptr, value, flag, mask, *, target, _semantic, _generator):
+    if _generator is None:
+        raise RuntimeError("dl.store_flagged: the AMD lowering needs the code generator (call it from a kernel)")
+    flag, on = _gpu.flagged_operands(ptr, flag, mask, _semantic)
+    _compat.call_jit(_generator, _store_flagged, [ptr, value, flag, on])
+    return None
+
+
+def load_flagged(ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
+    if _generator is None:
+        raise RuntimeError("dl.load_flagged: the AMD lowering needs the code generator (call it from a kernel)")
+    me = libshmem.call("my_pe", _semantic=_semantic) if bound_ms else 0
+    tid = _ockl("__ockl_get_local_id", _semantic=_semantic) if bound_ms else 0
+    # the poll: relaxed system-scope atomic "or 0" reads, all in flight at once
+    return _gpu.load_flagged_call(ptr, flag, mask, me, tid, "", int(bound_ms) * 100_000, _TIMER_ASM.value, "=s",
+                                  "s_trap 2\nv_mov_b32 $0, 0", "=v", _semantic=_semantic, _generator=_generator)

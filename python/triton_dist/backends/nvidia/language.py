@@ -248,3 +248,49 @@ def notify(ptr, rank, signal, sig_op, comm_scope, *, target, _semantic, _generat
 
 
 extern_call = _gpu.extern_call
+
+
+# --------------------------------------------------------------------------------------------------- flagged words
+
+#: one flagged word per element, predicated by the int32 mask: ``st.relaxed.sys.b64`` (single-copy atomic, system
+#: scope, no fence). Operands: $0 dummy, $1 address, $2 word, $3 mask.
+_STORE_FLAGGED_ASM = """{
+.reg .pred %tdf_p;
+setp.ne.b32 %tdf_p, $3, 0;
+@%tdf_p st.relaxed.sys.b64 [$1], $2;
+mov.u32 $0, 0;
+}"""
+
+#: the poll's load: ``ld.relaxed.sys.b64`` where the mask is set, 0 elsewhere. Operands: $0 word, $1 address, $2 mask.
+_LOAD_FLAGGED_ASM = """{
+.reg .pred %tdf_p;
+setp.ne.b32 %tdf_p, $2, 0;
+mov.b64 $0, 0;
+@%tdf_p ld.relaxed.sys.b64 $0, [$1];
+}"""
+
+_GLOBALTIMER_ASM = "mov.u64 $0, %globaltimer;"
+
+
+@_compat.jit_function
+def _store_flagged(ptr, value, flag, on, ASM: tl.constexpr):
+    word = _gpu.flagged_word(value, flag)
+    tl.inline_asm_elementwise(ASM, "=r,l,l,r", [ptr.to(tl.int64), word, on], dtype=tl.int32, is_pure=False, pack=1)
+
+
+def store_flagged(ptr, value, flag, mask, *, target, _semantic, _generator):
+    if _generator is None:
+        raise RuntimeError("dl.store_flagged: must be called from inside a kernel being compiled")
+    flag, on = _gpu.flagged_operands(ptr, flag, mask, _semantic)
+    _compat.call_jit(_generator, _store_flagged, [ptr, value, flag, on, tl.constexpr(_STORE_FLAGGED_ASM)])
+    return None
+
+
+def load_flagged(ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
+    if _generator is None:
+        raise RuntimeError("dl.load_flagged: must be called from inside a kernel being compiled")
+    me = libshmem.call("my_pe", _semantic=_semantic) if bound_ms else 0
+    tid = _gpu.asm(_TID_ASM, "=r", [], tl.int32, _semantic) if bound_ms else 0
+    return _gpu.load_flagged_call(ptr, flag, mask, me, tid, _LOAD_FLAGGED_ASM, int(bound_ms) * 1_000_000,
+                                  _GLOBALTIMER_ASM, "=l", "trap; mov.u32 $0, 0;", "=r",
+                                  _semantic=_semantic, _generator=_generator)

@@ -10,6 +10,10 @@ atomics across processes:
   it also says that simulator launches are synchronous (a signal the host sets after the launch is never seen).
 - ``notify``: release atomic exchange ("set") / add ("add") on the signal; the target is translated into the
   peer's partition for intra_node / inter_node. Every earlier store of the program is visible before the signal.
+- ``store_flagged``: one atomic 64-bit exchange per (masked) word, relaxed -- real single-copy atomicity across the
+  rank processes, like the GPU's one 64-bit store.
+- ``load_flagged``: spins (as ``wait``, with its timeout and error) on the upper halves of the masked words until
+  they all hold the flag, then reads the words atomically and returns their lower halves.
 - ``extern_call``: only functions registered with :func:`register_extern` can run.
 """
 from __future__ import annotations
@@ -179,3 +183,40 @@ def _np_dtype(dt):
     return {"int1": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
             "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
             "fp16": np.float16, "fp32": np.float32, "fp64": np.float64}.get(dt.name, np.float32)
+
+
+def _flagged_addrs(ptr, mask):
+    """The (masked) word addresses of a flagged-word op as a flat uint64 array, and the block shape."""
+    addrs = np.asarray(_compat.interpreter_data(ptr)).astype(np.uint64)
+    shape = addrs.shape
+    flat = addrs.reshape(-1)
+    on = np.ones(flat.shape, dtype=bool) if mask is None else \
+        np.asarray(_compat.interpreter_data(mask)).astype(bool).reshape(-1)
+    return flat, on, shape
+
+
+def store_flagged(ptr, value, flag, mask, *, target, _semantic, _generator):
+    flat, on, _ = _flagged_addrs(ptr, mask)
+    if not on.any():
+        return None
+    bits = np.ascontiguousarray(np.asarray(_compat.interpreter_data(value)).reshape(-1)).view(np.uint32)
+    bits = np.broadcast_to(bits, flat.shape)
+    words = (np.uint64(_scalar(flag) & 0xFFFFFFFF) << np.uint64(32)) | bits.astype(np.uint64)
+    _compat.raw_atomic_rmw("xchg", flat[on], words[on], "relaxed")
+    return None
+
+
+def load_flagged(ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
+    ctx = _ctx(False, "load_flagged") or sim_context.LocalContext()
+    flat, on, shape = _flagged_addrs(ptr, mask)
+    want = _scalar(flag) & 0xFFFFFFFF
+    out = np.zeros(flat.shape, dtype=np.uint32)
+    if on.any():
+        # the flag is the word's upper half: on a little-endian host, the 4 bytes at address + 4
+        ctx.spin_wait(flat[on] + np.uint64(4), np.uint32(want), nbytes=4, cmp="eq",
+                      op=f"dl.load_flagged(flag={want})", **bounded_wait_timeout(bound_ms))
+        words = ctx.atomic_load(flat[on], np.uint64)
+        out[on] = (np.asarray(words, dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    res = out.view(np.int32).reshape(shape)
+    ty = tl.block_type(tl.int32, list(shape)) if ptr.type.is_block() else tl.int32
+    return _compat.interpreter_value(res, ty)
