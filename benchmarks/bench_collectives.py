@@ -58,9 +58,9 @@ KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 FULL_SIZES = [4 * KB, 8 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 256 * MB, 1 * GB]
 QUICK_SIZES = [4 * KB, 8 * KB, 64 * KB, 1 * MB, 16 * MB, 256 * MB]
 METHODS = {
-    "all_gather": ["push", "pull", "push_pipe", "ce", "auto"],
-    "reduce_scatter": ["direct", "direct_push", "push_pipe", "ring", "auto"],
-    "all_reduce": ["one_shot", "two_shot", "two_shot_pipe", "auto"],
+    "all_gather": ["push", "pull", "push_pipe", "ll", "ce", "auto"],
+    "reduce_scatter": ["direct", "direct_push", "push_pipe", "ll", "ring", "auto"],
+    "all_reduce": ["one_shot", "two_shot", "two_shot_pipe", "ll", "auto"],
 }
 #: torch symmetric-memory ops timed as baselines, per op (the first of each alternative group the torch has).
 SYMM_OPS = {
@@ -422,7 +422,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
         ctx = ops.create_reduce_scatter_ctx(maxb // esize, dtype, **knobs)
     else:
         ctx = ops.create_allreduce_ctx(maxb // esize, dtype, one_shot_max_numel=min(maxb, 256 * MB) // esize,
-                                       methods=("one_shot", "two_shot", "two_shot_pipe"), **knobs)
+                                       methods=("one_shot", "two_shot", "two_shot_pipe", "ll"), **knobs)
     for nbytes in sizes:
         n = nbytes // esize
         eager = nbytes <= args.eager_max_bytes
@@ -473,6 +473,8 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
         errors = []
         for m in METHODS[op]:
             if op == "all_reduce" and m == "one_shot" and n > ctx.one_shot_cap:
+                continue
+            if m == "ll" and (n if op == "all_reduce" else n // world) > ctx.ll_cap:  # beyond its capacity
                 continue
             if (m not in ctx.methods and m != "auto") or (only and m not in only):
                 continue

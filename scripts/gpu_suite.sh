@@ -12,6 +12,7 @@
 #   scripts/gpu_suite.sh overlap-ar     the GEMM+AR tests of the overlap tier, its sweep + table, its final bench
 #   scripts/gpu_suite.sh overlap-rs     the GEMM+RS tests of the overlap tier, its sweep + table (M >= 2048), final
 #   scripts/gpu_suite.sh coll-host      bound-launch and collectives tests, host-path profile, small-size collectives
+#   scripts/gpu_suite.sh coll-ll        collectives tests (the ll methods among them), small sizes of every op
 #   scripts/gpu_suite.sh coll-sweep     collectives tests, full collectives sweep (bf16 + fp32) writing a dispatch
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
@@ -124,6 +125,11 @@ case $part in
     rec profile_host_64k 90 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 65536 --tag 64k
     rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --sizes 4096,8192,65536,1048576 --tag small ;;
+  coll-ll)  # the flagged-word (ll) methods: the collectives tier (stress included), then small sizes of every op
+    TRITON_DIST_STRESS_CALLS=${TRITON_DIST_STRESS_CALLS:-2000} tier gpu_collectives 170 \
+      test/python/gpu/test_gpu_collectives.py
+    rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
+      --sizes 4096,8192,16384,65536,262144,1048576 --tag ll-small ;;
   coll-sweep)  # a round of collectives work: tests, full sweep + table (in $OUT, not the tree), knob runs, shmem sweep
     TRITON_DIST_STRESS_CALLS=${TRITON_DIST_STRESS_CALLS:-2000} tier gpu_collectives 170 \
       test/python/gpu/test_gpu_collectives.py
@@ -157,7 +163,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

@@ -81,13 +81,13 @@ def every_kernel(sizes=(1, 96, 1000, 4096), dtypes=("bfloat16", "float16", "floa
         for rep in range(2):
             for n in sizes:
                 seed = rep * 100 + n
-                for m in ("push", "pull", "auto"):
+                for m in ("push", "pull", "ll", "auto"):
                     fails += check_ag(rank, world, ag, seed, n, m)
                     checks += 1
-                for m in ("direct", "direct_push", "ring", "auto"):
+                for m in ("direct", "direct_push", "ring", "ll", "auto"):
                     fails += check_rs(rank, world, rs, seed, n * world, m)
                     checks += 1
-                for m in ("one_shot", "two_shot", "auto"):
+                for m in ("one_shot", "two_shot", "ll", "auto"):
                     fails += check_ar(rank, world, ar, seed, n * world - 3 if n > 1 else n, m)
                     checks += 1
         for c in (ag, rs, ar):
@@ -96,9 +96,11 @@ def every_kernel(sizes=(1, 96, 1000, 4096), dtypes=("bfloat16", "float16", "floa
     f8 = torch.float8_e4m3fn
     ag = create_allgather_ctx(512, f8)
     for rep in range(2):
-        for m in ("push", "pull"):
+        for m in ("push", "pull", "ll"):
             fails += check_ag(rank, world, ag, rep, 512, m)
             checks += 1
+        fails += check_ag(rank, world, ag, rep, 509, "ll")  # a partial last word (1-byte elements, 4 per word)
+        checks += 1
     ag.close()
     # p2p: ring exchange (send to next, receive from previous), twice, different sizes
     p2p = create_p2p_ctx(2048, torch.bfloat16)
@@ -209,19 +211,20 @@ def stress(calls, seed=0, max_elems=512):
         ctxs[("ag", dt)] = create_allgather_ctx(max_elems, dt)
         ctxs[("rs", dt)] = create_reduce_scatter_ctx(max_elems * world, dt)
         ctxs[("ar", dt)] = create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems,
-                                                methods=("one_shot", "two_shot", "two_shot_pipe"))
+                                                methods=("one_shot", "two_shot", "two_shot_pipe", "ll"))
     fails, t0 = [], time.time()
     for i in range(calls):
         dt = rng.choice(dtypes)
         op = rng.choice(["ag", "rs", "ar"])
         n = rng.randint(1, max_elems)
         if op == "ag":
-            fails += check_ag(rank, world, ctxs[(op, dt)], i, n, rng.choice(["push", "pull", "push_pipe", "auto"]))
+            fails += check_ag(rank, world, ctxs[(op, dt)], i, n, rng.choice(["push", "pull", "push_pipe", "ll", "auto"]))
         elif op == "rs":
             fails += check_rs(rank, world, ctxs[(op, dt)], i, n * world, rng.choice(["direct", "direct_push",
-                                                                                      "push_pipe", "ring", "auto"]))
+                                                                                      "push_pipe", "ll", "ring",
+                                                                                      "auto"]))
         else:
-            m = rng.choice(["one_shot", "two_shot", "two_shot_pipe", "auto"])
+            m = rng.choice(["one_shot", "two_shot", "two_shot_pipe", "ll", "auto"])
             nn = rng.randint(1, max_elems if m == "one_shot" else max_elems * world)
             fails += check_ar(rank, world, ctxs[(op, dt)], i, nn, m)
         if len(fails) > 5:

@@ -76,9 +76,9 @@ def test_bench_collectives_smoke_on_the_simulator_writes_json_and_table(tmp_path
     assert doc["torch_symm"]["unavailable"].startswith("unavailable:") and doc["dtypes"] == ["bfloat16", "float32"]
     rows = doc["results"]
     assert not [r for r in rows if "error" in r or not r.get("correct")], rows
-    for op, methods in (("all_reduce", {"one_shot", "two_shot", "two_shot_pipe", "auto"}),
-                        ("all_gather", {"push", "pull", "push_pipe", "auto"}),
-                        ("reduce_scatter", {"direct", "direct_push", "push_pipe", "ring", "auto"})):
+    for op, methods in (("all_reduce", {"one_shot", "two_shot", "two_shot_pipe", "ll", "auto"}),
+                        ("all_gather", {"push", "pull", "push_pipe", "ll", "auto"}),
+                        ("reduce_scatter", {"direct", "direct_push", "push_pipe", "ll", "ring", "auto"})):
         for dt in ("bfloat16", "float32"):
             got = {r["method"] for r in rows if r["op"] == op and r["dtype"] == dt}
             assert got == methods, (op, dt, got)

@@ -13,6 +13,9 @@ Two variants, one kernel (``PUSH`` constexpr):
   into ``npush`` *pushers* and ``nprog - npush`` *copiers*; pushers push segment by segment and raise a ready
   signal per (pusher, segment) while copiers copy the finished segments out (protocol in the kernel's docstring).
 
+* ll (``allgather_ll_kernel``, lowest latency): push over flagged words (``kernels.common``, flagged words): no
+  ready or done signal, the data carries the flag; double-buffered by epoch parity.
+
 All of them write this rank's own shard straight from ``x`` to ``out``. Buffer reuse across calls: done handshake
 (``kernels.common``). Signals: ``ready``/``done`` are ``[num_programs, WORLD]`` int64 symmetric arrays; ``counter`` is a
 ``[num_programs]`` int64 local array. The copy-engine variant lives in ``triton_dist.ops`` (host copies between peer
@@ -25,8 +28,9 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (acquire_buffer, copy_blocks, notify_peers, pipe_plan, pipe_segment_end,
-                                        program_epoch, release_served_pushers, store_to_peers)
+from triton_dist.kernels.common import (acquire_buffer, copy_blocks, ll_flag, ll_load_words, ll_receive, ll_send,
+                                        ll_store_words, notify_peers, pipe_plan, pipe_segment_end, program_epoch,
+                                        release_served_pushers, store_to_peers)
 
 
 @triton_dist.jit
@@ -146,3 +150,33 @@ def allgather_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
                 q += ncopy
             s += 1
         release_served_pushers(done_ptr, c, npush, ncopy, rank, WORLD, e)
+
+
+@triton_dist.jit
+def allgather_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr,
+                        EPW: tl.constexpr):
+    """``x``: ``N`` elements, ``EPW`` per 32-bit word (4-, 2- or 1-byte dtypes: 1, 2, 4); ``out``: ``WORLD * N``;
+    ``buf``: symmetric int64 ``[2, WORLD, CAPW]`` flagged words (``cdiv(N, EPW) <= CAPW``); ``counter
+    [num_programs]``. Each program sends its blocks of words to every peer's slot ``[parity, rank]`` and copies them
+    to its own shard of ``out``, then copies the peers' words out of its own buffer as they arrive."""
+    pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
+    flag = ll_flag(e)
+    par = e % 2
+    nw = tl.cdiv(N, EPW)
+    nblk = tl.cdiv(nw, BLOCK)
+
+    b = pid
+    while b < nblk:
+        words = ll_load_words(x_ptr, b * BLOCK, N, BLOCK, EPW)
+        for i in tl.static_range(1, WORLD):
+            ll_send(buf_ptr, (par * WORLD + rank) * CAPW, b * BLOCK, words, nw, flag, (rank + i) % WORLD, BLOCK)
+        ll_store_words(out_ptr + rank * N, b * BLOCK, N, words, BLOCK, EPW)
+        b += nprog
+
+    b = pid
+    while b < nblk:
+        for i in tl.static_range(1, WORLD):
+            src = (rank + i) % WORLD
+            words = ll_receive(buf_ptr, (par * WORLD + src) * CAPW, b * BLOCK, nw, flag, BLOCK)
+            ll_store_words(out_ptr + src * N, b * BLOCK, N, words, BLOCK, EPW)
+        b += nprog

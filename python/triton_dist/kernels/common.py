@@ -21,6 +21,12 @@ Signalling protocol used by every collective kernel in this package (see docs/co
   read by the same program id, whatever the sizes of successive calls (the per-program handshakes rely on it).
 * **Rank and world size** are passed by the host (``rank`` argument, ``WORLD`` constexpr: loops over peers are
   unrolled); they equal ``dl.rank()`` / ``dl.num_ranks()`` for contexts on the SHMEM world.
+* **Flagged words (the ``ll`` methods).** The latency kernels of every op have a variant without signals: data
+  travels as 64-bit words ``(flag << 32) | 32 data bits`` (``dl.store_flagged`` / ``dl.load_flagged``), so a reader
+  polls the data itself and the writer needs no fence and no second write. The flag is the program's epoch
+  (:func:`ll_flag`); buffers are double-buffered by epoch parity like the one-shot all-reduce, and a reader clears
+  the words it consumed (a plain store of 0: the next writer of that slot starts only after this launch ended), so
+  an old word can never carry a later call's flag. Twice the bytes on the wire: for small messages only.
 * **Buffer reuse.** Large kernels use a *done* handshake: after consuming what a peer wrote (or pulling what it
   staged) a program raises ``done = e`` on that peer; before touching a peer's buffer in call ``e`` a program waits
   for ``done == e - 1``. The latency kernel (one-shot all-reduce) double-buffers data and signals by ``e % 2``
@@ -220,3 +226,99 @@ def wait_flag_reset_kernel(flag_ptr):
     again only after the next call's handshake."""
     tok = dl.wait(flag_ptr, 1, "sys", "acquire", 1)
     tl.store(dl.consume_token(flag_ptr, tok), 0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# flagged-word (``ll``) helpers: a block of BW 32-bit words of an element array of n elements, EPW elements per
+# word (4-byte dtypes: 1, 2-byte: 2, 1-byte: 4; element 0 in the lowest bits), zero padded past n
+# ---------------------------------------------------------------------------------------------------------------
+@triton_dist.jit
+def ll_flag(e):
+    """The flag of epoch ``e >= 1`` (int32 in [1, 2**31 - 1]; never 0, the flag of an empty word)."""
+    return ((e - 1) % 0x7FFFFFFF + 1).to(tl.int32)
+
+
+@triton_dist.jit
+def ll_elem_offsets(w0, BW: tl.constexpr, EPW: tl.constexpr):
+    """Element offsets of words ``w0 .. w0 + BW``: ``[BW]`` (EPW 1), ``[BW, 2]`` (2) or ``[BW, 2, 2]`` (4)."""
+    wi = w0 + tl.arange(0, BW)
+    if EPW == 1:
+        return wi
+    elif EPW == 2:
+        return wi[:, None] * 2 + tl.arange(0, 2)[None, :]
+    else:
+        return wi[:, None, None] * 4 + tl.arange(0, 2)[None, :, None] * 2 + tl.arange(0, 2)[None, None, :]
+
+
+@triton_dist.jit
+def ll_load_words(ptr, w0, n, BW: tl.constexpr, EPW: tl.constexpr):
+    """Words ``w0 .. w0 + BW`` of ``ptr[0:n]`` as int32 ``[BW]`` (the elements' bits, packed)."""
+    e = ll_elem_offsets(w0, BW, EPW)
+    if EPW == 1:
+        return tl.load(ptr + e, mask=e < n, other=0).to(tl.int32, bitcast=True)
+    elif EPW == 2:
+        v = tl.load(ptr + e, mask=e < n, other=0).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+        lo, hi = tl.split(v)
+        return lo | (hi << 16)
+    else:
+        v = tl.load(ptr + e, mask=e < n, other=0).to(tl.int8, bitcast=True).to(tl.int32) & 0xFF
+        b0, b1 = tl.split(v)
+        lo, hi = tl.split(b0 | (b1 << 8))
+        return lo | (hi << 16)
+
+
+@triton_dist.jit
+def ll_store_words(ptr, w0, n, words, BW: tl.constexpr, EPW: tl.constexpr):
+    """Store the int32 words ``[BW]`` as elements ``ptr[w0 * EPW ...]`` (only those below ``n``)."""
+    e = ll_elem_offsets(w0, BW, EPW)
+    dt = ptr.dtype.element_ty
+    if EPW == 1:
+        v = words.to(dt, bitcast=True)
+    elif EPW == 2:
+        v = tl.join(words.to(tl.int16), (words >> 16).to(tl.int16)).to(dt, bitcast=True)
+    else:
+        halves = tl.join(words & 0xFFFF, (words >> 16) & 0xFFFF)
+        v = tl.join(halves.to(tl.int8), (halves >> 8).to(tl.int8)).to(dt, bitcast=True)
+    tl.store(ptr + e, v, mask=e < n)
+
+
+@triton_dist.jit
+def ll_load_f32(ptr, w0, n, BW: tl.constexpr, EPW: tl.constexpr):
+    """Elements of words ``w0 .. w0 + BW`` of ``ptr[0:n]`` as fp32, shaped as :func:`ll_elem_offsets` (0 past n)."""
+    e = ll_elem_offsets(w0, BW, EPW)
+    return tl.load(ptr + e, mask=e < n, other=0).to(tl.float32)
+
+
+@triton_dist.jit
+def ll_words_f32(words, DT: tl.constexpr, EPW: tl.constexpr):
+    """int32 words of ``DT`` elements (4- or 2-byte) as fp32, shaped as :func:`ll_elem_offsets`."""
+    if EPW == 1:
+        return words.to(DT, bitcast=True).to(tl.float32)
+    else:
+        return tl.join(words.to(tl.int16), (words >> 16).to(tl.int16)).to(DT, bitcast=True).to(tl.float32)
+
+
+@triton_dist.jit
+def ll_store_f32(ptr, w0, n, acc, BW: tl.constexpr, EPW: tl.constexpr):
+    """Round ``acc`` (shaped as :func:`ll_elem_offsets`) to ``ptr``'s dtype and store the elements below ``n``."""
+    e = ll_elem_offsets(w0, BW, EPW)
+    tl.store(ptr + e, acc.to(ptr.dtype.element_ty), mask=e < n)
+
+
+@triton_dist.jit
+def ll_send(buf_ptr, slot, w0, words, nw, flag, peer, BW: tl.constexpr):
+    """Flagged store of ``words`` (words ``w0 .. w0 + BW`` of a message of ``nw`` words) into word ``slot + w0`` of
+    ``peer``'s symmetric int64 buffer ``buf_ptr``."""
+    wi = w0 + tl.arange(0, BW)
+    dl.store_flagged(dl.symm_at(buf_ptr, peer) + slot + wi, words, flag, mask=wi < nw)
+
+
+@triton_dist.jit
+def ll_receive(buf_ptr, slot, w0, nw, flag, BW: tl.constexpr):
+    """Wait for words ``w0 .. w0 + BW`` (of ``nw``) flagged ``flag`` at word ``slot + w0`` of this rank's buffer,
+    return them (int32 ``[BW]``) and clear them (consumed; see the module docstring)."""
+    wi = w0 + tl.arange(0, BW)
+    p = buf_ptr + slot + wi
+    words = dl.load_flagged(p, flag, mask=wi < nw)
+    tl.store(p, 0, mask=wi < nw)
+    return words

@@ -10,6 +10,8 @@ Accumulation is fp32 for every input dtype (bf16/fp16 are converted on load and 
   programs push shard ``d`` of ``x`` into peer ``d``'s slot ``[rank]`` segment by segment with a ready signal per
   (pusher, segment), while the other programs of the launch (reducers) reduce each finished segment into ``out``.
   Same fp32 summation order as ``direct_push`` (own shard, then slots ``rank + 1, rank + 2, ...``): bit-identical.
+* ll (``reduce_scatter_ll_kernel``, lowest latency): ``direct_push`` over flagged words (``kernels.common``, flagged
+  words): no ready or done signal, double-buffered by epoch parity; same summation order (bit-identical).
 * ring (``reduce_scatter_ring_kernel``): ``WORLD - 1`` steps; at step ``s`` rank ``r`` adds its part of chunk
   ``(r - s - 1) mod WORLD`` to the fp32 partial received from ``r - 1`` and stores it into ``r + 1``'s buffer slot
   ``s``. Partials travel as fp32 (exact same arithmetic as direct, twice the bytes for 16-bit inputs).
@@ -24,8 +26,9 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (acquire_buffer, add_peer_slots, copy_blocks, exchange, notify_peers, pipe_plan,
-                                        pipe_segment_end, program_epoch, release_served_pushers, wait_peers)
+from triton_dist.kernels.common import (acquire_buffer, add_peer_slots, copy_blocks, exchange, ll_flag, ll_load_f32,
+                                        ll_load_words, ll_receive, ll_send, ll_store_f32, ll_words_f32, notify_peers,
+                                        pipe_plan, pipe_segment_end, program_epoch, release_served_pushers, wait_peers)
 
 
 @triton_dist.jit
@@ -170,3 +173,35 @@ def reduce_scatter_ring_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
     add_blocks(x_ptr + rank * Ns, bufr, out_ptr, Ns, pid, nprog, WORLD > 1, BLOCK)
     if WORLD > 1:
         dl.notify(done_ptr + pid, prv, e, "set", "intra_node")
+
+
+@triton_dist.jit
+def reduce_scatter_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, Ns, CAPW, rank, WORLD: tl.constexpr,
+                             BLOCK: tl.constexpr, EPW: tl.constexpr):
+    """``x``: ``WORLD * Ns`` elements, ``EPW`` per 32-bit word (fp32: 1, bf16 / fp16: 2); ``out``: ``Ns``; ``buf``:
+    symmetric int64 ``[2, WORLD, CAPW]`` flagged words (``cdiv(Ns, EPW) <= CAPW``); ``counter [num_programs]``.
+    Each program sends its blocks of shard ``d`` to peer ``d``'s slot ``[parity, rank]``, then reduces its blocks of
+    shard ``rank`` with the peers' words as they arrive (fp32: own shard, then ``rank + 1, rank + 2, ...``)."""
+    pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
+    flag = ll_flag(e)
+    par = e % 2
+    nw = tl.cdiv(Ns, EPW)
+    nblk = tl.cdiv(nw, BLOCK)
+
+    b = pid
+    while b < nblk:
+        for i in tl.static_range(1, WORLD):
+            d = (rank + i) % WORLD
+            words = ll_load_words(x_ptr + d * Ns, b * BLOCK, Ns, BLOCK, EPW)
+            ll_send(buf_ptr, (par * WORLD + rank) * CAPW, b * BLOCK, words, nw, flag, d, BLOCK)
+        b += nprog
+
+    b = pid
+    while b < nblk:
+        acc = ll_load_f32(x_ptr + rank * Ns, b * BLOCK, Ns, BLOCK, EPW)
+        for i in tl.static_range(1, WORLD):
+            src = (rank + i) % WORLD
+            words = ll_receive(buf_ptr, (par * WORLD + src) * CAPW, b * BLOCK, nw, flag, BLOCK)
+            acc += ll_words_f32(words, x_ptr.dtype.element_ty, EPW)
+        ll_store_f32(out_ptr, b * BLOCK, Ns, acc, BLOCK, EPW)
+        b += nprog

@@ -18,9 +18,9 @@ TABLE_PATH = os.path.join(os.path.dirname(__file__), "collectives_table.json")
 TABLE_ENV = "TRITON_DIST_COLLECTIVES_TABLE"
 TABLE_FORMAT = "triton_dist.collectives_table/1"
 #: Methods a table entry may name per op (besides "nccl").
-TABLE_METHODS = {"all_reduce": ("one_shot", "two_shot", "two_shot_pipe"),
-                 "all_gather": ("push", "pull", "push_pipe", "ce"),
-                 "reduce_scatter": ("direct", "direct_push", "push_pipe", "ring")}
+TABLE_METHODS = {"all_reduce": ("one_shot", "two_shot", "two_shot_pipe", "ll"),
+                 "all_gather": ("push", "pull", "push_pipe", "ll", "ce"),
+                 "reduce_scatter": ("direct", "direct_push", "push_pipe", "ll", "ring")}
 TABLE_DTYPES = ("bfloat16", "float16", "float32")
 #: dtypes without entries of their own use these (same element size / bytes moved).
 TABLE_DTYPE_FALLBACK = {"float16": "bfloat16", "float8_e4m3fn": "bfloat16", "float8_e5m2": "bfloat16"}

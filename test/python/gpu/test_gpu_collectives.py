@@ -70,22 +70,25 @@ def test_every_method_and_dtype():
     fails = []
     sizes = [1, 8, 1000, 4096, 65536 + 24, 1 << 20]
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        ag = ops.create_allgather_ctx(max(sizes), dtype)
-        rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype)
-        ar = ops.create_allreduce_ctx(max(sizes) * world, dtype, methods=("one_shot", "two_shot", "two_shot_pipe"))
+        # ll at every size (its default capacity is 256 KiB per message)
+        ag = ops.create_allgather_ctx(max(sizes), dtype, ll_max_numel=max(sizes))
+        rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype, ll_max_numel=max(sizes))
+        ar = ops.create_allreduce_ctx(max(sizes) * world, dtype, ll_max_numel=max(sizes) * world,
+                                      methods=("one_shot", "two_shot", "two_shot_pipe", "ll"))
         for rep in range(2):
             for n in sizes:
-                for m in ("push", "pull", "push_pipe", "ce", "auto"):
+                for m in ("push", "pull", "push_pipe", "ll", "ce", "auto"):
                     fails.append(_check("ag", ag, n, m, rep + n, rank, world))
-                for m in ("direct", "direct_push", "push_pipe", "ring", "auto"):
+                for m in ("direct", "direct_push", "push_pipe", "ll", "ring", "auto"):
                     fails.append(_check("rs", rs, n, m, rep + n, rank, world))
-                for m in ("one_shot", "two_shot", "two_shot_pipe", "auto"):
+                for m in ("one_shot", "two_shot", "two_shot_pipe", "ll", "auto"):
                     fails.append(_check("ar", ar, n * world - 3 if n > 8 else n, m, rep + n, rank, world))
         for c in (ag, rs, ar):
             c.close()
     f8 = ops.create_allgather_ctx(4096, torch.float8_e4m3fn)
-    for m in ("push", "pull", "push_pipe", "ce"):
+    for m in ("push", "pull", "push_pipe", "ll", "ce"):
         fails.append(_check("ag", f8, 4096, m, 3, rank, world))
+    fails.append(_check("ag", f8, 4093, "ll", 4, rank, world))  # a partial last word
     f8.close()
     fails = [f for f in fails if f]
     assert not fails, fails[:10]
@@ -179,6 +182,11 @@ def test_cuda_graph_replay():
     v = torch.empty(n, dtype=torch.bfloat16, device="cuda")
     ops.all_gather(x, ag, out=zp, method="push_pipe")
     ops.reduce_scatter(z, rs, out=v, method="push_pipe")
+    rs_ll = ops.create_reduce_scatter_ctx(n * world, torch.bfloat16, methods=("ll", ))
+    y_ll, z_ll, v_ll = torch.empty_like(y), torch.empty_like(z), torch.empty_like(v)
+    ops.all_reduce(x, ar, out=y_ll, method="ll")
+    ops.all_gather(x, ag, out=z_ll, method="ll")
+    ops.reduce_scatter(z, rs_ll, out=v_ll, method="ll")
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
     g = torch.cuda.CUDAGraph()
@@ -188,6 +196,9 @@ def test_cuda_graph_replay():
         ops.all_gather(w, ag, out=z)
         ops.all_gather(w, ag, out=zp, method="push_pipe")
         ops.reduce_scatter(z, rs, out=v, method="push_pipe")
+        ops.all_reduce(x, ar, out=y_ll, method="ll")  # the flagged-word methods: epochs (and flags) advance on
+        ops.all_gather(w, ag, out=z_ll, method="ll")  # the device, parity alternates between replays
+        ops.reduce_scatter(z, rs_ll, out=v_ll, method="ll")
     for it in range(50):
         x.copy_(_ints(n, torch.bfloat16, it * 3 + rank))
         g.replay()
@@ -200,6 +211,8 @@ def test_cuda_graph_replay():
         assert torch.equal(z, ref2.repeat(world)), it
         assert torch.equal(zp, z), it
         assert torch.equal(v, ref2 * world), it
+        assert torch.equal(y_ll, y) and torch.equal(z_ll, z) and torch.equal(v_ll, v), it
+    rs_ll.close()
     ar.close()
     ag.close()
     rs.close()
@@ -284,13 +297,14 @@ def stress(calls: int, seed: int = 0, max_elems: int = 1 << 18):
     dts = [torch.bfloat16, torch.float16, torch.float32]
     ctx = {}
     for dt in dts:
-        ctx[("ag", dt)] = ops.create_allgather_ctx(max_elems, dt)
-        ctx[("rs", dt)] = ops.create_reduce_scatter_ctx(max_elems * world, dt)
+        ctx[("ag", dt)] = ops.create_allgather_ctx(max_elems, dt, ll_max_numel=max_elems)
+        ctx[("rs", dt)] = ops.create_reduce_scatter_ctx(max_elems * world, dt, ll_max_numel=max_elems)
         ctx[("ar", dt)] = ops.create_allreduce_ctx(max_elems * world, dt, one_shot_max_numel=max_elems,
-                                                   methods=("one_shot", "two_shot", "two_shot_pipe"))
-    methods = {"ag": ["push", "pull", "push_pipe", "ce", "auto"],
-               "rs": ["direct", "direct_push", "push_pipe", "ring", "auto"],
-               "ar": ["one_shot", "two_shot", "two_shot_pipe", "auto"]}
+                                                   ll_max_numel=max_elems * world,
+                                                   methods=("one_shot", "two_shot", "two_shot_pipe", "ll"))
+    methods = {"ag": ["push", "pull", "push_pipe", "ll", "ce", "auto"],
+               "rs": ["direct", "direct_push", "push_pipe", "ll", "ring", "auto"],
+               "ar": ["one_shot", "two_shot", "two_shot_pipe", "ll", "auto"]}
     fails = []
     t0 = time.time()
     for i in range(calls):
