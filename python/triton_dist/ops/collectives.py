@@ -109,7 +109,7 @@ def _launch_pipe(ctx, kernel, x, out, *sizes, ch=None):
 
 #: Default capacity of the ``ll`` (flagged-word) channels in payload bytes per rank (keyword ``ll_max_numel`` in
 #: elements): the buffer holds ``2 * world`` slots of twice that (a 64-bit word carries 32 bits of data).
-DEFAULT_LL_BYTES = 256 << 10
+DEFAULT_LL_BYTES = 1 << 20
 #: ``ll`` block: 32-bit words per block and warps per program on a GPU. Small blocks spread a message over many
 #: programs (SMs): one SM alone issues NVLink stores at only about 20 GB/s (2x H200 measurement, overlap round 6).
 LL_BLOCK_WORDS = 256

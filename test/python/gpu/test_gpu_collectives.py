@@ -70,7 +70,7 @@ def test_every_method_and_dtype():
     fails = []
     sizes = [1, 8, 1000, 4096, 65536 + 24, 1 << 20]
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        # ll at every size (its default capacity is 256 KiB per message)
+        # ll at every size (its default capacity is 1 MiB per message)
         ag = ops.create_allgather_ctx(max(sizes), dtype, ll_max_numel=max(sizes))
         rs = ops.create_reduce_scatter_ctx(max(sizes) * world, dtype, ll_max_numel=max(sizes))
         ar = ops.create_allreduce_ctx(max(sizes) * world, dtype, ll_max_numel=max(sizes) * world,
