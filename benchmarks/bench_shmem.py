@@ -23,7 +23,8 @@ Latency:
 * ping-pong between rank 0 and 1 inside ONE launch (``--pp-iters`` round trips; one-way = round trip / 2):
   ``putmem_signal_block`` + ``signal_wait_until`` (8 B .. 64 KiB payloads); ``signal_op`` + ``signal_wait_until``
   (the 8 B signal alone, no data); ``dl.notify`` (release store through ``symm_at``) + ``dl.wait`` (acquire loads):
-  the hardware's path without NVSHMEM's functions.
+  the hardware's path without NVSHMEM's functions; ``dl.store_flagged`` + ``dl.load_flagged`` (the 4-byte round
+  number as the data of one flagged word: no barrier, no fence).
 
 Writes ``shmem_bench_<time>.json`` to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/). Needs >= 2 CUDA
 GPUs (exits with a message otherwise).
@@ -70,7 +71,7 @@ MAX_K = 20
 PUT_QUIET_BYTES = 1 * KB
 PP_PAYLOADS = (8, 1 * KB, 64 * KB)
 #: ping-pong kinds: how the two roles signal each other
-PP_MODES = {"putmem_signal_block": 0, "signal_op": 1, "dl": 2}
+PP_MODES = {"putmem_signal_block": 0, "signal_op": 1, "dl": 2, "flagged": 3}
 
 
 # --------------------------------------------------------------------------------------------------- kernels
@@ -106,7 +107,8 @@ def k_put_quiet(dst, src, nbytes, pe):
 def k_ping_pong(buf, src, sig, iters, nbytes, peer, IS_PING: tl.constexpr, MODE: tl.constexpr):
     """``iters`` round trips between two ranks. Round i: ping sends i, pong waits for i and sends it back.
     MODE 0: ``putmem_signal_block`` (``nbytes`` of data + signal) / ``signal_wait_until``; 1: ``signal_op`` /
-    ``signal_wait_until`` (no data); 2: ``dl.notify`` / ``dl.wait`` (no data, no NVSHMEM function).
+    ``signal_wait_until`` (no data); 2: ``dl.notify`` / ``dl.wait`` (no data, no NVSHMEM function); 3:
+    ``dl.store_flagged`` / ``dl.load_flagged`` on the 8-byte word ``sig`` (round ``i`` as data and flag).
     Back-to-back launches need no reset: each waits for equality with 1, 2, ... and the peer's last value
     (``iters``) differs from 1. A while loop: the interpreter (simulator) cannot iterate over a range of a scalar
     argument."""
@@ -115,6 +117,8 @@ def k_ping_pong(buf, src, sig, iters, nbytes, peer, IS_PING: tl.constexpr, MODE:
         if not IS_PING:
             if MODE == 2:
                 dl.wait(sig, 1, "sys", "acquire", i)
+            elif MODE == 3:
+                dl.load_flagged(sig, i)
             else:
                 shmem.signal_wait_until(sig, shmem.NVSHMEM_CMP_EQ, i)
         if MODE == 0:
@@ -122,11 +126,15 @@ def k_ping_pong(buf, src, sig, iters, nbytes, peer, IS_PING: tl.constexpr, MODE:
         elif MODE == 1:
             if tid(0) == 0:  # a thread-scope call runs in every thread that reaches it: one signal per program
                 shmem.signal_op(sig, i, shmem.NVSHMEM_SIGNAL_SET, peer)
-        else:
+        elif MODE == 2:
             dl.notify(sig, peer, i, "set", "intra_node")
+        else:
+            dl.store_flagged(dl.symm_at(sig, peer), i, i)
         if IS_PING:
             if MODE == 2:
                 dl.wait(sig, 1, "sys", "acquire", i)
+            elif MODE == 3:
+                dl.load_flagged(sig, i)
             else:
                 shmem.signal_wait_until(sig, shmem.NVSHMEM_CMP_EQ, i)
         i += 1
@@ -436,7 +444,7 @@ def main(argv=None) -> int:
     # latency (b), (c): ping-pong between ranks 0 and 1 in one launch (other ranks only join the barriers)
     lat = []
     sig = U.nvshmem_create_tensor((1, ), torch.int64)
-    cases = [("putmem_signal_block", p) for p in PP_PAYLOADS] + [("signal_op", 8), ("dl", 8)]
+    cases = [("putmem_signal_block", p) for p in PP_PAYLOADS] + [("signal_op", 8), ("dl", 8), ("flagged", 8)]
     for kind, payload in cases:
         sig.zero_()
         barrier()
@@ -450,7 +458,10 @@ def main(argv=None) -> int:
         barrier()
         if rank < 2:
             rt = launch_us / args.pp_iters
-            lat.append(dict(latency_row(kind, payload, rt, eager_us / args.pp_iters, int(sig.item()), args.pp_iters),
+            final = int(sig.item())
+            if kind == "flagged":  # (flag << 32) | data, both the last round number
+                final = final & 0xFFFFFFFF if (final >> 32) == (final & 0xFFFFFFFF) else -1
+            lat.append(dict(latency_row(kind, payload, rt, eager_us / args.pp_iters, final, args.pp_iters),
                             timing="graph" if graphed else "eager (graph capture failed)"))
             log(json.dumps(lat[-1]))
 

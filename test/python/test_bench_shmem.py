@@ -148,8 +148,9 @@ def _bench_kernels():
         for _ in range(2):  # back to back without a reset, as a graph of k launches replays them
             bench.k_ping_pong[(1, )](dst, src, sig, iters, 1024, 1 - r, IS_PING=(r == 0), MODE=mode)
         b.barrier_all_on_stream()
-        if int(sig.item()) != iters:
-            fails.append(f"rank {r} ping-pong {kind}: final signal {int(sig.item())}, want {iters}")
+        want = (iters << 32) | iters if kind == "flagged" else iters  # flagged: (flag << 32) | data
+        if int(sig.item()) != want:
+            fails.append(f"rank {r} ping-pong {kind}: final signal {int(sig.item())}, want {want}")
         if mode == 0 and not torch.equal(dst[:1024], ((torch.arange(1024) * 7 + (1 - r)).to(torch.uint8))):
             fails.append(f"rank {r} ping-pong {kind}: payload not delivered")
         b.barrier_all_on_stream()
