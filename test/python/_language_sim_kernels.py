@@ -98,3 +98,10 @@ def k_spin_ld(flag, out):
     while ld(flag, "sys", "acquire") != 1:
         pass
     tl.store(out, 1)
+
+
+# ---- tagged signals (issue 15 point 2): dl.wait(tag_bits=k) reports a signal of its epoch with another tag
+@triton_dist.jit
+def kd_wait_tagged(sig, n, value, out, TAG: tl.constexpr):
+    tok = dl.wait(sig, n, "sys", "acquire", value, tag_bits=TAG)
+    tl.store(dl.consume_token(out, tok), 1)
