@@ -85,3 +85,5 @@ def test_kernels_compile_for_cuda_with_128bit_accesses():
         # an ld.relaxed.sys spin followed by fence.acquire.sys
         acquire = "ld.acquire.sys" in out or ("ld.relaxed.sys" in out and "fence.acquire.sys" in out)
         assert acquire and "membar.sys" in out, kernel
+        # the ready waits are tagged (issue 15 point 2): spin to the epoch (>=), then a differing signal traps
+        assert "setp.ge.s64 %tdw_p1" in out and "bra TDW_DIFFERS;" in out and "trap;" in out, kernel
