@@ -161,6 +161,25 @@ def interpreted_kernel_name():
     return found[1].f_code.co_name
 
 
+def traced_kernel_name():
+    """The name of the kernel Triton's code generator is compiling when the caller (a lowering, at trace time) runs,
+    or None outside a compile. Assumption (``triton.compiler.code_generator``, 3.6-3.9): every function is traced by
+    a ``CodeGenerator`` whose frames have it as ``self``; a called ``@jit`` function gets its own generator, and the
+    kernel's (``is_kernel``, ``jit_fn``) is the outermost one on the stack."""
+    import sys
+
+    from triton.compiler.code_generator import CodeGenerator
+
+    f, name = sys._getframe(1), None
+    while f is not None:
+        gen = f.f_locals.get("self")
+        if isinstance(gen, CodeGenerator) and getattr(gen, "is_kernel", False):
+            fn = getattr(gen, "jit_fn", None)
+            name = getattr(getattr(fn, "fn", fn), "__name__", None) or name
+        f = f.f_back
+    return name
+
+
 #: The ``tl.tensor`` class and ``constexpr`` helpers.
 tensor = tl_core.tensor
 constexpr = tl_core.constexpr

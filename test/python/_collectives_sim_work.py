@@ -386,11 +386,64 @@ def api_checks():
 
 
 def size_mismatch():
-    """Ranks call all_reduce with different sizes (no check_peers): the tagged ready signals never match, so the
-    simulator's wait times out with an error instead of hanging or returning garbage."""
+    """Ranks call all_reduce with different sizes (no check_peers): the tagged ready waits see the peer's signal for
+    the same call with another size tag and raise at once (no timeout), naming the op and both tags."""
     from triton_dist import ops
 
     rank, world = _init()
     ar = ops.create_allreduce_ctx(1024, torch.bfloat16)
     ops.all_reduce(torch.ones(100 + rank, dtype=torch.bfloat16), ar, method="one_shot")
+    return "no error"
+
+
+def rank_mismatch_every_op():
+    """Every collective (and send/recv) called with 100 elements on rank 0 and 101 on rank 1, each on a fresh
+    context: returns ``{case: (error type, message, seconds)}`` for this rank (``None`` where the call returned)."""
+    import torch.distributed as dist
+
+    from triton_dist import ops
+
+    rank, world = _init()
+    dt = torch.float32
+    n = 100 + rank
+    x = torch.ones(n * world, dtype=dt)
+    cases = {
+        "all_reduce one_shot": (ops.create_allreduce_ctx, lambda c: ops.all_reduce(x[:n], c, method="one_shot")),
+        "all_reduce two_shot": (ops.create_allreduce_ctx, lambda c: ops.all_reduce(x[:n], c, method="two_shot")),
+        "all_reduce two_shot_pipe": (lambda cap, dt: ops.create_allreduce_ctx(cap, dt, methods=("two_shot_pipe", )),
+                                     lambda c: ops.all_reduce(x[:n * world], c, method="two_shot_pipe")),
+        "all_gather push": (ops.create_allgather_ctx, lambda c: ops.all_gather(x[:n], c, method="push")),
+        "all_gather push_pipe": (ops.create_allgather_ctx, lambda c: ops.all_gather(x[:n], c, method="push_pipe")),
+        "reduce_scatter direct": (ops.create_reduce_scatter_ctx,
+                                  lambda c: ops.reduce_scatter(x[:n * world], c, method="direct")),
+        "reduce_scatter ring": (ops.create_reduce_scatter_ctx,
+                                lambda c: ops.reduce_scatter(x[:n * world], c, method="ring")),
+        "send/recv": (ops.create_p2p_ctx, lambda c: ops.send(x[:100], 1, c) if rank == 0 else ops.recv((101, ), 0, c)),
+    }
+    out = {}
+    for name, (make, call) in cases.items():
+        ctx = make(1024, dt)
+        t0 = time.monotonic()
+        try:
+            call(ctx)
+            out[name] = None
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            out[name] = (type(exc).__name__, str(exc), time.monotonic() - t0)
+        dist.barrier()
+        ctx.close()
+    return out
+
+
+def peer_exits():
+    """Rank 1 exits (its process ends) after creating the context; rank 0 then calls all_reduce, whose wait can
+    never end: the simulator notices that rank 1's process is gone and raises within a second or two."""
+    import os
+
+    from triton_dist import ops
+
+    rank, world = _init()
+    ar = ops.create_allreduce_ctx(1024, torch.bfloat16)
+    if rank == 1:
+        os._exit(3)
+    ops.all_reduce(torch.ones(100, dtype=torch.bfloat16), ar, method="one_shot")
     return "no error"

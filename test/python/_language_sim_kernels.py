@@ -112,3 +112,10 @@ def k_load_flagged(words, out, flag, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     m = offs < n
     tl.store(out + offs, dl.load_flagged(words + offs, flag, mask=m), mask=m)
+
+
+# ---- tagged signals (issue 15 point 2): dl.wait(tag_bits=k) reports a signal of its epoch with another tag
+@triton_dist.jit
+def kd_wait_tagged(sig, n, value, out, TAG: tl.constexpr):
+    tok = dl.wait(sig, n, "sys", "acquire", value, tag_bits=TAG)
+    tl.store(dl.consume_token(out, tok), 1)

@@ -7,6 +7,7 @@ Each rank process checks many (kernel, size, dtype) combinations per spawn (rank
 Stress: ``TRITON_DIST_SIM_STRESS_CALLS`` calls (default 1000) at 4 ranks, every result verified.
 """
 import os
+import re
 
 import pytest
 
@@ -85,3 +86,10 @@ def test_kernels_compile_for_cuda_with_128bit_accesses():
         # an ld.relaxed.sys spin followed by fence.acquire.sys
         acquire = "ld.acquire.sys" in out or ("ld.relaxed.sys" in out and "fence.acquire.sys" in out)
         assert acquire and "membar.sys" in out, kernel
+        # the ready waits are tagged (issue 15 point 2): spin to the epoch (>=), then a differing signal is printed,
+        # naming the kernel, and traps (device_print's format strings are byte arrays in the PTX)
+        assert "setp.ge.s64 %tdw_p1" in out and "bra TDW_DIFFERS;" in out and "trap;" in out, kernel
+        strings = [bytes(int(b) for b in m.split(",")).decode("latin-1")
+                   for m in re.findall(r"\.b8 \w+\[\d+\] = \{([\d, ]+)\}", out)]
+        name = kernel.split(":")[1]
+        assert any(f"dl.wait in kernel {name}: RANKS DISAGREE" in t for t in strings), (kernel, strings)

@@ -1551,3 +1551,35 @@ def test_stopping_before_llir_needs_only_the_llir_metadata_defaults():
         for stage in ("ttir", "ttgir"):
             ck = compile_kernel(CompileRequest(_k_meta, parse_target(target), ["*i32"], stop_after=stage))
             assert "tt.func" in str(ck.asm[stage]) and ck.metadata.shared == 0
+
+
+_traced_names = []
+
+
+@_compat.builtin
+def _record_traced_kernel(_semantic=None):
+    _traced_names.append(_compat.traced_kernel_name())
+
+
+@triton.jit
+def _tk_inner(x):
+    _record_traced_kernel()
+    tl.store(x, 1)
+
+
+@triton.jit
+def _tk_outer_kernel(x):
+    _tk_inner(x)
+
+
+def test_traced_kernel_name_is_the_kernel_being_compiled(monkeypatch):
+    """``traced_kernel_name`` (the tagged dl.wait's GPU report names the kernel): from a builtin in a ``@jit``
+    function called by the kernel it is the kernel's name; outside a compile, None."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    monkeypatch.setattr(triton.knobs.compilation, "always_compile", True)
+    _traced_names.clear()
+    triton.compile(ASTSource(_tk_outer_kernel, {"x": "*i32"}), target=GPUTarget("cuda", 90, 32))
+    assert _traced_names == ["_tk_outer_kernel"]
+    assert _compat.traced_kernel_name() is None

@@ -391,3 +391,83 @@ def test_ld_spin_on_a_flag_the_host_sets_after_the_launch_ends_with_the_same_err
     assert "kernel k_spin_ld" in msg and f"{flag[0].data_ptr():#x}" in msg and "last seen 0" in msg, msg
     assert "simulator launches are synchronous" in msg and "TRITON_DIST_SIM_WAIT_TIMEOUT" in msg, msg
     assert out.item() == 0
+
+
+# ------------------------------------------------------------------------ tagged waits (issue 15 point 2)
+def _tagged(epoch, tag):
+    return epoch << 24 | tag
+
+
+def test_tagged_wait_passes_on_its_value(interp, run_ctx):
+    sig = run_ctx.alloc(3, torch.int64)
+    sig[0].copy_(torch.tensor([_tagged(5, 100)] * 3))
+    out = torch.zeros(1, dtype=torch.int64)
+    interp.kd_wait_tagged[(1, )](sig[0], 3, _tagged(5, 100), out, TAG=24)
+    assert out.item() == 1
+
+
+def test_tagged_wait_reports_another_tag_of_its_epoch_at_once(interp, run_ctx):
+    """A signal of this call's epoch with another tag: the ranks disagree; reported at once (not after the wait
+    timeout, which would raise SimWaitTimeout), one line with both tags and the fix."""
+    from triton_dist.backends.sim.context import SimSignalMismatch
+
+    run_ctx.wait_timeout_s = 30.0
+    sig = run_ctx.alloc(2, torch.int64)
+    sig[0].copy_(torch.tensor([_tagged(5, 100), _tagged(5, 101)]))
+    out = torch.zeros(1, dtype=torch.int64)
+    with pytest.raises(Exception) as ei:
+        interp.kd_wait_tagged[(1, )](sig[0], 2, _tagged(5, 100), out, TAG=24)
+    err = ei.value
+    while err is not None and not isinstance(err, SimSignalMismatch):
+        err = err.__cause__ or err.__context__
+    assert err is not None, ei.value
+    assert (err.rank, err.expected_epoch, err.expected_tag, err.seen_epoch, err.seen_tag) == (0, 5, 100, 5, 101)
+    msg = _one_line(ei.value)
+    assert "rank 0: ranks disagree in kernel kd_wait_tagged: dl.wait(scope=sys, semantic=acquire, tag_bits=24)" in msg
+    assert f"{sig[0].data_ptr() + 8:#x}" in msg, msg
+    assert "waits for call #5 with tag 100 (this rank's" in msg and "carries tag 101" in msg, msg
+    assert "every rank must make the same calls with the same shapes" in msg, msg
+    assert out.item() == 0
+
+
+def test_tagged_wait_reports_a_later_epoch(interp, run_ctx):
+    run_ctx.wait_timeout_s = 30.0
+    sig = run_ctx.alloc(1, torch.int64)
+    sig[0].fill_(_tagged(7, 100))
+    with pytest.raises(Exception) as ei:
+        interp.kd_wait_tagged[(1, )](sig[0], 1, _tagged(5, 100), torch.zeros(1, dtype=torch.int64), TAG=24)
+    msg = _one_line(ei.value)
+    assert "already at call #7 (tag 100): the ranks made different numbers of calls" in msg, msg
+
+
+def test_tagged_wait_waits_for_an_earlier_epoch(interp, run_ctx):
+    """A signal still at an earlier epoch is not an error: the peer has not got there yet (timeout as before)."""
+    sig = run_ctx.alloc(1, torch.int64)
+    sig[0].fill_(_tagged(4, 101))
+    with pytest.raises(Exception) as ei:
+        interp.kd_wait_tagged[(1, )](sig[0], 1, _tagged(5, 100), torch.zeros(1, dtype=torch.int64), TAG=24)
+    msg = _one_line(ei.value)
+    assert "SimWaitTimeout" in msg and f"expected >= {_tagged(5, 0)}, last seen {_tagged(4, 101)}" in msg, msg
+
+
+def test_tagged_wait_checks_tag_bits(interp, run_ctx):
+    sig = run_ctx.alloc(1, torch.int64)
+    with pytest.raises(Exception, match=r"dl.wait: tag_bits=63: expected a Python int in \[0, 62\]"):
+        interp.kd_wait_tagged[(1, )](sig[0], 1, 1, torch.zeros(1, dtype=torch.int64), TAG=63)
+
+
+def test_wait_on_an_exited_peer_is_named(interp, run_ctx, monkeypatch):
+    """The simulator's waits check every PEER_CHECK_S that the peers' processes live: a wait on a rank whose
+    process exited raises one line naming it, well before the wait timeout."""
+    import time
+
+    run_ctx.wait_timeout_s = 30.0
+    monkeypatch.setattr(run_ctx, "exited_peer", lambda: (1, 4242), raising=False)
+    sig = run_ctx.alloc(1, torch.int64)
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as ei:
+        interp.kd_wait_in_device_fn[(1, )](sig[0])
+    assert time.monotonic() - t0 < 5
+    msg = _one_line(ei.value)
+    assert "SimPeerExited: [triton_dist sim] rank 0: dl.wait(scope=sys, semantic=acquire) in kernel " in msg, msg
+    assert "waits for peer rank 1, whose process (pid 4242) has exited" in msg, msg

@@ -17,10 +17,52 @@ def test_api_checks(sim_ranks):  # noqa: F811
 
 
 def test_size_mismatch_is_an_error(sim_ranks):  # noqa: F811
+    """Issue 15 point 2: ranks that disagree are reported at once (not after the 60 s wait timeout), in one line
+    naming the op, the rank and both calls' size tags (element counts mod 2**24), with the fix."""
     with pytest.raises(RankError) as ei:
-        sim_ranks.run(2, work.size_mismatch, timeout=120, env={"TRITON_DIST_SIM_WAIT_TIMEOUT": "3"})
-    msg = str(ei.value)
-    assert "wait" in msg.lower() and ("timed out" in msg.lower() or "timeout" in msg.lower()), msg[-2000:]
+        sim_ranks.run(2, work.size_mismatch, timeout=30, env={"TRITON_DIST_SIM_WAIT_TIMEOUT": "60"})
+    for rank, (mine, peer) in enumerate(((100, 101), (101, 100))):
+        typ, msg, _ = ei.value.failures[rank]
+        assert typ == "SimSignalMismatch" and "\n" not in msg, (typ, msg)
+        assert msg.startswith(f"all_reduce: [triton_dist sim] rank {rank}: ranks disagree in kernel "
+                              f"allreduce_one_shot_kernel"), msg
+        assert f"waits for call #1 with tag {mine} (this rank's" in msg and "element count mod 2**24" in msg, msg
+        assert f"the peer's signal for the same call carries tag {peer}" in msg, msg
+        assert "every rank must make the same calls with the same shapes" in msg and "check_peers" in msg, msg
+
+
+def test_every_op_reports_a_rank_mismatch_at_once(sim_ranks):  # noqa: F811
+    res = sim_ranks.run(2, work.rank_mismatch_every_op, timeout=120, env={"TRITON_DIST_SIM_WAIT_TIMEOUT": "60"})
+    for rank in range(2):
+        for case, got in res[rank].items():
+            op = case.split()[0].split("/")[0]
+            if case == "send/recv":
+                if rank == 0:  # the sender does not wait for the receiver's size: only the receiver can tell
+                    assert got is None, got
+                    continue
+                op = "recv"
+            assert got is not None, (rank, case)
+            typ, msg, took = got
+            assert typ == "SimSignalMismatch" and "\n" not in msg, (rank, case, typ, msg)
+            assert msg.startswith(f"{op}: [triton_dist sim] rank {rank}: ranks disagree"), (rank, case, msg)
+            # reduce_scatter / two_shot_pipe tag the per-rank element count they exchange: 2 * 100 or 2 * 101
+            tags = {f"tag {t}" for t in (100, 101, 200, 202)}
+            assert sum(t in msg for t in tags) == 2, (rank, case, msg)
+            assert took < 20, (rank, case, took)
+
+
+def test_dead_peer_is_named_within_seconds(sim_ranks):  # noqa: F811
+    """Issue 15 point 2: a peer whose process has exited is named (rank, pid) with the waiting op within a second
+    or two, instead of the 60 s wait timeout."""
+    with pytest.raises(RankError) as ei:
+        sim_ranks.run(2, work.peer_exits, timeout=60, env={"TRITON_DIST_SIM_WAIT_TIMEOUT": "60"})
+    assert ei.value.failures[1][0] == "ProcessDied", ei.value.failures
+    # rank 0's error arrives at all only within the pool's 5 s grace after rank 1's death (else: RankTimeout)
+    typ, msg, _ = ei.value.failures[0]
+    assert typ == "SimPeerExited" and "\n" not in msg, (typ, msg)
+    assert msg.startswith("all_reduce: [triton_dist sim] rank 0: dl.wait("), msg
+    assert "in kernel allreduce_one_shot_kernel waits for peer rank 1, whose process (pid " in msg, msg
+    assert "has exited" in msg and "launch with torchrun" in msg, msg
 
 
 def test_ops_importable_without_runtime():

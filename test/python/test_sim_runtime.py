@@ -480,3 +480,22 @@ def test_torchrun_cpu(tmp_path):
     assert (tmp_path / "rank0.txt").read_text() == "RANK 0 [1, 2]"
     assert (tmp_path / "rank1.txt").read_text() == "RANK 1 [1, 2]"
     assert "leaked" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_process_identity_tells_running_from_exited():
+    """What the simulator's waits use to notice an exited peer (issue 15 point 2): a running process has an
+    identity (its start time), an exited one -- a zombie its parent has not reaped, or reaped -- has none."""
+    from triton_dist.runtime.sim.heap import process_identity
+
+    assert process_identity(os.getpid())
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_identity(p.pid)
+    finally:
+        p.kill()
+    deadline = time.monotonic() + 10
+    while process_identity(p.pid) is not None and time.monotonic() < deadline:  # killed, not reaped yet: a zombie
+        time.sleep(0.01)
+    assert process_identity(p.pid) is None
+    p.wait()
+    assert process_identity(p.pid) is None

@@ -28,9 +28,9 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (acquire_buffer, copy_blocks, ll_flag, ll_load_words, ll_receive, ll_send,
-                                        ll_store_words, notify_peers, pipe_plan, pipe_segment_end, program_epoch,
-                                        release_served_pushers, store_to_peers)
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, copy_blocks, ll_flag, ll_load_words, ll_receive,
+                                        ll_send, ll_store_words, notify_peers, pipe_plan, pipe_segment_end,
+                                        program_epoch, release_served_pushers, store_to_peers)
 
 
 @triton_dist.jit
@@ -64,7 +64,7 @@ def allgather_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, 
 
     for i in tl.static_range(1, WORLD):
         src = (rank + WORLD - i) % WORLD
-        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val)
+        tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", ready_val, tag_bits=TAG_BITS_C)
         if PUSH:
             srcp = dl.consume_token(buf_ptr, tok) + src * CAP
         else:
@@ -138,7 +138,8 @@ def allgather_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
                 jend = pipe_segment_end(nblk, q, npush, j0, K)
                 for i in tl.static_range(1, WORLD):
                     src = (rank + WORLD - i) % WORLD
-                    tok = dl.wait(ready_ptr + (q * SEG + s) * WORLD + src, 1, "sys", "acquire", ready_val)
+                    tok = dl.wait(ready_ptr + (q * SEG + s) * WORLD + src, 1, "sys", "acquire", ready_val,
+                                  tag_bits=TAG_BITS_C)
                     srcp = dl.consume_token(buf_ptr, tok) + src * CAP
                     j = j0
                     while j < jend:

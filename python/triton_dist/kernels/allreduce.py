@@ -27,9 +27,9 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (acquire_buffer, add_peer_slots, exchange, ll_flag, ll_load_f32, ll_load_words,
-                                        ll_receive, ll_send, ll_store_f32, ll_words_f32, notify_peers, program_epoch,
-                                        store_to_peers)
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, exchange, ll_flag, ll_load_f32,
+                                        ll_load_words, ll_receive, ll_send, ll_store_f32, ll_words_f32, notify_peers,
+                                        program_epoch, store_to_peers)
 
 
 @triton_dist.jit
@@ -107,7 +107,7 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
     # 3. all-gather: copy the peers' reduced shards out of our second buffer half
     for i in tl.static_range(1, WORLD):
         src = (rank + WORLD - i) % WORLD
-        tok = dl.wait(ready_ptr + sig2 + src, 1, "sys", "acquire", ready_val)
+        tok = dl.wait(ready_ptr + sig2 + src, 1, "sys", "acquire", ready_val, tag_bits=TAG_BITS_C)
         agr = dl.consume_token(ag, tok) + src * CAP
         b = pid
         while b < nblk:

@@ -13,9 +13,12 @@ Signalling protocol used by every collective kernel in this package (see docs/co
   at the SM count). The pipelined kernels (``push_pipe``; ``two_shot_pipe`` runs two of them) split a launch into pusher and
   copier/reducer programs: a copier waits for the peers' pushers it serves, a pusher only for the previous call's
   ``done`` (never for any program of the running call); the argument is in ``allgather_push_pipe_kernel``.
-* **Ready values carry a size tag.** ``ready = e * TAG_RANGE + (numel % TAG_RANGE)``: a peer that launched the same
-  call with a different element count never satisfies the wait, so a cross-rank size mismatch shows up as a wait
-  timeout whose *seen* value names the peer's size (simulator: an error; GPU: ``TRITON_DIST_BOUNDED_WAIT``).
+* **Ready values carry a size tag.** ``ready = e * TAG_RANGE + (numel % TAG_RANGE)`` (``e << TAG_BITS | tag``), and
+  every wait for a ready value is a tagged ``dl.wait`` (``tag_bits=TAG_BITS``): it waits until the peer's signal
+  reaches epoch ``e`` and then compares the whole value, so a peer that launched the same call with a different
+  element count (or made a different number of calls) is reported at once, not after a timeout: the GPU prints
+  both calls' epoch and tag (element count mod 2**24) and traps, the simulator raises ``SimSignalMismatch`` (the
+  ops name the user's call). Same cost as the equality wait (one compare per poll, one after it).
 * **Fixed block ownership.** Buffer slots have a fixed stride (the context's capacity ``CAP``, not the call's size)
   and block ``b`` is always handled by program ``b % num_programs``, so a region of a buffer is always written and
   read by the same program id, whatever the sizes of successive calls (the per-program handshakes rely on it).
@@ -39,10 +42,14 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
+#: bits of the size tag: ready signal = epoch << TAG_BITS | (numel % TAG_RANGE)
+TAG_BITS = 24
 #: ready signal = epoch * TAG_RANGE + (numel % TAG_RANGE) (host code: an int)
-TAG_RANGE = 1 << 24
+TAG_RANGE = 1 << TAG_BITS
 #: :data:`TAG_RANGE` for kernels (a jit function reads only constexpr globals)
 TAG_RANGE_C = tl.constexpr(TAG_RANGE)
+#: :data:`TAG_BITS` for kernels: ``dl.wait(..., tag_bits=TAG_BITS_C)`` on every ready signal
+TAG_BITS_C = tl.constexpr(TAG_BITS)
 
 
 def size_tag(numel: int) -> int:
@@ -99,6 +106,17 @@ def wait_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
 
 
 @triton_dist.jit
+def wait_ready_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
+    """:func:`wait_peers` for READY values (``e * TAG_RANGE + tag``): a tagged wait (``tag_bits=TAG_BITS``) that
+    reports a peer whose signal for this call carries another size tag instead of waiting for it forever."""
+    tok = tl.program_id(0) * 0
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        tok = dl.wait(sig_ptr + src, 1, "sys", "acquire", value, tag_bits=TAG_BITS_C)
+    return tok
+
+
+@triton_dist.jit
 def notify_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
     """Raise ``sig_ptr[rank] = value`` on every peer (intra-node, system-scope release)."""
     for i in tl.static_range(1, WORLD):
@@ -108,9 +126,9 @@ def notify_peers(sig_ptr, rank, WORLD: tl.constexpr, value):
 
 @triton_dist.jit
 def exchange(sig_ptr, rank, WORLD: tl.constexpr, value):
-    """:func:`notify_peers` then :func:`wait_peers` with the same ``value``; returns the wait's token."""
+    """:func:`notify_peers` then :func:`wait_ready_peers` with the same (ready) ``value``; returns the wait's token."""
     notify_peers(sig_ptr, rank, WORLD, value)
-    return wait_peers(sig_ptr, rank, WORLD, value)
+    return wait_ready_peers(sig_ptr, rank, WORLD, value)
 
 
 @triton_dist.jit

@@ -15,7 +15,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import TAG_RANGE_C, copy_blocks, next_epoch
+from triton_dist.kernels.common import TAG_BITS_C, TAG_RANGE_C, copy_blocks, next_epoch
 
 
 @triton_dist.jit
@@ -40,7 +40,7 @@ def p2p_recv_kernel(out_ptr, buf_ptr, ready_ptr, done_ptr, counter_ptr, N, CAP, 
     nprog = tl.num_programs(0)
     e = next_epoch(counter_ptr, src * nprog + pid)
     sig = pid * WORLD
-    tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", e * TAG_RANGE_C + tag)
+    tok = dl.wait(ready_ptr + sig + src, 1, "sys", "acquire", e * TAG_RANGE_C + tag, tag_bits=TAG_BITS_C)
     lbuf = dl.consume_token(buf_ptr, tok) + src * CAP
     copy_blocks(lbuf, out_ptr, N, pid, nprog, BLOCK)
     dl.notify(done_ptr + sig + rank, src, e, "set", "intra_node")

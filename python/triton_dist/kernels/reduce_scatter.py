@@ -26,9 +26,10 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (acquire_buffer, add_peer_slots, copy_blocks, exchange, ll_flag, ll_load_f32,
-                                        ll_load_words, ll_receive, ll_send, ll_store_f32, ll_words_f32, notify_peers,
-                                        pipe_plan, pipe_segment_end, program_epoch, release_served_pushers, wait_peers)
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, copy_blocks, exchange, ll_flag,
+                                        ll_load_f32, ll_load_words, ll_receive, ll_send, ll_store_f32, ll_words_f32,
+                                        notify_peers, pipe_plan, pipe_segment_end, program_epoch,
+                                        release_served_pushers, wait_ready_peers)
 
 
 @triton_dist.jit
@@ -112,7 +113,7 @@ def reduce_scatter_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr
         while s < nseg:
             q = c
             while q < npush:
-                tok = wait_peers(ready_ptr + (q * SEG + s) * WORLD, rank, WORLD, ready_val)
+                tok = wait_ready_peers(ready_ptr + (q * SEG + s) * WORLD, rank, WORLD, ready_val)
                 bufr = dl.consume_token(buf_ptr, tok)
                 j = s * K
                 jend = pipe_segment_end(nblk, q, npush, j, K)
@@ -162,13 +163,13 @@ def reduce_scatter_ring_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
     for s in tl.static_range(0, WORLD - 1):
         c = (rank + 2 * WORLD - s - 1) % WORLD
         if s > 0:
-            tok = dl.wait(ready_ptr + sig + s - 1, 1, "sys", "acquire", ready_val)
+            tok = dl.wait(ready_ptr + sig + s - 1, 1, "sys", "acquire", ready_val, tag_bits=TAG_BITS_C)
         bufr = dl.consume_token(buf_ptr, tok) + (s - 1) * CAP
         add_blocks(x_ptr + c * Ns, bufr, bufw + s * CAP, Ns, pid, nprog, s > 0, BLOCK)
         dl.notify(ready_ptr + sig + s, nxt, ready_val, "set", "intra_node")
 
     if WORLD > 1:
-        tok = dl.wait(ready_ptr + sig + WORLD - 2, 1, "sys", "acquire", ready_val)
+        tok = dl.wait(ready_ptr + sig + WORLD - 2, 1, "sys", "acquire", ready_val, tag_bits=TAG_BITS_C)
     bufr = dl.consume_token(buf_ptr, tok) + (WORLD - 2) * CAP
     add_blocks(x_ptr + rank * Ns, bufr, out_ptr, Ns, pid, nprog, WORLD > 1, BLOCK)
     if WORLD > 1:

@@ -43,8 +43,9 @@ __all__ = ["LanguageLowering", "ExtraLowering", "LibshmemLowering", "ProfilerLow
 class LanguageLowering(Protocol):
     """Lowerings of the ``triton_dist.language`` (``dl``) ops, one method per op of the same name."""
 
-    def wait(self, ptr, n, scope, semantic, value, bits, bound_ms, *, target, _semantic, _generator):
-        """``dl.wait``: ``bits`` is the signals' width (32 / 64), ``bound_ms`` the bounded-wait timeout (0: none).
+    def wait(self, ptr, n, scope, semantic, value, bits, bound_ms, tag_bits, *, target, _semantic, _generator):
+        """``dl.wait``: ``bits`` is the signals' width (32 / 64), ``bound_ms`` the bounded-wait timeout (0: none),
+        ``tag_bits`` the tagged-signal mode (0: equality; k: wait for ``value``'s epoch, report a differing signal).
         Returns the int32 token."""
 
     def consume_token(self, value, token, *, target, _semantic):

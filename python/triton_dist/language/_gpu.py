@@ -16,6 +16,16 @@ def asm(text, constraints, args, dtype, _semantic, is_pure=False):
     return tl.inline_asm_elementwise(text, constraints, args, dtype, is_pure, 1, _semantic=_semantic)
 
 
+def tag_mismatch_message(tag_bits: int) -> str:
+    """The device_print prefix of a tagged ``dl.wait`` that saw a signal differing from its value (then: rank,
+    program, address, this call's epoch and tag, the signal's epoch and tag), naming the kernel being compiled."""
+    kernel = _compat.traced_kernel_name()
+    where = f" in kernel {kernel}" if kernel else ""
+    return (f"triton_dist dl.wait{where}: RANKS DISAGREE (a peer's signal differs from this call's; the collectives "
+            f"tag it with the element count mod 2**{int(tag_bits)}: every rank must make the same calls with the "
+            f"same shapes): rank, program, address, this call's epoch, tag, the signal's epoch, tag =")
+
+
 def wait_operands(ptr, n, value, bits, _semantic):
     """``dl.wait``'s operands: the address as i64, the count as i32, the value as i32 / i64 (returned last)."""
     vty = tl.int64 if bits == 64 else tl.int32

@@ -76,7 +76,7 @@ def _int_arg(op, name, value):
 
 
 @_compat.builtin
-def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None, _generator=None):
+def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, tag_bits=0, _semantic=None, _generator=None):
     """Spin until each of the ``numBarriers`` consecutive signals at ``barrierPtrs`` equals ``waitValue``.
 
     Signals are 32- or 64-bit integers (by pointee type). ``scope`` in {"cta", "gpu", "sys"}, ``semantic`` in
@@ -88,6 +88,14 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None,
     to :func:`consume_token` so that loads cannot be scheduled above the wait.
     Bounded mode (``TRITON_DIST_BOUNDED_WAIT=<ms>`` at compile time): a wait exceeding the bound prints rank,
     program id, address, expected and seen value and traps.
+    Tagged signals (``tag_bits=k``, a Python int, 0 < k < signal width - 1): each signal carries ``epoch << k | tag``
+    (``tag < 2**k``, epochs only grow) and ``waitValue`` is this call's. The wait ends when a signal's epoch reaches
+    ``waitValue``'s (``signal >= waitValue >> k << k``, signed; one compare per poll, as the equality it replaces);
+    a signal that then differs from ``waitValue`` (the same epoch with another tag, or a later epoch) means that the
+    ranks disagree, reported at once instead of hanging: the GPU prints rank, program, address, this call's epoch
+    and tag and the signal's, then traps; the simulator raises :class:`~triton_dist.backends.sim.context.
+    SimSignalMismatch` (one line: kernel, rank, both tags). The collective kernels tag their ready signals with the
+    call's element count mod 2**24 (``kernels.common``).
     """
     scope = _choice("wait", "scope", scope, WAIT_SCOPES)
     sem = _choice("wait", "semantic", semantic, WAIT_SEMANTICS)
@@ -100,8 +108,12 @@ def wait(barrierPtrs, numBarriers, scope, semantic, waitValue=1, _semantic=None,
     target, backend = backend_for(_semantic)
     n = _int_arg("wait", "numBarriers", numBarriers)
     val = _int_arg("wait", "waitValue", waitValue)
+    tag_bits = _c(tag_bits)
+    if isinstance(tag_bits, bool) or not isinstance(tag_bits, int) or not 0 <= tag_bits < elem.primitive_bitwidth - 1:
+        raise ValueError(f"dl.wait: tag_bits={tag_bits!r}: expected a Python int in [0, "
+                         f"{elem.primitive_bitwidth - 2}] (0: plain equality; k: signals are epoch << k | tag)")
     return backend.language.wait(barrierPtrs, n, scope, sem, val, elem.primitive_bitwidth, bounded_wait_ms(),
-                                 target=target, _semantic=_semantic, _generator=_generator)
+                                 tag_bits, target=target, _semantic=_semantic, _generator=_generator)
 
 
 @_compat.builtin

@@ -16,9 +16,10 @@ Semantics and guarantees (docs/collectives.md):
   and no host-side counter per call, so calls can be captured in a CUDA graph and replayed; repeated calls on one
   context never race (done handshake / parity double buffering).
 * A per-call size mismatch across ranks cannot be checked without a host round trip; it is caught by the size tag
-  in the ready signals: the simulator raises a wait-timeout error that names the tag, the GPU reports it in
-  bounded-wait mode (``TRITON_DIST_BOUNDED_WAIT=<ms>``). ``ctx.check_peers = True`` adds a host-side cross-rank
-  shape check to every call (debugging; not graph-capturable).
+  in the ready signals, whose waits are tagged (``dl.wait(tag_bits=24)``): a rank that sees the peer's signal of the
+  same call with another tag reports it at once -- the simulator raises ``SimSignalMismatch`` naming the op, the
+  rank and both tags, the GPU prints "RANKS DISAGREE" with both tags and traps. ``ctx.check_peers = True`` adds a
+  host-side cross-rank shape check to every call (debugging; not graph-capturable).
 """
 from __future__ import annotations
 

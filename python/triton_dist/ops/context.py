@@ -77,6 +77,28 @@ class Channel:
                 (self.buf.numel(), str(self.buf.dtype)))
 
 
+#: the user's call of kernels launched by a context that serves several ops (its ``op`` is empty)
+_USER_OP = {"p2p_send_kernel": "send", "p2p_recv_kernel": "recv"}
+
+
+def _named_rank_error(op: str, exc: BaseException):
+    """The simulator's cross-rank error inside ``exc`` (a tagged wait that saw another call's signal, or a wait on
+    a peer whose process exited), raised again with the user's call ``op`` in front of its one-line message; None
+    when ``exc`` is another error."""
+    from ..backends.sim.context import SimPeerExited, SimSignalMismatch
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, SimSignalMismatch):
+            return SimSignalMismatch(f"{op or 'collective'}: {exc}; ctx.check_peers = True compares the calls' "
+                                     f"arguments on the host before each launch", **vars(exc))
+        if isinstance(exc, SimPeerExited):
+            return SimPeerExited(f"{op or 'collective'}: {exc}", peer=exc.peer, op=exc.op)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 class Context:
     """Base of the collective contexts (see module docstring). Attributes: ``rank``, ``world_size``, ``dtype``,
     ``max_numel``, ``device``, ``group`` (torch process group used for fallbacks and the creation check)."""
@@ -218,7 +240,17 @@ class Context:
                              num_warps=ch.num_warps, **consts)
         if self.graph_calls and self.on_gpu:
             return self._launch_graphed(launch, args + (self.rank, ))
-        launch(*args, self.rank)
+        if self.on_gpu:
+            launch(*args, self.rank)
+            return None
+        try:  # simulator: name the user's call in a cross-rank error of the kernel's waits
+            launch(*args, self.rank)
+        except Exception as exc:  # noqa: BLE001 - re-raised, named, when it is one of the simulator's rank errors
+            op = getattr(self, "op", "") or _USER_OP.get(getattr(kernel, "__name__", ""), "")
+            named = _named_rank_error(op, exc)
+            if named is None:
+                raise
+            raise named from exc
         return None
 
     def _launch_graphed(self, launch, args):

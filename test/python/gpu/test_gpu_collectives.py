@@ -325,6 +325,64 @@ def stress(calls: int, seed: int = 0, max_elems: int = 1 << 18):
     return fails, time.time() - t0
 
 
+_MISMATCH_CHILD = """
+import os, time, torch
+import triton_dist.utils as U
+from triton_dist import ops
+
+U.initialize_distributed(seed=0)
+rank = int(os.environ["RANK"])
+ar = ops.create_allreduce_ctx(4096, torch.float32)
+ar.graph_calls = False
+x = torch.ones(100 + rank, device="cuda")  # rank 0: 100 elements, rank 1: 101
+print("LAUNCH", flush=True)
+t0 = time.time()
+ops.all_reduce(x, ar, method="one_shot")
+try:
+    torch.cuda.synchronize()
+except Exception as e:
+    print(f"HOST-ERROR after {time.time() - t0:.1f} s:", type(e).__name__, e, flush=True)
+    os._exit(17)  # the context is dead after a trap: skip SHMEM teardown
+print("NO-ERROR", flush=True)
+os._exit(0)
+"""
+
+
+def test_rank_mismatch_traps_with_report(tmp_path):
+    """Issue 15 point 2: ranks 0 and 1 call all_reduce with 100 and 101 elements (no bounded-wait mode, no
+    check_peers): the tagged ready wait sees the peer's signal of the same call with another size tag, prints
+    "RANKS DISAGREE" with rank, program, address and both (epoch, tag) pairs, and traps at once; the host's next
+    synchronize raises. In a 2-rank child job (ranks 0 and 1 each start one child) so the trap cannot poison us."""
+    import subprocess
+
+    import torch.distributed as dist
+
+    rank, world = _init()
+    port = [29000 + os.getpid() % 1000]
+    dist.broadcast_object_list(port, src=0)
+    if rank > 1:
+        return
+    script = tmp_path / "mismatch_child.py"
+    script.write_text(_MISMATCH_CHILD)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "GROUP_", "ROLE_"))}
+    env = dict(base, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port[0]))
+    env.pop("TRITON_DIST_BOUNDED_WAIT", None)
+    log = tmp_path / "child.log"
+    t0 = time.time()
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.run([sys.executable, str(script)], env=env, stdout=f, stderr=subprocess.STDOUT,
+                                timeout=240).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    text = log.read_text()
+    print(f"rank {rank}: child rc {rc} after {time.time() - t0:.1f} s\n{text[-3000:]}")
+    assert rc != "timeout", "the mismatched all_reduce hung (child killed after 240 s)"
+    assert rc != 0 and "NO-ERROR" not in text and "LAUNCH" in text, text[-3000:]
+    assert "RANKS DISAGREE" in text and "HOST-ERROR" in text, text[-3000:]
+
+
 def test_stress():
     calls = int(os.environ.get("TRITON_DIST_STRESS_CALLS", "10000"))
     fails, secs = stress(calls)

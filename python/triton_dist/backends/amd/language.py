@@ -92,25 +92,70 @@ def _wait_spin(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: 
 
 
 @_compat.jit_function
+def _wait_spin_tagged(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: tl.constexpr,
+                      BOUND: tl.constexpr, TRAP_ASM: tl.constexpr, POST_ASM: tl.constexpr, TAG_BITS: tl.constexpr,
+                      TAG_MASK: tl.constexpr, MISMATCH_MSG: tl.constexpr):
+    # dl.wait(tag_bits=k): poll until the signal's epoch reaches this call's (signal >= floor), then the signal must
+    # equal the value; a signal that differs (the ranks made different calls) is reported and traps.
+    tid = _ockl("__ockl_get_local_id")
+    ntid = _ockl("__ockl_get_local_size")
+    floor = (value >> TAG_BITS) << TAG_BITS
+    i = tid
+    timed_out = 0
+    if BOUND != 0:
+        t0 = tl.inline_asm_elementwise(_TIMER_ASM, "=s", [], dtype=tl.int64, is_pure=False, pack=1)
+    while i < n:
+        p = addr + i.to(tl.int64) * BYTES
+        v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
+        if BOUND == 0:
+            while v < floor:
+                v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
+        else:
+            while (v < floor) & (timed_out == 0):
+                v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
+                t1 = tl.inline_asm_elementwise(_TIMER_ASM, "=s", [], dtype=tl.int64, is_pure=False, pack=1)
+                if t1 - t0 > BOUND:
+                    timed_out = 1
+            if timed_out != 0:
+                tl.device_print("triton_dist dl.wait TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, address, "
+                                "expected, seen =", _my_pe(), tl.program_id(0), p, value, v)
+                tl.inline_asm_elementwise(TRAP_ASM, "=v", [], dtype=tl.int32, is_pure=False, pack=1)
+        if v != value:
+            tl.device_print(MISMATCH_MSG, _my_pe(), tl.program_id(0), p, value >> TAG_BITS,
+                            value & TAG_MASK, v >> TAG_BITS, v & TAG_MASK)
+            tl.inline_asm_elementwise(TRAP_ASM, "=v", [], dtype=tl.int32, is_pure=False, pack=1)
+        i += ntid
+    tl.debug_barrier()
+    return tl.inline_asm_elementwise(POST_ASM, "=s", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@_compat.jit_function
 def _wait_loop(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: tl.constexpr,
-               BOUND: tl.constexpr, TRAP_ASM: tl.constexpr, POST_ASM: tl.constexpr):
+               BOUND: tl.constexpr, TRAP_ASM: tl.constexpr, POST_ASM: tl.constexpr, TAG_BITS: tl.constexpr,
+               TAG_MASK: tl.constexpr, MISMATCH_MSG: tl.constexpr):
     # Guarded by an opaque (pure) "1" so that Triton's software pipeliner can predicate the wait (it predicates
     # scf.if, not side-effecting ops).
     on = tl.inline_asm_elementwise("s_mov_b32 $0, 1", "=s", [], dtype=tl.int32, is_pure=True, pack=1)
     tok = 0
     if on != 0:
-        tok = _wait_spin(addr, n, value, BYTES, LOAD_ASM, VC, BOUND, TRAP_ASM, POST_ASM)
+        if TAG_BITS == 0:
+            tok = _wait_spin(addr, n, value, BYTES, LOAD_ASM, VC, BOUND, TRAP_ASM, POST_ASM)
+        else:
+            tok = _wait_spin_tagged(addr, n, value, BYTES, LOAD_ASM, VC, BOUND, TRAP_ASM, POST_ASM, TAG_BITS,
+                                    TAG_MASK, MISMATCH_MSG)
     return tok
 
 
-def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
+def wait(ptr, n, scope, sem, value, bits, bound_ms, tag_bits, *, target, _semantic, _generator):
     if _generator is None:
         raise RuntimeError("dl.wait: the AMD lowering needs the code generator (call dl.wait from a kernel)")
     addr, n, value, _ = _gpu.wait_operands(ptr, n, value, bits, _semantic)
     bound_ticks = int(bound_ms) * 100_000
     return _compat.call_jit(_generator, _wait_loop, [
         addr, n, value, tl.constexpr(bits // 8), tl.constexpr(load_asm(sem, scope, bits, target)), tl.constexpr("=v,v"),
-        tl.constexpr(bound_ticks), tl.constexpr("s_trap 2"), tl.constexpr(post_asm(sem, scope, target))
+        tl.constexpr(bound_ticks), tl.constexpr("s_trap 2"), tl.constexpr(post_asm(sem, scope, target)),
+        tl.constexpr(int(tag_bits)), tl.constexpr((1 << int(tag_bits)) - 1),
+        tl.constexpr(_gpu.tag_mismatch_message(tag_bits))
     ])
 
 

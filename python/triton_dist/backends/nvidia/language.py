@@ -95,6 +95,56 @@ mov.u32 $0, 0;
 }}"""
 
 
+def _wait_tagged_asm(scope: str, sem: str, bits: int, bound_ns: int) -> str:
+    """PTX of the tagged spin (``tag_bits``): poll each signal until ``signal >= floor`` (its epoch reached this
+    call's), then compare it with the value; report the first signal that differs instead of passing the barrier.
+    Operands: $0 token, $1 flag (0 ok, 1 timed out, 2 differs), $2 value seen, $3 index, $4 addr, $5 n, $6 value,
+    $7 floor. The hot path is the untagged spin's (one load and one compare per poll, then one compare)."""
+    b = bits
+    ld = f"ld.{sem}.{_PTX_SCOPE[scope]}.b{b}"
+    timer0 = "mov.u64 %tdw_t0, %globaltimer;\n" if bound_ns else ""
+    timer = (f"mov.u64 %tdw_t1, %globaltimer;\nsub.u64 %tdw_t1, %tdw_t1, %tdw_t0;\n"
+             f"setp.gt.u64 %tdw_p2, %tdw_t1, {bound_ns};\n@%tdw_p2 bra TDW_TIMEOUT;\n") if bound_ns else ""
+    timeout = "TDW_TIMEOUT:\nmov.u32 $1, 1;\nbra TDW_REPORT;\n" if bound_ns else ""
+    return f"""{{
+.reg .pred %tdw_p<4>;
+.reg .b32 %tdw_i, %tdw_n;
+.reg .b64 %tdw_o, %tdw_a, %tdw_t0, %tdw_t1;
+.reg .b{b} %tdw_v;
+{timer0}mov.u32 %tdw_i, %tid.x;
+mov.u32 %tdw_n, %ntid.x;
+mov.b{b} %tdw_v, $6;
+TDW_OUTER:
+setp.ge.u32 %tdw_p0, %tdw_i, $5;
+@%tdw_p0 bra TDW_DONE;
+mul.wide.u32 %tdw_o, %tdw_i, {b // 8};
+add.s64 %tdw_a, $4, %tdw_o;
+TDW_SPIN:
+{ld} %tdw_v, [%tdw_a];
+setp.ge.s{b} %tdw_p1, %tdw_v, $7;
+@%tdw_p1 bra TDW_CHECK;
+{timer}bra TDW_SPIN;
+TDW_CHECK:
+setp.ne.b{b} %tdw_p3, %tdw_v, $6;
+@%tdw_p3 bra TDW_DIFFERS;
+add.u32 %tdw_i, %tdw_i, %tdw_n;
+bra TDW_OUTER;
+{timeout}TDW_DIFFERS:
+mov.u32 $1, 2;
+TDW_REPORT:
+mov.b{b} $2, %tdw_v;
+mov.u32 $3, %tdw_i;
+bra TDW_END;
+TDW_DONE:
+bar.sync 0;
+mov.u32 $1, 0;
+mov.b{b} $2, $6;
+mov.u32 $3, 0;
+TDW_END:
+mov.u32 $0, 0;
+}}"""
+
+
 _my_pe = _libshmem.builtin(libshmem, "my_pe")
 
 
@@ -126,6 +176,28 @@ def _wait_guarded(addr, n, value, ASM: tl.constexpr, CONSTRAINTS: tl.constexpr, 
 
 
 @_compat.jit_function
+def _wait_tagged(addr, n, value, ASM: tl.constexpr, CONSTRAINTS: tl.constexpr, ON_ASM: tl.constexpr,
+                 DTYPES: tl.constexpr, BYTES: tl.constexpr, TRAP_ASM: tl.constexpr, TAG_BITS: tl.constexpr,
+                 TAG_MASK: tl.constexpr, MISMATCH_MSG: tl.constexpr):
+    on = tl.inline_asm_elementwise(ON_ASM, "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+    tok = 0
+    floor = (value >> TAG_BITS) << TAG_BITS  # the first signal value of this call's epoch
+    if on != 0:
+        tok, flag, seen, idx = tl.inline_asm_elementwise(ASM, CONSTRAINTS, [addr, n, value, floor], dtype=DTYPES,
+                                                         is_pure=False, pack=1)
+        if flag != 0:  # only the thread(s) that saw it: report, then trap (the host gets an error)
+            if flag == 2:
+                tl.device_print(MISMATCH_MSG, _my_pe(), tl.program_id(0), addr + idx.to(tl.int64) * BYTES,
+                                value >> TAG_BITS, value & TAG_MASK, seen >> TAG_BITS, seen & TAG_MASK)
+            else:
+                tl.device_print("triton_dist dl.wait TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, address, "
+                                "expected, seen =", _my_pe(), tl.program_id(0), addr + idx.to(tl.int64) * BYTES,
+                                value, seen)
+            tl.inline_asm_elementwise(TRAP_ASM, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+    return tok
+
+
+@_compat.jit_function
 def _poll_guarded(ptr, value, SEM: tl.constexpr, SCOPE: tl.constexpr, ON_ASM: tl.constexpr, ZERO_ASM: tl.constexpr):
     # Triton's own poll (HAS_ATOMIC_POLL) in the same pipeliner guard as the spin. The token is a side-effecting
     # zero after the poll: the poll's boolean is constant without a timeout, so it cannot carry the dependency.
@@ -137,9 +209,19 @@ def _poll_guarded(ptr, value, SEM: tl.constexpr, SCOPE: tl.constexpr, ON_ASM: tl
     return tok
 
 
-def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
+def wait(ptr, n, scope, sem, value, bits, bound_ms, tag_bits, *, target, _semantic, _generator):
     if _generator is None:
         raise RuntimeError("dl.wait: must be called from inside a kernel being compiled")
+    if tag_bits:
+        addr, n, value, vty = _gpu.wait_operands(ptr, n, value, bits, _semantic)
+        vc = "l" if bits == 64 else "r"
+        return _compat.call_jit(_generator, _wait_tagged, [
+            addr, n, value,
+            tl.constexpr(_wait_tagged_asm(scope, sem, bits, int(bound_ms) * 1_000_000)),
+            tl.constexpr(f"=r,=r,={vc},=r,l,r,{vc},{vc}"), tl.constexpr(_ON_ASM),
+            tl.constexpr((tl.int32, tl.int32, vty, tl.int32)), tl.constexpr(bits // 8), tl.constexpr("trap;"),
+            tl.constexpr(int(tag_bits)), tl.constexpr((1 << int(tag_bits)) - 1),
+            tl.constexpr(_gpu.tag_mismatch_message(tag_bits))])
     if _compat.HAS_ATOMIC_POLL and not bound_ms and isinstance(n, int) and n == 1:
         return _compat.call_jit(_generator, _poll_guarded, [ptr, value, tl.constexpr(sem), tl.constexpr(scope),
                                                             tl.constexpr(_ON_ASM), tl.constexpr(_ZERO_ASM)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -22,8 +22,29 @@ class SimAborted(RuntimeError):
     """A spin-wait was abandoned because another program of the same launch failed."""
 
 
+class SimPeerExited(RuntimeError):
+    """A spin-wait was abandoned because a peer rank's process has exited (it can never raise the awaited value).
+    ``peer``: that rank; ``op``: the waiting operation."""
+
+    def __init__(self, message: str, peer: int = -1, op: str = ""):
+        super().__init__(message)
+        self.peer, self.op = peer, op
+
+
+class SimSignalMismatch(RuntimeError):
+    """A tagged ``dl.wait`` (``tag_bits``) saw a signal of its epoch (or a later one) that differs from the value it
+    waits for: the ranks made different calls. Fields: ``rank``, ``kernel`` (or None), ``tag_bits``,
+    ``expected_epoch`` / ``expected_tag`` (this rank's call), ``seen_epoch`` / ``seen_tag`` (the signal's)."""
+
+    def __init__(self, message: str, **fields):
+        super().__init__(message)
+        self.__dict__.update(fields)
+
+
 #: the spin-wait bound without ``TRITON_DIST_SIM_WAIT_TIMEOUT``
 DEFAULT_WAIT_TIMEOUT_S = 60.0
+#: how often (seconds of waiting) a spin-wait checks that the peer ranks' processes are still alive
+PEER_CHECK_S = 0.25
 WAIT_TIMEOUT_ENV = "TRITON_DIST_SIM_WAIT_TIMEOUT"
 
 #: Why a wait inside a kernel may never end on the simulator although the same program ends on a GPU.
@@ -72,6 +93,11 @@ class SimContext:
     wait_timeout_s: float = 60.0
     abort_event: Optional[threading.Event] = None
 
+    def exited_peer(self) -> Optional[Tuple[int, int]]:
+        """``(rank, pid)`` of a peer rank whose process has exited, or None (all alive, or not known). The runtime's
+        context records every rank's process; this default knows of none."""
+        return None
+
     def base(self, rank: int) -> int:
         """Address (in this process) of ``rank``'s heap partition."""
         raise NotImplementedError  # implemented by the runtime's concrete context
@@ -113,13 +139,15 @@ class SimContext:
         """Poll ``predicate()`` (yielding, then sleeping up to 1 ms between polls) until it is true.
 
         Raises :class:`SimWaitTimeout` after ``timeout_s`` (default ``self.wait_timeout_s``) with
-        ``describe()`` in the message, or :class:`SimAborted` when ``abort_event`` is set. The message ends with
-        ``timeout_hint``, how to wait longer: give it with ``timeout_s`` when the bound is not the context's own
-        (e.g. the bounded-wait mode's); default: the variable that sets ``wait_timeout_s``."""
+        ``describe()`` in the message, :class:`SimAborted` when ``abort_event`` is set, or :class:`SimPeerExited`
+        when a peer rank's process has exited (checked every :data:`PEER_CHECK_S` seconds of waiting). The timeout
+        message ends with ``timeout_hint``, how to wait longer: give it with ``timeout_s`` when the bound is not the
+        context's own (e.g. the bounded-wait mode's); default: the variable that sets ``wait_timeout_s``."""
         if predicate():
             return
         timeout = self.wait_timeout_s if timeout_s is None else timeout_s
         start = time.monotonic()
+        next_peer_check = start + PEER_CHECK_S
         delay = 0.0
         polls = 0
         while True:
@@ -130,8 +158,26 @@ class SimContext:
             if polls > 20:
                 delay = min(max(delay * 2, 2e-5), 1e-3)
             self.check_abort(op, describe)
-            if time.monotonic() - start > timeout:
+            now = time.monotonic()
+            if now >= next_peer_check:
+                next_peer_check = now + PEER_CHECK_S
+                self.check_peers_alive(op, describe)
+            if now - start > timeout:
                 raise self.timeout_error(op, timeout, describe(), timeout_hint)
+
+    def check_peers_alive(self, op: str, describe: Callable[[], str]) -> None:
+        """Raise :class:`SimPeerExited` (one line: this rank, the waiting op and kernel, the exited peer and the
+        fix) when a peer rank's process has exited: the value this rank waits for can then never come."""
+        gone = self.exited_peer()
+        if gone is None:
+            return
+        peer, pid = gone
+        kernel = _compat.interpreted_kernel_name()
+        where = f" in kernel {kernel}" if kernel else ""
+        raise SimPeerExited(f"[triton_dist sim] rank {self.rank}: {op}{where} waits for peer rank {peer}, whose "
+                            f"process (pid {pid}) has exited ({describe()}); every rank must make the same "
+                            f"collective calls: find why rank {peer} stopped early (its own error or exit), or launch "
+                            f"with torchrun, which stops every rank when one fails", peer=peer, op=op)
 
     def check_abort(self, op: str, describe: Callable[[], str]) -> None:
         """Raise :class:`SimAborted` when another program of the running launch failed (``abort_event``)."""

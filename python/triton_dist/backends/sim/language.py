@@ -73,7 +73,7 @@ def bounded_wait_timeout(bound_ms: int) -> dict:
                             f"compiled): raise or unset it to wait longer."}
 
 
-def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _generator):
+def wait(ptr, n, scope, sem, value, bits, bound_ms, tag_bits, *, target, _semantic, _generator):
     ctx = _ctx(False, "wait") or sim_context.LocalContext()
     base, count, expected = _scalar(ptr), _scalar(n), _scalar(value)
     if bits == 32:
@@ -81,9 +81,35 @@ def wait(ptr, n, scope, sem, value, bits, bound_ms, *, target, _semantic, _gener
     step = bits // 8
     if count > 0:  # the context's waiter: acquire reads, names the heap slot on timeout, stops on an abort
         addrs = base + step * np.arange(count, dtype=np.uint64)
-        ctx.spin_wait(addrs, expected, nbytes=step, cmp="eq", op=f"dl.wait(scope={scope}, semantic={sem})",
-                      signed=True, **bounded_wait_timeout(bound_ms))
+        op = f"dl.wait(scope={scope}, semantic={sem}{f', tag_bits={tag_bits}' if tag_bits else ''})"
+        if not tag_bits:
+            ctx.spin_wait(addrs, expected, nbytes=step, cmp="eq", op=op, signed=True, **bounded_wait_timeout(bound_ms))
+        else:  # wait for the epoch, then the whole value must match (same epoch, same tag)
+            seen = ctx.spin_wait(addrs, expected >> tag_bits << tag_bits, nbytes=step, cmp="ge", op=op, signed=True,
+                                 **bounded_wait_timeout(bound_ms))
+            bad = np.nonzero(np.asarray(seen).reshape(-1) != expected)[0]
+            if bad.size:
+                raise signal_mismatch(ctx, op, int(addrs[bad[0]]), expected, int(seen.reshape(-1)[bad[0]]), tag_bits)
     return _compat.interpreter_value(np.array([0], dtype=np.int32), tl.int32)
+
+
+def signal_mismatch(ctx, op: str, addr: int, expected: int, seen: int, tag_bits: int):
+    """The :class:`~triton_dist.backends.sim.context.SimSignalMismatch` of a tagged wait that saw ``seen`` where it
+    waits for ``expected``: one line naming the kernel, this rank, both calls' epoch and tag, and the fix."""
+    mask = (1 << tag_bits) - 1
+    fields = dict(rank=ctx.rank, kernel=_compat.interpreted_kernel_name(), tag_bits=tag_bits,
+                  expected_epoch=expected >> tag_bits, expected_tag=expected & mask, seen_epoch=seen >> tag_bits,
+                  seen_tag=seen & mask)
+    where = f" in kernel {fields['kernel']}" if fields["kernel"] else ""
+    if fields["seen_epoch"] == fields["expected_epoch"]:
+        peer = f"the peer's signal for the same call carries tag {fields['seen_tag']}"
+    else:
+        peer = (f"the peer's signal is already at call #{fields['seen_epoch']} (tag {fields['seen_tag']}): the ranks "
+                f"made different numbers of calls")
+    return sim_context.SimSignalMismatch(
+        f"[triton_dist sim] rank {ctx.rank}: ranks disagree{where}: {op} at {ctx.describe_addr(addr)} waits for call "
+        f"#{fields['expected_epoch']} with tag {fields['expected_tag']} (this rank's; collectives tag with the element "
+        f"count mod 2**{tag_bits}), {peer}; every rank must make the same calls with the same shapes", **fields)
 
 
 def consume_token(value, token, *, target, _semantic):

@@ -129,6 +129,7 @@ class SimBackend(ShmemBackend):
                              heap_size=heap_size, heap_size_var=var, path=path_or_err, mm=mm, header=header)
         if rank == 0:
             ctx.write_header_identity()
+        ctx.publish_process()
         dist.barrier(group=group)
         ctx.check_header_identity()
         _state = ctx

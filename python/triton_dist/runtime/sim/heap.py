@@ -71,8 +71,30 @@ def _round_up(x: int, a: int) -> int:
 
 def header_bytes(world_size: int, num_nodes: int) -> int:
     nslots = SLOT_NODE0 + num_nodes
-    words = 16 + nslots * world_size + 2 * world_size * _REC_WORDS
+    words = 16 + nslots * world_size + 2 * world_size * _REC_WORDS + 2 * world_size  # ..., process table
     return _round_up(words * 8, 1 << 16)
+
+
+def process_identity(pid: int) -> Optional[int]:
+    """The start time of process ``pid`` (clock ticks since boot, ``/proc/<pid>/stat`` field 22), 0 where /proc
+    is missing (then only the pid identifies it), or None when no such process is running (gone, or a zombie that
+    its parent has not reaped yet: it has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return 0
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
 
 
 def segment_dirs() -> List[str]:
@@ -231,6 +253,33 @@ class SimHeapContext(SimContext):
     def _record_addr(self, parity: int, rank: int) -> int:
         nslots = SLOT_NODE0 + self.num_nodes
         return self._word(16 + nslots * self.world_size + (parity * self.world_size + rank) * _REC_WORDS)
+
+    def _process_addr(self, rank: int) -> int:
+        """Two words per rank after the records: the rank's pid and its start time (:func:`process_identity`)."""
+        nslots = SLOT_NODE0 + self.num_nodes
+        return self._word(16 + nslots * self.world_size + 2 * self.world_size * _REC_WORDS + 2 * rank)
+
+    def publish_process(self) -> None:
+        """Record this rank's process in the header (at attach, before the ranks' first barrier), so that a peer's
+        spin-wait can tell that this process has exited (:meth:`exited_peer`)."""
+        pid = os.getpid()
+        self.atomic_store(np.array([self._process_addr(self.rank), self._process_addr(self.rank) + 8],
+                                   dtype=np.uint64), np.array([pid, process_identity(pid) or 0], dtype=np.uint64))
+
+    def exited_peer(self) -> Optional[Tuple[int, int]]:
+        """``(rank, pid)`` of the first peer rank whose recorded process is no longer running (gone, a zombie, or
+        the pid now belongs to another process), or None."""
+        for r in range(self.world_size):
+            if r == self.rank:
+                continue
+            addr = self._process_addr(r)
+            pid, start = (int(v) for v in self.atomic_load(np.array([addr, addr + 8], dtype=np.uint64)))
+            if pid == 0:
+                continue  # not recorded (yet)
+            now = process_identity(pid)
+            if now is None or (start and now and now != start):
+                return r, pid
+        return None
 
     def write_header_identity(self) -> None:
         words = np.frombuffer(self._mm, dtype=np.uint64, count=4)

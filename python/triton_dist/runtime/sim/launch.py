@@ -94,8 +94,13 @@ def _worker_main(rank: int, world_size: int, env: Dict[str, str], conn, init: bo
             try:
                 backend.reset()
             except BaseException as exc:  # noqa: BLE001
-                out = pickle.dumps(("err", type(exc).__name__, f"reset after task failed: {exc}",
-                                    traceback.format_exc()))
+                done = pickle.loads(out)
+                if done[0] == "err":  # keep the task's own error (e.g. a peer died: the reset's barrier fails too)
+                    out = pickle.dumps(("err", done[1], done[2], f"{done[3]}\nreset after task failed: {exc}\n"
+                                        f"{traceback.format_exc()}"))
+                else:
+                    out = pickle.dumps(("err", type(exc).__name__, f"reset after task failed: {exc}",
+                                        traceback.format_exc()))
         conn.send_bytes(out)
     try:
         if backend is not None:
@@ -212,14 +217,15 @@ class RankPool:
                                   f"all rank processes were killed (replies so far from {sorted(replies)})")
             ready = wait(list(pending.values()) + [self._procs[r].sentinel for r in pending], timeout=min(left, 1.0))
             for r, c in list(pending.items()):
+                eof = False
                 if c in ready:
                     try:
                         replies[r] = pickle.loads(c.recv_bytes())
                         del pending[r]
                         continue
                     except (EOFError, OSError):
-                        pass
-                if not self._procs[r].is_alive() and not c.poll():
+                        eof = True  # nothing left to read: poll() stays true on a closed pipe
+                if not self._procs[r].is_alive() and (eof or not c.poll()):
                     code = self._procs[r].exitcode
                     del pending[r]
                     replies[r] = ("err", "ProcessDied", f"rank {r} process exited with code {code} during {what}",
@@ -288,7 +294,8 @@ class RankPool:
             # every rank answered and reset its heap: the processes stay usable; otherwise start afresh next time
             if kind != "task_reset" or any(rep[0] not in ("ok", "err") or rep[1] == "ProcessDied"
                                            for rep in replies.values()) or any(
-                                               "reset after task failed" in (rep[2] or "") for rep in bad.values()):
+                                               "reset after task failed" in " ".join(map(str, rep))
+                                               for rep in bad.values()):
                 self.kill()
             raise RankError(_format_failures(f"{getattr(fn, '__qualname__', fn)} failed", bad), bad)
         return [replies[r][1] for r in range(self.world_size)]
