@@ -13,6 +13,7 @@
 #   scripts/gpu_suite.sh overlap-rs     the GEMM+RS tests of the overlap tier, its sweep + table (M >= 2048), final
 #   scripts/gpu_suite.sh coll-host      bound-launch and collectives tests, host-path profile, small-size collectives
 #   scripts/gpu_suite.sh coll-ll        collectives tests (the ll methods among them), small sizes of every op
+#   scripts/gpu_suite.sh coll-verify    collectives and language tests, small sizes of every op (signalling changes)
 #   scripts/gpu_suite.sh coll-sweep     collectives tests, full collectives sweep (bf16 + fp32) writing a dispatch
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
@@ -130,6 +131,13 @@ case $part in
       test/python/gpu/test_gpu_collectives.py
     rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --sizes 4096,8192,16384,65536,262144,1048576 --tag ll-small ;;
+  coll-verify)  # after a change to the collectives' signalling: their tier (mismatch children included), the language
+    # tier (dl.wait), small sizes of every op (the signalling's cost)
+    TRITON_DIST_STRESS_CALLS=${TRITON_DIST_STRESS_CALLS:-2000} tier gpu_collectives 200 \
+      test/python/gpu/test_gpu_collectives.py
+    tier gpu_language 150 test/python/gpu/test_gpu_language.py
+    rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
+      --sizes 4096,8192,16384,65536,262144,1048576 --tag verify-small ;;
   coll-sweep)  # a round of collectives work: tests, full sweep + table (in $OUT, not the tree), knob runs, shmem sweep
     TRITON_DIST_STRESS_CALLS=${TRITON_DIST_STRESS_CALLS:-2000} tier gpu_collectives 170 \
       test/python/gpu/test_gpu_collectives.py
@@ -163,7 +171,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

@@ -418,6 +418,10 @@ def rank_mismatch_every_op():
                                   lambda c: ops.reduce_scatter(x[:n * world], c, method="direct")),
         "reduce_scatter ring": (ops.create_reduce_scatter_ctx,
                                 lambda c: ops.reduce_scatter(x[:n * world], c, method="ring")),
+        "all_reduce ll": (ops.create_allreduce_ctx, lambda c: ops.all_reduce(x[:n], c, method="ll")),
+        "all_gather ll": (ops.create_allgather_ctx, lambda c: ops.all_gather(x[:n], c, method="ll")),
+        "reduce_scatter ll": (ops.create_reduce_scatter_ctx,
+                              lambda c: ops.reduce_scatter(x[:n * world], c, method="ll")),
         "send/recv": (ops.create_p2p_ctx, lambda c: ops.send(x[:100], 1, c) if rank == 0 else ops.recv((101, ), 0, c)),
     }
     out = {}

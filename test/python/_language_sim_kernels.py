@@ -119,3 +119,10 @@ def k_load_flagged(words, out, flag, n, BLOCK: tl.constexpr):
 def kd_wait_tagged(sig, n, value, out, TAG: tl.constexpr):
     tok = dl.wait(sig, n, "sys", "acquire", value, tag_bits=TAG)
     tl.store(dl.consume_token(out, tok), 1)
+
+
+@triton.jit
+def k_load_flagged_tagged(words, out, flag, n, BLOCK: tl.constexpr, TAG: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, dl.load_flagged(words + offs, flag, mask=m, tag_bits=TAG), mask=m)

@@ -206,11 +206,43 @@ def test_load_flagged_timeout_names_the_op_and_the_word(interp, ctx, monkeypatch
     assert "expected == 4, last seen 3" in msg and "TRITON_DIST_BOUNDED_WAIT=100" in msg, msg
 
 
+def test_load_flagged_tagged_reports_another_tag_of_its_epoch_at_once(interp, ctx):
+    """tag_bits=16: flags are epoch << 16 | tag. Words of this epoch with this tag are taken; one of this epoch with
+    another tag is reported at once (SimSignalMismatch naming both tags), even while other words are missing; words
+    of another epoch are waited for (a timeout)."""
+    import time
+
+    from triton_dist.backends.sim.context import SimSignalMismatch
+
+    words = ctx.alloc(8, torch.int64)
+    flag = (3 << 16) | 100
+    words[0][:8] = (flag << 32) | 7
+    out = torch.zeros(8, dtype=torch.int32)
+    interp.k_load_flagged_tagged[(1, )](words[0], out, flag, 8, BLOCK=8, TAG=16)
+    assert out.tolist() == [7] * 8
+    words[0][:4] = (((3 << 16) | 101) << 32) | 7  # the peer's call #3 carried 101 elements
+    words[0][4:] = 0  # and these never arrive
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as ei:
+        interp.k_load_flagged_tagged[(1, )](words[0], out, flag, 8, BLOCK=8, TAG=16)
+    assert time.monotonic() - t0 < 5
+    msg = str(ei.value)
+    assert "ranks disagree" in msg and "waits for call #3 with tag 100" in msg, msg
+    assert "the peer's signal for the same call carries tag 101" in msg and "mod 2**16" in msg, msg
+    assert isinstance(ei.value, SimSignalMismatch) or "SimSignalMismatch" in msg, msg
+    words[0][:8] = (((2 << 16) | 100) << 32) | 7  # an older call's words: still waiting for call #3
+    ctx.wait_timeout_s = 0.2
+    with pytest.raises(Exception, match=r"timed out.*expected epoch 3, last seen flag 131172 \(epoch 2\)"):
+        interp.k_load_flagged_tagged[(1, )](words[0], out, flag, 8, BLOCK=8, TAG=16)
+
+
 def test_flagged_ops_reject_bad_operands(interp, ctx):
     words32 = ctx.alloc(8, torch.int32)
     with pytest.raises(Exception, match="flagged words are 64-bit"):
         interp.k_load_flagged[(1, )](words32[0], torch.zeros(8, dtype=torch.int32), 1, 8, BLOCK=8)
     words = ctx.alloc(8, torch.int64)
+    with pytest.raises(Exception, match=r"tag_bits=31: expected a Python int in \[0, 30\]"):
+        interp.k_load_flagged_tagged[(1, )](words[0], torch.zeros(8, dtype=torch.int32), 1, 8, BLOCK=8, TAG=31)
     with pytest.raises(Exception, match="value must be 32-bit"):
         interp.k_store_flagged[(1, )](torch.zeros(8, dtype=torch.float64), words[0], 1, 1, 8, BLOCK=8)
 

@@ -154,14 +154,14 @@ def allgather_push_pipe_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
 
 
 @triton_dist.jit
-def allgather_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr,
-                        EPW: tl.constexpr):
+def allgather_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, tag, rank, WORLD: tl.constexpr,
+                        BLOCK: tl.constexpr, EPW: tl.constexpr):
     """``x``: ``N`` elements, ``EPW`` per 32-bit word (4-, 2- or 1-byte dtypes: 1, 2, 4); ``out``: ``WORLD * N``;
     ``buf``: symmetric int64 ``[2, WORLD, CAPW]`` flagged words (``cdiv(N, EPW) <= CAPW``); ``counter
     [num_programs]``. Each program sends its blocks of words to every peer's slot ``[parity, rank]`` and copies them
     to its own shard of ``out``, then copies the peers' words out of its own buffer as they arrive."""
     pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
-    flag = ll_flag(e)
+    flag = ll_flag(e, tag)
     par = e % 2
     nw = tl.cdiv(N, EPW)
     nblk = tl.cdiv(nw, BLOCK)

@@ -120,13 +120,13 @@ def allreduce_two_shot_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, coun
 
 
 @triton_dist.jit
-def allreduce_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr,
-                        EPW: tl.constexpr):
+def allreduce_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, tag, rank, WORLD: tl.constexpr,
+                        BLOCK: tl.constexpr, EPW: tl.constexpr):
     """``x``, ``out``: ``N`` elements, ``EPW`` per 32-bit word (fp32: 1, bf16 / fp16: 2); ``buf``: symmetric int64
     ``[2, WORLD, CAPW]`` flagged words (``cdiv(N, EPW) <= CAPW``); ``counter [num_programs]``. ``BLOCK`` words per
     block; block ``b`` belongs to program ``b % num_programs`` on every rank."""
     pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
-    flag = ll_flag(e)
+    flag = ll_flag(e, tag)
     par = e % 2
     nw = tl.cdiv(N, EPW)
     nblk = tl.cdiv(nw, BLOCK)

@@ -26,10 +26,12 @@ Signalling protocol used by every collective kernel in this package (see docs/co
   unrolled); they equal ``dl.rank()`` / ``dl.num_ranks()`` for contexts on the SHMEM world.
 * **Flagged words (the ``ll`` methods).** The latency kernels of every op have a variant without signals: data
   travels as 64-bit words ``(flag << 32) | 32 data bits`` (``dl.store_flagged`` / ``dl.load_flagged``), so a reader
-  polls the data itself and the writer needs no fence and no second write. The flag is the program's epoch
-  (:func:`ll_flag`); buffers are double-buffered by epoch parity like the one-shot all-reduce, and a reader clears
-  the words it consumed (a plain store of 0: the next writer of that slot starts only after this launch ended), so
-  an old word can never carry a later call's flag. Twice the bytes on the wire: for small messages only.
+  polls the data itself and the writer needs no fence and no second write. The flag is the program's epoch and
+  the call's size tag (:func:`ll_flag`: ``epoch << 16 | numel % 2**16``); the reader waits for the epoch bits and
+  reports a word of its call with another tag at once (``dl.load_flagged(..., tag_bits=16)``), like the tagged
+  ready waits. Buffers are double-buffered by epoch parity like the one-shot all-reduce, and a reader clears the
+  words it consumed (a plain store of 0: the next writer of that slot starts only after this launch ended), so an
+  old word can never carry a later call's flag. Twice the bytes on the wire: for small messages only.
 * **Buffer reuse.** Large kernels use a *done* handshake: after consuming what a peer wrote (or pulling what it
   staged) a program raises ``done = e`` on that peer; before touching a peer's buffer in call ``e`` a program waits
   for ``done == e - 1``. The latency kernel (one-shot all-reduce) double-buffers data and signals by ``e % 2``
@@ -250,10 +252,21 @@ def wait_flag_reset_kernel(flag_ptr):
 # flagged-word (``ll``) helpers: a block of BW 32-bit words of an element array of n elements, EPW elements per
 # word (4-byte dtypes: 1, 2-byte: 2, 1-byte: 4; element 0 in the lowest bits), zero padded past n
 # ---------------------------------------------------------------------------------------------------------------
+#: size-tag bits of the ``ll`` flags (``dl.load_flagged(..., tag_bits=LL_TAG_BITS)``): flag = epoch << 16 | tag
+LL_TAG_BITS = 16
+LL_TAG_BITS_C = tl.constexpr(LL_TAG_BITS)
+
+
+def ll_size_tag(numel: int) -> int:
+    """Host-side size tag of the ``ll`` flags (the element count mod 2**16)."""
+    return int(numel) % (1 << LL_TAG_BITS)
+
+
 @triton_dist.jit
-def ll_flag(e):
-    """The flag of epoch ``e >= 1`` (int32 in [1, 2**31 - 1]; never 0, the flag of an empty word)."""
-    return ((e - 1) % 0x7FFFFFFF + 1).to(tl.int32)
+def ll_flag(e, tag):
+    """The flag of epoch ``e >= 1`` and size tag ``tag < 2**16``: ``(((e - 1) % (2**15 - 1)) + 1) << 16 | tag``
+    (int32 > 0; its epoch bits are never 0, those of an empty word)."""
+    return ((((e - 1) % 0x7FFF) + 1) * 65536 + tag).to(tl.int32)
 
 
 @triton_dist.jit
@@ -333,10 +346,11 @@ def ll_send(buf_ptr, slot, w0, words, nw, flag, peer, BW: tl.constexpr):
 
 @triton_dist.jit
 def ll_receive(buf_ptr, slot, w0, nw, flag, BW: tl.constexpr):
-    """Wait for words ``w0 .. w0 + BW`` (of ``nw``) flagged ``flag`` at word ``slot + w0`` of this rank's buffer,
-    return them (int32 ``[BW]``) and clear them (consumed; see the module docstring)."""
+    """Wait for words ``w0 .. w0 + BW`` (of ``nw``) flagged ``flag`` (:func:`ll_flag`; a word of this call with
+    another size tag is reported at once) at word ``slot + w0`` of this rank's buffer, return them (int32 ``[BW]``)
+    and clear them (consumed; see the module docstring)."""
     wi = w0 + tl.arange(0, BW)
     p = buf_ptr + slot + wi
-    words = dl.load_flagged(p, flag, mask=wi < nw)
+    words = dl.load_flagged(p, flag, mask=wi < nw, tag_bits=LL_TAG_BITS_C)
     tl.store(p, 0, mask=wi < nw)
     return words

@@ -177,14 +177,14 @@ def reduce_scatter_ring_kernel(x_ptr, out_ptr, buf_ptr, ready_ptr, done_ptr, cou
 
 
 @triton_dist.jit
-def reduce_scatter_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, Ns, CAPW, rank, WORLD: tl.constexpr,
+def reduce_scatter_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, Ns, CAPW, tag, rank, WORLD: tl.constexpr,
                              BLOCK: tl.constexpr, EPW: tl.constexpr):
     """``x``: ``WORLD * Ns`` elements, ``EPW`` per 32-bit word (fp32: 1, bf16 / fp16: 2); ``out``: ``Ns``; ``buf``:
     symmetric int64 ``[2, WORLD, CAPW]`` flagged words (``cdiv(Ns, EPW) <= CAPW``); ``counter [num_programs]``.
     Each program sends its blocks of shard ``d`` to peer ``d``'s slot ``[parity, rank]``, then reduces its blocks of
     shard ``rank`` with the peers' words as they arrive (fp32: own shard, then ``rank + 1, rank + 2, ...``)."""
     pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
-    flag = ll_flag(e)
+    flag = ll_flag(e, tag)
     par = e % 2
     nw = tl.cdiv(Ns, EPW)
     nblk = tl.cdiv(nw, BLOCK)

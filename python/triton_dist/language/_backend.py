@@ -71,8 +71,9 @@ class LanguageLowering(Protocol):
         """``dl.store_flagged``: ``value`` is a 32-bit tensor of ``ptr``'s shape, ``mask`` None or a boolean of that
         shape; returns None."""
 
-    def load_flagged(self, ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
-        """``dl.load_flagged``: int32 values of ``ptr``'s shape; ``bound_ms`` as for :meth:`wait`."""
+    def load_flagged(self, ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _generator):
+        """``dl.load_flagged``: int32 values of ``ptr``'s shape; ``bound_ms`` and ``tag_bits`` (a Python int) as
+        for :meth:`wait`."""
 
 
 class ExtraLowering(Protocol):

@@ -16,12 +16,13 @@ def asm(text, constraints, args, dtype, _semantic, is_pure=False):
     return tl.inline_asm_elementwise(text, constraints, args, dtype, is_pure, 1, _semantic=_semantic)
 
 
-def tag_mismatch_message(tag_bits: int) -> str:
-    """The device_print prefix of a tagged ``dl.wait`` that saw a signal differing from its value (then: rank,
-    program, address, this call's epoch and tag, the signal's epoch and tag), naming the kernel being compiled."""
+def tag_mismatch_message(tag_bits: int, op: str = "dl.wait") -> str:
+    """The device_print prefix of a tagged ``dl.wait`` (``op``: or ``dl.load_flagged``) that saw a signal differing
+    from its value (then: rank, program, address, this call's epoch and tag, the signal's epoch and tag), naming the
+    kernel being compiled."""
     kernel = _compat.traced_kernel_name()
     where = f" in kernel {kernel}" if kernel else ""
-    return (f"triton_dist dl.wait{where}: RANKS DISAGREE (a peer's signal differs from this call's; the collectives "
+    return (f"triton_dist {op}{where}: RANKS DISAGREE (a peer's signal differs from this call's; the collectives "
             f"tag it with the element count mod 2**{int(tag_bits)}: every rank must make the same calls with the "
             f"same shapes): rank, program, address, this call's epoch, tag, the signal's epoch, tag =")
 
@@ -155,37 +156,52 @@ def _load_words(ptr, on, LOAD_ASM: tl.constexpr):
 
 
 @_compat.jit_function
+def _word_state(w, flag, on, TAG_BITS: tl.constexpr):
+    # per word: 0 there (or masked off), 1 not yet, 2 there with another tag (TAG_BITS: its epoch bits equal flag's)
+    wflag = (w >> 32).to(tl.int32)
+    if TAG_BITS == 0:
+        state = (wflag != flag).to(tl.int32)
+    else:
+        arrived = (wflag >> TAG_BITS) == (flag >> TAG_BITS)
+        state = tl.where(arrived, (wflag != flag).to(tl.int32) * 2, 1)
+    return tl.where(on != 0, state, 0)
+
+
+@_compat.jit_function
 def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: tl.constexpr, BOUND: tl.constexpr,
-                      TIMER_ASM: tl.constexpr, TIMER_C: tl.constexpr, TRAP_ASM: tl.constexpr, TRAP_C: tl.constexpr):
-    """``dl.load_flagged`` on a GPU: load every word (where ``on``), then re-load the unflagged ones until the whole
-    block is flagged (a block-wide min per round keeps the loop program-uniform). ``BOUND`` (timer ticks, 0: none):
-    on timeout thread ``tid == 0`` prints rank ``me``, the program, the first unflagged address and the word seen
-    there, and every thread traps."""
+                      TIMER_ASM: tl.constexpr, TIMER_C: tl.constexpr, TRAP_ASM: tl.constexpr, TRAP_C: tl.constexpr,
+                      TAG_BITS: tl.constexpr, MISMATCH_MSG: tl.constexpr):
+    """``dl.load_flagged`` on a GPU: load every word (where ``on``), then re-load the missing ones until none is
+    missing; one block-wide max per round (of the words' states: 0 there, 1 missing, 2 there with another tag) keeps
+    the loop program-uniform and tells a tag mismatch at the same time. ``BOUND`` (timer ticks, 0: none): on timeout
+    thread ``tid == 0`` prints rank ``me``, the program, the first missing address and the word seen there, and
+    every thread traps. ``TAG_BITS``: a word of this epoch with another tag is reported at once (``MISMATCH_MSG``,
+    by thread ``tid == 0``: rank, program, address, both epochs and tags) and every thread traps."""
     w = _load_words(ptr, on, LOAD_ASM)
-    ok = ((w >> 32).to(tl.int32) == flag) | (on == 0)
+    state = _word_state(w, flag, on, TAG_BITS)
     if BOUND != 0:
         t0 = tl.inline_asm_elementwise(TIMER_ASM, TIMER_C, [], dtype=tl.int64, is_pure=False, pack=1)
     if IS_BLOCK:
-        pending = tl.min(ok.to(tl.int32)) == 0
+        worst = tl.max(state)
     else:
-        pending = ok == 0
-    while pending:
-        w2 = _load_words(ptr, on * (ok == 0).to(tl.int32), LOAD_ASM)
-        w = tl.where(ok, w, w2)
-        ok = ((w >> 32).to(tl.int32) == flag) | (on == 0)
+        worst = state
+    while worst == 1:
+        w2 = _load_words(ptr, on * (state == 1).to(tl.int32), LOAD_ASM)
+        w = tl.where(state == 1, w2, w)
+        state = _word_state(w, flag, on, TAG_BITS)
         if IS_BLOCK:
-            pending = tl.min(ok.to(tl.int32)) == 0
+            worst = tl.max(state)
         else:
-            pending = ok == 0
+            worst = state
         if BOUND != 0:
             t1 = tl.inline_asm_elementwise(TIMER_ASM, TIMER_C, [], dtype=tl.int64, is_pure=False, pack=1)
             late = (t1 - t0 > BOUND).to(tl.int32)
             if IS_BLOCK:  # the clock is read per thread: agree on it before the reductions below
                 late = tl.max(on * 0 + late)
-            if pending & (late != 0):
+            if (worst == 1) & (late != 0):
                 addr = ptr.to(tl.int64)
                 if IS_BLOCK:
-                    first = tl.min(tl.where(ok, 0x7FFFFFFFFFFFFFFF, addr))
+                    first = tl.min(tl.where(state == 1, addr, 0x7FFFFFFFFFFFFFFF))
                     seen = tl.max(tl.where(addr == first, w, -0x7FFFFFFFFFFFFFFF))
                 else:
                     first = addr
@@ -195,6 +211,20 @@ def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: 
                                     "first unflagged address, expected flag, word seen =", me, tl.program_id(0),
                                     first, flag, seen)
                 tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
+    if TAG_BITS != 0:
+        if worst == 2:  # a word of this call with another tag: the ranks disagree (a cold branch)
+            addr = ptr.to(tl.int64)
+            wflag = (w >> 32).to(tl.int32)
+            if IS_BLOCK:
+                first = tl.min(tl.where(state == 2, addr, 0x7FFFFFFFFFFFFFFF))
+                seen = tl.max(tl.where(addr == first, wflag, -0x7FFFFFFF))
+            else:
+                first = addr
+                seen = wflag
+            if tid == 0:
+                tl.device_print(MISMATCH_MSG, me, tl.program_id(0), first, flag >> TAG_BITS,
+                                flag & ((1 << TAG_BITS) - 1), seen >> TAG_BITS, seen & ((1 << TAG_BITS) - 1))
+            tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
     return w.to(tl.int32)
 
 
@@ -210,8 +240,8 @@ def flagged_operands(ptr, flag, mask, _semantic):
     return _semantic.cast(_semantic.to_tensor(flag), tl.int32), on
 
 
-def load_flagged_call(ptr, flag, mask, me, tid, load_asm, bound_ticks, timer_asm, timer_c, trap_asm, trap_c, *,
-                      _semantic, _generator):
+def load_flagged_call(ptr, flag, mask, me, tid, load_asm, bound_ticks, timer_asm, timer_c, trap_asm, trap_c, tag_bits,
+                      *, _semantic, _generator):
     """Emit :func:`load_flagged_spin` for ``dl.load_flagged`` (the backend gives its asm, clock and trap)."""
     is_block = ptr.type.is_block()
     flag, on = flagged_operands(ptr, flag, mask, _semantic)
@@ -219,4 +249,5 @@ def load_flagged_call(ptr, flag, mask, me, tid, load_asm, bound_ticks, timer_asm
     tid = _semantic.cast(_semantic.to_tensor(tid), tl.int32)
     return _compat.call_jit(_generator, load_flagged_spin, [
         ptr, flag, on, me, tid, tl.constexpr(is_block), tl.constexpr(load_asm), tl.constexpr(int(bound_ticks)),
-        tl.constexpr(timer_asm), tl.constexpr(timer_c), tl.constexpr(trap_asm), tl.constexpr(trap_c)])
+        tl.constexpr(timer_asm), tl.constexpr(timer_c), tl.constexpr(trap_asm), tl.constexpr(trap_c),
+        tl.constexpr(int(tag_bits)), tl.constexpr(tag_mismatch_message(tag_bits, "dl.load_flagged") if tag_bits else "")])

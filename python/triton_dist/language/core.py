@@ -281,7 +281,7 @@ def store_flagged(ptr, value, flag, mask=None, _semantic=None, _generator=None):
 
 
 @_compat.builtin
-def load_flagged(ptr, flag, mask=None, _semantic=None, _generator=None):
+def load_flagged(ptr, flag, mask=None, tag_bits=0, _semantic=None, _generator=None):
     """Wait for flagged words and return their values: spin until every word at ``ptr`` (where ``mask``) carries
     ``flag`` in its upper 32 bits, then return the lower 32 bits as int32 (``ptr``'s shape; 0 where masked off).
 
@@ -300,11 +300,20 @@ def load_flagged(ptr, flag, mask=None, _semantic=None, _generator=None):
     Bounded mode (``TRITON_DIST_BOUNDED_WAIT=<ms>`` at compile time): a wait exceeding the bound prints rank,
     program id, the first unflagged address, expected flag and the word seen, and traps (GPU); the simulator raises
     its wait-timeout error naming this op.
+    Tagged flags (``tag_bits=k``, a Python int, 0 < k < 31): ``flag`` is ``epoch << k | tag`` (``tag < 2**k``, the
+    epoch bits never all 0). A word is there when its epoch bits equal ``flag``'s (equality: flags wrap, and consumed
+    words are cleared); once every word is there, one whose tag differs means that the ranks disagree, reported at
+    once as by a tagged :func:`wait` (GPU: "RANKS DISAGREE" with rank, program, address, both epochs and tags, then a
+    trap; simulator: ``SimSignalMismatch``). The ``ll`` collectives tag with the element count mod 2**16.
     """
     mask = _flagged_operands("load_flagged", ptr, mask, _semantic)
     flag = _int_arg("load_flagged", "flag", flag)
     if isinstance(flag, int) and not (0 < flag < 2**32):
         raise ValueError(f"dl.load_flagged: flag={flag} must be a nonzero 32-bit value (0 marks an empty word)")
+    tag_bits = _c(tag_bits)
+    if isinstance(tag_bits, bool) or not isinstance(tag_bits, int) or not 0 <= tag_bits < 31:
+        raise ValueError(f"dl.load_flagged: tag_bits={tag_bits!r}: expected a Python int in [0, 30] (0: the whole "
+                         f"flag must match; k: flags are epoch << k | tag)")
     target, backend = backend_for(_semantic)
-    return backend.language.load_flagged(ptr, flag, mask, bounded_wait_ms(), target=target, _semantic=_semantic,
-                                         _generator=_generator)
+    return backend.language.load_flagged(ptr, flag, mask, bounded_wait_ms(), tag_bits, target=target,
+                                         _semantic=_semantic, _generator=_generator)

@@ -140,10 +140,11 @@ def _add_ll_channel(ctx, numel: int, ll_max_numel):
     return ch
 
 
-def _launch_ll(ctx, kernel, x, out, n):
-    """Launch an ``ll`` kernel: ``(x, out, buf, counter, n, capw, rank, WORLD, BLOCK, EPW)``."""
+def _launch_ll(ctx, kernel, x, out, n, numel):
+    """Launch an ``ll`` kernel: ``(x, out, buf, counter, n, capw, tag, rank, WORLD, BLOCK, EPW)``; ``tag`` is the
+    size tag of the call's ``numel`` (its input's element count)."""
     ch = ctx.ll
-    return ctx._launch(kernel, ch, x, out, ch.buf, ch.counter, n, ch.capw, EPW=ch.epw)
+    return ctx._launch(kernel, ch, x, out, ch.buf, ch.counter, n, ch.capw, _common.ll_size_tag(numel), EPW=ch.epw)
 
 
 def _check_ll(op, ctx, n, what):
@@ -280,7 +281,7 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
     xv, ov = _bits(x), _bits(out)
     if method == "ll":
         _check_ll(op, ctx, n, " per rank")
-        graph = _launch_ll(ctx, _ag.allgather_ll_kernel, xv, ov, n)
+        graph = _launch_ll(ctx, _ag.allgather_ll_kernel, xv, ov, n, n)
     elif method == "push_pipe":
         graph = _launch_pipe(ctx, _ag.allgather_push_pipe_kernel, xv, ov, n, ctx.max_numel, _common.size_tag(n))
     else:
@@ -412,7 +413,7 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     tag = _common.size_tag(n)
     if method == "ll":
         _check_ll(op, ctx, ns, " per shard")
-        graph = _launch_ll(ctx, _rs.reduce_scatter_ll_kernel, x, out, ns)
+        graph = _launch_ll(ctx, _rs.reduce_scatter_ll_kernel, x, out, ns, n)
     elif method == "ring":
         ch = ctx.ring
         graph = ctx._launch(_rs.reduce_scatter_ring_kernel, ch, x, out, ch.buf, ch.ready, ch.done, ch.counter, ns,
@@ -604,7 +605,7 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
         return out
     if method == "ll":
         _check_ll(op, ctx, n, "")
-        graph = _launch_ll(ctx, _ar.allreduce_ll_kernel, x, out, n)
+        graph = _launch_ll(ctx, _ar.allreduce_ll_kernel, x, out, n, n)
     elif method == "one_shot":
         ch = ctx.one_shot_small if n <= ctx.small_cap else ctx.one_shot
         cap = ctx.small_cap if ch is ctx.one_shot_small else ctx.one_shot_cap

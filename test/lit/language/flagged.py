@@ -6,6 +6,7 @@
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:store_kernel -s "*fp32:16, *i64:16, i32, i32, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=STORE
 # RUN: %compile %s:load_kernel -s "*i64:16, *i32:16, i32, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=LOAD
 # RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:load_kernel -s "*i64:16, *i32:16, i32, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=BOUNDED
+# RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:load_tagged_kernel -s "*i64:16, *i32:16, i32, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=TAGGED
 # RUN: env TRITON_DIST_NO_SHMEM_BITCODE=1 %compile %s:store_kernel -s "*fp32:16, *i64:16, i32, i32, i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDSTORE
 # RUN: %compile %s:load_kernel -s "*i64:16, *i32:16, i32, i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMDLOAD
 #
@@ -27,6 +28,16 @@
 # BOUNDED-DAG: nvshmem_my_pe
 # BOUNDED-DAG: vprintf
 # BOUNDED-DAG: trap;
+#
+# tag_bits=16: the same poll; a word of this epoch with another tag is reported (rank, program, address, both
+# epochs and tags; "dl.load_flagged in kernel load_tagged_kernel: RANKS DISAGREE ...", a byte array in the PTX)
+# and traps, with no timer (unbounded).
+# TAGGED-NOT: globaltimer
+# TAGGED-DAG: ld.relaxed.sys.b64
+# TAGGED-DAG: nvshmem_my_pe
+# TAGGED-DAG: printfFormat
+# TAGGED-DAG: vprintf
+# TAGGED-DAG: trap;
 #
 # AMDSTORE: global_atomic_swap_x2 {{.*}} sc1
 # AMDSTORE-NOT: buffer_wbl2
@@ -51,3 +62,10 @@ def load_kernel(words, out, flag, n):
     offs = tl.arange(0, 256)
     m = offs < n
     tl.store(out + offs, dl.load_flagged(words + offs, flag, mask=m), mask=m)
+
+
+@triton.jit
+def load_tagged_kernel(words, out, flag, n):
+    offs = tl.arange(0, 256)
+    m = offs < n
+    tl.store(out + offs, dl.load_flagged(words + offs, flag, mask=m, tag_bits=16), mask=m)

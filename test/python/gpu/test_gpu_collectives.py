@@ -337,7 +337,7 @@ ar.graph_calls = False
 x = torch.ones(100 + rank, device="cuda")  # rank 0: 100 elements, rank 1: 101
 print("LAUNCH", flush=True)
 t0 = time.time()
-ops.all_reduce(x, ar, method="one_shot")
+ops.all_reduce(x, ar, method=os.environ["MISMATCH_METHOD"])
 try:
     torch.cuda.synchronize()
 except Exception as e:
@@ -348,17 +348,20 @@ os._exit(0)
 """
 
 
-def test_rank_mismatch_traps_with_report(tmp_path):
+@pytest.mark.parametrize("method", ["one_shot", "ll"])
+def test_rank_mismatch_traps_with_report(tmp_path, method):
     """Issue 15 point 2: ranks 0 and 1 call all_reduce with 100 and 101 elements (no bounded-wait mode, no
     check_peers): the tagged ready wait sees the peer's signal of the same call with another size tag, prints
     "RANKS DISAGREE" with rank, program, address and both (epoch, tag) pairs, and traps at once; the host's next
-    synchronize raises. In a 2-rank child job (ranks 0 and 1 each start one child) so the trap cannot poison us."""
+    synchronize raises. In a 2-rank child job (ranks 0 and 1 each start one child) so the trap cannot poison us.
+    ``ll``: the flagged words carry the size tag (tag_bits=16); the reader sees words of its call with the other
+    tag and reports the same way."""
     import subprocess
 
     import torch.distributed as dist
 
     rank, world = _init()
-    port = [29000 + os.getpid() % 1000]
+    port = [29000 + os.getpid() % 1000 + (1000 if method == "ll" else 0)]  # a fresh port per child job
     dist.broadcast_object_list(port, src=0)
     if rank > 1:
         return
@@ -366,7 +369,7 @@ def test_rank_mismatch_traps_with_report(tmp_path):
     script.write_text(_MISMATCH_CHILD)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "GROUP_", "ROLE_"))}
     env = dict(base, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port[0]))
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port[0]), MISMATCH_METHOD=method)
     env.pop("TRITON_DIST_BOUNDED_WAIT", None)
     log = tmp_path / "child.log"
     t0 = time.time()

@@ -234,11 +234,13 @@ def store_flagged(ptr, value, flag, mask, *, target, _semantic, _generator):
     return None
 
 
-def load_flagged(ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
+def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _generator):
     if _generator is None:
         raise RuntimeError("dl.load_flagged: the AMD lowering needs the code generator (call it from a kernel)")
-    me = libshmem.call("my_pe", _semantic=_semantic) if bound_ms else 0
-    tid = _ockl("__ockl_get_local_id", _semantic=_semantic) if bound_ms else 0
+    report = bound_ms or tag_bits
+    me = libshmem.call("my_pe", _semantic=_semantic) if report else 0
+    tid = _ockl("__ockl_get_local_id", _semantic=_semantic) if report else 0
     # the poll: relaxed system-scope atomic "or 0" reads, all in flight at once
     return _gpu.load_flagged_call(ptr, flag, mask, me, tid, "", int(bound_ms) * 100_000, _TIMER_ASM.value, "=s",
-                                  "s_trap 2\nv_mov_b32 $0, 0", "=v", _semantic=_semantic, _generator=_generator)
+                                  "s_trap 2\nv_mov_b32 $0, 0", "=v", tag_bits, _semantic=_semantic,
+                                  _generator=_generator)

@@ -368,11 +368,12 @@ def store_flagged(ptr, value, flag, mask, *, target, _semantic, _generator):
     return None
 
 
-def load_flagged(ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
+def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _generator):
     if _generator is None:
         raise RuntimeError("dl.load_flagged: must be called from inside a kernel being compiled")
-    me = libshmem.call("my_pe", _semantic=_semantic) if bound_ms else 0
-    tid = _gpu.asm(_TID_ASM, "=r", [], tl.int32, _semantic) if bound_ms else 0
+    report = bound_ms or tag_bits
+    me = libshmem.call("my_pe", _semantic=_semantic) if report else 0
+    tid = _gpu.asm(_TID_ASM, "=r", [], tl.int32, _semantic) if report else 0
     return _gpu.load_flagged_call(ptr, flag, mask, me, tid, _LOAD_FLAGGED_ASM, int(bound_ms) * 1_000_000,
-                                  _GLOBALTIMER_ASM, "=l", "trap; mov.u32 $0, 0;", "=r",
+                                  _GLOBALTIMER_ASM, "=l", "trap; mov.u32 $0, 0;", "=r", tag_bits,
                                   _semantic=_semantic, _generator=_generator)

@@ -232,15 +232,34 @@ def store_flagged(ptr, value, flag, mask, *, target, _semantic, _generator):
     return None
 
 
-def load_flagged(ptr, flag, mask, bound_ms, *, target, _semantic, _generator):
+def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _generator):
     ctx = _ctx(False, "load_flagged") or sim_context.LocalContext()
     flat, on, shape = _flagged_addrs(ptr, mask)
     want = _scalar(flag) & 0xFFFFFFFF
     out = np.zeros(flat.shape, dtype=np.uint32)
     if on.any():
         # the flag is the word's upper half: on a little-endian host, the 4 bytes at address + 4
-        ctx.spin_wait(flat[on] + np.uint64(4), np.uint32(want), nbytes=4, cmp="eq",
-                      op=f"dl.load_flagged(flag={want})", **bounded_wait_timeout(bound_ms))
+        faddrs = flat[on] + np.uint64(4)
+        op = f"dl.load_flagged(flag={want}{f', tag_bits={tag_bits}' if tag_bits else ''})"
+        if not tag_bits:
+            ctx.spin_wait(faddrs, np.uint32(want), nbytes=4, cmp="eq", op=op, **bounded_wait_timeout(bound_ms))
+        else:  # wait for the epoch bits (equality: flags wrap); a word of this epoch with another tag ends it at once
+            seen = [None]
+
+            def arrived():
+                seen[0] = ctx.atomic_load(faddrs, np.uint32)
+                there = (seen[0] >> tag_bits) == (want >> tag_bits)
+                return bool(np.all(there) or np.any(there & (seen[0] != want)))
+
+            def describe():
+                i = int(np.nonzero((seen[0] >> tag_bits) != (want >> tag_bits))[0][0])
+                return (f"flag at {ctx.describe_addr(int(faddrs[i]) - 4)}: expected epoch {want >> tag_bits}, last "
+                        f"seen flag {int(seen[0][i])} (epoch {int(seen[0][i]) >> tag_bits})")
+
+            ctx.spin_until(arrived, describe, op=op, **bounded_wait_timeout(bound_ms))
+            bad = np.nonzero(seen[0] != want)[0]
+            if bad.size:
+                raise signal_mismatch(ctx, op, int(faddrs[bad[0]]) - 4, want, int(seen[0][bad[0]]), tag_bits)
         words = ctx.atomic_load(flat[on], np.uint64)
         out[on] = (np.asarray(words, dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     res = out.view(np.int32).reshape(shape)
