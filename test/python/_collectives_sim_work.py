@@ -451,3 +451,38 @@ def peer_exits():
         os._exit(3)
     ops.all_reduce(torch.ones(100, dtype=torch.bfloat16), ar, method="one_shot")
     return "no error"
+
+
+def ll_buffer_starts_empty():
+    """The ll words are signals: a new context's must be empty whatever its memory held. NVSHMEM does not zero
+    allocations (the simulator's heap does): symmetric allocations are made to return memory full of words whose
+    flag reads as epoch 1 with another tag, then an all_gather runs on the context. Returns failures."""
+    import triton_dist.utils as U
+    from triton_dist import ops
+
+    rank, world = _init()
+    dt = torch.float32
+    make = U.nvshmem_create_tensor
+
+    def dirty(shape, dtype):
+        t = make(shape, dtype)
+        t.view(torch.uint8).fill_(0)
+        if dtype == torch.int64:
+            t.fill_((((1 << 16) | 999) << 32) | 5)  # epoch 1, tag 999: another call's words
+        return t
+
+    U.nvshmem_create_tensor = dirty
+    try:
+        ctx = ops.create_allgather_ctx(256, dt, methods=("ll", ))
+    finally:
+        U.nvshmem_create_tensor = make
+    fails = [] if int(ctx.ll.buf.count_nonzero()) == 0 else ["the ll buffer of a new context is not empty"]
+    xs = _all_inputs(3, world, 256, dt)
+    try:
+        out = ops.all_gather(xs[rank], ctx, method="ll")
+        if not torch.equal(out.view(-1), torch.cat(xs)):
+            fails.append("all_gather ll: wrong result")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        fails.append(f"all_gather ll: {type(exc).__name__}: {exc}"[:300])
+    ctx.close()
+    return fails

@@ -41,6 +41,15 @@ def test_push_pipe(sim_ranks, world):  # noqa: F811
 
 
 @pytest.mark.sim
+def test_ll_buffer_starts_empty(sim_ranks):  # noqa: F811
+    """Flagged words are signals: a context's ll buffer starts empty whatever the (unzeroed) symmetric memory held
+    (a GPU run trapped with a false "ranks disagree" on leftover words before the buffer was zeroed)."""
+    res = sim_ranks.run(2, work.ll_buffer_starts_empty, timeout=300, env=ENV)
+    for rank, fails in enumerate(res):
+        assert not fails, (rank, fails)
+
+
+@pytest.mark.sim
 def test_stress_4_ranks(sim_ranks):  # noqa: F811
     calls = int(os.environ.get("TRITON_DIST_SIM_STRESS_CALLS", "1000"))
     res = sim_ranks.run(4, work.stress, calls, 1, 256, timeout=900, env=ENV)

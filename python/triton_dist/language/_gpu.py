@@ -174,9 +174,9 @@ def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: 
     """``dl.load_flagged`` on a GPU: load every word (where ``on``), then re-load the missing ones until none is
     missing; one block-wide max per round (of the words' states: 0 there, 1 missing, 2 there with another tag) keeps
     the loop program-uniform and tells a tag mismatch at the same time. ``BOUND`` (timer ticks, 0: none): on timeout
-    thread ``tid == 0`` prints rank ``me``, the program, the first missing address and the word seen there, and
-    every thread traps. ``TAG_BITS``: a word of this epoch with another tag is reported at once (``MISMATCH_MSG``,
-    by thread ``tid == 0``: rank, program, address, both epochs and tags) and every thread traps."""
+    thread ``tid == 0`` prints rank ``me``, the program, the first missing address and the word seen there, then
+    traps (which ends the grid). ``TAG_BITS``: a word of this epoch with another tag is reported at once
+    (``MISMATCH_MSG``, by thread ``tid == 0``: rank, program, address, both epochs and tags), which then traps."""
     w = _load_words(ptr, on, LOAD_ASM)
     state = _word_state(w, flag, on, TAG_BITS)
     if BOUND != 0:
@@ -206,11 +206,12 @@ def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: 
                 else:
                     first = addr
                     seen = w
-                if tid == 0:
+                if tid == 0:  # report and trap in one thread: a trap elsewhere could end the kernel before
+                    # this thread's report is written (the trap ends every thread of the grid)
                     tl.device_print("triton_dist dl.load_flagged TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, "
                                     "first unflagged address, expected flag, word seen =", me, tl.program_id(0),
                                     first, flag, seen)
-                tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
+                    tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
     if TAG_BITS != 0:
         if worst == 2:  # a word of this call with another tag: the ranks disagree (a cold branch)
             addr = ptr.to(tl.int64)
@@ -221,10 +222,10 @@ def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: 
             else:
                 first = addr
                 seen = wflag
-            if tid == 0:
+            if tid == 0:  # report and trap in one thread (see the timeout above)
                 tl.device_print(MISMATCH_MSG, me, tl.program_id(0), first, flag >> TAG_BITS,
                                 flag & ((1 << TAG_BITS) - 1), seen >> TAG_BITS, seen & ((1 << TAG_BITS) - 1))
-            tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
+                tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
     return w.to(tl.int32)
 
 

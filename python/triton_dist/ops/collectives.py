@@ -135,6 +135,10 @@ def _add_ll_channel(ctx, numel: int, ll_max_numel):
     G = ctx._grid_for(capw, blk)
     ch = ctx._add_channel("ll", buf_numel=2 * ctx.world_size * capw, buf_dtype=torch.int64, num_programs=G,
                           block=blk, num_warps=LL_NUM_WARPS if ctx.on_gpu else 1, nready=0, ndone=0, ncounter=G)
+    # The words ARE the signals: start them empty (flag 0), like ready / done. NVSHMEM does not zero allocations, and
+    # a word left by an earlier user of the memory could carry this call's epoch (another tag: a false "ranks
+    # disagree"; the same tag: taken as data). _finish_init orders this before any rank's first store.
+    ch.buf.zero_()
     ch.capw, ch.epw = capw, epw
     ctx.ll_cap = cap
     return ch
