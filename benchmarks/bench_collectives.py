@@ -323,6 +323,8 @@ def main():
     ap.add_argument("--pipe-segments", type=int, default=None, help="push_pipe: most segments per call (16)")
     ap.add_argument("--pipe-seg-blocks", type=int, default=None,
                     help="push_pipe: least blocks per segment and pusher (4)")
+    ap.add_argument("--ll-block-words", type=int, default=None, help="ll: 32-bit words per block (256)")
+    ap.add_argument("--ll-num-warps", type=int, default=None, help="ll: warps per program (4)")
     args = ap.parse_args()
     if args.table_from:
         with open(args.table_from) as f:
@@ -408,7 +410,8 @@ def context_knobs(args) -> dict:
     """The context tuning knobs given on the command line (``create_*_ctx`` keyword arguments)."""
     return {k: v for k, v in (("block_bytes", args.block_bytes), ("num_warps", args.num_warps),
                               ("pipe_pushers", args.pipe_pushers), ("pipe_segments", args.pipe_segments),
-                              ("pipe_seg_blocks", args.pipe_seg_blocks)) if v is not None}
+                              ("pipe_seg_blocks", args.pipe_seg_blocks), ("ll_block_words", args.ll_block_words),
+                              ("ll_num_warps", args.ll_num_warps)) if v is not None}
 
 
 def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, ops, gname, symm_ops, log):

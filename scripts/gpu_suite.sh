@@ -14,6 +14,7 @@
 #   scripts/gpu_suite.sh coll-host      bound-launch and collectives tests, host-path profile, small-size collectives
 #   scripts/gpu_suite.sh coll-ll        collectives tests (the ll methods among them), small sizes of every op
 #   scripts/gpu_suite.sh coll-verify    collectives and language tests, small sizes of every op (signalling changes)
+#   scripts/gpu_suite.sh ll-knobs       ll block size / warps per program at small sizes (one bench run per setting)
 #   scripts/gpu_suite.sh coll-sweep     collectives tests, full collectives sweep (bf16 + fp32) writing a dispatch
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
@@ -138,6 +139,13 @@ case $part in
     tier gpu_language 150 test/python/gpu/test_gpu_language.py
     rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --sizes 4096,8192,16384,65536,262144,1048576 --tag verify-small ;;
+  ll-knobs)  # the ll channel's block (32-bit words) and warps per program at small sizes, ll only, one run per setting
+    for knobs in "256 4" "128 4" "128 2" "512 8"; do
+      set -- $knobs
+      rec "bench_ll_b$1_w$2" 60 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --no-symm \
+        --sizes 4096,8192,16384,65536,262144 --methods ll --eager-max-bytes 0 --ll-block-words "$1" \
+        --ll-num-warps "$2" --tag "ll-b$1-w$2"
+    done ;;
   coll-sweep)  # a round of collectives work: tests, full sweep + table (in $OUT, not the tree), knob runs, shmem sweep
     TRITON_DIST_STRESS_CALLS=${TRITON_DIST_STRESS_CALLS:-2000} tier gpu_collectives 170 \
       test/python/gpu/test_gpu_collectives.py
@@ -171,7 +179,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

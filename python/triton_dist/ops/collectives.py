@@ -117,24 +117,34 @@ LL_BLOCK_WORDS = 256
 LL_NUM_WARPS = 4
 
 
-def _ll_knob(op: str, ll_max_numel):
-    if ll_max_numel is not None and (not isinstance(ll_max_numel, int) or isinstance(ll_max_numel, bool)
-                                     or ll_max_numel < 1):
-        raise ValueError(f"{op}: ll_max_numel={ll_max_numel!r} must be a positive int")
-    return ll_max_numel
+def _ll_knobs(op: str, ll_max_numel, ll_block_words, ll_num_warps):
+    """Checked ``(ll_max_numel or None, ll_block_words or None, ll_num_warps or None)`` of a context's ``ll`` channel."""
+    for name, v in (("ll_max_numel", ll_max_numel), ("ll_block_words", ll_block_words),
+                    ("ll_num_warps", ll_num_warps)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ValueError(f"{op}: {name}={v!r} must be a positive int")
+    if ll_block_words is not None and (ll_block_words < 32 or ll_block_words & (ll_block_words - 1)):
+        raise ValueError(f"{op}: ll_block_words={ll_block_words} must be a power of two >= 32")
+    if ll_num_warps is not None and ll_num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"{op}: ll_num_warps={ll_num_warps}; accepted: 1, 2, 4, 8, 16")
+    return ll_max_numel, ll_block_words, ll_num_warps
 
 
-def _add_ll_channel(ctx, numel: int, ll_max_numel):
+def _add_ll_channel(ctx, numel: int, ll_knobs):
     """The ``ll`` channel for messages of up to ``min(numel, ll_max_numel or DEFAULT_LL_BYTES / element size)``
     elements per slot: symmetric int64 ``[2, world, capw]`` flagged words, ``counter [G]``, no ready / done
-    signals. Sets ``ctx.ll_cap`` (elements); the kernels take ``EPW = 4 / element size`` elements per word."""
+    signals; blocks of ``ll_block_words`` (default :data:`LL_BLOCK_WORDS`), ``ll_num_warps`` per program (default
+    :data:`LL_NUM_WARPS`). Sets ``ctx.ll_cap`` (elements); the kernels take ``EPW = 4 / element size`` elements per
+    word."""
+    ll_max_numel, ll_block_words, ll_num_warps = ll_knobs
     cap = int(min(numel, ll_max_numel if ll_max_numel is not None else max(1, DEFAULT_LL_BYTES // ctx.esize)))
     epw = 4 // ctx.esize
     capw = -(-cap // epw)
-    blk = LL_BLOCK_WORDS if ctx.on_gpu else 128
+    blk = ll_block_words or (LL_BLOCK_WORDS if ctx.on_gpu else 128)
     G = ctx._grid_for(capw, blk)
+    warps = ll_num_warps or (LL_NUM_WARPS if ctx.on_gpu else 1)
     ch = ctx._add_channel("ll", buf_numel=2 * ctx.world_size * capw, buf_dtype=torch.int64, num_programs=G,
-                          block=blk, num_warps=LL_NUM_WARPS if ctx.on_gpu else 1, nready=0, ndone=0, ncounter=G)
+                          block=blk, num_warps=warps, nready=0, ndone=0, ncounter=G)
     # The words ARE the signals: start them empty (flag 0), like ready / done. NVSHMEM does not zero allocations, and
     # a word left by an earlier user of the memory could carry this call's epoch (another tag: a false "ranks
     # disagree"; the same tag: taken as data). _finish_init orders this before any rank's first store.
@@ -196,11 +206,12 @@ class AllGatherContext(_CollectiveContext):
 
     def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, pipe_pushers: Optional[int] = None,
                  pipe_segments: int = PIPE_SEGMENTS, pipe_seg_blocks: int = PIPE_SEG_BLOCKS,
-                 ll_max_numel: Optional[int] = None, **kw):
+                 ll_max_numel: Optional[int] = None, ll_block_words: Optional[int] = None,
+                 ll_num_warps: Optional[int] = None, **kw):
         gpu = on_gpu(shmem_runtime()[1])
         knobs = _pipe_knobs(self.factory_name(), pipe_pushers, pipe_segments, pipe_seg_blocks)
-        ll_max_numel = _ll_knob(self.factory_name(), ll_max_numel)
-        super().__init__(max_numel, dtype, GATHER_DTYPES, methods=methods, fingerprint_extra=knobs + (ll_max_numel, ),
+        ll_knobs = _ll_knobs(self.factory_name(), ll_max_numel, ll_block_words, ll_num_warps)
+        super().__init__(max_numel, dtype, GATHER_DTYPES, methods=methods, fingerprint_extra=knobs + ll_knobs,
                          all_methods=("push", "pull", "push_pipe", "ll", "ce") if gpu else
                          ("push", "pull", "push_pipe", "ll"), **kw)
         W = self.world_size
@@ -215,7 +226,7 @@ class AllGatherContext(_CollectiveContext):
             self.push_pipe = _add_pipe_channel(self, max_numel, W * max_numel, knobs)
         self.ll, self.ll_cap = None, 0
         if "ll" in self.methods:
-            self.ll = _add_ll_channel(self, max_numel, ll_max_numel)
+            self.ll = _add_ll_channel(self, max_numel, ll_knobs)
         self.ce = None
         if self.on_gpu and "ce" in self.methods:
             ce = self._add_channel("ce", buf_numel=max_numel, buf_dtype=dtype, num_programs=1, block=blk,
@@ -235,7 +246,9 @@ def create_allgather_ctx(max_numel: int, dtype: torch.dtype, **kw) -> AllGatherC
     ``push_pipe``: ``pipe_pushers`` (programs that push, default half the grid), ``pipe_segments`` (most segments
     per call, default :data:`PIPE_SEGMENTS`), ``pipe_seg_blocks`` (least blocks per segment and pusher, default
     :data:`PIPE_SEG_BLOCKS`); for ``ll``: ``ll_max_numel`` (largest message, default :data:`DEFAULT_LL_BYTES` worth
-    of elements; symmetric memory ``2 * world * 2 * ll_max_numel * element size`` bytes)."""
+    of elements; symmetric memory ``2 * world * 2 * ll_max_numel * element size`` bytes), ``ll_block_words`` (32-bit
+    words per block, a power of two, default :data:`LL_BLOCK_WORDS`), ``ll_num_warps`` (default
+    :data:`LL_NUM_WARPS`)."""
     return AllGatherContext(max_numel, dtype, **kw)
 
 
@@ -339,10 +352,11 @@ class ReduceScatterContext(_CollectiveContext):
 
     def __init__(self, max_numel: int, dtype: torch.dtype, methods=None, pipe_pushers: Optional[int] = None,
                  pipe_segments: int = PIPE_SEGMENTS, pipe_seg_blocks: int = PIPE_SEG_BLOCKS,
-                 ll_max_numel: Optional[int] = None, **kw):
+                 ll_max_numel: Optional[int] = None, ll_block_words: Optional[int] = None,
+                 ll_num_warps: Optional[int] = None, **kw):
         knobs = _pipe_knobs(self.factory_name(), pipe_pushers, pipe_segments, pipe_seg_blocks)
-        ll_max_numel = _ll_knob(self.factory_name(), ll_max_numel)
-        super().__init__(max_numel, dtype, REDUCE_DTYPES, methods=methods, fingerprint_extra=knobs + (ll_max_numel, ),
+        ll_knobs = _ll_knobs(self.factory_name(), ll_max_numel, ll_block_words, ll_num_warps)
+        super().__init__(max_numel, dtype, REDUCE_DTYPES, methods=methods, fingerprint_extra=knobs + ll_knobs,
                          all_methods=("direct", "direct_push", "push_pipe", "ll", "ring"), **kw)
         W = self.world_size
         if max_numel % W:
@@ -363,7 +377,7 @@ class ReduceScatterContext(_CollectiveContext):
             self.push_pipe = _add_pipe_channel(self, shard, W * shard, knobs)
         self.ll, self.ll_cap = None, 0
         if "ll" in self.methods:
-            self.ll = _add_ll_channel(self, shard, ll_max_numel)
+            self.ll = _add_ll_channel(self, shard, ll_knobs)
         if "ring" in self.methods:
             self.ring = self._add_channel("ring", buf_numel=max(W - 1, 1) * shard, buf_dtype=torch.float32,
                                       num_programs=G, block=self._block(4), num_warps=self.num_warps, nready=G * W,
@@ -494,11 +508,12 @@ class AllReduceContext(_CollectiveContext):
 
     def __init__(self, max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None, methods=None,
                  pipe_pushers: Optional[int] = None, pipe_segments: int = PIPE_SEGMENTS,
-                 pipe_seg_blocks: int = PIPE_SEG_BLOCKS, ll_max_numel: Optional[int] = None, **kw):
+                 pipe_seg_blocks: int = PIPE_SEG_BLOCKS, ll_max_numel: Optional[int] = None,
+                 ll_block_words: Optional[int] = None, ll_num_warps: Optional[int] = None, **kw):
         knobs = _pipe_knobs(self.factory_name(), pipe_pushers, pipe_segments, pipe_seg_blocks)
-        ll_max_numel = _ll_knob(self.factory_name(), ll_max_numel)
+        ll_knobs = _ll_knobs(self.factory_name(), ll_max_numel, ll_block_words, ll_num_warps)
         super().__init__(max_numel, dtype, REDUCE_DTYPES,
-                         fingerprint_extra=(one_shot_max_numel, ) + knobs + (ll_max_numel, ),
+                         fingerprint_extra=(one_shot_max_numel, ) + knobs + ll_knobs,
                          methods=("one_shot", "two_shot", "ll") if methods is None else methods,
                          all_methods=("one_shot", "two_shot", "two_shot_pipe", "ll"), **kw)
         W = self.world_size
@@ -534,7 +549,7 @@ class AllReduceContext(_CollectiveContext):
             self.two_shot_pipe_ag = _add_pipe_channel(self, shard, W * shard, knobs, name="two_shot_pipe_ag")
         self.ll, self.ll_cap = None, 0
         if "ll" in self.methods:
-            self.ll = _add_ll_channel(self, max_numel, ll_max_numel)
+            self.ll = _add_ll_channel(self, max_numel, ll_knobs)
         self._finish_init()
 
     def select(self, nbytes: int) -> str:
