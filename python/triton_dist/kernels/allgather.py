@@ -28,7 +28,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, copy_blocks, ll_flag, ll_load_words, ll_receive,
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, copy_blocks, ll_load_words, ll_program, ll_receive,
                                         ll_send, ll_store_words, notify_peers, pipe_plan, pipe_segment_end,
                                         program_epoch, release_served_pushers, store_to_peers)
 
@@ -160,11 +160,7 @@ def allgather_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, tag, rank
     ``buf``: symmetric int64 ``[2, WORLD, CAPW]`` flagged words (``cdiv(N, EPW) <= CAPW``); ``counter
     [num_programs]``. Each program sends its blocks of words to every peer's slot ``[parity, rank]`` and copies them
     to its own shard of ``out``, then copies the peers' words out of its own buffer as they arrive."""
-    pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
-    flag = ll_flag(e, tag)
-    par = e % 2
-    nw = tl.cdiv(N, EPW)
-    nblk = tl.cdiv(nw, BLOCK)
+    pid, nprog, flag, par, nw, nblk = ll_program(counter_ptr, N, tag, EPW, BLOCK)
 
     b = pid
     while b < nblk:

@@ -27,8 +27,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, exchange, ll_flag, ll_load_f32,
-                                        ll_load_words, ll_receive, ll_send, ll_store_f32, ll_words_f32, notify_peers,
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, exchange, ll_load_f32, ll_load_words,
+                                        ll_program, ll_receive, ll_send, ll_store_f32, ll_words_f32, notify_peers,
                                         program_epoch, store_to_peers)
 
 
@@ -125,11 +125,7 @@ def allreduce_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, tag, rank
     """``x``, ``out``: ``N`` elements, ``EPW`` per 32-bit word (fp32: 1, bf16 / fp16: 2); ``buf``: symmetric int64
     ``[2, WORLD, CAPW]`` flagged words (``cdiv(N, EPW) <= CAPW``); ``counter [num_programs]``. ``BLOCK`` words per
     block; block ``b`` belongs to program ``b % num_programs`` on every rank."""
-    pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
-    flag = ll_flag(e, tag)
-    par = e % 2
-    nw = tl.cdiv(N, EPW)
-    nblk = tl.cdiv(nw, BLOCK)
+    pid, nprog, flag, par, nw, nblk = ll_program(counter_ptr, N, tag, EPW, BLOCK)
 
     b = pid
     while b < nblk:

@@ -270,6 +270,18 @@ def ll_flag(e, tag):
 
 
 @triton_dist.jit
+def ll_program(counter_ptr, n, tag, EPW: tl.constexpr, BW: tl.constexpr):
+    """Start of an ``ll`` program for a message of ``n`` elements (``EPW`` per word, blocks of ``BW`` words):
+    ``(pid, nprog, flag, par, nw, nblk)`` -- this call's epoch drawn from ``counter[pid]``, its flag
+    (:func:`ll_flag` with ``tag``), the buffer parity ``e % 2``, the message's words and blocks."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    e = next_epoch(counter_ptr, pid)
+    nw = tl.cdiv(n, EPW)
+    return pid, nprog, ll_flag(e, tag), e % 2, nw, tl.cdiv(nw, BW)
+
+
+@triton_dist.jit
 def ll_elem_offsets(w0, BW: tl.constexpr, EPW: tl.constexpr):
     """Element offsets of words ``w0 .. w0 + BW``: ``[BW]`` (EPW 1), ``[BW, 2]`` (2) or ``[BW, 2, 2]`` (4)."""
     wi = w0 + tl.arange(0, BW)

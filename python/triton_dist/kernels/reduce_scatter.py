@@ -26,8 +26,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, copy_blocks, exchange, ll_flag,
-                                        ll_load_f32, ll_load_words, ll_receive, ll_send, ll_store_f32, ll_words_f32,
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, copy_blocks, exchange, ll_load_f32,
+                                        ll_load_words, ll_program, ll_receive, ll_send, ll_store_f32, ll_words_f32,
                                         notify_peers, pipe_plan, pipe_segment_end, program_epoch,
                                         release_served_pushers, wait_ready_peers)
 
@@ -183,11 +183,7 @@ def reduce_scatter_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, Ns, CAPW, tag
     symmetric int64 ``[2, WORLD, CAPW]`` flagged words (``cdiv(Ns, EPW) <= CAPW``); ``counter [num_programs]``.
     Each program sends its blocks of shard ``d`` to peer ``d``'s slot ``[parity, rank]``, then reduces its blocks of
     shard ``rank`` with the peers' words as they arrive (fp32: own shard, then ``rank + 1, rank + 2, ...``)."""
-    pid, nprog, e, _, _ = program_epoch(counter_ptr, 0, WORLD)
-    flag = ll_flag(e, tag)
-    par = e % 2
-    nw = tl.cdiv(Ns, EPW)
-    nblk = tl.cdiv(nw, BLOCK)
+    pid, nprog, flag, par, nw, nblk = ll_program(counter_ptr, Ns, tag, EPW, BLOCK)
 
     b = pid
     while b < nblk:

@@ -168,6 +168,19 @@ def _word_state(w, flag, on, TAG_BITS: tl.constexpr):
 
 
 @_compat.jit_function
+def _first_word(ptr, w, state, STATE: tl.constexpr, IS_BLOCK: tl.constexpr):
+    # the lowest address whose state is STATE and the word there (a block: reductions, program-uniform)
+    addr = ptr.to(tl.int64)
+    if IS_BLOCK:
+        first = tl.min(tl.where(state == STATE, addr, 0x7FFFFFFFFFFFFFFF))
+        seen = tl.max(tl.where(addr == first, w, -0x7FFFFFFFFFFFFFFF))
+    else:
+        first = addr
+        seen = w
+    return first, seen
+
+
+@_compat.jit_function
 def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: tl.constexpr, BOUND: tl.constexpr,
                       TIMER_ASM: tl.constexpr, TIMER_C: tl.constexpr, TRAP_ASM: tl.constexpr, TRAP_C: tl.constexpr,
                       TAG_BITS: tl.constexpr, MISMATCH_MSG: tl.constexpr):
@@ -199,13 +212,7 @@ def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: 
             if IS_BLOCK:  # the clock is read per thread: agree on it before the reductions below
                 late = tl.max(on * 0 + late)
             if (worst == 1) & (late != 0):
-                addr = ptr.to(tl.int64)
-                if IS_BLOCK:
-                    first = tl.min(tl.where(state == 1, addr, 0x7FFFFFFFFFFFFFFF))
-                    seen = tl.max(tl.where(addr == first, w, -0x7FFFFFFFFFFFFFFF))
-                else:
-                    first = addr
-                    seen = w
+                first, seen = _first_word(ptr, w, state, 1, IS_BLOCK)
                 if tid == 0:  # report and trap in one thread: a trap elsewhere could end the kernel before
                     # this thread's report is written (the trap ends every thread of the grid)
                     tl.device_print("triton_dist dl.load_flagged TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, "
@@ -214,14 +221,8 @@ def load_flagged_spin(ptr, flag, on, me, tid, IS_BLOCK: tl.constexpr, LOAD_ASM: 
                     tl.inline_asm_elementwise(TRAP_ASM, TRAP_C, [], dtype=tl.int32, is_pure=False, pack=1)
     if TAG_BITS != 0:
         if worst == 2:  # a word of this call with another tag: the ranks disagree (a cold branch)
-            addr = ptr.to(tl.int64)
-            wflag = (w >> 32).to(tl.int32)
-            if IS_BLOCK:
-                first = tl.min(tl.where(state == 2, addr, 0x7FFFFFFFFFFFFFFF))
-                seen = tl.max(tl.where(addr == first, wflag, -0x7FFFFFFF))
-            else:
-                first = addr
-                seen = wflag
+            first, word = _first_word(ptr, w, state, 2, IS_BLOCK)
+            seen = (word >> 32).to(tl.int32)
             if tid == 0:  # report and trap in one thread (see the timeout above)
                 tl.device_print(MISMATCH_MSG, me, tl.program_id(0), first, flag >> TAG_BITS,
                                 flag & ((1 << TAG_BITS) - 1), seen >> TAG_BITS, seen & ((1 << TAG_BITS) - 1))
