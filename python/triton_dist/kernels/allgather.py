@@ -29,7 +29,7 @@ import triton_dist
 import triton_dist.language as dl
 
 from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, copy_blocks, ll_load_words, ll_program, ll_receive,
-                                        ll_send, ll_store_words, notify_peers, pipe_plan, pipe_segment_end,
+                                        ll_send_to_peers, ll_store_words, notify_peers, pipe_plan, pipe_segment_end,
                                         program_epoch, release_served_pushers, store_to_peers)
 
 
@@ -165,8 +165,7 @@ def allgather_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, tag, rank
     b = pid
     while b < nblk:
         words = ll_load_words(x_ptr, b * BLOCK, N, BLOCK, EPW)
-        for i in tl.static_range(1, WORLD):
-            ll_send(buf_ptr, (par * WORLD + rank) * CAPW, b * BLOCK, words, nw, flag, (rank + i) % WORLD, BLOCK)
+        ll_send_to_peers(buf_ptr, par, b * BLOCK, words, nw, flag, rank, CAPW, WORLD, BLOCK)
         ll_store_words(out_ptr + rank * N, b * BLOCK, N, words, BLOCK, EPW)
         b += nprog
 

@@ -27,8 +27,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, exchange, ll_load_f32, ll_load_words,
-                                        ll_program, ll_receive, ll_send, ll_store_f32, ll_words_f32, notify_peers,
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, exchange, ll_add_peers, ll_load_f32,
+                                        ll_load_words, ll_program, ll_send_to_peers, ll_store_f32, notify_peers,
                                         program_epoch, store_to_peers)
 
 
@@ -130,16 +130,13 @@ def allreduce_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, N, CAPW, tag, rank
     b = pid
     while b < nblk:
         words = ll_load_words(x_ptr, b * BLOCK, N, BLOCK, EPW)
-        for i in tl.static_range(1, WORLD):
-            ll_send(buf_ptr, (par * WORLD + rank) * CAPW, b * BLOCK, words, nw, flag, (rank + i) % WORLD, BLOCK)
+        ll_send_to_peers(buf_ptr, par, b * BLOCK, words, nw, flag, rank, CAPW, WORLD, BLOCK)
         b += nprog
 
     b = pid
     while b < nblk:
         acc = ll_load_f32(x_ptr, b * BLOCK, N, BLOCK, EPW)
-        for i in tl.static_range(1, WORLD):
-            src = (rank + i) % WORLD
-            words = ll_receive(buf_ptr, (par * WORLD + src) * CAPW, b * BLOCK, nw, flag, BLOCK)
-            acc += ll_words_f32(words, x_ptr.dtype.element_ty, EPW)
+        acc = ll_add_peers(acc, buf_ptr, par, b * BLOCK, nw, flag, rank, CAPW, x_ptr.dtype.element_ty, WORLD, BLOCK,
+                           EPW)
         ll_store_f32(out_ptr, b * BLOCK, N, acc, BLOCK, EPW)
         b += nprog

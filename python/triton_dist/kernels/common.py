@@ -357,6 +357,25 @@ def ll_send(buf_ptr, slot, w0, words, nw, flag, peer, BW: tl.constexpr):
 
 
 @triton_dist.jit
+def ll_send_to_peers(buf_ptr, par, w0, words, nw, flag, rank, CAPW, WORLD: tl.constexpr, BW: tl.constexpr):
+    """:func:`ll_send` of the same ``words`` to slot ``[par, rank]`` of every peer (in order ``rank + 1, ...``)."""
+    for i in tl.static_range(1, WORLD):
+        ll_send(buf_ptr, (par * WORLD + rank) * CAPW, w0, words, nw, flag, (rank + i) % WORLD, BW)
+
+
+@triton_dist.jit
+def ll_add_peers(acc, buf_ptr, par, w0, nw, flag, rank, CAPW, DT: tl.constexpr, WORLD: tl.constexpr,
+                 BW: tl.constexpr, EPW: tl.constexpr):
+    """``acc`` (fp32, shaped as :func:`ll_elem_offsets`) plus the ``DT`` elements of words ``w0 .. w0 + BW`` of every
+    peer's slot ``[par, src]`` of this rank's buffer, in order ``src = rank + 1, rank + 2, ...`` (:func:`ll_receive`:
+    waited for, then cleared)."""
+    for i in tl.static_range(1, WORLD):
+        src = (rank + i) % WORLD
+        acc += ll_words_f32(ll_receive(buf_ptr, (par * WORLD + src) * CAPW, w0, nw, flag, BW), DT, EPW)
+    return acc
+
+
+@triton_dist.jit
 def ll_receive(buf_ptr, slot, w0, nw, flag, BW: tl.constexpr):
     """Wait for words ``w0 .. w0 + BW`` (of ``nw``) flagged ``flag`` (:func:`ll_flag`; a word of this call with
     another size tag is reported at once) at word ``slot + w0`` of this rank's buffer, return them (int32 ``[BW]``)

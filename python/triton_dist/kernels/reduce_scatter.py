@@ -26,8 +26,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, copy_blocks, exchange, ll_load_f32,
-                                        ll_load_words, ll_program, ll_receive, ll_send, ll_store_f32, ll_words_f32,
+from triton_dist.kernels.common import (TAG_BITS_C, acquire_buffer, add_peer_slots, copy_blocks, exchange, ll_add_peers,
+                                        ll_load_f32, ll_load_words, ll_program, ll_send, ll_store_f32,
                                         notify_peers, pipe_plan, pipe_segment_end, program_epoch,
                                         release_served_pushers, wait_ready_peers)
 
@@ -196,9 +196,7 @@ def reduce_scatter_ll_kernel(x_ptr, out_ptr, buf_ptr, counter_ptr, Ns, CAPW, tag
     b = pid
     while b < nblk:
         acc = ll_load_f32(x_ptr + rank * Ns, b * BLOCK, Ns, BLOCK, EPW)
-        for i in tl.static_range(1, WORLD):
-            src = (rank + i) % WORLD
-            words = ll_receive(buf_ptr, (par * WORLD + src) * CAPW, b * BLOCK, nw, flag, BLOCK)
-            acc += ll_words_f32(words, x_ptr.dtype.element_ty, EPW)
+        acc = ll_add_peers(acc, buf_ptr, par, b * BLOCK, nw, flag, rank, CAPW, x_ptr.dtype.element_ty, WORLD, BLOCK,
+                           EPW)
         ll_store_f32(out_ptr, b * BLOCK, Ns, acc, BLOCK, EPW)
         b += nprog
