@@ -1220,30 +1220,29 @@ def test_extend_interpreter_tensor_never_wraps_its_own_wrapper(tmp_path):
     ``tl.tensor`` and never undoes it, so our extension is applied on top of itself; it must wrap the attribute it
     first wrapped, not the previous wrapper. Before the fix, 1500 helper calls that index a tensor (``x[:, None]``)
     nested 1500 wrappers and hit the recursion limit (the simulator's ``__getitem__`` extension)."""
-    script = tmp_path / "nest.py"
-    script.write_text(
-        "import sys, torch, triton, triton.language as tl\n"
-        "from triton_dist import _compat\n"
-        "_compat.set_interpret(True)\n"
-        "_compat.extend_interpreter_tensor('__getitem__', lambda cur: (lambda self, *a, **k: cur(self, *a, **k)))\n"
-        "@triton.jit\n"
-        "def col(x):\n"
-        "    return x[:, None]\n"
-        "@triton.jit\n"
-        "def k(p, N: tl.constexpr):\n"
-        "    for i in range(N):\n"
-        "        tl.store(p + tl.arange(0, 4)[:, None] + tl.arange(0, 2)[None, :] * 4, col(tl.arange(0, 4)) + i)\n"
-        "sys.setrecursionlimit(400)\n"
-        "out = torch.zeros(8, dtype=torch.int32)\n"
-        "k[(1,)](out, N=1500)\n"
-        "assert out[:4].tolist() == [1499, 1500, 1501, 1502], out\n"
-        "print('OK')\n")
-    import subprocess
-    import sys
+    out = _run_script(tmp_path / "nest.py", """
+        import sys, torch, triton, triton.language as tl
+        from triton_dist import _compat
 
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    assert res.returncode == 0 and res.stdout.strip().endswith("OK"), res.stderr[-2000:]
+        _compat.set_interpret(True)
+        _compat.extend_interpreter_tensor('__getitem__', lambda cur: (lambda self, *a, **k: cur(self, *a, **k)))
+
+        @triton.jit
+        def col(x):
+            return x[:, None]
+
+        @triton.jit
+        def k(p, N: tl.constexpr):
+            for i in range(N):
+                tl.store(p + tl.arange(0, 4)[:, None] + tl.arange(0, 2)[None, :] * 4, col(tl.arange(0, 4)) + i)
+
+        sys.setrecursionlimit(400)
+        out = torch.zeros(8, dtype=torch.int32)
+        k[(1,)](out, N=1500)
+        assert out[:4].tolist() == [1499, 1500, 1501, 1502], out
+        print('OK')
+    """)
+    assert out == "OK", out
 
 
 def test_interpreted_device_calls_leave_no_language_patches(tmp_path):
