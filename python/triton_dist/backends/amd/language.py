@@ -61,42 +61,21 @@ _my_pe = _libshmem.builtin(libshmem, "my_pe")
 
 
 @_compat.jit_function
-def _wait_spin(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: tl.constexpr,
-               BOUND: tl.constexpr, TRAP_ASM: tl.constexpr, POST_ASM: tl.constexpr):
-    tid = _ockl("__ockl_get_local_id")
-    ntid = _ockl("__ockl_get_local_size")
-    i = tid
-    timed_out = 0
-    if BOUND != 0:
-        t0 = tl.inline_asm_elementwise(_TIMER_ASM, "=s", [], dtype=tl.int64, is_pure=False, pack=1)
-    while i < n:
-        p = addr + i.to(tl.int64) * BYTES
-        v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
-        if BOUND == 0:
-            while v != value:
-                v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
-        else:
-            while (v != value) & (timed_out == 0):
-                v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
-                t1 = tl.inline_asm_elementwise(_TIMER_ASM, "=s", [], dtype=tl.int64, is_pure=False, pack=1)
-                if t1 - t0 > BOUND:
-                    timed_out = 1
-            if timed_out != 0:
-                tl.device_print("triton_dist dl.wait TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, address, "
-                                "expected, seen =", _my_pe(), tl.program_id(0), p, value, v)
-                tl.inline_asm_elementwise(TRAP_ASM, "=v", [], dtype=tl.int32, is_pure=False, pack=1)
-        i += ntid
-    tl.debug_barrier()
-    # every thread: its own acquire-side L1 invalidate, so loads of all waves after the barrier miss stale lines
-    return tl.inline_asm_elementwise(POST_ASM, "=s", [], dtype=tl.int32, is_pure=False, pack=1)
+def _not_there(v, value, floor, TAG_BITS: tl.constexpr):
+    # untagged: the signal must equal the value; tagged: its epoch must reach this call's (signal >= floor)
+    if TAG_BITS == 0:
+        return v != value
+    else:
+        return v < floor
 
 
 @_compat.jit_function
-def _wait_spin_tagged(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: tl.constexpr,
-                      BOUND: tl.constexpr, TRAP_ASM: tl.constexpr, POST_ASM: tl.constexpr, TAG_BITS: tl.constexpr,
-                      TAG_MASK: tl.constexpr, MISMATCH_MSG: tl.constexpr):
-    # dl.wait(tag_bits=k): poll until the signal's epoch reaches this call's (signal >= floor), then the signal must
-    # equal the value; a signal that differs (the ranks made different calls) is reported and traps.
+def _wait_spin(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: tl.constexpr,
+               BOUND: tl.constexpr, TRAP_ASM: tl.constexpr, POST_ASM: tl.constexpr, TAG_BITS: tl.constexpr,
+               TAG_MASK: tl.constexpr, MISMATCH_MSG: tl.constexpr):
+    # thread t polls signals t, t + ntid, ...; dl.wait(tag_bits=k): poll until the signal's epoch reaches this
+    # call's (signal >= floor), then the signal must equal the value; a signal that differs (the ranks made
+    # different calls) is reported and traps.
     tid = _ockl("__ockl_get_local_id")
     ntid = _ockl("__ockl_get_local_size")
     floor = (value >> TAG_BITS) << TAG_BITS
@@ -108,10 +87,10 @@ def _wait_spin_tagged(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexp
         p = addr + i.to(tl.int64) * BYTES
         v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
         if BOUND == 0:
-            while v < floor:
+            while _not_there(v, value, floor, TAG_BITS):
                 v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
         else:
-            while (v < floor) & (timed_out == 0):
+            while _not_there(v, value, floor, TAG_BITS) & (timed_out == 0):
                 v = tl.inline_asm_elementwise(LOAD_ASM, VC, [p], dtype=value.dtype, is_pure=False, pack=1)
                 t1 = tl.inline_asm_elementwise(_TIMER_ASM, "=s", [], dtype=tl.int64, is_pure=False, pack=1)
                 if t1 - t0 > BOUND:
@@ -120,12 +99,14 @@ def _wait_spin_tagged(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexp
                 tl.device_print("triton_dist dl.wait TIMEOUT (TRITON_DIST_BOUNDED_WAIT): rank, program, address, "
                                 "expected, seen =", _my_pe(), tl.program_id(0), p, value, v)
                 tl.inline_asm_elementwise(TRAP_ASM, "=v", [], dtype=tl.int32, is_pure=False, pack=1)
-        if v != value:
-            tl.device_print(MISMATCH_MSG, _my_pe(), tl.program_id(0), p, value >> TAG_BITS,
-                            value & TAG_MASK, v >> TAG_BITS, v & TAG_MASK)
-            tl.inline_asm_elementwise(TRAP_ASM, "=v", [], dtype=tl.int32, is_pure=False, pack=1)
+        if TAG_BITS != 0:
+            if v != value:
+                tl.device_print(MISMATCH_MSG, _my_pe(), tl.program_id(0), p, value >> TAG_BITS,
+                                value & TAG_MASK, v >> TAG_BITS, v & TAG_MASK)
+                tl.inline_asm_elementwise(TRAP_ASM, "=v", [], dtype=tl.int32, is_pure=False, pack=1)
         i += ntid
     tl.debug_barrier()
+    # every thread: its own acquire-side L1 invalidate, so loads of all waves after the barrier miss stale lines
     return tl.inline_asm_elementwise(POST_ASM, "=s", [], dtype=tl.int32, is_pure=False, pack=1)
 
 
@@ -138,11 +119,8 @@ def _wait_loop(addr, n, value, BYTES: tl.constexpr, LOAD_ASM: tl.constexpr, VC: 
     on = tl.inline_asm_elementwise("s_mov_b32 $0, 1", "=s", [], dtype=tl.int32, is_pure=True, pack=1)
     tok = 0
     if on != 0:
-        if TAG_BITS == 0:
-            tok = _wait_spin(addr, n, value, BYTES, LOAD_ASM, VC, BOUND, TRAP_ASM, POST_ASM)
-        else:
-            tok = _wait_spin_tagged(addr, n, value, BYTES, LOAD_ASM, VC, BOUND, TRAP_ASM, POST_ASM, TAG_BITS,
-                                    TAG_MASK, MISMATCH_MSG)
+        tok = _wait_spin(addr, n, value, BYTES, LOAD_ASM, VC, BOUND, TRAP_ASM, POST_ASM, TAG_BITS, TAG_MASK,
+                         MISMATCH_MSG)
     return tok
 
 
