@@ -26,6 +26,45 @@ _PTX_SCOPE = {"cta": "cta", "gpu": "gpu", "sys": "sys"}
 
 # --------------------------------------------------------------------------------------------------- wait
 
+def _reporting_spin(bits: int, preds: int, timer0: str, spin: str, reports: str) -> str:
+    """The frame of the spins that report what they saw (bounded and tagged): registers, the per-thread outer loop
+    over signals ``t, t + ntid, ...``, ``spin`` (from label ``TDW_SPIN``: poll the signal at ``%tdw_a``, then take
+    the next one or branch to a report), ``reports`` (labels that set $1 and jump to ``TDW_END``), then the normal
+    end (barrier, $1 = 0). Operands: $0 token, $1 flag, $2 value seen, $3 index, $4 addr, $5 n, $6 value, [$7]."""
+    b = bits
+    return f"""{{
+.reg .pred %tdw_p<{preds}>;
+.reg .b32 %tdw_i, %tdw_n;
+.reg .b64 %tdw_o, %tdw_a, %tdw_t0, %tdw_t1;
+.reg .b{b} %tdw_v;
+{timer0}mov.u32 %tdw_i, %tid.x;
+mov.u32 %tdw_n, %ntid.x;
+mov.b{b} %tdw_v, $6;
+TDW_OUTER:
+setp.ge.u32 %tdw_p0, %tdw_i, $5;
+@%tdw_p0 bra TDW_DONE;
+mul.wide.u32 %tdw_o, %tdw_i, {b // 8};
+add.s64 %tdw_a, $4, %tdw_o;
+TDW_SPIN:
+{spin}{reports}TDW_DONE:
+bar.sync 0;
+mov.u32 $1, 0;
+mov.b{b} $2, $6;
+mov.u32 $3, 0;
+TDW_END:
+mov.u32 $0, 0;
+}}"""
+
+
+_TIMER0 = "mov.u64 %tdw_t0, %globaltimer;\n"
+
+
+def _timer_check(bound_ns: int) -> str:
+    """Inside a spin: branch to ``TDW_TIMEOUT`` once ``bound_ns`` have passed since ``%tdw_t0``."""
+    return (f"mov.u64 %tdw_t1, %globaltimer;\nsub.u64 %tdw_t1, %tdw_t1, %tdw_t0;\n"
+            f"setp.gt.u64 %tdw_p2, %tdw_t1, {bound_ns};\n@%tdw_p2 bra TDW_TIMEOUT;\n")
+
+
 def _wait_asm(scope: str, sem: str, bits: int, bound_ns: int) -> str:
     """PTX for the spin. Operands: unbounded: $0 token, $1 addr, $2 n, $3 value.
     Bounded: $0 token, $1 timed-out flag, $2 last seen value, $3 index, $4 addr, $5 n, $6 value."""
@@ -54,45 +93,10 @@ TDW_DONE:
 bar.sync 0;
 mov.u32 $0, 0;
 }}"""
-    return f"""{{
-.reg .pred %tdw_p<3>;
-.reg .b32 %tdw_i, %tdw_n;
-.reg .b64 %tdw_o, %tdw_a, %tdw_t0, %tdw_t1;
-.reg .b{b} %tdw_v;
-mov.u64 %tdw_t0, %globaltimer;
-mov.u32 %tdw_i, %tid.x;
-mov.u32 %tdw_n, %ntid.x;
-mov.b{b} %tdw_v, $6;
-TDW_OUTER:
-setp.ge.u32 %tdw_p0, %tdw_i, $5;
-@%tdw_p0 bra TDW_DONE;
-mul.wide.u32 %tdw_o, %tdw_i, {b // 8};
-add.s64 %tdw_a, $4, %tdw_o;
-TDW_SPIN:
-{ld} %tdw_v, [%tdw_a];
-setp.eq.b{b} %tdw_p1, %tdw_v, $6;
-@%tdw_p1 bra TDW_NEXT;
-mov.u64 %tdw_t1, %globaltimer;
-sub.u64 %tdw_t1, %tdw_t1, %tdw_t0;
-setp.gt.u64 %tdw_p2, %tdw_t1, {bound_ns};
-@%tdw_p2 bra TDW_TIMEOUT;
-bra TDW_SPIN;
-TDW_NEXT:
-add.u32 %tdw_i, %tdw_i, %tdw_n;
-bra TDW_OUTER;
-TDW_TIMEOUT:
-mov.u32 $1, 1;
-mov.b{b} $2, %tdw_v;
-mov.u32 $3, %tdw_i;
-bra TDW_END;
-TDW_DONE:
-bar.sync 0;
-mov.u32 $1, 0;
-mov.b{b} $2, $6;
-mov.u32 $3, 0;
-TDW_END:
-mov.u32 $0, 0;
-}}"""
+    spin = (f"{ld} %tdw_v, [%tdw_a];\nsetp.eq.b{b} %tdw_p1, %tdw_v, $6;\n@%tdw_p1 bra TDW_NEXT;\n"
+            f"{_timer_check(bound_ns)}bra TDW_SPIN;\nTDW_NEXT:\nadd.u32 %tdw_i, %tdw_i, %tdw_n;\nbra TDW_OUTER;\n")
+    reports = f"TDW_TIMEOUT:\nmov.u32 $1, 1;\nmov.b{b} $2, %tdw_v;\nmov.u32 $3, %tdw_i;\nbra TDW_END;\n"
+    return _reporting_spin(b, 3, _TIMER0, spin, reports)
 
 
 def _wait_tagged_asm(scope: str, sem: str, bits: int, bound_ns: int) -> str:
@@ -102,47 +106,14 @@ def _wait_tagged_asm(scope: str, sem: str, bits: int, bound_ns: int) -> str:
     $7 floor. The hot path is the untagged spin's (one load and one compare per poll, then one compare)."""
     b = bits
     ld = f"ld.{sem}.{_PTX_SCOPE[scope]}.b{b}"
-    timer0 = "mov.u64 %tdw_t0, %globaltimer;\n" if bound_ns else ""
-    timer = (f"mov.u64 %tdw_t1, %globaltimer;\nsub.u64 %tdw_t1, %tdw_t1, %tdw_t0;\n"
-             f"setp.gt.u64 %tdw_p2, %tdw_t1, {bound_ns};\n@%tdw_p2 bra TDW_TIMEOUT;\n") if bound_ns else ""
+    timer = _timer_check(bound_ns) if bound_ns else ""
     timeout = "TDW_TIMEOUT:\nmov.u32 $1, 1;\nbra TDW_REPORT;\n" if bound_ns else ""
-    return f"""{{
-.reg .pred %tdw_p<4>;
-.reg .b32 %tdw_i, %tdw_n;
-.reg .b64 %tdw_o, %tdw_a, %tdw_t0, %tdw_t1;
-.reg .b{b} %tdw_v;
-{timer0}mov.u32 %tdw_i, %tid.x;
-mov.u32 %tdw_n, %ntid.x;
-mov.b{b} %tdw_v, $6;
-TDW_OUTER:
-setp.ge.u32 %tdw_p0, %tdw_i, $5;
-@%tdw_p0 bra TDW_DONE;
-mul.wide.u32 %tdw_o, %tdw_i, {b // 8};
-add.s64 %tdw_a, $4, %tdw_o;
-TDW_SPIN:
-{ld} %tdw_v, [%tdw_a];
-setp.ge.s{b} %tdw_p1, %tdw_v, $7;
-@%tdw_p1 bra TDW_CHECK;
-{timer}bra TDW_SPIN;
-TDW_CHECK:
-setp.ne.b{b} %tdw_p3, %tdw_v, $6;
-@%tdw_p3 bra TDW_DIFFERS;
-add.u32 %tdw_i, %tdw_i, %tdw_n;
-bra TDW_OUTER;
-{timeout}TDW_DIFFERS:
-mov.u32 $1, 2;
-TDW_REPORT:
-mov.b{b} $2, %tdw_v;
-mov.u32 $3, %tdw_i;
-bra TDW_END;
-TDW_DONE:
-bar.sync 0;
-mov.u32 $1, 0;
-mov.b{b} $2, $6;
-mov.u32 $3, 0;
-TDW_END:
-mov.u32 $0, 0;
-}}"""
+    spin = (f"{ld} %tdw_v, [%tdw_a];\nsetp.ge.s{b} %tdw_p1, %tdw_v, $7;\n@%tdw_p1 bra TDW_CHECK;\n"
+            f"{timer}bra TDW_SPIN;\nTDW_CHECK:\nsetp.ne.b{b} %tdw_p3, %tdw_v, $6;\n@%tdw_p3 bra TDW_DIFFERS;\n"
+            f"add.u32 %tdw_i, %tdw_i, %tdw_n;\nbra TDW_OUTER;\n")
+    reports = (f"{timeout}TDW_DIFFERS:\nmov.u32 $1, 2;\nTDW_REPORT:\nmov.b{b} $2, %tdw_v;\nmov.u32 $3, %tdw_i;\n"
+               f"bra TDW_END;\n")
+    return _reporting_spin(b, 4, _TIMER0 if bound_ns else "", spin, reports)
 
 
 _my_pe = _libshmem.builtin(libshmem, "my_pe")
