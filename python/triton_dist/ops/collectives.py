@@ -72,14 +72,20 @@ PIPE_SEGMENTS = 16
 PIPE_SEG_BLOCKS = 4
 
 
-def _pipe_knobs(op: str, pipe_pushers, pipe_segments, pipe_seg_blocks):
-    """Checked ``(pushers or None, segments, seg_blocks)`` of a context's push_pipe channel."""
-    for name, v, none_ok in (("pipe_pushers", pipe_pushers, True), ("pipe_segments", pipe_segments, False),
-                             ("pipe_seg_blocks", pipe_seg_blocks, False)):
+def _check_positive_ints(op: str, knobs) -> None:
+    """``knobs``: ``(name, value, none_ok)``; a value that is not a positive int (or None where ``none_ok``) raises
+    ``ValueError`` naming the factory ``op`` and the knob."""
+    for name, v, none_ok in knobs:
         if v is None and none_ok:
             continue
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{op}: {name}={v!r} must be a positive int")
+
+
+def _pipe_knobs(op: str, pipe_pushers, pipe_segments, pipe_seg_blocks):
+    """Checked ``(pushers or None, segments, seg_blocks)`` of a context's push_pipe channel."""
+    _check_positive_ints(op, (("pipe_pushers", pipe_pushers, True), ("pipe_segments", pipe_segments, False),
+                              ("pipe_seg_blocks", pipe_seg_blocks, False)))
     if pipe_segments > 1024:
         raise ValueError(f"{op}: pipe_segments={pipe_segments} is too large (at most 1024)")
     return pipe_pushers, pipe_segments, pipe_seg_blocks
@@ -119,10 +125,8 @@ LL_NUM_WARPS = 4
 
 def _ll_knobs(op: str, ll_max_numel, ll_block_words, ll_num_warps):
     """Checked ``(ll_max_numel or None, ll_block_words or None, ll_num_warps or None)`` of a context's ``ll`` channel."""
-    for name, v in (("ll_max_numel", ll_max_numel), ("ll_block_words", ll_block_words),
-                    ("ll_num_warps", ll_num_warps)):
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-            raise ValueError(f"{op}: {name}={v!r} must be a positive int")
+    _check_positive_ints(op, (("ll_max_numel", ll_max_numel, True), ("ll_block_words", ll_block_words, True),
+                              ("ll_num_warps", ll_num_warps, True)))
     if ll_block_words is not None and (ll_block_words < 32 or ll_block_words & (ll_block_words - 1)):
         raise ValueError(f"{op}: ll_block_words={ll_block_words} must be a power of two >= 32")
     if ll_num_warps is not None and ll_num_warps not in (1, 2, 4, 8, 16):
