@@ -1,0 +1,365 @@
+"""``ModelBuilder``: describe a model step op by op, compile it into one persistent kernel, run it.
+
+    builder = ModelBuilder(rank, world_size)
+    builder.make_rms_norm(x, w_norm, h)                 # each make_* adds one op, split into tile tasks
+    builder.make_qkv_proj(h, w_qkv, qkv)
+    ...
+    builder.compile()                                   # task graph, queues, generated kernel
+    builder.run()                                       # one step (capturable in a CUDA graph)
+
+Semantics: ``run()`` computes what running the ops one after another in the order they were added would compute
+(the tasks' dependencies are derived from the bytes each tile reads and writes, see ``core/graph.py``). The tensors
+given to ``make_*`` are used in place by every ``run()``: update inputs (token embedding, ``kv_lens``, RoPE tables)
+before a run, read outputs after it. Nothing is reset on the host between runs (the scoreboard holds step numbers),
+so a run can be captured in a CUDA graph and replayed.
+
+Who executes: ``num_workers`` persistent programs (default: one per SM; on the simulator one, since the interpreter
+runs programs one after another); each takes its tasks from its own static queue (``enable_runtime_scheduler=False``)
+or from one shared queue through an atomic ticket (``True``), waits for the task's dependencies, runs it, releases
+it. Strict mode (the simulator's default) never spins: a task whose dependency has not run stops the step with
+:class:`MegaKernelDependencyError` naming both tasks.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from .core import codegen, graph, scheduler
+from .core.registry import task_type
+from .core.task import Op, Task
+
+__all__ = ["ModelBuilder", "MegaKernelDependencyError"]
+
+
+class MegaKernelDependencyError(RuntimeError):
+    """A task found a dependency that had not been released in this step (strict mode)."""
+
+
+def _backend_name() -> str:
+    from triton_dist.utils import get_shmem_backend
+
+    return get_shmem_backend()
+
+
+class ModelBuilder:
+    """Builder of one mega kernel (see the module docstring). Arguments as the reference's: ``rank``,
+    ``world_size``, ``local_world_size`` (all ranks of a step must be on one node), ``num_warps`` (of the kernel),
+    ``enable_profiling`` (per-task trace, :meth:`dump_trace`), ``enable_dep_opt`` (tile-level dependencies; False:
+    a task waits for every tile of each op it depends on), ``enable_runtime_scheduler`` (dynamic queue),
+    ``enable_mlp_fc1_silu_fusion`` (models use :meth:`make_fused_fc1_silu_mul_up`). Extensions: ``num_workers``,
+    ``policy`` (static placement, ``core/scheduler.py``), ``strict``, ``device``."""
+
+    def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
+                 enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
+                 enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
+                 policy: str = "balanced", strict: Optional[bool] = None, device=None):
+        local_world_size = world_size if local_world_size is None else local_world_size
+        for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"ModelBuilder: {name} must be an int >= 1, got {v!r}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"ModelBuilder: rank {rank} is not in [0, world_size={world_size})")
+        if local_world_size != world_size:
+            raise ValueError(f"ModelBuilder: every rank of the step must be on one node (local_world_size "
+                             f"{local_world_size} != world_size {world_size}); multi-node steps are not supported")
+        if num_warps & (num_warps - 1) or num_warps > 32:
+            raise ValueError(f"ModelBuilder: num_warps must be a power of two <= 32, got {num_warps}")
+        if policy not in scheduler.POLICIES:
+            raise ValueError(f"ModelBuilder: policy {policy!r} is not supported; accepted: "
+                             f"{', '.join(map(repr, scheduler.POLICIES))}")
+        self.rank, self.world_size, self.local_world_size = rank, world_size, local_world_size
+        self.local_rank = rank % local_world_size
+        self.num_warps = num_warps
+        self.backend = _backend_name()
+        self.on_sim = self.backend == "sim"
+        if device is None:
+            device = torch.device("cpu") if self.on_sim else torch.device("cuda", torch.cuda.current_device())
+        self.device = torch.device(device)
+        if num_workers is None:
+            num_workers = 1 if self.on_sim else torch.cuda.get_device_properties(self.device).multi_processor_count
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"ModelBuilder: num_workers must be an int >= 1, got {num_workers!r}")
+        if self.on_sim and num_workers != 1:
+            raise ValueError("ModelBuilder: on the simulator num_workers must be 1 (the interpreter runs programs one "
+                             "after another, so a program waiting for another's task would never see it)")
+        self.num_workers = num_workers
+        self.policy = policy
+        self.strict = self.on_sim if strict is None else bool(strict)
+        if self.strict and num_workers != 1 and not enable_runtime_scheduler:
+            raise ValueError("ModelBuilder: strict mode (no spinning) needs num_workers=1 with static queues")
+        self._enable_profiling = bool(enable_profiling)
+        self._enable_dep_opt = bool(enable_dep_opt)
+        self._enable_runtime_scheduler = bool(enable_runtime_scheduler)
+        self._enable_mlp_fc1_silu_fusion = bool(enable_mlp_fc1_silu_fusion)
+        self.ops: List[Op] = []
+        self.all_symm_tensors: List[torch.Tensor] = []
+        self._compiled = False
+        self._kernel = None
+        self.profile_buf = None
+        self._barrier_buf = None
+
+    # ------------------------------------------------------------------------------------------------ building
+    def create_symm_tensor(self, shape, dtype) -> torch.Tensor:
+        """A zeroed symmetric tensor (collective: every rank must call it in the same order)."""
+        from triton_dist.utils import nvshmem_create_tensor
+
+        t = nvshmem_create_tensor(shape, dtype)
+        t.zero_()
+        self.all_symm_tensors.append(t)
+        return t
+
+    def _add(self, name: str, layer_id: int, *args, **params) -> Op:
+        if self._compiled:
+            raise RuntimeError(f"make_{name}: the builder is compiled; create a new ModelBuilder for another step")
+        if isinstance(layer_id, bool) or not isinstance(layer_id, int) or layer_id < 0:
+            raise ValueError(f"make_{name}: layer_id must be an int >= 0, got {layer_id!r}")
+        built = task_type(name).build(self, layer_id, *args, **params)
+        ops = list(built) if isinstance(built, (list, tuple)) else [built]
+        for op in ops:
+            for i, t in enumerate(op.tensors):
+                if t.device != self.device:
+                    raise ValueError(f"make_{name}: tensor {i} of {op.name} is on {t.device}, the builder's device "
+                                     f"is {self.device}")
+        self.ops.extend(ops)
+        return built
+
+    # Linear
+    def make_linear(self, input, weight, output, layer_id: int = 0):
+        """``output[M, N] = input[M, K] @ weight[N, K].T`` (fp32 accumulation)."""
+        return self._add("linear", layer_id, input, weight, output)
+
+    def make_qkv_proj(self, input, weight, output, layer_id: int = 0):
+        return self._add("qkv_proj", layer_id, input, weight, output)
+
+    def make_o_proj(self, input, weight, output, layer_id: int = 0):
+        return self._add("o_proj", layer_id, input, weight, output)
+
+    def make_fc1(self, input, weight, output, layer_id: int = 0):
+        return self._add("mlp_fc1", layer_id, input, weight, output)
+
+    def make_fc2(self, input, weight, output, layer_id: int = 0):
+        return self._add("mlp_fc2", layer_id, input, weight, output)
+
+    def make_fused_fc1_silu_mul_up(self, input, weight, output, layer_id: int = 0):
+        """``output = silu(input @ weight[:I].T) * (input @ weight[I:].T)`` with ``weight [2 I, K]`` (gate rows
+        first, then up rows) and ``output [M, I]``."""
+        return self._add("mlp_fc1_silu_mul_up", layer_id, input, weight, output)
+
+    # Normalization / Elementwise / Activation
+    def make_rms_norm(self, input, rms_weight, output, rms_eps: float = 1e-6, layer_id: int = 0):
+        """``output = input / sqrt(mean(input**2, -1) + eps) * rms_weight`` per row (fp32 math)."""
+        return self._add("rms_norm", layer_id, input, rms_weight, output, rms_eps=rms_eps)
+
+    def make_add(self, lhs, rhs, output, layer_id: int = 0):
+        """``output = lhs + rhs`` (same shapes; fp32 math)."""
+        return self._add("add", layer_id, lhs, rhs, output)
+
+    def make_silu_mul_up(self, fc1_out, act_out, layer_id: int = 0):
+        """``act_out[M, I] = silu(fc1_out[:, :I]) * fc1_out[:, I:]`` (fc1_out ``[M, 2 I]``)."""
+        return self._add("silu_mul_up", layer_id, fc1_out, act_out)
+
+    def make_qk_norm_rope_update_kvcache(self, qkv, key_cache, value_cache, block_tables, kv_lens, q_rms_weight,
+                                         k_rms_weight, cos_cache, sin_cache, q_norm_rope, q_rms_eps: float = 1e-6,
+                                         k_rms_eps: float = 1e-6, rope_theta: int = 1000000,
+                                         skip_q_norm: bool = False, skip_k_norm: bool = False, layer_id: int = 0):
+        """Per head of ``qkv [B, S, Hq + 2 Hkv, D]``: RMS-norm q and k (unless skipped), rotate them (RoPE at
+        positions ``kv_lens[b] - S + s``, tables ``cos_cache / sin_cache [*, max_pos, D]``), write q to
+        ``q_norm_rope [B, S, Hq, D]`` and k, v into the paged caches at those positions (``kv_lens`` already counts
+        the new tokens)."""
+        return self._add("qk_norm_rope_update_kvcache", layer_id, qkv, key_cache, value_cache, block_tables, kv_lens,
+                         q_rms_weight, k_rms_weight, cos_cache, sin_cache, q_norm_rope, q_rms_eps=q_rms_eps,
+                         k_rms_eps=k_rms_eps, rope_theta=rope_theta, skip_q_norm=skip_q_norm,
+                         skip_k_norm=skip_k_norm)
+
+    # Attention
+    def make_flash_decode(self, query, key_cache, value_cache, block_tables, kv_lens, output, sm_scale=None,
+                          soft_cap: float = 0.0, layer_id: int = 0):
+        """Decode attention over a paged KV cache: ``query [B, 1, Hq, D]``, caches ``[blocks, page, Hkv, D]``,
+        ``block_tables [B, max_blocks]``, ``kv_lens [B]`` -> ``output [B, 1, Hq, D]`` (split-KV, then combine)."""
+        return self._add("flash_decode", layer_id, query, key_cache, value_cache, block_tables, kv_lens, output,
+                         sm_scale=sm_scale, soft_cap=soft_cap)
+
+    def make_flash_attn(self, q, k, v, output, sm_scale=None, soft_cap: float = 0.0, is_causal: bool = True,
+                        layer_id: int = 0):
+        """Prefill attention ``q [B, S, Hq, D]``, ``k, v [B, S, Hkv, D]`` -> ``output [B, S, Hq, D]``."""
+        return self._add("flash_attn", layer_id, q, k, v, output, sm_scale=sm_scale, soft_cap=soft_cap,
+                         is_causal=is_causal)
+
+    # Communication
+    def make_allreduce(self, input, output, double_input_buffer: bool = False, layer_id: int = 0):
+        """``output = sum over ranks of input`` (point-to-point one-shot over symmetric memory, no multicast;
+        ``input`` may be any tensor of the builder's device). ``double_input_buffer`` is accepted for the
+        reference's signature; the task double-buffers its own staging."""
+        return self._add("allreduce", layer_id, input, output, double_input_buffer=double_input_buffer)
+
+    def make_barrier_all_intra_node(self, wait_inputs=None, layer_id: int = 0):
+        """Every rank waits until every rank reached this point of the step (after the tasks writing
+        ``wait_inputs``)."""
+        return self._add("barrier_all_intra_node", layer_id, list(wait_inputs or []))
+
+    def make_prefetch(self, weight, layer_id: int = 0):
+        """Bring ``weight`` toward the SMs (L2) ahead of the task that reads it; waits for nothing."""
+        return self._add("prefetch", layer_id, weight)
+
+    # ------------------------------------------------------------------------------------------------ compiling
+    def reset(self):
+        """Forget the ops (and the compiled kernel)."""
+        self.ops = []
+        self._compiled = False
+        self._kernel = None
+
+    def get_memory_size(self) -> int:
+        """Bytes the step's tasks move (their cost estimates: weights, activations, KV cache read)."""
+        return int(sum(t.cost for op in self.ops for t in op.tiles))
+
+    def compile(self):
+        if not self.ops:
+            raise RuntimeError("ModelBuilder.compile: no ops were added")
+        tasks = graph.build_tasks(self.ops)
+        if not self._enable_dep_opt:
+            tasks = _op_level_deps(self.ops, tasks)
+        self.tasks = tasks
+        # branches
+        keys: Dict[tuple, int] = {}
+        self.branch_of_op: List[int] = []
+        names: List[str] = []
+        for op in self.ops:
+            k = codegen.branch_key(op)
+            if k not in keys:
+                keys[k] = len(keys)
+                names.append(f"{op.family}:{op.op_type}")
+            self.branch_of_op.append(keys[k])
+        self.branches = list(keys)
+        self.branch_names = names
+        # tables
+        nargs = max(len(op.tensors) for op in self.ops)
+        tbl = torch.zeros((len(self.ops), nargs), dtype=torch.int64)
+        for i, op in enumerate(self.ops):
+            for j, t in enumerate(op.tensors):
+                tbl[i, j] = t.data_ptr()
+        runs, firsts, counts = [], [], []
+        for t in tasks:
+            r = graph.dep_ranges(t.deps) if t.waits else []
+            firsts.append(len(runs))
+            counts.append(len(r))
+            runs.extend(r)
+        if self._enable_runtime_scheduler:
+            queues = [[t.index for t in tasks]]
+        else:
+            queues = scheduler.assign(tasks, self.num_workers, self.policy)
+        cap = max(1, max(len(q) for q in queues))
+        rows = torch.zeros((len(queues), cap, codegen.ROW), dtype=torch.int32)
+        for w, q in enumerate(queues):
+            for i, ti in enumerate(q):
+                t = tasks[ti]
+                rows[w, i, :6] = torch.tensor([self.branch_of_op[t.op], t.op, t.tile, firsts[ti], counts[ti], ti])
+        qlen = torch.tensor([len(q) for q in queues] + [0] * (self.num_workers - len(queues)), dtype=torch.int32)
+        dev = self.device
+        self.queues = queues
+        self.queue_tensor = rows.to(dev)
+        self.queue_len = qlen.to(dev)
+        self.op_table = tbl.to(dev)
+        self.deps_tensor = torch.tensor(runs or [(0, 0)], dtype=torch.int32).reshape(-1).to(dev)
+        self.scoreboard = torch.zeros(len(tasks), dtype=torch.int32, device=dev)
+        self.counter = torch.zeros(4, dtype=torch.int32, device=dev)
+        self.error = torch.zeros(4, dtype=torch.int32, device=dev)
+        self.queue_cap = cap
+        self.num_args = nargs
+        self.source = codegen.generate_source(self.branches, names)
+        self._kernel, self.source_path = codegen.load_kernel(self.source)
+        if self._enable_profiling:
+            from triton_dist.tools.profiler import alloc_profiler_buffer
+
+            self.profile_buf = alloc_profiler_buffer(2 * (2 * cap + 2) * self.num_workers, device=dev)
+        else:
+            self.profile_buf = torch.zeros(1, dtype=torch.int64, device=dev)
+        self._compiled = True
+        return self
+
+    def task_name(self, index: int) -> str:
+        t = self.tasks[index]
+        op = self.ops[t.op]
+        return f"task {index} ({op.name} tile {t.tile}/{len(op.tiles)})"
+
+    # ------------------------------------------------------------------------------------------------ running
+    def run(self):
+        """Run one step (asynchronously on the current stream; strict mode synchronises to check for errors)."""
+        if not self._compiled:
+            raise RuntimeError("ModelBuilder.run: call compile() first")
+        if self._enable_profiling:
+            from triton_dist.tools.profiler import reset_profiler_buffer
+
+            reset_profiler_buffer(self.profile_buf)
+        extra = {}
+        if not self.on_sim and self.num_workers > 1:
+            from triton_dist.utils import launch_cooperative_grid_options
+
+            extra = launch_cooperative_grid_options()
+        self._kernel[(self.num_workers,)](
+            self.queue_tensor, self.queue_len, self.op_table, self.deps_tensor, self.scoreboard, self.counter,
+            self.error, self.profile_buf, QUEUE_CAP=self.queue_cap, ROW=codegen.ROW, NUM_ARGS=self.num_args,
+            DYNAMIC=self._enable_runtime_scheduler, STRICT=self.strict, PROFILE=self._enable_profiling,
+            num_warps=self.num_warps, **extra)
+        if self.strict:
+            err = self.error.tolist()
+            if err[0]:
+                raise MegaKernelDependencyError(
+                    f"mega kernel step {err[2]}: {self.task_name(err[0] - 1)} found its dependency "
+                    f"{self.task_name(err[1])} not done (queue order or dependency derivation is wrong; the builder "
+                    f"is unusable now)")
+
+    # ------------------------------------------------------------------------------------------------ tracing
+    def task_type_names(self) -> List[str]:
+        """Profiler task-type names: 0 = the dependency waits, ``b + 1`` = branch ``b``."""
+        return ["wait deps"] + list(getattr(self, "branch_names", []))
+
+    def dump_trace(self, trace_file_prefix: str = "MEGA_KERNEL_TRACE", gantt: bool = True) -> Optional[str]:
+        """Write the last profiled step's per-SM trace (Perfetto JSON, and a Gantt PNG with ``gantt``) to
+        ``$MEGA_KERNEL_PROFILER_DIR`` (default ``./prof``); returns the JSON path (None on ranks > 0 when
+        gathered)."""
+        if not self._enable_profiling:
+            raise RuntimeError("dump_trace: build with enable_profiling=True")
+        from triton_dist.tools.profiler import export_to_perfetto_trace
+
+        out_dir = os.environ.get("MEGA_KERNEL_PROFILER_DIR", "./prof")
+        os.makedirs(out_dir, exist_ok=True)
+        base = os.path.join(out_dir, f"{trace_file_prefix}_RANK_{self.rank}")
+        return export_to_perfetto_trace(self.profile_buf, self.task_type_names(), base + ".json",
+                                        rank=self.rank, gather=False, gantt_png=base + ".png" if gantt else None)
+
+    def get_sm_activity(self) -> float:
+        """Fraction of the last profiled step's worker time spent in tasks (not waiting), over the longest track."""
+        if not self._enable_profiling:
+            raise RuntimeError("get_sm_activity: build with enable_profiling=True")
+        from triton_dist.tools.profiler.viewer import parse_to_tracks
+
+        tracks = parse_to_tracks(self.profile_buf.cpu())
+        busy, span = 0.0, 0.0
+        for tr in tracks:
+            if not tr.tasks:
+                continue
+            span = max(span, max(t.end for t in tr.tasks) - min(t.start for t in tr.tasks))
+            busy += sum(t.end - t.start for t in tr.tasks if t.task_type != codegen.WAIT_TASK_TYPE)
+        return busy / (span * max(len(tracks), 1)) if span else 0.0
+
+    def finalize(self):
+        """Free the symmetric tensors (collective)."""
+        from triton_dist.utils import nvshmem_free_tensor_sync
+
+        for t in self.all_symm_tensors:
+            nvshmem_free_tensor_sync(t)
+        self.all_symm_tensors = []
+
+
+def _op_level_deps(ops: Sequence[Op], tasks: List[Task]) -> List[Task]:
+    """``enable_dep_opt=False``: each task waits for every tile of every op it depends on."""
+    first, n = [], 0
+    for op in ops:
+        first.append(n)
+        n += len(op.tiles)
+    for t in tasks:
+        dep_ops = sorted({tasks[d].op for d in t.deps})
+        t.deps = [i for o in dep_ops for i in range(first[o], first[o] + len(ops[o].tiles))]
+    return tasks

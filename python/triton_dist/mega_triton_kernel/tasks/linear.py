@@ -1,0 +1,164 @@
+"""Linear family: ``output[M, N] = input[M, K] @ weight[N, K].T`` tiles (fp32 accumulation), under the op types
+``linear``, ``qkv_proj``, ``o_proj``, ``mlp_fc1``, ``mlp_fc2``, and the fused ``mlp_fc1_silu_mul_up``
+(``silu(x @ W[:I].T) * (x @ W[I:].T)``, the activation applied to the tile before it is stored).
+
+Tiling: one task per ``BLOCK_M x BLOCK_N`` output tile, row-tile major. Decode (``M == 1``) is a GEMV: the task
+streams its ``BLOCK_N`` weight rows in ``BLOCK_K`` chunks with the next chunk's load issued before the current one
+is reduced (two chunks in flight per program), ``BLOCK_N`` chosen so the op's tiles spread evenly over the workers.
+``M > 1`` uses ``tl.dot`` on ``16 <= BLOCK_M`` row tiles. A tile reads its input rows (all of K) and weight rows
+and writes its output tile, so it waits only for the tasks that wrote those input rows.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+import triton_dist
+from ..core.checks import check_tensor
+from ..core.device import arg
+from ..core.registry import register_task
+from ..core.task import Op, Tile, region
+
+__all__ = ["linear_task", "pick_gemv_block_n"]
+
+_DTYPES = None
+
+
+def _dtypes():
+    import torch
+
+    return (torch.bfloat16, torch.float16, torch.float32)
+
+
+#: Bytes of weight one GEMV chunk loads per program (two chunks are in flight).
+GEMV_CHUNK_BYTES = 32 * 1024
+
+
+def pick_gemv_block_n(N: int, num_workers: int, fused: bool = False) -> int:
+    """The ``BLOCK_N`` (power of two, 4..64) whose tile count wastes the least of the last wave over
+    ``num_workers`` workers (ties: the larger block, fewer tasks)."""
+    best = None
+    for bn in (64, 32, 16, 8, 4):
+        tiles = triton.cdiv(N, bn)
+        waves = triton.cdiv(tiles, num_workers)
+        # time ~ waves * bn (rows per task) + a per-task overhead worth ~2 rows
+        t = waves * (bn + 2)
+        if best is None or t < best[0]:
+            best = (t, bn)
+    return best[1]
+
+
+@triton_dist.jit
+def linear_task(args, tile, step, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DT: tl.constexpr, ODT: tl.constexpr,
+                SILU_MUL: tl.constexpr):
+    """Output tile ``tile`` (row-tile major over ``cdiv(N, BLOCK_N)`` column tiles). ``args``: input, weight,
+    output. ``SILU_MUL``: weight has ``2 N`` rows (gate, then up); the tile stores ``silu(gate) * up``."""
+    x_ptr = arg(args, 0, DT)
+    w_ptr = arg(args, 1, DT)
+    o_ptr = arg(args, 2, ODT)
+    n_tiles: tl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    pm = tile // n_tiles
+    pn = tile % n_tiles
+    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = rn < N
+    if BLOCK_M == 1:
+        acc = _gemv(x_ptr + pm * K, w_ptr, rn, nmask, K, BLOCK_N, BLOCK_K)
+        if SILU_MUL:
+            up = _gemv(x_ptr + pm * K, w_ptr + N * K, rn, nmask, K, BLOCK_N, BLOCK_K)
+            acc = acc / (1.0 + tl.exp(-acc)) * up
+        tl.store(o_ptr + pm * N + rn, acc.to(ODT), mask=nmask)
+    else:
+        rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
+        mmask = rm < M
+        acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        if SILU_MUL:
+            up = _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            acc = acc / (1.0 + tl.exp(-acc)) * up
+        tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
+
+
+@triton_dist.jit
+def _gemv(x_ptr, w_ptr, rn, nmask, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``sum_k x[k] * w[rn, k]`` as fp32 ``[BLOCK_N]``, the next chunk's loads issued before this one's FMAs."""
+    rk = tl.arange(0, BLOCK_K)
+    wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
+    w = tl.load(wp, mask=nmask[:, None] & (rk[None, :] < K), other=0.0)
+    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kn = k0 + BLOCK_K + rk
+        w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
+        xk = k0 + rk
+        xv = tl.load(x_ptr + xk, mask=xk < K, other=0.0).to(tl.float32)
+        acc += w.to(tl.float32) * xv[None, :]
+        w = w_next
+    return tl.sum(acc, axis=1)
+
+
+@triton_dist.jit
+def _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr):
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    rk = tl.arange(0, BLOCK_K)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
+        b = tl.load(w_ptr + rn[:, None].to(tl.int64) * K + kk[None, :], mask=nmask[:, None] & (kk[None, :] < K),
+                    other=0.0)
+        acc = tl.dot(a, tl.trans(b), acc)
+    return acc
+
+
+def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: bool = False) -> Op:
+    name = f"make_{op_type}"
+    dts = _dtypes()
+    check_tensor(name, "input", input, dim=2, dtype=dts)
+    check_tensor(name, "weight", weight, dim=2, dtype=input.dtype)
+    check_tensor(name, "output", output, dim=2, dtype=dts)
+    M, K = input.shape
+    rows, wk = weight.shape
+    N = output.shape[1]
+    if wk != K:
+        raise ValueError(f"{name}: weight is [{rows}, {wk}], input is [{M}, {K}]: K differs")
+    if output.shape[0] != M:
+        raise ValueError(f"{name}: output has {output.shape[0]} rows, input has {M}")
+    if rows != (2 * N if fused else N):
+        want = f"2 * {N} (gate rows, then up rows)" if fused else str(N)
+        raise ValueError(f"{name}: weight has {rows} rows, expected {want} for output [{M}, {N}]")
+    if M == 1:
+        bm = 1
+        bn = pick_gemv_block_n(N, builder.num_workers, fused)
+        bk = min(triton.next_power_of_2(K), max(64, GEMV_CHUNK_BYTES // (bn * input.element_size())))
+    else:
+        bm = 16 if M <= 16 else (32 if M <= 32 else 64)
+        bn = 64
+        bk = min(64, max(16, triton.next_power_of_2(K)))
+    m_tiles, n_tiles = triton.cdiv(M, bm), triton.cdiv(N, bn)
+    es = input.element_size()
+    tiles = []
+    for pm in range(m_tiles):
+        r0, r1 = pm * bm, min(M, (pm + 1) * bm)
+        for pn in range(n_tiles):
+            c0, c1 = pn * bn, min(N, (pn + 1) * bn)
+            reads = region(input, slice(r0, r1)) + region(weight, slice(c0, c1))
+            if fused:
+                reads += region(weight, slice(N + c0, N + c1))
+            wbytes = (c1 - c0) * K * es * (2 if fused else 1)
+            tiles.append(Tile(reads=reads, writes=region(output, slice(r0, r1), slice(c0, c1)),
+                              cost=wbytes + (r1 - r0) * K * es))
+    return Op("Linear", op_type, layer_id, linear_task, [input, weight, output],
+              dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
+                   SILU_MUL=fused), tiles)
+
+
+def _register(op_type: str, fused: bool = False):
+    def build(builder, layer_id, input, weight, output):
+        return _build(op_type, builder, layer_id, input, weight, output, fused)
+
+    build.__name__ = f"build_{op_type}"
+    register_task(op_type, "Linear")(build)
+
+
+for _t in ("linear", "qkv_proj", "o_proj", "mlp_fc1", "mlp_fc2"):
+    _register(_t)
+_register("mlp_fc1_silu_mul_up", fused=True)
