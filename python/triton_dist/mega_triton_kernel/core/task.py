@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-__all__ = ["FAMILIES", "Region", "region", "Tile", "Op", "Task"]
+__all__ = ["FAMILIES", "Region", "region", "logical_region", "Tile", "Op", "Task"]
 
 #: The nine task families (the reference's API page); every registered op type belongs to one.
 FAMILIES = ("Activation", "AllReduce", "Barrier", "Elementwise", "FlashAttention", "FlashDecode", "Linear",
@@ -72,6 +72,19 @@ def region(t: torch.Tensor, *index) -> List[Region]:
     view = t[index] if index else t
     base = t.untyped_storage().data_ptr()
     return [Region(base, a - base, b - base) for a, b in _runs(view)]
+
+
+def logical_region(t: torch.Tensor, space: str, lo: int, hi: int) -> List[Region]:
+    """A region ``[lo, hi)`` in a named index space of ``t`` instead of its bytes, for tensors whose touched bytes are
+    only known on the device (a paged KV cache: which pages a sequence uses is in ``block_tables``). Two logical
+    regions overlap when they name the same tensor storage and space and their ranges intersect; they never overlap
+    byte regions, so every task touching such a tensor must describe it in the same space (e.g. ``"kv_head"``)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"logical_region: expected a torch.Tensor, got {type(t).__name__}")
+    if not 0 <= lo < hi:
+        raise ValueError(f"logical_region: empty or negative range [{lo}, {hi})")
+    key = hash((t.untyped_storage().data_ptr(), space)) | (1 << 63)  # never a real address
+    return [Region(key, lo, hi)]
 
 
 @dataclass
