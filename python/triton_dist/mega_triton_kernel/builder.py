@@ -289,7 +289,7 @@ class ModelBuilder:
     def task_name(self, index: int) -> str:
         t = self.tasks[index]
         op = self.compiled_ops[t.op]
-        return f"task {index} ({op.name} tile {t.tile}/{len(op.tiles)})"
+        return f"task {index} (op {t.op} {op.name}, tile {t.tile} of {len(op.tiles)})"
 
     # ------------------------------------------------------------------------------------------------ running
     def run(self):

@@ -26,7 +26,7 @@ import torch
 
 from triton_dist.mega_triton_kernel import ModelBuilder
 
-H, N, I = 256, 384, 512
+H, N, INTER = 256, 384, 512
 torch.manual_seed(0)
 
 
@@ -35,8 +35,8 @@ def bf(*shape):
 
 
 x, g = bf(1, H), bf(H)
-w1, w2, w3, w4 = bf(N, H), bf(H, N), bf(2 * I, H), bf(H, I)
-h, q, o, x1, h2, a, d, x2 = bf(1, H), bf(1, N), bf(1, H), bf(1, H), bf(1, H), bf(1, I), bf(1, H), bf(1, H)
+w1, w2, w3, w4 = bf(N, H), bf(H, N), bf(2 * INTER, H), bf(H, INTER)
+h, q, o, x1, h2, a, d, x2 = bf(1, H), bf(1, N), bf(1, H), bf(1, H), bf(1, H), bf(1, INTER), bf(1, H), bf(1, H)
 b = ModelBuilder()
 b.make_rms_norm(x, g, h)
 b.make_qkv_proj(h, w1, q)
