@@ -77,12 +77,15 @@ def qk_norm_rope_task(args, tile, step, S: tl.constexpr, HQ: tl.constexpr, HKV: 
     posc = tl.where(pos_ok, pos, 0)
     HALF: tl.constexpr = D // 2
     d = tl.arange(0, BLOCK_D)
+    # masks are built from vectors: Triton 3.9's interpreter rejects a scalar bool broadcast into a mask
+    pv = d * 0 + pos
     dm = d < D
     dr = tl.where(d < HALF, d + HALF, d - HALF)
     sign = tl.where(d < HALF, -1.0, 1.0)
     trow = (b * COS_PER_SEQ * MAX_POS + posc).to(tl.int64) * D
-    c = tl.load(cos + trow + d, mask=dm & pos_ok, other=0.0)
-    sn = tl.load(sin + trow + d, mask=dm & pos_ok, other=0.0)
+    tm = dm & (pv >= 0) & (pv < MAX_POS)
+    c = tl.load(cos + trow + d, mask=tm, other=0.0)
+    sn = tl.load(sin + trow + d, mask=tm, other=0.0)
     row = bs.to(tl.int64) * ((HQ + 2 * HKV) * D)
     # the group's query heads, together
     g = tl.arange(0, BLOCK_G)
@@ -98,8 +101,9 @@ def qk_norm_rope_task(args, tile, step, S: tl.constexpr, HQ: tl.constexpr, HKV: 
     page = tl.load(bt + b * MAX_BLOCKS + tl.where(ok, bi, 0), mask=ok, other=-1)
     ok = ok & (page >= 0) & (page < NUM_BLOCKS)
     coff = ((tl.where(ok, page, 0).to(tl.int64) * PAGE + posc % PAGE) * HKV + h) * D
-    tl.store(kc + coff + d, k.to(DT), mask=dm & ok)
-    tl.store(vc + coff + d, v, mask=dm & ok)
+    cm = dm & ((d * 0 + ok.to(tl.int32)) != 0)
+    tl.store(kc + coff + d, k.to(DT), mask=cm)
+    tl.store(vc + coff + d, v, mask=cm)
 
 
 @register_task("qk_norm_rope_update_kvcache", "Normalization")
