@@ -7,7 +7,9 @@
 
 * split op: one task per ``(b, kv head h, split)``; it streams its share of ``[0, kv_lens[b])`` (``cdiv(kv_len,
   NUM_KV_SPLITS)`` positions) in blocks of ``BLOCK_N`` positions x ``D`` (one vector load of K and of V per block,
-  page offsets in int64) and runs an online softmax (base 2) for all ``Hq / Hkv`` query heads of ``h`` at once,
+  page offsets in int64) and runs an online softmax (base 2) for all ``Hq / Hkv`` query heads of ``h`` at once
+  (the group is the row operand of ``tl.dot`` for ``q k^T`` and ``p v``, padded to the MMA minimum of 16 rows:
+  decode is memory bound, so the padding costs tensor-core time, not bandwidth),
   writing the fp32 partial output (normalised) and its log2-sum-exp into buffers the builder allocates. A split
   with no position left writes a neutral partial (output 0, lse -inf).
 * combine op: one task per ``(b, h)``: ``output = sum_i 2^(lse_i - m) o_i / sum_i 2^(lse_i - m)`` over the splits
@@ -34,13 +36,13 @@ from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap
 __all__ = ["flash_decode_split_task", "flash_decode_combine_task", "pick_num_kv_splits", "pick_block_n"]
 
 LOG2E = 1.4426950408889634
-#: Largest ``BLOCK_G * BLOCK_N * BLOCK_D`` product of a split task's score / PV broadcast (registers).
-BROADCAST_ELEMS = 8192
+#: Elements of one K (or V) block a split task loads per iteration (``BLOCK_N x BLOCK_D``).
+KV_BLOCK_ELEMS = 8192
 
 
-def pick_block_n(block_g: int, block_d: int) -> int:
-    """Positions per K/V block: the broadcast ``[BLOCK_G, BLOCK_N, BLOCK_D]`` stays within BROADCAST_ELEMS."""
-    return max(8, min(64, BROADCAST_ELEMS // (block_g * block_d)))  # powers of two in, a power of two out
+def pick_block_n(block_d: int) -> int:
+    """Positions per K/V block (a power of two, 16..64): ``BLOCK_N x BLOCK_D`` within KV_BLOCK_ELEMS."""
+    return max(16, min(64, KV_BLOCK_ELEMS // block_d))
 
 
 def pick_num_kv_splits(B: int, Hkv: int, num_workers: int, max_len: int, block_n: int) -> int:
@@ -77,11 +79,8 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
     gm = g < G
     dm = d < D
     heads = b * HQ + h * G + g
-    q = tl.load(q_ptr + heads[:, None] * D + d[None, :], mask=gm[:, None] & dm[None, :], other=0.0).to(tl.float32)
-    if SOFT_CAP > 0:
-        q = q * (SM_SCALE / SOFT_CAP)
-    else:
-        q = q * (SM_SCALE * 1.4426950408889634)
+    # the group's query heads as the rows of one MMA operand (BLOCK_G >= 16 rows, padding rows masked)
+    q = tl.load(q_ptr + heads[:, None] * D + d[None, :], mask=gm[:, None] & dm[None, :], other=0.0)
     m = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
@@ -94,19 +93,22 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
         pm = pm & (page >= 0) & (page < NUM_BLOCKS)
         off = ((tl.where(pm, page, 0).to(tl.int64) * PAGE + p % PAGE) * HKV + h) * D
         kvm = pm[:, None] & dm[None, :]
-        k = tl.load(kc + off[:, None] + d[None, :], mask=kvm, other=0.0).to(tl.float32)
-        v = tl.load(vc + off[:, None] + d[None, :], mask=kvm, other=0.0).to(tl.float32)
-        s = tl.sum(q[:, None, :] * k[None, :, :], axis=2)
+        k = tl.load(kc + off[:, None] + d[None, :], mask=kvm, other=0.0)
+        v = tl.load(vc + off[:, None] + d[None, :], mask=kvm, other=0.0)
+        s = tl.dot(q, tl.trans(k))
         if SOFT_CAP > 0:
             # soft_cap * tanh(x), tanh(x) = 1 - 2 / (e^(2x) + 1) (saturates cleanly at +-1), in base 2
-            s = (SOFT_CAP * 1.4426950408889634) * (1.0 - 2.0 / (tl.exp2(s * (2.0 * 1.4426950408889634)) + 1.0))
+            s = (SOFT_CAP * 1.4426950408889634) * (
+                1.0 - 2.0 / (tl.exp2(s * (2.0 * SM_SCALE / SOFT_CAP * 1.4426950408889634)) + 1.0))
+        else:
+            s = s * (SM_SCALE * 1.4426950408889634)
         s = tl.where(pm[None, :], s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
         m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp2(m - m_ref)
         pexp = tl.exp2(s - m_ref[:, None])
         l_sum = l_sum * alpha + tl.sum(pexp, axis=1)
-        acc = acc * alpha[:, None] + tl.sum(pexp[:, :, None] * v[None, :, :], axis=1)
+        acc = tl.dot(pexp.to(DT), v, acc * alpha[:, None])
         m = m_new
     nonempty = l_sum > 0
     out = tl.where(nonempty[:, None], acc / tl.where(nonempty, l_sum, 1.0)[:, None], 0.0)
@@ -175,8 +177,8 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
     check_tensor(name, "output", output, dtype=query.dtype, shape=list(query.shape))
     scale = check_scale(name, sm_scale, D)
     cap = check_soft_cap(name, soft_cap)
-    BG, BD = triton.next_power_of_2(G), triton.next_power_of_2(D)
-    bn = pick_block_n(BG, BD)
+    BG, BD = triton.next_power_of_2(G), max(16, triton.next_power_of_2(D))
+    bn = pick_block_n(BD)
     if num_kv_splits is None:
         splits = pick_num_kv_splits(B, HKV, builder.num_workers, MAXB * PAGE, bn)
     elif isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1:
@@ -204,7 +206,8 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
     common = dict(HQ=HQ, HKV=HKV, D=D, BLOCK_D=BD, G=G, BLOCK_G=BG)
     split_op = Op("FlashDecode", "flash_decode", layer_id, flash_decode_split_task,
                   [query, key_cache, value_cache, block_tables, kv_lens, part_o, part_l],
-                  dict(common, PAGE=PAGE, NUM_BLOCKS=NB, MAX_BLOCKS=MAXB, SPLITS=splits, BLOCK_N=bn, SM_SCALE=scale,
+                  dict(common, BLOCK_G=max(16, BG), PAGE=PAGE, NUM_BLOCKS=NB, MAX_BLOCKS=MAXB, SPLITS=splits,
+                       BLOCK_N=bn, SM_SCALE=scale,
                        SOFT_CAP=cap, DT=query.dtype), split_tiles, name=f"L{layer_id}.flash_decode.split")
     comb_op = Op("FlashDecode", "flash_decode", layer_id, flash_decode_combine_task, [part_o, part_l, output],
                  dict(common, SPLITS=splits, BLOCK_S=triton.next_power_of_2(splits), DT=output.dtype), comb_tiles,
