@@ -1,0 +1,215 @@
+"""FlashDecode family: ``flash_decode``, decode attention over a paged KV cache (GQA), as two ops.
+
+``query [B, 1, Hq, D]``, caches ``[num_blocks, page_size, Hkv, D]``, ``block_tables [B, max_blocks]`` (int32),
+``kv_lens [B]`` (int32, read on the device at run time) -> ``output [B, 1, Hq, D]``; fp32 math, scores
+``s = sm_scale * q . k`` (``sm_scale=None``: ``D ** -0.5``), capped to ``soft_cap * tanh(s / soft_cap)`` when
+``soft_cap > 0``.
+
+* split op: one task per ``(b, kv head h, split)``; it streams its share of ``[0, kv_lens[b])`` (``cdiv(kv_len,
+  NUM_KV_SPLITS)`` positions) in blocks of ``BLOCK_N`` positions x ``D`` (one vector load of K and of V per block,
+  page offsets in int64) and runs an online softmax (base 2) for all ``Hq / Hkv`` query heads of ``h`` at once
+  (the group is the row operand of ``tl.dot`` for ``q k^T`` and ``p v``, padded to the MMA minimum of 16 rows:
+  decode is memory bound, so the padding costs tensor-core time, not bandwidth),
+  writing the fp32 partial output (normalised) and its log2-sum-exp into buffers the builder allocates. A split
+  with no position left writes a neutral partial (output 0, lse -inf).
+* combine op: one task per ``(b, h)``: ``output = sum_i 2^(lse_i - m) o_i / sum_i 2^(lse_i - m)`` over the splits
+  (``m`` their maximum); a sequence with ``kv_lens[b] == 0`` gives 0, not NaN.
+
+``NUM_KV_SPLITS`` (a constexpr) makes ``B * Hkv * splits`` about ``builder.num_workers`` (at least 1, at most one
+split per ``BLOCK_N`` positions of the longest possible sequence); the build function also takes ``num_kv_splits``
+to force it. The split tasks read the caches as ``logical_region(cache, "kv_head", h, h + 1)`` (the writers of the
+cache describe their writes the same way). ``kv_lens[b]`` is clamped to ``max_blocks * page_size`` and positions on
+a page index outside ``[0, num_blocks)`` are skipped, so bad tables never read outside the caches.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+import triton_dist
+from ..core.checks import check_tensor
+from ..core.device import arg
+from ..core.registry import register_task
+from ..core.task import Op, Tile, logical_region, region
+from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap
+
+__all__ = ["flash_decode_split_task", "flash_decode_combine_task", "pick_num_kv_splits", "pick_block_n"]
+
+LOG2E = 1.4426950408889634
+#: Elements of one K (or V) block a split task loads per iteration (``BLOCK_N x BLOCK_D``).
+KV_BLOCK_ELEMS = 8192
+
+
+def pick_block_n(block_d: int) -> int:
+    """Positions per K/V block (a power of two, 16..64): ``BLOCK_N x BLOCK_D`` within KV_BLOCK_ELEMS."""
+    return max(16, min(64, KV_BLOCK_ELEMS // block_d))
+
+
+def pick_num_kv_splits(B: int, Hkv: int, num_workers: int, max_len: int, block_n: int) -> int:
+    """Splits per ``(b, kv head)`` so that ``B * Hkv * splits`` about fills ``num_workers``."""
+    return max(1, min(num_workers // max(1, B * Hkv), triton.cdiv(max_len, block_n), 128))
+
+
+@triton_dist.jit
+def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
+                            BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
+                            NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
+                            BLOCK_N: tl.constexpr, SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr,
+                            DT: tl.constexpr):
+    """Split ``tile % SPLITS`` of ``(b, h) = divmod(tile // SPLITS, HKV)``. ``args``: query, key_cache,
+    value_cache, block_tables, kv_lens, partial output ``[B, HQ, SPLITS, D]`` fp32, partial lse ``[B, HQ,
+    SPLITS]`` fp32 (base 2)."""
+    q_ptr = arg(args, 0, DT)
+    kc = arg(args, 1, DT)
+    vc = arg(args, 2, DT)
+    bt = arg(args, 3, tl.int32)
+    kvl = arg(args, 4, tl.int32)
+    po = arg(args, 5, tl.float32)
+    pl = arg(args, 6, tl.float32)
+    split = tile % SPLITS
+    bh = tile // SPLITS
+    h = bh % HKV
+    b = bh // HKV
+    kv_len = tl.maximum(tl.minimum(tl.load(kvl + b), MAX_BLOCKS * PAGE), 0)
+    chunk = (kv_len + SPLITS - 1) // SPLITS
+    start = split * chunk
+    end = tl.minimum(start + chunk, kv_len)
+    g = tl.arange(0, BLOCK_G)
+    d = tl.arange(0, BLOCK_D)
+    gm = g < G
+    dm = d < D
+    heads = b * HQ + h * G + g
+    # the group's query heads as the rows of one MMA operand (BLOCK_G >= 16 rows, padding rows masked)
+    q = tl.load(q_ptr + heads[:, None] * D + d[None, :], mask=gm[:, None] & dm[None, :], other=0.0)
+    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+    n = tl.arange(0, BLOCK_N)
+    bt_row = bt + b * MAX_BLOCKS
+    for n0 in range(start, end, BLOCK_N):
+        p = n0 + n
+        pm = p < end
+        page = tl.load(bt_row + p // PAGE, mask=pm, other=0)
+        pm = pm & (page >= 0) & (page < NUM_BLOCKS)
+        off = ((tl.where(pm, page, 0).to(tl.int64) * PAGE + p % PAGE) * HKV + h) * D
+        kvm = pm[:, None] & dm[None, :]
+        k = tl.load(kc + off[:, None] + d[None, :], mask=kvm, other=0.0)
+        v = tl.load(vc + off[:, None] + d[None, :], mask=kvm, other=0.0)
+        s = tl.dot(q, tl.trans(k))
+        if SOFT_CAP > 0:
+            # soft_cap * tanh(x), tanh(x) = 1 - 2 / (e^(2x) + 1) (saturates cleanly at +-1), in base 2
+            s = (SOFT_CAP * 1.4426950408889634) * (
+                1.0 - 2.0 / (tl.exp2(s * (2.0 * SM_SCALE / SOFT_CAP * 1.4426950408889634)) + 1.0))
+        else:
+            s = s * (SM_SCALE * 1.4426950408889634)
+        s = tl.where(pm[None, :], s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m - m_ref)
+        pexp = tl.exp2(s - m_ref[:, None])
+        l_sum = l_sum * alpha + tl.sum(pexp, axis=1)
+        acc = tl.dot(pexp.to(DT), v, acc * alpha[:, None])
+        m = m_new
+    nonempty = l_sum > 0
+    out = tl.where(nonempty[:, None], acc / tl.where(nonempty, l_sum, 1.0)[:, None], 0.0)
+    lse = tl.where(nonempty, m + tl.log2(tl.where(nonempty, l_sum, 1.0)), float("-inf"))
+    row = heads.to(tl.int64) * SPLITS + split
+    tl.store(po + row[:, None] * D + d[None, :], out, mask=gm[:, None] & dm[None, :])
+    tl.store(pl + row, lse, mask=gm)
+
+
+@triton_dist.jit
+def flash_decode_combine_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
+                              BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, SPLITS: tl.constexpr,
+                              BLOCK_S: tl.constexpr, DT: tl.constexpr):
+    """``(b, h) = divmod(tile, HKV)``: rescale and sum the splits of the group's query heads. ``args``: partial
+    output, partial lse, output ``[B, 1, HQ, D]``."""
+    po = arg(args, 0, tl.float32)
+    pl = arg(args, 1, tl.float32)
+    o_ptr = arg(args, 2, DT)
+    h = tile % HKV
+    b = tile // HKV
+    g = tl.arange(0, BLOCK_G)
+    d = tl.arange(0, BLOCK_D)
+    gm = g < G
+    dm = d < D
+    heads = (b * HQ + h * G + g).to(tl.int64)
+    sp = tl.arange(0, BLOCK_S)
+    lse = tl.load(pl + heads[:, None] * SPLITS + sp[None, :], mask=gm[:, None] & (sp < SPLITS)[None, :],
+                  other=float("-inf"))
+    m = tl.max(lse, axis=1)
+    m = tl.where(m == float("-inf"), 0.0, m)  # every split empty: all weights 0, output 0
+    denom = tl.sum(tl.exp2(lse - m[:, None]), axis=1)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+    for i in range(SPLITS):
+        w = tl.exp2(tl.load(pl + heads * SPLITS + i, mask=gm, other=float("-inf")) - m)
+        o = tl.load(po + (heads * SPLITS + i)[:, None] * D + d[None, :], mask=gm[:, None] & dm[None, :], other=0.0)
+        acc += w[:, None] * o
+    out = tl.where(denom[:, None] > 0, acc / tl.where(denom > 0, denom, 1.0)[:, None], 0.0)
+    tl.store(o_ptr + heads[:, None] * D + d[None, :], out.to(DT), mask=gm[:, None] & dm[None, :])
+
+
+@register_task("flash_decode", "FlashDecode")
+def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_tables, kv_lens, output,
+                       sm_scale=None, soft_cap: float = 0.0, num_kv_splits=None):
+    import torch
+
+    name = "make_flash_decode"
+    check_tensor(name, "query", query, dim=4, dtype=(torch.bfloat16, torch.float16))
+    B, one, HQ, D = query.shape
+    if one != 1:
+        raise ValueError(f"{name}: query must have shape [B, 1, Hq, D] (one new token per sequence), got "
+                         f"{list(query.shape)}")
+    check_tensor(name, "key_cache", key_cache, dim=4, dtype=query.dtype)
+    NB, PAGE, HKV, DK = key_cache.shape
+    check_tensor(name, "value_cache", value_cache, dtype=query.dtype, shape=list(key_cache.shape))
+    if DK != D:
+        raise ValueError(f"{name}: key_cache has head dim {DK}, query has {D}")
+    G = check_gqa(name, "query", HQ, "key_cache", HKV)
+    check_head_dim(name, "query", D)
+    if B < 1 or NB < 1 or PAGE < 1:
+        raise ValueError(f"{name}: empty query {list(query.shape)} or key_cache {list(key_cache.shape)}")
+    check_tensor(name, "block_tables", block_tables, dim=2, dtype=torch.int32, shape=[B, None])
+    MAXB = block_tables.shape[1]
+    if MAXB < 1:
+        raise ValueError(f"{name}: block_tables has no columns")
+    check_tensor(name, "kv_lens", kv_lens, dim=1, dtype=torch.int32, shape=[B])
+    check_tensor(name, "output", output, dtype=query.dtype, shape=list(query.shape))
+    scale = check_scale(name, sm_scale, D)
+    cap = check_soft_cap(name, soft_cap)
+    BG, BD = triton.next_power_of_2(G), max(16, triton.next_power_of_2(D))
+    bn = pick_block_n(BD)
+    if num_kv_splits is None:
+        splits = pick_num_kv_splits(B, HKV, builder.num_workers, MAXB * PAGE, bn)
+    elif isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1:
+        raise ValueError(f"{name}: num_kv_splits must be None or an int >= 1, got {num_kv_splits!r}")
+    else:
+        splits = num_kv_splits
+    dev = builder.device
+    part_o = torch.empty((B, HQ, splits, D), dtype=torch.float32, device=dev)
+    part_l = torch.empty((B, HQ, splits), dtype=torch.float32, device=dev)
+    es = query.element_size()
+    per_split = triton.cdiv(MAXB * PAGE, splits)
+    split_tiles, comb_tiles = [], []
+    for b in range(B):
+        for h in range(HKV):
+            heads = slice(h * G, (h + 1) * G)
+            for i in range(splits):
+                split_tiles.append(Tile(
+                    reads=(region(query, b, 0, heads) + logical_region(key_cache, "kv_head", h, h + 1)
+                           + logical_region(value_cache, "kv_head", h, h + 1) + region(block_tables, b)
+                           + region(kv_lens, slice(b, b + 1))),
+                    writes=region(part_o, b, heads, i) + region(part_l, b, heads, i),
+                    cost=2 * per_split * D * es + G * D * (es + 4)))
+            comb_tiles.append(Tile(reads=region(part_o, b, heads) + region(part_l, b, heads),
+                                   writes=region(output, b, 0, heads), cost=G * D * (splits * 4 + es)))
+    common = dict(HQ=HQ, HKV=HKV, D=D, BLOCK_D=BD, G=G, BLOCK_G=BG)
+    split_op = Op("FlashDecode", "flash_decode", layer_id, flash_decode_split_task,
+                  [query, key_cache, value_cache, block_tables, kv_lens, part_o, part_l],
+                  dict(common, BLOCK_G=max(16, BG), PAGE=PAGE, NUM_BLOCKS=NB, MAX_BLOCKS=MAXB, SPLITS=splits,
+                       BLOCK_N=bn, SM_SCALE=scale,
+                       SOFT_CAP=cap, DT=query.dtype), split_tiles, name=f"L{layer_id}.flash_decode.split")
+    comb_op = Op("FlashDecode", "flash_decode", layer_id, flash_decode_combine_task, [part_o, part_l, output],
+                 dict(common, SPLITS=splits, BLOCK_S=triton.next_power_of_2(splits), DT=output.dtype), comb_tiles,
+                 name=f"L{layer_id}.flash_decode.combine")
+    return [split_op, comb_op]
