@@ -419,7 +419,8 @@ class Qwen3MegaModel(_DecodeState):
 
     def prepare(self, token):
         """Set up the next step: the token's embedding row into the step's input, ``kv_lens += 1`` (device-side ops
-        only when ``token`` is a device tensor)."""
+        only when ``token`` is a one-element int tensor on the device; its value is not range-checked, which would
+        synchronise: an out-of-range id fails in ``index_select``)."""
         self._check_token(token)
         self._advance()
         if isinstance(token, torch.Tensor):
