@@ -1,4 +1,4 @@
-"""Imports flow one way: language -> backends -> runtime/jit -> kernels -> ops -> layers/tools (docs/architecture.md).
+"""Imports flow one way: language -> backends -> runtime/jit -> kernels -> ops -> layers/tools/mega_triton_kernel (docs/architecture.md).
 
 Every module of ``python/triton_dist`` is parsed (no import is executed) and each ``import`` / ``from ... import``
 inside it, at module level or inside a function (a lazy import is still a dependency), is mapped to the layer of
@@ -16,7 +16,8 @@ PKG_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 #: layer of each top-level part of the package (0 = lowest); the package's own ``__init__`` is the public facade
 #: and belongs to no layer
 LAYERS = {"_compat": 0, "target": 0, "profiler_layout": 0, "language": 1, "backends": 2, "runtime": 3, "jit": 3,
-          "utils": 3, "profiler_utils": 3, "kernels": 4, "ops": 5, "layers": 6, "tools": 6}
+          "utils": 3, "profiler_utils": 3, "kernels": 4, "ops": 5, "layers": 6, "tools": 6,
+          "mega_triton_kernel": 6}
 
 #: (importing module, imported package) pairs that go upward today, and why; remove an entry with its cause.
 #: Empty since the backend contract (``language/_backend.py``): the backends register into the language layer, and

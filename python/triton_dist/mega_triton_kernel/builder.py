@@ -26,7 +26,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from .core import codegen, graph, scheduler
+from .core import codegen, fusion, graph, scheduler
+from .core.checks import ALIGN_BYTES
 from .core.registry import task_type
 from .core.task import Op, Task
 
@@ -49,12 +50,13 @@ class ModelBuilder:
     ``enable_profiling`` (per-task trace, :meth:`dump_trace`), ``enable_dep_opt`` (tile-level dependencies; False:
     a task waits for every tile of each op it depends on), ``enable_runtime_scheduler`` (dynamic queue),
     ``enable_mlp_fc1_silu_fusion`` (models use :meth:`make_fused_fc1_silu_mul_up`). Extensions: ``num_workers``,
-    ``policy`` (static placement, ``core/scheduler.py``), ``strict``, ``device``."""
+    ``policy`` (static placement, ``core/scheduler.py``), ``strict``, ``device``, ``enable_fusion`` (the
+    bit-identical compile-time fusions of ``core/fusion.py``)."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
-                 policy: str = "balanced", strict: Optional[bool] = None, device=None):
+                 policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -93,6 +95,7 @@ class ModelBuilder:
         self._enable_dep_opt = bool(enable_dep_opt)
         self._enable_runtime_scheduler = bool(enable_runtime_scheduler)
         self._enable_mlp_fc1_silu_fusion = bool(enable_mlp_fc1_silu_fusion)
+        self._enable_fusion = bool(enable_fusion)
         self.ops: List[Op] = []
         self.all_symm_tensors: List[torch.Tensor] = []
         self._compiled = False
@@ -119,6 +122,9 @@ class ModelBuilder:
         ops = list(built) if isinstance(built, (list, tuple)) else [built]
         for op in ops:
             for i, t in enumerate(op.tensors):
+                if t.data_ptr() % ALIGN_BYTES:
+                    raise ValueError(f"make_{name}: tensor {i} of {op.name} starts at {t.data_ptr():#x}, not a "
+                                     f"multiple of {ALIGN_BYTES} bytes (tasks load through 16-byte vectors)")
                 if t.device != self.device:
                     raise ValueError(f"make_{name}: tensor {i} of {op.name} is on {t.device}, the builder's device "
                                      f"is {self.device}")
@@ -217,15 +223,17 @@ class ModelBuilder:
     def compile(self):
         if not self.ops:
             raise RuntimeError("ModelBuilder.compile: no ops were added")
-        tasks = graph.build_tasks(self.ops)
+        ops = fusion.fuse(self.ops) if self._enable_fusion else list(self.ops)
+        self.compiled_ops = ops
+        tasks = graph.build_tasks(ops)
         if not self._enable_dep_opt:
-            tasks = _op_level_deps(self.ops, tasks)
+            tasks = _op_level_deps(ops, tasks)
         self.tasks = tasks
         # branches
         keys: Dict[tuple, int] = {}
         self.branch_of_op: List[int] = []
         names: List[str] = []
-        for op in self.ops:
+        for op in ops:
             k = codegen.branch_key(op)
             if k not in keys:
                 keys[k] = len(keys)
@@ -234,9 +242,9 @@ class ModelBuilder:
         self.branches = list(keys)
         self.branch_names = names
         # tables
-        nargs = max(len(op.tensors) for op in self.ops)
-        tbl = torch.zeros((len(self.ops), nargs), dtype=torch.int64)
-        for i, op in enumerate(self.ops):
+        nargs = max(len(op.tensors) for op in ops)
+        tbl = torch.zeros((len(ops), nargs), dtype=torch.int64)
+        for i, op in enumerate(ops):
             for j, t in enumerate(op.tensors):
                 tbl[i, j] = t.data_ptr()
         runs, firsts, counts = [], [], []
@@ -280,15 +288,17 @@ class ModelBuilder:
 
     def task_name(self, index: int) -> str:
         t = self.tasks[index]
-        op = self.ops[t.op]
-        return f"task {index} ({op.name} tile {t.tile}/{len(op.tiles)})"
+        op = self.compiled_ops[t.op]
+        return f"task {index} (op {t.op} {op.name}, tile {t.tile} of {len(op.tiles)})"
 
     # ------------------------------------------------------------------------------------------------ running
     def run(self):
         """Run one step (asynchronously on the current stream; strict mode synchronises to check for errors)."""
         if not self._compiled:
             raise RuntimeError("ModelBuilder.run: call compile() first")
-        if self._enable_profiling:
+        if self._enable_profiling and not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            # (not while capturing a CUDA graph: the reset copies from the host; replays keep appending records
+            # until the buffer is full, then drop them)
             from triton_dist.tools.profiler import reset_profiler_buffer
 
             reset_profiler_buffer(self.profile_buf)
@@ -329,20 +339,36 @@ class ModelBuilder:
         return export_to_perfetto_trace(self.profile_buf, self.task_type_names(), base + ".json",
                                         rank=self.rank, gather=False, gantt_png=base + ".png" if gantt else None)
 
-    def get_sm_activity(self) -> float:
-        """Fraction of the last profiled step's worker time spent in tasks (not waiting), over the longest track."""
+    def profile_summary(self) -> dict:
+        """The last profiled step per task type: ``{"span_us", "workers", "activity", "types": {name: {"count",
+        "busy_us"}}}``; ``activity`` is the fraction of worker time (over the step's span) spent running tasks, not
+        waiting for dependencies."""
         if not self._enable_profiling:
-            raise RuntimeError("get_sm_activity: build with enable_profiling=True")
+            raise RuntimeError("profile_summary: build with enable_profiling=True")
         from triton_dist.tools.profiler.viewer import parse_to_tracks
 
-        tracks = parse_to_tracks(self.profile_buf.cpu())
-        busy, span = 0.0, 0.0
+        tracks = [tr for tr in parse_to_tracks(self.profile_buf.cpu()) if tr.tasks]
+        names = self.task_type_names()
+        types: Dict[str, dict] = {}
+        t0 = min((t.start_ns for tr in tracks for t in tr.tasks), default=0)
+        t1 = max((t.end_ns for tr in tracks for t in tr.tasks), default=0)
+        busy = 0
         for tr in tracks:
-            if not tr.tasks:
-                continue
-            span = max(span, max(t.end for t in tr.tasks) - min(t.start for t in tr.tasks))
-            busy += sum(t.end - t.start for t in tr.tasks if t.task_type != codegen.WAIT_TASK_TYPE)
-        return busy / (span * max(len(tracks), 1)) if span else 0.0
+            for t in tr.tasks:
+                name = names[t.task_type] if t.task_type < len(names) else str(t.task_type)
+                e = types.setdefault(name, {"count": 0, "busy_us": 0.0})
+                e["count"] += 1
+                e["busy_us"] += t.duration_ns / 1e3
+                if t.task_type != codegen.WAIT_TASK_TYPE:
+                    busy += t.duration_ns
+        span = t1 - t0
+        return {"span_us": span / 1e3, "workers": len(tracks), "types": types,
+                "activity": busy / (span * len(tracks)) if span and tracks else 0.0,
+                "dropped": sum(1 for tr in tracks if tr.full)}
+
+    def get_sm_activity(self) -> float:
+        """Fraction of the last profiled step's worker time spent in tasks, not waiting (:meth:`profile_summary`)."""
+        return self.profile_summary()["activity"]
 
     def finalize(self):
         """Free the symmetric tensors (collective)."""

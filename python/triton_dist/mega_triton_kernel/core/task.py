@@ -111,6 +111,8 @@ class Op:
     constexprs: Dict[str, Any]
     tiles: List[Tile]
     name: str = ""
+    #: The device function waits for the tile's dependencies itself (see ``core/codegen.py``).
+    waits_inside: bool = False
 
     def __post_init__(self):
         if self.family not in FAMILIES:

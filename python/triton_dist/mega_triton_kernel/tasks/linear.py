@@ -14,8 +14,9 @@ import triton
 import triton.language as tl
 
 import triton_dist
+import triton_dist.language as dl
 from ..core.checks import check_tensor
-from ..core.device import arg
+from ..core.device import arg, wait_deps
 from ..core.registry import register_task
 from ..core.task import Op, Tile, region
 
@@ -49,11 +50,20 @@ def pick_gemv_block_n(N: int, num_workers: int, fused: bool = False) -> int:
 
 
 @triton_dist.jit
-def linear_task(args, tile, step, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DT: tl.constexpr, ODT: tl.constexpr,
-                SILU_MUL: tl.constexpr):
+def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr, M: tl.constexpr, N: tl.constexpr,
+                K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
+                RES: tl.constexpr):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, BLOCK_N)`` column tiles). ``args``: input, weight,
-    output. ``SILU_MUL``: weight has ``2 N`` rows (gate, then up); the tile stores ``silu(gate) * up``."""
+    output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
+    issues its first weight chunk(s) before the wait, so a program waiting for the input already streams.
+
+    * ``SILU_MUL``: weight has ``2 N`` rows (gate, then up); the tile stores ``silu(gate) * up``.
+    * ``NORM`` (fused RMS-norm prologue, GEMV only): ``args[0]`` is the norm's input ``h``; the GEMV input is
+      ``(h * rsqrt(mean(h**2) + EPS) * norm_weight)`` rounded to ``DT`` (bit-identical to the rms_norm task's
+      output, recomputed per tile from the L2-resident row).
+    * ``RES`` (fused residual add epilogue, GEMV only): besides the output tile, stores ``sum = output + residual``
+      (the output rounded to ``ODT`` first, fp32 add: bit-identical to the add task)."""
     x_ptr = arg(args, 0, DT)
     w_ptr = arg(args, 1, DT)
     o_ptr = arg(args, 2, ODT)
@@ -63,12 +73,34 @@ def linear_task(args, tile, step, M: tl.constexpr, N: tl.constexpr, K: tl.conste
     rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = rn < N
     if BLOCK_M == 1:
-        acc = _gemv(x_ptr + pm * K, w_ptr, rn, nmask, K, BLOCK_N, BLOCK_K)
+        rk = tl.arange(0, BLOCK_K)
+        wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
+        wmask = nmask[:, None] & (rk[None, :] < K)
+        w0 = tl.load(wp, mask=wmask, other=0.0)
+        u0 = w0
         if SILU_MUL:
-            up = _gemv(x_ptr + pm * K, w_ptr + N * K, rn, nmask, K, BLOCK_N, BLOCK_K)
+            u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
+        tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
+        x_ptr = dl.consume_token(x_ptr, tok) + pm * K
+        rstd = 1.0
+        g_ptr = x_ptr
+        if NORM:
+            g_ptr = arg(args, 3, DT)
+            rstd = _row_rstd(x_ptr, K, EPS, BLOCK_K)
+        acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
+        if SILU_MUL:
+            up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
             acc = acc / (1.0 + tl.exp(-acc)) * up
-        tl.store(o_ptr + pm * N + rn, acc.to(ODT), mask=nmask)
+        out = acc.to(ODT)
+        tl.store(o_ptr + pm * N + rn, out, mask=nmask)
+        if RES:
+            r_ptr = arg(args, 4, ODT)
+            s_ptr = arg(args, 5, ODT)
+            r = tl.load(r_ptr + pm * N + rn, mask=nmask, other=0.0).to(tl.float32)
+            tl.store(s_ptr + pm * N + rn, (out.to(tl.float32) + r).to(ODT), mask=nmask)
     else:
+        tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
+        x_ptr = dl.consume_token(x_ptr, tok)
         rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
         mmask = rm < M
         acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
@@ -79,18 +111,32 @@ def linear_task(args, tile, step, M: tl.constexpr, N: tl.constexpr, K: tl.conste
 
 
 @triton_dist.jit
-def _gemv(x_ptr, w_ptr, rn, nmask, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """``sum_k x[k] * w[rn, k]`` as fp32 ``[BLOCK_N]``, the next chunk's loads issued before this one's FMAs."""
+def _row_rstd(x_ptr, K: tl.constexpr, EPS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``rsqrt(mean(x[0:K]**2) + EPS)`` in fp32, as the rms_norm task computes it."""
     rk = tl.arange(0, BLOCK_K)
-    wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
-    w = tl.load(wp, mask=nmask[:, None] & (rk[None, :] < K), other=0.0)
+    ss = tl.zeros([BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        x = tl.load(x_ptr + k0 + rk, mask=k0 + rk < K, other=0.0).to(tl.float32)
+        ss += x * x
+    return 1.0 / tl.sqrt(tl.sum(ss, axis=0) / K + EPS)
+
+
+@triton_dist.jit
+def _gemv(x_ptr, g_ptr, rstd, wp, w, nmask, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+          DT: tl.constexpr, NORM: tl.constexpr):
+    """``sum_k x[k] * w[rn, k]`` as fp32 ``[BLOCK_N]``; ``wp`` points at the tile's ``[BLOCK_N, BLOCK_K]`` first
+    chunk, already loaded as ``w``; the next chunk's loads are issued before this one's FMAs."""
+    rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kn = k0 + BLOCK_K + rk
         w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
         xk = k0 + rk
-        xv = tl.load(x_ptr + xk, mask=xk < K, other=0.0).to(tl.float32)
-        acc += w.to(tl.float32) * xv[None, :]
+        xv = tl.load(x_ptr + xk, mask=xk < K, other=0.0)
+        if NORM:
+            g = tl.load(g_ptr + xk, mask=xk < K, other=0.0).to(tl.float32)
+            xv = (xv.to(tl.float32) * rstd * g).to(DT)
+        acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
         w = w_next
     return tl.sum(acc, axis=1)
 
@@ -148,7 +194,70 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
                               cost=wbytes + (r1 - r0) * K * es))
     return Op("Linear", op_type, layer_id, linear_task, [input, weight, output],
               dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
-                   SILU_MUL=fused), tiles)
+                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False), tiles, waits_inside=True)
+
+
+# ---------------------------------------------------------------------------------------------------- fusions
+def _is_gemv(op: Op) -> bool:
+    return op.family == "Linear" and op.constexprs["BLOCK_M"] == 1
+
+
+def _col_regions(op: Op, t, tile: int):
+    bn, n = op.constexprs["BLOCK_N"], op.constexprs["N"]
+    c0 = tile * bn
+    return region(t.reshape(-1), slice(c0, min(n, c0 + bn)))
+
+
+def can_fuse_norm(norm: Op, lin: Op) -> bool:
+    """``lin`` (a GEMV, not fused with a norm yet) reads exactly the one-row output of ``norm``."""
+    x2, w, o2 = norm.tensors
+    return (_is_gemv(lin) and not lin.constexprs["NORM"] and norm.constexprs["M"] == 1
+            and lin.tensors[0].data_ptr() == o2.data_ptr() and lin.tensors[0].numel() == o2.numel()
+            and lin.tensors[0].dtype == o2.dtype and w.dtype == o2.dtype)
+
+
+def fuse_norm_prologue(norm: Op, lin: Op) -> Op:
+    """``lin`` computing its input row from ``norm``'s input (see :func:`linear_task`, ``NORM``)."""
+    x2, w, _ = norm.tensors
+    tensors = list(lin.tensors)
+    tensors[0] = x2
+    while len(tensors) < 4:
+        tensors.append(x2)
+    tensors[3] = w
+    tiles = [Tile(reads=region(x2) + region(w) + t.reads[len(region(lin.tensors[0])):], writes=list(t.writes),
+                  cost=t.cost, waits=t.waits) for t in lin.tiles]
+    consts = dict(lin.constexprs, NORM=True, EPS=norm.constexprs["EPS"])
+    return Op(lin.family, lin.op_type, lin.layer_id, lin.kernel, tensors, consts, tiles,
+              name=f"{norm.name}+{lin.name}", waits_inside=True)
+
+
+def can_fuse_residual(lin: Op, add: Op) -> bool:
+    """``add`` sums the whole one-row output of ``lin`` (a GEMV) with another tensor."""
+    if not _is_gemv(lin) or lin.constexprs["RES"]:
+        return False
+    o = lin.tensors[2]
+    a, b, s = add.tensors
+    if a.numel() != o.numel() or a.dtype != o.dtype:
+        return False
+    same_a = a.data_ptr() == o.data_ptr()
+    same_b = b.data_ptr() == o.data_ptr()
+    return same_a != same_b
+
+
+def fuse_residual_epilogue(lin: Op, add: Op) -> Op:
+    """``lin`` also storing ``output + residual`` (see :func:`linear_task`, ``RES``); replaces both ops."""
+    o = lin.tensors[2]
+    a, b, s = add.tensors
+    res = b if a.data_ptr() == o.data_ptr() else a
+    tensors = list(lin.tensors)
+    while len(tensors) < 4:
+        tensors.append(tensors[0])
+    tensors += [res.reshape(-1), s.reshape(-1)]
+    tiles = [Tile(reads=list(t.reads) + _col_regions(lin, res, i), writes=list(t.writes) + _col_regions(lin, s, i),
+                  cost=t.cost, waits=t.waits) for i, t in enumerate(lin.tiles)]
+    consts = dict(lin.constexprs, RES=True)
+    return Op(lin.family, lin.op_type, lin.layer_id, lin.kernel, tensors, consts, tiles,
+              name=f"{lin.name}+{add.name}", waits_inside=True)
 
 
 def _register(op_type: str, fused: bool = False):

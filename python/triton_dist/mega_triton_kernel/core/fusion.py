@@ -1,0 +1,43 @@
+"""Compile-time fusions of adjacent ops (``ModelBuilder(enable_fusion=True)``, the default). Each removes a
+single-task op from the critical path of a decode step (the one-row RMS norm and residual add: a handful of
+microseconds each, during which every other worker waits) and is bit-identical to the unfused ops:
+
+1. **norm prologue** -- ``rms_norm`` of one row immediately followed by a one-row Linear reading its output: the
+   Linear's tiles compute the normalised row themselves (from the norm's input, rounded as the norm task rounds)
+   and no longer wait for the norm task, which still runs (its output may have other readers);
+2. **residual epilogue** -- a one-row Linear immediately followed by an ``add`` of its output and another tensor:
+   the Linear's tiles also store the sum of their columns; the add op is removed.
+
+The rewrite is done by the Linear family (``tasks.linear.fuse_norm_prologue`` / ``fuse_residual_epilogue``); this
+module only finds the adjacent pairs.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from .task import Op
+
+__all__ = ["fuse"]
+
+
+def _same(a, b) -> bool:
+    return a.data_ptr() == b.data_ptr() and a.numel() == b.numel() and a.dtype == b.dtype
+
+
+def fuse(ops: Sequence[Op]) -> List[Op]:
+    """``ops`` with the fusions of the module docstring applied (a new list; fused Linear ops are new objects)."""
+    from ..tasks import linear
+
+    out: List[Op] = []
+    for op in ops:
+        prev = out[-1] if out else None
+        if (prev is not None and op.op_type != "rms_norm" and op.family == "Linear" and prev.op_type == "rms_norm"
+                and linear.can_fuse_norm(prev, op)):
+            out.append(linear.fuse_norm_prologue(prev, op))
+            continue
+        if (prev is not None and op.op_type == "add" and prev.family == "Linear"
+                and linear.can_fuse_residual(prev, op)):
+            out[-1] = linear.fuse_residual_epilogue(prev, op)
+            continue
+        out.append(op)
+    return out

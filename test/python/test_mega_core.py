@@ -1,0 +1,182 @@
+"""The mega kernel's core (triton_dist.mega_triton_kernel): dependency derivation, scheduling, code generation,
+the builder's checks and fusions (unit tests, no kernel launch), and generated-kernel runs on the simulator
+(``_mega_sim_work.py``, one rank): results, several steps without a host reset, scheduling variants bit-identical,
+the strict-mode error naming both tasks, the profiler trace."""
+import pytest
+import torch
+
+import _mega_sim_work as work
+from conftest_sim import sim_ranks  # noqa: F401  (fixture)
+from triton_dist.mega_triton_kernel.core import codegen, graph, scheduler
+from triton_dist.mega_triton_kernel.core.task import Op, Task, Tile, logical_region, region
+
+
+# ------------------------------------------------------------------------------------------------ graph
+def _op(name, tiles):
+    from triton_dist.mega_triton_kernel.tasks.elementwise import add_task
+
+    return Op("Elementwise", name, 0, add_task, [], {}, tiles, name=name)
+
+
+def test_dependencies_raw_war_waw_and_views():
+    buf = torch.zeros(64, dtype=torch.float32)
+    a, b = buf[:32], buf[32:]
+    other = torch.zeros(16)
+    ops = [
+        _op("w_a", [Tile(writes=region(a))]),                                   # 0
+        _op("w_b", [Tile(writes=region(b))]),                                   # 1
+        _op("r_half", [Tile(reads=region(buf, slice(16, 48)), writes=region(other))]),  # 2: RAW on 0 and 1
+        _op("r_a", [Tile(reads=region(a, slice(0, 8)))]),                       # 3: RAW on 0
+        _op("w_a_again", [Tile(writes=region(a, slice(4, 6)))]),                # 4: WAW 0, WAR 2 (bytes 16..), 3
+        _op("r_other", [Tile(reads=region(other))]),                            # 5: RAW on 2
+    ]
+    deps = [t.deps for t in graph.build_tasks(ops)]
+    assert deps == [[], [], [0, 1], [0], [0, 3], [2]]
+
+
+def test_dependencies_two_dimensional_slices():
+    t = torch.zeros(4, 8)
+    ops = [_op("cols", [Tile(writes=region(t, slice(None), slice(0, 4))), Tile(writes=region(t, slice(None), slice(4, 8)))]),
+           _op("row1", [Tile(reads=region(t, 1))]), _op("left", [Tile(reads=region(t, slice(None), slice(0, 2)))])]
+    deps = [t.deps for t in graph.build_tasks(ops)]
+    assert deps == [[], [], [0, 1], [0]]
+
+
+def test_logical_regions_only_meet_their_own_space():
+    cache = torch.zeros(4, 4)
+    ops = [_op("w_h0", [Tile(writes=logical_region(cache, "kv_head", 0, 1))]),
+           _op("w_h1", [Tile(writes=logical_region(cache, "kv_head", 1, 2))]),
+           _op("r_h1", [Tile(reads=logical_region(cache, "kv_head", 1, 2))]),
+           _op("bytes", [Tile(reads=region(cache))])]
+    assert [t.deps for t in graph.build_tasks(ops)] == [[], [], [1], []]
+    with pytest.raises(ValueError, match="empty"):
+        logical_region(cache, "kv_head", 2, 2)
+
+
+def test_tile_that_never_waits_may_not_depend():
+    t = torch.zeros(8)
+    ops = [_op("w", [Tile(writes=region(t))]), _op("prefetch", [Tile(reads=region(t), waits=False)])]
+    with pytest.raises(ValueError, match="never waits"):
+        graph.build_tasks(ops)
+
+
+def test_dep_ranges():
+    assert graph.dep_ranges([]) == []
+    assert graph.dep_ranges([1, 2, 3, 7, 9, 10]) == [(1, 3), (7, 1), (9, 2)]
+
+
+# ------------------------------------------------------------------------------------------------ scheduler
+def _tasks(n, deps):
+    return [Task(index=i, op=0, tile=i, deps=deps(i), cost=1000.0 * (1 + i % 3)) for i in range(n)]
+
+
+@pytest.mark.parametrize("policy", scheduler.POLICIES)
+def test_queues_are_topological_and_complete(policy):
+    tasks = _tasks(50, lambda i: [i - 1] if i % 5 else [])
+    queues = scheduler.assign(tasks, 7, policy)
+    assert sorted(i for q in queues for i in q) == list(range(50))
+    assert all(q == sorted(q) for q in queues)
+    assert all(tasks[i].worker == w for w, q in enumerate(queues) for i in q)
+
+
+def test_balanced_policy_spreads_independent_tasks():
+    tasks = _tasks(8, lambda i: [])
+    for t in tasks:
+        t.cost = 1e6
+    assert [len(q) for q in scheduler.assign(tasks, 4, "balanced")] == [2, 2, 2, 2]
+
+
+def test_scheduler_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="policy 'lifo' is not supported"):
+        scheduler.assign([], 2, "lifo")
+    with pytest.raises(ValueError, match="num_workers"):
+        scheduler.assign([], 0)
+
+
+# ------------------------------------------------------------------------------------------------ codegen
+def test_render_constexpr():
+    import triton.language as tl
+
+    assert codegen.render_constexpr("a", 3) == "3"
+    assert codegen.render_constexpr("a", True) == "True"
+    assert codegen.render_constexpr("a", 1e-6) == "1e-06"
+    assert codegen.render_constexpr("a", torch.bfloat16) == "tl.bfloat16"
+    assert codegen.render_constexpr("a", tl.float16) == "tl.float16"
+    with pytest.raises(ValueError, match="finite"):
+        codegen.render_constexpr("a", float("nan"))
+    with pytest.raises(TypeError, match="unsupported type list"):
+        codegen.render_constexpr("a", [1])
+
+
+def test_generated_source_dispatches_every_branch():
+    keys = [("triton_dist.mega_triton_kernel.tasks.elementwise", "add_task", (("N", "8"),), False),
+            ("triton_dist.mega_triton_kernel.tasks.linear", "linear_task", (("M", "1"),), True)]
+    src = codegen.generate_source(keys, ["Elementwise:add", "Linear:linear"])
+    compile(src, "<generated>", "exec")
+    assert "if branch == 0:" in src and "elif branch == 1:" in src
+    assert "_m0.add_task(args, tile, e, N=8)" in src
+    assert "_m1.linear_task(args, tile, e, deps_ptr, dep_first, dep_count * (1 - STRICT), scoreboard_ptr, M=1)" in src
+    assert "elif (branch != 1):" in src  # the outer wait skips the branch that waits inside
+
+
+def test_device_function_must_be_importable():
+    import triton_dist
+
+    @triton_dist.jit
+    def local_task(args, tile, step):
+        pass
+
+    op = Op("Elementwise", "x", 0, local_task, [], {}, [Tile()])
+    with pytest.raises(ValueError, match="module-level"):
+        codegen.branch_key(op)
+
+
+# ------------------------------------------------------------------------------------------------ builder
+def test_builder_checks_arguments():
+    from triton_dist.mega_triton_kernel import ModelBuilder
+
+    b = ModelBuilder()
+    x, w, o = torch.zeros(1, 64).bfloat16(), torch.zeros(32, 64).bfloat16(), torch.zeros(1, 32).bfloat16()
+    with pytest.raises(ValueError, match="K differs"):
+        b.make_linear(x, torch.zeros(32, 48).bfloat16(), o)
+    with pytest.raises(TypeError, match="weight must be torch.bfloat16"):
+        b.make_linear(x, w.float(), o)
+    with pytest.raises(ValueError, match="must be contiguous"):
+        b.make_linear(x, torch.zeros(64, 32).bfloat16().T, o)
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        b.make_add(torch.zeros(9).bfloat16()[1:], torch.zeros(8).bfloat16(), torch.zeros(8).bfloat16())
+    with pytest.raises(ValueError, match="rms_eps must be a positive number"):
+        b.make_rms_norm(x, torch.zeros(64).bfloat16(), torch.zeros(1, 64).bfloat16(), rms_eps=0)
+    with pytest.raises(ValueError, match="unknown task type 'conv'"):
+        b._add("conv", 0)
+    with pytest.raises(ValueError, match="layer_id"):
+        b.make_linear(x, w, o, layer_id=-1)
+    with pytest.raises(RuntimeError, match="no ops"):
+        b.compile()
+    with pytest.raises(RuntimeError, match="compile"):
+        b.run()
+    with pytest.raises(ValueError, match="num_workers must be 1"):
+        ModelBuilder(num_workers=4)
+    with pytest.raises(ValueError, match="rank 2 is not in"):
+        ModelBuilder(rank=2, world_size=2)
+    with pytest.raises(ValueError, match="policy"):
+        ModelBuilder(policy="x")
+
+
+# ------------------------------------------------------------------------------------------------ simulator runs
+@pytest.mark.sim
+def test_chain_on_the_simulator(sim_ranks):  # noqa: F811
+    fails = sim_ranks.run(1, work.chain_runs, timeout=600)[0]
+    assert not fails, fails
+
+
+@pytest.mark.sim
+def test_strict_mode_names_the_unmet_dependency(sim_ranks):  # noqa: F811
+    fails = sim_ranks.run(1, work.strict_error_names_tasks, timeout=300)[0]
+    assert not fails, fails
+
+
+@pytest.mark.sim
+def test_profiled_step_trace(sim_ranks, tmp_path):  # noqa: F811
+    fails = sim_ranks.run(1, work.profile_trace, str(tmp_path), timeout=300)[0]
+    assert not fails, fails
