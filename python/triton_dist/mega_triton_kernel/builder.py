@@ -203,7 +203,11 @@ class ModelBuilder:
     def make_barrier_all_intra_node(self, wait_inputs=None, layer_id: int = 0):
         """Every rank waits until every rank reached this point of the step (after the tasks writing
         ``wait_inputs``)."""
-        return self._add("barrier_all_intra_node", layer_id, list(wait_inputs or []))
+        if wait_inputs is None:
+            wait_inputs = []
+        elif isinstance(wait_inputs, torch.Tensor):
+            wait_inputs = [wait_inputs]
+        return self._add("barrier_all_intra_node", layer_id, list(wait_inputs))
 
     def make_prefetch(self, weight, layer_id: int = 0):
         """Bring ``weight`` toward the SMs (L2) ahead of the task that reads it; waits for nothing."""
