@@ -1,0 +1,271 @@
+"""Benchmark the Qwen3 decode step as ONE mega kernel against the same model in plain torch, in the same process.
+
+    scripts/launch.sh --nproc_per_node {1,2} benchmarks/bench_mega.py [--preset qwen3-8b|qwen3-32b|toy]
+        [--layers N] [--context 512] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 4] [--fused-mlp]
+        [--prefetch] [--ar-method one_shot|ll] [--profile DIR] [--out JSON]
+    python benchmarks/bench_mega.py --preset toy --dry-run       # no GPU: the simulator, world 1, no timing
+
+Tensor parallelism = the world size (1 or 2), batch 1, random weights at the preset's real shapes
+(``triton_dist.mega_triton_kernel.models.qwen3.random_weights``). The KV cache holds ``context - 1`` random positions
+and the step decodes position ``context - 1``; every timed replay recomputes that same step.
+
+Measured (CUDA-graph replays of ``k`` steps, CUDA events, each sample after a barrier and a device-side rendezvous,
+samples interleaved over the implementations, median / k, max over ranks: ``benchmarks/timing.py``):
+
+* ``mega``: ``Qwen3MegaModel.run()`` (one persistent kernel per step);
+* ``torch_nccl``: ``Qwen3TorchModel.run()`` with ``torch.distributed.all_reduce`` (NCCL) at world > 1;
+* ``torch_ours``: the same torch model with ``triton_dist.ops.all_reduce`` (``--ar-method``, default one_shot);
+* ``copy``: a device-to-device copy of >= 1 GiB, for the HBM bandwidth ``2 * bytes / time`` (read + write).
+
+Reported: step latencies, ratios torch / mega, the bytes a step must read per GPU (linear weights + KV cache +
+norms, ``models.qwen3.step_bytes``) and the roofline fraction ``bytes / step time / copy bandwidth``. Before timing,
+a correctness pass (teacher-forced, ``--steps`` decode steps from an empty cache, mega vs torch_nccl logits): the
+issue's targets are cosine >= 0.999 every step and top-1 agreement >= 98%; the JSON records them and ``pass``.
+``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, and its SM activity.
+Writes JSON to ``--out`` or ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/) ``mega_<stamp>.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+PRESETS = ("qwen3-8b", "qwen3-32b", "toy")
+MIN_COSINE, MIN_TOP1 = 0.999, 0.98
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="qwen3-8b", choices=PRESETS, help="model shapes (default qwen3-8b)")
+    ap.add_argument("--layers", type=int, default=None, help="keep only the first N layers (quick runs)")
+    ap.add_argument("--context", type=int, default=512, help="tokens in the cache at the timed step (default 512)")
+    ap.add_argument("--steps", type=int, default=64, help="teacher-forced decode steps of the correctness pass")
+    ap.add_argument("--reps", type=int, default=20, help="timed samples per implementation")
+    ap.add_argument("--graph-steps", type=int, default=10, help="steps per CUDA graph (one timed sample)")
+    ap.add_argument("--num-workers", type=int, default=None, help="mega kernel programs (default: one per SM)")
+    ap.add_argument("--num-warps", type=int, default=4, help="warps per mega kernel program")
+    ap.add_argument("--fused-mlp", action="store_true", help="fused fc1 + silu * up (enable_mlp_fc1_silu_fusion)")
+    ap.add_argument("--prefetch", action="store_true", help="prefetch each next layer's weights (make_prefetch)")
+    ap.add_argument("--runtime-scheduler", action="store_true", help="dynamic task queue (enable_runtime_scheduler)")
+    ap.add_argument("--ar-method", default="one_shot", choices=("one_shot", "ll"),
+                    help="triton_dist all_reduce method of the torch_ours baseline")
+    ap.add_argument("--copy-gib", type=float, default=1.0, help="GiB copied by the bandwidth probe (>= 1)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", default=None, metavar="DIR", help="dump a profiled mega step's trace + Gantt here")
+    ap.add_argument("--out", default=None, metavar="JSON", help="output path (default: results dir, timestamped)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: build and check the model on the simulator (use --preset toy), no timing")
+    args = ap.parse_args(argv)
+    if args.layers is not None and args.layers < 1:
+        ap.error("--layers must be >= 1")
+    if args.context < 2:
+        ap.error("--context must be >= 2 (a cached prefix and the decoded token)")
+    if args.steps < 1 or args.reps < 1 or args.graph_steps < 1:
+        ap.error("--steps, --reps and --graph-steps must be >= 1")
+    if args.copy_gib < 1.0 and not args.dry_run:
+        ap.error("--copy-gib must be >= 1 (the bandwidth probe must not fit in L2)")
+    if args.dry_run and args.preset != "toy":
+        ap.error("--dry-run runs on the simulator: use --preset toy")
+    return args
+
+
+def make_config(args):
+    from triton_dist.mega_triton_kernel.models import QWEN3_8B, QWEN3_32B, Qwen3Config
+
+    cfg = {"qwen3-8b": QWEN3_8B, "qwen3-32b": QWEN3_32B, "toy": Qwen3Config.toy()}[args.preset]
+    ctx = max(args.context, args.steps + 1)  # the correctness pass decodes --steps tokens from an empty cache
+    kw = dict(max_context=-(-ctx // cfg.page_size) * cfg.page_size if args.dry_run else ctx)
+    if args.layers is not None:
+        kw["num_layers"] = args.layers
+    return cfg.replace(**kw)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.dry_run:
+        os.environ.setdefault("TRITON_DIST_BACKEND", "sim")
+    else:
+        os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "2G")
+        os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    import torch
+    import torch.distributed as dist
+
+    import triton_dist.utils as tdu
+    from triton_dist.mega_triton_kernel.models import (Qwen3MegaModel, Qwen3TorchModel, random_kv, random_weights,
+                                                       step_bytes, teacher_forced_check)
+    from provenance import git_commit, tree_fingerprint, versions
+
+    gpu = not args.dry_run
+    if gpu and not torch.cuda.is_available():
+        sys.exit("bench_mega.py: no CUDA GPU visible (use --dry-run --preset toy for the simulator path)")
+    tdu.initialize_distributed(seed=args.seed)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
+    cfg = make_config(args)
+    cfg.check_world(world)
+    dev = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
+    t0 = time.time()
+    w = random_weights(cfg, rank, world, seed=args.seed, device=dev)
+    bkw = dict(num_warps=args.num_warps, enable_mlp_fc1_silu_fusion=args.fused_mlp,
+               enable_runtime_scheduler=args.runtime_scheduler)
+    if args.num_workers is not None:
+        bkw["num_workers"] = args.num_workers
+    mega = Qwen3MegaModel(cfg, w, rank, world, prefetch=args.prefetch, **bkw)
+    log(f"built {args.preset} ({cfg.num_layers} layers) TP={world}: {len(mega.builder.tasks)} tasks, "
+        f"{mega.builder.num_workers} workers, {time.time() - t0:.1f} s")
+
+    def nccl_ar(t):
+        if gpu:
+            dist.all_reduce(t)
+            return t
+        f = t.float()  # gloo on the simulator: sum in fp32
+        dist.all_reduce(f)
+        return f.to(t.dtype)
+
+    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=nccl_ar)
+    ours = None
+    if world > 1 and gpu:
+        from triton_dist import ops
+
+        ar_ctx = ops.create_allreduce_ctx(cfg.hidden_size, w.embed.dtype, methods=(args.ar_method, ))
+        ar_out = torch.empty(1, cfg.hidden_size, dtype=w.embed.dtype, device=dev)
+        ours = Qwen3TorchModel(cfg, w, rank, world,
+                               all_reduce=lambda t: ops.all_reduce(t, ar_ctx, out=ar_out, method=args.ar_method))
+
+    # correctness: teacher-forced from an empty cache
+    g = torch.Generator().manual_seed(args.seed + 1)
+    toks = torch.randint(0, cfg.vocab_size, (args.steps, ), generator=g).tolist()
+    t0 = time.time()
+    chk = teacher_forced_check(mega, ref, toks)
+    chk["pass"] = bool(chk["min_cosine"] >= MIN_COSINE and chk["top1_rate"] >= MIN_TOP1)
+    chk["targets"] = dict(min_cosine=MIN_COSINE, top1_rate=MIN_TOP1)
+    log(f"correctness ({args.steps} teacher-forced steps, {time.time() - t0:.1f} s): min cosine "
+        f"{chk['min_cosine']:.6f}, top-1 {chk['top1_rate']:.3f} -> {'PASS' if chk['pass'] else 'FAIL'}")
+    if ours is not None:
+        ours_chk = teacher_forced_check(ours, ref, toks[:8])
+        chk["torch_ours_vs_nccl_min_cosine"] = ours_chk["min_cosine"]
+
+    nbytes = step_bytes(cfg, world, args.context, w.embed.element_size())
+    times, copy, profile = {}, {}, None
+    if gpu:
+        times, copy = time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log)
+        if args.profile:
+            profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
+    else:
+        log("dry run (simulator): no timing")
+
+    res = dict(bytes_per_step=nbytes)
+    if times:
+        bw = copy["bandwidth_gbs"] * 1e9
+        for name, us in times.items():
+            res[f"{name}_us"] = us
+            res[f"{name}_roofline"] = nbytes["total"] / (us * 1e-6) / bw if us > 0 else 0.0
+        for name in ("torch_nccl", "torch_ours"):
+            if name in times and times.get("mega"):
+                res[f"{name}_over_mega"] = times[name] / times["mega"]
+        log(f"step: mega {times['mega']:.1f} us, torch+nccl {times['torch_nccl']:.1f} us"
+            + (f", torch+ours({args.ar_method}) {times['torch_ours']:.1f} us" if "torch_ours" in times else "")
+            + f"; bytes/step {nbytes['total'] / 1e9:.3f} GB, copy bandwidth {copy['bandwidth_gbs']:.0f} GB/s, "
+            f"roofline fraction mega {res['mega_roofline']:.3f}, torch+nccl {res['torch_nccl_roofline']:.3f}")
+
+    if rank == 0:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        doc = {
+            "benchmark": "bench_mega",
+            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+            "timestamp_utc": stamp, "git_commit": git_commit(), "tree": tree_fingerprint(), "versions": versions(),
+            "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if gpu else
+                        ["cpu-simulator"]),
+            "world_size": world, "preset": args.preset, "config": dataclasses.asdict(cfg),
+            "context": args.context, "batch": 1,
+            "mega": dict(tasks=len(mega.builder.tasks), num_workers=mega.builder.num_workers,
+                         num_warps=args.num_warps, fused_mlp=args.fused_mlp, prefetch=args.prefetch,
+                         runtime_scheduler=args.runtime_scheduler, ops=len(mega.builder.ops)),
+            "ar_method": args.ar_method if ours is not None else None,
+            "timing": ("CUDA-graph replay of graph_steps steps at a fixed position, CUDA events, each sample after a "
+                       "barrier and a device-side rendezvous, samples interleaved over implementations, median / "
+                       "graph_steps (us), max over ranks" if gpu else "dry run on the simulator: none"),
+            "graph_steps": args.graph_steps, "reps": args.reps,
+            "correctness": chk, "results": res, "copy": copy, "profile": profile,
+            "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
+                                                   "TRITON_DIST_BACKEND")},
+        }
+        path = args.out
+        if path is None:
+            outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
+            path = os.path.join(outdir, f"mega_{stamp}.json")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+        print(f"wrote {path}", flush=True)
+    dist.barrier()
+    tdu.finalize_distributed()
+    return 0 if chk["pass"] else 1
+
+
+def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
+    """Graph-replay step times (us) of the models at position ``context - 1``, and the copy bandwidth probe."""
+    import torch
+    import torch.distributed as dist
+
+    from graph_capture import capture_calls
+    from timing import interleaved_medians
+
+    kvs = random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev)
+    models = {"mega": mega, "torch_nccl": ref}
+    if ours is not None:
+        models["torch_ours"] = ours
+    for m in models.values():
+        m.load_kv(kvs)
+        m.prepare(1)
+    kvs = None
+    n = int(args.copy_gib * (1 << 30))
+    src = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
+    dst = torch.empty_like(src)
+    stream = torch.cuda.Stream()
+    k = args.graph_steps
+    graphs = {name: capture_calls(m.run, k, stream) for name, m in models.items()}
+    kc = max(1, min(k, 4))
+    graphs["copy"] = capture_calls(lambda: dst.copy_(src), kc, stream)
+    dist.barrier()
+    runs = {name: g.replay for name, g in graphs.items()}
+    for r in runs.values():
+        r()
+    torch.cuda.synchronize()
+    # interleaved_medians divides by one k for all runs: time the copy separately with its own k
+    copy_graph = runs.pop("copy")
+    times = interleaved_medians(runs, k, args.reps)
+    copy_us = interleaved_medians({"copy": copy_graph}, kc, args.reps)["copy"]
+    copy = dict(bytes=n, us=copy_us, bandwidth_gbs=2 * n / (copy_us * 1e-6) / 1e9)
+    log(f"copy {n / (1 << 30):.2f} GiB: {copy_us:.1f} us -> {copy['bandwidth_gbs']:.0f} GB/s (read + write)")
+    return times, copy
+
+
+def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev):
+    """A profiled mega model (separate builder) at the timed position: trace + Gantt under ``--profile``."""
+    import torch
+
+    from triton_dist.mega_triton_kernel.models import Qwen3MegaModel
+
+    os.environ["MEGA_KERNEL_PROFILER_DIR"] = args.profile
+    m = Qwen3MegaModel(cfg, w, rank, world, prefetch=args.prefetch, enable_profiling=True, **bkw)
+    m.load_kv(random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev))
+    m.prepare(1)
+    for _ in range(3):
+        m.run()
+    torch.cuda.synchronize()
+    path = m.builder.dump_trace()
+    return dict(trace=path, sm_activity=m.builder.get_sm_activity())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
