@@ -9,6 +9,8 @@ Sections, one per kind of record:
 * ``"benchmark": "bench_shmem"``: put/get bandwidth per size and method against the peer-copy figure of the same
   run (graph and eager timing, launch configuration, the sweep's best), the 1 KiB put + quiet, and the ping-pong
   round trips (putmem_signal / signal_op / dl.notify+dl.wait).
+* ``"benchmark": "bench_mega"``: the mega kernel decode step against the torch model; probe_mega.py documents
+  (``weight_bytes`` + ``rows``): the Linear chain per configuration.
 * ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (autotuned, and the best tiling / loop form).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
@@ -413,6 +415,41 @@ def gemm_section(doc):
     return lines + [""]
 
 
+def mega_section(doc):
+    """bench_mega: one row per run (preset, TP, context): the mega kernel step against the torch model under CUDA-graph
+    replay in the same process, the roofline fraction and the correctness pass."""
+    r, c, m = doc.get("results", {}), doc.get("correctness", {}), doc.get("mega", {})
+    cfg = doc.get("config", {})
+    ours = r.get("torch_ours_us")
+    row = (f"| {doc.get('preset')} ({cfg.get('num_layers', '?')} layers) | {doc.get('world_size')} | "
+           f"{doc.get('context')} | {_f(r.get('mega_us'), '{:.1f}')} | {_f(r.get('torch_nccl_us'), '{:.1f}')} | "
+           f"{_f(r.get('torch_nccl_over_mega'))} | {_f(ours, '{:.1f}') if ours else '-'} | "
+           f"{_f(r.get('torch_ours_over_mega')) if ours else '-'} | "
+           f"{r.get('bytes_per_step', {}).get('total', 0) / 1e9:.2f} | {_f(r.get('mega_roofline'))} | "
+           f"{_f(c.get('min_cosine'), '{:.5f}')} / {_f(c.get('top1_rate'), '{:.3f}')} ({c.get('steps')} steps) |")
+    return [f"`{doc['_path']}` (commit {doc.get('git_commit', '?')}, {m.get('tasks')} tasks on "
+            f"{m.get('num_workers')} workers x {m.get('num_warps')} warps, fused MLP {m.get('fused_mlp')}):", "",
+            "| model | TP | context | mega us | torch+NCCL us | x torch | torch+ours us | x torch+ours | GB/step | "
+            "roofline (copy) | min cosine / top-1 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
+
+
+def probe_mega_section(doc):
+    """probe_mega.py: the Linear chain (or pure GEMV streaming) as one mega kernel vs torch, per configuration."""
+    lines = [f"`{doc['_path']}`: {doc.get('layers')} layers of hidden {doc.get('hidden')} / qkv {doc.get('qkv')} / "
+             f"intermediate {doc.get('inter')} ({doc.get('weight_bytes', 0) / 1e9:.2f} GB of weights); torch "
+             f"{_f(doc.get('torch_graph_us'), '{:.1f}')} us; read bandwidth "
+             f"{_f((doc.get('read_bytes_per_s') or 0) / 1e12)} TB/s", "",
+             "| workers | warps | mega us | weight TB/s | x torch |", "|---|---|---|---|---|"]
+    for row in doc.get("rows", []):
+        if "error" in row:
+            lines.append(f"| {row.get('workers')} | {row.get('num_warps')} | error: {row['error'][:80]} | | |")
+        else:
+            lines.append(f"| {row['workers']} | {row['num_warps']} | {row['us']:.1f} | {row['tb_s']:.2f} | "
+                         f"{row['ratio']:.2f} |")
+    return lines + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -427,7 +464,7 @@ def main():
         lines += ["## Collectives (`benchmarks/bench_collectives.py`)", ""]
         for d in sorted(coll, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
             lines += collective_section(d, os.path.dirname(os.path.abspath(args.out)))
-    kind = {"bench_shmem": [], "bench_overlap": [], "gemm": []}
+    kind = {"bench_shmem": [], "bench_overlap": [], "gemm": [], "bench_mega": []}
     for d in docs:
         b = d.get("benchmark")
         if b in kind:
@@ -454,6 +491,17 @@ def main():
                   "/ ours (> 1: ours faster). Newest run first.", ""]
         for d in sorted(kind["gemm"], key=run_stamp, reverse=True):
             lines += gemm_section(d)
+    probes = [d for d in docs if "weight_bytes" in d and "rows" in d and "benchmark" not in d]
+    if kind["bench_mega"] or probes:
+        lines += ["## Mega kernel (`benchmarks/bench_mega.py`, `benchmarks/probe_mega.py`)", "",
+                  "A whole decode step as one persistent kernel against the same model in plain torch, both replayed "
+                  "from CUDA graphs in the same process. `x torch` = torch time / mega time (> 1: mega faster); "
+                  "`roofline (copy)` = weight + KV bytes per step / step time / the bandwidth of a device copy "
+                  "measured in the same run.", ""]
+        for d in sorted(kind["bench_mega"], key=lambda d: d.get("timestamp_utc", ""), reverse=True):
+            lines += mega_section(d)
+        for d in sorted(probes, key=lambda d: d["_path"]):
+            lines += probe_mega_section(d)
     steps = [d for d in docs if ("exit_code" in d and "name" in d) or "skipped" in d]
     if steps:
         lines += ["## GPU suite steps (`scripts/gpu_suite.sh`, `benchmarks/record_run.py`)", ""]
@@ -465,7 +513,7 @@ def main():
                   "record.", ""]
         for d in sorted(runs, key=lambda d: d.get("date", "")):
             lines += run_section(d)
-    done = coll + kind["bench_shmem"] + kind["bench_overlap"] + kind["gemm"] + steps + runs
+    done = coll + kind["bench_shmem"] + kind["bench_overlap"] + kind["gemm"] + kind["bench_mega"] + probes + steps + runs
     other = [d for d in docs if not any(d is x for x in done)]
     if other:
         lines += ["## Other result files", ""]
