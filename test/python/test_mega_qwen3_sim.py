@@ -2,13 +2,45 @@
 teacher-forced logits against the plain-torch reference (``Qwen3TorchModel``) on the simulator at world 1 and 2
 (the reference's all-reduce through gloo), several decode steps from an empty cache and from a filled one whose
 next steps cross a page boundary; plus the reference's tensor-parallel consistency and the argument checks."""
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
 import torch
 
+import _mega_qwen3_sim_work as work
+from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 from triton_dist.mega_triton_kernel.models import (QWEN3_8B, QWEN3_32B, Qwen3Config, Qwen3TorchModel, random_kv,
                                                    random_weights, step_bytes)
+
+ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "64M"}
+# the issue's targets are cosine >= 0.999 and top-1 >= 98%; a correct step's logits are within cosine ~0.99997 of the
+# reference here, while a RoPE one position off gives ~0.996, one cached value position lost ~0.99, a q-norm weight
+# ignored ~0.9997: the test asks for 0.9999 so that such bugs fail it
+MIN_COSINE, MIN_TOP1 = 0.9999, 0.98
+
+
+def _check(res, what):
+    for key in ("fresh", "filled"):
+        r = res[key]
+        assert r["steps"] > 0
+        assert r["min_cosine"] >= MIN_COSINE, (what, key, r["cosine"])
+        assert r["top1_rate"] >= MIN_TOP1, (what, key, r["top1"])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("world, fused, prefetch", [(1, False, False), (1, True, True), (2, False, True)])
+def test_teacher_forced_logits_match_torch(sim_ranks, world, fused, prefetch):  # noqa: F811
+    # toy page size 16: 13 filled positions + 4 steps cross into the second page
+    res = sim_ranks.run(world, work.teacher_forced, 3, 13, 4, fused, prefetch, timeout=600, env=ENV)
+    for rank, r in enumerate(res):
+        _check(r, (world, rank))
+        assert r["pos"] == 17
+    if world > 1:  # every rank ends with the same (replicated) logits
+        assert torch.equal(res[0]["logits"], res[1]["logits"])
 
 
 
@@ -107,3 +139,32 @@ def test_bad_world_rank_weights_and_tokens():
         m.step(1)
     m.reset()
     m.step(1)
+
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_mega.py")
+
+
+def test_bench_mega_help_and_bad_options():
+    out = subprocess.run([sys.executable, BENCH, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for opt in ("--preset", "--layers", "--steps", "--num-workers", "--num-warps", "--fused-mlp", "--profile",
+                "--out", "--dry-run"):
+        assert opt in out.stdout
+    bad = subprocess.run([sys.executable, BENCH, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--dry-run runs on the simulator: use --preset toy" in bad.stderr
+
+
+@pytest.mark.sim
+def test_bench_mega_dry_run_on_the_simulator(tmp_path):
+    """The benchmark's GPU-less path: the toy model built and checked (teacher-forced) on the simulator, JSON
+    written with the correctness record and the bytes per step."""
+    out = tmp_path / "mega.json"
+    env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, BENCH, "--preset", "toy", "--dry-run", "--steps", "3", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    chk = doc["correctness"]
+    assert chk["pass"] and chk["steps"] == 3 and chk["min_cosine"] >= MIN_COSINE, chk
+    assert doc["results"]["bytes_per_step"] == step_bytes(Qwen3Config.toy(), 1, 512)
+    assert doc["world_size"] == 1 and doc["devices"] == ["cpu-simulator"] and doc["mega"]["tasks"] > 0

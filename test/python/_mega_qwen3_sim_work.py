@@ -1,0 +1,42 @@
+"""Rank-side functions for test_mega_qwen3_sim.py (module level, so simulator rank processes import them by
+reference)."""
+from __future__ import annotations
+
+import torch
+
+
+def _gloo_all_reduce(t: torch.Tensor) -> torch.Tensor:
+    """Sum over the ranks in fp32 (gloo), rounded once to ``t``'s dtype: what the mega kernel's all-reduce computes."""
+    import torch.distributed as dist
+
+    f = t.float()
+    dist.all_reduce(f)
+    return f.to(t.dtype)
+
+
+def teacher_forced(steps: int, ctx_fill: int, ctx_steps: int, fused: bool = False, prefetch: bool = False,
+                   seed: int = 0):
+    """The toy Qwen3 on this rank: ``steps`` teacher-forced decode steps from an empty cache, then (same models)
+    a cache filled with ``ctx_fill`` random positions and ``ctx_steps`` more steps (crossing a page boundary).
+    Returns both runs' :func:`teacher_forced_check` results and the task count."""
+    import triton_dist.utils as tdu
+    from triton_dist.mega_triton_kernel.models import (Qwen3Config, Qwen3MegaModel, Qwen3TorchModel, random_kv,
+                                                       random_weights, teacher_forced_check)
+
+    tdu.initialize_distributed()
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    cfg = Qwen3Config.toy()
+    w = random_weights(cfg, rank, world, seed=seed)
+    mega = Qwen3MegaModel(cfg, w, rank, world, prefetch=prefetch, enable_mlp_fc1_silu_fusion=fused)
+    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=_gloo_all_reduce)
+    g = torch.Generator().manual_seed(seed + 7)
+    toks = torch.randint(0, cfg.vocab_size, (steps + ctx_steps, ), generator=g).tolist()
+    fresh = teacher_forced_check(mega, ref, toks[:steps])
+    kvs = random_kv(cfg, ctx_fill, rank, world, seed=seed + 1)
+    mega.load_kv(kvs)
+    ref.load_kv(kvs)
+    filled = teacher_forced_check(mega, ref, toks[steps:], reset=False)
+    logits = mega.logits.clone()
+    return dict(fresh=fresh, filled=filled, pos=mega.pos, tasks=len(mega.builder.tasks), logits=logits)
