@@ -15,10 +15,15 @@ samples interleaved over the implementations, median / k, max over ranks: ``benc
 * ``mega``: ``Qwen3MegaModel.run()`` (one persistent kernel per step);
 * ``torch_nccl``: ``Qwen3TorchModel.run()`` with ``torch.distributed.all_reduce`` (NCCL) at world > 1;
 * ``torch_ours``: the same torch model with ``triton_dist.ops.all_reduce`` (``--ar-method``, default one_shot);
-* ``copy``: a device-to-device copy of >= 1 GiB, for the HBM bandwidth ``2 * bytes / time`` (read + write).
+* ``copy``: a device-to-device copy of >= 1 GiB, for the HBM bandwidth ``2 * bytes / time`` (read + write), two
+  ways: ``copy_`` (a D2D memcpy) and an elementwise kernel (``torch.neg(src, out=dst)``); the faster is the copy
+  bandwidth (the memcpy moved 2.75 TB/s on an H200 where a read-only reduction streamed 4.3 TB/s, which made the
+  roofline fraction exceed 1). Also a read-only probe (``sum`` of the same bytes): ``read_bandwidth_gbs``.
 
 Reported: step latencies, ratios torch / mega, the bytes a step must read per GPU (linear weights + KV cache +
-norms, ``models.qwen3.step_bytes``) and the roofline fraction ``bytes / step time / copy bandwidth``. Before timing,
+norms, ``models.qwen3.step_bytes``) and the roofline fraction ``bytes / step time / copy bandwidth``
+(``<name>_roofline``; ``<name>_roofline_read``: against the read-only bandwidth, the tighter bound for a step that
+reads far more than it writes). Before timing,
 a correctness pass (teacher-forced, ``--steps`` decode steps from an empty cache, mega vs torch_nccl logits): the
 issue's targets are cosine >= 0.999 every step and top-1 agreement >= 98%; the JSON records them and ``pass``.
 ``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, and its SM activity.
@@ -166,16 +171,19 @@ def main(argv=None):
     res = dict(bytes_per_step=nbytes)
     if times:
         bw = copy["bandwidth_gbs"] * 1e9
+        rbw = copy["read_bandwidth_gbs"] * 1e9
         for name, us in times.items():
             res[f"{name}_us"] = us
             res[f"{name}_roofline"] = nbytes["total"] / (us * 1e-6) / bw if us > 0 else 0.0
+            res[f"{name}_roofline_read"] = nbytes["total"] / (us * 1e-6) / rbw if us > 0 else 0.0
         for name in ("torch_nccl", "torch_ours"):
             if name in times and times.get("mega"):
                 res[f"{name}_over_mega"] = times[name] / times["mega"]
         log(f"step: mega {times['mega']:.1f} us, torch+nccl {times['torch_nccl']:.1f} us"
             + (f", torch+ours({args.ar_method}) {times['torch_ours']:.1f} us" if "torch_ours" in times else "")
             + f"; bytes/step {nbytes['total'] / 1e9:.3f} GB, copy bandwidth {copy['bandwidth_gbs']:.0f} GB/s, "
-            f"roofline fraction mega {res['mega_roofline']:.3f}, torch+nccl {res['torch_nccl_roofline']:.3f}")
+            f"roofline fraction mega {res['mega_roofline']:.3f} ({res['mega_roofline_read']:.3f} of the read "
+            f"bandwidth {copy['read_bandwidth_gbs']:.0f} GB/s), torch+nccl {res['torch_nccl_roofline']:.3f}")
 
     if rank == 0:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -228,25 +236,31 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
         m.load_kv(kvs)
         m.prepare(1)
     kvs = None
-    n = int(args.copy_gib * (1 << 30))
-    src = torch.empty(n, dtype=torch.uint8, device=dev).random_(0, 255)
+    n = int(args.copy_gib * (1 << 30)) // 16 * 16
+    src = torch.randn(n // 2, dtype=torch.bfloat16, device=dev)
     dst = torch.empty_like(src)
+    acc = torch.empty((), dtype=torch.float32, device=dev)
     stream = torch.cuda.Stream()
     k = args.graph_steps
     graphs = {name: capture_calls(m.run, k, stream) for name, m in models.items()}
     kc = max(1, min(k, 4))
-    graphs["copy"] = capture_calls(lambda: dst.copy_(src), kc, stream)
+    probes = {"memcpy": lambda: dst.copy_(src), "kernel_copy": lambda: torch.neg(src, out=dst),
+              "read": lambda: torch.sum(src, dim=0, dtype=torch.float32, out=acc)}
+    probe_graphs = {name: capture_calls(fn, kc, stream) for name, fn in probes.items()}
     dist.barrier()
     runs = {name: g.replay for name, g in graphs.items()}
     for r in runs.values():
         r()
     torch.cuda.synchronize()
-    # interleaved_medians divides by one k for all runs: time the copy separately with its own k
-    copy_graph = runs.pop("copy")
     times = interleaved_medians(runs, k, args.reps)
-    copy_us = interleaved_medians({"copy": copy_graph}, kc, args.reps)["copy"]
-    copy = dict(bytes=n, us=copy_us, bandwidth_gbs=2 * n / (copy_us * 1e-6) / 1e9)
-    log(f"copy {n / (1 << 30):.2f} GiB: {copy_us:.1f} us -> {copy['bandwidth_gbs']:.0f} GB/s (read + write)")
+    # interleaved_medians divides by one k for all runs: the probes (kc calls per graph) separately
+    pus = interleaved_medians({name: g.replay for name, g in probe_graphs.items()}, kc, args.reps)
+    gbs = {name: (1 if name == "read" else 2) * n / (us * 1e-6) / 1e9 for name, us in pus.items()}
+    best = max(("memcpy", "kernel_copy"), key=lambda name: gbs[name])
+    copy = dict(bytes=n, us=pus[best], bandwidth_gbs=gbs[best], method=best, probes_us=pus, probes_gbs=gbs,
+                read_bandwidth_gbs=gbs["read"])
+    log(f"copy {n / (1 << 30):.2f} GiB: memcpy {gbs['memcpy']:.0f} GB/s, kernel {gbs['kernel_copy']:.0f} GB/s "
+        f"(read + write); read-only {gbs['read']:.0f} GB/s")
     return times, copy
 
 
