@@ -136,14 +136,16 @@ def main(argv=None):
         dist.all_reduce(f)
         return f.to(t.dtype)
 
-    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=nccl_ar)
+    # the baseline attends over the timed context, not the whole max_context cache (a fair torch model)
+    window = min(cfg.max_context, max(args.context, args.steps))
+    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=nccl_ar, attn_window=window)
     ours = None
     if world > 1 and gpu:
         from triton_dist import ops
 
         ar_ctx = ops.create_allreduce_ctx(cfg.hidden_size, w.embed.dtype, methods=(args.ar_method, ))
         ar_out = torch.empty(1, cfg.hidden_size, dtype=w.embed.dtype, device=dev)
-        ours = Qwen3TorchModel(cfg, w, rank, world,
+        ours = Qwen3TorchModel(cfg, w, rank, world, attn_window=window,
                                all_reduce=lambda t: ops.all_reduce(t, ar_ctx, out=ar_out, method=args.ar_method))
 
     # correctness: teacher-forced from an empty cache

@@ -19,33 +19,14 @@
 #
 # AMD-DAG: global_load_dwordx4
 # AMD-DAG: global_atomic_swap
+import os
 import shutil
 import sys
 
-import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from _mega_sim_work import _chain  # noqa: E402  (the same chain the simulator tests run)
 
-from triton_dist.mega_triton_kernel import ModelBuilder
-
-H, N, INTER = 256, 384, 512
-torch.manual_seed(0)
-
-
-def bf(*shape):
-    return torch.randn(*shape).bfloat16()
-
-
-x, g = bf(1, H), bf(H)
-w1, w2, w3, w4 = bf(N, H), bf(H, N), bf(2 * INTER, H), bf(H, INTER)
-h, q, o, x1, h2, a, d, x2 = bf(1, H), bf(1, N), bf(1, H), bf(1, H), bf(1, H), bf(1, INTER), bf(1, H), bf(1, H)
-b = ModelBuilder()
-b.make_rms_norm(x, g, h)
-b.make_qkv_proj(h, w1, q)
-b.make_o_proj(q, w2, o)
-b.make_add(x, o, x1)
-b.make_rms_norm(x1, g, h2)
-b.make_fused_fc1_silu_mul_up(h2, w3, a)
-b.make_fc2(a, w4, d)
-b.make_add(d, x1, x2)
+b, _, _ = _chain()
 b.compile()
 assert b.queue_cap <= 64 and b.num_args == 6, (b.queue_cap, b.num_args)
 shutil.copy(b.source_path, sys.argv[1])

@@ -454,16 +454,25 @@ def _nccl_all_reduce(t: torch.Tensor) -> torch.Tensor:
 
 class Qwen3TorchModel(_DecodeState):
     """The same decode step in plain torch: bf16 weights and activations, fp32 math in norms, RoPE and softmax,
-    fp32 logits; the KV cache is contiguous ``[max_context, Hkv_l, D]`` per layer, the attention runs over all
-    ``max_context`` positions with the ones at or past ``kv_lens`` masked (static shapes: ``run()`` is CUDA-graph
-    capturable). ``all_reduce``: ``f(tensor) -> tensor`` summing a partial over the ranks (default
-    ``torch.distributed.all_reduce``, in place); unused at world 1."""
+    fp32 logits; the KV cache is contiguous ``[max_context, Hkv_l, D]`` per layer, the attention runs over the first
+    ``attn_window`` positions (default ``max_context``) with the ones at or past ``kv_lens`` masked (static shapes:
+    ``run()`` is CUDA-graph capturable). A step past ``attn_window`` is refused by ``prepare()`` (a ValueError, never
+    a silently truncated attention); a benchmark at context ``c`` sets ``attn_window`` to ``c`` so the baseline does
+    not convert and scan a cache 8x longer than the sequence. ``all_reduce``: ``f(tensor) -> tensor`` summing a
+    partial over the ranks (default ``torch.distributed.all_reduce``, in place); unused at world 1."""
 
     def __init__(self, cfg: Qwen3Config, weights: Qwen3Weights, rank: int = 0, world_size: int = 1, *,
-                 all_reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None, device=None):
+                 all_reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None, device=None,
+                 attn_window: Optional[int] = None):
         cfg.check_world(world_size)
         _check_rank(rank, world_size)
         _check_weights(cfg, weights, rank, world_size)
+        if attn_window is None:
+            attn_window = cfg.max_context
+        if isinstance(attn_window, bool) or not isinstance(attn_window, int) or not 1 <= attn_window <= cfg.max_context:
+            raise ValueError(f"Qwen3TorchModel: attn_window must be an int in [1, max_context={cfg.max_context}], "
+                             f"got {attn_window!r}")
+        self.attn_window = attn_window
         self._init_state(cfg)
         self.rank, self.world = rank, world_size
         self.weights = weights
@@ -496,6 +505,9 @@ class Qwen3TorchModel(_DecodeState):
 
     def prepare(self, token):
         self._check_token(token)
+        if self.attn_window < self.pos + 1 <= self.cfg.max_context:
+            raise ValueError(f"Qwen3TorchModel: the step would attend over {self.pos + 1} positions, more than "
+                             f"attn_window={self.attn_window}; build the reference with a larger attn_window")
         self._advance()
         if isinstance(token, torch.Tensor):
             self.token.copy_(token.reshape(1))
@@ -525,7 +537,8 @@ class Qwen3TorchModel(_DecodeState):
         pos = (self.kv_lens.long() - 1)  # [1]
         cos = self.cos[0].index_select(0, pos)  # [1, D]
         sin = self.sin[0].index_select(0, pos)
-        mask = self._positions[None, :] > pos[:, None]  # [1, max_ctx]: True = not attended
+        win = self.attn_window
+        mask = self._positions[None, :win] > pos[:, None]  # [1, win]: True = not attended
         x = w.embed.index_select(0, self.token)  # [1, H]
 
         def rope(t):  # t [n, D] fp32
@@ -542,10 +555,10 @@ class Qwen3TorchModel(_DecodeState):
             kc.index_copy_(0, pos, k.unsqueeze(0))
             vc.index_copy_(0, pos, v.unsqueeze(0))
             qg = q.to(x.dtype).float().view(hkv, g, D)
-            s = torch.einsum("hgd,thd->hgt", qg, kc.float()) * (D ** -0.5)
+            s = torch.einsum("hgd,thd->hgt", qg, kc[:win].float()) * (D ** -0.5)
             s = s.masked_fill(mask.view(1, 1, -1), float("-inf"))
             p = torch.softmax(s, dim=-1)
-            a = torch.einsum("hgt,thd->hgd", p, vc.float()).to(x.dtype).reshape(1, hq * D)
+            a = torch.einsum("hgt,thd->hgd", p, vc[:win].float()).to(x.dtype).reshape(1, hq * D)
             o = torch.nn.functional.linear(a, lw.wo)
             if self.world > 1:
                 o = self.all_reduce(o)

@@ -51,3 +51,16 @@ def check_gqa(op: str, q_name: str, Hq: int, kv_name: str, Hkv: int) -> int:
         raise ValueError(f"{op}: the {Hq} heads of {q_name} must be a positive multiple of the {Hkv} heads of "
                          f"{kv_name} (grouped-query attention)")
     return Hq // Hkv
+
+
+def check_paged_tables(op: str, block_tables, kv_lens, B: int) -> int:
+    """``block_tables [B, max_blocks]`` and ``kv_lens [B]``, int32; returns ``max_blocks`` (>= 1)."""
+    import torch
+
+    from ..core.checks import check_tensor
+
+    check_tensor(op, "block_tables", block_tables, dim=2, dtype=torch.int32, shape=[B, None])
+    if block_tables.shape[1] < 1:
+        raise ValueError(f"{op}: block_tables has no columns")
+    check_tensor(op, "kv_lens", kv_lens, dim=1, dtype=torch.int32, shape=[B])
+    return block_tables.shape[1]

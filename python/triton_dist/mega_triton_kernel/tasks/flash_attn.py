@@ -18,6 +18,7 @@ from ..core.device import arg
 from ..core.registry import register_task
 from ..core.task import Op, Tile, region
 from ._attn_checks import check_bool, check_gqa, check_head_dim, check_scale, check_soft_cap
+from .flash_decode import online_softmax_block
 
 __all__ = ["flash_attn_task"]
 
@@ -59,23 +60,10 @@ def flash_attn_task(args, tile, step, S: tl.constexpr, HQ: tl.constexpr, HKV: tl
         kv_off = ((b * S + rn).to(tl.int64)[:, None] * HKV + kh) * D + d[None, :]
         k = tl.load(k_ptr + kv_off, mask=nm[:, None] & dm[None, :], other=0.0)
         v = tl.load(v_ptr + kv_off, mask=nm[:, None] & dm[None, :], other=0.0)
-        s = tl.dot(q, tl.trans(k))
-        if SOFT_CAP > 0:
-            s = (SOFT_CAP * 1.4426950408889634) * (
-                1.0 - 2.0 / (tl.exp2(s * (2.0 * SM_SCALE / SOFT_CAP * 1.4426950408889634)) + 1.0))
-        else:
-            s = s * (SM_SCALE * 1.4426950408889634)
         ok = nm[None, :]
         if CAUSAL:
             ok = ok & (rn[None, :] <= rm[:, None])
-        s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m - m_ref)
-        p = tl.exp2(s - m_ref[:, None])
-        l_sum = l_sum * alpha + tl.sum(p, axis=1)
-        acc = tl.dot(p.to(DT), v, acc * alpha[:, None])
-        m = m_new
+        m, l_sum, acc = online_softmax_block(q, k, v, ok, m, l_sum, acc, SM_SCALE, SOFT_CAP, DT)
     out = acc / tl.where(l_sum > 0, l_sum, 1.0)[:, None]
     tl.store(o_ptr + ((b * S + rm).to(tl.int64)[:, None] * HQ + qh) * D + d[None, :], out.to(DT),
              mask=mm[:, None] & dm[None, :])

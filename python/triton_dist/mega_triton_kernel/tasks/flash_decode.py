@@ -31,7 +31,7 @@ from ..core.checks import check_tensor
 from ..core.device import arg
 from ..core.registry import register_task
 from ..core.task import Op, Tile, logical_region, region
-from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap
+from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap, check_paged_tables
 
 __all__ = ["flash_decode_split_task", "flash_decode_combine_task", "pick_num_kv_splits", "pick_block_n"]
 
@@ -48,6 +48,29 @@ def pick_block_n(block_d: int) -> int:
 def pick_num_kv_splits(B: int, Hkv: int, num_workers: int, max_len: int, block_n: int) -> int:
     """Splits per ``(b, kv head)`` so that ``B * Hkv * splits`` about fills ``num_workers``."""
     return max(1, min(num_workers // max(1, B * Hkv), triton.cdiv(max_len, block_n), 128))
+
+
+@triton_dist.jit
+def online_softmax_block(q, k, v, ok, m, l_sum, acc, SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr,
+                         DT: tl.constexpr):
+    """One K/V block of a base-2 online softmax (shared by flash decode and flash attention): scores
+    ``q @ k.T * SM_SCALE`` (``SOFT_CAP > 0``: ``SOFT_CAP * tanh(scores / SOFT_CAP)``, as ``1 - 2 / (e^2x + 1)``,
+    which saturates cleanly at +-1), ``-inf`` where ``ok`` is False; returns the updated running max ``m``, sum
+    ``l_sum`` and fp32 accumulator ``acc`` (rows with nothing seen yet keep ``m = -inf`` and add nothing)."""
+    s = tl.dot(q, tl.trans(k))
+    if SOFT_CAP > 0:
+        s = (SOFT_CAP * 1.4426950408889634) * (
+            1.0 - 2.0 / (tl.exp2(s * (2.0 * SM_SCALE / SOFT_CAP * 1.4426950408889634)) + 1.0))
+    else:
+        s = s * (SM_SCALE * 1.4426950408889634)
+    s = tl.where(ok, s, float("-inf"))
+    m_new = tl.maximum(m, tl.max(s, axis=1))
+    m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m - m_ref)
+    p = tl.exp2(s - m_ref[:, None])
+    l_sum = l_sum * alpha + tl.sum(p, axis=1)
+    acc = tl.dot(p.to(DT), v, acc * alpha[:, None])
+    return m_new, l_sum, acc
 
 
 @triton_dist.jit
@@ -95,21 +118,7 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
         kvm = pm[:, None] & dm[None, :]
         k = tl.load(kc + off[:, None] + d[None, :], mask=kvm, other=0.0)
         v = tl.load(vc + off[:, None] + d[None, :], mask=kvm, other=0.0)
-        s = tl.dot(q, tl.trans(k))
-        if SOFT_CAP > 0:
-            # soft_cap * tanh(x), tanh(x) = 1 - 2 / (e^(2x) + 1) (saturates cleanly at +-1), in base 2
-            s = (SOFT_CAP * 1.4426950408889634) * (
-                1.0 - 2.0 / (tl.exp2(s * (2.0 * SM_SCALE / SOFT_CAP * 1.4426950408889634)) + 1.0))
-        else:
-            s = s * (SM_SCALE * 1.4426950408889634)
-        s = tl.where(pm[None, :], s, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m - m_ref)
-        pexp = tl.exp2(s - m_ref[:, None])
-        l_sum = l_sum * alpha + tl.sum(pexp, axis=1)
-        acc = tl.dot(pexp.to(DT), v, acc * alpha[:, None])
-        m = m_new
+        m, l_sum, acc = online_softmax_block(q, k, v, pm[None, :], m, l_sum, acc, SM_SCALE, SOFT_CAP, DT)
     nonempty = l_sum > 0
     out = tl.where(nonempty[:, None], acc / tl.where(nonempty, l_sum, 1.0)[:, None], 0.0)
     lse = tl.where(nonempty, m + tl.log2(tl.where(nonempty, l_sum, 1.0)), float("-inf"))
@@ -169,11 +178,7 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
     check_head_dim(name, "query", D)
     if B < 1 or NB < 1 or PAGE < 1:
         raise ValueError(f"{name}: empty query {list(query.shape)} or key_cache {list(key_cache.shape)}")
-    check_tensor(name, "block_tables", block_tables, dim=2, dtype=torch.int32, shape=[B, None])
-    MAXB = block_tables.shape[1]
-    if MAXB < 1:
-        raise ValueError(f"{name}: block_tables has no columns")
-    check_tensor(name, "kv_lens", kv_lens, dim=1, dtype=torch.int32, shape=[B])
+    MAXB = check_paged_tables(name, block_tables, kv_lens, B)
     check_tensor(name, "output", output, dtype=query.dtype, shape=list(query.shape))
     scale = check_scale(name, sm_scale, D)
     cap = check_soft_cap(name, soft_cap)

@@ -29,7 +29,7 @@ from ..core.checks import check_tensor
 from ..core.device import arg
 from ..core.registry import register_task
 from ..core.task import Op, Tile, logical_region, region
-from ._attn_checks import check_bool, check_eps, check_gqa, check_head_dim
+from ._attn_checks import check_bool, check_eps, check_gqa, check_head_dim, check_paged_tables
 
 __all__ = ["qk_norm_rope_task"]
 
@@ -129,11 +129,7 @@ def build_qk_norm_rope_update_kvcache(builder, layer_id, qkv, key_cache, value_c
     check_head_dim(name, "qkv", D, even=True)
     if B < 1 or S < 1 or NB < 1 or PAGE < 1:
         raise ValueError(f"{name}: empty qkv {list(qkv.shape)} or key_cache {list(key_cache.shape)}")
-    check_tensor(name, "block_tables", block_tables, dim=2, dtype=torch.int32, shape=[B, None])
-    MAXB = block_tables.shape[1]
-    if MAXB < 1:
-        raise ValueError(f"{name}: block_tables has no columns")
-    check_tensor(name, "kv_lens", kv_lens, dim=1, dtype=torch.int32, shape=[B])
+    MAXB = check_paged_tables(name, block_tables, kv_lens, B)
     check_tensor(name, "q_rms_weight", q_rms_weight, dim=1, dtype=dts, shape=[D])
     check_tensor(name, "k_rms_weight", k_rms_weight, dim=1, dtype=q_rms_weight.dtype, shape=[D])
     check_tensor(name, "cos_cache", cos_cache, dim=3, dtype=torch.float32, shape=[None, None, D])
