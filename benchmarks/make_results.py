@@ -426,12 +426,13 @@ def mega_section(doc):
            f"{_f(r.get('torch_nccl_over_mega'))} | {_f(ours, '{:.1f}') if ours else '-'} | "
            f"{_f(r.get('torch_ours_over_mega')) if ours else '-'} | "
            f"{r.get('bytes_per_step', {}).get('total', 0) / 1e9:.2f} | {_f(r.get('mega_roofline'))} | "
+           f"{_f(r.get('mega_roofline_read')) if 'mega_roofline_read' in r else '-'} | "
            f"{_f(c.get('min_cosine'), '{:.5f}')} / {_f(c.get('top1_rate'), '{:.3f}')} ({c.get('steps')} steps) |")
     return [f"`{doc['_path']}` (commit {doc.get('git_commit', '?')}, {m.get('tasks')} tasks on "
             f"{m.get('num_workers')} workers x {m.get('num_warps')} warps, fused MLP {m.get('fused_mlp')}):", "",
             "| model | TP | context | mega us | torch+NCCL us | x torch | torch+ours us | x torch+ours | GB/step | "
-            "roofline (copy) | min cosine / top-1 |",
-            "|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
+            "roofline (copy) | roofline (read) | min cosine / top-1 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
 
 
 def probe_mega_section(doc):
@@ -497,7 +498,7 @@ def main():
                   "A whole decode step as one persistent kernel against the same model in plain torch, both replayed "
                   "from CUDA graphs in the same process. `x torch` = torch time / mega time (> 1: mega faster); "
                   "`roofline (copy)` = weight + KV bytes per step / step time / the bandwidth of a device copy "
-                  "measured in the same run.", ""]
+                  "measured in the same run; `roofline (read)`: against a read-only stream of the same run.", ""]
         for d in sorted(kind["bench_mega"], key=lambda d: d.get("timestamp_utc", ""), reverse=True):
             lines += mega_section(d)
         for d in sorted(probes, key=lambda d: d["_path"]):

@@ -48,6 +48,7 @@ MATRIX_FILES = (
     "test_language_sim.py", "test_libshmem_sim.py", "test_collectives_sim.py", "test_overlap_sim.py",
     "test_sim_runtime.py", "test_sim_user_kernels.py", "test_ops_api.py", "test_profiler.py", "test_utils.py",
     "test_plain_jit_shmem.py", "test_simt_tiles.py", "test_amd_hsaco.py", "test_mega_attention_sim.py",
+    "test_mega_core.py", "test_mega_qwen3_sim.py",
 )
 MATRIX_MAX_RANKS = 2
 #: Tests of MATRIX_FILES left out of the matrix: test_stress_4_ranks takes no rank-count parameter (its rank count is
