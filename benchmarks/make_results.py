@@ -435,6 +435,41 @@ def mega_section(doc):
             "|---|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
 
 
+def plot_mega(docs, png_path):
+    """Step latency of every ``bench_mega`` run (one bar group per result file: mega, torch, torch + ours) into
+    ``png_path``. Returns False without matplotlib or without timed runs."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    runs = [d for d in docs if d.get("results", {}).get("mega_us")]
+    if not runs:
+        return False
+    names = [("mega_us", "mega kernel"), ("torch_nccl_us", "torch (+NCCL when TP > 1)"),
+             ("torch_ours_us", "torch + triton_dist all-reduce")]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs) + 2), 4.2))
+    width = 0.8 / len(names)
+    for i, (key, label) in enumerate(names):
+        xs = [j + (i - 1) * width for j, d in enumerate(runs) if d["results"].get(key)]
+        ys = [d["results"][key] / 1e3 for d in runs if d["results"].get(key)]
+        if xs:
+            ax.bar(xs, ys, width, label=label)
+    ax.set_xticks(range(len(runs)))
+    ax.set_xticklabels([f"{os.path.basename(d['_path'])[:-5]}\nTP={d.get('world_size')}, "
+                        f"{d.get('config', {}).get('num_layers')} layers" for d in runs], fontsize=7)
+    ax.set_ylabel("decode step (ms), CUDA-graph replay")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle("Qwen3 decode step: mega kernel vs torch (same process)")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def probe_mega_section(doc):
     """probe_mega.py: the Linear chain (or pure GEMV streaming) as one mega kernel vs torch, per configuration."""
     lines = [f"`{doc['_path']}`: {doc.get('layers')} layers of hidden {doc.get('hidden')} / qkv {doc.get('qkv')} / "
@@ -499,7 +534,11 @@ def main():
                   "from CUDA graphs in the same process. `x torch` = torch time / mega time (> 1: mega faster); "
                   "`roofline (copy)` = weight + KV bytes per step / step time / the bandwidth of a device copy "
                   "measured in the same run; `roofline (read)`: against a read-only stream of the same run.", ""]
-        for d in sorted(kind["bench_mega"], key=lambda d: d.get("timestamp_utc", ""), reverse=True):
+        mega_runs = sorted(kind["bench_mega"], key=lambda d: d.get("timestamp_utc", ""), reverse=True)
+        png = os.path.join(os.path.dirname(os.path.abspath(args.out)), "results", "mega_steps.png")
+        if plot_mega(mega_runs, png):
+            lines += ["![mega kernel step times](results/mega_steps.png)", ""]
+        for d in mega_runs:
             lines += mega_section(d)
         for d in sorted(probes, key=lambda d: d["_path"]):
             lines += probe_mega_section(d)
