@@ -20,6 +20,8 @@
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
 #   scripts/gpu_suite.sh coll-round     full sweep writing the table into the tree's copy here, then coll-final's steps
 #   scripts/gpu_suite.sh rs-probe       the GEMM+RS tests, then benchmarks/probe_gemm_rs.py (PROBE_SHAPES)
+#   scripts/gpu_suite.sh mega           the mega kernel's GPU tier (Qwen3 at TP=NPROC), then bench_mega at TP=NPROC
+#                                       (Qwen3-8B, context 512, 64 teacher-forced steps) and at TP=1
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
@@ -120,6 +122,12 @@ case $part in
     rec bench_overlap_rs_final 150 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \
       --models llama3-70b,llama3-8b,comm-heavy --m-values 2048,4096,8192 --tag rs-final
     eager_rules rs-final ;;
+  mega)  # the mega kernel: its GPU tier, then the Qwen3-8B decode step at TP=NPROC (vs torch + NCCL and torch + our
+    # one-shot all-reduce) and at TP=1 (vs torch), fused MLP (the issue's targets: 1.3x / 1.15x / roofline >= 0.6)
+    tier gpu_mega 200 test/python/gpu/test_gpu_mega_qwen3.py
+    rec bench_mega_tp"$NP" 150 torchrun --nproc_per_node "$NP" benchmarks/bench_mega.py --fused-mlp --steps 64 \
+      --reps 10 --ar-method one_shot
+    rec bench_mega_tp1 120 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 64 --reps 10 ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
@@ -179,7 +187,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed
