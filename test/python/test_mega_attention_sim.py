@@ -107,15 +107,21 @@ def rank_decode_chain(Hq, Hkv, splits, steps):
     b.compile()
     if b.ops[-2].constexprs["SPLITS"] != splits:
         fails.append(f"num_kv_splits={splits} not applied: {b.ops[-2].constexprs}")
-    # derived dependencies: a split task waits for the last cache writer of its kv head (logical regions), a
-    # combine task for exactly the splits of its (b, h)
+    # derived dependencies: a split task waits for the cache writer of its (sequence, kv head) (logical regions)
+    # and no other, the cache writers of different sequences do not wait for each other, a combine task waits for
+    # exactly the splits of its (b, h)
     first = [0]
     for op in b.ops:
         first.append(first[-1] + len(op.tiles))
+    for t in b.tasks[first[1]:first[2]]:
+        if any(d >= first[1] for d in t.deps):
+            fails.append(f"cache-writer task {t.index} waits for another cache writer: {t.deps}")
     for t in b.tasks[first[2]:first[3]]:
         bb, h = divmod(t.tile // splits, Hkv)
-        if first[1] + (B - 1) * Hkv + h not in t.deps:
-            fails.append(f"split task {t.index} (b {bb}, head {h}) deps {t.deps} miss the last writer of head {h}")
+        writers = [d for d in t.deps if first[1] <= d < first[2]]
+        if writers != [first[1] + bb * Hkv + h]:
+            fails.append(f"split task {t.index} (b {bb}, head {h}) waits for cache writers {writers}, expected "
+                         f"[{first[1] + bb * Hkv + h}]")
     for t in b.tasks[first[3]:]:
         want = list(range(first[2] + t.tile * splits, first[2] + (t.tile + 1) * splits))
         if t.deps != want:

@@ -173,7 +173,9 @@ class ModelBuilder:
         """Per head of ``qkv [B, S, Hq + 2 Hkv, D]``: RMS-norm q and k (unless skipped), rotate them (RoPE at
         positions ``kv_lens[b] - S + s``, tables ``cos_cache / sin_cache [*, max_pos, D]``), write q to
         ``q_norm_rope [B, S, Hq, D]`` and k, v into the paged caches at those positions (``kv_lens`` already counts
-        the new tokens)."""
+        the new tokens). The new positions of different sequences must not share a cache page (pages shared
+        by sequences, a common prefix, are only read in a step): the decode tasks of sequence ``b`` wait only for
+        the cache writes of sequence ``b``."""
         return self._add("qk_norm_rope_update_kvcache", layer_id, qkv, key_cache, value_cache, block_tables, kv_lens,
                          q_rms_weight, k_rms_weight, cos_cache, sin_cache, q_norm_rope, q_rms_eps=q_rms_eps,
                          k_rms_eps=k_rms_eps, rope_theta=rope_theta, skip_q_norm=skip_q_norm,

@@ -17,8 +17,8 @@
 
 ``NUM_KV_SPLITS`` (a constexpr) makes ``B * Hkv * splits`` about ``builder.num_workers`` (at least 1, at most one
 split per ``BLOCK_N`` positions of the longest possible sequence); the build function also takes ``num_kv_splits``
-to force it. The split tasks read the caches as ``logical_region(cache, "kv_head", h, h + 1)`` (the writers of the
-cache describe their writes the same way). ``kv_lens[b]`` is clamped to ``max_blocks * page_size`` and positions on
+to force it. The split tasks read the caches as ``logical_region(cache, "seq_kv_head", b * Hkv + h, ...)`` (the
+writers of the cache, ``qk_norm_rope``, describe their writes the same way: per sequence and kv head). ``kv_lens[b]`` is clamped to ``max_blocks * page_size`` and positions on
 a page index outside ``[0, num_blocks)`` are skipped, so bad tables never read outside the caches.
 """
 from __future__ import annotations
@@ -201,8 +201,10 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
             heads = slice(h * G, (h + 1) * G)
             for i in range(splits):
                 split_tiles.append(Tile(
-                    reads=(region(query, b, 0, heads) + logical_region(key_cache, "kv_head", h, h + 1)
-                           + logical_region(value_cache, "kv_head", h, h + 1) + region(block_tables, b)
+                    reads=(region(query, b, 0, heads)
+                           + logical_region(key_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1)
+                           + logical_region(value_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1)
+                           + region(block_tables, b)
                            + region(kv_lens, slice(b, b + 1))),
                     writes=region(part_o, b, heads, i) + region(part_l, b, heads, i),
                     cost=2 * per_split * D * es + G * D * (es + 4)))

@@ -13,7 +13,9 @@ paged caches ``[num_blocks, page_size, Hkv, D]`` at page ``block_tables[b, pos /
 
 Tiling: one task per ``(b, s, kv head h)``, handling k / v head ``h`` and its ``Hq / Hkv`` query heads together. The
 cache pages a task writes are chosen on the device (``block_tables``), so its cache writes are described as
-``logical_region(cache, "kv_head", h, h + 1)``, the space the decode tasks read in.
+``logical_region(cache, "seq_kv_head", b * Hkv + h, b * Hkv + h + 1)``, the space the decode tasks read in: per
+sequence and kv head, so the tasks of different sequences do not wait for each other (a step's new positions of two
+sequences never share a page; pages shared by sequences, a common prefix, are only read within a step).
 
 Positions the device cannot place (``pos`` outside ``[0, max_pos)`` or past ``max_blocks * page_size``, or a page
 index outside ``[0, num_blocks)``: ``kv_lens`` / ``block_tables`` inconsistent with the tables) write nothing to
@@ -157,8 +159,8 @@ def build_qk_norm_rope_update_kvcache(builder, layer_id, qkv, key_cache, value_c
                          + region(q_rms_weight) + region(k_rms_weight) + region(cos_cache, cb)
                          + region(sin_cache, cb))
                 writes = (region(q_norm_rope, b, s, slice(h * G, (h + 1) * G))
-                          + logical_region(key_cache, "kv_head", h, h + 1)
-                          + logical_region(value_cache, "kv_head", h, h + 1))
+                          + logical_region(key_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1)
+                          + logical_region(value_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1))
                 tiles.append(Tile(reads=reads, writes=writes, cost=(2 * G + 4) * D * es + 16 * D))
     return Op("Normalization", "qk_norm_rope_update_kvcache", layer_id, qk_norm_rope_task,
               [qkv, key_cache, value_cache, block_tables, kv_lens, q_rms_weight, k_rms_weight, cos_cache, sin_cache,
