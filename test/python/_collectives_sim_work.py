@@ -1,6 +1,6 @@
 """Rank-side functions for test_collectives_sim.py / test_ops_api.py (module level, so rank processes can import
 them by reference). Each returns a list of failure strings (empty = pass) plus counts, so one spawn checks a lot.
-``_expect_value_error`` also serves test_overlap_sim.py."""
+``expect_error`` also serves test_overlap_sim.py and the mega kernel's tests."""
 from __future__ import annotations
 
 import random
@@ -234,17 +234,20 @@ def stress(calls, seed=0, max_elems=512):
     return fails, calls, time.time() - t0
 
 
-def _expect_value_error(fails, what, fn, *needles):
+def expect_error(fails, what, fn, *needles, exc=ValueError):
+    """Append to ``fails`` unless ``fn()`` raises ``exc`` (an exception type or a tuple of them) whose message holds
+    every one of ``needles``."""
     try:
         fn()
-    except ValueError as exc:
-        msg = str(exc)
+    except exc as e:
+        msg = str(e)
         missing = [n for n in needles if n not in msg]
         if missing:
             fails.append(f"{what}: message lacks {missing}: {msg}")
         return
-    except Exception as exc:  # noqa: BLE001
-        fails.append(f"{what}: raised {type(exc).__name__}: {exc} instead of ValueError")
+    except Exception as e:  # noqa: BLE001
+        names = " or ".join(t.__name__ for t in (exc if isinstance(exc, tuple) else (exc, )))
+        fails.append(f"{what}: raised {type(e).__name__}: {e} instead of {names}")
         return
     fails.append(f"{what}: no error")
 
@@ -266,26 +269,26 @@ def api_checks():
     p2p = ops.create_p2p_ctx(64, bf)
     x = _inputs(1, rank, 100, bf)
     # --- validation (nothing is launched: a launch on one rank only would hang the peers' next call)
-    _expect_value_error(fails, "dtype", lambda: ops.all_reduce(x.float(), ar), "all_reduce", "float32", "bfloat16")
-    _expect_value_error(fails, "too big", lambda: ops.all_reduce(torch.zeros(2048, dtype=bf), ar), "2048", "1024")
-    _expect_value_error(fails, "method", lambda: ops.all_reduce(x, ar, method="tree"), "tree", "one_shot")
-    _expect_value_error(fails, "noncontig", lambda: ops.all_reduce(torch.zeros(8, 8, dtype=bf).t(), ar),
+    expect_error(fails, "dtype", lambda: ops.all_reduce(x.float(), ar), "all_reduce", "float32", "bfloat16")
+    expect_error(fails, "too big", lambda: ops.all_reduce(torch.zeros(2048, dtype=bf), ar), "2048", "1024")
+    expect_error(fails, "method", lambda: ops.all_reduce(x, ar, method="tree"), "tree", "one_shot")
+    expect_error(fails, "noncontig", lambda: ops.all_reduce(torch.zeros(8, 8, dtype=bf).t(), ar),
                         "contiguous")
-    _expect_value_error(fails, "wrong ctx", lambda: ops.all_reduce(x, ag), "create_allreduce_ctx")
-    _expect_value_error(fails, "not tensor", lambda: ops.all_gather([1, 2], ag), "torch.Tensor")
-    _expect_value_error(fails, "ag out", lambda: ops.all_gather(x, ag, out=torch.empty(3, dtype=bf)), "out")
-    _expect_value_error(fails, "ag ce on sim", lambda: ops.all_gather(x, ag, method="ce"), "ce")
-    _expect_value_error(fails, "rs rows", lambda: ops.reduce_scatter(torch.zeros(world * 2 + 1, dtype=bf), rs),
+    expect_error(fails, "wrong ctx", lambda: ops.all_reduce(x, ag), "create_allreduce_ctx")
+    expect_error(fails, "not tensor", lambda: ops.all_gather([1, 2], ag), "torch.Tensor")
+    expect_error(fails, "ag out", lambda: ops.all_gather(x, ag, out=torch.empty(3, dtype=bf)), "out")
+    expect_error(fails, "ag ce on sim", lambda: ops.all_gather(x, ag, method="ce"), "ce")
+    expect_error(fails, "rs rows", lambda: ops.reduce_scatter(torch.zeros(world * 2 + 1, dtype=bf), rs),
                         "multiple of the world size")
-    _expect_value_error(fails, "rs ctx size", lambda: ops.create_reduce_scatter_ctx(world * 8 + 1, bf),
+    expect_error(fails, "rs ctx size", lambda: ops.create_reduce_scatter_ctx(world * 8 + 1, bf),
                         "multiple of the world size")
-    _expect_value_error(fails, "ctx dtype", lambda: ops.create_allreduce_ctx(16, torch.int32), "int32", "bfloat16")
-    _expect_value_error(fails, "fp8 reduce", lambda: ops.create_allreduce_ctx(16, torch.float8_e4m3fn),
+    expect_error(fails, "ctx dtype", lambda: ops.create_allreduce_ctx(16, torch.int32), "int32", "bfloat16")
+    expect_error(fails, "fp8 reduce", lambda: ops.create_allreduce_ctx(16, torch.float8_e4m3fn),
                         "float8_e4m3fn")
-    _expect_value_error(fails, "ctx size", lambda: ops.create_allgather_ctx(0, bf), "max_numel")
-    _expect_value_error(fails, "send to self", lambda: ops.send(x[:8], rank, p2p), "dst")
-    _expect_value_error(fails, "recv big", lambda: ops.recv((65, ), (rank + 1) % world, p2p), "65")
-    _expect_value_error(fails, "one_shot cap", lambda: ops.all_reduce(
+    expect_error(fails, "ctx size", lambda: ops.create_allgather_ctx(0, bf), "max_numel")
+    expect_error(fails, "send to self", lambda: ops.send(x[:8], rank, p2p), "dst")
+    expect_error(fails, "recv big", lambda: ops.recv((65, ), (rank + 1) % world, p2p), "65")
+    expect_error(fails, "one_shot cap", lambda: ops.all_reduce(
         torch.zeros(1024, dtype=bf), ops.create_allreduce_ctx(1024, bf, one_shot_max_numel=256), method="one_shot"),
         "one_shot_max_numel")
     # --- the ops still work after all those rejected calls (no half-launched state)
@@ -354,7 +357,7 @@ def api_checks():
         fails.append(f"torch.compile: {type(exc).__name__}: {str(exc)[:300]}")
     # --- methods=: only the requested buffers are allocated; other methods are refused, auto adapts
     rs_ring = ops.create_reduce_scatter_ctx(8 * world, bf, methods=("ring", ))
-    _expect_value_error(fails, "unallocated method", lambda: ops.reduce_scatter(torch.zeros(8 * world, dtype=bf),
+    expect_error(fails, "unallocated method", lambda: ops.reduce_scatter(torch.zeros(8 * world, dtype=bf),
                                                                                 rs_ring, method="direct"),
                         "not allocated", "ring")
     xr = [_inputs(11, q, 8 * world, bf) for q in range(world)]
@@ -364,17 +367,17 @@ def api_checks():
     if rs_ring.select(64) != "ring" or rs_ring.direct is not None:
         fails.append("methods=('ring',) allocation/selection")
     rs_ring.close()
-    _expect_value_error(fails, "bad methods", lambda: ops.create_allreduce_ctx(16, bf, methods=("tree", )), "tree")
-    _expect_value_error(fails, "pipe knob", lambda: ops.create_allgather_ctx(16, bf, pipe_segments=0), "pipe_segments")
-    _expect_value_error(fails, "pipe knob", lambda: ops.create_reduce_scatter_ctx(16 * world, bf, pipe_pushers=-1),
+    expect_error(fails, "bad methods", lambda: ops.create_allreduce_ctx(16, bf, methods=("tree", )), "tree")
+    expect_error(fails, "pipe knob", lambda: ops.create_allgather_ctx(16, bf, pipe_segments=0), "pipe_segments")
+    expect_error(fails, "pipe knob", lambda: ops.create_reduce_scatter_ctx(16 * world, bf, pipe_pushers=-1),
                         "pipe_pushers")
     # --- check_peers: a cross-rank shape mismatch becomes a ValueError on every rank (host check)
     ar.check_peers = True
     bad = torch.zeros(16 + rank, dtype=bf)
-    _expect_value_error(fails, "check_peers", lambda: ops.all_reduce(bad, ar), "different arguments")
+    expect_error(fails, "check_peers", lambda: ops.all_reduce(bad, ar), "different arguments")
     ar.check_peers = False
     # --- fingerprint: contexts created with different arguments are refused on every rank, before allocation
-    _expect_value_error(fails, "fingerprint", lambda: ops.create_allgather_ctx(128 + rank, bf), "disagree")
+    expect_error(fails, "fingerprint", lambda: ops.create_allgather_ctx(128 + rank, bf), "disagree")
     # all contexts still usable
     y = ops.all_reduce(xs[rank], ar)
     if not torch.equal(y, ref):

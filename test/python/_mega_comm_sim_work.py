@@ -176,16 +176,9 @@ def barrier_cases(steps=3, delay_s=0.4):
 
 
 def _expect(fails, exc_type, text, fn, *args, **kwargs):
-    try:
-        fn(*args, **kwargs)
-    except exc_type as e:
-        if text not in str(e):
-            fails.append(f"{fn.__name__}: message {str(e)!r} lacks {text!r}")
-        return
-    except Exception as e:  # noqa: BLE001 - reported to the test
-        fails.append(f"{fn.__name__}: {type(e).__name__} instead of {exc_type.__name__}: {e}")
-        return
-    fails.append(f"{fn.__name__}: no {exc_type.__name__} ({text!r})")
+    from _collectives_sim_work import expect_error
+
+    expect_error(fails, f"{fn.__name__} ({text!r})", lambda: fn(*args, **kwargs), text, exc=exc_type)
 
 
 def argument_errors():

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from _collectives_sim_work import expect_error
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
 ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240"}
@@ -270,17 +271,7 @@ def rank_generated_source():
 
 
 def _expect(fails, what, fn, *needles):
-    try:
-        fn()
-    except (TypeError, ValueError) as exc:
-        missing = [n for n in needles if n not in str(exc)]
-        if missing:
-            fails.append(f"{what}: message lacks {missing}: {exc}")
-        return
-    except Exception as exc:  # noqa: BLE001
-        fails.append(f"{what}: raised {type(exc).__name__}: {exc}")
-        return
-    fails.append(f"{what}: no error")
+    expect_error(fails, what, fn, *needles, exc=(TypeError, ValueError))
 
 
 def rank_argument_checks():
