@@ -1,10 +1,10 @@
 """Barrier family: ``barrier_all_intra_node`` (every rank waits until every rank reached this point of the step).
 
 One task per op. The builder allocates (collectively) a per-op symmetric int64 flag array ``[2 (parity), WORLD]``.
-In step ``step`` the task stores ``step`` into slot ``[step % 2, RANK]`` of every rank's array, itself included
-(``dl.notify``, system-scope release: every write this rank's program made before is visible to a rank that sees
-the flag), then waits (``dl.wait``, system scope, acquire) until the ``WORLD`` slots ``[step % 2, *]`` of its own
-array all hold ``step``.
+In step ``step`` the task stores ``step`` into slot ``[step % 2, RANK]`` of every peer's array
+(``kernels.common.notify_peers``: system-scope release, so every write this rank's program made before is visible to
+a rank that sees the flag), then waits (``kernels.common.wait_peers``: system scope, acquire) until the peers' slots
+``[step % 2, src]`` of its own array hold ``step`` (its own slot is never used).
 
 Why two parities: a rank that passed the barrier of step ``e`` may run on and signal the barrier of step ``e + 1``
 while a slower rank still polls for ``e``; with one slot per rank that signal would overwrite the ``e`` it waits for
@@ -22,7 +22,7 @@ from __future__ import annotations
 import triton.language as tl
 
 import triton_dist
-import triton_dist.language as dl
+from triton_dist.kernels.common import notify_peers, wait_peers
 from ..core.device import arg
 from ..core.registry import register_task
 from ..core.task import Op, Tile, region
@@ -34,9 +34,8 @@ __all__ = ["barrier_task"]
 def barrier_task(args, tile, step, RANK: tl.constexpr, WORLD: tl.constexpr):
     """``args``: the symmetric int64 flag array ``[2, WORLD]``. See the module docstring."""
     flags = arg(args, 0, tl.int64) + (step % 2) * WORLD
-    for i in tl.static_range(WORLD):
-        dl.notify(flags + RANK, (RANK + i) % WORLD, step, "set", "intra_node")
-    dl.wait(flags, WORLD, "sys", "acquire", step)
+    notify_peers(flags, RANK, WORLD, step)
+    wait_peers(flags, RANK, WORLD, step)
 
 
 @register_task("barrier_all_intra_node", "Barrier")
