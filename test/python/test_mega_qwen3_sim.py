@@ -139,6 +139,13 @@ def test_bad_world_rank_weights_and_tokens():
         m.step(1)
     m.reset()
     m.step(1)
+    with pytest.raises(ValueError, match=r"attn_window must be an int in \[1, max_context=64\]"):
+        Qwen3TorchModel(cfg, random_weights(cfg), attn_window=65)
+    short = Qwen3TorchModel(cfg, random_weights(cfg), attn_window=2)
+    short.step(1)
+    short.step(2)
+    with pytest.raises(ValueError, match="attend over 3 positions, more than attn_window=2"):
+        short.step(3)
 
 
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_mega.py")

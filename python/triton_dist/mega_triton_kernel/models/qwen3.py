@@ -276,6 +276,25 @@ class _DecodeState:
             raise ValueError(f"{type(self).__name__}: token must be an int in [0, vocab_size={self.cfg.vocab_size}), "
                              f"got {token!r}")
 
+    def reset(self):
+        """Start a new sequence (the cache content is kept but no longer counted)."""
+        self.kv_lens.zero_()
+        self.pos = 0
+
+    def _take_token(self, token, attn_window: Optional[int] = None):
+        """The host side of ``prepare(token)``: check it, advance the position (refusing one past ``max_context``,
+        or past ``attn_window`` when given), put it in ``self.token`` and count it in ``kv_lens`` (device ops only)."""
+        self._check_token(token)
+        if attn_window is not None and attn_window < self.pos + 1 <= self.cfg.max_context:
+            raise ValueError(f"{type(self).__name__}: the step would attend over {self.pos + 1} positions, more "
+                             f"than attn_window={attn_window}; build the reference with a larger attn_window")
+        self._advance()
+        if isinstance(token, torch.Tensor):
+            self.token.copy_(token.reshape(1))
+        else:
+            self.token.fill_(token)
+        self.kv_lens.add_(1)
+
     def _advance(self, n: int = 1):
         if self.pos + n > self.cfg.max_context:
             raise ValueError(f"{type(self).__name__}: the sequence would hold {self.pos + n} tokens, more than "
@@ -399,11 +418,6 @@ class Qwen3MegaModel(_DecodeState):
         b.make_linear(hf, weights.lm_head, self.logits, layer_id=L)
         b.compile()
 
-    def reset(self):
-        """Start a new sequence (the cache content is kept but no longer counted)."""
-        self.kv_lens.zero_()
-        self.pos = 0
-
     def load_kv(self, kvs):
         """Start a sequence whose first ``n`` positions hold ``kvs`` (per layer ``(k, v)``, ``[n, Hkv_l, D]``)."""
         n = self._check_kv(kvs)
@@ -421,14 +435,8 @@ class Qwen3MegaModel(_DecodeState):
         """Set up the next step: the token's embedding row into the step's input, ``kv_lens += 1`` (device-side ops
         only when ``token`` is a one-element int tensor on the device; its value is not range-checked, which would
         synchronise: an out-of-range id fails in ``index_select``)."""
-        self._check_token(token)
-        self._advance()
-        if isinstance(token, torch.Tensor):
-            self.token.copy_(token.reshape(1))
-        else:
-            self.token.fill_(token)
+        self._take_token(token)
         torch.index_select(self.weights.embed, 0, self.token, out=self.x)
-        self.kv_lens.add_(1)
 
     def run(self):
         """The decode step alone (one kernel launch; CUDA-graph capturable)."""
@@ -491,10 +499,6 @@ class Qwen3TorchModel(_DecodeState):
         self._positions = torch.arange(cfg.max_context, device=dev)
         self._mm_out_dtype = dev.type == "cuda"
 
-    def reset(self):
-        self.kv_lens.zero_()
-        self.pos = 0
-
     def load_kv(self, kvs):
         n = self._check_kv(kvs)
         for li, (k, v) in enumerate(kvs):
@@ -504,16 +508,7 @@ class Qwen3TorchModel(_DecodeState):
         self.pos = n
 
     def prepare(self, token):
-        self._check_token(token)
-        if self.attn_window < self.pos + 1 <= self.cfg.max_context:
-            raise ValueError(f"Qwen3TorchModel: the step would attend over {self.pos + 1} positions, more than "
-                             f"attn_window={self.attn_window}; build the reference with a larger attn_window")
-        self._advance()
-        if isinstance(token, torch.Tensor):
-            self.token.copy_(token.reshape(1))
-        else:
-            self.token.fill_(token)
-        self.kv_lens.add_(1)
+        self._take_token(token, self.attn_window)
 
     def _rms(self, x, w, eps):
         xf = x.float()
