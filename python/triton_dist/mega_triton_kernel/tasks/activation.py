@@ -14,12 +14,19 @@ from ..core.device import arg
 from ..core.registry import register_task
 from ..core.task import Op, Tile, region
 
-__all__ = ["silu_mul_up_task"]
+__all__ = ["silu_mul_up_task", "silu_mul"]
 
 #: Most columns per task.
 MAX_BLOCK_N = 1024
 #: Elements of ``act_out`` per task (rows x columns), at least one row.
 TILE_ELEMS = 4096
+
+
+@triton_dist.jit
+def silu_mul(gate, up):
+    """``silu(gate) * up`` in fp32 (``gate / (1 + exp(-gate)) * up``): the activation of this task and of the fused
+    Linear (``mlp_fc1_silu_mul_up``), one expression so both round alike."""
+    return gate / (1.0 + tl.exp(-gate)) * up
 
 
 @triton_dist.jit
@@ -38,7 +45,7 @@ def silu_mul_up_task(args, tile, step, M: tl.constexpr, N: tl.constexpr, ROWS: t
     for j in range(0, tl.minimum(ROWS, M - r0)):
         g = tl.load(f_rows + j * (2 * N) + cols, mask=cmask, other=0.0).to(tl.float32)
         u = tl.load(f_rows + j * (2 * N) + N + cols, mask=cmask, other=0.0).to(tl.float32)
-        tl.store(o_rows + j * N + cols, (g / (1.0 + tl.exp(-g)) * u).to(ODT), mask=cmask)
+        tl.store(o_rows + j * N + cols, silu_mul(g, u).to(ODT), mask=cmask)
 
 
 @register_task("silu_mul_up", "Activation")

@@ -19,6 +19,7 @@ from ..core.checks import check_tensor
 from ..core.device import arg, wait_deps
 from ..core.registry import register_task
 from ..core.task import Op, Tile, region
+from .activation import silu_mul
 
 __all__ = ["linear_task", "pick_gemv_block_n"]
 
@@ -90,7 +91,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
         if SILU_MUL:
             up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
-            acc = acc / (1.0 + tl.exp(-acc)) * up
+            acc = silu_mul(acc, up)
         out = acc.to(ODT)
         tl.store(o_ptr + pm * N + rn, out, mask=nmask)
         if RES:
@@ -106,7 +107,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
         if SILU_MUL:
             up = _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            acc = acc / (1.0 + tl.exp(-acc)) * up
+            acc = silu_mul(acc, up)
         tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
 
 
