@@ -101,7 +101,6 @@ class ModelBuilder:
         self._compiled = False
         self._kernel = None
         self.profile_buf = None
-        self._barrier_buf = None
 
     # ------------------------------------------------------------------------------------------------ building
     def create_symm_tensor(self, shape, dtype) -> torch.Tensor:

@@ -23,9 +23,6 @@ from .activation import silu_mul
 
 __all__ = ["linear_task", "pick_gemv_block_n"]
 
-_DTYPES = None
-
-
 def _dtypes():
     import torch
 
@@ -36,7 +33,7 @@ def _dtypes():
 GEMV_CHUNK_BYTES = 32 * 1024
 
 
-def pick_gemv_block_n(N: int, num_workers: int, fused: bool = False) -> int:
+def pick_gemv_block_n(N: int, num_workers: int) -> int:
     """The ``BLOCK_N`` (power of two, 4..64) whose tile count wastes the least of the last wave over
     ``num_workers`` workers (ties: the larger block, fewer tasks)."""
     best = None
@@ -174,7 +171,7 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
         raise ValueError(f"{name}: weight has {rows} rows, expected {want} for output [{M}, {N}]")
     if M == 1:
         bm = 1
-        bn = pick_gemv_block_n(N, builder.num_workers, fused)
+        bn = pick_gemv_block_n(N, builder.num_workers)
         bk = min(triton.next_power_of_2(K), max(64, GEMV_CHUNK_BYTES // (bn * input.element_size())))
     else:
         bm = 16 if M <= 16 else (32 if M <= 32 else 64)
