@@ -49,12 +49,14 @@ _TORCH_TO_TL = {
 }
 
 
+_TL_NAMES = ("float32", "float16", "bfloat16", "int32", "int64", "int8", "int16", "uint8", "uint32", "uint64",
+             "float8e4nv", "float8e5", "float64", "int1")
+
+
 def _tl_dtype_name(dt) -> str:
-    for name in dir(tl):
-        if isinstance(getattr(tl, name, None), tl.dtype) and getattr(tl, name) == dt and not name.startswith("_"):
-            if name in ("float32", "float16", "bfloat16", "int32", "int64", "int8", "int16", "uint8", "uint32",
-                        "uint64", "float8e4nv", "float8e5", "float64", "int1"):
-                return name
+    for name in _TL_NAMES:
+        if getattr(tl, name) == dt:
+            return name
     raise TypeError(f"no triton.language name for dtype {dt}")
 
 
