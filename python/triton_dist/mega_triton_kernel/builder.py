@@ -290,6 +290,16 @@ class ModelBuilder:
             self.profile_buf = alloc_profiler_buffer(2 * (2 * cap + 2) * self.num_workers, device=dev)
         else:
             self.profile_buf = torch.zeros(1, dtype=torch.int64, device=dev)
+        # the launch's arguments never change between steps: built once here, not on every run()
+        self._launch_args = (self.queue_tensor, self.queue_len, self.op_table, self.deps_tensor, self.scoreboard,
+                             self.counter, self.error, self.profile_buf)
+        self._launch_kwargs = dict(QUEUE_CAP=self.queue_cap, ROW=codegen.ROW, NUM_ARGS=self.num_args,
+                                   DYNAMIC=self._enable_runtime_scheduler, STRICT=self.strict,
+                                   PROFILE=self._enable_profiling, num_warps=self.num_warps)
+        if not self.on_sim and self.num_workers > 1:
+            from triton_dist.utils import launch_cooperative_grid_options
+
+            self._launch_kwargs.update(launch_cooperative_grid_options())
         self._compiled = True
         return self
 
@@ -309,16 +319,7 @@ class ModelBuilder:
             from triton_dist.tools.profiler import reset_profiler_buffer
 
             reset_profiler_buffer(self.profile_buf)
-        extra = {}
-        if not self.on_sim and self.num_workers > 1:
-            from triton_dist.utils import launch_cooperative_grid_options
-
-            extra = launch_cooperative_grid_options()
-        self._kernel[(self.num_workers,)](
-            self.queue_tensor, self.queue_len, self.op_table, self.deps_tensor, self.scoreboard, self.counter,
-            self.error, self.profile_buf, QUEUE_CAP=self.queue_cap, ROW=codegen.ROW, NUM_ARGS=self.num_args,
-            DYNAMIC=self._enable_runtime_scheduler, STRICT=self.strict, PROFILE=self._enable_profiling,
-            num_warps=self.num_warps, **extra)
+        self._kernel[(self.num_workers,)](*self._launch_args, **self._launch_kwargs)
         if self.strict:
             err = self.error.tolist()
             if err[0]:
