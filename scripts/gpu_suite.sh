@@ -22,6 +22,8 @@
 #   scripts/gpu_suite.sh rs-probe       the GEMM+RS tests, then benchmarks/probe_gemm_rs.py (PROBE_SHAPES)
 #   scripts/gpu_suite.sh mega           the mega kernel's GPU tier (Qwen3 at TP=NPROC), then bench_mega at TP=NPROC
 #                                       (Qwen3-8B, context 512, 64 teacher-forced steps) and at TP=1
+#   scripts/gpu_suite.sh mega-pf        one GPU: bench_mega TP=1 at the GEMV L2-prefetch budgets PF_BYTES
+#   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
@@ -128,6 +130,15 @@ case $part in
     rec bench_mega_tp"$NP" 150 torchrun --nproc_per_node "$NP" benchmarks/bench_mega.py --fused-mlp --steps 64 \
       --reps 10 --ar-method one_shot
     rec bench_mega_tp1 120 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 64 --reps 10 ;;
+  mega-pf)  # one GPU: the Qwen3-8B TP=1 step at several GEMV L2-prefetch budgets (PF_BYTES), 16 checked steps each
+    for pf in ${PF_BYTES:-0 65536 131072 262144}; do
+      rec bench_mega_pf"$pf" 120 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 \
+        --reps 10 --gemv-prefetch "$pf" --out "$OUT/mega_tp1_pf$pf.json"
+    done ;;
+  gemm-quality)  # one GPU: our GEMM against cuBLAS at the overlapped GEMMs' shapes with M >= 2048 (per rank, TP=2:
+    # AG+GEMM 70B / 8B, GEMM+RS 70B / 8B), the issue's "GEMM quality" target
+    rec bench_gemm_quality 300 "$PY" benchmarks/bench_gemm.py --out "$OUT" --shapes \
+      2048x14336x8192,4096x14336x8192,8192x14336x8192,2048x7168x4096,4096x7168x4096,8192x7168x4096,2048x8192x7168,4096x8192x7168,8192x8192x7168,2048x4096x3584,4096x4096x3584,8192x4096x3584 ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
@@ -187,7 +198,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-pf|gemm-quality|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

@@ -114,6 +114,23 @@ def k_load_flagged(words, out, flag, n, BLOCK: tl.constexpr):
     tl.store(out + offs, dl.load_flagged(words + offs, flag, mask=m), mask=m)
 
 
+@triton.jit
+def k_prefetch_then_copy(x, out, n, BLOCK: tl.constexpr, HOW: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    if HOW == "scalar":
+        dl.prefetch_l2(x, n * 4)
+    elif HOW == "block":  # one 64-byte range per element, the last ones masked off
+        dl.prefetch_l2(x + offs * 16, 64, mask=offs * 16 < n)
+    elif HOW == "bad_bytes":
+        dl.prefetch_l2(x, -16)
+    elif HOW == "bad_mask":
+        dl.prefetch_l2(x + offs, 4, mask=tl.full([2], True, tl.int1))
+    else:
+        dl.prefetch_l2(n, 4)  # not a pointer
+    tl.store(out + offs, tl.load(x + offs, mask=m), mask=m)
+
+
 # ---- tagged signals (issue 15 point 2): dl.wait(tag_bits=k) reports a signal of its epoch with another tag
 @triton_dist.jit
 def kd_wait_tagged(sig, n, value, out, TAG: tl.constexpr):

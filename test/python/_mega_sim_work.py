@@ -88,6 +88,24 @@ def chain_runs():
         for n, t, r in zip(names, vouts, base):
             if not torch.equal(t, r):
                 fails.append(f"{kw}: {n} differs from the default build")
+    # a GEMV whose rows outlast its first chunk, without and with an L2 prefetch budget: the same bits
+    from triton_dist.mega_triton_kernel import ModelBuilder
+
+    torch.manual_seed(1)
+    x, w = torch.randn(1, 1024).bfloat16(), (torch.randn(96, 1024) * 0.03).bfloat16()
+    got = []
+    for pf in (0, 65536):
+        o = torch.zeros(1, 96).bfloat16()
+        g = ModelBuilder(gemv_prefetch_bytes=pf)
+        g.make_linear(x, w, o)
+        g.compile()
+        g.run()
+        got.append(o)
+        if (g.compiled_ops[0].constexprs["PF_ROW"] > 0) != (pf > 0):
+            fails.append(f"gemv_prefetch_bytes={pf}: PF_ROW={g.compiled_ops[0].constexprs['PF_ROW']}")
+    if not torch.equal(got[0], got[1]):
+        fails.append("the prefetching GEMV differs from the plain one")
+    _close("prefetching gemv", got[1], x.float() @ w.float().T, fails)
     return fails
 
 

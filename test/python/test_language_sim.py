@@ -247,6 +247,21 @@ def test_flagged_ops_reject_bad_operands(interp, ctx):
         interp.k_store_flagged[(1, )](torch.zeros(8, dtype=torch.float64), words[0], 1, 1, 8, BLOCK=8)
 
 
+def test_prefetch_l2_is_a_hint_and_checks_its_operands(interp):
+    """dl.prefetch_l2 (scalar range, block of ranges with a mask) changes nothing the program computes; bad
+    operands are refused at trace time with the op's name."""
+    x = torch.arange(40, dtype=torch.float32)
+    for how in ("scalar", "block"):
+        out = torch.zeros(40, dtype=torch.float32)
+        interp.k_prefetch_then_copy[(1, )](x, out, 40, BLOCK=64, HOW=how)
+        assert torch.equal(out, x)
+    for how, match in (("bad_bytes", r"dl.prefetch_l2: num_bytes=-16 must be in \[0, 2\*\*31\)"),
+                       ("bad_mask", r"dl.prefetch_l2: mask has shape \[2\], ptr has \[64\]"),
+                       ("not_ptr", "dl.prefetch_l2: ptr must be a pointer")):
+        with pytest.raises(Exception, match=match):
+            interp.k_prefetch_then_copy[(1, )](x, torch.zeros(40), 40, BLOCK=64, HOW=how)
+
+
 # ---------------------------------------------------------------------------------------- multi-process (runtime)
 # Real rank processes of the simulator runtime (fixture sim_ranks from conftest_sim); kernels are interpreted there.
 

@@ -161,6 +161,21 @@ def test_builder_checks_arguments():
         ModelBuilder(rank=2, world_size=2)
     with pytest.raises(ValueError, match="policy"):
         ModelBuilder(policy="x")
+    with pytest.raises(ValueError, match=r"gemv_prefetch_bytes must be an int in \[0, 2\*\*30\), got -1"):
+        ModelBuilder(gemv_prefetch_bytes=-1)
+
+
+def test_gemv_prefetch_budget_from_the_environment(monkeypatch):
+    from triton_dist.mega_triton_kernel import ModelBuilder
+    from triton_dist.mega_triton_kernel.builder import GEMV_PREFETCH_BYTES
+
+    assert ModelBuilder().gemv_prefetch_bytes == GEMV_PREFETCH_BYTES
+    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_PREFETCH", "4096")
+    assert ModelBuilder().gemv_prefetch_bytes == 4096
+    assert ModelBuilder(gemv_prefetch_bytes=0).gemv_prefetch_bytes == 0  # the argument wins
+    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_PREFETCH", "64k")
+    with pytest.raises(ValueError, match="TRITON_DIST_MEGA_GEMV_PREFETCH='64k' is not an integer"):
+        ModelBuilder()
 
 
 # ------------------------------------------------------------------------------------------------ simulator runs

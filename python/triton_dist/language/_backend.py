@@ -75,6 +75,10 @@ class LanguageLowering(Protocol):
         """``dl.load_flagged``: int32 values of ``ptr``'s shape; ``bound_ms`` and ``tag_bits`` (a Python int) as
         for :meth:`wait`."""
 
+    def prefetch_l2(self, ptr, num_bytes, mask, *, target, _semantic, _generator):
+        """``dl.prefetch_l2``: ``num_bytes`` a Python int in [0, 2**31) or an integer tensor (scalar or of ``ptr``'s
+        shape), ``mask`` None or a boolean of ``ptr``'s shape; returns None."""
+
 
 class ExtraLowering(Protocol):
     """Lowerings of ``language_extra`` (one method per function; ``__syncthreads`` is ``syncthreads``) and of the

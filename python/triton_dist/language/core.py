@@ -15,7 +15,7 @@ from .. import _compat
 from ._backend import backend_for
 
 __all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "store_flagged", "load_flagged",
-           "extern_call", "bounded_wait_ms", "WAIT_SCOPES", "WAIT_SEMANTICS", "SIG_OPS", "COMM_SCOPES"]
+           "prefetch_l2", "extern_call", "bounded_wait_ms", "WAIT_SCOPES", "WAIT_SEMANTICS", "SIG_OPS", "COMM_SCOPES"]
 
 WAIT_SCOPES = ("cta", "gpu", "sys")
 WAIT_SEMANTICS = ("acquire", "relaxed")
@@ -62,6 +62,11 @@ def _pointee(op, name, ptr):
         shown = getattr(ptr, "type", None) or type(_c(ptr)).__name__
         raise TypeError(f"dl.{op}: {name} must be a pointer (scalar or tensor of pointers), got {shown}")
     return ptr.dtype.element_ty
+
+
+def _dims(x):
+    """A tensor's shape as plain ints (the interpreter's shapes hold constexprs)."""
+    return [int(_c(d)) for d in x.shape]
 
 
 def _int_arg(op, name, value):
@@ -317,3 +322,49 @@ def load_flagged(ptr, flag, mask=None, tag_bits=0, _semantic=None, _generator=No
     target, backend = backend_for(_semantic)
     return backend.language.load_flagged(ptr, flag, mask, bounded_wait_ms(), tag_bits, target=target,
                                          _semantic=_semantic, _generator=_generator)
+
+
+@_compat.builtin
+def prefetch_l2(ptr, num_bytes, mask=None, _semantic=None, _generator=None):
+    """Hint that the bytes ``[ptr, ptr + num_bytes)`` will be read soon: start bringing them into the L2 cache
+    without waiting, without registers and without a result (a load later through the same addresses may then hit
+    in L2). Nothing is guaranteed: the lines may be evicted before they are read, and a target without such an
+    instruction ignores the hint.
+
+    ``ptr``: a scalar pointer (one range) or a block of pointers (one range per element); ``num_bytes``: an integer
+    scalar, or a block of ``ptr``'s shape (bytes per range, below 2**31); ``mask``: optional boolean of ``ptr``'s
+    shape (False: no prefetch there). A range is widened to whole 16-byte units (its start rounded down, its end up),
+    so it may touch up to 15 bytes on either side: keep ranges inside one allocation's 16-byte aligned extent (every
+    torch allocation is 512-byte aligned). A range of 0 bytes prefetches nothing.
+    Who executes: a scalar range is issued once per program (by its first thread); a block's element by the thread
+    that holds it (an element Triton replicates over several threads is issued by each of them: harmless, the
+    same lines). Ordering: none; it is not a memory access of the program (it orders nothing and is ordered by
+    nothing). Lowering: NVIDIA sm_90 and newer ``cp.async.bulk.prefetch.L2.global [start], size`` (one instruction
+    per range); older NVIDIA, AMD and the simulator: no effect (the arguments are checked all the same). Pseudocode::
+
+        for r where mask[r]: l2_prefetch_async(align_down(ptr[r], 16), align_up(ptr[r] + num_bytes[r], 16))
+
+    Use: stream a block that is read right after a wait (e.g. the weights of a tile whose input another program
+    is still writing), so that HBM works during the wait. Prefetch only what L2 can hold until it is read.
+    Returns nothing.
+    """
+    _pointee("prefetch_l2", "ptr", ptr)
+    num_bytes = _c(num_bytes)
+    if isinstance(num_bytes, bool) or not (isinstance(num_bytes, int) or
+                                           (_is_tensor(num_bytes) and num_bytes.dtype.is_int())):
+        raise TypeError(f"dl.prefetch_l2: num_bytes must be an integer (Python int or integer tensor), got "
+                        f"{getattr(num_bytes, 'type', type(num_bytes).__name__)}")
+    if isinstance(num_bytes, int) and not 0 <= num_bytes < 2**31:
+        raise ValueError(f"dl.prefetch_l2: num_bytes={num_bytes} must be in [0, 2**31)")
+    if _is_tensor(num_bytes) and num_bytes.type.is_block() and list(num_bytes.shape) != list(ptr.shape):
+        raise ValueError(f"dl.prefetch_l2: num_bytes has shape {_dims(num_bytes)}, ptr has {_dims(ptr)}")
+    mask = _c(mask)
+    if mask is not None:
+        if not _is_tensor(mask) or mask.dtype != tl.int1:
+            raise TypeError(f"dl.prefetch_l2: mask must be a boolean (tensor or scalar) or None, got "
+                            f"{getattr(mask, 'type', type(mask).__name__)}")
+        if list(mask.shape) != list(ptr.shape):
+            raise ValueError(f"dl.prefetch_l2: mask has shape {_dims(mask)}, ptr has {_dims(ptr)}")
+    target, backend = backend_for(_semantic)
+    return backend.language.prefetch_l2(ptr, num_bytes, mask, target=target, _semantic=_semantic,
+                                        _generator=_generator)

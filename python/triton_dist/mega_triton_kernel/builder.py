@@ -31,7 +31,11 @@ from .core.checks import ALIGN_BYTES
 from .core.registry import task_type
 from .core.task import Op, Task
 
-__all__ = ["ModelBuilder", "MegaKernelDependencyError"]
+__all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES"]
+
+#: Default of ``ModelBuilder(gemv_prefetch_bytes=...)``: weight bytes a GEMV tile prefetches into L2 before its wait.
+GEMV_PREFETCH_BYTES = 0
+GEMV_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_PREFETCH"
 
 
 class MegaKernelDependencyError(RuntimeError):
@@ -51,12 +55,15 @@ class ModelBuilder:
     a task waits for every tile of each op it depends on), ``enable_runtime_scheduler`` (dynamic queue),
     ``enable_mlp_fc1_silu_fusion`` (models use :meth:`make_fused_fc1_silu_mul_up`). Extensions: ``num_workers``,
     ``policy`` (static placement, ``core/scheduler.py``), ``strict``, ``device``, ``enable_fusion`` (the
-    bit-identical compile-time fusions of ``core/fusion.py``)."""
+    bit-identical compile-time fusions of ``core/fusion.py``), ``gemv_prefetch_bytes`` (bytes of its weights a GEMV
+    tile asks L2 for, with ``dl.prefetch_l2``, before it waits for its input; 0: off; ``None``:
+    :data:`GEMV_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_PREFETCH``)."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
-                 policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True):
+                 policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True,
+                 gemv_prefetch_bytes: Optional[int] = None):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -96,6 +103,17 @@ class ModelBuilder:
         self._enable_runtime_scheduler = bool(enable_runtime_scheduler)
         self._enable_mlp_fc1_silu_fusion = bool(enable_mlp_fc1_silu_fusion)
         self._enable_fusion = bool(enable_fusion)
+        if gemv_prefetch_bytes is None:
+            env = os.environ.get(GEMV_PREFETCH_ENV)
+            try:
+                gemv_prefetch_bytes = GEMV_PREFETCH_BYTES if env in (None, "") else int(env)
+            except ValueError:
+                raise ValueError(f"ModelBuilder: {GEMV_PREFETCH_ENV}={env!r} is not an integer") from None
+        if isinstance(gemv_prefetch_bytes, bool) or not isinstance(gemv_prefetch_bytes, int) or \
+                not 0 <= gemv_prefetch_bytes < 2**30:
+            raise ValueError(f"ModelBuilder: gemv_prefetch_bytes must be an int in [0, 2**30), got "
+                             f"{gemv_prefetch_bytes!r}")
+        self.gemv_prefetch_bytes = gemv_prefetch_bytes
         self.ops: List[Op] = []
         self.all_symm_tensors: List[torch.Tensor] = []
         self._compiled = False

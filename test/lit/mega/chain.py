@@ -8,6 +8,13 @@
 # RUN: env TRITON_DIST_BACKEND=sim %python %s %t.gen.py | filecheck %s --check-prefix=GEN
 # RUN: %compile %t.gen.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 64, 8, 6, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=PTX
 # RUN: %compile %t.gen.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 64, 8, 6, False, False, False" --target hip:gfx942 --num-warps 8 --stage amdgcn | filecheck %s --check-prefix=AMD
+# RUN: env TRITON_DIST_BACKEND=sim %python %s %t.pf.py prefetch | filecheck %s --check-prefix=PFGEN
+# RUN: %compile %t.pf.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 64, 8, 6, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=PF
+#
+# With a GEMV prefetch budget (ModelBuilder gemv_prefetch_bytes), each GEMV tile asks L2 for its rows before it
+# waits: one bulk prefetch per row range, no load into registers.
+# PFGEN: branches 1
+# PF: cp.async.bulk.prefetch.L2.global
 #
 # GEN: branches 5
 # GEN: L0.rms_norm+L0.qkv_proj
@@ -26,9 +33,19 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 from _mega_sim_work import _chain  # noqa: E402  (the same chain the simulator tests run)
 
-b, _, _ = _chain()
-b.compile()
-assert b.queue_cap <= 64 and b.num_args == 6, (b.queue_cap, b.num_args)
+if sys.argv[2:] == ["prefetch"]:  # one GEMV whose rows are longer than its first chunk, with a prefetch budget
+    import torch
+
+    from triton_dist.mega_triton_kernel import ModelBuilder
+
+    b = ModelBuilder(gemv_prefetch_bytes=65536)
+    b.make_linear(torch.ones(1, 1024).bfloat16(), torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
+    b.compile()
+    assert b.compiled_ops[0].constexprs["PF_ROW"] > 0, b.compiled_ops[0].constexprs
+else:
+    b, _, _ = _chain()
+    b.compile()
+    assert b.queue_cap <= 64 and b.num_args == 6, (b.queue_cap, b.num_args)
 shutil.copy(b.source_path, sys.argv[1])
 print("branches", len(b.branches))
 for op in b.compiled_ops:

@@ -222,3 +222,9 @@ def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _gen
     return _gpu.load_flagged_call(ptr, flag, mask, me, tid, "", int(bound_ms) * 100_000, _TIMER_ASM.value, "=s",
                                   "s_trap 2\nv_mov_b32 $0, 0", "=v", tag_bits, _semantic=_semantic,
                                   _generator=_generator)
+
+
+def prefetch_l2(ptr, num_bytes, mask, *, target, _semantic, _generator):
+    """``dl.prefetch_l2``: CDNA has no instruction that fills L2 without a destination register, so the hint has no
+    effect here (documented in the declaration)."""
+    return None

@@ -348,3 +348,52 @@ def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _gen
     return _gpu.load_flagged_call(ptr, flag, mask, me, tid, _LOAD_FLAGGED_ASM, int(bound_ms) * 1_000_000,
                                   _GLOBALTIMER_ASM, "=l", "trap; mov.u32 $0, 0;", "=r", tag_bits,
                                   _semantic=_semantic, _generator=_generator)
+
+
+# --------------------------------------------------------------------------------------------------- L2 prefetch
+
+#: sm_90+: one bulk L2 prefetch per range where the int32 predicate is set. Operands: $0 dummy, $1 start (16-byte
+#: aligned), $2 size in bytes (a multiple of 16), $3 predicate.
+_PREFETCH_L2_ASM = """{
+.reg .pred %tdp_p;
+setp.ne.b32 %tdp_p, $3, 0;
+@%tdp_p cp.async.bulk.prefetch.L2.global [$1], $2;
+mov.u32 $0, 0;
+}"""
+
+#: the same for a scalar range: issued by the program's first thread only (every thread runs a scalar's asm).
+_PREFETCH_L2_ONE_ASM = """{
+.reg .pred %tdp_p;
+.reg .b32 %tdp_t;
+mov.u32 %tdp_t, %tid.x;
+setp.eq.u32 %tdp_p, %tdp_t, 0;
+setp.ne.and.b32 %tdp_p, $3, 0, %tdp_p;
+@%tdp_p cp.async.bulk.prefetch.L2.global [$1], $2;
+mov.u32 $0, 0;
+}"""
+
+
+@_compat.jit_function
+def _prefetch_l2(ptr, num_bytes, on, ASM: tl.constexpr):
+    a = ptr.to(tl.int64)
+    start = a & -16
+    size = (((a + num_bytes + 15) & -16) - start).to(tl.int32)
+    on = on & (num_bytes > 0).to(tl.int32)
+    tl.inline_asm_elementwise(ASM, "=r,l,r,r", [start, size, on], dtype=tl.int32, is_pure=False, pack=1)
+
+
+def prefetch_l2(ptr, num_bytes, mask, *, target, _semantic, _generator):
+    if not (isinstance(target.arch, int) and target.arch >= 90):
+        return None  # no bulk prefetch before sm_90: the hint has no effect (documented)
+    if _generator is None:
+        raise RuntimeError("dl.prefetch_l2: must be called from inside a kernel being compiled")
+    if mask is not None:
+        on = _semantic.cast(mask, tl.int32)
+    elif ptr.type.is_block():
+        on = _semantic.full(list(ptr.shape), 1, tl.int32)
+    else:
+        on = _semantic.to_tensor(1)
+    n = _semantic.cast(_semantic.to_tensor(num_bytes), tl.int64)
+    asm = _PREFETCH_L2_ASM if ptr.type.is_block() else _PREFETCH_L2_ONE_ASM
+    _compat.call_jit(_generator, _prefetch_l2, [ptr, n, on, tl.constexpr(asm)])
+    return None

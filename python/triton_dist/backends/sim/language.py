@@ -265,3 +265,8 @@ def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _gen
     res = out.view(np.int32).reshape(shape)
     ty = tl.block_type(tl.int32, list(shape)) if ptr.type.is_block() else tl.int32
     return _compat.interpreter_value(res, ty)
+
+
+def prefetch_l2(ptr, num_bytes, mask, *, target, _semantic, _generator):
+    """``dl.prefetch_l2``: a cache hint; the simulator has no cache (the declaration checked the arguments)."""
+    return None

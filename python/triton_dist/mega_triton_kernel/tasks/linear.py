@@ -51,7 +51,7 @@ def pick_gemv_block_n(N: int, num_workers: int) -> int:
 def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr, M: tl.constexpr, N: tl.constexpr,
                 K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
-                RES: tl.constexpr):
+                RES: tl.constexpr, PF_ROW: tl.constexpr = 0):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, BLOCK_N)`` column tiles). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
     issues its first weight chunk(s) before the wait, so a program waiting for the input already streams.
@@ -78,6 +78,11 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         u0 = w0
         if SILU_MUL:
             u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
+        if PF_ROW > 0:
+            rows = w_ptr + rn.to(tl.int64) * K + BLOCK_K
+            dl.prefetch_l2(rows, PF_ROW, mask=nmask)
+            if SILU_MUL:
+                dl.prefetch_l2(rows + N * K, PF_ROW, mask=nmask)
         tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
         x_ptr = dl.consume_token(x_ptr, tok) + pm * K
         rstd = 1.0
@@ -169,10 +174,15 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
     if rows != (2 * N if fused else N):
         want = f"2 * {N} (gate rows, then up rows)" if fused else str(N)
         raise ValueError(f"{name}: weight has {rows} rows, expected {want} for output [{M}, {N}]")
+    pf_row = 0
     if M == 1:
         bm = 1
         bn = pick_gemv_block_n(N, builder.num_workers)
         bk = min(triton.next_power_of_2(K), max(64, GEMV_CHUNK_BYTES // (bn * input.element_size())))
+        # the prefetch budget split over the tile's weight rows (gate and up rows when fused), after the first
+        # chunk, in whole 16-byte units, never past the row's end
+        per_row = builder.gemv_prefetch_bytes // (bn * (2 if fused else 1))
+        pf_row = max(0, min(per_row, (K - bk) * input.element_size())) // 16 * 16
     else:
         bm = 16 if M <= 16 else (32 if M <= 32 else 64)
         bn = 64
@@ -192,7 +202,7 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
                               cost=wbytes + (r1 - r0) * K * es))
     return Op("Linear", op_type, layer_id, linear_task, [input, weight, output],
               dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
-                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False), tiles, waits_inside=True)
+                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row), tiles, waits_inside=True)
 
 
 # ---------------------------------------------------------------------------------------------------- fusions
