@@ -120,12 +120,15 @@ def k_prefetch_then_copy(x, out, n, BLOCK: tl.constexpr, HOW: tl.constexpr):
     m = offs < n
     if HOW == "scalar":
         dl.prefetch_l2(x, n * 4)
-    elif HOW == "block":  # one 64-byte range per element, the last ones masked off
-        dl.prefetch_l2(x + offs * 16, 64, mask=offs * 16 < n)
+    elif HOW == "ranges":  # one 64-byte range per 16 elements, the last ones masked off
+        for r in tl.static_range(BLOCK // 16):
+            dl.prefetch_l2(x + r * 16, 64, mask=r * 16 < n)
     elif HOW == "bad_bytes":
         dl.prefetch_l2(x, -16)
+    elif HOW == "block":
+        dl.prefetch_l2(x + offs, 4)
     elif HOW == "bad_mask":
-        dl.prefetch_l2(x + offs, 4, mask=tl.full([2], True, tl.int1))
+        dl.prefetch_l2(x, 4, mask=offs < 4)
     else:
         dl.prefetch_l2(n, 4)  # not a pointer
     tl.store(out + offs, tl.load(x + offs, mask=m), mask=m)

@@ -248,15 +248,17 @@ def test_flagged_ops_reject_bad_operands(interp, ctx):
 
 
 def test_prefetch_l2_is_a_hint_and_checks_its_operands(interp):
-    """dl.prefetch_l2 (scalar range, block of ranges with a mask) changes nothing the program computes; bad
-    operands are refused at trace time with the op's name."""
+    """dl.prefetch_l2 (one range; several ranges, some masked off) changes nothing the program computes; bad
+    operands (a block of pointers, a negative size, a block mask, not a pointer) are refused at trace time with the
+    op's name."""
     x = torch.arange(40, dtype=torch.float32)
-    for how in ("scalar", "block"):
+    for how in ("scalar", "ranges"):
         out = torch.zeros(40, dtype=torch.float32)
         interp.k_prefetch_then_copy[(1, )](x, out, 40, BLOCK=64, HOW=how)
         assert torch.equal(out, x)
     for how, match in (("bad_bytes", r"dl.prefetch_l2: num_bytes=-16 must be in \[0, 2\*\*31\)"),
-                       ("bad_mask", r"dl.prefetch_l2: mask has shape \[2\], ptr has \[64\]"),
+                       ("block", "dl.prefetch_l2: ptr must be a scalar pointer"),
+                       ("bad_mask", "dl.prefetch_l2: mask must be a boolean scalar or None"),
                        ("not_ptr", "dl.prefetch_l2: ptr must be a pointer")):
         with pytest.raises(Exception, match=match):
             interp.k_prefetch_then_copy[(1, )](x, torch.zeros(40), 40, BLOCK=64, HOW=how)

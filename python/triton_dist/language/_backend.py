@@ -76,8 +76,8 @@ class LanguageLowering(Protocol):
         for :meth:`wait`."""
 
     def prefetch_l2(self, ptr, num_bytes, mask, *, target, _semantic, _generator):
-        """``dl.prefetch_l2``: ``num_bytes`` a Python int in [0, 2**31) or an integer tensor (scalar or of ``ptr``'s
-        shape), ``mask`` None or a boolean of ``ptr``'s shape; returns None."""
+        """``dl.prefetch_l2``: ``ptr`` a scalar pointer, ``num_bytes`` a Python int in [0, 2**31) or an integer
+        scalar tensor, ``mask`` None or a boolean scalar tensor; returns None."""
 
 
 class ExtraLowering(Protocol):

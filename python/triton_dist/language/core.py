@@ -331,40 +331,45 @@ def prefetch_l2(ptr, num_bytes, mask=None, _semantic=None, _generator=None):
     in L2). Nothing is guaranteed: the lines may be evicted before they are read, and a target without such an
     instruction ignores the hint.
 
-    ``ptr``: a scalar pointer (one range) or a block of pointers (one range per element); ``num_bytes``: an integer
-    scalar, or a block of ``ptr``'s shape (bytes per range, below 2**31); ``mask``: optional boolean of ``ptr``'s
-    shape (False: no prefetch there). A range is widened to whole 16-byte units (its start rounded down, its end up),
-    so it may touch up to 15 bytes on either side: keep ranges inside one allocation's 16-byte aligned extent (every
-    torch allocation is 512-byte aligned). A range of 0 bytes prefetches nothing.
-    Who executes: a scalar range is issued once per program (by its first thread); a block's element by the thread
-    that holds it (an element Triton replicates over several threads is issued by each of them: harmless, the
-    same lines). Ordering: none; it is not a memory access of the program (it orders nothing and is ordered by
-    nothing). Lowering: NVIDIA sm_90 and newer ``cp.async.bulk.prefetch.L2.global [start], size`` (one instruction
-    per range); older NVIDIA, AMD and the simulator: no effect (the arguments are checked all the same). Pseudocode::
+    ``ptr``: a scalar pointer; ``num_bytes``: an integer scalar (Python int or tensor) below 2**31; ``mask``: an
+    optional boolean scalar (False: no prefetch). The range is widened to whole 16-byte units (its start rounded
+    down, its end up), so it may touch up to 15 bytes on either side: keep it inside one allocation's 16-byte
+    aligned extent (every torch allocation is 512-byte aligned). A range of 0 bytes prefetches nothing.
+    Who executes: the program's first thread, once. Several ranges: one call each (a loop). A block of pointers is
+    refused: Triton replicates a block's elements over threads, and each copy would issue the same range again
+    (measured on an H200: 16 copies per range made a GEMV-bound step 12-73% slower instead of faster).
+    Ordering: none; it is not a memory access of the program (it orders nothing and is ordered by nothing).
+    Lowering: NVIDIA sm_90 and newer ``cp.async.bulk.prefetch.L2.global [start], size`` (one instruction); older
+    NVIDIA, AMD and the simulator: no effect (the arguments are checked all the same). Pseudocode::
 
-        for r where mask[r]: l2_prefetch_async(align_down(ptr[r], 16), align_up(ptr[r] + num_bytes[r], 16))
+        if mask and tid == 0: l2_prefetch_async(align_down(ptr, 16), align_up(ptr + num_bytes, 16))
 
-    Use: stream a block that is read right after a wait (e.g. the weights of a tile whose input another program
-    is still writing), so that HBM works during the wait. Prefetch only what L2 can hold until it is read.
+    Use: stream a range that is read right after a wait (e.g. the weights of a tile whose input another program is
+    still writing), so that HBM works during the wait. Prefetch only what L2 can hold until it is read.
     Returns nothing.
     """
     _pointee("prefetch_l2", "ptr", ptr)
+    if ptr.type.is_block():
+        raise TypeError(f"dl.prefetch_l2: ptr must be a scalar pointer (one range, issued once per program), got "
+                        f"{ptr.type}; call it once per range (a block's elements are replicated over threads)")
     num_bytes = _c(num_bytes)
     if isinstance(num_bytes, bool) or not (isinstance(num_bytes, int) or
                                            (_is_tensor(num_bytes) and num_bytes.dtype.is_int())):
-        raise TypeError(f"dl.prefetch_l2: num_bytes must be an integer (Python int or integer tensor), got "
+        raise TypeError(f"dl.prefetch_l2: num_bytes must be an integer (Python int or integer scalar), got "
                         f"{getattr(num_bytes, 'type', type(num_bytes).__name__)}")
     if isinstance(num_bytes, int) and not 0 <= num_bytes < 2**31:
         raise ValueError(f"dl.prefetch_l2: num_bytes={num_bytes} must be in [0, 2**31)")
-    if _is_tensor(num_bytes) and num_bytes.type.is_block() and list(num_bytes.shape) != list(ptr.shape):
-        raise ValueError(f"dl.prefetch_l2: num_bytes has shape {_dims(num_bytes)}, ptr has {_dims(ptr)}")
+    if _is_tensor(num_bytes) and num_bytes.type.is_block():
+        raise TypeError(f"dl.prefetch_l2: num_bytes must be a scalar, got {num_bytes.type}")
     mask = _c(mask)
-    if mask is not None:
-        if not _is_tensor(mask) or mask.dtype != tl.int1:
-            raise TypeError(f"dl.prefetch_l2: mask must be a boolean (tensor or scalar) or None, got "
+    if mask is not None and not isinstance(mask, bool):
+        if not _is_tensor(mask) or mask.dtype != tl.int1 or mask.type.is_block():
+            raise TypeError(f"dl.prefetch_l2: mask must be a boolean scalar or None, got "
                             f"{getattr(mask, 'type', type(mask).__name__)}")
-        if list(mask.shape) != list(ptr.shape):
-            raise ValueError(f"dl.prefetch_l2: mask has shape {_dims(mask)}, ptr has {_dims(ptr)}")
+    if mask is False:
+        return None
+    if mask is True:
+        mask = None
     target, backend = backend_for(_semantic)
     return backend.language.prefetch_l2(ptr, num_bytes, mask, target=target, _semantic=_semantic,
                                         _generator=_generator)

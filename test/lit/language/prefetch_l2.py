@@ -1,13 +1,13 @@
 # dl.prefetch_l2: an L2 fill hint. sm_90: one cp.async.bulk.prefetch.L2.global per range, the range widened to
-# 16-byte units; a scalar range is issued by the program's first thread only (%tid.x == 0), a block of ranges by
-# the threads holding its elements, under the mask. No fence, no barrier, no load into registers.
+# 16-byte units, issued by the program's first thread only (%tid.x == 0), under the mask. Several ranges: one
+# call each (ranges_kernel: 4 prefetches). No fence, no barrier, no load into registers.
 # sm_80 and gfx942 have no such instruction: the hint compiles to nothing.
 #
 # RUN: %compile %s:scalar_kernel -s "*bf16:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=ONE
-# RUN: %compile %s:block_kernel -s "*bf16:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=BLOCK
+# RUN: %compile %s:ranges_kernel -s "*bf16:16, i32" --target cuda:90 --stage ptx | filecheck %s --check-prefix=BLOCK
 # RUN: %compile %s:scalar_kernel -s "*bf16:16, i32" --target cuda:90 --stage cubin -o %t.cubin
-# RUN: %compile %s:block_kernel -s "*bf16:16, i32" --target cuda:80 --stage ptx | filecheck %s --check-prefix=SM80
-# RUN: %compile %s:block_kernel -s "*bf16:16, i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMD
+# RUN: %compile %s:ranges_kernel -s "*bf16:16, i32" --target cuda:80 --stage ptx | filecheck %s --check-prefix=SM80
+# RUN: %compile %s:ranges_kernel -s "*bf16:16, i32" --target hip:gfx942 --stage amdgcn | filecheck %s --check-prefix=AMD
 #
 # ONE: and.b64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, -16;
 # ONE: mov.u32 %tdp_t, %tid.x;
@@ -17,9 +17,8 @@
 # ONE-NOT: bar.sync
 # ONE-NOT: membar
 #
-# BLOCK-NOT: %tdp_t
-# BLOCK: setp.ne.b32 %tdp_p, {{%r[0-9]+}}, 0;
-# BLOCK-NEXT: @%tdp_p cp.async.bulk.prefetch.L2.global [{{%rd[0-9]+}}], {{%r[0-9]+}};
+# BLOCK-COUNT-4: @%tdp_p cp.async.bulk.prefetch.L2.global [{{%rd[0-9]+}}], {{%r[0-9]+}};
+# BLOCK-NOT: cp.async.bulk.prefetch
 # BLOCK-NOT: ld.global
 #
 # SM80-NOT: cp.async.bulk
@@ -39,6 +38,6 @@ def scalar_kernel(w, n):
 
 
 @triton.jit
-def block_kernel(w, K):
-    rows = tl.arange(0, 64)
-    dl.prefetch_l2(w + rows * K, 4096, mask=rows < 60)
+def ranges_kernel(w, K):
+    for r in tl.static_range(4):
+        dl.prefetch_l2(w + r * K, 4096, mask=r < K)

@@ -352,17 +352,10 @@ def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _gen
 
 # --------------------------------------------------------------------------------------------------- L2 prefetch
 
-#: sm_90+: one bulk L2 prefetch per range where the int32 predicate is set. Operands: $0 dummy, $1 start (16-byte
-#: aligned), $2 size in bytes (a multiple of 16), $3 predicate.
+#: sm_90+: one bulk L2 prefetch, by the program's first thread, where the int32 predicate is set (every thread
+#: runs a scalar's asm). Operands: $0 dummy, $1 start (16-byte aligned), $2 size in bytes (a multiple of 16),
+#: $3 predicate.
 _PREFETCH_L2_ASM = """{
-.reg .pred %tdp_p;
-setp.ne.b32 %tdp_p, $3, 0;
-@%tdp_p cp.async.bulk.prefetch.L2.global [$1], $2;
-mov.u32 $0, 0;
-}"""
-
-#: the same for a scalar range: issued by the program's first thread only (every thread runs a scalar's asm).
-_PREFETCH_L2_ONE_ASM = """{
 .reg .pred %tdp_p;
 .reg .b32 %tdp_t;
 mov.u32 %tdp_t, %tid.x;
@@ -387,13 +380,7 @@ def prefetch_l2(ptr, num_bytes, mask, *, target, _semantic, _generator):
         return None  # no bulk prefetch before sm_90: the hint has no effect (documented)
     if _generator is None:
         raise RuntimeError("dl.prefetch_l2: must be called from inside a kernel being compiled")
-    if mask is not None:
-        on = _semantic.cast(mask, tl.int32)
-    elif ptr.type.is_block():
-        on = _semantic.full(list(ptr.shape), 1, tl.int32)
-    else:
-        on = _semantic.to_tensor(1)
+    on = _semantic.to_tensor(1) if mask is None else _semantic.cast(mask, tl.int32)
     n = _semantic.cast(_semantic.to_tensor(num_bytes), tl.int64)
-    asm = _PREFETCH_L2_ASM if ptr.type.is_block() else _PREFETCH_L2_ONE_ASM
-    _compat.call_jit(_generator, _prefetch_l2, [ptr, n, on, tl.constexpr(asm)])
+    _compat.call_jit(_generator, _prefetch_l2, [ptr, n, on, tl.constexpr(_PREFETCH_L2_ASM)])
     return None

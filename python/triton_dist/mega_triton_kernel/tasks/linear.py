@@ -79,10 +79,11 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         if SILU_MUL:
             u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
         if PF_ROW > 0:
-            rows = w_ptr + rn.to(tl.int64) * K + BLOCK_K
-            dl.prefetch_l2(rows, PF_ROW, mask=nmask)
-            if SILU_MUL:
-                dl.prefetch_l2(rows + N * K, PF_ROW, mask=nmask)
+            for r in tl.static_range(BLOCK_N):
+                row = w_ptr + (pn * BLOCK_N + r).to(tl.int64) * K + BLOCK_K
+                dl.prefetch_l2(row, PF_ROW, mask=pn * BLOCK_N + r < N)
+                if SILU_MUL:
+                    dl.prefetch_l2(row + N * K, PF_ROW, mask=pn * BLOCK_N + r < N)
         tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
         x_ptr = dl.consume_token(x_ptr, tok) + pm * K
         rstd = 1.0
