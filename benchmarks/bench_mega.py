@@ -26,7 +26,8 @@ norms, ``models.qwen3.step_bytes``) and the roofline fraction ``bytes / step tim
 reads far more than it writes). Before timing,
 a correctness pass (teacher-forced, ``--steps`` decode steps from an empty cache, mega vs torch_nccl logits): the
 issue's targets are cosine >= 0.999 every step and top-1 agreement >= 98%; the JSON records them and ``pass``.
-``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, and its SM activity.
+``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, its SM activity, and
+where the step's time goes op by op (``ModelBuilder.op_timeline``) and per op kind (``timeline_by_kind``).
 Writes JSON to ``--out`` or ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/) ``mega_<stamp>.json``.
 """
 from __future__ import annotations
@@ -170,6 +171,11 @@ def main(argv=None):
         times, copy = time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log)
         if args.profile:
             profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
+            for kind, k in sorted(profile["by_kind"].items(), key=lambda kv: -kv[1]["advance_us"]):
+                tile = "-" if k["tile_us"] is None else f"{k['tile_us']:.2f}"
+                gbs = "-" if k["gbs"] is None else f"{k['gbs']:.0f}"
+                log(f"profile {kind}: {k['ops']} ops, {k['advance_us']:.1f} us of the step, {k['bytes'] / 1e6:.1f} MB "
+                    f"({gbs} GB/s), tile us first {k['first_tile_us']:.2f} / others {tile}")
     else:
         log("dry run (simulator): no timing")
 
@@ -284,7 +290,34 @@ def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev):
         m.run()
     torch.cuda.synchronize()
     path = m.builder.dump_trace()
-    return dict(trace=path, sm_activity=m.builder.get_sm_activity())
+    ops = m.builder.op_timeline() if not args.runtime_scheduler else []
+    return dict(trace=path, sm_activity=m.builder.get_sm_activity(), ops=ops, by_kind=timeline_by_kind(ops))
+
+
+def timeline_by_kind(ops):
+    """Per op kind (the op name without its ``L<layer>.`` prefixes), over the step: ``advance_us`` (how much later
+    than the previous op in program order each op of the kind ended, summed: the step time splits into these),
+    ``bytes``, ``gbs`` (bytes / advance) and the median first-tile / other-tile durations (us)."""
+    import re
+    import statistics
+
+    kinds, prev_end = {}, 0.0
+    for o in ops:
+        kind = re.sub(r"L\d+\.", "", o["name"])
+        k = kinds.setdefault(kind, dict(ops=0, advance_us=0.0, bytes=0.0, first=[], other=[]))
+        k["ops"] += 1
+        k["advance_us"] += max(0.0, o["end_us"] - prev_end)
+        prev_end = max(prev_end, o["end_us"])
+        k["bytes"] += o["bytes"]
+        k["first"].append(o["first_tile_us"])
+        if o["tile_us"] is not None:
+            k["other"].append(o["tile_us"])
+    for k in kinds.values():
+        k["gbs"] = k["bytes"] / (k["advance_us"] * 1e3) if k["advance_us"] else None
+        k["first_tile_us"] = statistics.median(k.pop("first"))
+        other = k.pop("other")
+        k["tile_us"] = statistics.median(other) if other else None
+    return kinds
 
 
 if __name__ == "__main__":

@@ -150,6 +150,16 @@ def profile_trace(out_dir):
     for k, v in want.items():
         if counts.get(k) != v:
             fails.append(f"profile counts {k}: {counts.get(k)} != {v}")
+    tl_ = b.op_timeline()
+    if [o["name"] for o in tl_] != [op.name for op in b.compiled_ops]:
+        fails.append(f"op_timeline names: {[o['name'] for o in tl_]}")
+    for o, op in zip(tl_, b.compiled_ops):
+        if o["tiles"] != len(op.tiles) or o["bytes"] != sum(t.cost for t in op.tiles) or \
+                not 0 <= o["start_us"] <= o["end_us"] or o["busy_us"] <= 0 or o["first_tile_us"] <= 0:
+            fails.append(f"op_timeline entry {o}")
+    ends = [o["end_us"] for o in tl_]
+    if ends != sorted(ends):  # one worker: the ops end in program order
+        fails.append(f"op_timeline ends out of order: {ends}")
     os.environ["MEGA_KERNEL_PROFILER_DIR"] = out_dir
     path = b.dump_trace("t", gantt=False)
     if not path or not os.path.exists(path):

@@ -392,6 +392,49 @@ class ModelBuilder:
                 "activity": busy / (span * len(tracks)) if span and tracks else 0.0,
                 "dropped": sum(1 for tr in tracks if tr.full)}
 
+    def op_timeline(self) -> List[dict]:
+        """The last profiled step op by op (static queues only: a worker's k-th task record is the k-th task of its
+        queue), in program order. Per compiled op: ``name``, ``tiles``, ``bytes`` (its tiles' costs: the bytes they
+        read), ``start_us`` / ``end_us`` (its first task's start, its last task's end, from the step's first task),
+        ``busy_us`` (its tasks' durations summed), ``first_tile_us`` (median over the workers that ran it of the
+        duration of the first of its tiles each ran: for an op that waits inside its tasks this includes the wait
+        for its inputs) and ``tile_us`` (median of the other tiles; ``None`` when every worker ran one).
+        Raises RuntimeError without profiling or with the dynamic queue."""
+        if not self._enable_profiling:
+            raise RuntimeError("op_timeline: build with enable_profiling=True")
+        if self._enable_runtime_scheduler:
+            raise RuntimeError("op_timeline: the dynamic queue does not say which task a record belongs to; build "
+                               "with static queues (enable_runtime_scheduler=False)")
+        import statistics
+
+        from triton_dist.tools.profiler.viewer import parse_to_tracks
+
+        per_op = [dict(name=op.name, tiles=len(op.tiles), bytes=float(sum(t.cost for t in op.tiles)), starts=[],
+                       ends=[], busy=0, first=[], other=[]) for op in self.compiled_ops]
+        t0 = None
+        for tr in parse_to_tracks(self.profile_buf.cpu()):
+            runs = [t for t in tr.tasks if t.task_type != codegen.WAIT_TASK_TYPE]
+            queue = self.queues[tr.program_id] if tr.program_id < len(self.queues) else []
+            seen = set()
+            for rec, ti in zip(runs, queue):
+                o = self.tasks[ti].op
+                e = per_op[o]
+                e["starts"].append(rec.start_ns)
+                e["ends"].append(rec.end_ns)
+                e["busy"] += rec.duration_ns
+                (e["other"] if o in seen else e["first"]).append(rec.duration_ns)
+                seen.add(o)
+                t0 = rec.start_ns if t0 is None else min(t0, rec.start_ns)
+        out = []
+        for e in per_op:
+            if not e["starts"]:
+                continue
+            out.append(dict(name=e["name"], tiles=e["tiles"], bytes=e["bytes"],
+                            start_us=(min(e["starts"]) - t0) / 1e3, end_us=(max(e["ends"]) - t0) / 1e3,
+                            busy_us=e["busy"] / 1e3, first_tile_us=statistics.median(e["first"]) / 1e3,
+                            tile_us=statistics.median(e["other"]) / 1e3 if e["other"] else None))
+        return out
+
     def get_sm_activity(self) -> float:
         """Fraction of the last profiled step's worker time spent in tasks, not waiting (:meth:`profile_summary`)."""
         return self.profile_summary()["activity"]
