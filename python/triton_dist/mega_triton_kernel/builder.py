@@ -56,7 +56,8 @@ class ModelBuilder:
     ``enable_mlp_fc1_silu_fusion`` (models use :meth:`make_fused_fc1_silu_mul_up`). Extensions: ``num_workers``,
     ``policy`` (static placement, ``core/scheduler.py``), ``strict``, ``device``, ``enable_fusion`` (the
     bit-identical compile-time fusions of ``core/fusion.py``), ``gemv_prefetch_bytes`` (bytes of its weights a GEMV
-    tile asks L2 for, with ``dl.prefetch_l2``, before it waits for its input; 0: off; ``None``:
+    tile asks L2 for, with ``dl.prefetch_l2``, before it waits for its input, in the GEMVs that wait for a
+    latency-bound op such as attention or an all-reduce (``tasks.linear.gate_prefetch``); 0: off; ``None``:
     :data:`GEMV_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_PREFETCH``)."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
@@ -249,10 +250,13 @@ class ModelBuilder:
         if not self.ops:
             raise RuntimeError("ModelBuilder.compile: no ops were added")
         ops = fusion.fuse(self.ops) if self._enable_fusion else list(self.ops)
-        self.compiled_ops = ops
         tasks = graph.build_tasks(ops)
         if not self._enable_dep_opt:
             tasks = _op_level_deps(ops, tasks)
+        from .tasks.linear import gate_prefetch
+
+        ops = gate_prefetch(ops, tasks)  # GEMV L2 prefetch only after latency-bound producers
+        self.compiled_ops = ops
         self.tasks = tasks
         # branches
         keys: Dict[tuple, int] = {}

@@ -11,9 +11,9 @@
 # RUN: env TRITON_DIST_BACKEND=sim %python %s %t.pf.py prefetch | filecheck %s --check-prefix=PFGEN
 # RUN: %compile %t.pf.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 64, 8, 6, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=PF
 #
-# With a GEMV prefetch budget (ModelBuilder gemv_prefetch_bytes), each GEMV tile asks L2 for its rows before it
-# waits: one bulk prefetch per row range, no load into registers.
-# PFGEN: branches 1
+# With a GEMV prefetch budget (ModelBuilder gemv_prefetch_bytes), a GEMV tile waiting for a non-GEMV op asks L2
+# for its rows before it waits: one bulk prefetch per row range, no load into registers.
+# PFGEN: branches 2
 # PF: cp.async.bulk.prefetch.L2.global
 #
 # GEN: branches 5
@@ -39,9 +39,11 @@ if sys.argv[2:] == ["prefetch"]:  # one GEMV whose rows are longer than its firs
     from triton_dist.mega_triton_kernel import ModelBuilder
 
     b = ModelBuilder(gemv_prefetch_bytes=65536)
-    b.make_linear(torch.ones(1, 1024).bfloat16(), torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
+    x, s = torch.ones(1, 1024).bfloat16(), torch.zeros(1, 1024).bfloat16()
+    b.make_add(x, x, s)  # a GEMV prefetches only when it waits for a non-GEMV op
+    b.make_linear(s, torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
     b.compile()
-    assert b.compiled_ops[0].constexprs["PF_ROW"] > 0, b.compiled_ops[0].constexprs
+    assert b.compiled_ops[1].constexprs["PF_ROW"] > 0, b.compiled_ops[1].constexprs
 else:
     b, _, _ = _chain()
     b.compile()
