@@ -33,8 +33,10 @@ from .core.task import Op, Task
 
 __all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES"]
 
-#: Default of ``ModelBuilder(gemv_prefetch_bytes=...)``: weight bytes a GEMV tile prefetches into L2 before its wait.
-GEMV_PREFETCH_BYTES = 0
+#: Default of ``ModelBuilder(gemv_prefetch_bytes=...)``: weight bytes a GEMV tile prefetches into L2 before its wait
+#: (where it waits for a non-GEMV op). Qwen3-8B TP=1 on an H200 (2026-12-01, same process as torch): 0: 5018 us,
+#: 64 KiB: 4887, 128 KiB: 4905, 256 KiB: 4947 (`benchmarks/results/2026-12-01-mega-r2/`).
+GEMV_PREFETCH_BYTES = 65536
 GEMV_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_PREFETCH"
 
 

@@ -2,9 +2,11 @@
 ``linear``, ``qkv_proj``, ``o_proj``, ``mlp_fc1``, ``mlp_fc2``, and the fused ``mlp_fc1_silu_mul_up``
 (``silu(x @ W[:I].T) * (x @ W[I:].T)``, the activation applied to the tile before it is stored).
 
-Tiling: one task per ``BLOCK_M x BLOCK_N`` output tile, row-tile major. Decode (``M == 1``) is a GEMV: the task
-streams its ``BLOCK_N`` weight rows in ``BLOCK_K`` chunks with the next chunk's load issued before the current one
-is reduced (two chunks in flight per program), ``BLOCK_N`` chosen so the op's tiles spread evenly over the workers.
+Tiling: one task per ``BLOCK_M x ROWS`` output tile, row-tile major. Decode (``M == 1``) is a GEMV: the task
+streams its ``ROWS`` weight rows in ``BLOCK_K`` chunks with the next chunk's load issued before the current one
+is reduced (two chunks in flight per program), ``ROWS`` chosen by :func:`pick_gemv_rows` so that the op's tiles
+fill whole waves of the workers, each tile's fixed cost counted (a ``BLOCK_N = next_power_of_2(ROWS)`` block,
+the lanes past ``ROWS`` masked off).
 ``M > 1`` uses ``tl.dot`` on ``16 <= BLOCK_M`` row tiles. A tile reads its input rows (all of K) and weight rows
 and writes its output tile, so it waits only for the tasks that wrote those input rows.
 """
@@ -24,7 +26,7 @@ from ..core.registry import register_task
 from ..core.task import Op, Tile, region
 from .activation import silu_mul
 
-__all__ = ["linear_task", "pick_gemv_block_n", "gate_prefetch"]
+__all__ = ["linear_task", "pick_gemv_rows", "gate_prefetch"]
 
 def _dtypes():
     import torch
@@ -36,26 +38,37 @@ def _dtypes():
 GEMV_CHUNK_BYTES = 32 * 1024
 
 
-def pick_gemv_block_n(N: int, num_workers: int) -> int:
-    """The ``BLOCK_N`` (power of two, 4..64) whose tile count wastes the least of the last wave over
-    ``num_workers`` workers (ties: the larger block, fewer tasks)."""
+#: A GEMV task's fixed cost (fetch, argument loads, the first chunk's latency, the reduction, the store and the
+#: release), in weight bytes a worker streams in the same time: ~1.5 us at ~30 GB/s per SM (the Qwen3-8B profile on
+#: an H200, 2026-12-01: 5.8 us for a 128 KB tile, 18.8 us for 512 KB).
+GEMV_TASK_OVERHEAD_BYTES = 44 * 1024
+#: Most weight rows one GEMV tile streams (its block is the next power of two, lanes past the rows masked off).
+MAX_GEMV_ROWS = 128
+
+
+def pick_gemv_rows(N: int, num_workers: int, row_bytes: int) -> int:
+    """Rows per GEMV tile (the tile's output columns) minimising ``waves * (rows * row_bytes + overhead)``
+    (:data:`GEMV_TASK_OVERHEAD_BYTES`), ``waves`` being the tiles per worker of the busiest worker. Candidates: the
+    powers of two 4..64 and the row counts that fill exactly 1, 2 or 3 waves over ``num_workers`` workers (up to
+    :data:`MAX_GEMV_ROWS`). Ties: fewer tiles. E.g. 132 workers, N = 6144, 8 KB rows: 47 rows, one wave of 131
+    tiles, instead of 16 rows in three waves."""
+    cands = {4, 8, 16, 32, 64} | {triton.cdiv(N, k * num_workers) for k in (1, 2, 3)}
     best = None
-    for bn in (64, 32, 16, 8, 4):
-        tiles = triton.cdiv(N, bn)
-        waves = triton.cdiv(tiles, num_workers)
-        # time ~ waves * bn (rows per task) + a per-task overhead worth ~2 rows
-        t = waves * (bn + 2)
-        if best is None or t < best[0]:
-            best = (t, bn)
-    return best[1]
+    for r in sorted(c for c in cands if 1 <= c <= MAX_GEMV_ROWS):
+        tiles = triton.cdiv(N, r)
+        t = triton.cdiv(tiles, num_workers) * (r * row_bytes + GEMV_TASK_OVERHEAD_BYTES)
+        if best is None or (t, tiles) < best[:2]:
+            best = (t, tiles, r)
+    return best[2]
 
 
 @triton_dist.jit
 def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr, M: tl.constexpr, N: tl.constexpr,
-                K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
                 RES: tl.constexpr, PF_ROW: tl.constexpr = 0):
-    """Output tile ``tile`` (row-tile major over ``cdiv(N, BLOCK_N)`` column tiles). ``args``: input, weight,
+    """Output tile ``tile`` (row-tile major over ``cdiv(N, ROWS)`` column tiles of ``ROWS <= BLOCK_N`` columns, the
+    lanes of the ``BLOCK_N`` block past ``ROWS`` masked off). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
     issues its first weight chunk(s) before the wait, so a program waiting for the input already streams.
 
@@ -68,11 +81,12 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     x_ptr = arg(args, 0, DT)
     w_ptr = arg(args, 1, DT)
     o_ptr = arg(args, 2, ODT)
-    n_tiles: tl.constexpr = (N + BLOCK_N - 1) // BLOCK_N
+    n_tiles: tl.constexpr = (N + ROWS - 1) // ROWS
     pm = tile // n_tiles
     pn = tile % n_tiles
-    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = rn < N
+    lane = tl.arange(0, BLOCK_N)
+    rn = pn * ROWS + lane
+    nmask = (lane < ROWS) & (rn < N)
     if BLOCK_M == 1:
         rk = tl.arange(0, BLOCK_K)
         wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
@@ -82,11 +96,11 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         if SILU_MUL:
             u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
         if PF_ROW > 0:
-            for r in tl.static_range(BLOCK_N):
-                row = w_ptr + (pn * BLOCK_N + r).to(tl.int64) * K + BLOCK_K
-                dl.prefetch_l2(row, PF_ROW, mask=pn * BLOCK_N + r < N)
+            for r in tl.static_range(ROWS):
+                row = w_ptr + (pn * ROWS + r).to(tl.int64) * K + BLOCK_K
+                dl.prefetch_l2(row, PF_ROW, mask=pn * ROWS + r < N)
                 if SILU_MUL:
-                    dl.prefetch_l2(row + N * K, PF_ROW, mask=pn * BLOCK_N + r < N)
+                    dl.prefetch_l2(row + N * K, PF_ROW, mask=pn * ROWS + r < N)
         tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
         x_ptr = dl.consume_token(x_ptr, tok) + pm * K
         rstd = 1.0
@@ -181,23 +195,24 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
     pf_row = 0
     if M == 1:
         bm = 1
-        bn = pick_gemv_block_n(N, builder.num_workers)
+        rows_ = pick_gemv_rows(N, builder.num_workers, K * input.element_size() * (2 if fused else 1))
+        bn = max(4, triton.next_power_of_2(rows_))
         bk = min(triton.next_power_of_2(K), max(64, GEMV_CHUNK_BYTES // (bn * input.element_size())))
         # the prefetch budget split over the tile's weight rows (gate and up rows when fused), after the first
         # chunk, in whole 16-byte units, never past the row's end
-        per_row = builder.gemv_prefetch_bytes // (bn * (2 if fused else 1))
+        per_row = builder.gemv_prefetch_bytes // (rows_ * (2 if fused else 1))
         pf_row = max(0, min(per_row, (K - bk) * input.element_size())) // 16 * 16
     else:
         bm = 16 if M <= 16 else (32 if M <= 32 else 64)
-        bn = 64
+        bn = rows_ = 64
         bk = min(64, max(16, triton.next_power_of_2(K)))
-    m_tiles, n_tiles = triton.cdiv(M, bm), triton.cdiv(N, bn)
+    m_tiles, n_tiles = triton.cdiv(M, bm), triton.cdiv(N, rows_)
     es = input.element_size()
     tiles = []
     for pm in range(m_tiles):
         r0, r1 = pm * bm, min(M, (pm + 1) * bm)
         for pn in range(n_tiles):
-            c0, c1 = pn * bn, min(N, (pn + 1) * bn)
+            c0, c1 = pn * rows_, min(N, (pn + 1) * rows_)
             reads = region(input, slice(r0, r1)) + region(weight, slice(c0, c1))
             if fused:
                 reads += region(weight, slice(N + c0, N + c1))
@@ -205,7 +220,7 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
             tiles.append(Tile(reads=reads, writes=region(output, slice(r0, r1), slice(c0, c1)),
                               cost=wbytes + (r1 - r0) * K * es))
     return Op("Linear", op_type, layer_id, linear_task, [input, weight, output],
-              dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
+              dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, ROWS=rows_, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
                    SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row), tiles, waits_inside=True)
 
 
@@ -236,7 +251,7 @@ def _is_gemv(op: Op) -> bool:
 
 
 def _col_regions(op: Op, t, tile: int):
-    bn, n = op.constexprs["BLOCK_N"], op.constexprs["N"]
+    bn, n = op.constexprs["ROWS"], op.constexprs["N"]
     c0 = tile * bn
     return region(t.reshape(-1), slice(c0, min(n, c0 + bn)))
 
