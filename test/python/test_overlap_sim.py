@@ -484,7 +484,8 @@ def _load_bench(monkeypatch, name):
 
 def test_bench_variant_names_map_to_table_rules(monkeypatch):
     """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@p<P>``) become the table's
-    rule parameters."""
+    rule parameters; a winning method's swept tiling (gemm_rs ``fused@p``: the fused kernel's; gemm_ar ``ll``: its
+    own sweep's) goes with it."""
 
     bench = _load_bench(monkeypatch, "bench_overlap_for_test")
     assert bench.method_of("ours/chunked@f0.25") == {"method": "chunked", "first_frac": 0.25}
@@ -501,6 +502,17 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8,
                                       "us": 85.0}
     assert cfgs["gemm_rs"]["2"][0]["config"] == "128x256x64x8x3"
+    # gemm_ar ll (swept on its own): a winning ll keeps its own tiling, a winning fused its own
+    ar = {"op": "gemm_ar", "M": 16, "K_per_rank": 3584, "N": 8192,
+          "results": {"ours/fused": 24.3, "ours/ll": 21.0, "ours/one_shot": 24.0, "torch_seq": 27.4},
+          "configs": {"fused": "16x64x256x4x3", "ll": "16x64x128x4x4pk2"}}
+    ops, cfgs = bench.method_rules([ar], 2)
+    assert ops["gemm_ar"]["2"][0] == {"n": 8192, "k": 3584, "max_m": 16, "method": "ll", "us": 21.0}
+    assert cfgs["gemm_ar"]["2"][0]["config"] == "16x64x128x4x4pk2"
+    assert all(r["method"] != "ll" for r in ops["gemm_ar"]["default"])  # unmeasured shapes never get ll
+    ar["results"]["ours/fused"] = 20.0
+    ops, cfgs = bench.method_rules([ar], 2)
+    assert ops["gemm_ar"]["2"][0]["method"] == "fused" and cfgs["gemm_ar"]["2"][0]["config"] == "16x64x256x4x3"
     recs = [{"op": "gemm_rs", "M": 8192, "K_per_rank": 7168, "N": 4096,
              "results": {"ours/fused": 500.0, "ours/chunked": 354.0, "ours/chunked@s2": 330.0, "torch_seq": 480.0}}]
     ops, _ = bench.method_rules(recs, 2)
