@@ -17,7 +17,8 @@ Guarantees:
 * Signals are epoch-counted (the device counts calls; every rank makes the same calls in the same order), so
   nothing is reset between calls and there is no reset race (see the kernels' docstrings for the argument); the
   AG+GEMM ``chunked`` and GEMM+RS ``ce`` methods use 0/1 flags with their own buffers instead, each raise ordered
-  after the reset it could be lost in (:func:`_ag_gemm_chunked`, :func:`_gemm_rs_ce`).
+  after the reset it could be lost in (:func:`_ag_gemm_chunked`, :func:`_gemm_rs_ce`); GEMM+AR ``ll`` sends flagged
+  words (flag = epoch and size tag), which their reader clears in the same call (``kernels.gemm_ar``).
 * ``method="auto"`` picks the method (fused kernels, copy-engine + cuBLAS ``chunked`` / ``one_shot`` paths,
   copy-engine + cuBLAS + our GEMM ``ce`` paths, or torch's NCCL + cuBLAS) by the table ``overlap_table.json``,
   measured by ``benchmarks/bench_overlap.py --sweep --write-table`` on 2x H200: the fastest method (and fused tiling) per measured shape, generic crossover rules
@@ -109,8 +110,8 @@ def select_rule(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = No
 
 def select_method(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = None,
                   k: Optional[int] = None) -> str:
-    """``"fused"`` (or a specific method, e.g. ``"sm"`` / ``"ce"`` / ``"chunked"`` for ag_gemm, ``"one_shot"`` for
-    gemm_ar) or ``"torch"``: the method of :func:`select_rule`."""
+    """``"fused"`` (or a specific method, e.g. ``"sm"`` / ``"ce"`` / ``"chunked"`` for ag_gemm, ``"ll"`` /
+    ``"one_shot"`` for gemm_ar) or ``"torch"``: the method of :func:`select_rule`."""
     return select_rule(op, world, m, on_gpu, n, k)["method"]
 
 
