@@ -14,7 +14,7 @@
 # the splits past L1 (ld.global.cg) and pushes the tile like AR; 16-row tiles run on mma.sync, B through TMA.
 # The epoch is read from the device counter (atomic) and published by the launch's last program (atomic xchg).
 # ARLL (method ll, LL=True, the ARSPLIT tiling): the finisher's fp32 partial leaves as flagged words, one relaxed
-# system-scope 64-bit store each into the peer's word buffer (st.relaxed.sys.b64 after nvshmem_ptr), and phase 2
+# system-scope 64-bit store each into the peer's word buffer (st.relaxed.sys.b64, through nvshmem_ptr), and phase 2
 # polls them with relaxed system-scope 64-bit loads, tagged (a mismatch is printed, then trap). ARLLN, none of the
 # notify / wait path is left -- no membar.sys (the notify's release), no acquire load (the signal wait), no
 # system-scope fence. ARLLAMD (gfx942): the flagged stores are system-scope atomic swaps (sc1) and the polls
