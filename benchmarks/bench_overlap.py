@@ -10,7 +10,8 @@ inputs), then timing.
   copy engine on a side stream + our GEMM, ``chunked`` = copy engine + cuBLAS per chunk; GEMM+RS: ``fused``,
   ``chunked`` = cuBLAS per row chunk + copy-engine push of the bf16 partials + a summing pass, ``ce`` = the same
   pushes in pieces, own rows by our GEMM adding the partials in its epilogue (``@p<P>``: P pieces); GEMM+AR:
-  ``fused``, ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured variants
+  ``fused``, ``ll`` = the same kernel exchanging its partials as flagged words (no fence, no tile signal),
+  ``one_shot`` = cuBLAS + our one-shot all-reduce). From M = 1024 also the measured variants
   ``ours/chunked@f<frac>`` (AG+GEMM: ``first_rows`` = that fraction of the local rows) and ``ours/chunked@s<S>``
   (GEMM+RS: ``sub_chunks=S``) and ``ours/fused@p<P>`` (GEMM+RS: ``pieces=P``, peer tiles streamed in P row pieces
   during the next main loop); ``--write-table`` stores the winner's parameter. ``ours/auto`` is what
@@ -37,8 +38,9 @@ Ratios per record: ``bound`` = max(t_cuBLAS GEMM, t_NCCL comm); ``auto_over_boun
 ``auto_vs_seq`` = t_torch_seq / t_auto; ``gemm_ours_vs_cublas`` = t_cuBLAS / t_ours.
 
 ``--sweep``: the fused kernels' tilings (``TRITON_DIST_OVERLAP_CONFIG`` candidates) are timed per shape and the best
-one is used for the ``ours/*`` timings; ``--write-table`` (rank 0) then writes the fastest method per measured
-shape (and the tiling) into ``overlap_table.json`` (``status: measured``), which ``method="auto"`` reads.
+one is used for the ``ours/*`` timings (GEMM+AR: ``fused`` and ``ll`` each swept over the same tilings);
+``--write-table`` (rank 0) then writes the fastest method per measured shape (and that method's tiling) into
+``overlap_table.json`` (``status: measured``), which ``method="auto"`` reads.
 ``--profile DIR``: one profiled call of AG+GEMM and GEMM+RS (Llama-3-70B, M=8192) -> Perfetto JSON + Gantt PNG.
 ``--mlp``: ``TPMLP`` (Llama-3-70B MLP, TP=2) against the same MLP with torch.matmul + NCCL.
 
@@ -465,6 +467,9 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
         if args.sweep and (M >= 2048 or not rs):
             best["fused"] = sweep(rec, "ours/fused", lambda: fused(io["a"], io["b"], ctx, method="fused"),
                                   sweep_list(op, M), args)
+            if not rs:  # GEMM+AR ll: the same kernel with another exchange, its own best of the same tilings
+                best["ll"] = sweep(rec, "ours/ll", lambda: fused(io["a"], io["b"], ctx, method="ll"),
+                                   sweep_list(op, M), args)
         impls = {"ours/fused": (lambda: fused(io["a"], io["b"], ctx, method="fused"), best.get("fused"))}
         if rs:
             impls["ours/chunked"] = (lambda: fused(io["a"], io["b"], ctx, method="chunked"), None)
@@ -479,6 +484,7 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
                     impls[f"ours/fused@p{p}"] = (
                         lambda p=p: fused(io["a"], io["b"], ctx, method="fused", pieces=p), best.get("fused"))
         else:
+            impls["ours/ll"] = (lambda: fused(io["a"], io["b"], ctx, method="ll"), best.get("ll"))
             impls["ours/one_shot"] = (lambda: fused(io["a"], io["b"], ctx, method="one_shot"), None)
         impls["ours/auto"] = (lambda: fused(io["a"], io["b"], ctx, method="auto"), None)
         impls["torch_seq"] = (lambda: fused(io["a"], io["b"], ctx, method="torch"), None)
@@ -594,7 +600,7 @@ def method_rules(records, world):
             rules.append(rule)
             wins.setdefault(r["M"], []).append(best != "torch")
             base_meth = best.split("@", 1)[0]  # fused@p<P> runs the fused kernel's tiling
-            cfg = r.get("configs", {}).get(base_meth if base_meth in ("sm", "ce", "fused") else "", None)
+            cfg = r.get("configs", {}).get(base_meth if base_meth in ("sm", "ce", "fused", "ll") else "", None)
             if cfg is None and r.get("configs"):
                 cfg = next(iter(r["configs"].values()))
             if cfg:

@@ -109,10 +109,117 @@ def rank_gemm_ar():
     return _rank_gemm_reduce("ar")
 
 
+def _same_on_every_rank(t, what, fails):
+    """``t`` is bit-identical on every rank (gathered over the gloo group)."""
+    import torch.distributed as dist
+
+    got = [None] * dist.get_world_size()
+    dist.all_gather_object(got, t.view(torch.int16).tolist())
+    if any(g != got[0] for g in got):
+        fails.append(f"{what}: results differ between ranks")
+
+
+def _words_cleared(ctx, what, fails):
+    """Right after an ``ll`` call every flagged word this rank received was consumed and cleared (the word buffer
+    all zero again); then a barrier, so that no peer's next call writes words before every rank has looked (a peer
+    may otherwise be one call ahead)."""
+    import torch.distributed as dist
+
+    left = int(torch.count_nonzero(ctx.words))
+    if left:
+        fails.append(f"{what}: {left} flagged words left uncleared")
+    dist.barrier()
+
+
+def _ll_checks(ll, fused, what, fails):
+    """Method ``ll`` against ``fused`` on the same inputs: the same fp32 sums in the same order, so bit-identical
+    results, on every rank."""
+    if not torch.equal(ll.view(torch.int16), fused.view(torch.int16)):
+        fails.append(f"{what}: ll differs from fused (max diff {(ll.float() - fused.float()).abs().max().item()})")
+    _same_on_every_rank(ll, what, fails)
+
+
+def rank_gemm_ar_ll():
+    """GEMM+AR method ``ll`` (flagged words): back-to-back calls of several heights (an uneven last row tile) on one
+    context, ``ll`` twice in a row and alternating with ``fused`` (both parities reused, the same epoch counter):
+    exact against fp32, bit-identical to ``fused`` and on every rank, the word buffer cleared after every call; a
+    last call whose result depends on summing the ranks' partials in rank order."""
+    from triton_dist.ops import overlap as ov
+
+    rank, W = _init()
+    fails = []
+    K, N, dtype = 32, 32, torch.float16
+    ctx = ov.create_gemm_ar_context(24, N, dtype)
+    try:
+        shapes = ((24, ("ll", "ll")), (5, ("fused", "ll")), (17, ("ll", "fused", "ll")), (9, ("ll", "fused")))
+        for call, (M, methods) in enumerate(shapes):
+            a_all = [_rand(410 * call + r, (M, K), dtype) for r in range(W)]
+            b_all = [_rand(510 * call + r, (K, N), dtype) for r in range(W)]
+            if call == 3:  # rank r's partial is s_r everywhere: 256, -256, then 2**-20: only the sum in rank order
+                # 0, 1, ..., W-1 keeps the small terms ((W - 2) * 2**-20; e.g. order 1, 2, ..., 0 gives 0)
+                for r in range(W):
+                    a_all[r].zero_()
+                    a_all[r][:, 0] = 256.0 if r == 0 else (-256.0 if r == 1 else 2.0 ** -20)
+                    b_all[r].zero_()
+                    b_all[r][0, :] = 1.0
+            full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all)).to(dtype)
+            outs = {}
+            for i, method in enumerate(methods):
+                outs[method] = ov.gemm_ar(a_all[rank], b_all[rank], ctx, method=method)
+                _close(outs[method], full, f"gemm_ar {method} call {call}.{i} M={M}", fails)
+                if method == "ll":
+                    _words_cleared(ctx, f"gemm_ar ll call {call}.{i} M={M}", fails)
+            _ll_checks(outs["ll"], outs.get("fused", outs["ll"]), f"gemm_ar ll call {call} M={M}", fails)
+        calls = sum(len(m) for _, m in shapes)
+        if ctx.epoch != calls:
+            fails.append(f"gemm_ar ll: epoch {ctx.epoch} after {calls} kernel calls")
+    finally:
+        ctx.close()
+    return fails
+
+
+def rank_gemm_ar_ll_auto():
+    """``auto`` runs ``ll`` where the measured table names it. The simulator's rule is always ``fused``
+    (``select_rule``): here the table lookup is made as on a GPU, the shape's rule names ``ll``, and the ``ll`` path
+    is the one that runs (exact, words cleared); another shape of the same table still runs ``fused``."""
+    from triton_dist.ops import overlap as ov
+
+    rank, W = _init()
+    fails = []
+    K, N, dtype = 32, 16, torch.bfloat16
+    table = {"status": "measured", "ops": {"gemm_ar": {str(W): [{"n": N, "k": K, "max_m": 16, "method": "ll"},
+                                                                {"max_m": None, "method": "fused"}]}}}
+    real_select, real_fused = ov.select_rule, ov._gemm_ar_fused
+    ran = []  # the kernel launches of the calls: "ll" or "fused" (both paths launch through _gemm_ar_fused)
+    saved = ov._table_cache
+    ov._table_cache = table
+    ov.select_rule = lambda op, world, m, on_gpu, n=None, k=None, eager=False: real_select(op, world, m, True, n, k,
+                                                                                          eager)
+    ov._gemm_ar_fused = lambda *a, ll=False: (ran.append("ll" if ll else "fused"), real_fused(*a, ll=ll))[1]
+    ctx = ov.create_gemm_ar_context(16, N, dtype)
+    try:
+        for call, (M, k, want) in enumerate(((16, K, "ll"), (3, K, "ll"), (16, 2 * K, "fused"))):
+            a_all = [_rand(610 * call + r, (M, k), dtype) for r in range(W)]
+            b_all = [_rand(710 * call + r, (k, N), dtype) for r in range(W)]
+            out = ov.gemm_ar(a_all[rank], b_all[rank], ctx)
+            full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all))
+            _close(out, full.to(dtype), f"gemm_ar auto call {call} M={M} K={k}", fails)
+            if ran != [want]:
+                fails.append(f"gemm_ar auto call {call} M={M} K={k}: ran {ran}, the table names {want}")
+            ran.clear()
+            if want == "ll":
+                _words_cleared(ctx, f"gemm_ar auto call {call}", fails)
+    finally:
+        ov.select_rule, ov._gemm_ar_fused, ov._table_cache = real_select, real_fused, saved
+        ctx.close()
+    return fails
+
+
 def rank_gemm_ar_split_k():
     """GEMM+AR with the K blocks of each tile split over programs (``SPLIT_K`` 2, 3 and 4 over 5 K blocks: uneven
     splits and an empty one), then unsplit, on one context: exact results, the tile counters back at zero after
-    every call (the finisher resets them), and the split clamped to the K blocks there are."""
+    every call (the finisher resets them), and the split clamped to the K blocks there are. Methods ``fused`` and
+    ``ll`` alternate (``ll``: bit-identical to ``fused`` on the same inputs and on every rank, words cleared)."""
     import os
 
     from triton_dist.ops import overlap as ov
@@ -123,16 +230,23 @@ def rank_gemm_ar_split_k():
     ctx = ov.create_gemm_ar_context(24, N, torch.bfloat16)
     cfgs = ["16x16x16x1x1k2", "16x16x16x1x1k3", "16x16x16x1x1k4", "16x16x16x1x1k8",
             "16x16x16x1x1"]
+    methods = [("fused", "ll"), ("ll", ), ("ll", "fused"), ("fused", ), ("ll", )]
     try:
-        for call, (cfg, M) in enumerate(zip(cfgs, (24, 5, 24, 17, 24))):
+        for call, (cfg, M, meths) in enumerate(zip(cfgs, (24, 5, 24, 17, 24), methods)):
             os.environ["TRITON_DIST_OVERLAP_CONFIG"] = cfg
             a_all = [_rand(800 * call + r, (M, K), torch.bfloat16) for r in range(W)]
             b_all = [_rand(900 * call + r, (K, N), torch.bfloat16) for r in range(W)]
-            out = ov.gemm_ar(a_all[rank], b_all[rank], ctx, method="fused")
             full = sum(a.float() @ b.float() for a, b in zip(a_all, b_all))
-            _close(out, full.to(torch.bfloat16), f"gemm_ar split {cfg} M={M}", fails)
-            if int(ctx.split_cnt.abs().sum()) != 0:
-                fails.append(f"gemm_ar split {cfg}: tile counters not reset: {ctx.split_cnt.tolist()}")
+            outs = {}
+            for method in meths:
+                out = outs[method] = ov.gemm_ar(a_all[rank], b_all[rank], ctx, method=method)
+                _close(out, full.to(torch.bfloat16), f"gemm_ar {method} split {cfg} M={M}", fails)
+                if int(ctx.split_cnt.abs().sum()) != 0:
+                    fails.append(f"gemm_ar {method} split {cfg}: tile counters not reset: {ctx.split_cnt.tolist()}")
+                if method == "ll":
+                    _words_cleared(ctx, f"gemm_ar ll split {cfg} M={M}", fails)
+            if "ll" in outs:
+                _ll_checks(outs["ll"], outs.get("fused", outs["ll"]), f"gemm_ar ll split {cfg} M={M}", fails)
         cfg = ov._gemm.TileConfig.parse("16x16x16x1x1k8")
         if ctx.split_for(cfg, 24, N, K) != 5:
             fails.append(f"split_for did not clamp to the 5 K blocks: {ctx.split_for(cfg, 24, N, K)}")
@@ -224,6 +338,11 @@ def rank_validation():
     _expect(fails, "rs N", lambda: gemm_rs(_rand(1, (16 * W, 32), bf), _rand(2, (32, 24), bf), rs), "n=16")
     _expect(fails, "ar M cap", lambda: gemm_ar(_rand(1, (17, 32), bf), b, ar), "max_m=16")
     _expect(fails, "ar ctx type", lambda: gemm_ar(a, b, rs), "create_gemm_ar_context")
+    _expect(fails, "ar ll M cap", lambda: gemm_ar(_rand(1, (17, 32), bf), b, ar, method="ll"), "max_m=16")
+    _expect(fails, "ar ll N", lambda: gemm_ar(a, _rand(2, (32, 24), bf), ar, method="ll"), "n=16")
+    _expect(fails, "ar ll dtype", lambda: gemm_ar(a.half(), b.half(), ar, method="ll"), "gemm_ar", "dtype")
+    _expect(fails, "ar method", lambda: gemm_ar(a, b, ar, method="nccl"), "method='nccl'", "accepted", "ll")
+    _expect(fails, "ar one_shot on sim", lambda: gemm_ar(a, b, ar, method="one_shot"), "needs GPUs", "ll")
     _expect(fails, "ctx bad size", lambda: create_gemm_rs_context(0, 16, bf), "max_m=0")
     # still usable (no epoch consumed by the rejected calls): a correct call afterwards
     c = ag_gemm(a, b, ag, method="sm")
@@ -250,9 +369,9 @@ def rank_method_auto_sim():
     return fails
 
 
-WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation",
-            "rank_method_auto_sim"],
-        4: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_tp_mlp"]}
+WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_gemm_ar_ll",
+            "rank_gemm_ar_ll_auto", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation", "rank_method_auto_sim"],
+        4: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_gemm_ar_ll", "rank_tp_mlp"]}
 
 
 @pytest.mark.sim
@@ -300,6 +419,28 @@ def test_measured_table_rules_match_shape_then_fall_back(monkeypatch):
     assert ov.table_config("gemm_ar", 4, 64, 8192, 7168) is None
 
 
+def test_gemm_ar_table_rule_naming_ll_is_kept(monkeypatch):
+    """A measured gemm_ar rule naming ``ll`` is returned as is by :func:`select_rule` and by the context's
+    ``select_rule`` (``ll`` has its buffers on every backend: never replaced by ``fused``); the built-in default
+    table never names ``ll``; the simulator's rule stays ``fused``."""
+    import types
+
+    from triton_dist.ops import overlap as ov
+
+    for rules in ov.DEFAULT_TABLE["ops"].values():
+        assert all(r["method"] != "ll" for rs in rules.values() for r in rs)
+    table = {"status": "measured", "ops": {"gemm_ar": {"2": [
+        {"n": 8192, "k": 3584, "max_m": 16, "method": "ll"}, {"max_m": None, "method": "fused"}]}}}
+    monkeypatch.setattr(ov, "_table_cache", table)
+    assert ov.select_method("gemm_ar", 2, 16, True, 8192, 3584) == "ll"
+    assert ov.select_method("gemm_ar", 2, 17, True, 8192, 3584) == "fused"
+    assert ov.select_method("gemm_ar", 2, 16, False, 8192, 3584) == "fused"
+    ctx = types.SimpleNamespace(kind="gemm_ar", world_size=2, on_gpu=True, n=8192, ar_ctx=None)
+    assert ov.GemmARContext.select_rule(ctx, 1, 3584)["method"] == "ll"
+    assert ov.GemmARContext.select_rule(ctx, 1, 3584, eager=True)["method"] == "ll"
+    assert "ll" in ov.GEMM_AR_METHODS
+
+
 def test_table_rules_carry_method_parameters(monkeypatch):
     """A measured rule's parameters (ag_gemm chunked ``first_frac``, gemm_rs chunked ``sub_chunks``) come back with
     its method; ``first_frac`` becomes rows in multiples of 64 (all rows when the shard is small or it is absent)."""
@@ -343,7 +484,8 @@ def _load_bench(monkeypatch, name):
 
 def test_bench_variant_names_map_to_table_rules(monkeypatch):
     """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@p<P>``) become the table's
-    rule parameters."""
+    rule parameters; a winning method's swept tiling (gemm_rs ``fused@p``: the fused kernel's; gemm_ar ``ll``: its
+    own sweep's) goes with it."""
 
     bench = _load_bench(monkeypatch, "bench_overlap_for_test")
     assert bench.method_of("ours/chunked@f0.25") == {"method": "chunked", "first_frac": 0.25}
@@ -360,6 +502,17 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8,
                                       "us": 85.0}
     assert cfgs["gemm_rs"]["2"][0]["config"] == "128x256x64x8x3"
+    # gemm_ar ll (swept on its own): a winning ll keeps its own tiling, a winning fused its own
+    ar = {"op": "gemm_ar", "M": 16, "K_per_rank": 3584, "N": 8192,
+          "results": {"ours/fused": 24.3, "ours/ll": 21.0, "ours/one_shot": 24.0, "torch_seq": 27.4},
+          "configs": {"fused": "16x64x256x4x3", "ll": "16x64x128x4x4pk2"}}
+    ops, cfgs = bench.method_rules([ar], 2)
+    assert ops["gemm_ar"]["2"][0] == {"n": 8192, "k": 3584, "max_m": 16, "method": "ll", "us": 21.0}
+    assert cfgs["gemm_ar"]["2"][0]["config"] == "16x64x128x4x4pk2"
+    assert all(r["method"] != "ll" for r in ops["gemm_ar"]["default"])  # unmeasured shapes never get ll
+    ar["results"]["ours/fused"] = 20.0
+    ops, cfgs = bench.method_rules([ar], 2)
+    assert ops["gemm_ar"]["2"][0]["method"] == "fused" and cfgs["gemm_ar"]["2"][0]["config"] == "16x64x256x4x3"
     recs = [{"op": "gemm_rs", "M": 8192, "K_per_rank": 7168, "N": 4096,
              "results": {"ours/fused": 500.0, "ours/chunked": 354.0, "ours/chunked@s2": 330.0, "torch_seq": 480.0}}]
     ops, _ = bench.method_rules(recs, 2)

@@ -1,33 +1,61 @@
 """GEMM + AllReduce, overlapped (small-M decode shapes): every rank gets ``C = sum_src A_src @ B_src``.
 
-One persistent kernel (:func:`gemm_ar_kernel`): ``A_local``: ``[M, K_loc]``, ``B_local``: ``[K_loc, N]``. A *unit*
-is one split of one output tile: ``u = t * SPLIT_K + s`` covers the K blocks ``[s * per, (s + 1) * per)`` of tile
-``t`` (``per = cdiv(cdiv(K, BLOCK_K), SPLIT_K)``). With ``SPLIT_K = 1`` a unit is a whole tile. Program ``p`` walks
-the units ``p, p + NUM_SMS, ...``; at decode sizes a tile is a stream of weights (``B``) and the split lets every
-SM stream them (``N / BLOCK_N`` tiles alone leave SMs idle).
+One persistent kernel (:func:`gemm_ar_kernel`), two exchanges (``LL`` constexpr): ``A_local``: ``[M, K_loc]``,
+``B_local``: ``[K_loc, N]``. A *unit* is one split of one output tile: ``u = t * SPLIT_K + s`` covers the K blocks
+``[s * per, (s + 1) * per)`` of tile ``t`` (``per = cdiv(cdiv(K, BLOCK_K), SPLIT_K)``). With ``SPLIT_K = 1`` a unit
+is a whole tile. Program ``p`` walks the units ``p, p + NUM_SMS, ...``; at decode sizes a tile is a stream of
+weights (``B``) and the split lets every SM stream them (``N / BLOCK_N`` tiles alone leave SMs idle).
 
 * Phase 1, per unit: the fp32 partial of its K range. With ``SPLIT_K > 1`` it is stored into the local workspace
   ``ws[s]`` and the tile's local counter ``cnt[t]`` is bumped (``acq_rel``, gpu scope, after a CTA barrier); the
   unit that makes the count ``SPLIT_K`` (the tile's *finisher*, whichever program that is) sums ``ws[0..SPLIT_K)``
   in split order, resets ``cnt[t] = 0`` and records ``fin[u] = 1`` (others ``fin[u] = 0``). The finisher (every
-  unit when ``SPLIT_K = 1``) stores the tile's rank partial ``P_rank`` into EVERY rank's staging slot
-  ``stage[par, rank]`` (peers through ``dl.symm_at``, itself locally) and raises ``sig[par, rank, t] = value`` on
-  every peer (system-scope release): this overlaps the exchange with the rest of the GEMM.
-* Phase 2: the program revisits its units; for each it finished (``fin[u]``, its own write) it waits (sys, acquire)
-  for every peer's signal of the tile, sums the ``WORLD`` partials in fp32 in rank order ``0, 1, ..., WORLD-1`` and
-  stores ``C`` once rounded. Every rank sums the same fp32 values in the same order: bit-identical results on every
-  rank, and deterministic (fixed split order, no float atomics).
+  unit when ``SPLIT_K = 1``) keeps the tile's rank partial ``P_rank`` in its own staging slot ``stage[par, rank]``
+  and sends it to every peer: this overlaps the exchange with the rest of the GEMM.
 
-Waits: phase 1 never waits, so every finisher of every rank raises its signals; a phase-2 wait on rank r is for a
-signal that a phase-1 step of a peer raises unconditionally. That needs the programs of a launch to run
+  - ``fused`` (``LL=False``): ``P_rank`` is stored into every peer's staging slot ``stage[par, rank]``
+    (``dl.symm_at``), then ``sig[par, rank, t] = value`` is raised on every peer (``dl.notify``: CTA barrier,
+    system-scope release fence, remote signal store).
+  - ``ll`` (``LL=True``): ``P_rank``'s fp32 words go to word ``[par, rank]`` of every peer's int64 word buffer
+    ``words`` as flagged words (``dl.store_flagged``, flag ``ll_flag(e, tag)``: one relaxed system-scope 64-bit
+    store per element, no fence, no barrier, no signal).
+* Phase 2: the program revisits its units; for each it finished (``fin[u]``, its own write) it sums the ``WORLD``
+  partials of the tile in fp32 in rank order ``0, 1, ..., WORLD-1`` and stores ``C`` once rounded: its own from
+  ``stage[par, rank]`` (written by this program in phase 1), a peer's after waiting for it -- ``fused``: a
+  (sys, acquire) wait for the peer's tile signal, then its staging slot; ``ll``: ``dl.load_flagged`` of the tile's
+  words in ``words[par, src]`` (tagged: a peer's word of this call with another size tag is reported at once), which
+  are then cleared (plain stores of 0). Every rank sums the same fp32 values in the same order: bit-identical
+  results on every rank, and deterministic (fixed split order, no float atomics).
+
+Waits: phase 1 never waits, so every finisher of every rank sends its partial; a phase-2 wait on rank r is for a
+signal / words that a phase-1 step of a peer sends unconditionally. That needs the programs of a launch to run
 concurrently (a GPU grid capped at the SM count, one program per SM; the simulator's ``run_grid``), as every
-overlapped kernel here does. Reuse: double-buffered by epoch parity, signals compared for equality (same argument
-as ``gemm_rs``); the epoch comes from the context's device counter, so calls can be captured in a CUDA graph and
-replayed. ``cnt`` is reset by its finisher before the launch ends, ``ws`` and ``fin`` are written before they are
-read in every launch.
-Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M * N``), ``sig``: int64 ``[2, WORLD, MAX_TILES]``, ``ws``:
-fp32 ``[SPLIT_K, M, N]``, ``cnt``: int32 ``[MAX_TILES]`` (zero between launches), ``fin``: int32 ``[MAX_TILES *
-SPLIT_K]``. With ``SPLIT_K = 1`` the last three are not touched (dummies allowed).
+overlapped kernel here does. Both exchanges use the same epoch ``e`` (the context's device counter, read by
+:func:`~triton_dist.kernels.common.call_epoch`: calls can be captured in a CUDA graph and replayed) and parity
+``par = e % 2``; every launch (``M > 0``: the host launches nothing for ``M = 0``) waits on every rank for every
+peer's data of every tile of the same call. ``cnt`` is reset by its finisher before the launch ends, ``ws`` and
+``fin`` are written before they are read in every launch.
+
+Reuse, ``fused``: double-buffered by epoch parity, signals compared for equality (same argument as ``gemm_rs``).
+Reuse, ``ll``: rank A writes ``words[par, A]`` of peer B in call ``e`` only after its launch of call ``e - 1``
+ended, and that launch waited for B's data of call ``e - 1``, which B sent only after its launch of call ``e - 2``
+had ended -- so B's reads (and clears) of slot parity ``e % 2`` from call ``e - 2`` are complete before A writes
+it again; B's reads of call ``e - 1`` (still running) use the other parity. Within a call each word of
+``words[par, A]`` on B is written once (by A's finisher of its tile) and read and cleared once (by B's finisher of
+that tile: every rank finishes every tile, with the same ``M``, ``N`` and tiling), so after the launch every word
+is 0 again and a word can only ever show a flag that its writer stored in the current call (epoch bits are
+compared for equality; :func:`~triton_dist.kernels.common.ll_flag` never makes 0). The calls of either method
+advance the same epoch, so ``fused`` and ``ll`` calls may alternate on one context (``fused`` never touches
+``words``; ``ll`` writes only this rank's own ``stage`` slot, which no peer writes). The own partial stays in the
+fp32 staging slot rather than the word buffer: a plain 4-byte store per element instead of an 8-byte flagged one,
+and no poll or clear for data the program wrote itself.
+
+Layout: ``stage``: fp32 ``[2, WORLD, CAP]`` (``CAP >= M * N``), ``sig``: int64 ``[2, WORLD, MAX_TILES]``
+(``fused`` only), ``words``: int64 ``[2, WORLD, CAP]`` (``ll`` only; zero between launches), ``ws``: fp32
+``[SPLIT_K, M, N]``, ``cnt``: int32 ``[MAX_TILES]`` (zero between launches), ``fin``: int32 ``[MAX_TILES *
+SPLIT_K]``. With ``SPLIT_K = 1`` the last three are not touched, nor ``words`` by ``fused`` or ``sig`` by ``ll``
+(dummies allowed). ``tag``: ``fused``: the size tag ``(M * N) % 2**24`` of the signals; ``ll``: the ``ll`` size
+tag ``(M * N) % 2**16`` (:func:`~triton_dist.kernels.common.ll_size_tag`).
 """
 from __future__ import annotations
 
@@ -36,7 +64,8 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, finish_call, store_to_peers
+from triton_dist.kernels.common import (LL_TAG_BITS_C, TAG_RANGE_C, call_epoch, finish_call, ll_flag,
+                                        store_to_peers)
 from triton_dist.kernels.gemm import (SIM_CONFIG, TileConfig, env_config, slot_tile, store_tile, tile_acc_ptr_k, tile_acc_tma_k,
                                       tile_coords, tma_descriptors)
 
@@ -48,15 +77,30 @@ SPLIT_K_MAX_M = 128
 
 
 @triton_dist.jit
-def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, ws_ptr, cnt_ptr, fin_ptr, M, N, K,
-                   stride_am, stride_bk, stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank,
+def ll_receive_tile(p, flag, mask):
+    """``ll`` phase 2, one peer's partial of one tile: wait for the flagged words at ``p`` (where ``mask``) to carry
+    ``flag`` (tagged: a word of this call with another size tag is reported at once), clear them (consumed: the
+    module docstring's reuse argument) and return their fp32 values (0 where masked off)."""
+    words = dl.load_flagged(p, flag, mask=mask, tag_bits=LL_TAG_BITS_C)
+    tl.store(p, 0, mask=mask)
+    return words.to(tl.float32, bitcast=True)
+
+
+@triton_dist.jit
+def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, words_ptr, counter_ptr, ws_ptr, cnt_ptr, fin_ptr, M,
+                   N, K, stride_am, stride_bk, stride_bn, stride_om, stride_on, CAP, MAX_TILES, tag, rank,
                    WORLD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, SPLIT_K: tl.constexpr = 1):
-    """One call (module docstring). ``a``: ``[M, K]`` with unit column stride; ``out``: ``[M, N]``."""
+                   GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, SPLIT_K: tl.constexpr = 1,
+                   LL: tl.constexpr = False):
+    """One call (module docstring; ``LL``: the ``ll`` exchange, else ``fused``). ``a``: ``[M, K]`` with unit column
+    stride; ``out``: ``[M, N]``."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     par = e % 2
-    value = e * TAG_RANGE_C + tag
+    if LL:
+        flag = ll_flag(e, tag)
+    else:
+        value = e * TAG_RANGE_C + tag
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     num_units = tiles_m * tiles_n * SPLIT_K
@@ -94,10 +138,15 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, ws_pt
                 tl.store(cnt_ptr + t, 0)
         if finisher:
             tl.store(stage_ptr + slot_w + tile_off, acc, mask=mask)
-            store_to_peers(stage_ptr, slot_w, tile_off, acc, mask, rank, WORLD)
-            for i in tl.static_range(1, WORLD):
-                peer = (rank + i) % WORLD
-                dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, peer, value, "set", "intra_node")
+            if LL:
+                for i in tl.static_range(1, WORLD):
+                    peer = (rank + i) % WORLD
+                    dl.store_flagged(dl.symm_at(words_ptr, peer) + slot_w + tile_off, acc, flag, mask=mask)
+            else:
+                store_to_peers(stage_ptr, slot_w, tile_off, acc, mask, rank, WORLD)
+                for i in tl.static_range(1, WORLD):
+                    peer = (rank + i) % WORLD
+                    dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, peer, value, "set", "intra_node")
     for u in range(pid, num_units, NUM_SMS):
         t = u // SPLIT_K
         finisher = True
@@ -111,11 +160,17 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, counter_ptr, ws_pt
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for src in tl.static_range(0, WORLD):
                 slot = par * WORLD + src
-                p = stage_ptr + slot * CAP
-                if src != rank:
-                    tok = dl.wait(sig_ptr + slot * MAX_TILES + t, 1, "sys", "acquire", value)
-                    p = dl.consume_token(p, tok)
-                acc += tl.load(p + tile_off, mask=mask, other=0.0)
+                if LL:
+                    if src == rank:
+                        acc += tl.load(stage_ptr + slot * CAP + tile_off, mask=mask, other=0.0)
+                    else:
+                        acc += ll_receive_tile(words_ptr + slot * CAP + tile_off, flag, mask)
+                else:
+                    p = stage_ptr + slot * CAP
+                    if src != rank:
+                        tok = dl.wait(sig_ptr + slot * MAX_TILES + t, 1, "sys", "acquire", value)
+                        p = dl.consume_token(p, tok)
+                    acc += tl.load(p + tile_off, mask=mask, other=0.0)
             store_tile(out_ptr, acc, off_m, off_n, M, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
     finish_call(counter_ptr, e)
 
@@ -142,4 +197,4 @@ def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
     return TileConfig(bm, bn, bk, 8, 4, 4, split_k=split)
 
 
-__all__ = ["gemm_ar_kernel", "pick_ar_config", "SPLIT_K_MAX", "SPLIT_K_MAX_M"]
+__all__ = ["gemm_ar_kernel", "ll_receive_tile", "pick_ar_config", "SPLIT_K_MAX", "SPLIT_K_MAX_M"]

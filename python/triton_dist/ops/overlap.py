@@ -17,7 +17,8 @@ Guarantees:
 * Signals are epoch-counted (the device counts calls; every rank makes the same calls in the same order), so
   nothing is reset between calls and there is no reset race (see the kernels' docstrings for the argument); the
   AG+GEMM ``chunked`` and GEMM+RS ``ce`` methods use 0/1 flags with their own buffers instead, each raise ordered
-  after the reset it could be lost in (:func:`_ag_gemm_chunked`, :func:`_gemm_rs_ce`).
+  after the reset it could be lost in (:func:`_ag_gemm_chunked`, :func:`_gemm_rs_ce`); GEMM+AR ``ll`` sends flagged
+  words (flag = epoch and size tag), which their reader clears in the same call (``kernels.gemm_ar``).
 * ``method="auto"`` picks the method (fused kernels, copy-engine + cuBLAS ``chunked`` / ``one_shot`` paths,
   copy-engine + cuBLAS + our GEMM ``ce`` paths, or torch's NCCL + cuBLAS) by the table ``overlap_table.json``,
   measured by ``benchmarks/bench_overlap.py --sweep --write-table`` on 2x H200: the fastest method (and fused tiling) per measured shape, generic crossover rules
@@ -109,8 +110,8 @@ def select_rule(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = No
 
 def select_method(op: str, world: int, m: int, on_gpu: bool, n: Optional[int] = None,
                   k: Optional[int] = None) -> str:
-    """``"fused"`` (or a specific method, e.g. ``"sm"`` / ``"ce"`` / ``"chunked"`` for ag_gemm, ``"one_shot"`` for
-    gemm_ar) or ``"torch"``: the method of :func:`select_rule`."""
+    """``"fused"`` (or a specific method, e.g. ``"sm"`` / ``"ce"`` / ``"chunked"`` for ag_gemm, ``"ll"`` /
+    ``"one_shot"`` for gemm_ar) or ``"torch"``: the method of :func:`select_rule`."""
     return select_rule(op, world, m, on_gpu, n, k)["method"]
 
 
@@ -1123,9 +1124,9 @@ def _gemm_rs_torch(a, b, ctx, out):
 
 class GemmARContext(_PartialsContext):
     """Buffers for :func:`gemm_ar` with up to ``max_m`` rows and exactly ``n`` output columns: the fused kernel's fp32
-    staging and tile signals, its split-K workspace (local: ``SPLIT_K_MAX * min(max_m, SPLIT_K_MAX_M) * n`` fp32,
-    tile counters and finisher flags), and (GPU, method ``one_shot``) an all-reduce context of ``max_m * n``
-    elements."""
+    staging and tile signals, the ``ll`` exchange's flagged words (symmetric int64 ``[2, world, max_m * n]``, zero
+    between calls), the split-K workspace (local: ``SPLIT_K_MAX * min(max_m, SPLIT_K_MAX_M) * n`` fp32, tile
+    counters and finisher flags), and (GPU, method ``one_shot``) an all-reduce context of ``max_m * n`` elements."""
 
     kind = "gemm_ar"
 
@@ -1139,6 +1140,11 @@ class GemmARContext(_PartialsContext):
 
             self.ar_ctx = create_allreduce_ctx(max_m * n, dtype, one_shot_max_numel=max_m * n,
                                                methods=("one_shot", ))
+        # method "ll": the peers' fp32 partials arrive as flagged words in slot [epoch % 2, src] (kernels.gemm_ar);
+        # zeroed here, before _alloc_partials' barrier, and left zero by every call (each reader clears its words)
+        self.words = self._utils.nvshmem_create_tensor((2 * self.world_size * max_m * n, ), torch.int64)
+        self.words.zero_()
+        self._symmetric.append(self.words)
         self._alloc_partials(max_m * n, _tiles(max_m, n, bm, bn))
         split_rows = min(max_m, _ark.SPLIT_K_MAX_M)
         self.split_ws = torch.empty((_ark.SPLIT_K_MAX * split_rows * n, ), dtype=torch.float32, device=self.device)
@@ -1170,13 +1176,14 @@ class GemmARContext(_PartialsContext):
 
 def create_gemm_ar_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmARContext:
     """Collective: context for :func:`gemm_ar` (bf16 / fp16, up to ``max_m`` rows, ``n`` columns). Symmetric memory:
-    ``2 * world * max_m * n`` fp32 + signals, and on GPU ``2 * world * max_m * n`` elements of ``dtype`` for the
-    one-shot all-reduce; local: the split-K workspace (``8 * min(max_m, 128) * n`` fp32). Meant for small-M (decode)
-    shapes."""
+    ``2 * world * max_m * n`` fp32 (``fused`` staging) + signals, ``2 * world * max_m * n`` int64 words (``ll``: 16
+    bytes per output element and rank, e.g. 32 MiB at max_m 128, n 8192, 2 ranks), and on GPU ``2 * world * max_m *
+    n`` elements of ``dtype`` for the one-shot all-reduce; local: the split-K workspace (``8 * min(max_m, 128) * n``
+    fp32). Meant for small-M (decode) shapes."""
     return GemmARContext(max_m, n, dtype, **kw)
 
 
-GEMM_AR_METHODS = ("auto", "fused", "one_shot", "torch")
+GEMM_AR_METHODS = ("auto", "fused", "ll", "one_shot", "torch")
 
 
 def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[torch.Tensor] = None,
@@ -1186,25 +1193,29 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[
     ``fused`` (one persistent kernel, :func:`~triton_dist.kernels.gemm_ar.gemm_ar_kernel`: each tile's K blocks
     split over up to 8 programs so that every SM streams weights, the splits summed in a fixed order, each tile's
     fp32 partial pushed to every peer as soon as it is complete, the ranks' partials summed in rank order and
-    rounded once: deterministic and bit-identical on every rank) / ``one_shot`` (GPU: cuBLAS ``torch.matmul`` then
-    this library's one-shot all-reduce of the bf16/fp16 product, fp32 sum, one rounding of the sum) / ``torch``
-    (``torch.matmul`` + NCCL all_reduce)."""
+    rounded once: deterministic and bit-identical on every rank) / ``ll`` (the same kernel, tiling and split-K, and
+    the same sums and results, with the partials sent as flagged words: ``dl.store_flagged`` / ``dl.load_flagged``,
+    no fence and no tile signal; ``auto`` picks it only where the measured table names it) / ``one_shot`` (GPU:
+    cuBLAS ``torch.matmul`` then this library's one-shot all-reduce of the bf16/fp16 product, fp32 sum, one rounding
+    of the sum) / ``torch`` (``torch.matmul`` + NCCL all_reduce)."""
     op = "gemm_ar"
     check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
     _partials_checks(op, a, b, ctx, method, GEMM_AR_METHODS)
     if method == "one_shot" and ctx.ar_ctx is None:
         raise ValueError(f"{op}: method='one_shot' (cuBLAS + one-shot all-reduce) needs GPUs; accepted here: auto, "
-                         f"fused, torch")
+                         f"fused, ll, torch")
     M = a.shape[0]
     if M > ctx.max_m:
         raise ValueError(f"{op}: a has M={M} rows, the context holds at most max_m={ctx.max_m}")
     return _run_partials(op, ctx, a, b, out, method, False,
-                         {"torch": _gemm_ar_torch, "one_shot": _gemm_ar_one_shot, "fused": _gemm_ar_fused}, None)
+                         {"torch": _gemm_ar_torch, "one_shot": _gemm_ar_one_shot, "fused": _gemm_ar_fused,
+                          "ll": _gemm_ar_ll}, None)
 
 
-def _gemm_ar_fused(a, b, ctx, out):
-    """Method ``fused`` of :func:`gemm_ar`: one launch of :func:`~triton_dist.kernels.gemm_ar.gemm_ar_kernel` with
-    the context's tiling for this shape and its split-K (:meth:`GemmARContext.split_for`)."""
+def _gemm_ar_fused(a, b, ctx, out, ll: bool = False):
+    """Method ``fused`` (``ll``: method ``ll``) of :func:`gemm_ar`: one launch of
+    :func:`~triton_dist.kernels.gemm_ar.gemm_ar_kernel` with the context's tiling for this shape and its split-K
+    (:meth:`GemmARContext.split_for`); ``ll`` sets ``LL`` and passes the ``ll`` size tag."""
     op = "gemm_ar"
     M, K = a.shape
     N = b.shape[1]
@@ -1214,11 +1225,17 @@ def _gemm_ar_fused(a, b, ctx, out):
     tma = ctx._use_tma() and not cfg.pointer_loads
     grid = (max(1, min(ctx.num_sms, tiles * split)), )
     meta = dataclasses.replace(cfg, split_k=split).meta(with_flatten=False, with_split=True)
-    _ark.gemm_ar_kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.counter, ctx.split_ws, ctx.split_cnt, ctx.split_fin,
-                              M, N, K, a.stride(0), b.stride(0), b.stride(1), out.stride(0), out.stride(1), ctx.cap,
-                              ctx.max_tiles, (M * N) % TAG_RANGE, ctx.rank, WORLD=ctx.world_size, **meta,
-                              NUM_SMS=grid[0], USE_TMA=tma, **cfg.launch(), **ctx._coop())
+    tag = _common.ll_size_tag(M * N) if ll else (M * N) % TAG_RANGE
+    _ark.gemm_ar_kernel[grid](a, b, out, ctx.stage, ctx.sig, ctx.words, ctx.counter, ctx.split_ws, ctx.split_cnt,
+                              ctx.split_fin, M, N, K, a.stride(0), b.stride(0), b.stride(1), out.stride(0),
+                              out.stride(1), ctx.cap, ctx.max_tiles, tag, ctx.rank, WORLD=ctx.world_size, **meta,
+                              NUM_SMS=grid[0], USE_TMA=tma, LL=ll, **cfg.launch(), **ctx._coop())
     return out
+
+
+def _gemm_ar_ll(a, b, ctx, out):
+    """Method ``ll`` of :func:`gemm_ar`: :func:`_gemm_ar_fused` with the flagged-word exchange."""
+    return _gemm_ar_fused(a, b, ctx, out, ll=True)
 
 
 def _gemm_ar_torch(a, b, ctx, out):

@@ -328,9 +328,25 @@ def test_gemm_rs(m, k_loc, n):
         ctx.close()
 
 
+def _check_ll(ll, fused, what):
+    """gemm_ar ``ll`` next to ``fused`` on the same inputs: the same fp32 sums in the same order, so bit-identical
+    (and therefore within one rounding and the same on every rank as ``fused``)."""
+    assert torch.equal(ll, fused), (f"{what}: ll differs from fused in {int((ll != fused).sum())} elements, max diff "
+                                    f"{(ll.float() - fused.float()).abs().max().item()}")
+
+
+def _assert_words_cleared(ctx, what):
+    """After the last ``ll`` call on ``ctx`` (and a device sync) every flagged word was consumed and cleared."""
+    torch.cuda.synchronize()
+    left = int(torch.count_nonzero(ctx.words))
+    assert left == 0, f"{what}: {left} flagged words left uncleared"
+
+
 @pytest.mark.parametrize("m,k_loc,n", [(1, 7168, 8192), (16, 7168, 8192), (128, 3584, 8192), (512, 7168, 8192),
                                        (77, 1000, 1000)])
 def test_gemm_ar(m, k_loc, n):
+    """Methods fused, ll, torch and one_shot on the same inputs, three calls on one context; ll (flagged words) is
+    checked as fused is and bit-identical to it."""
 
     from triton_dist.ops.overlap import create_gemm_ar_context, gemm_ar
 
@@ -341,12 +357,15 @@ def test_gemm_ar(m, k_loc, n):
             a = _q((m, k_loc), torch.bfloat16, 30 * call + rank)
             b = _q((k_loc, n), torch.bfloat16, 40 * call + rank)
             out = gemm_ar(a, b, ctx, method="fused")
+            ll = gemm_ar(a, b, ctx, method="ll")
             with _cublas_fp32_reduction():
                 seq = gemm_ar(a, b, ctx, method="torch")
                 one = gemm_ar(a, b, ctx, method="one_shot")
             ref, mag = _exact_partials_reference(a, b)
             torch.cuda.synchronize()
             f_over, f_max = _rounding_check(out, ref, U_BF16 * ref.abs(), f"gemm_ar m={m} fused call {call}")
+            _rounding_check(ll, ref, U_BF16 * ref.abs(), f"gemm_ar m={m} ll call {call}")
+            _check_ll(ll, out, f"gemm_ar m={m} call {call}")
             t_over, t_max = _rounding_check(seq, ref, _torch_bound(ref, mag, W), f"gemm_ar m={m} torch call {call}")
             # one_shot: cuBLAS rounds each partial once, the all-reduce sums them in fp32 and rounds once: the torch
             # path's bound holds for it too
@@ -356,8 +375,10 @@ def test_gemm_ar(m, k_loc, n):
                   f"{ref.numel()} beyond one rounding, within its bound)")
             # identical on every rank (fp32 sum in rank order)
             _assert_same_on_every_rank(out, f"gemm_ar m={m} fused call {call}")
+            _assert_same_on_every_rank(ll, f"gemm_ar m={m} ll call {call}")
             if W == 2:  # one_shot adds own + peers (commutative only for two ranks)
                 _assert_same_on_every_rank(one, f"gemm_ar m={m} one_shot call {call}")
+        _assert_words_cleared(ctx, f"gemm_ar m={m}")
     finally:
         ctx.close()
 
@@ -368,7 +389,8 @@ def test_gemm_ar(m, k_loc, n):
 def test_gemm_ar_split_k(m, k_loc, n, cfg, monkeypatch):
     """The fused GEMM+AR with each tile's K blocks split over programs (decode tilings of the sweep): within one
     rounding of the exact sum, bit-identical on every rank, three calls on one context (the tile counters are
-    reset by their finishers)."""
+    reset by their finishers). Method ll (same kernel and tiling, flagged words) after each fused call: checked
+    the same way, bit-identical to fused, its words cleared."""
 
     from triton_dist.ops.overlap import create_gemm_ar_context, gemm_ar
 
@@ -380,11 +402,16 @@ def test_gemm_ar_split_k(m, k_loc, n, cfg, monkeypatch):
             a = _q((m, k_loc), torch.bfloat16, 50 * call + rank)
             b = _q((k_loc, n), torch.bfloat16, 60 * call + rank)
             out = gemm_ar(a, b, ctx, method="fused")
+            ll = gemm_ar(a, b, ctx, method="ll")
             ref, _ = _exact_partials_reference(a, b)
             torch.cuda.synchronize()
             _rounding_check(out, ref, U_BF16 * ref.abs(), f"gemm_ar {cfg} m={m} call {call}")
+            _rounding_check(ll, ref, U_BF16 * ref.abs(), f"gemm_ar ll {cfg} m={m} call {call}")
+            _check_ll(ll, out, f"gemm_ar {cfg} m={m} call {call}")
             _assert_same_on_every_rank(out, f"gemm_ar {cfg} m={m} call {call}")
+            _assert_same_on_every_rank(ll, f"gemm_ar ll {cfg} m={m} call {call}")
             assert int(ctx.split_cnt.abs().sum()) == 0, f"gemm_ar {cfg}: tile counters not reset"
+        _assert_words_cleared(ctx, f"gemm_ar {cfg} m={m}")
     finally:
         ctx.close()
 
@@ -411,7 +438,8 @@ def _graph_of(fn, calls):
                                           ("gemm_rs", "fused", {"pieces": 8}),
                                           ("gemm_rs", "chunked", {}), ("gemm_rs", "chunked", {"sub_chunks": 2}),
                                           ("gemm_rs", "ce", {}), ("gemm_rs", "ce", {"pieces": 4}),
-                                          ("gemm_ar", "fused", {}), ("gemm_ar", "one_shot", {})])
+                                          ("gemm_ar", "fused", {}), ("gemm_ar", "ll", {}),
+                                          ("gemm_ar", "one_shot", {})])
 def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
     """Two calls captured once, replayed with new inputs each time: the epochs advance in device memory (no host
     counter baked into the graph), so every replay is right, and eager calls on the same context still are."""
@@ -439,9 +467,9 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
             rows = m // W
             if op == "gemm_rs":
                 ref, mag = ref[rank * rows:(rank + 1) * rows], mag[rank * rows:(rank + 1) * rows]
-            # gemm_ar fused: fp32 partials, one rounding; gemm_rs fused, one_shot, chunked, ce: each partial rounded
-            # once, then one rounding of the sum
-            exact = op == "gemm_ar" and method == "fused"
+            # gemm_ar fused / ll: fp32 partials, one rounding; gemm_rs fused, one_shot, chunked, ce: each partial
+            # rounded once, then one rounding of the sum
+            exact = op == "gemm_ar" and method in ("fused", "ll")
             return ref, (U_BF16 * ref.abs() if exact else _torch_bound(ref, mag, W))
         rtol = None
     b = _q((k, n), torch.bfloat16, 99 + rank)
@@ -471,6 +499,8 @@ def test_overlap_ops_replay_in_a_cuda_graph(op, method, kw):
         # its own counters; ag_gemm chunked and gemm_rs ce use 0/1 flags and no epoch)
         if (op, method) not in (("gemm_ar", "one_shot"), ("ag_gemm", "chunked"), ("gemm_rs", "ce")):
             assert ctx.epoch == 1 + 4 * 2 + 1, f"{op}/{method}: {ctx.epoch} fused calls completed, expected 10"
+        if method == "ll":  # every replayed call consumed and cleared its flagged words
+            _assert_words_cleared(ctx, f"{op}/{method} after replays")
     finally:
         torch.cuda.synchronize()
         ctx.close()
