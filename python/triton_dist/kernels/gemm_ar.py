@@ -147,6 +147,10 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, words_ptr, counter
                 for i in tl.static_range(1, WORLD):
                     peer = (rank + i) % WORLD
                     dl.notify(sig_ptr + (par * WORLD + rank) * MAX_TILES + t, peer, value, "set", "intra_node")
+    if LL:
+        # phase 2 reads the own partial from stage[par, rank] through another layout than phase 1 stored it (other
+        # threads): the CTA barrier orders those stores before the loads (fused: its notify's barrier does)
+        tl.debug_barrier()
     for u in range(pid, num_units, NUM_SMS):
         t = u // SPLIT_K
         finisher = True
