@@ -428,16 +428,18 @@ def mega_section(doc):
            f"{r.get('bytes_per_step', {}).get('total', 0) / 1e9:.2f} | {_f(r.get('mega_roofline'))} | "
            f"{_f(r.get('mega_roofline_read')) if 'mega_roofline_read' in r else '-'} | "
            f"{_f(c.get('min_cosine'), '{:.5f}')} / {_f(c.get('top1_rate'), '{:.3f}')} ({c.get('steps')} steps) |")
+    pf = m.get("gemv_prefetch_bytes")
     return [f"`{doc['_path']}` (commit {doc.get('git_commit', '?')}, {m.get('tasks')} tasks on "
-            f"{m.get('num_workers')} workers x {m.get('num_warps')} warps, fused MLP {m.get('fused_mlp')}):", "",
+            f"{m.get('num_workers')} workers x {m.get('num_warps')} warps, fused MLP {m.get('fused_mlp')}"
+            f"{'' if pf is None else f', GEMV L2 prefetch {pf} B'}):", "",
             "| model | TP | context | mega us | torch+NCCL us | x torch | torch+ours us | x torch+ours | GB/step | "
             "roofline (copy) | roofline (read) | min cosine / top-1 |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
 
 
 def plot_mega(docs, png_path):
-    """Step latency of every ``bench_mega`` run (one bar group per result file: mega, torch, torch + ours) into
-    ``png_path``. Returns False without matplotlib or without timed runs."""
+    """Step latency of the newest ``bench_mega`` run per (preset, TP, layers) (one bar group per result file: mega,
+    torch, torch + ours) into ``png_path``. Returns False without matplotlib or without timed runs."""
     try:
         import matplotlib
 
@@ -445,7 +447,13 @@ def plot_mega(docs, png_path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    runs = [d for d in docs if d.get("results", {}).get("mega_us")]
+    # the newest run of each (preset, TP, layers): the current state (every run is in the tables)
+    runs, seen = [], set()
+    for d in sorted(docs, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
+        key = (d.get("preset"), d.get("world_size"), d.get("config", {}).get("num_layers"))
+        if d.get("results", {}).get("mega_us") and key not in seen:
+            seen.add(key)
+            runs.append(d)
     if not runs:
         return False
     names = [("mega_us", "mega kernel"), ("torch_nccl_us", "torch (+NCCL when TP > 1)"),
