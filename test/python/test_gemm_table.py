@@ -54,6 +54,24 @@ def use_table(tmp_path, monkeypatch):
     g.load_gemm_table(reload=True)
 
 
+def test_shipped_table_parses_and_names_its_source():
+    with open(g.GEMM_TABLE_PATH) as f:
+        doc = json.load(f)
+    parsed = g.parse_gemm_table(doc, g.GEMM_TABLE_PATH)
+    assert len(parsed) == 11
+    for (dev, dt, M, N, K), var in parsed.items():
+        ent = doc["devices"][dev][dt][f"{M}x{N}x{K}"]
+        assert os.path.exists(os.path.join(ROOT, ent["source"])), ent["source"]
+        assert ent["git_commit"] == "541836c" and ent["timestamp_utc"] == "20261201T052614Z"
+        assert ent["us"] <= ent["auto_us"]  # every entry beat the autotuner in that run
+    # the shape: the autotuner's 0.931x cuBLAS against the fixed 128x128x64x4x4/flat's 1.038x
+    assert str(parsed[(H200, "bfloat16", 2048, 7168, 4096)]) == "128x128x64x4x4/flat"
+    assert (H200, "bfloat16", 8192, 4096, 3584) not in parsed  # the autotuner was fastest there: no entry
+    with open(os.path.join(ROOT, "benchmarks/results/2026-12-01-gemm-quality/gemm-20261201T052614Z.json")) as f:
+        rebuilt, _ = g.build_gemm_table(json.load(f), ent["source"])
+    assert rebuilt == doc  # the committed table is what --table-from writes from the committed results
+
+
 def test_good_table_parses_to_variants():
     parsed = g.parse_gemm_table(_table(), "t.json")
     assert parsed == {(H200, "bfloat16", 2048, 7168, 4096): g.GemmVariant(g.TileConfig(128, 128, 64, 8, 4, 4), True,
