@@ -266,6 +266,12 @@ def test_build_table_picks_the_fastest_known_variant():
         g.build_gemm_table(_results([], device=None), "r.json")
     with pytest.raises(g.GemmTableError, match="dtype 'float32'"):
         g.build_gemm_table(_results([], dtype="float32"), "r.json")
+    with pytest.raises(g.GemmTableError, match="r.json: no timestamp_utc"):
+        g.build_gemm_table(_results([]), "r.json")
+    assert g.build_gemm_table(_results([], timestamp_utc="20261201T000000Z"), "r.json")[0]["devices"] == {}
+    with pytest.raises(g.GemmTableError, match="record 1x8x8: auto_variant: tile config '128x128x64x4x4f'"):
+        g.build_gemm_table(_results([_rec(1, 8, 8, {"ours/auto": 1.0}, auto_variant="128x128x64x4x4f/flat")]),
+                           "gemm-20261201T000000Z.json")
 
 
 def test_table_from_json_cli(tmp_path):

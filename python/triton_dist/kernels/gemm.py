@@ -585,7 +585,11 @@ def best_gemm_variants(doc: dict):
                 continue
             if name in ("ours/auto", "ours/autotune"):
                 var = rec.get("auto_variant") if name == "ours/auto" else None
-                cands[name] = (GemmVariant.parse(var) if var else None, float(t))
+                try:
+                    cands[name] = (GemmVariant.parse(var) if var else None, float(t))
+                except ValueError as exc:
+                    raise GemmTableError(f"record {rec.get('M')}x{rec.get('N')}x{rec.get('K')}: auto_variant: "
+                                         f"{exc}") from None
                 continue
             try:
                 cands[name] = (GemmVariant.parse(name[len("ours/"):]), float(t))
@@ -614,8 +618,11 @@ def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None):
     if old:
         parse_gemm_table(old, "old table")
         devices = json.loads(json.dumps(old["devices"]))  # a copy
-    by_shape = devices.setdefault(device, {}).setdefault(dtype, {})
     stamp = _timestamp_of(doc, source)
+    if stamp is None:
+        raise GemmTableError(f"{source}: no timestamp_utc in the results document and no <stamp> in its file name "
+                             f"(gemm-<stamp>.json): an entry must say when it was measured")
+    by_shape = devices.setdefault(device, {}).setdefault(dtype, {})
     report = []
     for (M, N, K), var, t, rec in best_gemm_variants(doc):
         key = f"{M}x{N}x{K}"
