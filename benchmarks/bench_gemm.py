@@ -1,14 +1,26 @@
 """Our Triton GEMM (``kernels.gemm.gemm_kernel``) against cuBLAS on one GPU, at the shapes the overlapped GEMMs run.
 
     python benchmarks/bench_gemm.py [--shapes MxNxK,...] [--configs BMxBNxBKxWARPSxSTAGES,...] [--out DIR]
+        [--write-table [--table-out PATH]]
+    python benchmarks/bench_gemm.py --table-from RESULTS.json [--table-out PATH]      # no GPU needed
 
-For every shape: cuBLAS (``torch.matmul``), the autotuned ``kernels.gemm.matmul`` (``ours/auto``) and every tiling of
+For every shape: cuBLAS (``torch.matmul``), ``kernels.gemm.matmul`` as users get it (``ours/auto``: the measured
+table's entry for this GPU, bf16 and this exact shape if there is one, else Triton's autotuner) and every tiling of
 ``--configs`` in four loop/epilogue forms (``ours/<tiling>/<form>``): ``plain`` (a tile loop around a K loop,
 pointer stores), ``flat`` (``FLATTEN``: one fused, software-pipelined loop), ``tma`` (``TMA_STORE``: the epilogue
-stores through a tensor descriptor), ``flat+tma``. Every variant is checked against cuBLAS first (fp32 reference)
-and then timed the same way as cuBLAS: CUDA-graph replay of ``k`` back-to-back calls (about 2 ms per sample), all
-variants of a shape captured first and sampled round-robin (order rotated per round), median over rounds. Writes
-``gemm-<stamp>.json`` (per shape: us per variant, the best of ours, its ratio to cuBLAS) and prints a table.
+stores through a tensor descriptor), ``flat+tma``. Where ``ours/auto`` runs a table entry (named in the record as
+``auto_variant``), ``ours/autotune`` (``matmul(table=False)``: the autotuner alone) is timed too, so one run shows
+the table's effect. Every variant is checked against cuBLAS first (fp32 reference) and then timed the same way as
+cuBLAS: CUDA-graph replay of ``k`` back-to-back calls (about 2 ms per sample), all variants of a shape captured first
+and sampled round-robin (order rotated per round), median over rounds. Writes ``gemm-<stamp>.json`` (per shape: us
+per variant, the best of ours, its ratio to cuBLAS) and prints a table.
+
+``--write-table`` then merges this run into the measured table ``python/triton_dist/kernels/gemm_table.json`` (or
+``--table-out``): per shape, the fastest of our fixed variants (or the table entry ``ours/auto`` ran, when that was
+fastest), with the results JSON, commit, timestamp and the us of it and of cuBLAS; a shape where the autotuner was
+fastest gets no entry (its pick is not known). ``--table-from JSON`` does the same from an earlier run's results JSON
+and exits (``kernels.gemm.build_gemm_table``). Both fixed variants and table entries launch through
+``kernels.gemm.launch_variant``: what is timed here is what ``matmul`` runs.
 """
 from __future__ import annotations
 
@@ -25,13 +37,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from graph_capture import capture_calls  # noqa: E402
+from triton_dist.kernels import gemm as g  # noqa: E402
 
 #: (M, N, K): AG+GEMM 8B M=2048/4096 and 70B M=2048 (gathered rows, N and K per rank), GEMM+RS 8B at M=2048 and the
 #: own halves of M=2048/8192, GEMM+RS 70B at the own halves of M=2048/4096 (TP=2, K per rank)
 DEFAULT_SHAPES = ["2048x7168x4096", "4096x7168x4096", "2048x14336x8192", "2048x4096x3584", "1024x4096x3584",
                   "4096x4096x3584", "1024x8192x7168", "2048x8192x7168"]
 DEFAULT_CONFIGS = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64x4x4"]
-FORMS = {"plain": (False, False), "flat": (True, False), "tma": (False, True), "flat+tma": (True, True)}
+FORMS = g.GEMM_FORMS
 SAMPLE_US = 2000
 ROUNDS = 9
 
@@ -44,23 +57,51 @@ def parse_shape(text):
     return m, n, k
 
 
-def launcher(a, b, c, cfg, flatten, tma_store):
-    """A zero-argument launch of ``gemm_kernel`` with one tiling and form (TMA loads, as ``matmul`` on sm_90)."""
-    import triton
-
-    from triton_dist.kernels import gemm as g
-
-    M, K = a.shape
-    N = b.shape[1]
+def launcher(a, b, c, variant):
+    """A zero-argument launch of one variant (tiling + form, TMA loads): ``kernels.gemm.launch_variant``, the launch
+    ``matmul`` runs for a table entry."""
     sms = g.num_sms(a.device)
-    grid = (min(sms, triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)), )
 
     def run():
-        g.gemm_kernel[grid](a, b, c, c, M, N, K, a.stride(0), 1, b.stride(0), 1, c.stride(0), 1,
-                            **cfg.meta(with_flatten=False), NUM_SMS=sms, USE_TMA=True, HAS_SCALE=False,
-                            FLATTEN=flatten, TMA_STORE=tma_store, **cfg.launch())
-        return c
+        return g.launch_variant(a, b, c, variant, sms=sms)
     return run
+
+
+def parse_config(text):
+    try:
+        return g.variant_config(text)
+    except ValueError as exc:
+        raise SystemExit(f"bench_gemm: --configs: {exc}") from None
+
+
+def source_name(path):
+    """A results path as recorded in the table: relative to the repository root when inside it."""
+    root = os.path.abspath(os.path.join(HERE, ".."))
+    ap = os.path.abspath(path)
+    return os.path.relpath(ap, root) if ap.startswith(root + os.sep) else ap
+
+
+def write_table(doc, source, out_path):
+    """Merge the results document ``doc`` (from ``source``) into the table at ``out_path`` (created if missing; a
+    malformed one is an error, not overwritten). Returns ``(path, report lines)``."""
+    old = None
+    if os.path.exists(out_path):
+        with open(out_path) as f:
+            try:
+                old = json.load(f)
+            except ValueError as exc:
+                raise g.GemmTableError(f"{out_path}: not valid JSON: {exc}") from None
+        g.parse_gemm_table(old, out_path)
+    table, report = g.build_gemm_table(doc, source, old)
+    with open(out_path, "w") as f:
+        f.write(g.dump_gemm_table(table))
+    return os.path.normpath(out_path), report
+
+
+def print_table_written(path, report):
+    print(f"GEMM table: {path}")
+    for line in report:
+        print(f"   {line}")
 
 
 def time_variants(fns):
@@ -100,14 +141,26 @@ def main():
     ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES))
     ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS))
     ap.add_argument("--out", default=os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results")))
+    ap.add_argument("--write-table", action="store_true",
+                    help="after timing, merge the fastest variant per shape into the measured GEMM table")
+    ap.add_argument("--table-out", default=g.GEMM_TABLE_PATH,
+                    help=f"table path (default {os.path.relpath(g.GEMM_TABLE_PATH)})")
+    ap.add_argument("--table-from", default=None, metavar="JSON",
+                    help="no GPU: write the table from an earlier run's results JSON (gemm-<stamp>.json) and exit")
     args = ap.parse_args()
+    if args.table_from:
+        with open(args.table_from) as f:
+            doc = json.load(f)
+        print_table_written(*write_table(doc, source_name(args.table_from), args.table_out))
+        return
     shapes = [parse_shape(s) for s in args.shapes.split(",") if s]
-    from triton_dist.kernels import gemm as g
-
-    configs = [g.TileConfig.parse(c) for c in args.configs.split(",") if c]
+    configs = [parse_config(c) for c in args.configs.split(",") if c]
     if not torch.cuda.is_available():
         raise SystemExit("bench_gemm: needs a CUDA GPU (sm_90 for the TMA forms)")
     g.ensure_tma_allocator()
+    device = torch.cuda.get_device_name()
+    use_tma = g.use_tma_for(torch.device("cuda"))
+    g.load_gemm_table()  # a malformed table fails here, before any timing
     torch.manual_seed(0)
     records = []
     for M, N, K in shapes:
@@ -115,12 +168,20 @@ def main():
         b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
         ref = a.float() @ b.float()
         fns = {"cublas": lambda: torch.matmul(a, b), "ours/auto": lambda: g.matmul(a, b)}
+        kind, picked = g.select_matmul_launch(M, N, K, a.dtype, device, use_tma=use_tma)
+        auto_variant = str(picked) if kind == "table" else None
+        if auto_variant:
+            fns["ours/autotune"] = lambda: g.matmul(a, b, table=False)
         errors = {}
+        for name in [n for n in fns if n.startswith("ours/")]:  # still timed when wrong; never best, never in a table
+            err = (fns[name]().float() - ref).abs().max().item() / ref.abs().max().item()
+            if err > 2e-2:
+                errors[name] = f"wrong result: max relative error {err:.3g}"
         for cfg in configs:
             for form, (flat, tma) in FORMS.items():
                 name = f"ours/{cfg}/{form}"
                 c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-                run = launcher(a, b, c, cfg, flat, tma)
+                run = launcher(a, b, c, g.GemmVariant(cfg, flat, tma))
                 try:
                     err = (run().float() - ref).abs().max().item() / ref.abs().max().item()
                 except Exception as exc:  # noqa: BLE001  (a tiling that does not compile here is reported)
@@ -131,14 +192,17 @@ def main():
                     continue
                 fns[name] = run
         us, k = time_variants(fns)
-        ours = {n: t for n, t in us.items() if n.startswith("ours/")}
+        ours = {n: t for n, t in us.items() if n.startswith("ours/") and n not in errors} or \
+            {n: t for n, t in us.items() if n.startswith("ours/")}
         best = min(ours, key=ours.get)
         rec = {"M": M, "N": N, "K": K, "k": k, "us": us, "errors": errors, "best": best,
                "best_vs_cublas": us["cublas"] / ours[best], "auto_vs_cublas": us["cublas"] / us["ours/auto"],
-               "tflops_cublas": 2.0 * M * N * K / us["cublas"] / 1e6}
+               "auto_variant": auto_variant, "tflops_cublas": 2.0 * M * N * K / us["cublas"] / 1e6}
         records.append(rec)
+        ran = f"table {auto_variant}" if auto_variant else "autotuner"
+        tuned = f", ours/autotune {us['ours/autotune']:.1f}" if "ours/autotune" in us else ""
         print(f"{M}x{N}x{K}: cuBLAS {us['cublas']:.1f} us ({rec['tflops_cublas']:.0f} TFLOP/s), ours/auto "
-              f"{us['ours/auto']:.1f} ({rec['auto_vs_cublas']:.3f}x), best {best} {ours[best]:.1f} "
+              f"{us['ours/auto']:.1f} ({rec['auto_vs_cublas']:.3f}x, {ran}{tuned}), best {best} {ours[best]:.1f} "
               f"({rec['best_vs_cublas']:.3f}x)", flush=True)
         for form in FORMS:
             row = [f"{us[n]:.1f}" if n in us else "-" for n in (f"ours/{c}/{form}" for c in configs)]
@@ -148,12 +212,15 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(args.out, f"gemm-{stamp}.json")
-    doc = {"benchmark": "gemm", "device": torch.cuda.get_device_name(), "git_commit":
+    doc = {"benchmark": "gemm", "device": device, "dtype": "bfloat16", "timestamp_utc": stamp, "git_commit":
            os.environ.get("TRITON_DIST_GIT_COMMIT"), "configs": [str(c) for c in configs], "forms": list(FORMS),
+           "table": source_name(g.gemm_table_path()),
            "timing": f"CUDA-graph replay of k calls, {ROUNDS} interleaved rounds, median", "records": records}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"wrote {path}")
+    if args.write_table:
+        print_table_written(*write_table(doc, source_name(path), args.table_out))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Sections, one per kind of record:
   round trips (putmem_signal / signal_op / dl.notify+dl.wait).
 * ``"benchmark": "bench_mega"``: the mega kernel decode step against the torch model; probe_mega.py documents
   (``weight_bytes`` + ``rows``): the Linear chain per configuration.
-* ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (autotuned, and the best tiling / loop form).
+* ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (``matmul``'s auto path: the measured table's entry,
+  else the autotuner; and the best tiling / loop form).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
 * GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
@@ -400,8 +401,9 @@ def run_section(doc):
 
 
 def gemm_section(doc):
-    """Our GEMM vs cuBLAS (``benchmarks/bench_gemm.py``): per shape, cuBLAS, the autotuned kernel and the best
-    tiling / loop form, with their ratios (cuBLAS time / ours: > 1 means ours is faster)."""
+    """Our GEMM vs cuBLAS (``benchmarks/bench_gemm.py``): per shape, cuBLAS, ``matmul``'s auto path (the measured
+    table's entry for the shape, else the autotuner) and the best tiling / loop form, with their ratios (cuBLAS time /
+    ours: > 1 means ours is faster)."""
     lines = [f"### {doc.get('device', '?')}, commit `{doc.get('git_commit') or '?'}` (`{doc['_path']}`)", "",
              "| M x N x K | cuBLAS us | TFLOP/s | ours auto us | x cuBLAS | best tiling / form | us | x cuBLAS |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -532,7 +534,10 @@ def main():
     if kind["gemm"]:
         lines += ["## Our GEMM vs cuBLAS (`benchmarks/bench_gemm.py`)", "",
                   "One GPU, both timed the same way (CUDA-graph replay, interleaved rounds). `x cuBLAS` = cuBLAS time "
-                  "/ ours (> 1: ours faster). Newest run first.", ""]
+                  "/ ours (> 1: ours faster). `ours auto` is `matmul` as users get it: table-then-autotune since "
+                  "2026-12-01 (the measured `kernels/gemm_table.json` entry for the GPU, dtype and exact shape, else "
+                  "Triton's autotuner; runs before that had no table, so there it is the autotuner). Newest run "
+                  "first.", ""]
         for d in sorted(kind["gemm"], key=run_stamp, reverse=True):
             lines += gemm_section(d)
     probes = [d for d in docs if "weight_bytes" in d and "rows" in d and "benchmark" not in d]

@@ -17,15 +17,23 @@ Design (one source, every target; no target checks in the kernel, the host picks
   cached per shape, results cached on disk) for the plain GEMM. The fused kernels cannot be autotuned in-place
   (benchmark launches would consume signal epochs, and ranks could pick different tilings, i.e. different signal
   layouts): they use :func:`pick_config`, a deterministic function of the shape, the same on every rank.
+* **Measured table** (``gemm_table.json`` next to this module): per device name, dtype and exact ``(M, N, K)``, the
+  tiling and loop / epilogue form (``FLATTEN``, ``TMA_STORE``) that ``benchmarks/bench_gemm.py`` timed fastest, with
+  where that came from. :func:`matmul` on a GPU without ``config`` runs an exact-shape entry for its device and dtype
+  (through :func:`launch_variant`, the launch bench_gemm times) and otherwise the autotuner: "auto" is
+  table-then-autotune. Loaded once, lazily; a malformed file raises :class:`GemmTableError` naming it and the entry.
 * fp8 (e4m3/e5m2) inputs: ``acc * scale`` where ``scale`` is ``scale_a * scale_b`` (per-tensor), loaded from a
   1-element fp32 tensor when ``HAS_SCALE``.
 """
 from __future__ import annotations
 
 import functools
+import json
+import math
 import os
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 import triton
 import triton.language as tl
@@ -348,6 +356,316 @@ def num_sms(device) -> int:
     return 2
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# measured dispatch table (gemm_table.json)
+# ----------------------------------------------------------------------------------------------------------------
+#: The loop / epilogue forms of :func:`gemm_kernel` that ``benchmarks/bench_gemm.py`` times per tiling, by the name
+#: its variants carry (``ours/<tiling>/<form>``): ``(FLATTEN, TMA_STORE)``.
+GEMM_FORMS = {"plain": (False, False), "flat": (True, False), "tma": (False, True), "flat+tma": (True, True)}
+#: The measured table shipped with the package, written by ``benchmarks/bench_gemm.py --write-table`` (or
+#: ``--table-from JSON``). ``$TRITON_DIST_GEMM_TABLE`` names another file instead.
+GEMM_TABLE_PATH = os.path.join(os.path.dirname(__file__), "gemm_table.json")
+GEMM_TABLE_ENV = "TRITON_DIST_GEMM_TABLE"
+GEMM_TABLE_FORMAT = "triton_dist.gemm_table/1"
+GEMM_TABLE_DTYPES = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
+#: Keys every entry carries: the launch (``config``, ``flatten``, ``tma_store``) and its provenance (the bench JSON
+#: ``source`` and its ``git_commit`` / ``timestamp_utc``, the entry's and cuBLAS's measured ``us`` / ``cublas_us``).
+GEMM_TABLE_KEYS = ("config", "flatten", "tma_store", "source", "git_commit", "timestamp_utc", "us", "cublas_us")
+
+
+class GemmTableError(ValueError):
+    """The measured GEMM table file is malformed (the message names the file and the bad entry)."""
+
+
+@dataclass(frozen=True)
+class GemmVariant:
+    """One launch of :func:`launch_variant`: a tiling (no ``f`` / ``p`` / ``kS`` suffix: the form says ``flatten``,
+    loads are always TMA, no split-K) and the loop / epilogue form."""
+
+    config: TileConfig
+    flatten: bool = False
+    tma_store: bool = False
+
+    @property
+    def form(self) -> str:
+        return next(name for name, f in GEMM_FORMS.items() if f == (self.flatten, self.tma_store))
+
+    def __str__(self) -> str:
+        return f"{self.config}/{self.form}"
+
+    @classmethod
+    def parse(cls, text: str) -> "GemmVariant":
+        """``"<tiling>/<form>"`` (bench_gemm's variant name without ``ours/``, e.g. ``128x128x64x4x4/flat+tma``) ->
+        GemmVariant; ValueError otherwise."""
+        tiling, sep, form = str(text).strip().partition("/")
+        if not sep or form not in GEMM_FORMS:
+            raise ValueError(f"gemm variant {text!r}: expected <tiling>/<form>, form one of {', '.join(GEMM_FORMS)}")
+        cfg = variant_config(tiling)
+        return cls(cfg, *GEMM_FORMS[form])
+
+
+def variant_config(text: str) -> TileConfig:
+    """A tiling :func:`launch_variant` can run (what bench_gemm's ``--configs`` and a table entry's ``config``
+    accept): :meth:`TileConfig.parse` text without the ``f`` (the form carries ``FLATTEN``), ``p`` (loads are TMA)
+    and ``kS`` (no split-K) suffixes. ValueError otherwise."""
+    cfg = TileConfig.parse(text)
+    if cfg.flatten or cfg.pointer_loads or cfg.split_k != 1:
+        raise ValueError(f"tile config {text!r}: a GEMM variant takes a plain BMxBNxBKxWARPSxSTAGES tiling (the form "
+                         f"sets FLATTEN; loads are TMA and there is no split-K: no f / p / kS suffix)")
+    return cfg
+
+
+def launch_variant(a, b, c, variant: GemmVariant, scale=None, sms: Optional[int] = None):
+    """Launch :func:`gemm_kernel` for ``c = (a @ b) * scale`` with one tiling and form, TMA loads (sm_90): the launch
+    ``benchmarks/bench_gemm.py`` times for its variants and :func:`matmul` runs for a table entry (one helper, so the
+    two cannot drift). ``sms``: the grid bound (default: the device's SM count). No operand checks: callers check."""
+    M, K = a.shape
+    N = b.shape[1]
+    cfg = variant.config
+    sms = num_sms(a.device) if sms is None else sms
+    grid = (min(sms, triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)), )
+    gemm_kernel[grid](a, b, c, c if scale is None else scale, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                      b.stride(1), c.stride(0), c.stride(1), **cfg.meta(with_flatten=False), NUM_SMS=sms,
+                      USE_TMA=True, HAS_SCALE=scale is not None, FLATTEN=variant.flatten,
+                      TMA_STORE=variant.tma_store, **cfg.launch())
+    return c
+
+
+def _positive_int(text) -> bool:
+    return str(text).isdigit() and int(text) > 0
+
+
+def _parse_gemm_entry(where: str, ent) -> GemmVariant:
+    if not isinstance(ent, dict):
+        raise GemmTableError(f"{where}: expected an object with {', '.join(GEMM_TABLE_KEYS)}, got {ent!r}")
+    missing = [k for k in GEMM_TABLE_KEYS if k not in ent]
+    if missing:
+        raise GemmTableError(f"{where}: missing {', '.join(missing)} (every entry names its launch and the bench JSON "
+                             f"it was measured in)")
+    try:
+        cfg = variant_config(ent["config"]) if isinstance(ent["config"], str) else None
+    except ValueError as exc:
+        raise GemmTableError(f"{where}.config: {exc}") from None
+    if cfg is None:
+        raise GemmTableError(f"{where}.config: expected a tiling string, got {ent['config']!r}")
+    for key in ("flatten", "tma_store"):
+        if not isinstance(ent[key], bool):
+            raise GemmTableError(f"{where}.{key}: expected true or false, got {ent[key]!r}")
+    for key in ("us", "cublas_us"):
+        v = ent[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise GemmTableError(f"{where}.{key}: expected a positive number of microseconds, got {v!r}")
+    for key, nullable in (("source", False), ("git_commit", True), ("timestamp_utc", False)):
+        v = ent[key]
+        if not (isinstance(v, str) and v.strip() or nullable and v is None):
+            raise GemmTableError(f"{where}.{key}: expected a non-empty string{' or null' if nullable else ''}, "
+                                 f"got {v!r}")
+    return GemmVariant(cfg, ent["flatten"], ent["tma_store"])
+
+
+def parse_gemm_table(doc, path: str = "<table>") -> dict:
+    """Check a table document and return ``{(device, dtype, M, N, K): GemmVariant}``. Raises
+    :class:`GemmTableError` naming ``path`` and the entry.
+
+    Document: ``{"format": GEMM_TABLE_FORMAT, "devices": {device name: {dtype: {"MxNxK": {"config": tiling,
+    "flatten": bool, "tma_store": bool, "source": bench JSON path, "git_commit": str | null, "timestamp_utc": str,
+    "us": float, "cublas_us": float, ...}}}}}`` (device names as ``torch.cuda.get_device_name`` gives them; extra
+    keys are more provenance, ignored here)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("devices"), dict):
+        raise GemmTableError(f"{path}: not a GEMM table (expected an object with a 'devices' object)")
+    if doc.get("format") != GEMM_TABLE_FORMAT:
+        raise GemmTableError(f"{path}: format {doc.get('format')!r}, expected {GEMM_TABLE_FORMAT!r}")
+    out = {}
+    for dev, by_dtype in doc["devices"].items():
+        if not dev.strip() or not isinstance(by_dtype, dict):
+            raise GemmTableError(f"{path}: devices.{dev!r}: expected a device name and an object keyed by dtype")
+        for dt, by_shape in by_dtype.items():
+            where = f"{path}: devices.{dev}.{dt}"
+            if dt not in GEMM_TABLE_DTYPES:
+                raise GemmTableError(f"{where}: unknown dtype; accepted: {', '.join(GEMM_TABLE_DTYPES)}")
+            if not isinstance(by_shape, dict):
+                raise GemmTableError(f"{where}: expected an object keyed by shape MxNxK")
+            for shape, ent in by_shape.items():
+                dims = str(shape).split("x")
+                if len(dims) != 3 or not all(_positive_int(d) for d in dims):
+                    raise GemmTableError(f"{where}.{shape}: shape key must be MxNxK with positive integers")
+                out[(dev, dt) + tuple(int(d) for d in dims)] = _parse_gemm_entry(f"{where}.{shape}", ent)
+    return out
+
+
+_gemm_table = None  # (path, {(device, dtype, M, N, K): GemmVariant})
+
+
+def gemm_table_path() -> str:
+    """The measured table in use: ``$TRITON_DIST_GEMM_TABLE`` if set, else :data:`GEMM_TABLE_PATH`."""
+    return os.environ.get(GEMM_TABLE_ENV) or GEMM_TABLE_PATH
+
+
+def load_gemm_table(reload: bool = False) -> dict:
+    """The parsed measured table (read once, lazily, on the first :func:`matmul` that may use it, from
+    :func:`gemm_table_path`; ``reload=True`` reads it again). A missing file is an empty table; a malformed one
+    raises :class:`GemmTableError` naming the file and the entry (every later call raises it again)."""
+    global _gemm_table
+    if _gemm_table is None or reload:
+        _gemm_table = None
+        path = gemm_table_path()
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            _gemm_table = (path, {})
+            return _gemm_table[1]
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise GemmTableError(f"{path}: not valid JSON: {exc}") from None
+        _gemm_table = (path, parse_gemm_table(doc, path))
+    return _gemm_table[1]
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def gemm_table_lookup(device_name: str, dtype, M: int, N: int, K: int) -> Optional[GemmVariant]:
+    """The measured table's variant for an ``M x N x K`` GEMM in ``dtype`` (a ``torch.dtype`` or its name) on the
+    device named ``device_name``, or None: exact device, dtype and shape only."""
+    return load_gemm_table().get((device_name, _dtype_name(dtype), int(M), int(N), int(K)))
+
+
+def select_matmul_launch(M: int, N: int, K: int, dtype, device_name: Optional[str], *, use_tma: bool,
+                         config: Optional[TileConfig] = None, autotune: bool = True, table: bool = True,
+                         tma_store_ok: bool = True):
+    """What :func:`matmul` launches, as ``(kind, what)``: ``("config", TileConfig or None)`` (the given ``config``,
+    or :func:`pick_config`'s when None: off GPU, ``autotune=False``), ``("table", GemmVariant)`` (an exact-shape entry
+    of the measured table for this device and dtype) or ``("autotune", None)``. ``device_name`` None means not on a
+    GPU. A table entry is taken only where its launch is the one measured: TMA loads (``use_tma``) and, for a
+    ``tma_store`` entry, an output a tensor descriptor can store to (``tma_store_ok``); ``table=False`` skips it."""
+    if device_name is None or config is not None or not autotune:
+        return "config", config
+    if table and use_tma:
+        var = gemm_table_lookup(device_name, dtype, M, N, K)
+        if var is not None and (tma_store_ok or not var.tma_store):
+            return "table", var
+    return "autotune", None
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(index: int) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(index)
+
+
+def _tma_store_ok(out) -> bool:
+    """``out`` can be the base of a tensor descriptor: unit column stride, 16-byte aligned rows and base."""
+    return out.stride(1) == 1 and (out.stride(0) * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
+
+
+def _timestamp_of(doc: dict, source: str) -> Optional[str]:
+    """The run's UTC timestamp: the document's ``timestamp_utc``, else the ``gemm-<stamp>.json`` file name's."""
+    if doc.get("timestamp_utc"):
+        return str(doc["timestamp_utc"])
+    m = re.search(r"(\d{8}T\d{6}Z)", os.path.basename(source))
+    return m.group(1) if m else None
+
+
+def best_gemm_variants(doc: dict):
+    """Per record of a ``bench_gemm`` results document: ``((M, N, K), GemmVariant or None, us, record)``. The
+    candidates are our fixed variants (``ours/<tiling>/<form>``, timed without error) and ``ours/auto`` when the
+    record says which variant it ran (``auto_variant``: a table entry); the fastest wins. None when the fastest of
+    ours ran the autotuner (``ours/auto`` without ``auto_variant``, or ``ours/autotune``): its pick is not known."""
+    out = []
+    for rec in doc.get("records", []):
+        us = rec.get("us") or {}
+        errors = rec.get("errors") or {}
+        cands = {}  # name -> (variant or None, us)
+        for name, t in us.items():
+            if not name.startswith("ours/") or name in errors or not isinstance(t, (int, float)):
+                continue
+            if name in ("ours/auto", "ours/autotune"):
+                var = rec.get("auto_variant") if name == "ours/auto" else None
+                try:
+                    cands[name] = (GemmVariant.parse(var) if var else None, float(t))
+                except ValueError as exc:
+                    raise GemmTableError(f"record {rec.get('M')}x{rec.get('N')}x{rec.get('K')}: auto_variant: "
+                                         f"{exc}") from None
+                continue
+            try:
+                cands[name] = (GemmVariant.parse(name[len("ours/"):]), float(t))
+            except ValueError:
+                continue  # a variant this table cannot name (e.g. a split-K or pointer-load tiling)
+        if not cands:
+            continue
+        best = min(cands, key=lambda n: cands[n][1])
+        out.append(((int(rec["M"]), int(rec["N"]), int(rec["K"])), cands[best][0], cands[best][1], rec))
+    return out
+
+
+def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None):
+    """Merge a ``bench_gemm`` results document ``doc`` (recorded as coming from ``source``) into the table document
+    ``old`` (None: empty) and return ``(table, report)``. Per measured shape (device ``doc["device"]``, dtype
+    ``doc["dtype"]``, bf16 when absent): the fastest of :func:`best_gemm_variants` becomes the entry, with
+    provenance; a shape whose fastest was the autotuner (pick unknown) gets no entry (an old one is removed: the
+    autotuner beat it there). Entries of shapes ``doc`` did not measure are kept. ``report``: one line per shape."""
+    device = doc.get("device")
+    if not isinstance(device, str) or not device.strip():
+        raise GemmTableError(f"{source}: the results document names no device")
+    dtype = doc.get("dtype", "bfloat16")
+    if dtype not in GEMM_TABLE_DTYPES:
+        raise GemmTableError(f"{source}: dtype {dtype!r}; accepted: {', '.join(GEMM_TABLE_DTYPES)}")
+    devices = {}
+    if old:
+        parse_gemm_table(old, "old table")
+        devices = json.loads(json.dumps(old["devices"]))  # a copy
+    stamp = _timestamp_of(doc, source)
+    if stamp is None:
+        raise GemmTableError(f"{source}: no timestamp_utc in the results document and no <stamp> in its file name "
+                             f"(gemm-<stamp>.json): an entry must say when it was measured")
+    by_shape = devices.setdefault(device, {}).setdefault(dtype, {})
+    report = []
+    for (M, N, K), var, t, rec in best_gemm_variants(doc):
+        key = f"{M}x{N}x{K}"
+        cublas = (rec.get("us") or {}).get("cublas")
+        if var is None or not cublas:
+            dropped = by_shape.pop(key, None)
+            why = "ours/autotune" if var is None and "ours/autotune" in rec.get("us", {}) else "the autotuner"
+            report.append(f"{key}: fastest was {why} ({t:.1f} us; its pick is not known): no entry"
+                          + (" (old entry removed)" if dropped else ""))
+            continue
+        auto = (rec.get("us") or {}).get("ours/auto")
+        ent = {"config": str(var.config), "flatten": var.flatten, "tma_store": var.tma_store, "source": source,
+               "git_commit": doc.get("git_commit"), "timestamp_utc": stamp, "us": round(t, 2),
+               "cublas_us": round(float(cublas), 2)}
+        if auto:
+            ent["auto_us"] = round(float(auto), 2)
+        by_shape[key] = ent
+        report.append(f"{key}: {var} {t:.1f} us, {float(cublas) / t:.3f}x cuBLAS"
+                      + (f" (ours/auto {auto:.1f} us)" if auto else ""))
+    if not by_shape:
+        del devices[device][dtype]
+        if not devices[device]:
+            del devices[device]
+    for dev in devices.values():
+        for dt in dev:
+            dev[dt] = dict(sorted(dev[dt].items(), key=lambda kv: tuple(int(v) for v in kv[0].split("x"))))
+    table = {"format": GEMM_TABLE_FORMAT,
+             "note": "kernels.gemm.matmul on a GPU without config: per device name, dtype and exact M x N x K, the "
+                     "fastest of our fixed variants (tiling + FLATTEN / TMA_STORE, launched by launch_variant) in "
+                     "benchmarks/bench_gemm.py (CUDA-graph replay, interleaved rounds, median); shapes without an "
+                     "entry run the Triton autotuner. Written by bench_gemm.py --write-table / --table-from; each "
+                     "entry names the results JSON and commit it came from.",
+             "devices": devices}
+    parse_gemm_table(table, "new table")
+    return table, report
+
+
+def dump_gemm_table(table: dict) -> str:
+    """The table's JSON text: one line per entry."""
+    text = json.dumps(table, indent=1)
+    return re.sub(r"\{\s*([^{}\[\]]*?)\s*\}", lambda m: "{" + " ".join(m.group(1).split()) + "}", text) + "\n"
+
+
 def check_operands(op: str, a, b, dtypes=None) -> None:
     """Host checks of GEMM operands ``a [M, K] @ b [K, N]`` before any launch: 2-D tensors of one dtype among
     ``dtypes`` (default bf16, fp16, fp8 e4m3 / e5m2), matching inner dimensions, one device, row-major with unit
@@ -381,10 +699,12 @@ def check_operands(op: str, a, b, dtypes=None) -> None:
                          f"of 8 elements (16-byte aligned rows for TMA)")
 
 
-def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool = True):
+def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool = True, table: bool = True):
     """``out = (a @ b) * scale`` with :func:`gemm_kernel` (a: [M, K], b: [K, N], same dtype among bf16 / fp16 /
-    fp8 e4m3 / e5m2; fp8 gives bf16 unless ``out`` is given). On GPU without ``config`` the autotuned variant is
-    used; under the interpreter :data:`SIM_CONFIG`. Raises ValueError on bad shapes / dtypes."""
+    fp8 e4m3 / e5m2; fp8 gives bf16 unless ``out`` is given). On GPU without ``config`` ("auto"): the measured
+    table's entry for this device, dtype and exact shape (:func:`select_matmul_launch`; ``table=False`` skips it),
+    else the autotuned kernel; ``autotune=False``: :func:`pick_config`; under the interpreter :data:`SIM_CONFIG`.
+    Raises ValueError on bad shapes / dtypes, :class:`GemmTableError` on a malformed table."""
     import torch
 
     check_operands("matmul", a, b)
@@ -407,7 +727,13 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
             out.stride(1))
     consts = dict(NUM_SMS=sms, USE_TMA=use_tma, HAS_SCALE=scale is not None)
     on_gpu = a.device.type == "cuda"
-    if on_gpu and config is None and autotune:
+    kind, picked = select_matmul_launch(M, N, K, a.dtype, _device_name(a.device.index) if on_gpu else None,
+                                        use_tma=use_tma, config=config, autotune=autotune, table=table,
+                                        tma_store_ok=on_gpu and _tma_store_ok(out))
+    if kind == "table":
+        launch_variant(a, b, out, picked, scale=scale, sms=sms)
+        return out
+    if kind == "autotune":
         kern = gemm_autotuned()
         grid = lambda META: (min(sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])), )  # noqa
         kern[grid](*args, **consts)
@@ -420,4 +746,7 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
 
 __all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
            "TileConfig", "CONFIGS", "SIM_CONFIG", "env_config", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
-           "ensure_tma_allocator", "matmul", "num_sms", "check_operands"]
+           "ensure_tma_allocator", "matmul", "num_sms", "check_operands", "GEMM_FORMS", "GEMM_TABLE_PATH", "GEMM_TABLE_ENV",
+           "GEMM_TABLE_FORMAT", "GemmTableError", "GemmVariant", "variant_config", "launch_variant", "parse_gemm_table",
+           "load_gemm_table", "gemm_table_path", "gemm_table_lookup", "select_matmul_launch", "best_gemm_variants",
+           "build_gemm_table", "dump_gemm_table"]

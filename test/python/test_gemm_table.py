@@ -1,0 +1,307 @@
+"""The measured dispatch table of ``kernels.gemm.matmul`` (``kernels/gemm_table.json``): the shipped table, loading
+and validation (each kind of bad entry names the file and the entry), lookup by device / dtype / exact shape, what
+``matmul`` would launch (:func:`select_matmul_launch`), the one launch helper shared with ``benchmarks/bench_gemm.py``
+(a recording stand-in for the kernel: no GPU), and ``bench_gemm.py --table-from`` / ``--help``."""
+import copy
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from triton_dist.kernels import gemm as g
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+BENCH = os.path.join(ROOT, "benchmarks")
+H200 = "NVIDIA H200"
+
+
+def _entry(config="128x128x64x4x4", flatten=True, tma_store=False, **kw):
+    ent = {"config": config, "flatten": flatten, "tma_store": tma_store, "source": "results/x/gemm-1.json",
+           "git_commit": "abc1234", "timestamp_utc": "20261201T000000Z", "us": 179.3, "cublas_us": 186.1}
+    ent.update(kw)
+    return ent
+
+
+def _table(entries=None):
+    """A table document from {(device, dtype, "MxNxK"): entry}."""
+    entries = entries if entries is not None else {
+        (H200, "bfloat16", "2048x7168x4096"): _entry(),
+        (H200, "bfloat16", "4096x7168x4096"): _entry("128x256x64x8x3", True, True),
+        (H200, "float16", "2048x7168x4096"): _entry("128x256x64x8x4", False, False)}
+    devices = {}
+    for (dev, dt, shape), ent in entries.items():
+        devices.setdefault(dev, {}).setdefault(dt, {})[shape] = ent
+    return {"format": g.GEMM_TABLE_FORMAT, "devices": devices}
+
+
+@pytest.fixture
+def use_table(tmp_path, monkeypatch):
+    """Point $TRITON_DIST_GEMM_TABLE at a written table (doc or raw text); the cache is reloaded after."""
+    def use(doc):
+        path = tmp_path / "gemm_table.json"
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        monkeypatch.setenv(g.GEMM_TABLE_ENV, str(path))
+        g.load_gemm_table(reload=True)
+        return str(path)
+
+    yield use
+    monkeypatch.delenv(g.GEMM_TABLE_ENV, raising=False)
+    g.load_gemm_table(reload=True)
+
+
+def test_shipped_table_parses_and_names_its_source():
+    with open(g.GEMM_TABLE_PATH) as f:
+        doc = json.load(f)
+    parsed = g.parse_gemm_table(doc, g.GEMM_TABLE_PATH)
+    assert len(parsed) == 11
+    for (dev, dt, M, N, K), var in parsed.items():
+        ent = doc["devices"][dev][dt][f"{M}x{N}x{K}"]
+        assert os.path.exists(os.path.join(ROOT, ent["source"])), ent["source"]
+        assert ent["git_commit"] == "541836c" and ent["timestamp_utc"] == "20261201T052614Z"
+        assert ent["us"] <= ent["auto_us"]  # every entry beat the autotuner in that run
+    # the issue's shape: the autotuner's 0.931x cuBLAS against the fixed 128x128x64x4x4/flat's 1.038x
+    assert str(parsed[(H200, "bfloat16", 2048, 7168, 4096)]) == "128x128x64x4x4/flat"
+    assert (H200, "bfloat16", 8192, 4096, 3584) not in parsed  # the autotuner was fastest there: no entry
+    with open(os.path.join(ROOT, "benchmarks/results/2026-12-01-gemm-quality/gemm-20261201T052614Z.json")) as f:
+        rebuilt, _ = g.build_gemm_table(json.load(f), ent["source"])
+    assert rebuilt == doc  # the committed table is what --table-from writes from the committed results
+
+
+def test_good_table_parses_to_variants():
+    parsed = g.parse_gemm_table(_table(), "t.json")
+    assert parsed == {(H200, "bfloat16", 2048, 7168, 4096): g.GemmVariant(g.TileConfig(128, 128, 64, 8, 4, 4), True,
+                                                                          False),
+                      (H200, "bfloat16", 4096, 7168, 4096): g.GemmVariant(g.TileConfig(128, 256, 64, 8, 8, 3), True,
+                                                                          True),
+                      (H200, "float16", 2048, 7168, 4096): g.GemmVariant(g.TileConfig(128, 256, 64, 8, 8, 4))}
+    # variant names round-trip as bench_gemm writes them (ours/<tiling>/<form>)
+    for name in ("128x128x64x4x4/plain", "128x256x64x8x3/flat+tma", "64x128x64x4x4/tma", "128x128x64x8x4/flat"):
+        assert str(g.GemmVariant.parse(name)) == name
+
+
+def _set(path, value):
+    def mutate(doc):
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        if value is KeyError:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+    return mutate
+
+
+_ENT = ("devices", H200, "bfloat16", "2048x7168x4096")
+BAD = [
+    ("format", _set(("format", ), "triton_dist.gemm_table/0"), "format 'triton_dist.gemm_table/0', expected"),
+    ("no-devices", _set(("devices", ), KeyError), "not a GEMM table"),
+    ("device-not-object", _set(("devices", H200), []), f"devices.'{H200}': expected a device name"),
+    ("dtype", _set(("devices", H200, "float32"), {}), "devices.NVIDIA H200.float32: unknown dtype"),
+    ("shapes-not-object", _set(("devices", H200, "bfloat16"), ["x"]), "expected an object keyed by shape"),
+    ("shape-key", _set(("devices", H200, "bfloat16", "2048x7168"), _entry()), ".2048x7168: shape key must be MxNxK"),
+    ("shape-zero", _set(("devices", H200, "bfloat16", "0x7168x4096"), _entry()), ".0x7168x4096: shape key"),
+    ("entry-not-object", _set(_ENT, "128x128x64x4x4"), ".2048x7168x4096: expected an object with config"),
+    ("missing-provenance", _set(_ENT + ("source", ), KeyError), ".2048x7168x4096: missing source"),
+    ("missing-form", _set(_ENT + ("tma_store", ), KeyError), ".2048x7168x4096: missing tma_store"),
+    ("config-text", _set(_ENT + ("config", ), "128x128"), ".2048x7168x4096.config: tile config '128x128'"),
+    ("config-type", _set(_ENT + ("config", ), 128), ".config: expected a tiling string"),
+    ("config-flatten-suffix", _set(_ENT + ("config", ), "128x128x64x4x4f"), "no f / p / kS suffix"),
+    ("config-pointer-suffix", _set(_ENT + ("config", ), "128x128x64x4x4p"), "no f / p / kS suffix"),
+    ("config-split-suffix", _set(_ENT + ("config", ), "128x128x64x4x4k2"), "no f / p / kS suffix"),
+    ("config-not-pow2", _set(_ENT + ("config", ), "96x128x64x4x4"), "powers of two"),
+    ("flatten-type", _set(_ENT + ("flatten", ), "yes"), ".flatten: expected true or false, got 'yes'"),
+    ("tma-store-type", _set(_ENT + ("tma_store", ), 1), ".tma_store: expected true or false, got 1"),
+    ("us-zero", _set(_ENT + ("us", ), 0), ".us: expected a positive number of microseconds, got 0"),
+    ("us-text", _set(_ENT + ("us", ), "179"), ".us: expected a positive number"),
+    ("cublas-us-bool", _set(_ENT + ("cublas_us", ), True), ".cublas_us: expected a positive number"),
+    ("source-empty", _set(_ENT + ("source", ), ""), ".source: expected a non-empty string, got ''"),
+    ("commit-type", _set(_ENT + ("git_commit", ), 541836), ".git_commit: expected a non-empty string or null"),
+    ("timestamp-null", _set(_ENT + ("timestamp_utc", ), None), ".timestamp_utc: expected a non-empty string, got None"),
+]
+
+
+@pytest.mark.parametrize("mutate,message", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_table_fails_loudly_naming_file_and_entry(use_table, mutate, message):
+    doc = _table()
+    mutate(doc)
+    with pytest.raises(g.GemmTableError, match="gemm_table.json") as exc:
+        use_table(doc)
+    assert message in str(exc.value)
+    # never half-loaded, never silently empty: the next lookup raises again
+    with pytest.raises(g.GemmTableError):
+        g.gemm_table_lookup(H200, "bfloat16", 2048, 7168, 4096)
+
+
+def test_table_loads_once_and_errors_on_bad_json(use_table, tmp_path):
+    path = use_table(_table())
+    assert str(g.gemm_table_lookup(H200, torch.bfloat16, 2048, 7168, 4096)) == "128x128x64x4x4/flat"
+    with open(path, "w") as f:
+        f.write("{not json")
+    assert g.gemm_table_lookup(H200, "bfloat16", 2048, 7168, 4096) is not None  # cached: the file is read once
+    with pytest.raises(g.GemmTableError, match=r"gemm_table.json: not valid JSON"):
+        g.load_gemm_table(reload=True)
+    os.remove(path)
+    assert g.load_gemm_table(reload=True) == {}  # a missing file is an empty table
+
+
+def test_lookup_is_exact_device_dtype_and_shape(use_table):
+    use_table(_table())
+    assert str(g.gemm_table_lookup(H200, torch.bfloat16, 2048, 7168, 4096)) == "128x128x64x4x4/flat"
+    assert str(g.gemm_table_lookup(H200, "float16", 2048, 7168, 4096)) == "128x256x64x8x4/plain"
+    assert str(g.gemm_table_lookup(H200, "bfloat16", 4096, 7168, 4096)) == "128x256x64x8x3/flat+tma"
+    for miss in (("NVIDIA H100 80GB HBM3", "bfloat16", 2048, 7168, 4096), (H200, torch.float8_e4m3fn, 2048, 7168, 4096),
+                 (H200, "bfloat16", 2048, 7168, 4104), (H200, "bfloat16", 2047, 7168, 4096),
+                 (H200, "bfloat16", 4096, 4096, 7168)):
+        assert g.gemm_table_lookup(*miss) is None, miss
+
+
+def test_matmul_selection_table_then_autotune(use_table):
+    use_table(_table())
+    sel = g.select_matmul_launch
+    hit = (2048, 7168, 4096, torch.bfloat16, H200)
+    kind, var = sel(*hit, use_tma=True)
+    assert kind == "table" and var == g.GemmVariant(g.TileConfig.parse("128x128x64x4x4"), True, False)
+    assert sel(2048, 7168, 4096, torch.bfloat16, "NVIDIA A100-SXM4-80GB", use_tma=True) == ("autotune", None)
+    assert sel(2048, 7168, 4096, torch.float8_e5m2, H200, use_tma=True) == ("autotune", None)
+    assert sel(2048, 7168, 8192, torch.bfloat16, H200, use_tma=True) == ("autotune", None)
+    # unchanged: off GPU, an explicit config, autotune=False; table=False is the autotuner alone
+    cfg = g.TileConfig.parse("64x128x64x4x4")
+    assert sel(2048, 7168, 4096, torch.bfloat16, None, use_tma=False) == ("config", None)
+    assert sel(*hit, use_tma=True, config=cfg) == ("config", cfg)
+    assert sel(*hit, use_tma=True, autotune=False) == ("config", None)
+    assert sel(*hit, use_tma=True, table=False) == ("autotune", None)
+    # an entry runs only as it was measured: TMA loads; a TMA_STORE entry needs an output a descriptor can store to
+    assert sel(*hit, use_tma=False) == ("autotune", None)
+    assert sel(*hit, use_tma=True, tma_store_ok=False)[0] == "table"  # this entry stores through pointers
+    tma_hit = (4096, 7168, 4096, torch.bfloat16, H200)
+    assert sel(*tma_hit, use_tma=True)[1].tma_store
+    assert sel(*tma_hit, use_tma=True, tma_store_ok=False) == ("autotune", None)
+
+
+def _load_bench(monkeypatch):
+    monkeypatch.syspath_prepend(BENCH)
+    spec = importlib.util.spec_from_file_location("bench_gemm_for_test", os.path.join(BENCH, "bench_gemm.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _Recorder:
+    """Stands in for ``gemm_kernel``: records ``kernel[grid](*args, **kwargs)``."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.calls.append((grid, args, kw))
+
+
+def test_bench_and_matmul_share_one_launch(monkeypatch):
+    bench = _load_bench(monkeypatch)
+    rec = _Recorder()
+    monkeypatch.setattr(g, "gemm_kernel", rec)
+    monkeypatch.setattr(g, "num_sms", lambda device: 132)
+    a, b, c = torch.empty(2048, 4096), torch.empty(4096, 7168), torch.empty(2048, 7168)
+    var = g.GemmVariant.parse("128x128x64x4x4/flat")
+    bench.launcher(a, b, c, var)()
+    g.launch_variant(a, b, c, var, sms=132)
+    assert rec.calls[0] == rec.calls[1]
+    grid, args, kw = rec.calls[0]
+    assert grid == (132, )
+    assert args[:7] == (a, b, c, c, 2048, 7168, 4096)
+    assert kw == dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, NUM_SMS=132, USE_TMA=True, HAS_SCALE=False,
+                      FLATTEN=True, TMA_STORE=False, num_warps=4, num_stages=4)
+    s = torch.ones(1)
+    g.launch_variant(a[:100], b, c[:100], g.GemmVariant.parse("128x256x64x8x3/flat+tma"), scale=s, sms=132)
+    grid, args, kw = rec.calls[2]
+    assert grid == (1 * 28, ) and args[3] is s and kw["HAS_SCALE"] and kw["TMA_STORE"] and kw["BLOCK_N"] == 256
+    with pytest.raises(SystemExit, match="no f / p / kS suffix"):
+        bench.parse_config("128x128x64x4x4f")
+
+
+def _results(records, **kw):
+    doc = {"benchmark": "gemm", "device": H200, "git_commit": "0123abc", "configs": ["128x128x64x4x4"],
+           "records": records}
+    doc.update(kw)
+    return doc
+
+
+def _rec(M, N, K, us, errors=None, auto_variant=None):
+    return {"M": M, "N": N, "K": K, "us": {"cublas": 100.0, **us}, "errors": errors or {},
+            "auto_variant": auto_variant}
+
+
+def test_build_table_picks_the_fastest_known_variant():
+    old = _table({(H200, "bfloat16", "1x8x8"): _entry(), (H200, "bfloat16", "64x64x64"): _entry(),
+                  ("Other GPU", "bfloat16", "64x64x64"): _entry()})
+    doc = _results([
+        _rec(2048, 7168, 4096, {"ours/auto": 110.0, "ours/128x128x64x4x4/plain": 104.0,
+                                "ours/128x128x64x4x4/flat": 98.0, "ours/128x256x64x8x4/flat+tma": 97.0},
+             errors={"ours/128x256x64x8x4/flat+tma": "OutOfResources"}),  # an errored variant never wins
+        _rec(64, 64, 64, {"ours/auto": 90.0, "ours/128x128x64x4x4/flat": 95.0}),  # autotuner fastest: dropped
+        _rec(128, 64, 64, {"ours/auto": 90.0, "ours/autotune": 99.0, "ours/128x128x64x4x4/flat": 95.0},
+             auto_variant="128x256x64x8x3/flat+tma"),  # auto ran a table entry: that entry, at auto's time
+        _rec(256, 64, 64, {"ours/auto": 99.0, "ours/autotune": 90.0, "ours/128x128x64x4x4/tma": 95.0},
+             auto_variant="128x256x64x8x3/flat+tma")])  # the autotuner alone was fastest: no entry
+    table, report = g.build_gemm_table(doc, "benchmarks/results/x/gemm-20261201T010203Z.json", old)
+    bf16 = table["devices"][H200]["bfloat16"]
+    assert list(bf16) == ["1x8x8", "128x64x64", "2048x7168x4096"]  # sorted by shape; 1x8x8 kept, 64x64x64 removed
+    assert bf16["2048x7168x4096"] == {
+        "config": "128x128x64x4x4", "flatten": True, "tma_store": False,
+        "source": "benchmarks/results/x/gemm-20261201T010203Z.json", "git_commit": "0123abc",
+        "timestamp_utc": "20261201T010203Z", "us": 98.0, "cublas_us": 100.0, "auto_us": 110.0}
+    assert (bf16["128x64x64"]["config"], bf16["128x64x64"]["tma_store"], bf16["128x64x64"]["us"]) == (
+        "128x256x64x8x3", True, 90.0)
+    assert table["devices"]["Other GPU"] == old["devices"]["Other GPU"]
+    assert report[1] == "64x64x64: fastest was the autotuner (90.0 us; its pick is not known): no entry (old entry " \
+                        "removed)"
+    assert report[3].startswith("256x64x64: fastest was ours/autotune")
+    g.parse_gemm_table(table)
+    with pytest.raises(g.GemmTableError, match="names no device"):
+        g.build_gemm_table(_results([], device=None), "r.json")
+    with pytest.raises(g.GemmTableError, match="dtype 'float32'"):
+        g.build_gemm_table(_results([], dtype="float32"), "r.json")
+    with pytest.raises(g.GemmTableError, match="r.json: no timestamp_utc"):
+        g.build_gemm_table(_results([]), "r.json")
+    assert g.build_gemm_table(_results([], timestamp_utc="20261201T000000Z"), "r.json")[0]["devices"] == {}
+    with pytest.raises(g.GemmTableError, match="record 1x8x8: auto_variant: tile config '128x128x64x4x4f'"):
+        g.build_gemm_table(_results([_rec(1, 8, 8, {"ours/auto": 1.0}, auto_variant="128x128x64x4x4f/flat")]),
+                           "gemm-20261201T000000Z.json")
+
+
+def test_table_from_json_cli(tmp_path):
+    res = tmp_path / "gemm-20261201T052614Z.json"
+    old = copy.deepcopy(_table({(H200, "bfloat16", "1x8x8"): _entry()}))
+    res.write_text(json.dumps(_results([_rec(2048, 7168, 4096, {"ours/auto": 110.0, "ours/128x128x64x4x4/flat": 98.0,
+                                                                  "ours/128x128x64x4x4/flat+tma": 99.0})])))
+    out = tmp_path / "table.json"
+    out.write_text(json.dumps(old))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    cmd = [sys.executable, os.path.join(BENCH, "bench_gemm.py"), "--table-from", str(res), "--table-out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2048x7168x4096: 128x128x64x4x4/flat 98.0 us, 1.020x cuBLAS (ours/auto 110.0 us)" in proc.stdout
+    table = json.loads(out.read_text())
+    parsed = g.parse_gemm_table(table, str(out))
+    assert set(parsed) == {(H200, "bfloat16", 1, 8, 8), (H200, "bfloat16", 2048, 7168, 4096)}
+    ent = table["devices"][H200]["bfloat16"]["2048x7168x4096"]
+    assert ent["source"] == str(res) and ent["timestamp_utc"] == "20261201T052614Z"  # outside the repo: absolute
+    # a malformed table at --table-out is reported, not overwritten
+    out.write_text('{"format": "triton_dist.gemm_table/1", "devices": {"X": {"int8": {}}}}')
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0 and "GemmTableError" in proc.stderr and "unknown dtype" in proc.stderr
+    assert "int8" in out.read_text()
+
+
+def test_bench_gemm_help():
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "bench_gemm.py"), "--help"], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--shapes", "--configs", "--write-table", "--table-out", "--table-from", "ours/autotune"):
+        assert flag in proc.stdout
