@@ -137,8 +137,10 @@ case $part in
     done ;;
   gemm-quality)  # one GPU: our GEMM against cuBLAS at the overlapped GEMMs' shapes with M >= 2048 (per rank, TP=2:
     # AG+GEMM 70B / 8B, GEMM+RS 70B / 8B), the issue's "GEMM quality" target
-    rec bench_gemm_quality 300 "$PY" benchmarks/bench_gemm.py --out "$OUT" --shapes \
-      2048x14336x8192,4096x14336x8192,8192x14336x8192,2048x7168x4096,4096x7168x4096,8192x7168x4096,2048x8192x7168,4096x8192x7168,8192x8192x7168,2048x4096x3584,4096x4096x3584,8192x4096x3584 ;;
+    # (--write-table merges the run into the tree's kernels/gemm_table.json, copied to $OUT)
+    rec bench_gemm_quality 300 "$PY" benchmarks/bench_gemm.py --out "$OUT" --write-table --shapes \
+      2048x14336x8192,4096x14336x8192,8192x14336x8192,2048x7168x4096,4096x7168x4096,8192x7168x4096,2048x8192x7168,4096x8192x7168,8192x8192x7168,2048x4096x3584,4096x4096x3584,8192x4096x3584
+    cp python/triton_dist/kernels/gemm_table.json "$OUT/" ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
