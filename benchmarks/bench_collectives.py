@@ -52,6 +52,7 @@ import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
 from timing import eager_median_us, interleaved_medians, max_over_ranks  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
+from table_file import read_existing_table  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
@@ -263,14 +264,7 @@ def write_table(doc, source, out_path):
     ``out_path``, keeping the entries of the table already there that ``doc`` did not measure. Returns the path."""
     from triton_dist.ops import collectives as C
 
-    old = None
-    if os.path.exists(out_path):
-        with open(out_path) as f:
-            try:
-                old = json.load(f)
-            except ValueError as exc:
-                raise C.CollectivesTableError(f"{out_path}: not valid JSON: {exc}") from None
-        C.parse_table(old, out_path)
+    old = read_existing_table(out_path, C.parse_table, C.CollectivesTableError)
     table = C.build_table(doc, source, old=old)
     text = json.dumps(table, indent=1)
     # one line per rule / measured point (innermost objects)
