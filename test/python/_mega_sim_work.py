@@ -111,6 +111,24 @@ def chain_runs():
         fails.append("the prefetching GEMVs differ from the plain ones")
     ref = (2 * x.float()).bfloat16().float() @ w.float().T
     _close("prefetching gemv", got[1][0], ref, fails)
+    # a norm prologue over rows longer than the GEMV's weight chunk: fused == unfused bit for bit (the fused GEMV
+    # sums the squares in the norm task's chunks, not in its own)
+    # (fp32 throughout, so that a last-bit difference of the row's rstd shows)
+    gs, xf = 1 + 0.1 * torch.randn(1024), torch.randn(1, 1024) * 3
+    outs_ = []
+    for fusion in (False, True):
+        h_, o_ = torch.zeros(1, 1024), torch.zeros(1, 1024)
+        g = ModelBuilder(enable_fusion=fusion)
+        g.make_rms_norm(xf, gs, h_)
+        g.make_linear(h_, w.float(), o_)
+        g.compile()
+        g.run()
+        outs_.append(o_)
+        fused = [op.constexprs.get("NORM") for op in g.compiled_ops if op.family == "Linear"]
+        if fused != [fusion] or (fusion and g.compiled_ops[1].constexprs["BLOCK_K"] >= 1024):
+            fails.append(f"norm prologue test setup: NORM {fused}, ops {[op.name for op in g.compiled_ops]}")
+    if not torch.equal(outs_[0], outs_[1]):
+        fails.append("the norm-prologue GEMV differs from rms_norm + GEMV at K = 1024")
     return fails
 
 

@@ -66,7 +66,7 @@ def pick_gemv_rows(N: int, num_workers: int, row_bytes: int) -> int:
 def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr, M: tl.constexpr, N: tl.constexpr,
                 K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
-                RES: tl.constexpr, PF_ROW: tl.constexpr = 0):
+                RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, ROWS)`` column tiles of ``ROWS <= BLOCK_N`` columns, the
     lanes of the ``BLOCK_N`` block past ``ROWS`` masked off). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
@@ -75,7 +75,8 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     * ``SILU_MUL``: weight has ``2 N`` rows (gate, then up); the tile stores ``silu(gate) * up``.
     * ``NORM`` (fused RMS-norm prologue, GEMV only): ``args[0]`` is the norm's input ``h``; the GEMV input is
       ``(h * rsqrt(mean(h**2) + EPS) * norm_weight)`` rounded to ``DT`` (bit-identical to the rms_norm task's
-      output, recomputed per tile from the L2-resident row).
+      output, recomputed per tile from the L2-resident row: the sum of squares in the norm task's own ``NORM_BLOCK``
+      chunks, hence the same fp32 order).
     * ``RES`` (fused residual add epilogue, GEMV only): besides the output tile, stores ``sum = output + residual``
       (the output rounded to ``ODT`` first, fp32 add: bit-identical to the add task)."""
     x_ptr = arg(args, 0, DT)
@@ -107,7 +108,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         g_ptr = x_ptr
         if NORM:
             g_ptr = arg(args, 3, DT)
-            rstd = _row_rstd(x_ptr, K, EPS, BLOCK_K)
+            rstd = _row_rstd(x_ptr, K, EPS, NORM_BLOCK)
         acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
         if SILU_MUL:
             up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
@@ -133,7 +134,8 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
 
 @triton_dist.jit
 def _row_rstd(x_ptr, K: tl.constexpr, EPS: tl.constexpr, BLOCK_K: tl.constexpr):
-    """``rsqrt(mean(x[0:K]**2) + EPS)`` in fp32, as the rms_norm task computes it."""
+    """``rsqrt(mean(x[0:K]**2) + EPS)`` in fp32, as the rms_norm task computes it: with ``BLOCK_K`` its ``BLOCK``
+    (the same chunks, the same order of fp32 additions; one chunk for rows up to 4096)."""
     rk = tl.arange(0, BLOCK_K)
     ss = tl.zeros([BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -274,7 +276,7 @@ def fuse_norm_prologue(norm: Op, lin: Op) -> Op:
     tensors[3] = w
     tiles = [Tile(reads=region(x2) + region(w) + t.reads[len(region(lin.tensors[0])):], writes=list(t.writes),
                   cost=t.cost, waits=t.waits) for t in lin.tiles]
-    consts = dict(lin.constexprs, NORM=True, EPS=norm.constexprs["EPS"])
+    consts = dict(lin.constexprs, NORM=True, EPS=norm.constexprs["EPS"], NORM_BLOCK=norm.constexprs["BLOCK"])
     return Op(lin.family, lin.op_type, lin.layer_id, lin.kernel, tensors, consts, tiles,
               name=f"{norm.name}+{lin.name}", waits_inside=True)
 
