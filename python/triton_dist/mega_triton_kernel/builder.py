@@ -117,11 +117,6 @@ class ModelBuilder:
             raise ValueError(f"ModelBuilder: gemv_prefetch_bytes must be an int in [0, 2**30), got "
                              f"{gemv_prefetch_bytes!r}")
         self.gemv_prefetch_bytes = gemv_prefetch_bytes
-        # experiment knob (not an API yet): GEMV chunks a tile asks L2 for ahead of its two register chunks
-        ahead = os.environ.get("TRITON_DIST_MEGA_GEMV_AHEAD", "0")
-        if not ahead.isdigit() or int(ahead) > 16:
-            raise ValueError(f"ModelBuilder: TRITON_DIST_MEGA_GEMV_AHEAD={ahead!r}: expected an int in [0, 16]")
-        self.gemv_prefetch_ahead = int(ahead)
         self.ops: List[Op] = []
         self.all_symm_tensors: List[torch.Tensor] = []
         self._compiled = False

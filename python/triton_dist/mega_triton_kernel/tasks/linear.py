@@ -66,7 +66,7 @@ def pick_gemv_rows(N: int, num_workers: int, row_bytes: int) -> int:
 def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr, M: tl.constexpr, N: tl.constexpr,
                 K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
-                RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0, AHEAD: tl.constexpr = 0):
+                RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, ROWS)`` column tiles of ``ROWS <= BLOCK_N`` columns, the
     lanes of the ``BLOCK_N`` block past ``ROWS`` masked off). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
@@ -109,12 +109,9 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         if NORM:
             g_ptr = arg(args, 3, DT)
             rstd = _row_rstd(x_ptr, K, EPS, NORM_BLOCK)
-        row0 = w_ptr + (pn * ROWS).to(tl.int64) * K
-        nrows = N - pn * ROWS
-        acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, row0, nrows, K, BLOCK_N, BLOCK_K, DT, NORM, ROWS, AHEAD)
+        acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
         if SILU_MUL:
-            up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, row0 + N * K, nrows, K, BLOCK_N, BLOCK_K, DT,
-                       NORM, ROWS, AHEAD)
+            up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
             acc = silu_mul(acc, up)
         out = acc.to(ODT)
         tl.store(o_ptr + pm * N + rn, out, mask=nmask)
@@ -148,21 +145,13 @@ def _row_rstd(x_ptr, K: tl.constexpr, EPS: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton_dist.jit
-def _gemv(x_ptr, g_ptr, rstd, wp, w, nmask, row0_ptr, nrows, K: tl.constexpr, BLOCK_N: tl.constexpr,
-          BLOCK_K: tl.constexpr, DT: tl.constexpr, NORM: tl.constexpr, ROWS: tl.constexpr, AHEAD: tl.constexpr):
+def _gemv(x_ptr, g_ptr, rstd, wp, w, nmask, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+          DT: tl.constexpr, NORM: tl.constexpr):
     """``sum_k x[k] * w[rn, k]`` as fp32 ``[BLOCK_N]``; ``wp`` points at the tile's ``[BLOCK_N, BLOCK_K]`` first
-    chunk, already loaded as ``w``; the next chunk's loads are issued before this one's FMAs. ``AHEAD > 0``: each
-    iteration also asks L2 for the chunk ``AHEAD + 1`` ahead of the current one in each of the tile's ``nrows``
-    rows (``row0_ptr``: the first row; rows ``K`` apart): more of the stream in flight than the two register
-    chunks hold."""
+    chunk, already loaded as ``w``; the next chunk's loads are issued before this one's FMAs."""
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        if AHEAD > 0:
-            kp = k0 + (AHEAD + 1) * BLOCK_K
-            nbytes = tl.minimum(BLOCK_K, K - kp) * (DT.primitive_bitwidth // 8)  # never past the row's end
-            for r in tl.static_range(ROWS):
-                dl.prefetch_l2(row0_ptr + r * K + kp, nbytes, mask=(r < nrows) & (kp < K))
         kn = k0 + BLOCK_K + rk
         w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
         xk = k0 + rk
@@ -234,8 +223,7 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
                               cost=wbytes + (r1 - r0) * K * es))
     return Op("Linear", op_type, layer_id, linear_task, [input, weight, output],
               dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, ROWS=rows_, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
-                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row,
-                   AHEAD=builder.gemv_prefetch_ahead if M == 1 else 0), tiles, waits_inside=True)
+                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row), tiles, waits_inside=True)
 
 
 # ---------------------------------------------------------------------------------------------------- prefetch
