@@ -64,6 +64,26 @@ def test_gemm_matches_cublas(dtype):
         _assert_close(matmul(a, b, autotune=False), (a.float() @ b.float()), f"matmul fixed {M}x{N}x{K}")
 
 
+def test_gemm_table_entries_run_and_match():
+    """Every entry of the measured GEMM table for this GPU (kernels/gemm_table.json) is what ``matmul`` launches at
+    its shape, and its result matches the fp32 reference (the bench measured these launches; this checks them)."""
+    from triton_dist.kernels import gemm as g
+
+    _init()
+    dev = torch.cuda.get_device_name()
+    entries = [(key[1:], var) for key, var in g.load_gemm_table().items() if key[0] == dev]
+    if not entries:
+        pytest.skip(f"the GEMM table has no entry for {dev!r}")
+    for (dt, M, N, K), var in entries:
+        dtype = getattr(torch, dt)
+        a, b = _q((M, K), dtype, M + 1), _q((K, N), dtype, N + 2)
+        out = torch.empty((M, N), dtype=dtype, device="cuda")
+        kind, what = g.select_matmul_launch(M, N, K, dtype, dev, use_tma=g.use_tma_for(a.device),
+                                            tma_store_ok=g._tma_store_ok(out))
+        assert (kind, what) == ("table", var), (M, N, K, kind, what)
+        _assert_close(g.matmul(a, b, out=out), a.float() @ b.float(), f"table entry {var} at {M}x{N}x{K}")
+
+
 def _ag_gemm_matches_torch(m_loc, k, n, calls):
     """Consecutive calls on one context (epochs), fresh data each time: ``ag_gemm(**calls[i])`` against torch's
     NCCL + cuBLAS path on the same inputs."""
