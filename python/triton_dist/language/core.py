@@ -64,11 +64,6 @@ def _pointee(op, name, ptr):
     return ptr.dtype.element_ty
 
 
-def _dims(x):
-    """A tensor's shape as plain ints (the interpreter's shapes hold constexprs)."""
-    return [int(_c(d)) for d in x.shape]
-
-
 def _int_arg(op, name, value):
     """A checked integer argument (Python int or integer scalar), returned as-is; the lowerings convert it."""
     v = _c(value)
@@ -352,15 +347,9 @@ def prefetch_l2(ptr, num_bytes, mask=None, _semantic=None, _generator=None):
     if ptr.type.is_block():
         raise TypeError(f"dl.prefetch_l2: ptr must be a scalar pointer (one range, issued once per program), got "
                         f"{ptr.type}; call it once per range (a block's elements are replicated over threads)")
-    num_bytes = _c(num_bytes)
-    if isinstance(num_bytes, bool) or not (isinstance(num_bytes, int) or
-                                           (_is_tensor(num_bytes) and num_bytes.dtype.is_int())):
-        raise TypeError(f"dl.prefetch_l2: num_bytes must be an integer (Python int or integer scalar), got "
-                        f"{getattr(num_bytes, 'type', type(num_bytes).__name__)}")
+    num_bytes = _int_arg("prefetch_l2", "num_bytes", num_bytes)
     if isinstance(num_bytes, int) and not 0 <= num_bytes < 2**31:
         raise ValueError(f"dl.prefetch_l2: num_bytes={num_bytes} must be in [0, 2**31)")
-    if _is_tensor(num_bytes) and num_bytes.type.is_block():
-        raise TypeError(f"dl.prefetch_l2: num_bytes must be a scalar, got {num_bytes.type}")
     mask = _c(mask)
     if mask is not None and not isinstance(mask, bool):
         if not _is_tensor(mask) or mask.dtype != tl.int1 or mask.type.is_block():

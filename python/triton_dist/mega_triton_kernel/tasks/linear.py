@@ -98,10 +98,11 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
             u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
         if PF_ROW > 0:
             for r in tl.static_range(ROWS):
-                row = w_ptr + (pn * ROWS + r).to(tl.int64) * K + BLOCK_K
-                dl.prefetch_l2(row, PF_ROW, mask=pn * ROWS + r < N)
+                n = pn * ROWS + r
+                row = w_ptr + n.to(tl.int64) * K + BLOCK_K
+                dl.prefetch_l2(row, PF_ROW, mask=n < N)
                 if SILU_MUL:
-                    dl.prefetch_l2(row + N * K, PF_ROW, mask=pn * ROWS + r < N)
+                    dl.prefetch_l2(row + N * K, PF_ROW, mask=n < N)
         tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
         x_ptr = dl.consume_token(x_ptr, tok) + pm * K
         rstd = 1.0
