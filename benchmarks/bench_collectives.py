@@ -52,7 +52,7 @@ import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
 from timing import eager_median_us, interleaved_medians, max_over_ranks  # noqa: E402
 from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
-from table_file import read_existing_table  # noqa: E402
+from triton_dist._table_file import read_table  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
@@ -264,7 +264,8 @@ def write_table(doc, source, out_path):
     ``out_path``, keeping the entries of the table already there that ``doc`` did not measure. Returns the path."""
     from triton_dist.ops import collectives as C
 
-    old = read_existing_table(out_path, C.parse_table, C.CollectivesTableError)
+    found = read_table(out_path, C.parse_table, C.CollectivesTableError)
+    old = None if found is None else found[0]
     table = C.build_table(doc, source, old=old)
     text = json.dumps(table, indent=1)
     # one line per rule / measured point (innermost objects)

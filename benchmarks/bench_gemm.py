@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from graph_capture import capture_calls  # noqa: E402
-from table_file import read_existing_table  # noqa: E402
+from triton_dist._table_file import read_table  # noqa: E402
 from triton_dist.kernels import gemm as g  # noqa: E402
 
 #: (M, N, K): AG+GEMM 8B M=2048/4096 and 70B M=2048 (gathered rows, N and K per rank), GEMM+RS 8B at M=2048 and the
@@ -85,7 +85,8 @@ def source_name(path):
 def write_table(doc, source, out_path):
     """Merge the results document ``doc`` (from ``source``) into the table at ``out_path`` (created if missing; a
     malformed one is an error, not overwritten). Returns ``(path, report lines)``."""
-    old = read_existing_table(out_path, g.parse_gemm_table, g.GemmTableError)
+    found = read_table(out_path, g.parse_gemm_table, g.GemmTableError)
+    old = None if found is None else found[0]
     table, report = g.build_gemm_table(doc, source, old)
     with open(out_path, "w") as f:
         f.write(g.dump_gemm_table(table))

@@ -40,6 +40,7 @@ import triton.language as tl
 
 import triton_dist
 from triton_dist import _compat
+from triton_dist._table_file import read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -509,17 +510,8 @@ def load_gemm_table(reload: bool = False) -> dict:
     if _gemm_table is None or reload:
         _gemm_table = None
         path = gemm_table_path()
-        try:
-            with open(path) as f:
-                text = f.read()
-        except FileNotFoundError:
-            _gemm_table = (path, {})
-            return _gemm_table[1]
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            raise GemmTableError(f"{path}: not valid JSON: {exc}") from None
-        _gemm_table = (path, parse_gemm_table(doc, path))
+        found = read_table(path, parse_gemm_table, GemmTableError)
+        _gemm_table = (path, {} if found is None else found[1])
     return _gemm_table[1]
 
 

@@ -7,10 +7,11 @@ built-in defaults) is :func:`triton_dist.ops.collectives._select_method`.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
 from typing import Optional
+
+from .._table_file import read_table
 
 #: The measured table shipped with the package, written by ``benchmarks/bench_collectives.py --write-table`` (or
 #: ``--table-from JSON``). ``$TRITON_DIST_COLLECTIVES_TABLE`` names another file instead.
@@ -102,17 +103,8 @@ def load_table(reload: bool = False) -> dict:
     if _table is None or reload:
         _table = None  # a malformed file is reported again by every later call, never half-loaded
         path = table_path()
-        try:
-            with open(path) as f:
-                text = f.read()
-        except FileNotFoundError:
-            _table = (path, {}, None)
-            return _table[1]
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            raise CollectivesTableError(f"{path}: not valid JSON: {exc}") from None
-        _table = (path, parse_table(doc, path), doc)
+        found = read_table(path, parse_table, CollectivesTableError)
+        _table = (path, {}, None) if found is None else (path, found[1], found[0])
     return _table[1]
 
 
