@@ -171,13 +171,11 @@ def _gemv(x_ptr, g_ptr, rstd, wp, w0, w1, w2, u0, u1, u2, nmask, UP: tl.constexp
     """``(sum_k x[k] * w[rn, k], sum_k x[k] * w[UP + rn, k])`` as fp32 ``[BLOCK_N]`` each (the second only with
     ``SILU_MUL``, else a copy of the first). A register pipeline of ``STAGES`` weight chunks: ``w0 .. w{STAGES-2}``
     (and ``u*``, the up rows) are the first chunks, already issued; each iteration issues the chunk ``STAGES - 1``
-    ahead, then multiplies the oldest one into a ``[BLOCK_N, BLOCK_K]`` fp32 accumulator, summed over its columns
-    once at the end (a per-chunk sum crosses warps: Triton spreads a chunk's columns over 2 of the 8 warps, and a
-    shared-memory reduction per chunk made the Qwen3-8B step 16% slower on an H200). Unused ``w*`` / ``u*`` are
-    placeholders and carry nothing through the loop."""
+    ahead, then reduces the oldest one (fp32 products summed over the chunk's columns, then into the row's sum,
+    chunk after chunk). Unused ``w*`` / ``u*`` are placeholders and carry nothing through the loop."""
     rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    acc_u = acc
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    acc_u = tl.zeros([BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kn = k0 + (STAGES - 1) * BLOCK_K
         wn = _chunk(wp, kn, nmask, K, BLOCK_K)
@@ -189,9 +187,9 @@ def _gemv(x_ptr, g_ptr, rstd, wp, w0, w1, w2, u0, u1, u2, nmask, UP: tl.constexp
             g = tl.load(g_ptr + xk, mask=xk < K, other=0.0).to(tl.float32)
             xv = (xv.to(tl.float32) * rstd * g).to(DT)
         xf = xv.to(tl.float32)[None, :]
-        acc += w0.to(tl.float32) * xf
+        acc += tl.sum(w0.to(tl.float32) * xf, axis=1)
         if SILU_MUL:
-            acc_u += u0.to(tl.float32) * xf
+            acc_u += tl.sum(u0.to(tl.float32) * xf, axis=1)
         if STAGES == 2:
             w0 = wn
         elif STAGES == 3:
@@ -211,11 +209,9 @@ def _gemv(x_ptr, g_ptr, rstd, wp, w0, w1, w2, u0, u1, u2, nmask, UP: tl.constexp
                 u0 = u1
                 u1 = u2
                 u2 = un
-    out = tl.sum(acc, axis=1)
-    out_u = out
-    if SILU_MUL:
-        out_u = tl.sum(acc_u, axis=1)
-    return out, out_u
+    if not SILU_MUL:
+        acc_u = acc
+    return acc, acc_u
 
 
 @triton_dist.jit
