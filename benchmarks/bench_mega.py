@@ -63,10 +63,6 @@ def parse_args(argv=None):
     ap.add_argument("--gemv-prefetch", type=int, default=None, metavar="BYTES",
                     help="weight bytes a GEMV tile prefetches into L2 before its wait (ModelBuilder "
                          "gemv_prefetch_bytes; default: the builder's)")
-    ap.add_argument("--gemv-stages", type=int, default=None, metavar="N",
-                    help="weight chunks in flight per GEMV tile (ModelBuilder gemv_stages; default: the builder's)")
-    ap.add_argument("--gemv-chunk", type=int, default=None, metavar="BYTES",
-                    help="weight bytes per GEMV pipeline stage (ModelBuilder gemv_chunk_bytes; default: the builder's)")
     ap.add_argument("--runtime-scheduler", action="store_true", help="dynamic task queue (enable_runtime_scheduler)")
     ap.add_argument("--ar-method", default="one_shot", choices=("one_shot", "ll"),
                     help="triton_dist all_reduce method of the torch_ours baseline")
@@ -129,8 +125,7 @@ def main(argv=None):
     t0 = time.time()
     w = random_weights(cfg, rank, world, seed=args.seed, device=dev)
     bkw = dict(num_warps=args.num_warps, enable_mlp_fc1_silu_fusion=args.fused_mlp,
-               enable_runtime_scheduler=args.runtime_scheduler, gemv_prefetch_bytes=args.gemv_prefetch,
-               gemv_stages=args.gemv_stages, gemv_chunk_bytes=args.gemv_chunk)
+               enable_runtime_scheduler=args.runtime_scheduler, gemv_prefetch_bytes=args.gemv_prefetch)
     if args.num_workers is not None:
         bkw["num_workers"] = args.num_workers
     mega = Qwen3MegaModel(cfg, w, rank, world, prefetch=args.prefetch, **bkw)
@@ -214,8 +209,7 @@ def main(argv=None):
             "mega": dict(tasks=len(mega.builder.tasks), num_workers=mega.builder.num_workers,
                          num_warps=args.num_warps, fused_mlp=args.fused_mlp, prefetch=args.prefetch,
                          runtime_scheduler=args.runtime_scheduler, ops=len(mega.builder.ops),
-                         gemv_prefetch_bytes=mega.builder.gemv_prefetch_bytes,
-                         gemv_stages=mega.builder.gemv_stages, gemv_chunk_bytes=mega.builder.gemv_chunk_bytes),
+                         gemv_prefetch_bytes=mega.builder.gemv_prefetch_bytes),
             "ar_method": args.ar_method if ours is not None else None,
             "timing": ("CUDA-graph replay of graph_steps steps at a fixed position, CUDA events, each sample after a "
                        "barrier and a device-side rendezvous, samples interleaved over implementations, median / "

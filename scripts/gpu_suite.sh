@@ -23,7 +23,6 @@
 #   scripts/gpu_suite.sh mega           the mega kernel's GPU tier (Qwen3 at TP=NPROC), then bench_mega at TP=NPROC
 #                                       (Qwen3-8B, context 512, 64 teacher-forced steps) and at TP=1
 #   scripts/gpu_suite.sh mega-pf        one GPU: bench_mega TP=1 at the GEMV L2-prefetch budgets PF_BYTES
-#   scripts/gpu_suite.sh mega-gemv      one GPU: bench_mega TP=1 at GEMV pipelines GEMV_VARIANTS, then Qwen3-32B TP=1
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
@@ -136,16 +135,6 @@ case $part in
       rec bench_mega_pf"$pf" 120 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 \
         --reps 10 --gemv-prefetch "$pf" --out "$OUT/mega_tp1_pf$pf.json"
     done ;;
-  mega-gemv)  # one GPU: the Qwen3-8B TP=1 step at several GEMV register pipelines (GEMV_VARIANTS: stages:chunk
-    # bytes), 16 checked steps each; then Qwen3-32B TP=1 at the builder's defaults (MEGA_32B=0 skips it)
-    for v in ${GEMV_VARIANTS:-2:32768 3:32768 4:16384 4:32768}; do
-      rec bench_mega_s"${v%%:*}"_c"${v##*:}" 120 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp \
-        --steps 16 --reps 10 --gemv-stages "${v%%:*}" --gemv-chunk "${v##*:}" --out "$OUT/mega_tp1_s${v%%:*}_c${v##*:}.json"
-    done
-    if [[ ${MEGA_32B:-1} != 0 ]]; then
-      rec bench_mega_32b 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --preset qwen3-32b --fused-mlp \
-        --steps 16 --reps 10 --out "$OUT/mega_32b_tp1.json"
-    fi ;;
   gemm-quality)  # one GPU: our GEMM against cuBLAS at the overlapped GEMMs' shapes with M >= 2048 (per rank, TP=2:
     # AG+GEMM 70B / 8B, GEMM+RS 70B / 8B), the issue's "GEMM quality" target
     # (--write-table merges the run into the tree's kernels/gemm_table.json, copied to $OUT)

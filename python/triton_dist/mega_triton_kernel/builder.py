@@ -31,35 +31,13 @@ from .core.checks import ALIGN_BYTES
 from .core.registry import task_type
 from .core.task import Op, Task
 
-__all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES", "GEMV_STAGES", "GEMV_CHUNK_BYTES"]
+__all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES"]
 
 #: Default of ``ModelBuilder(gemv_prefetch_bytes=...)``: weight bytes a GEMV tile prefetches into L2 before its wait
 #: (where it waits for a non-GEMV op). Qwen3-8B TP=1 on an H200 (2026-12-01, same process as torch): 0: 5018 us,
 #: 64 KiB: 4887, 128 KiB: 4905, 256 KiB: 4947 (`benchmarks/results/2026-12-01-mega-r2/`).
 GEMV_PREFETCH_BYTES = 65536
 GEMV_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_PREFETCH"
-#: Default of ``ModelBuilder(gemv_stages=...)``: weight chunks a GEMV tile keeps in flight (its register pipeline;
-#: ``gemv_stages - 1`` of them issued before its dependency wait).
-GEMV_STAGES = 2
-GEMV_STAGES_ENV = "TRITON_DIST_MEGA_GEMV_STAGES"
-#: Default of ``ModelBuilder(gemv_chunk_bytes=...)``: weight bytes of one pipeline stage of a GEMV tile (the gate and
-#: the up rows together in the fused fc1 + silu * up).
-GEMV_CHUNK_BYTES = 32 * 1024
-GEMV_CHUNK_ENV = "TRITON_DIST_MEGA_GEMV_CHUNK"
-
-
-def _int_option(name: str, value, env: str, default: int, lo: int, hi: int) -> int:
-    """``value``, or when it is None the environment's ``env``, or ``default``; an int in ``[lo, hi)``."""
-    if value is None:
-        text = os.environ.get(env)
-        try:
-            value = default if text in (None, "") else int(text)
-        except ValueError:
-            raise ValueError(f"ModelBuilder: {env}={text!r} is not an integer") from None
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value < hi:
-        top = f"2**{hi.bit_length() - 1}" if hi >= 2**16 and not hi & (hi - 1) else str(hi)
-        raise ValueError(f"ModelBuilder: {name} must be an int in [{lo}, {top}), got {value!r}")
-    return value
 
 
 class MegaKernelDependencyError(RuntimeError):
@@ -88,8 +66,7 @@ class ModelBuilder:
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
                  policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True,
-                 gemv_prefetch_bytes: Optional[int] = None, gemv_stages: Optional[int] = None,
-                 gemv_chunk_bytes: Optional[int] = None):
+                 gemv_prefetch_bytes: Optional[int] = None):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -129,13 +106,17 @@ class ModelBuilder:
         self._enable_runtime_scheduler = bool(enable_runtime_scheduler)
         self._enable_mlp_fc1_silu_fusion = bool(enable_mlp_fc1_silu_fusion)
         self._enable_fusion = bool(enable_fusion)
-        self.gemv_prefetch_bytes = _int_option("gemv_prefetch_bytes", gemv_prefetch_bytes, GEMV_PREFETCH_ENV,
-                                               GEMV_PREFETCH_BYTES, 0, 2**30)
-        self.gemv_stages = _int_option("gemv_stages", gemv_stages, GEMV_STAGES_ENV, GEMV_STAGES, 2, 5)
-        self.gemv_chunk_bytes = _int_option("gemv_chunk_bytes", gemv_chunk_bytes, GEMV_CHUNK_ENV, GEMV_CHUNK_BYTES,
-                                            1024, 2**20)
-        if self.gemv_chunk_bytes & (self.gemv_chunk_bytes - 1):
-            raise ValueError(f"ModelBuilder: gemv_chunk_bytes must be a power of two, got {self.gemv_chunk_bytes}")
+        if gemv_prefetch_bytes is None:
+            env = os.environ.get(GEMV_PREFETCH_ENV)
+            try:
+                gemv_prefetch_bytes = GEMV_PREFETCH_BYTES if env in (None, "") else int(env)
+            except ValueError:
+                raise ValueError(f"ModelBuilder: {GEMV_PREFETCH_ENV}={env!r} is not an integer") from None
+        if isinstance(gemv_prefetch_bytes, bool) or not isinstance(gemv_prefetch_bytes, int) or \
+                not 0 <= gemv_prefetch_bytes < 2**30:
+            raise ValueError(f"ModelBuilder: gemv_prefetch_bytes must be an int in [0, 2**30), got "
+                             f"{gemv_prefetch_bytes!r}")
+        self.gemv_prefetch_bytes = gemv_prefetch_bytes
         self.ops: List[Op] = []
         self.all_symm_tensors: List[torch.Tensor] = []
         self._compiled = False

@@ -34,6 +34,10 @@ def _dtypes():
     return (torch.bfloat16, torch.float16, torch.float32)
 
 
+#: Bytes of weight one GEMV chunk loads per program (two chunks are in flight).
+GEMV_CHUNK_BYTES = 32 * 1024
+
+
 #: A GEMV task's fixed cost (fetch, argument loads, the first chunk's latency, the reduction, the store and the
 #: release), in weight bytes a worker streams in the same time: ~1.5 us at ~30 GB/s per SM (the Qwen3-8B profile on
 #: an H200, 2026-12-01: 5.8 us for a 128 KB tile, 18.8 us for 512 KB).
@@ -62,8 +66,7 @@ def pick_gemv_rows(N: int, num_workers: int, row_bytes: int) -> int:
 def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr, M: tl.constexpr, N: tl.constexpr,
                 K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
-                RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0,
-                STAGES: tl.constexpr = 2):
+                RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, ROWS)`` column tiles of ``ROWS <= BLOCK_N`` columns, the
     lanes of the ``BLOCK_N`` block past ``ROWS`` masked off). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
@@ -88,29 +91,15 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     if BLOCK_M == 1:
         rk = tl.arange(0, BLOCK_K)
         wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
-        UP: tl.constexpr = N * K if SILU_MUL else 0
-        # the first STAGES - 1 chunks of the stream (gate and up rows when fused), issued before the wait: they
-        # depend on no other task, so a program waiting for its input already streams
-        w0 = _chunk(wp, 0, nmask, K, BLOCK_K)
-        w1 = w0
-        w2 = w0
-        if STAGES >= 3:
-            w1 = _chunk(wp, BLOCK_K, nmask, K, BLOCK_K)
-        if STAGES >= 4:
-            w2 = _chunk(wp, 2 * BLOCK_K, nmask, K, BLOCK_K)
+        wmask = nmask[:, None] & (rk[None, :] < K)
+        w0 = tl.load(wp, mask=wmask, other=0.0)
         u0 = w0
-        u1 = w0
-        u2 = w0
         if SILU_MUL:
-            u0 = _chunk(wp + UP, 0, nmask, K, BLOCK_K)
-            if STAGES >= 3:
-                u1 = _chunk(wp + UP, BLOCK_K, nmask, K, BLOCK_K)
-            if STAGES >= 4:
-                u2 = _chunk(wp + UP, 2 * BLOCK_K, nmask, K, BLOCK_K)
+            u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
         if PF_ROW > 0:
             for r in tl.static_range(ROWS):
                 n = pn * ROWS + r
-                row = w_ptr + n.to(tl.int64) * K + (STAGES - 1) * BLOCK_K
+                row = w_ptr + n.to(tl.int64) * K + BLOCK_K
                 dl.prefetch_l2(row, PF_ROW, mask=n < N)
                 if SILU_MUL:
                     dl.prefetch_l2(row + N * K, PF_ROW, mask=n < N)
@@ -121,9 +110,9 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         if NORM:
             g_ptr = arg(args, 3, DT)
             rstd = _row_rstd(x_ptr, K, EPS, NORM_BLOCK)
-        acc, up = _gemv(x_ptr, g_ptr, rstd, wp, w0, w1, w2, u0, u1, u2, nmask, UP, K, BLOCK_N, BLOCK_K, DT, NORM,
-                        SILU_MUL, STAGES)
+        acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
         if SILU_MUL:
+            up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
             acc = silu_mul(acc, up)
         out = acc.to(ODT)
         tl.store(o_ptr + pm * N + rn, out, mask=nmask)
@@ -157,61 +146,23 @@ def _row_rstd(x_ptr, K: tl.constexpr, EPS: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton_dist.jit
-def _chunk(wp, k0, nmask, K: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The ``[BLOCK_N, BLOCK_K]`` weight chunk at column ``k0`` (``wp``: the tile's chunk at column 0); columns past
-    ``K`` and masked rows read as 0 and move no bytes."""
-    kk = k0 + tl.arange(0, BLOCK_K)
-    return tl.load(wp + k0, mask=nmask[:, None] & (kk[None, :] < K), other=0.0)
-
-
-@triton_dist.jit
-def _gemv(x_ptr, g_ptr, rstd, wp, w0, w1, w2, u0, u1, u2, nmask, UP: tl.constexpr, K: tl.constexpr,
-          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DT: tl.constexpr, NORM: tl.constexpr,
-          SILU_MUL: tl.constexpr, STAGES: tl.constexpr):
-    """``(sum_k x[k] * w[rn, k], sum_k x[k] * w[UP + rn, k])`` as fp32 ``[BLOCK_N]`` each (the second only with
-    ``SILU_MUL``, else a copy of the first). A register pipeline of ``STAGES`` weight chunks: ``w0 .. w{STAGES-2}``
-    (and ``u*``, the up rows) are the first chunks, already issued; each iteration issues the chunk ``STAGES - 1``
-    ahead, then reduces the oldest one (fp32 products summed over the chunk's columns, then into the row's sum,
-    chunk after chunk). Unused ``w*`` / ``u*`` are placeholders and carry nothing through the loop."""
+def _gemv(x_ptr, g_ptr, rstd, wp, w, nmask, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+          DT: tl.constexpr, NORM: tl.constexpr):
+    """``sum_k x[k] * w[rn, k]`` as fp32 ``[BLOCK_N]``; ``wp`` points at the tile's ``[BLOCK_N, BLOCK_K]`` first
+    chunk, already loaded as ``w``; the next chunk's loads are issued before this one's FMAs."""
     rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    acc_u = tl.zeros([BLOCK_N], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        kn = k0 + (STAGES - 1) * BLOCK_K
-        wn = _chunk(wp, kn, nmask, K, BLOCK_K)
-        if SILU_MUL:
-            un = _chunk(wp + UP, kn, nmask, K, BLOCK_K)
+        kn = k0 + BLOCK_K + rk
+        w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
         xk = k0 + rk
         xv = tl.load(x_ptr + xk, mask=xk < K, other=0.0)
         if NORM:
             g = tl.load(g_ptr + xk, mask=xk < K, other=0.0).to(tl.float32)
             xv = (xv.to(tl.float32) * rstd * g).to(DT)
-        xf = xv.to(tl.float32)[None, :]
-        acc += tl.sum(w0.to(tl.float32) * xf, axis=1)
-        if SILU_MUL:
-            acc_u += tl.sum(u0.to(tl.float32) * xf, axis=1)
-        if STAGES == 2:
-            w0 = wn
-        elif STAGES == 3:
-            w0 = w1
-            w1 = wn
-        else:
-            w0 = w1
-            w1 = w2
-            w2 = wn
-        if SILU_MUL:
-            if STAGES == 2:
-                u0 = un
-            elif STAGES == 3:
-                u0 = u1
-                u1 = un
-            else:
-                u0 = u1
-                u1 = u2
-                u2 = un
-    if not SILU_MUL:
-        acc_u = acc
-    return acc, acc_u
+        acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
+        w = w_next
+    return tl.sum(acc, axis=1)
 
 
 @triton_dist.jit
@@ -249,16 +200,12 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
         bm = 1
         rows_ = pick_gemv_rows(N, builder.num_workers, K * input.element_size() * (2 if fused else 1))
         bn = max(4, triton.next_power_of_2(rows_))
-        # one pipeline stage = gemv_chunk_bytes of weight (gate and up rows together when fused)
-        chunk = builder.gemv_chunk_bytes // (2 if fused else 1)
-        bk = min(triton.next_power_of_2(K), max(64, chunk // (bn * input.element_size())))
-        stages = builder.gemv_stages
-        # the prefetch budget split over the tile's weight rows (gate and up rows when fused), after the chunks
-        # issued before the wait, in whole 16-byte units, never past the row's end
+        bk = min(triton.next_power_of_2(K), max(64, GEMV_CHUNK_BYTES // (bn * input.element_size())))
+        # the prefetch budget split over the tile's weight rows (gate and up rows when fused), after the first
+        # chunk, in whole 16-byte units, never past the row's end
         per_row = builder.gemv_prefetch_bytes // (rows_ * (2 if fused else 1))
-        pf_row = max(0, min(per_row, (K - (stages - 1) * bk) * input.element_size())) // 16 * 16
+        pf_row = max(0, min(per_row, (K - bk) * input.element_size())) // 16 * 16
     else:
-        stages = 2
         bm = 16 if M <= 16 else (32 if M <= 32 else 64)
         bn = rows_ = 64
         bk = min(64, max(16, triton.next_power_of_2(K)))
@@ -277,8 +224,7 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
                               cost=wbytes + (r1 - r0) * K * es))
     return Op("Linear", op_type, layer_id, linear_task, [input, weight, output],
               dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, ROWS=rows_, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
-                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row, STAGES=stages), tiles,
-              waits_inside=True)
+                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row), tiles, waits_inside=True)
 
 
 # ---------------------------------------------------------------------------------------------------- prefetch
