@@ -77,10 +77,30 @@ def _ref_attn(q, k, v, scale, soft_cap, causal):
     return torch.einsum("bhst,bthd->bshd", torch.softmax(s, -1), vv)
 
 
-def rank_decode_chain(Hq, Hkv, splits, steps):
+def rank_decode_chain(Hq, Hkv, splits, steps, fusion=False):
     """x -> linear (qkv) -> qk_norm_rope_update_kvcache -> flash_decode, ``steps`` decode steps of one builder
     with kv_lens advancing (crossing page boundaries; kv_len not a multiple of the page), shuffled block tables,
-    ``splits`` KV splits (more than some sequences have positions for)."""
+    ``splits`` KV splits (more than some sequences have positions for). ``fusion=False``: the ops as added (their
+    derived dependencies checked); True: the rope fused into the split (its dependencies checked)."""
+    fails, _ = _decode_chain(Hq, Hkv, splits, steps, fusion)
+    return fails
+
+
+def rank_rope_fusion_is_bit_identical(Hq, Hkv, splits, steps):
+    """The chain of :func:`rank_decode_chain` built with and without the rope prologue fusion, same inputs: every
+    output of every step (qkv, q_norm_rope, both caches, the attention output) equal bit for bit."""
+    fails, fused = _decode_chain(Hq, Hkv, splits, steps, True)
+    fails2, plain = _decode_chain(Hq, Hkv, splits, steps, False)
+    fails += fails2
+    for step, (a, b) in enumerate(zip(fused, plain)):
+        for name, x, y in zip(("qkv", "q_norm_rope", "key_cache", "value_cache", "out"), a, b):
+            if not torch.equal(x, y):
+                fails.append(f"step {step} {name}: fused differs from unfused by "
+                             f"{(x.float() - y.float()).abs().max().item()}")
+    return fails
+
+
+def _decode_chain(Hq, Hkv, splits, steps, fusion):
     from triton_dist.mega_triton_kernel import ModelBuilder
 
     g = torch.Generator().manual_seed(Hq * 10 + Hkv)
@@ -101,37 +121,54 @@ def rank_decode_chain(Hq, Hkv, splits, steps):
     cos, sin = _rope_tables(1, MAXB * PAGE, D, 10000.0)
     qo = torch.empty(B, 1, Hq, D).bfloat16()
     out = torch.empty(B, 1, Hq, D).bfloat16()
-    b = ModelBuilder()
+    b = ModelBuilder(enable_fusion=fusion)
     b.make_linear(x, w_qkv, qkv2)
     b.make_qk_norm_rope_update_kvcache(qkv, kc, vc, bt, kv_lens, q_w, k_w, cos, sin, qo)
     b._add("flash_decode", 0, qo, kc, vc, bt, kv_lens, out, num_kv_splits=splits)
     b.compile()
     if b.ops[-2].constexprs["SPLITS"] != splits:
         fails.append(f"num_kv_splits={splits} not applied: {b.ops[-2].constexprs}")
-    # derived dependencies: a split task waits for the cache writer of its (sequence, kv head) (logical regions)
-    # and no other, the cache writers of different sequences do not wait for each other, a combine task waits for
-    # exactly the splits of its (b, h)
     first = [0]
-    for op in b.ops:
+    for op in b.compiled_ops:
         first.append(first[-1] + len(op.tiles))
-    for t in b.tasks[first[1]:first[2]]:
-        if any(d >= first[1] for d in t.deps):
-            fails.append(f"cache-writer task {t.index} waits for another cache writer: {t.deps}")
-    for t in b.tasks[first[2]:first[3]]:
-        bb, h = divmod(t.tile // splits, Hkv)
-        writers = [d for d in t.deps if first[1] <= d < first[2]]
-        if writers != [first[1] + bb * Hkv + h]:
-            fails.append(f"split task {t.index} (b {bb}, head {h}) waits for cache writers {writers}, expected "
-                         f"[{first[1] + bb * Hkv + h}]")
-    for t in b.tasks[first[3]:]:
-        want = list(range(first[2] + t.tile * splits, first[2] + (t.tile + 1) * splits))
+    names = [op.name for op in b.compiled_ops]
+    if fusion:
+        # linear, rope + split, combine: a split task waits for the qkv tiles it reads and nothing else, not for
+        # the other splits of its (sequence, kv head) although the last one writes the cache they read (it writes
+        # only the step's new positions, which only it reads)
+        if names != ["L0.linear", "L0.qk_norm_rope_update_kvcache+L0.flash_decode.split", "L0.flash_decode.combine"]:
+            fails.append(f"rope prologue not fused: {names}")
+        splits_at = first[1]
+        for t in b.tasks[first[1]:first[2]]:
+            if not t.deps or any(d >= first[1] for d in t.deps):
+                fails.append(f"fused split task {t.index} deps {t.deps}: expected qkv tiles (< {first[1]}) only")
+    else:
+        if len(names) != 4:
+            fails.append(f"fusion off, but the ops are {names}")
+        # a split task waits for the cache writer of its (sequence, kv head) (logical regions) and no other, the
+        # cache writers of different sequences do not wait for each other
+        splits_at = first[2]
+        for t in b.tasks[first[1]:first[2]]:
+            if any(d >= first[1] for d in t.deps):
+                fails.append(f"cache-writer task {t.index} waits for another cache writer: {t.deps}")
+        for t in b.tasks[first[2]:first[3]]:
+            bb, h = divmod(t.tile // splits, Hkv)
+            writers = [d for d in t.deps if first[1] <= d < first[2]]
+            if writers != [first[1] + bb * Hkv + h]:
+                fails.append(f"split task {t.index} (b {bb}, head {h}) waits for cache writers {writers}, expected "
+                             f"[{first[1] + bb * Hkv + h}]")
+    # a combine task waits for exactly the splits of its (b, h)
+    for t in b.tasks[first[-2]:]:
+        want = list(range(splits_at + t.tile * splits, splits_at + (t.tile + 1) * splits))
         if t.deps != want:
             fails.append(f"combine task {t.index} deps {t.deps}, expected {want}")
+    outputs = []
     for step in range(steps):
         x.copy_(torch.randn(B, K, generator=g).bfloat16())
         kv_lens += 1
         kc_before, vc_before = kc.clone(), vc.clone()
         b.run()
+        outputs.append([t.clone() for t in (qkv, qo, kc, vc, out)])
         ref_qkv = (x.float() @ w_qkv.float().T).bfloat16().view(B, 1, H, D)
         _close(qkv, ref_qkv, f"step {step} qkv", fails)
         kc_ref, vc_ref = kc_before.clone(), vc_before.clone()
@@ -150,7 +187,7 @@ def rank_decode_chain(Hq, Hkv, splits, steps):
             fails.append(f"step {step} value_cache: {(vc.float() - vc_ref.float()).abs().max().item()}")
         ref = _ref_decode(qo, kc, vc, bt, kv_lens, D ** -0.5, 0.0)
         _close(out, ref, f"step {step} flash_decode (kv_lens {kv_lens.tolist()})", fails, atol=1e-2, rtol=1e-2)
-    return fails
+    return fails, outputs
 
 
 def rank_decode_variants():
@@ -262,10 +299,14 @@ def rank_generated_source():
     cos, sin = _rope_tables(1, MAXB * PAGE, D, 1e6)
     qo, out = torch.zeros(B, 1, Hq, D, dtype=bf), torch.zeros(B, 1, Hq, D, dtype=bf)
     q, kk, vv, o = (torch.zeros(B, S, h, D, dtype=bf) for h in (Hq, Hkv, Hkv, Hq))
+    kc2, vc2 = torch.zeros_like(kc), torch.zeros_like(vc)
+    qo2, out2 = torch.zeros_like(qo), torch.zeros_like(out)
     b = ModelBuilder()
     b.make_qk_norm_rope_update_kvcache(qkv, kc, vc, bt, lens, w, w, cos, sin, qo)
-    b._add("flash_decode", 0, qo, kc, vc, bt, lens, out, soft_cap=30.0, num_kv_splits=4)
-    b.make_flash_attn(q, kk, vv, o)
+    b._add("flash_decode", 0, qo, kc, vc, bt, lens, out, soft_cap=30.0, num_kv_splits=4)  # fused
+    b.make_qk_norm_rope_update_kvcache(qkv, kc2, vc2, bt, lens, w, w, cos, sin, qo2)
+    b.make_flash_attn(q, kk, vv, o)  # between the two: not fused
+    b._add("flash_decode", 0, qo2, kc2, vc2, bt, lens, out2, num_kv_splits=4)
     b.compile()
     return b.source, b.queue_cap, b.num_args
 
@@ -346,6 +387,9 @@ def rank_argument_checks():
 @pytest.mark.parametrize("fn,args", [
     ("rank_decode_chain", (8, 2, 5, 3)),   # GQA 4:1, 5 splits > the positions of the short sequence
     ("rank_decode_chain", (2, 2, 2, 2)),   # 1:1
+    ("rank_decode_chain", (8, 2, 5, 3, True)),   # the rope fused into the split
+    ("rank_rope_fusion_is_bit_identical", (8, 2, 5, 3)),
+    ("rank_rope_fusion_is_bit_identical", (2, 2, 1, 2)),  # one split: it writes q and the cache
     ("rank_decode_variants", ()),
     ("rank_flash_attn", ()),
     ("rank_argument_checks", ()),
@@ -362,7 +406,8 @@ def test_mega_attention_kernel_compiles(sim_ranks, tmp_path, capsys, target, sta
     from triton_dist.tools import compile as ctool
 
     source, cap, nargs = sim_ranks.run(1, rank_generated_source, timeout=300, env=ENV)[0]
-    for fn in ("qk_norm_rope_task", "flash_decode_split_task", "flash_decode_combine_task", "flash_attn_task"):
+    for fn in ("qk_norm_rope_task", "flash_decode_split_task", "flash_decode_rope_split_task",
+               "flash_decode_combine_task", "flash_attn_task"):
         assert fn in source, fn
     path = tmp_path / "mega_attn_kernel.py"
     path.write_text(source)

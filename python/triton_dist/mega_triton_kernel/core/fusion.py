@@ -6,10 +6,14 @@ microseconds each, during which every other worker waits) and is bit-identical t
    Linear's tiles compute the normalised row themselves (from the norm's input, rounded as the norm task rounds)
    and no longer wait for the norm task, which still runs (its output may have other readers);
 2. **residual epilogue** -- a one-row Linear immediately followed by an ``add`` of its output and another tensor:
-   the Linear's tiles also store the sum of their columns; the add op is removed.
+   the Linear's tiles also store the sum of their columns; the add op is removed;
+3. **rope prologue** -- a decode step's ``qk_norm_rope_update_kvcache`` (one token per sequence) immediately
+   followed by the flash-decode split reading its queries and caches: each split task computes its group's queries
+   itself, the last split of each (sequence, kv head) also writes the new k / v (and split 0 the queries, for other
+   readers); the rope op is removed, and with it one task and one dependency hop per layer on the attention chain.
 
-The rewrite is done by the Linear family (``tasks.linear.fuse_norm_prologue`` / ``fuse_residual_epilogue``); this
-module only finds the adjacent pairs.
+The rewrites are done by the op families (``tasks.linear.fuse_norm_prologue`` / ``fuse_residual_epilogue``,
+``tasks.flash_decode.fuse_rope_prologue``); this module only finds the adjacent pairs.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def _same(a, b) -> bool:
 
 def fuse(ops: Sequence[Op]) -> List[Op]:
     """``ops`` with the fusions of the module docstring applied (a new list; fused Linear ops are new objects)."""
-    from ..tasks import linear
+    from ..tasks import flash_decode, linear
 
     out: List[Op] = []
     for op in ops:
@@ -38,6 +42,9 @@ def fuse(ops: Sequence[Op]) -> List[Op]:
         if (prev is not None and op.op_type == "add" and prev.family == "Linear"
                 and linear.can_fuse_residual(prev, op)):
             out[-1] = linear.fuse_residual_epilogue(prev, op)
+            continue
+        if prev is not None and flash_decode.can_fuse_rope(prev, op):
+            out[-1] = flash_decode.fuse_rope_prologue(prev, op)
             continue
         out.append(op)
     return out

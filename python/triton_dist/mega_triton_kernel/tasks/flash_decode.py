@@ -6,7 +6,7 @@
 ``soft_cap > 0``.
 
 * split op: one task per ``(b, kv head h, split)``; it streams its share of ``[0, kv_lens[b])`` (``cdiv(kv_len,
-  NUM_KV_SPLITS)`` positions) in blocks of ``BLOCK_N`` positions x ``D`` (one vector load of K and of V per block,
+  NUM_KV_SPLITS)`` positions, laid from the end: the last split holds the newest position) in blocks of ``BLOCK_N`` positions x ``D`` (one vector load of K and of V per block,
   page offsets in int64) and runs an online softmax (base 2) for all ``Hq / Hkv`` query heads of ``h`` at once
   (the group is the row operand of ``tl.dot`` for ``q k^T`` and ``p v``, padded to the MMA minimum of 16 rows:
   decode is memory bound, so the padding costs tensor-core time, not bandwidth),
@@ -17,8 +17,9 @@
 
 ``NUM_KV_SPLITS`` (a constexpr) makes ``B * Hkv * splits`` about ``builder.num_workers`` (at least 1, at most one
 split per ``BLOCK_N`` positions of the longest possible sequence); the build function also takes ``num_kv_splits``
-to force it. The split tasks read the caches as ``logical_region(cache, "seq_kv_head", b * Hkv + h, ...)`` (the
-writers of the cache, ``qk_norm_rope``, describe their writes the same way: per sequence and kv head). ``kv_lens[b]`` is clamped to ``max_blocks * page_size`` and positions on
+to force it. The split tasks read the caches as ``qk_norm_rope.cache_space(cache, b * Hkv + h, "all")`` (the
+writers of the cache, ``qk_norm_rope``, describe their writes in the same space: per sequence and kv head, the
+step's new positions apart). ``kv_lens[b]`` is clamped to ``max_blocks * page_size`` and positions on
 a page index outside ``[0, num_blocks)`` are skipped, so bad tables never read outside the caches.
 """
 from __future__ import annotations
@@ -30,10 +31,12 @@ import triton_dist
 from ..core.checks import check_tensor
 from ..core.device import arg
 from ..core.registry import register_task
-from ..core.task import Op, Tile, logical_region, region
+from ..core.task import Op, Tile, region
 from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap, check_paged_tables
+from .qk_norm_rope import cache_space, norm_rope_group
 
-__all__ = ["flash_decode_split_task", "flash_decode_combine_task", "pick_num_kv_splits", "pick_block_n"]
+__all__ = ["flash_decode_split_task", "flash_decode_rope_split_task", "flash_decode_combine_task",
+           "pick_num_kv_splits", "pick_block_n", "can_fuse_rope", "fuse_rope_prologue"]
 
 LOG2E = 1.4426950408889634
 #: Elements of one K (or V) block a split task loads per iteration (``BLOCK_N x BLOCK_D``).
@@ -93,10 +96,6 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
     bh = tile // SPLITS
     h = bh % HKV
     b = bh // HKV
-    kv_len = tl.maximum(tl.minimum(tl.load(kvl + b), MAX_BLOCKS * PAGE), 0)
-    chunk = (kv_len + SPLITS - 1) // SPLITS
-    start = split * chunk
-    end = tl.minimum(start + chunk, kv_len)
     g = tl.arange(0, BLOCK_G)
     d = tl.arange(0, BLOCK_D)
     gm = g < G
@@ -104,6 +103,28 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
     heads = b * HQ + h * G + g
     # the group's query heads as the rows of one MMA operand (BLOCK_G >= 16 rows, padding rows masked)
     q = tl.load(q_ptr + heads[:, None] * D + d[None, :], mask=gm[:, None] & dm[None, :], other=0.0)
+    _split_attend(q, kc, vc, bt, kvl, po, pl, b, h, split, HQ, HKV, D, BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS,
+                  MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT)
+
+
+@triton_dist.jit
+def _split_attend(q, kc, vc, bt, kvl, po, pl, b, h, split, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
+                  BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
+                  NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
+                  SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr, DT: tl.constexpr):
+    """Split ``split`` of ``(b, h)`` for the group's queries ``q [BLOCK_G, BLOCK_D]``: the online softmax over its
+    positions, then its partial output and lse. Splits are laid from the end: split ``SPLITS - 1`` holds the
+    newest position ``kv_len - 1`` (``chunk = cdiv(kv_len, SPLITS)`` positions each, the first ones empty when
+    ``kv_len < SPLITS * chunk``), so only that split reads the step's new positions."""
+    kv_len = tl.maximum(tl.minimum(tl.load(kvl + b), MAX_BLOCKS * PAGE), 0)
+    chunk = (kv_len + SPLITS - 1) // SPLITS
+    end = tl.maximum(kv_len - (SPLITS - 1 - split) * chunk, 0)
+    start = tl.maximum(end - chunk, 0)
+    g = tl.arange(0, BLOCK_G)
+    d = tl.arange(0, BLOCK_D)
+    gm = g < G
+    dm = d < D
+    heads = b * HQ + h * G + g
     m = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
@@ -125,6 +146,38 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
     row = heads.to(tl.int64) * SPLITS + split
     tl.store(po + row[:, None] * D + d[None, :], out, mask=gm[:, None] & dm[None, :])
     tl.store(pl + row, lse, mask=gm)
+
+
+@triton_dist.jit
+def flash_decode_rope_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
+                                 BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
+                                 NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
+                                 BLOCK_N: tl.constexpr, SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr,
+                                 DT: tl.constexpr, MAX_POS: tl.constexpr, COS_PER_SEQ: tl.constexpr,
+                                 Q_EPS: tl.constexpr, K_EPS: tl.constexpr, SKIP_Q: tl.constexpr,
+                                 SKIP_K: tl.constexpr, WDT: tl.constexpr):
+    """The split of :func:`flash_decode_split_task` with the decode step's ``qk_norm_rope_update_kvcache`` as its
+    prologue (fusion 3 of ``core/fusion.py``): the task computes its group's queries from ``qkv`` itself (the
+    rope task's code, so the same bits), split 0 also stores them to ``q_norm_rope`` and the last split, the one
+    holding the new position, stores the new k / v to the cache, then a CTA barrier, then reads it back like the
+    other positions. ``args``: qkv, key_cache, value_cache, block_tables, kv_lens, partial output, partial lse,
+    q_rms_weight, k_rms_weight, cos_cache, sin_cache, q_norm_rope."""
+    split = tile % SPLITS
+    bh = tile // SPLITS
+    h = bh % HKV
+    b = bh // HKV
+    kc = arg(args, 1, DT)
+    vc = arg(args, 2, DT)
+    bt = arg(args, 3, tl.int32)
+    kvl = arg(args, 4, tl.int32)
+    q = norm_rope_group(arg(args, 0, DT), kc, vc, bt, kvl, arg(args, 7, WDT), arg(args, 8, WDT),
+                        arg(args, 9, tl.float32), arg(args, 10, tl.float32), arg(args, 11, DT), b, 0, h,
+                        (split == 0).to(tl.int32), (split == SPLITS - 1).to(tl.int32), 1, HQ, HKV, D, BLOCK_D, G,
+                        BLOCK_G, PAGE, NUM_BLOCKS, MAX_BLOCKS, MAX_POS, COS_PER_SEQ, Q_EPS, K_EPS, SKIP_Q, SKIP_K,
+                        DT)
+    tl.debug_barrier()  # the new k / v rows this program stored are read back by its other threads
+    _split_attend(q, kc, vc, bt, kvl, arg(args, 5, tl.float32), arg(args, 6, tl.float32), b, h, split, HQ, HKV, D,
+                  BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS, MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT)
 
 
 @triton_dist.jit
@@ -202,8 +255,8 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
             for i in range(splits):
                 split_tiles.append(Tile(
                     reads=(region(query, b, 0, heads)
-                           + logical_region(key_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1)
-                           + logical_region(value_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1)
+                           + cache_space(key_cache, b * HKV + h, "all")
+                           + cache_space(value_cache, b * HKV + h, "all")
                            + region(block_tables, b)
                            + region(kv_lens, slice(b, b + 1))),
                     writes=region(part_o, b, heads, i) + region(part_l, b, heads, i),
@@ -220,3 +273,54 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
                  dict(common, SPLITS=splits, BLOCK_S=triton.next_power_of_2(splits), DT=output.dtype), comb_tiles,
                  name=f"L{layer_id}.flash_decode.combine")
     return [split_op, comb_op]
+
+
+# ---------------------------------------------------------------------------------------------------- fusion
+_ROPE_CONSTS = ("MAX_POS", "COS_PER_SEQ", "Q_EPS", "K_EPS", "SKIP_Q", "SKIP_K", "WDT")
+
+
+def _same(a, b) -> bool:
+    return a.data_ptr() == b.data_ptr() and a.numel() == b.numel() and a.dtype == b.dtype
+
+
+def can_fuse_rope(rope: Op, split: Op) -> bool:
+    """``rope`` is a decode step's ``qk_norm_rope_update_kvcache`` (one token per sequence) and ``split`` a
+    flash-decode split reading its ``q_norm_rope`` from the caches, tables and lengths it wrote with."""
+    if rope.op_type != "qk_norm_rope_update_kvcache" or split.kernel is not flash_decode_split_task:
+        return False
+    if rope.constexprs["S"] != 1:
+        return False
+    rt, st = rope.tensors, split.tensors
+    same = (_same(st[0], rt[9]) and _same(st[1], rt[1]) and _same(st[2], rt[2]) and _same(st[3], rt[3])
+            and _same(st[4], rt[4]))
+    rc, sc = rope.constexprs, split.constexprs
+    return same and all(rc[k] == sc[k] for k in ("HQ", "HKV", "D", "G", "PAGE", "NUM_BLOCKS", "MAX_BLOCKS", "DT"))
+
+
+def fuse_rope_prologue(rope: Op, split: Op) -> Op:
+    """One op doing both (see :func:`flash_decode_rope_split_task`): split ``i`` of ``(b, h)`` reads what rope
+    task ``(b, h)`` read; split 0 writes its ``q_norm_rope`` rows and the last split its cache rows (the step's new
+    positions), which only that split reads; the other splits read only the older positions (no task of the
+    step writes them), so the splits of ``(b, h)`` do not wait for each other."""
+    qkv, kc, vc, bt, kvl, qw, kw, cos, sin, qo = rope.tensors
+    part_o, part_l = split.tensors[5], split.tensors[6]
+    c = split.constexprs
+    hkv, g, splits = c["HKV"], c["G"], c["SPLITS"]
+    tiles = []
+    for i, st in enumerate(split.tiles):
+        sp, bh = i % splits, i // splits
+        h, b = bh % hkv, bh // hkv
+        rt = rope.tiles[bh]
+        last = sp == splits - 1
+        part = "all" if last else "old"
+        writes = list(st.writes)
+        if sp == 0:
+            writes += region(qo, b, 0, slice(h * g, (h + 1) * g))
+        if last:
+            writes += cache_space(kc, bh, "new") + cache_space(vc, bh, "new")
+        reads = list(rt.reads) + cache_space(kc, bh, part) + cache_space(vc, bh, part)
+        tiles.append(Tile(reads=reads, writes=writes, cost=st.cost + rt.cost, waits=st.waits))
+    consts = dict(c, **{k: rope.constexprs[k] for k in _ROPE_CONSTS})
+    return Op(split.family, split.op_type, split.layer_id, flash_decode_rope_split_task,
+              [qkv, kc, vc, bt, kvl, part_o, part_l, qw, kw, cos, sin, qo], consts, tiles,
+              name=f"{rope.name}+{split.name}")

@@ -13,8 +13,8 @@ paged caches ``[num_blocks, page_size, Hkv, D]`` at page ``block_tables[b, pos /
 
 Tiling: one task per ``(b, s, kv head h)``, handling k / v head ``h`` and its ``Hq / Hkv`` query heads together. The
 cache pages a task writes are chosen on the device (``block_tables``), so its cache writes are described as
-``logical_region(cache, "seq_kv_head", b * Hkv + h, b * Hkv + h + 1)``, the space the decode tasks read in: per
-sequence and kv head, so the tasks of different sequences do not wait for each other (a step's new positions of two
+``cache_space(cache, b * Hkv + h, "new")``, in the space the decode tasks read in: per sequence and kv head (so
+the tasks of different sequences do not wait for each other), the step's new positions apart from the older ones (a step's new positions of two
 sequences never share a page; pages shared by sequences, a common prefix, are only read within a step).
 
 Positions the device cannot place (``pos`` outside ``[0, max_pos)`` or past ``max_blocks * page_size``, or a page
@@ -33,7 +33,20 @@ from ..core.registry import register_task
 from ..core.task import Op, Tile, logical_region, region
 from ._attn_checks import check_bool, check_eps, check_gqa, check_head_dim, check_paged_tables
 
-__all__ = ["qk_norm_rope_task"]
+__all__ = ["qk_norm_rope_task", "norm_rope_group", "cache_space"]
+
+
+def cache_space(cache, unit: int, part: str):
+    """The logical region of a paged cache in the space every attention task describes it in: per (sequence ``b``,
+    kv head ``h``) ``unit = b * Hkv + h``, two parts, ``"old"`` (the positions before this step's new tokens, which
+    no task of the step writes) and ``"new"`` (this step's new positions, written by ``qk_norm_rope``); ``"all"``:
+    both. A reader of every position depends on the writer of the new ones; a reader of the old ones only (a
+    flash-decode split that does not hold the newest position, when the rope is fused into it) on nothing."""
+    if part not in ("old", "new", "all"):
+        raise ValueError(f"cache_space: part must be 'old', 'new' or 'all', got {part!r}")
+    lo = 2 * unit + (1 if part == "new" else 0)
+    hi = 2 * unit + (1 if part == "old" else 2)
+    return logical_region(cache, "seq_kv_head", lo, hi)
 
 
 @triton_dist.jit
@@ -53,27 +66,17 @@ def _norm_rope(x_ptr, w_ptr, offs, d, dr, mask, sign, c, sn, D: tl.constexpr, EP
 
 
 @triton_dist.jit
-def qk_norm_rope_task(args, tile, step, S: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
-                      BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
-                      NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, MAX_POS: tl.constexpr,
-                      COS_PER_SEQ: tl.constexpr, Q_EPS: tl.constexpr, K_EPS: tl.constexpr, SKIP_Q: tl.constexpr,
-                      SKIP_K: tl.constexpr, DT: tl.constexpr, WDT: tl.constexpr):
-    """Token ``tile // HKV`` (``b * S + s``), kv head ``tile % HKV``. ``args``: qkv, key_cache, value_cache,
-    block_tables, kv_lens, q_rms_weight, k_rms_weight, cos_cache, sin_cache, q_norm_rope."""
-    qkv = arg(args, 0, DT)
-    kc = arg(args, 1, DT)
-    vc = arg(args, 2, DT)
-    bt = arg(args, 3, tl.int32)
-    kvl = arg(args, 4, tl.int32)
-    qw = arg(args, 5, WDT)
-    kw = arg(args, 6, WDT)
-    cos = arg(args, 7, tl.float32)
-    sin = arg(args, 8, tl.float32)
-    qo = arg(args, 9, DT)
-    h = tile % HKV
-    bs = tile // HKV
-    b = bs // S
-    s = bs % S
+def norm_rope_group(qkv, kc, vc, bt, kvl, qw, kw, cos, sin, qo, b, s, h, store_q, store_kv, S: tl.constexpr,
+                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, G: tl.constexpr,
+                    BLOCK_G: tl.constexpr, PAGE: tl.constexpr, NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr,
+                    MAX_POS: tl.constexpr, COS_PER_SEQ: tl.constexpr, Q_EPS: tl.constexpr, K_EPS: tl.constexpr,
+                    SKIP_Q: tl.constexpr, SKIP_K: tl.constexpr, DT: tl.constexpr):
+    """The work of one task of this op, token ``(b, s)``, kv head ``h``: returns the group's query heads normed and
+    rotated, rounded to ``DT`` (``[BLOCK_G, BLOCK_D]``, rows past ``G`` and columns past ``D`` zero); stores them to
+    ``q_norm_rope`` where ``store_q != 0`` and k (normed, rotated) / v to the cache where ``store_kv != 0`` (ints,
+    runtime or constant, so that a fused caller, the rope prologue of ``flash_decode``'s split, can leave each
+    store to one of its tasks)."""
+    bs = b * S + s
     pos = tl.load(kvl + b) - S + s
     pos_ok = (pos >= 0) & (pos < MAX_POS)
     posc = tl.where(pos_ok, pos, 0)
@@ -93,19 +96,38 @@ def qk_norm_rope_task(args, tile, step, S: tl.constexpr, HQ: tl.constexpr, HKV: 
     g = tl.arange(0, BLOCK_G)
     m2 = (g < G)[:, None] & dm[None, :]
     q = _norm_rope(qkv + row, qw, (h * G + g)[:, None] * D, d[None, :], dr[None, :], m2, sign[None, :],
-                   c[None, :], sn[None, :], D, Q_EPS, SKIP_Q)
-    tl.store(qo + bs.to(tl.int64) * (HQ * D) + (h * G + g)[:, None] * D + d[None, :], q.to(DT), mask=m2)
+                   c[None, :], sn[None, :], D, Q_EPS, SKIP_Q).to(DT)
+    qm = m2 & ((d * 0 + store_q) != 0)[None, :]
+    tl.store(qo + bs.to(tl.int64) * (HQ * D) + (h * G + g)[:, None] * D + d[None, :], q, mask=qm)
     # k (normed, rotated) and v (as is) into the page of this position
     k = _norm_rope(qkv + row, kw, (HQ + h) * D, d, dr, dm, sign, c, sn, D, K_EPS, SKIP_K)
     v = tl.load(qkv + row + (HQ + HKV + h) * D + d, mask=dm, other=0.0)
     bi = posc // PAGE
-    ok = pos_ok & (bi < MAX_BLOCKS)
+    ok = pos_ok & (bi < MAX_BLOCKS) & (store_kv != 0)
     page = tl.load(bt + b * MAX_BLOCKS + tl.where(ok, bi, 0), mask=ok, other=-1)
     ok = ok & (page >= 0) & (page < NUM_BLOCKS)
     coff = ((tl.where(ok, page, 0).to(tl.int64) * PAGE + posc % PAGE) * HKV + h) * D
     cm = dm & ((d * 0 + ok.to(tl.int32)) != 0)
     tl.store(kc + coff + d, k.to(DT), mask=cm)
     tl.store(vc + coff + d, v, mask=cm)
+    return q
+
+
+@triton_dist.jit
+def qk_norm_rope_task(args, tile, step, S: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
+                      BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
+                      NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, MAX_POS: tl.constexpr,
+                      COS_PER_SEQ: tl.constexpr, Q_EPS: tl.constexpr, K_EPS: tl.constexpr, SKIP_Q: tl.constexpr,
+                      SKIP_K: tl.constexpr, DT: tl.constexpr, WDT: tl.constexpr):
+    """Token ``tile // HKV`` (``b * S + s``), kv head ``tile % HKV``. ``args``: qkv, key_cache, value_cache,
+    block_tables, kv_lens, q_rms_weight, k_rms_weight, cos_cache, sin_cache, q_norm_rope."""
+    h = tile % HKV
+    bs = tile // HKV
+    norm_rope_group(arg(args, 0, DT), arg(args, 1, DT), arg(args, 2, DT), arg(args, 3, tl.int32),
+                    arg(args, 4, tl.int32), arg(args, 5, WDT), arg(args, 6, WDT), arg(args, 7, tl.float32),
+                    arg(args, 8, tl.float32), arg(args, 9, DT), bs // S, bs % S, h, 1, 1, S, HQ, HKV, D,
+                    BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS, MAX_BLOCKS, MAX_POS, COS_PER_SEQ, Q_EPS, K_EPS, SKIP_Q,
+                    SKIP_K, DT)
 
 
 @register_task("qk_norm_rope_update_kvcache", "Normalization")
@@ -159,8 +181,8 @@ def build_qk_norm_rope_update_kvcache(builder, layer_id, qkv, key_cache, value_c
                          + region(q_rms_weight) + region(k_rms_weight) + region(cos_cache, cb)
                          + region(sin_cache, cb))
                 writes = (region(q_norm_rope, b, s, slice(h * G, (h + 1) * G))
-                          + logical_region(key_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1)
-                          + logical_region(value_cache, "seq_kv_head", b * HKV + h, b * HKV + h + 1))
+                          + cache_space(key_cache, b * HKV + h, "new")
+                          + cache_space(value_cache, b * HKV + h, "new"))
                 tiles.append(Tile(reads=reads, writes=writes, cost=(2 * G + 4) * D * es + 16 * D))
     return Op("Normalization", "qk_norm_rope_update_kvcache", layer_id, qk_norm_rope_task,
               [qkv, key_cache, value_cache, block_tables, kv_lens, q_rms_weight, k_rms_weight, cos_cache, sin_cache,
