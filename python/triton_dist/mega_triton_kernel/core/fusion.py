@@ -24,10 +24,6 @@ from .task import Op
 __all__ = ["fuse"]
 
 
-def _same(a, b) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.numel() == b.numel() and a.dtype == b.dtype
-
-
 def fuse(ops: Sequence[Op]) -> List[Op]:
     """``ops`` with the fusions of the module docstring applied (a new list; fused Linear ops are new objects)."""
     from ..tasks import flash_decode, linear

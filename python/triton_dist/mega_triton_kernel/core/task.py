@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-__all__ = ["FAMILIES", "Region", "region", "logical_region", "Tile", "Op", "Task"]
+__all__ = ["FAMILIES", "Region", "region", "logical_region", "same_tensor", "Tile", "Op", "Task"]
 
 #: The nine task families (the reference's API page); every registered op type belongs to one.
 FAMILIES = ("Activation", "AllReduce", "Barrier", "Elementwise", "FlashAttention", "FlashDecode", "Linear",
@@ -72,6 +72,12 @@ def region(t: torch.Tensor, *index) -> List[Region]:
     view = t[index] if index else t
     base = t.untyped_storage().data_ptr()
     return [Region(base, a - base, b - base) for a, b in _runs(view)]
+
+
+def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``a`` and ``b`` are the same elements: same address, element count and dtype (what a fusion checks before it
+    lets one op read what another wrote)."""
+    return a.data_ptr() == b.data_ptr() and a.numel() == b.numel() and a.dtype == b.dtype
 
 
 def logical_region(t: torch.Tensor, space: str, lo: int, hi: int) -> List[Region]:

@@ -6,12 +6,12 @@
 ``soft_cap > 0``.
 
 * split op: one task per ``(b, kv head h, split)``; it streams its share of ``[0, kv_lens[b])`` (``cdiv(kv_len,
-  NUM_KV_SPLITS)`` positions, laid from the end: the last split holds the newest position) in blocks of ``BLOCK_N`` positions x ``D`` (one vector load of K and of V per block,
-  page offsets in int64) and runs an online softmax (base 2) for all ``Hq / Hkv`` query heads of ``h`` at once
-  (the group is the row operand of ``tl.dot`` for ``q k^T`` and ``p v``, padded to the MMA minimum of 16 rows:
-  decode is memory bound, so the padding costs tensor-core time, not bandwidth),
-  writing the fp32 partial output (normalised) and its log2-sum-exp into buffers the builder allocates. A split
-  with no position left writes a neutral partial (output 0, lse -inf).
+  NUM_KV_SPLITS)`` positions, laid from the end: the last split holds the newest position) in blocks of
+  ``BLOCK_N`` positions x ``D`` (one vector load of K and of V per block, page offsets in int64) and runs an
+  online softmax (base 2) for all ``Hq / Hkv`` query heads of ``h`` at once (the group is the row operand of
+  ``tl.dot`` for ``q k^T`` and ``p v``, padded to the MMA minimum of 16 rows: decode is memory bound, so the padding
+  costs tensor-core time, not bandwidth), writing the fp32 partial output (normalised) and its log2-sum-exp into
+  buffers the builder allocates. A split with no position left writes a neutral partial (output 0, lse -inf).
 * combine op: one task per ``(b, h)``: ``output = sum_i 2^(lse_i - m) o_i / sum_i 2^(lse_i - m)`` over the splits
   (``m`` their maximum); a sequence with ``kv_lens[b] == 0`` gives 0, not NaN.
 
@@ -31,7 +31,7 @@ import triton_dist
 from ..core.checks import check_tensor
 from ..core.device import arg
 from ..core.registry import register_task
-from ..core.task import Op, Tile, region
+from ..core.task import Op, Tile, region, same_tensor
 from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap, check_paged_tables
 from .qk_norm_rope import cache_space, norm_rope_group
 
@@ -279,10 +279,6 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
 _ROPE_CONSTS = ("MAX_POS", "COS_PER_SEQ", "Q_EPS", "K_EPS", "SKIP_Q", "SKIP_K", "WDT")
 
 
-def _same(a, b) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.numel() == b.numel() and a.dtype == b.dtype
-
-
 def can_fuse_rope(rope: Op, split: Op) -> bool:
     """``rope`` is a decode step's ``qk_norm_rope_update_kvcache`` (one token per sequence) and ``split`` a
     flash-decode split reading its ``q_norm_rope`` from the caches, tables and lengths it wrote with."""
@@ -291,8 +287,7 @@ def can_fuse_rope(rope: Op, split: Op) -> bool:
     if rope.constexprs["S"] != 1:
         return False
     rt, st = rope.tensors, split.tensors
-    same = (_same(st[0], rt[9]) and _same(st[1], rt[1]) and _same(st[2], rt[2]) and _same(st[3], rt[3])
-            and _same(st[4], rt[4]))
+    same = all(same_tensor(st[i], rt[j]) for i, j in ((0, 9), (1, 1), (2, 2), (3, 3), (4, 4)))
     rc, sc = rope.constexprs, split.constexprs
     return same and all(rc[k] == sc[k] for k in ("HQ", "HKV", "D", "G", "PAGE", "NUM_BLOCKS", "MAX_BLOCKS", "DT"))
 

@@ -14,8 +14,9 @@ paged caches ``[num_blocks, page_size, Hkv, D]`` at page ``block_tables[b, pos /
 Tiling: one task per ``(b, s, kv head h)``, handling k / v head ``h`` and its ``Hq / Hkv`` query heads together. The
 cache pages a task writes are chosen on the device (``block_tables``), so its cache writes are described as
 ``cache_space(cache, b * Hkv + h, "new")``, in the space the decode tasks read in: per sequence and kv head (so
-the tasks of different sequences do not wait for each other), the step's new positions apart from the older ones (a step's new positions of two
-sequences never share a page; pages shared by sequences, a common prefix, are only read within a step).
+the tasks of different sequences do not wait for each other; a step's new positions of two sequences never share a
+page; pages shared by sequences, a common prefix, are only read within a step), the step's new positions apart
+from the older ones.
 
 Positions the device cannot place (``pos`` outside ``[0, max_pos)`` or past ``max_blocks * page_size``, or a page
 index outside ``[0, num_blocks)``: ``kv_lens`` / ``block_tables`` inconsistent with the tables) write nothing to
