@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["read_table"]
+__all__ = ["read_table", "check_header"]
 
 
 def read_table(path: str, parse, error):
@@ -22,3 +22,12 @@ def read_table(path: str, parse, error):
     except ValueError as exc:
         raise error(f"{path}: not valid JSON: {exc}") from None
     return doc, parse(doc, path)
+
+
+def check_header(doc, path: str, what: str, key: str, fmt: str, error) -> None:
+    """The part every table document shares: an object holding the ``key`` object and ``"format": fmt``; raises
+    ``error`` naming ``path`` and ``what`` the table is otherwise."""
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), dict):
+        raise error(f"{path}: not a {what} table (expected an object with {key!r}, an object)")
+    if doc.get("format") != fmt:
+        raise error(f"{path}: format {doc.get('format')!r}, expected {fmt!r}")

@@ -40,7 +40,7 @@ import triton.language as tl
 
 import triton_dist
 from triton_dist import _compat
-from triton_dist._table_file import read_table
+from triton_dist._table_file import check_header, read_table
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -472,10 +472,7 @@ def parse_gemm_table(doc, path: str = "<table>") -> dict:
     "flatten": bool, "tma_store": bool, "source": bench JSON path, "git_commit": str | null, "timestamp_utc": str,
     "us": float, "cublas_us": float, ...}}}}}`` (device names as ``torch.cuda.get_device_name`` gives them; extra
     keys are more provenance, ignored here)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("devices"), dict):
-        raise GemmTableError(f"{path}: not a GEMM table (expected an object with a 'devices' object)")
-    if doc.get("format") != GEMM_TABLE_FORMAT:
-        raise GemmTableError(f"{path}: format {doc.get('format')!r}, expected {GEMM_TABLE_FORMAT!r}")
+    check_header(doc, path, "GEMM", "devices", GEMM_TABLE_FORMAT, GemmTableError)
     out = {}
     for dev, by_dtype in doc["devices"].items():
         if not dev.strip() or not isinstance(by_dtype, dict):

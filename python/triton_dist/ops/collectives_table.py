@@ -11,7 +11,7 @@ import math
 import os
 from typing import Optional
 
-from .._table_file import read_table
+from .._table_file import check_header, read_table
 
 #: The measured table shipped with the package, written by ``benchmarks/bench_collectives.py --write-table`` (or
 #: ``--table-from JSON``). ``$TRITON_DIST_COLLECTIVES_TABLE`` names another file instead.
@@ -66,10 +66,7 @@ def parse_table(doc, path: str = "<table>") -> dict:
 
     Document: ``{"format": TABLE_FORMAT, "ops": {op: {"<world>": {dtype: {"rules": [{"max_bytes": int | null,
     "method": str}, ...], "source": ..., ...}}}}}`` (extra keys are provenance, ignored here)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("ops"), dict):
-        raise CollectivesTableError(f"{path}: not a collectives table (expected an object with an 'ops' object)")
-    if doc.get("format") != TABLE_FORMAT:
-        raise CollectivesTableError(f"{path}: format {doc.get('format')!r}, expected {TABLE_FORMAT!r}")
+    check_header(doc, path, "collectives", "ops", TABLE_FORMAT, CollectivesTableError)
     out = {}
     for op, by_world in doc["ops"].items():
         if op not in TABLE_METHODS:
