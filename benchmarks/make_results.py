@@ -440,8 +440,9 @@ def mega_section(doc):
 
 
 def plot_mega(docs, png_path):
-    """Step latency of the newest ``bench_mega`` run per (preset, TP, layers) (one bar group per result file: mega,
-    torch, torch + ours) into ``png_path``. Returns False without matplotlib or without timed runs."""
+    """Step latency of one ``bench_mega`` run per (preset, TP, layers), the newest of those that checked the most
+    teacher-forced steps (a headline run checks 64, a sweep's variants fewer), one bar group per result file (mega,
+    torch, torch + ours), into ``png_path``. Returns False without matplotlib or without timed runs."""
     try:
         import matplotlib
 
@@ -449,9 +450,10 @@ def plot_mega(docs, png_path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    # the newest run of each (preset, TP, layers): the current state (every run is in the tables)
+    # per (preset, TP, layers): the newest of the runs that checked the most steps (every run is in the tables)
     runs, seen = [], set()
-    for d in sorted(docs, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
+    for d in sorted(docs, key=lambda d: (d.get("correctness", {}).get("steps") or 0, d.get("timestamp_utc", "")),
+                    reverse=True):
         key = (d.get("preset"), d.get("world_size"), d.get("config", {}).get("num_layers"))
         if d.get("results", {}).get("mega_us") and key not in seen:
             seen.add(key)
