@@ -4,9 +4,9 @@
 
 Tiling: one task per ``BLOCK_M x ROWS`` output tile, row-tile major. Decode (``M == 1``) is a GEMV: the task
 streams its ``ROWS`` weight rows in ``BLOCK_K`` chunks with the next chunk's load (and the input's next chunk,
-from L2) issued before the current one is reduced (two chunks in flight per program), ``ROWS`` chosen by :func:`pick_gemv_rows` so that the op's tiles
-fill whole waves of the workers, each tile's fixed cost counted (a ``BLOCK_N = next_power_of_2(ROWS)`` block,
-the lanes past ``ROWS`` masked off).
+from L2) issued before the current one is reduced (two chunks in flight per program), ``ROWS`` chosen by
+:func:`pick_gemv_rows` so that the op's tiles fill whole waves of the workers, each tile's fixed cost counted
+(a ``BLOCK_N = next_power_of_2(ROWS)`` block, the lanes past ``ROWS`` masked off).
 ``M > 1`` uses ``tl.dot`` on ``16 <= BLOCK_M`` row tiles. A tile reads its input rows (all of K) and weight rows
 and writes its output tile, so it waits only for the tasks that wrote those input rows.
 """
@@ -23,7 +23,7 @@ import triton_dist.language as dl
 from ..core.checks import check_tensor
 from ..core.device import arg, wait_deps
 from ..core.registry import register_task
-from ..core.task import Op, Tile, region
+from ..core.task import Op, Tile, region, same_tensor
 from .activation import silu_mul
 
 __all__ = ["linear_task", "pick_gemv_rows", "gate_prefetch"]
@@ -274,8 +274,7 @@ def can_fuse_norm(norm: Op, lin: Op) -> bool:
     """``lin`` (a GEMV, not fused with a norm yet) reads exactly the one-row output of ``norm``."""
     x2, w, o2 = norm.tensors
     return (_is_gemv(lin) and not lin.constexprs["NORM"] and norm.constexprs["M"] == 1
-            and lin.tensors[0].data_ptr() == o2.data_ptr() and lin.tensors[0].numel() == o2.numel()
-            and lin.tensors[0].dtype == o2.dtype and w.dtype == o2.dtype)
+            and same_tensor(lin.tensors[0], o2) and w.dtype == o2.dtype)
 
 
 def fuse_norm_prologue(norm: Op, lin: Op) -> Op:
