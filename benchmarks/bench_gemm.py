@@ -5,12 +5,14 @@
     python benchmarks/bench_gemm.py --table-from RESULTS.json [--table-out PATH]      # no GPU needed
 
 For every shape: cuBLAS (``torch.matmul``), ``kernels.gemm.matmul`` as users get it (``ours/auto``: the measured
-table's entry for this GPU, bf16 and this exact shape if there is one, else Triton's autotuner) and every tiling of
-``--configs`` in four loop/epilogue forms (``ours/<tiling>/<form>``): ``plain`` (a tile loop around a K loop,
-pointer stores), ``flat`` (``FLATTEN``: one fused, software-pipelined loop), ``tma`` (``TMA_STORE``: the epilogue
-stores through a tensor descriptor), ``flat+tma``. Where ``ours/auto`` runs a table entry (named in the record as
-``auto_variant``), ``ours/autotune`` (``matmul(table=False)``: the autotuner alone) is timed too, so one run shows
-the table's effect. Every variant is checked against cuBLAS first (fp32 reference) and then timed the same way as
+table's entry for this GPU, bf16 and this exact shape if there is one, else for M <= 128 the decode rule
+(``kernels.gemm.pick_decode_config``: small tiles, split-K), else Triton's autotuner) and every tiling of
+``--configs`` in the loop/epilogue forms it has (``ours/<tiling>/<form>``, ``kernels.gemm.variant_forms``):
+``plain`` (a tile loop around a K loop, pointer stores), ``flat`` (``FLATTEN``: one fused, software-pipelined
+loop), ``tma`` (``TMA_STORE``: the epilogue stores through a tensor descriptor), ``flat+tma``; a ``p`` tiling
+(pointer loads) has no TMA store, a ``kS`` tiling (split-K kernel) is ``plain`` only. Where ``ours/auto`` runs a
+table entry or the decode rule (named in the record as ``auto_variant`` / ``auto_rule``), ``ours/autotune``
+(``kernels.gemm.launch_autotuned``: the autotuner alone) is timed too, so one run shows their effect. Every variant is checked against cuBLAS first (fp32 reference) and then timed the same way as
 cuBLAS: CUDA-graph replay of ``k`` back-to-back calls (about 2 ms per sample), all variants of a shape captured first
 and sampled round-robin (order rotated per round), median over rounds. Writes ``gemm-<stamp>.json`` (per shape: us
 per variant, the best of ours, its ratio to cuBLAS) and prints a table.
@@ -163,17 +165,20 @@ def main():
         b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
         ref = a.float() @ b.float()
         fns = {"cublas": lambda: torch.matmul(a, b), "ours/auto": lambda: g.matmul(a, b)}
-        kind, picked = g.select_matmul_launch(M, N, K, a.dtype, device, use_tma=use_tma)
+        kind, picked = g.select_matmul_launch(M, N, K, a.dtype, device, use_tma=use_tma, num_sms=g.num_sms(a.device))
         auto_variant = str(picked) if kind == "table" else None
-        if auto_variant:
-            fns["ours/autotune"] = lambda: g.matmul(a, b, table=False)
+        auto_rule = str(picked) if kind == "decode" else None
+        if kind != "autotune":  # the autotuner alone, as the reference of the table entry / the decode rule
+            c_at = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+            fns["ours/autotune"] = lambda: g.launch_autotuned(a, b, c_at, use_tma=use_tma)
         errors = {}
         for name in [n for n in fns if n.startswith("ours/")]:  # still timed when wrong; never best, never in a table
             err = (fns[name]().float() - ref).abs().max().item() / ref.abs().max().item()
             if err > 2e-2:
                 errors[name] = f"wrong result: max relative error {err:.3g}"
         for cfg in configs:
-            for form, (flat, tma) in FORMS.items():
+            for form in g.variant_forms(cfg):
+                flat, tma = FORMS[form]
                 name = f"ours/{cfg}/{form}"
                 c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
                 run = launcher(a, b, c, g.GemmVariant(cfg, flat, tma))
@@ -192,9 +197,9 @@ def main():
         best = min(ours, key=ours.get)
         rec = {"M": M, "N": N, "K": K, "k": k, "us": us, "errors": errors, "best": best,
                "best_vs_cublas": us["cublas"] / ours[best], "auto_vs_cublas": us["cublas"] / us["ours/auto"],
-               "auto_variant": auto_variant, "tflops_cublas": 2.0 * M * N * K / us["cublas"] / 1e6}
+               "auto_variant": auto_variant, "auto_rule": auto_rule, "tflops_cublas": 2.0 * M * N * K / us["cublas"] / 1e6}
         records.append(rec)
-        ran = f"table {auto_variant}" if auto_variant else "autotuner"
+        ran = f"table {auto_variant}" if auto_variant else (f"decode rule {auto_rule}" if auto_rule else "autotuner")
         tuned = f", ours/autotune {us['ours/autotune']:.1f}" if "ours/autotune" in us else ""
         print(f"{M}x{N}x{K}: cuBLAS {us['cublas']:.1f} us ({rec['tflops_cublas']:.0f} TFLOP/s), ours/auto "
               f"{us['ours/auto']:.1f} ({rec['auto_vs_cublas']:.3f}x, {ran}{tuned}), best {best} {ours[best]:.1f} "

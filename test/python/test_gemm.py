@@ -48,6 +48,27 @@ g.gemm_kernel[(2, )](a, b, c, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_M=16, BLOCK_N=
                      NUM_SMS=2, USE_TMA=True, HAS_SCALE=False)
 if not torch.equal(c.float(), a.float() @ b.float()):
     fails.append("tma path under the interpreter")
+# split-K (gemm_split_k_kernel through matmul's config): K not a multiple of BLOCK_K, empty splits, M not a
+# multiple of BLOCK_M, pointer loads (p) and descriptors; exact inputs, so the result is the rounded exact product
+for (M, N, K, cfg) in ((5, 40, 112, "16x16x16x4x1k3"), (20, 24, 40, "16x16x16x4x1k4"), (1, 16, 16, "16x16x16x4x1k4"),
+                       (33, 48, 96, "16x16x32x4x1pk2")):
+    a, b = q((M, K), torch.bfloat16), q((K, N), torch.bfloat16)
+    c = g.matmul(a, b, config=g.TileConfig.parse(cfg))
+    if not torch.equal(c, (a.float() @ b.float()).to(torch.bfloat16)):
+        fails.append(f"split-K {cfg} {M}x{N}x{K}")
+ws, cnt = g.split_k_workspace(a.device, 1, 1)
+if cnt.any():
+    fails.append("split-K counters not back to 0")
+# random data: the same bits every call (fixed split order), fp8 with scale
+a, b = torch.randn(9, 64).to(torch.bfloat16), torch.randn(64, 32).to(torch.bfloat16)
+c1 = g.matmul(a, b, config=g.TileConfig.parse("16x16x16x4x1k4"))
+c2 = g.matmul(a, b, config=g.TileConfig.parse("16x16x16x4x1k4"))
+if not torch.equal(c1, c2) or (c1.float() - a.float() @ b.float()).abs().max().item() > 0.1:
+    fails.append("split-K not deterministic / wrong on random data")
+a8, b8 = q((20, 64), torch.float32).to(f8), q((64, 16), torch.float32).to(f8)
+c = g.matmul(a8, b8, scale=s, config=g.TileConfig.parse("16x16x16x4x1k2"))
+if not torch.equal(c, (a8.float() @ b8.float() * 0.75).to(torch.bfloat16)):
+    fails.append("fp8 split-K with scale")
 print("FAILS", fails)
 """
 
@@ -62,6 +83,16 @@ def test_matmul_under_interpreter():
     res = _run(_INTERP_SCRIPT)
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.strip().splitlines()[-1] == "FAILS []", res.stdout[-3000:]
+
+
+def test_split_k_rejects_offsets_beyond_32_bits():
+    from triton_dist.kernels.gemm import TileConfig, matmul
+
+    cfg = TileConfig.parse("16x16x16x4x1k8")
+    a, b = torch.zeros(2048, 16, dtype=torch.bfloat16), torch.zeros(16, 1 << 17, dtype=torch.bfloat16)
+    out = torch.zeros(1, dtype=torch.bfloat16).expand(2048, 1 << 17)  # no memory behind it: never launched
+    with pytest.raises(ValueError, match=r"split-K 8 of a 2048x131072 output .* 2\*\*31"):
+        matmul(a, b, out=out, config=cfg)
 
 
 def test_pick_config_is_deterministic_and_sane():
@@ -126,6 +157,28 @@ def test_gemm_compiles_for_every_target(target, extra, expect):
                           "--target", target, "--stage", stage, "--num-warps", "8" if target != "cuda:80" else "4",
                           "--num-stages", "3" if target != "hip:gfx942" else "2"],
                          capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for s in expect:
+        assert s in res.stdout, (target, s)
+
+
+SIG_SPLIT = "*bf16:16, *bf16:16, *bf16:16, *fp32, *fp32:16, *i32:16, i32, i32:16, i32:16, i32:16, 1, i32:16, 1, i32:16, 1"
+
+
+@pytest.mark.parametrize("target,extra,expect", [
+    # 16-row tiles: mma.sync (wgmma needs 64 rows), TMA loads; the counter bump is one acq_rel gpu-scope atomic
+    ("cuda:90", ", 16, 64, 128, 8, 132, True, False, 4", ["cp.async.bulk.tensor", "atom.global.gpu.acq_rel.add",
+                                                          "ld.global.cg"]),
+    ("hip:gfx942", ", 16, 64, 128, 8, 304, False, False, 4", ["v_mfma_f32", "global_atomic_add"]),
+])
+def test_split_k_gemm_compiles(target, extra, expect):
+    stage = "amdgcn" if target.startswith("hip") else "ptx"
+    path = os.path.join(ROOT, "python", "triton_dist", "kernels", "gemm.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", f"{path}:gemm_split_k_kernel", "-s",
+                          SIG_SPLIT + extra, "--target", target, "--stage", stage, "--num-warps", "4",
+                          "--num-stages", "4"], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     for s in expect:
         assert s in res.stdout, (target, s)

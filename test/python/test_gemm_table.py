@@ -3,6 +3,8 @@ and validation (each kind of bad entry names the file and the entry), lookup by 
 ``matmul`` would launch (:func:`select_matmul_launch`), the one launch helper shared with ``benchmarks/bench_gemm.py``
 (a recording stand-in for the kernel: no GPU), and ``bench_gemm.py --table-from`` / ``--help``."""
 import copy
+import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -92,6 +94,13 @@ def test_good_table_parses_to_variants():
     # variant names round-trip as bench_gemm writes them (ours/<tiling>/<form>)
     for name in ("128x128x64x4x4/plain", "128x256x64x8x3/flat+tma", "64x128x64x4x4/tma", "128x128x64x8x4/flat"):
         assert str(g.GemmVariant.parse(name)) == name
+    # pointer-load (p) and split-K (kS) tilings: the forms their launches have
+    for name in ("16x64x128x4x4p/plain", "16x64x128x4x4p/flat", "64x128x128x4x4k2/plain", "16x64x128x4x4pk4/plain"):
+        assert str(g.GemmVariant.parse(name)) == name
+    for name, why in (("64x128x128x4x4k2/flat", "plain only"), ("16x64x128x4x4p/tma", "plain, flat only"),
+                      ("128x128x64x4x4f/plain", "no f suffix")):
+        with pytest.raises(ValueError, match=why):
+            g.GemmVariant.parse(name)
 
 
 def _set(path, value):
@@ -103,6 +112,13 @@ def _set(path, value):
             del node[path[-1]]
         else:
             node[path[-1]] = value
+    return mutate
+
+
+def _both(first, second):
+    def mutate(doc):
+        first(doc)
+        second(doc)
     return mutate
 
 
@@ -120,9 +136,11 @@ BAD = [
     ("missing-form", _set(_ENT + ("tma_store", ), KeyError), ".2048x7168x4096: missing tma_store"),
     ("config-text", _set(_ENT + ("config", ), "128x128"), ".2048x7168x4096.config: tile config '128x128'"),
     ("config-type", _set(_ENT + ("config", ), 128), ".config: expected a tiling string"),
-    ("config-flatten-suffix", _set(_ENT + ("config", ), "128x128x64x4x4f"), "no f / p / kS suffix"),
-    ("config-pointer-suffix", _set(_ENT + ("config", ), "128x128x64x4x4p"), "no f / p / kS suffix"),
-    ("config-split-suffix", _set(_ENT + ("config", ), "128x128x64x4x4k2"), "no f / p / kS suffix"),
+    ("config-flatten-suffix", _set(_ENT + ("config", ), "128x128x64x4x4f"), "no f suffix"),
+    # the entry is flatten=True: a split-K tiling runs plain only; a pointer-load tiling cannot store through TMA
+    ("split-k-flat", _set(_ENT + ("config", ), "16x64x128x4x4k2"), "runs as plain only, the entry says flat"),
+    ("pointer-tma-store", _both(_set(_ENT + ("tma_store", ), True), _set(_ENT + ("config", ), "16x64x128x4x4p")),
+     "runs as plain, flat only, the entry says flat+tma"),
     ("config-not-pow2", _set(_ENT + ("config", ), "96x128x64x4x4"), "powers of two"),
     ("flatten-type", _set(_ENT + ("flatten", ), "yes"), ".flatten: expected true or false, got 'yes'"),
     ("tma-store-type", _set(_ENT + ("tma_store", ), 1), ".tma_store: expected true or false, got 1"),
@@ -172,7 +190,7 @@ def test_lookup_is_exact_device_dtype_and_shape(use_table):
 
 def test_matmul_selection_table_then_autotune(use_table):
     use_table(_table())
-    sel = g.select_matmul_launch
+    sel = functools.partial(g.select_matmul_launch, num_sms=132)
     hit = (2048, 7168, 4096, torch.bfloat16, H200)
     kind, var = sel(*hit, use_tma=True)
     assert kind == "table" and var == g.GemmVariant(g.TileConfig.parse("128x128x64x4x4"), True, False)
@@ -191,6 +209,28 @@ def test_matmul_selection_table_then_autotune(use_table):
     tma_hit = (4096, 7168, 4096, torch.bfloat16, H200)
     assert sel(*tma_hit, use_tma=True)[1].tma_store
     assert sel(*tma_hit, use_tma=True, tma_store_ok=False) == ("autotune", None)
+    # no entry and M <= SPLIT_K_MAX_M: the decode rule (table=False too); an entry still wins; above: autotune
+    cfg16 = g.TileConfig(16, 64, 128, 8, 4, 4)
+    assert sel(1, 8192, 3584, torch.bfloat16, H200, use_tma=True) == ("decode", cfg16)  # 128 tiles: no split
+    assert sel(16, 4096, 14336, torch.bfloat16, H200, use_tma=True, table=False) == \
+        ("decode", dataclasses.replace(cfg16, split_k=2))  # 64 tiles on 132 SMs
+    assert sel(64, 8192, 7168, torch.bfloat16, H200, use_tma=False) == \
+        ("decode", g.TileConfig(64, 128, 128, 8, 4, 4, split_k=2))
+    assert sel(g.SPLIT_K_MAX_M + 1, 8192, 7168, torch.bfloat16, H200, use_tma=True) == ("autotune", None)
+    use_table(_table({(H200, "bfloat16", "16x4096x14336"): _entry(config="16x64x128x4x4pk4", flatten=False)}))
+    assert sel(16, 4096, 14336, torch.bfloat16, H200, use_tma=True) == \
+        ("table", g.GemmVariant(g.TileConfig(16, 64, 128, 8, 4, 4, split_k=4, pointer_loads=True)))
+
+
+def test_decode_rule_covers_the_sms():
+    for M, N, K, sms, want in ((1, 8192, 3584, 132, "16x64x128x4x4"), (1, 4096, 14336, 132, "16x64x128x4x4k2"),
+                               (16, 1024, 7168, 132, f"16x64x128x4x4k{g.SPLIT_K_MAX}"),  # 16 tiles: capped
+                               (64, 8192, 7168, 132, "64x128x128x4x4k2"), (128, 8192, 3584, 132, "64x128x64x4x4"),
+                               (1, 64, 128, 132, "16x64x128x4x4"),  # one K block: nothing to split
+                               (100, 28672, 4096, 78, "64x128x64x4x4")):
+        assert str(g.pick_decode_config(M, N, K, num_sms=sms)) == want, (M, N, K)
+    with pytest.raises(ValueError, match="M <= 128"):
+        g.pick_decode_config(129, 8192, 8192, num_sms=132)
 
 
 def _load_bench(monkeypatch):
@@ -230,8 +270,20 @@ def test_bench_and_matmul_share_one_launch(monkeypatch):
     g.launch_variant(a[:100], b, c[:100], g.GemmVariant.parse("128x256x64x8x3/flat+tma"), scale=s, sms=132)
     grid, args, kw = rec.calls[2]
     assert grid == (1 * 28, ) and args[3] is s and kw["HAS_SCALE"] and kw["TMA_STORE"] and kw["BLOCK_N"] == 256
-    with pytest.raises(SystemExit, match="no f / p / kS suffix"):
+    with pytest.raises(SystemExit, match="no f suffix"):
         bench.parse_config("128x128x64x4x4f")
+    # a pointer-load tiling: gemm_kernel without descriptors; a split-K tiling: the split-K kernel and its workspace
+    g.launch_variant(a[:1], b, c[:1], g.GemmVariant.parse("16x64x128x4x4p/flat"), sms=132)
+    grid, args, kw = rec.calls[3]
+    assert grid == (112, ) and not kw["USE_TMA"] and kw["FLATTEN"] and kw["BLOCK_M"] == 16
+    rec_k = _Recorder()
+    monkeypatch.setattr(g, "gemm_split_k_kernel", rec_k)
+    bench.launcher(a[:16], b, c[:16], g.GemmVariant.parse("16x64x128x4x4k4/plain"))()
+    grid, args, kw = rec_k.calls[0]
+    ws, cnt = args[4], args[5]
+    assert grid == (132, ) and args[6:9] == (16, 7168, 4096) and kw["SPLIT_K"] == 4 and kw["USE_TMA"]
+    assert ws.dtype == torch.float32 and ws.numel() >= 4 * 16 * 7168 and cnt.dtype == torch.int32
+    assert cnt.numel() >= 112 and not cnt.any()
 
 
 def _results(records, **kw):

@@ -199,6 +199,89 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, M, N, K, stride_am, stride_ak, s
             store_tile(c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
 
 
+@triton_dist.jit
+def split_k_reduce(acc, ws_ptr, cnt_ptr, t, s, tile_off, mask, MN, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr):
+    """Split-K handshake of one unit (split ``s`` of tile ``t``), executed by every thread of the program; returns
+    ``(acc, finisher)``.
+
+    Pseudocode::
+
+        ws[s][tile] = acc                                  # fp32 partial of this split (mask: in-range elements)
+        barrier()                                          # every thread's stores precede the count
+        arrived = atomic_add(cnt[t], 1, acq_rel, gpu)      # one per unit
+        finisher = arrived == SPLIT_K - 1                  # the last split of tile t to arrive (any program)
+        if finisher:
+            barrier()                                      # the acquire precedes every thread's loads
+            acc = ws[0][tile] + ws[1][tile] + ... + ws[SPLIT_K - 1][tile]   # in split order, .cg loads (L2)
+            cnt[t] = 0                                     # ready for the next launch
+        return acc, finisher
+
+    The sum is in split order whichever program finishes: bit-identical results run to run. ``ws``: fp32
+    ``[SPLIT_K, MN]`` laid out like :func:`slot_tile`'s ``tile_off``; ``cnt``: int32, 0 before the tile's first
+    unit (every launch leaves it 0). Nothing waits: a unit that is not last just leaves."""
+    tl.store(ws_ptr + s * MN + tile_off, acc, mask=mask)
+    tl.debug_barrier()  # every thread's part of the partial is stored before the count is released
+    arrived = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu")
+    finisher = arrived == SPLIT_K - 1
+    if finisher:
+        tl.debug_barrier()  # the acquire (one thread) before any thread reads the other splits
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for j in tl.static_range(0, SPLIT_K):
+            acc += tl.load(ws_ptr + j * MN + tile_off, mask=mask, other=0.0, cache_modifier=".cg")
+        tl.store(cnt_ptr + t, 0)
+    return acc, finisher
+
+
+@triton_dist.jit
+def gemm_split_k_kernel(a_ptr, b_ptr, c_ptr, scale_ptr, ws_ptr, cnt_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                        stride_bn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr,
+                        HAS_SCALE: tl.constexpr, SPLIT_K: tl.constexpr):
+    """Persistent split-K GEMM ``C = (A @ B) * scale`` for decode sizes, where the output tiles alone would leave
+    SMs idle while the weights ``B`` stream. A *unit* ``u = t * SPLIT_K + s`` is split ``s`` of output tile ``t``:
+    the K blocks ``[s * per, min((s + 1) * per, cdiv(K, BLOCK_K)))``, ``per = cdiv(cdiv(K, BLOCK_K), SPLIT_K)``
+    (an empty range contributes zeros). Grid: ``min(NUM_SMS, units)`` programs; each walks units ``pid, pid +
+    NUM_SMS, ...``, computes its partial and hands it to :func:`split_k_reduce`; the tile's finisher scales and
+    stores ``C`` (rows ``< M``, columns ``< N``). ``SPLIT_K = 1``: every unit is a whole tile, stored directly.
+    Workspace: ``ws`` fp32 ``[SPLIT_K, M * N]``, ``cnt`` int32 ``[tiles]`` zero before the launch and zero after it
+    (:func:`split_k_workspace`). Deterministic: the split partials are summed in split order. ``USE_TMA`` needs
+    unit column strides of ``A`` and ``B``."""
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    num_units = tiles_m * tiles_n * SPLIT_K
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(k_blocks, SPLIT_K)
+    if USE_TMA:
+        a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, M, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K)
+    scale = 1.0
+    if HAS_SCALE:
+        scale = tl.load(scale_ptr)
+    for u in range(pid, num_units, NUM_SMS):
+        t = u // SPLIT_K
+        s = u % SPLIT_K
+        pid_m, pid_n = tile_coords(t, tiles_m, tiles_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        k_first = s * per_split
+        k_end = tl.minimum(k_first + per_split, k_blocks)
+        if USE_TMA:
+            acc = tile_acc_tma_k(a_desc, b_desc, off_m, off_n, k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            acc = tile_acc_ptr_k(a_ptr, b_ptr, off_m, off_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                                 k_first, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
+        finisher = True
+        if SPLIT_K > 1:
+            tile_off, mask = slot_tile(off_m, off_n, M, N, BLOCK_M, BLOCK_N)
+            acc, finisher = split_k_reduce(acc, ws_ptr, cnt_ptr, t, s, tile_off, mask, M * N, SPLIT_K, BLOCK_M,
+                                           BLOCK_N)
+        if finisher:
+            if HAS_SCALE:
+                acc = acc * scale
+            store_tile(c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # configs
 # ----------------------------------------------------------------------------------------------------------------
@@ -208,7 +291,7 @@ class TileConfig:
     fused into one software-pipelined loop: ``FLATTEN`` of :func:`gemm_kernel` and of the AG+GEMM kernel),
     ``pointer_loads`` (masked pointer loads instead of tensor descriptors even where TMA is available: the fused
     launches' ``USE_TMA`` is off; no descriptor is built on the device) and ``split_k`` (the K blocks of a tile
-    shared by that many programs: ``SPLIT_K`` of the GEMM+AR kernel)."""
+    shared by that many programs: ``SPLIT_K`` of :func:`gemm_split_k_kernel` and of the GEMM+AR kernel)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -303,6 +386,101 @@ def pick_config(M: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2, cc
     return TileConfig(128, 128, bk, 8, 8, 4)
 
 
+#: most programs that share the K blocks of one tile (``SPLIT_K`` of :func:`gemm_split_k_kernel` and of the GEMM+AR
+#: kernel); the decode rule (:func:`pick_decode_config`) never splits more
+SPLIT_K_MAX = 8
+#: most rows the decode rule covers (:func:`pick_decode_config`; ``matmul``'s "auto" above it is the autotuner, the
+#: GEMM+AR kernel's workspace holds ``SPLIT_K_MAX * min(max_m, SPLIT_K_MAX_M) * n`` fp32): split-K pays off where the
+#: output tiles alone cannot keep the SMs streaming weights, i.e. at decode sizes
+SPLIT_K_MAX_M = 128
+
+
+def pick_decode_config(M: int, N: int, K: int, *, num_sms: int) -> TileConfig:
+    """Deterministic tiling for ``M <= SPLIT_K_MAX_M`` rows (decode), where a GEMM is a stream of the weights ``B``:
+    measured on H200 at N=8192 (``benchmarks/probe_gemm_ar.py``, ``bench_gemm.py``), M <= 16 takes 16x64 tiles with
+    128-deep K blocks, M <= 64 64x128x128 and M <= 128 64x128x64 (4 warps, 4 stages); then the K blocks are split so
+    that the units cover the SMs: ``split = max(1, min(SPLIT_K_MAX, num_sms // tiles, K blocks))``. The same on every
+    rank (a function of the shape and the SM count). ValueError above :data:`SPLIT_K_MAX_M` rows."""
+    if M > SPLIT_K_MAX_M:
+        raise ValueError(f"pick_decode_config: M={M} rows; the decode rule covers M <= {SPLIT_K_MAX_M}")
+    bm, bn, bk = (16, 64, 128) if M <= 16 else ((64, 128, 128) if M <= 64 else (64, 128, 64))
+    tiles = -(-M // bm) * -(-N // bn)
+    split = max(1, min(SPLIT_K_MAX, num_sms // tiles, -(-K // bk)))
+    return TileConfig(bm, bn, bk, 8, 4, 4, split_k=split)
+
+
+_split_k_ws = {}  # (device, stream handle) -> [fp32 workspaces], never freed (a captured graph may hold one)
+_split_k_cnt = {}  # (device, stream handle) -> [int32 counter arrays zeroed eagerly], never freed
+_split_k_captured = []  # counter arrays allocated (and zeroed) inside a CUDA-graph capture: owned by that graph
+
+
+def split_k_workspace(device, ws_elems: int, tiles: int):
+    """``(ws, cnt)`` for one :func:`gemm_split_k_kernel` launch on ``device`` from the current stream: an fp32
+    workspace of at least ``ws_elems`` elements and an int32 array of at least ``tiles`` counters that are 0 (every
+    launch leaves them 0). Cached per device and stream, like cuBLAS's workspace: launches on one stream are ordered,
+    so they can share it; two streams get two. Never freed, so a CUDA graph that captured a launch keeps valid
+    pointers. Inside a capture, counters not zeroed before it are allocated anew (their zeroing is a memset node of
+    that graph, so they are not reused outside it); one eager call of the shape before capturing avoids that node.
+    Hazard (as with cuBLAS's workspace): replaying a graph concurrently with other split-K work of the stream it
+    was captured on."""
+    import torch
+
+    capturing = False
+    handle = 0
+    if device.type == "cuda":
+        handle = torch.cuda.current_stream(device).cuda_stream
+        capturing = torch.cuda.is_current_stream_capturing()
+    key = (str(device), handle)
+    ws_list = _split_k_ws.setdefault(key, [])
+    ws = next((w for w in ws_list if w.numel() >= ws_elems), None)
+    if ws is None:
+        # at least the decode rule's largest need (num_sms units of 64x128 fp32 tiles): one buffer serves them all
+        floor = num_sms(device) * 64 * 128 if device.type == "cuda" else 0
+        ws = torch.empty((max(ws_elems, floor), ), dtype=torch.float32, device=device)
+        ws_list.append(ws)
+    cnt_list = _split_k_cnt.setdefault(key, [])
+    cnt = next((c for c in cnt_list if c.numel() >= tiles), None)
+    if cnt is None:
+        cnt = torch.zeros((max(tiles, 1024), ), dtype=torch.int32, device=device)
+        (_split_k_captured if capturing else cnt_list).append(cnt)
+    return ws, cnt
+
+
+def launch_split_k(a, b, c, cfg: TileConfig, scale=None, sms: Optional[int] = None, use_tma: bool = True):
+    """Launch :func:`gemm_split_k_kernel` for ``c = (a @ b) * scale`` with ``cfg`` (its ``split_k`` > 1; workspace
+    from :func:`split_k_workspace`). ValueError when ``split_k * M * N`` does not fit 32-bit offsets. No operand
+    checks: callers check."""
+    M, K = a.shape
+    N = b.shape[1]
+    split = cfg.split_k
+    if split * M * N >= 2 ** 31:
+        raise ValueError(f"matmul: split-K {split} of a {M}x{N} output needs {split * M * N} workspace elements; at "
+                         f"most 2**31 - 1 (32-bit offsets): use fewer splits or rows")
+    sms = num_sms(a.device) if sms is None else sms
+    tiles = triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)
+    ws, cnt = split_k_workspace(a.device, split * M * N, tiles)
+    grid = (min(sms, tiles * split), )
+    gemm_split_k_kernel[grid](a, b, c, c if scale is None else scale, ws, cnt, M, N, K, a.stride(0), a.stride(1),
+                              b.stride(0), b.stride(1), c.stride(0), c.stride(1), **cfg.meta(with_flatten=False),
+                              NUM_SMS=sms, USE_TMA=use_tma, HAS_SCALE=scale is not None, SPLIT_K=split,
+                              **cfg.launch())
+    return c
+
+
+def launch_autotuned(a, b, c, scale=None, sms: Optional[int] = None, use_tma: bool = True):
+    """Launch :func:`gemm_autotuned` for ``c = (a @ b) * scale`` (GPU; the autotuner's pick per ``M, N, K``): what
+    :func:`matmul` runs when neither the table nor the decode rule applies, and ``benchmarks/bench_gemm.py``'s
+    ``ours/autotune``. No operand checks: callers check."""
+    M, K = a.shape
+    N = b.shape[1]
+    sms = num_sms(a.device) if sms is None else sms
+    grid = lambda META: (min(sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])), )  # noqa
+    gemm_autotuned()[grid](a, b, c, c if scale is None else scale, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                           b.stride(1), c.stride(0), c.stride(1), NUM_SMS=sms, USE_TMA=use_tma,
+                           HAS_SCALE=scale is not None)
+    return c
+
+
 def autotune_configs():
     """:data:`CONFIGS` as ``triton.Config`` objects, each with ``FLATTEN`` off and on (the autotuned GEMMs'
     candidates: ``gemm_kernel`` and the kernels that share its tile loop take a ``FLATTEN`` switch). Measured on
@@ -380,8 +558,9 @@ class GemmTableError(ValueError):
 
 @dataclass(frozen=True)
 class GemmVariant:
-    """One launch of :func:`launch_variant`: a tiling (no ``f`` / ``p`` / ``kS`` suffix: the form says ``flatten``,
-    loads are always TMA, no split-K) and the loop / epilogue form."""
+    """One launch of :func:`launch_variant`: a tiling (:func:`variant_config`: no ``f`` suffix, the form says
+    ``flatten``; ``p``: pointer loads; ``kS``: split-K, :func:`gemm_split_k_kernel`) and the loop / epilogue form
+    (one of :func:`variant_forms` of the tiling)."""
 
     config: TileConfig
     flatten: bool = False
@@ -402,32 +581,49 @@ class GemmVariant:
         if not sep or form not in GEMM_FORMS:
             raise ValueError(f"gemm variant {text!r}: expected <tiling>/<form>, form one of {', '.join(GEMM_FORMS)}")
         cfg = variant_config(tiling)
+        if form not in variant_forms(cfg):
+            raise ValueError(f"gemm variant {text!r}: tiling {cfg} runs as {', '.join(variant_forms(cfg))} only")
         return cls(cfg, *GEMM_FORMS[form])
 
 
 def variant_config(text: str) -> TileConfig:
     """A tiling :func:`launch_variant` can run (what bench_gemm's ``--configs`` and a table entry's ``config``
-    accept): :meth:`TileConfig.parse` text without the ``f`` (the form carries ``FLATTEN``), ``p`` (loads are TMA)
-    and ``kS`` (no split-K) suffixes. ValueError otherwise."""
+    accept): :meth:`TileConfig.parse` text without the ``f`` suffix (the form carries ``FLATTEN``); ``p`` (pointer
+    loads) and ``kS`` (split-K) are accepted. ValueError otherwise."""
     cfg = TileConfig.parse(text)
-    if cfg.flatten or cfg.pointer_loads or cfg.split_k != 1:
-        raise ValueError(f"tile config {text!r}: a GEMM variant takes a plain BMxBNxBKxWARPSxSTAGES tiling (the form "
-                         f"sets FLATTEN; loads are TMA and there is no split-K: no f / p / kS suffix)")
+    if cfg.flatten:
+        raise ValueError(f"tile config {text!r}: a GEMM variant takes its loop form from the form name: no f suffix "
+                         f"(e.g. {str(cfg)[:-1] if str(cfg).endswith('f') else cfg}/flat)")
     return cfg
 
 
+def variant_forms(cfg: TileConfig) -> tuple:
+    """The forms (:data:`GEMM_FORMS` names) a tiling runs in: split-K (``kS``, S > 1) ``plain`` only (its kernel has
+    one loop form and stores through pointers); pointer loads (``p``) ``plain`` and ``flat`` (no descriptor, so no
+    TMA store); otherwise all four."""
+    if cfg.split_k > 1:
+        return ("plain", )
+    if cfg.pointer_loads:
+        return ("plain", "flat")
+    return tuple(GEMM_FORMS)
+
+
 def launch_variant(a, b, c, variant: GemmVariant, scale=None, sms: Optional[int] = None):
-    """Launch :func:`gemm_kernel` for ``c = (a @ b) * scale`` with one tiling and form, TMA loads (sm_90): the launch
-    ``benchmarks/bench_gemm.py`` times for its variants and :func:`matmul` runs for a table entry (one helper, so the
-    two cannot drift). ``sms``: the grid bound (default: the device's SM count). No operand checks: callers check."""
+    """Launch ``c = (a @ b) * scale`` with one tiling and form: :func:`gemm_kernel` with TMA loads (sm_90; pointer
+    loads for a ``p`` tiling), or :func:`gemm_split_k_kernel` for a ``kS`` tiling (:func:`launch_split_k`). The
+    launch ``benchmarks/bench_gemm.py`` times for its variants and :func:`matmul` runs for a table entry (one helper,
+    so the two cannot drift). ``sms``: the grid bound (default: the device's SM count). No operand checks: callers
+    check."""
     M, K = a.shape
     N = b.shape[1]
     cfg = variant.config
     sms = num_sms(a.device) if sms is None else sms
+    if cfg.split_k > 1:
+        return launch_split_k(a, b, c, cfg, scale=scale, sms=sms, use_tma=not cfg.pointer_loads)
     grid = (min(sms, triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)), )
     gemm_kernel[grid](a, b, c, c if scale is None else scale, M, N, K, a.stride(0), a.stride(1), b.stride(0),
                       b.stride(1), c.stride(0), c.stride(1), **cfg.meta(with_flatten=False), NUM_SMS=sms,
-                      USE_TMA=True, HAS_SCALE=scale is not None, FLATTEN=variant.flatten,
+                      USE_TMA=not cfg.pointer_loads, HAS_SCALE=scale is not None, FLATTEN=variant.flatten,
                       TMA_STORE=variant.tma_store, **cfg.launch())
     return c
 
@@ -452,6 +648,10 @@ def _parse_gemm_entry(where: str, ent) -> GemmVariant:
     for key in ("flatten", "tma_store"):
         if not isinstance(ent[key], bool):
             raise GemmTableError(f"{where}.{key}: expected true or false, got {ent[key]!r}")
+    form = next(name for name, f in GEMM_FORMS.items() if f == (ent["flatten"], ent["tma_store"]))
+    if form not in variant_forms(cfg):
+        raise GemmTableError(f"{where}: tiling {cfg} runs as {', '.join(variant_forms(cfg))} only, the entry says "
+                             f"{form} (flatten / tma_store)")
     for key in ("us", "cublas_us"):
         v = ent[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -523,19 +723,23 @@ def gemm_table_lookup(device_name: str, dtype, M: int, N: int, K: int) -> Option
 
 
 def select_matmul_launch(M: int, N: int, K: int, dtype, device_name: Optional[str], *, use_tma: bool,
-                         config: Optional[TileConfig] = None, autotune: bool = True, table: bool = True,
-                         tma_store_ok: bool = True):
+                         num_sms: int, config: Optional[TileConfig] = None, autotune: bool = True,
+                         table: bool = True, tma_store_ok: bool = True):
     """What :func:`matmul` launches, as ``(kind, what)``: ``("config", TileConfig or None)`` (the given ``config``,
     or :func:`pick_config`'s when None: off GPU, ``autotune=False``), ``("table", GemmVariant)`` (an exact-shape entry
-    of the measured table for this device and dtype) or ``("autotune", None)``. ``device_name`` None means not on a
-    GPU. A table entry is taken only where its launch is the one measured: TMA loads (``use_tma``) and, for a
-    ``tma_store`` entry, an output a tensor descriptor can store to (``tma_store_ok``); ``table=False`` skips it."""
+    of the measured table for this device and dtype), ``("decode", TileConfig)`` (no entry and ``M <=
+    SPLIT_K_MAX_M``: :func:`pick_decode_config` for ``num_sms`` SMs, split-K where the tiles leave SMs idle) or
+    ``("autotune", None)``. ``device_name`` None means not on a GPU. A table entry is taken only where its launch is
+    the one measured: TMA loads available (``use_tma``) and, for a ``tma_store`` entry, an output a tensor descriptor
+    can store to (``tma_store_ok``); ``table=False`` skips the table (the decode rule still applies)."""
     if device_name is None or config is not None or not autotune:
         return "config", config
     if table and use_tma:
         var = gemm_table_lookup(device_name, dtype, M, N, K)
         if var is not None and (tma_store_ok or not var.tma_store):
             return "table", var
+    if M <= SPLIT_K_MAX_M:
+        return "decode", pick_decode_config(M, N, K, num_sms=num_sms)
     return "autotune", None
 
 
@@ -562,7 +766,8 @@ def _timestamp_of(doc: dict, source: str) -> Optional[str]:
 def best_gemm_variants(doc: dict):
     """Per record of a ``bench_gemm`` results document: ``((M, N, K), GemmVariant or None, us, record)``. The
     candidates are our fixed variants (``ours/<tiling>/<form>``, timed without error) and ``ours/auto`` when the
-    record says which variant it ran (``auto_variant``: a table entry); the fastest wins. None when the fastest of
+    record says which variant it ran (``auto_variant``: a table entry; ``auto_rule``: the decode rule's tiling, run
+    plain); the fastest wins. None when the fastest of
     ours ran the autotuner (``ours/auto`` without ``auto_variant``, or ``ours/autotune``): its pick is not known."""
     out = []
     for rec in doc.get("records", []):
@@ -574,6 +779,8 @@ def best_gemm_variants(doc: dict):
                 continue
             if name in ("ours/auto", "ours/autotune"):
                 var = rec.get("auto_variant") if name == "ours/auto" else None
+                if name == "ours/auto" and not var and rec.get("auto_rule"):
+                    var = f"{rec['auto_rule']}/plain"  # the decode rule's tiling: a launch the table can name
                 try:
                     cands[name] = (GemmVariant.parse(var) if var else None, float(t))
                 except ValueError as exc:
@@ -583,7 +790,7 @@ def best_gemm_variants(doc: dict):
             try:
                 cands[name] = (GemmVariant.parse(name[len("ours/"):]), float(t))
             except ValueError:
-                continue  # a variant this table cannot name (e.g. a split-K or pointer-load tiling)
+                continue  # a variant this table cannot name (e.g. a flattened tiling written with f)
         if not cands:
             continue
         best = min(cands, key=lambda n: cands[n][1])
@@ -692,8 +899,12 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     """``out = (a @ b) * scale`` with :func:`gemm_kernel` (a: [M, K], b: [K, N], same dtype among bf16 / fp16 /
     fp8 e4m3 / e5m2; fp8 gives bf16 unless ``out`` is given). On GPU without ``config`` ("auto"): the measured
     table's entry for this device, dtype and exact shape (:func:`select_matmul_launch`; ``table=False`` skips it),
-    else the autotuned kernel; ``autotune=False``: :func:`pick_config`; under the interpreter :data:`SIM_CONFIG`.
-    Raises ValueError on bad shapes / dtypes, :class:`GemmTableError` on a malformed table."""
+    else for ``M <= SPLIT_K_MAX_M`` rows the decode rule (:func:`pick_decode_config`: small tiles, split-K over the
+    SMs through :func:`gemm_split_k_kernel`), else the autotuned kernel; ``autotune=False``: :func:`pick_config`;
+    under the interpreter :data:`SIM_CONFIG`. A ``config`` with ``split_k > 1`` runs the split-K kernel (a cached
+    workspace per device and stream: :func:`split_k_workspace`), one with ``pointer_loads`` masked pointer loads.
+    Every launch is deterministic (split-K partials are summed in a fixed order). Raises ValueError on bad shapes /
+    dtypes (before any launch), :class:`GemmTableError` on a malformed table."""
     import torch
 
     check_operands("matmul", a, b)
@@ -711,29 +922,31 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     if use_tma:
         ensure_tma_allocator()
     sms = num_sms(a.device)
-    scale_t = scale if scale is not None else out  # dummy pointer when HAS_SCALE is False
-    args = (a, b, out, scale_t, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0),
-            out.stride(1))
-    consts = dict(NUM_SMS=sms, USE_TMA=use_tma, HAS_SCALE=scale is not None)
     on_gpu = a.device.type == "cuda"
     kind, picked = select_matmul_launch(M, N, K, a.dtype, _device_name(a.device.index) if on_gpu else None,
-                                        use_tma=use_tma, config=config, autotune=autotune, table=table,
-                                        tma_store_ok=on_gpu and _tma_store_ok(out))
+                                        use_tma=use_tma, num_sms=sms, config=config, autotune=autotune,
+                                        table=table, tma_store_ok=on_gpu and _tma_store_ok(out))
     if kind == "table":
         launch_variant(a, b, out, picked, scale=scale, sms=sms)
         return out
+    if kind == "decode":
+        if picked.split_k > 1:
+            return launch_split_k(a, b, out, picked, scale=scale, sms=sms, use_tma=use_tma)
+        config = picked
     if kind == "autotune":
-        kern = gemm_autotuned()
-        grid = lambda META: (min(sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])), )  # noqa
-        kern[grid](*args, **consts)
-        return out
+        return launch_autotuned(a, b, out, scale=scale, sms=sms, use_tma=use_tma)
     cfg = config or pick_config(M, N, K, on_gpu=on_gpu, elem_bytes=a.dtype.itemsize)
+    if cfg.split_k > 1:
+        return launch_split_k(a, b, out, cfg, scale=scale, sms=sms, use_tma=use_tma)
     grid = (min(sms, triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)), )
-    gemm_kernel[grid](*args, **cfg.meta(), **consts, **cfg.launch())
+    gemm_kernel[grid](a, b, out, out if scale is None else scale, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                      b.stride(1), out.stride(0), out.stride(1), **cfg.meta(), NUM_SMS=sms, USE_TMA=use_tma,
+                      HAS_SCALE=scale is not None, **cfg.launch())
     return out
 
 
-__all__ = ["gemm_kernel", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
+__all__ = ["gemm_kernel", "gemm_split_k_kernel", "split_k_reduce", "SPLIT_K_MAX", "SPLIT_K_MAX_M",
+           "pick_decode_config", "split_k_workspace", "launch_split_k", "launch_autotuned", "variant_forms", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
            "TileConfig", "CONFIGS", "SIM_CONFIG", "env_config", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
            "ensure_tma_allocator", "matmul", "num_sms", "check_operands", "GEMM_FORMS", "GEMM_TABLE_PATH", "GEMM_TABLE_ENV",
            "GEMM_TABLE_FORMAT", "GemmTableError", "GemmVariant", "variant_config", "launch_variant", "parse_gemm_table",

@@ -6,10 +6,11 @@ One persistent kernel (:func:`gemm_ar_kernel`), two exchanges (``LL`` constexpr)
 is a whole tile. Program ``p`` walks the units ``p, p + NUM_SMS, ...``; at decode sizes a tile is a stream of
 weights (``B``) and the split lets every SM stream them (``N / BLOCK_N`` tiles alone leave SMs idle).
 
-* Phase 1, per unit: the fp32 partial of its K range. With ``SPLIT_K > 1`` it is stored into the local workspace
-  ``ws[s]`` and the tile's local counter ``cnt[t]`` is bumped (``acq_rel``, gpu scope, after a CTA barrier); the
-  unit that makes the count ``SPLIT_K`` (the tile's *finisher*, whichever program that is) sums ``ws[0..SPLIT_K)``
-  in split order, resets ``cnt[t] = 0`` and records ``fin[u] = 1`` (others ``fin[u] = 0``). The finisher (every
+* Phase 1, per unit: the fp32 partial of its K range. With ``SPLIT_K > 1`` it goes through
+  :func:`~triton_dist.kernels.gemm.split_k_reduce` (the split-K handshake of the plain split-K GEMM): stored into
+  the local workspace ``ws[s]``, the tile's local counter ``cnt[t]`` bumped (``acq_rel``, gpu scope, after a CTA
+  barrier); the unit that makes the count ``SPLIT_K`` (the tile's *finisher*, whichever program that is) sums
+  ``ws[0..SPLIT_K)`` in split order and resets ``cnt[t] = 0``; each unit records ``fin[u]`` (1 for the finisher). The finisher (every
   unit when ``SPLIT_K = 1``) keeps the tile's rank partial ``P_rank`` in its own staging slot ``stage[par, rank]``
   and sends it to every peer: this overlaps the exchange with the rest of the GEMM.
 
@@ -66,14 +67,9 @@ import triton_dist.language as dl
 
 from triton_dist.kernels.common import (LL_TAG_BITS_C, TAG_RANGE_C, call_epoch, finish_call, ll_flag,
                                         store_to_peers)
-from triton_dist.kernels.gemm import (SIM_CONFIG, TileConfig, env_config, slot_tile, store_tile, tile_acc_ptr_k, tile_acc_tma_k,
-                                      tile_coords, tma_descriptors)
-
-#: most programs that share the K blocks of one tile (``SPLIT_K``); the workspace holds this many partials
-SPLIT_K_MAX = 8
-#: most rows a split-K call may have (the workspace is ``SPLIT_K_MAX * min(max_m, SPLIT_K_MAX_M) * n`` fp32):
-#: split-K pays off where the tiles alone cannot keep the SMs streaming weights, i.e. at decode sizes
-SPLIT_K_MAX_M = 128
+from triton_dist.kernels.gemm import (SIM_CONFIG, SPLIT_K_MAX, SPLIT_K_MAX_M, TileConfig, env_config,
+                                      pick_decode_config, slot_tile, split_k_reduce, store_tile, tile_acc_ptr_k,
+                                      tile_acc_tma_k, tile_coords, tma_descriptors)
 
 
 @triton_dist.jit
@@ -125,17 +121,9 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, words_ptr, counter
         tile_off, mask = slot_tile(off_m, off_n, M, N, BLOCK_M, BLOCK_N)
         finisher = True
         if SPLIT_K > 1:
-            tl.store(ws_ptr + s * (M * N) + tile_off, acc, mask=mask)
-            tl.debug_barrier()  # every thread's part of the partial is stored before the count is released
-            arrived = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel", scope="gpu")
-            finisher = arrived == SPLIT_K - 1
+            acc, finisher = split_k_reduce(acc, ws_ptr, cnt_ptr, t, s, tile_off, mask, M * N, SPLIT_K, BLOCK_M,
+                                           BLOCK_N)
             tl.store(fin_ptr + u, finisher.to(tl.int32))
-            if finisher:
-                tl.debug_barrier()  # the acquire (one thread) before any thread reads the other splits
-                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for j in tl.static_range(0, SPLIT_K):
-                    acc += tl.load(ws_ptr + j * (M * N) + tile_off, mask=mask, other=0.0, cache_modifier=".cg")
-                tl.store(cnt_ptr + t, 0)
         if finisher:
             tl.store(stage_ptr + slot_w + tile_off, acc, mask=mask)
             if LL:
@@ -186,7 +174,8 @@ def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
     (``B``) are the traffic at decode sizes, so M <= 16 takes 16x64 tiles with 128-deep K blocks (N / 64 tiles cover
     the SMs: a split only adds its workspace round trip), M <= 64 takes 64x128x128 tiles and M <= 128 64x128x64;
     then the K blocks are split so that the units cover the SMs (``num_sms // tiles``, at most
-    :data:`SPLIT_K_MAX`). Above :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator:
+    :data:`SPLIT_K_MAX`): :func:`~triton_dist.kernels.gemm.pick_decode_config`, the rule ``matmul`` uses at these
+    sizes. Above :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator:
     ``sim_config``. :func:`~triton_dist.kernels.gemm.env_config` overrides it."""
     env = env_config()
     if env is not None:
@@ -195,10 +184,7 @@ def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
         return sim_config
     if M > SPLIT_K_MAX_M:
         return TileConfig(64, 128, 64, 8, 4, 4)
-    bm, bn, bk = (16, 64, 128) if M <= 16 else ((64, 128, 128) if M <= 64 else (64, 128, 64))
-    tiles = -(-M // bm) * -(-N // bn)
-    split = max(1, min(SPLIT_K_MAX, num_sms // tiles, -(-K // bk)))
-    return TileConfig(bm, bn, bk, 8, 4, 4, split_k=split)
+    return pick_decode_config(M, N, K, num_sms=num_sms)
 
 
 __all__ = ["gemm_ar_kernel", "ll_receive_tile", "pick_ar_config", "SPLIT_K_MAX", "SPLIT_K_MAX_M"]
