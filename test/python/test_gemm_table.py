@@ -58,14 +58,17 @@ def use_table(tmp_path, monkeypatch):
 
 #: the bench_gemm results the shipped table was written from, in order (--table-from merges each into the last)
 SHIPPED_FROM = ["benchmarks/results/2026-12-01-gemm-quality/gemm-20261201T052614Z.json",
-                "benchmarks/results/2026-12-01-gemm-quality/with-table-8066b6b/gemm-20261201T055228Z.json"]
+                "benchmarks/results/2026-12-01-gemm-quality/with-table-8066b6b/gemm-20261201T055228Z.json",
+                # decode shapes (M <= 128): the 16-row and the 32-128-row sweeps
+                "benchmarks/results/2026-12-01-decode-gemm/gemm-20261201T183601Z.json",
+                "benchmarks/results/2026-12-01-decode-gemm/gemm-20261201T183643Z.json"]
 
 
 def test_shipped_table_parses_and_names_its_source():
     with open(g.GEMM_TABLE_PATH) as f:
         doc = json.load(f)
     parsed = g.parse_gemm_table(doc, g.GEMM_TABLE_PATH)
-    assert len(parsed) == 11
+    assert len(parsed) == 23
     for (dev, dt, M, N, K), var in parsed.items():
         ent = doc["devices"][dev][dt][f"{M}x{N}x{K}"]
         assert ent["source"] in SHIPPED_FROM and os.path.exists(os.path.join(ROOT, ent["source"])), ent["source"]
@@ -77,6 +80,9 @@ def test_shipped_table_parses_and_names_its_source():
     # 8192x4096x3584 (entry added)
     assert (H200, "bfloat16", 2048, 8192, 7168) not in parsed
     assert str(parsed[(H200, "bfloat16", 8192, 4096, 3584)]) == "128x256x64x8x4/flat"
+    # decode: pointer loads won at every measured M <= 128 shape but one; split-K where 64 tiles leave SMs idle
+    assert str(parsed[(H200, "bfloat16", 1, 8192, 3584)]) == "16x64x128x4x4p/plain"
+    assert str(parsed[(H200, "bfloat16", 1, 4096, 14336)]) == "16x64x128x4x4pk2/plain"
     rebuilt = None
     for src in SHIPPED_FROM:
         with open(os.path.join(ROOT, src)) as f:
@@ -210,12 +216,12 @@ def test_matmul_selection_table_then_autotune(use_table):
     assert sel(*tma_hit, use_tma=True)[1].tma_store
     assert sel(*tma_hit, use_tma=True, tma_store_ok=False) == ("autotune", None)
     # no entry and M <= SPLIT_K_MAX_M: the decode rule (table=False too); an entry still wins; above: autotune
-    cfg16 = g.TileConfig(16, 64, 128, 8, 4, 4)
+    cfg16 = g.TileConfig(16, 64, 128, 8, 4, 4, pointer_loads=True)
     assert sel(1, 8192, 3584, torch.bfloat16, H200, use_tma=True) == ("decode", cfg16)  # 128 tiles: no split
     assert sel(16, 4096, 14336, torch.bfloat16, H200, use_tma=True, table=False) == \
         ("decode", dataclasses.replace(cfg16, split_k=2))  # 64 tiles on 132 SMs
     assert sel(64, 8192, 7168, torch.bfloat16, H200, use_tma=False) == \
-        ("decode", g.TileConfig(64, 128, 128, 8, 4, 4, split_k=2))
+        ("decode", g.TileConfig(64, 64, 128, 8, 4, 4, pointer_loads=True))
     assert sel(g.SPLIT_K_MAX_M + 1, 8192, 7168, torch.bfloat16, H200, use_tma=True) == ("autotune", None)
     use_table(_table({(H200, "bfloat16", "16x4096x14336"): _entry(config="16x64x128x4x4pk4", flatten=False)}))
     assert sel(16, 4096, 14336, torch.bfloat16, H200, use_tma=True) == \
@@ -223,11 +229,11 @@ def test_matmul_selection_table_then_autotune(use_table):
 
 
 def test_decode_rule_covers_the_sms():
-    for M, N, K, sms, want in ((1, 8192, 3584, 132, "16x64x128x4x4"), (1, 4096, 14336, 132, "16x64x128x4x4k2"),
-                               (16, 1024, 7168, 132, f"16x64x128x4x4k{g.SPLIT_K_MAX}"),  # 16 tiles: capped
-                               (64, 8192, 7168, 132, "64x128x128x4x4k2"), (128, 8192, 3584, 132, "64x128x64x4x4"),
-                               (1, 64, 128, 132, "16x64x128x4x4"),  # one K block: nothing to split
-                               (100, 28672, 4096, 78, "64x128x64x4x4")):
+    for M, N, K, sms, want in ((1, 8192, 3584, 132, "16x64x128x4x4p"), (1, 4096, 14336, 132, "16x64x128x4x4pk2"),
+                               (16, 1024, 7168, 132, f"16x64x128x4x4pk{g.SPLIT_K_MAX}"),  # 16 tiles: capped
+                               (64, 8192, 7168, 132, "64x64x128x4x4p"), (128, 8192, 3584, 132, "64x128x128x4x4p"),
+                               (1, 64, 128, 132, "16x64x128x4x4p"),  # one K block: nothing to split
+                               (100, 28672, 4096, 78, "64x128x128x4x4p")):
         assert str(g.pick_decode_config(M, N, K, num_sms=sms)) == want, (M, N, K)
     with pytest.raises(ValueError, match="M <= 128"):
         g.pick_decode_config(129, 8192, 8192, num_sms=132)

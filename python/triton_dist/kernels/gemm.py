@@ -396,17 +396,20 @@ SPLIT_K_MAX_M = 128
 
 
 def pick_decode_config(M: int, N: int, K: int, *, num_sms: int) -> TileConfig:
-    """Deterministic tiling for ``M <= SPLIT_K_MAX_M`` rows (decode), where a GEMM is a stream of the weights ``B``:
-    measured on H200 at N=8192 (``benchmarks/probe_gemm_ar.py``, ``bench_gemm.py``), M <= 16 takes 16x64 tiles with
-    128-deep K blocks, M <= 64 64x128x128 and M <= 128 64x128x64 (4 warps, 4 stages); then the K blocks are split so
-    that the units cover the SMs: ``split = max(1, min(SPLIT_K_MAX, num_sms // tiles, K blocks))``. The same on every
-    rank (a function of the shape and the SM count). ValueError above :data:`SPLIT_K_MAX_M` rows."""
+    """Deterministic tiling for ``M <= SPLIT_K_MAX_M`` rows (decode), where a GEMM is a stream of the weights ``B``.
+    Measured on H200 (``benchmarks/results/2026-12-01-decode-gemm``, bf16, N=4096-28672, K=3584-14336): masked
+    pointer loads beat tensor descriptors by 1-3 us per call at every such shape (the descriptors' fixed cost), 128-deep
+    K blocks beat 64, and the fastest tiles leave about one tile per SM: 16x64 for M <= 16, 64x64 for M <= 64, 64x128
+    for M <= 128 (4 warps, 4 stages). Where the tiles still leave half the SMs idle the K blocks are split, ``split =
+    max(1, min(SPLIT_K_MAX, num_sms // tiles, K blocks))`` (1x4096x14336: 64 tiles, split 2, 31.3 us against 44.2
+    unsplit); a split with the SMs already covered only adds its workspace round trip. The same on every rank (a
+    function of the shape and the SM count). ValueError above :data:`SPLIT_K_MAX_M` rows."""
     if M > SPLIT_K_MAX_M:
         raise ValueError(f"pick_decode_config: M={M} rows; the decode rule covers M <= {SPLIT_K_MAX_M}")
-    bm, bn, bk = (16, 64, 128) if M <= 16 else ((64, 128, 128) if M <= 64 else (64, 128, 64))
+    bm, bn, bk = (16, 64, 128) if M <= 16 else ((64, 64, 128) if M <= 64 else (64, 128, 128))
     tiles = -(-M // bm) * -(-N // bn)
     split = max(1, min(SPLIT_K_MAX, num_sms // tiles, -(-K // bk)))
-    return TileConfig(bm, bn, bk, 8, 4, 4, split_k=split)
+    return TileConfig(bm, bn, bk, 8, 4, 4, split_k=split, pointer_loads=True)
 
 
 _split_k_ws = {}  # (device, stream handle) -> [fp32 workspaces], never freed (a captured graph may hold one)
@@ -930,9 +933,7 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
         launch_variant(a, b, out, picked, scale=scale, sms=sms)
         return out
     if kind == "decode":
-        if picked.split_k > 1:
-            return launch_split_k(a, b, out, picked, scale=scale, sms=sms, use_tma=use_tma)
-        config = picked
+        return launch_variant(a, b, out, GemmVariant(picked), scale=scale, sms=sms)
     if kind == "autotune":
         return launch_autotuned(a, b, out, scale=scale, sms=sms, use_tma=use_tma)
     cfg = config or pick_config(M, N, K, on_gpu=on_gpu, elem_bytes=a.dtype.itemsize)

@@ -68,7 +68,7 @@ import triton_dist.language as dl
 from triton_dist.kernels.common import (LL_TAG_BITS_C, TAG_RANGE_C, call_epoch, finish_call, ll_flag,
                                         store_to_peers)
 from triton_dist.kernels.gemm import (SIM_CONFIG, SPLIT_K_MAX, SPLIT_K_MAX_M, TileConfig, env_config,
-                                      pick_decode_config, slot_tile, split_k_reduce, store_tile, tile_acc_ptr_k,
+                                      slot_tile, split_k_reduce, store_tile, tile_acc_ptr_k,
                                       tile_acc_tma_k, tile_coords, tma_descriptors)
 
 
@@ -174,8 +174,8 @@ def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
     (``B``) are the traffic at decode sizes, so M <= 16 takes 16x64 tiles with 128-deep K blocks (N / 64 tiles cover
     the SMs: a split only adds its workspace round trip), M <= 64 takes 64x128x128 tiles and M <= 128 64x128x64;
     then the K blocks are split so that the units cover the SMs (``num_sms // tiles``, at most
-    :data:`SPLIT_K_MAX`): :func:`~triton_dist.kernels.gemm.pick_decode_config`, the rule ``matmul`` uses at these
-    sizes. Above :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator:
+    :data:`SPLIT_K_MAX`). (``matmul``'s decode rule, :func:`~triton_dist.kernels.gemm.pick_decode_config`, measured
+    alone on one H200, differs: pointer loads, 64x64 tiles at M <= 64; not yet measured inside this kernel.) Above :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator:
     ``sim_config``. :func:`~triton_dist.kernels.gemm.env_config` overrides it."""
     env = env_config()
     if env is not None:
@@ -184,7 +184,10 @@ def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
         return sim_config
     if M > SPLIT_K_MAX_M:
         return TileConfig(64, 128, 64, 8, 4, 4)
-    return pick_decode_config(M, N, K, num_sms=num_sms)
+    bm, bn, bk = (16, 64, 128) if M <= 16 else ((64, 128, 128) if M <= 64 else (64, 128, 64))
+    tiles = -(-M // bm) * -(-N // bn)
+    split = max(1, min(SPLIT_K_MAX, num_sms // tiles, -(-K // bk)))
+    return TileConfig(bm, bn, bk, 8, 4, 4, split_k=split)
 
 
 __all__ = ["gemm_ar_kernel", "ll_receive_tile", "pick_ar_config", "SPLIT_K_MAX", "SPLIT_K_MAX_M"]
