@@ -61,14 +61,17 @@ SHIPPED_FROM = ["benchmarks/results/2026-12-01-gemm-quality/gemm-20261201T052614
                 "benchmarks/results/2026-12-01-gemm-quality/with-table-8066b6b/gemm-20261201T055228Z.json",
                 # decode shapes (M <= 128): the 16-row and the 32-128-row sweeps
                 "benchmarks/results/2026-12-01-decode-gemm/gemm-20261201T183601Z.json",
-                "benchmarks/results/2026-12-01-decode-gemm/gemm-20261201T183643Z.json"]
+                "benchmarks/results/2026-12-01-decode-gemm/gemm-20261201T183643Z.json",
+                # M = 256-1024: the tilings sweep, then a second one with split-K and 64/128-row variants
+                "benchmarks/results/2026-12-01-decode-gemm/mid-m/gemm-20261201T184417Z.json",
+                "benchmarks/results/2026-12-01-decode-gemm/mid-m/gemm-20261201T184458Z.json"]
 
 
 def test_shipped_table_parses_and_names_its_source():
     with open(g.GEMM_TABLE_PATH) as f:
         doc = json.load(f)
     parsed = g.parse_gemm_table(doc, g.GEMM_TABLE_PATH)
-    assert len(parsed) == 23
+    assert len(parsed) == 31
     for (dev, dt, M, N, K), var in parsed.items():
         ent = doc["devices"][dev][dt][f"{M}x{N}x{K}"]
         assert ent["source"] in SHIPPED_FROM and os.path.exists(os.path.join(ROOT, ent["source"])), ent["source"]
