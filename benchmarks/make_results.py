@@ -12,7 +12,7 @@ Sections, one per kind of record:
 * ``"benchmark": "bench_mega"``: the mega kernel decode step against the torch model; probe_mega.py documents
   (``weight_bytes`` + ``rows``): the Linear chain per configuration.
 * ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (``matmul``'s auto path: the measured table's entry,
-  else the autotuner; and the best tiling / loop form).
+  else the decode rule at M <= 128, else the autotuner; and the best tiling / loop form).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
 * GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
@@ -401,18 +401,24 @@ def run_section(doc):
 
 
 def gemm_section(doc):
-    """Our GEMM vs cuBLAS (``benchmarks/bench_gemm.py``): per shape, cuBLAS, ``matmul``'s auto path (the measured
-    table's entry for the shape, else the autotuner) and the best tiling / loop form, with their ratios (cuBLAS time /
-    ours: > 1 means ours is faster)."""
+    """Our GEMM vs cuBLAS (``benchmarks/bench_gemm.py``): per shape, cuBLAS, ``matmul``'s auto path and what it ran
+    (the measured table's entry for the shape, else the decode rule at M <= 128, else the autotuner), the autotuner
+    alone where the run timed it, and the best tiling / loop form, with their ratios (cuBLAS time / ours: > 1 means
+    ours is faster)."""
     lines = [f"### {doc.get('device', '?')}, commit `{doc.get('git_commit') or '?'}` (`{doc['_path']}`)", "",
-             "| M x N x K | cuBLAS us | TFLOP/s | ours auto us | x cuBLAS | best tiling / form | us | x cuBLAS |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| M x N x K | cuBLAS us | TFLOP/s | ours auto us | x cuBLAS | auto ran | autotuner alone us | "
+             "best tiling / form | us | x cuBLAS |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in doc.get("records", []):
         us = r.get("us", {})
         best = r.get("best", "")
+        ran = (f"table `{r['auto_variant']}`" if r.get("auto_variant")
+               else f"decode rule `{r['auto_rule']}`" if r.get("auto_rule") else "autotuner")
         lines.append(f"| {r['M']} x {r['N']} x {r['K']} | {_f(us.get('cublas'), '{:.1f}')} | "
                      f"{_f(r.get('tflops_cublas'), '{:.0f}')} | {_f(us.get('ours/auto'), '{:.1f}')} | "
-                     f"{_f(r.get('auto_vs_cublas'), '{:.3f}')} | `{best.split('/', 1)[-1]}` | "
+                     f"{_f(r.get('auto_vs_cublas'), '{:.3f}')} | {ran} | "
+                     f"{_f(us.get('ours/autotune'), '{:.1f}') if 'ours/autotune' in us else '-'} | "
+                     f"`{best.split('/', 1)[-1]}` | "
                      f"{_f(us.get(best), '{:.1f}')} | {_f(r.get('best_vs_cublas'), '{:.3f}')} |")
     return lines + [""]
 
@@ -536,10 +542,10 @@ def main():
     if kind["gemm"]:
         lines += ["## Our GEMM vs cuBLAS (`benchmarks/bench_gemm.py`)", "",
                   "One GPU, both timed the same way (CUDA-graph replay, interleaved rounds). `x cuBLAS` = cuBLAS time "
-                  "/ ours (> 1: ours faster). `ours auto` is `matmul` as users get it: table-then-autotune since "
-                  "2026-12-01 (the measured `kernels/gemm_table.json` entry for the GPU, dtype and exact shape, else "
-                  "Triton's autotuner; runs before that had no table, so there it is the autotuner). Newest run "
-                  "first.", ""]
+                  "/ ours (> 1: ours faster). `ours auto` is `matmul` as users get it: the measured "
+                  "`kernels/gemm_table.json` entry for the GPU, dtype and exact shape, else (since 2026-12-01 evening) "
+                  "the decode rule at M <= 128 (small tiles, pointer loads, split-K), else Triton's autotuner. Runs "
+                  "before 2026-12-01 had no table and no decode rule: there it is the autotuner. Newest run first.", ""]
         for d in sorted(kind["gemm"], key=run_stamp, reverse=True):
             lines += gemm_section(d)
     probes = [d for d in docs if "weight_bytes" in d and "rows" in d and "benchmark" not in d]
