@@ -9,9 +9,12 @@
 #   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun on the visible GPUs (>= 2), on the Triton
 #                              installed there (the GPU machine has 3.6.0 only and no network: no matrix).
 # Extra arguments go to pytest.
-# Progress: lit prints each test as it finishes with its count ("PASS: triton-dist :: x.py (12 of 25)"), pytest
-# each file with a running count ("[ 120/519]"), and every step ends with its time. About 6.5 min on an idle 2-core machine
-# (lit 92 s, pytest about 290 s: the 4-rank simulator runs of the collectives are the slowest tests).
+# The CPU tier's pytest runs in TEST_WORKERS processes (pytest-xdist, default 2: one per core of the CI machine;
+# TEST_WORKERS=0 runs it in this process), tests handed out one at a time as workers free up (--dist worksteal): the
+# slowest tests are single 4-rank simulator runs of 80-160 s, which a per-file split would leave on one worker.
+# Progress: lit prints each test as it finishes with its count ("PASS: triton-dist :: x.py (12 of 25)"), pytest a
+# running count ("[ 120/519]"), and every step ends with its time. On the 2-core CI machine (2026-12-01, before the
+# workers and the matrix's job pool) the whole run took 68 min: pinned pytest 877 s, the matrix about 33 min.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=cpu
@@ -36,7 +39,10 @@ echo "== lit (compile for cuda:90 and hip:gfx942, FileCheck) =="
 "$BIN/lit" -v test/lit || status=1
 took lit
 echo "== pytest (CPU tier) =="
-"$PY" -m pytest test/python -p no:cacheprovider -o console_output_style=count --durations=5 "$@"
+workers=${TEST_WORKERS:-2}
+xdist=()
+[[ $workers -gt 0 ]] && xdist=(-n "$workers" --dist worksteal)
+"$PY" -m pytest test/python -p no:cacheprovider -o console_output_style=count --durations=5 "${xdist[@]}" "$@"
 rc=$?
 took pytest
 # 5 = no tests collected (e.g. a -k filter that matched nothing): not a failure of the suite.

@@ -3,7 +3,7 @@
 #   scripts/triton_matrix.sh [VERSION ...]     default: the versions in scripts/triton_matrix.txt
 # For each version: a venv .venvs/triton-X.Y holding only that Triton; torch, numpy, pytest, lit, filecheck and the
 # NVSHMEM wheel are shared from the main venv (scripts/setup.sh) through a .pth file, and triton_dist comes from the
-# source tree (PYTHONPATH). Then, with that interpreter:
+# source tree (PYTHONPATH). Then, with that interpreter, two jobs:
 #   lit     the whole lit suite in compile-only mode (TRITON_DIST_LIT_COMPILE_ONLY=1, test/lit/lit.cfg.py): every
 #           RUN line -- every dl / language_extra / libshmem_device / library kernel compiled for cuda:90 (PTX and
 #           cubin through ptxas, NVSHMEM linked in libshmem/all_functions.py) and hip:gfx942, expected compile errors
@@ -11,10 +11,13 @@
 #           between releases
 #   pytest  pytest --triton-matrix (the subset: test/python/conftest.py MATRIX_FILES, simulator runs at 2 ranks)
 # MATRIX_LIT_PATHS / MATRIX_PYTEST_PATHS narrow lit / pytest to some files (a quick check of this script).
-# Versions run MATRIX_JOBS at a time (default 2: one per core of the CI machine), each into its own log under
-# ${MATRIX_LOG_DIR:-build/triton-matrix}; a status line per running version every ${MATRIX_STATUS_S:-60} s shows
-# progress, every step ends with its time, and the log of a failed version is printed at the end. Exit status 1
-# when any version failed (or could not be installed).
+# Every version is installed first, one after another. Then the jobs of all versions share one pool of MATRIX_JOBS
+# slots (default 2: one per core of the CI machine), longest first (every pytest job, then every lit job: on the CI
+# machine pytest took 580-680 s, lit 250-470), so no core idles while one version's last job runs alone. Each job
+# writes its own log under ${MATRIX_LOG_DIR:-build/triton-matrix} (<version>.<job>.log; installs in
+# <version>.install.log); a status line per running job every ${MATRIX_STATUS_S:-60} s shows progress, every job ends
+# with its time, and the log of a failed job is printed at the end. Exit status 1 when any job failed (or a version
+# could not be installed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -26,12 +29,11 @@ if [[ $# -gt 0 ]]; then versions=("$@"); else mapfile -t versions < <(grep -v '^
 jobs_max=${MATRIX_JOBS:-2}
 export PYTHONUNBUFFERED=1
 
-# One version: install (if needed), lit, pytest. Writes "<step> <seconds> <rc>" lines to $LOGS/<v>.steps.
-run_version() {
-  local v=$1 mm=${1%.*} log=$LOGS/$1.log steps=$LOGS/$1.steps
-  local venv=$ROOT/.venvs/triton-$mm py=$ROOT/.venvs/triton-$mm/bin/python t rc
+# Install version $1 into its venv (if needed). Writes "install <seconds> <rc>" to $LOGS/<v>.steps.
+install_version() {
+  local v=$1 mm=${1%.*} log=$LOGS/$1.install.log steps=$LOGS/$1.steps
+  local venv=$ROOT/.venvs/triton-$mm py=$ROOT/.venvs/triton-$mm/bin/python t=$SECONDS rc
   : > "$log"; : > "$steps"
-  t=$SECONDS
   {
     if ! "$py" -c "import triton, sys; sys.exit(triton.__version__ != '$v')" 2>/dev/null; then
       rm -rf "$venv" && "$MAIN_PY" -m venv --without-pip "$venv" \
@@ -46,65 +48,83 @@ run_version() {
     "$py" -c "import triton; assert triton.__version__ == '$v', triton.__version__" >> "$log" 2>&1 || rc=1
   fi
   echo "install $((SECONDS - t)) $rc" >> "$steps"
-  [[ $rc -eq 0 ]] || return 1
+  return $rc
+}
+
+# One job ("<version> lit" or "<version> pytest") of an installed version, into $LOGS/<v>.<job>.log; appends
+# "<job> <seconds> <rc>" to $LOGS/<v>.steps.
+run_job() {
+  local v=$1 job=$2 mm=${1%.*} log=$LOGS/$1.$2.log t=$SECONDS rc
+  local py=$ROOT/.venvs/triton-$mm/bin/python
   local env=(env PATH="$(dirname "$py"):$(dirname "$MAIN_PY"):$PATH" PYTHONPATH="$ROOT/python" TRITON_DIST_LIT_COMPILE_ONLY=1
              TRITON_CACHE_DIR="$ROOT/build/triton-matrix/cache-$v" TRITON_DIST_CACHE_DIR="$ROOT/build/triton-matrix/cache-$v/triton_dist")
-  t=$SECONDS
-  echo "== lit (triton $v) ==" >> "$log"
-  "${env[@]}" "$py" -c "import sys, lit.main; sys.argv[0] = 'lit'; lit.main.main()" -v ${MATRIX_LIT_PATHS:-test/lit} >> "$log" 2>&1
+  if [[ $job == lit ]]; then
+    echo "== lit (triton $v) ==" > "$log"
+    "${env[@]}" "$py" -c "import sys, lit.main; sys.argv[0] = 'lit'; lit.main.main()" -v ${MATRIX_LIT_PATHS:-test/lit} >> "$log" 2>&1
+  else
+    echo "== pytest --triton-matrix (triton $v) ==" > "$log"
+    "${env[@]}" "$py" -m pytest ${MATRIX_PYTEST_PATHS:-test/python} --triton-matrix -p no:cacheprovider -o console_output_style=count \
+      --durations=5 >> "$log" 2>&1
+  fi
   rc=$?
-  echo "lit $((SECONDS - t)) $rc" >> "$steps"
-  t=$SECONDS
-  echo "== pytest --triton-matrix (triton $v) ==" >> "$log"
-  "${env[@]}" "$py" -m pytest ${MATRIX_PYTEST_PATHS:-test/python} --triton-matrix -p no:cacheprovider -o console_output_style=count \
-    --durations=5 >> "$log" 2>&1
-  local prc=$?
-  echo "pytest $((SECONDS - t)) $prc" >> "$steps"
-  [[ $rc -eq 0 && $prc -eq 0 ]]
+  echo "$job $((SECONDS - t)) $rc" >> "$LOGS/$v.steps"
+  return $rc
 }
 
-status_line() {  # progress of version $1: its finished steps and the latest lit / pytest count in its log
-  local v=$1 last
-  last=$(tail -c 4000 "$LOGS/$v.log" 2>/dev/null | grep -oE '\([0-9]+ of [0-9]+\)|\[ *[0-9]+/[0-9]+\]' | tail -n 1)
-  echo "   triton $v: $(awk '{printf "%s %ss%s; ", $1, $2, ($3 == 0 ? "" : " FAILED")}' "$LOGS/$v.steps" 2>/dev/null)${last:+now at $last}"
+status_line() {  # progress of running job "$1" ("<version> <job>"): its time so far, the latest lit / pytest count
+  local v=${1% *} job=${1#* } last
+  last=$(tail -c 4000 "$LOGS/$v.$job.log" 2>/dev/null | grep -oE '\([0-9]+ of [0-9]+\)|\[ *[0-9]+/[0-9]+\]' | tail -n 1)
+  echo "   triton $v $job: running $((SECONDS - started_at[$1])) s${last:+, now at $last}"
 }
 
-echo "== Triton matrix: ${versions[*]} ($jobs_max at a time; logs in $LOGS) =="
+echo "== Triton matrix: ${versions[*]} (installs first, then $jobs_max jobs at a time; logs in $LOGS) =="
 start=$SECONDS
-declare -A pid_of
-pending=("${versions[@]}")
-running=()
 failed=()
+pending_pytest=(); pending_lit=()
+for v in "${versions[@]}"; do
+  if install_version "$v"; then
+    echo "-- triton $v: installed ($(awk '$1 == "install" {print $2}' "$LOGS/$v.steps") s)"
+    pending_pytest+=("$v pytest"); pending_lit+=("$v lit")
+  else
+    echo "-- triton $v: install FAILED"; failed+=("$v install")
+  fi
+done
+pending=("${pending_pytest[@]}" "${pending_lit[@]}")  # longest first
+declare -A pid_of started_at
+running=()
 next_status=$((SECONDS + ${MATRIX_STATUS_S:-60}))
 while [[ ${#pending[@]} -gt 0 || ${#running[@]} -gt 0 ]]; do
   while [[ ${#pending[@]} -gt 0 && ${#running[@]} -lt $jobs_max ]]; do
-    v=${pending[0]}; pending=("${pending[@]:1}")
-    run_version "$v" & pid_of[$v]=$!
-    running+=("$v")
-    echo "-- triton $v: started"
+    j=${pending[0]}; pending=("${pending[@]:1}")
+    run_job $j & pid_of[$j]=$!; started_at[$j]=$SECONDS
+    running+=("$j")
+    echo "-- triton $j: started"
   done
   sleep 2
   still=()
-  for v in "${running[@]}"; do
-    if kill -0 "${pid_of[$v]}" 2>/dev/null; then still+=("$v"); continue; fi
-    wait "${pid_of[$v]}"; rc=$?
-    if [[ $rc -eq 0 ]]; then echo "-- triton $v: passed"; else echo "-- triton $v: FAILED"; failed+=("$v"); fi
-    status_line "$v"
+  for j in "${running[@]}"; do
+    if kill -0 "${pid_of[$j]}" 2>/dev/null; then still+=("$j"); continue; fi
+    wait "${pid_of[$j]}"; rc=$?
+    took=$((SECONDS - started_at[$j]))
+    if [[ $rc -eq 0 ]]; then echo "-- triton $j: passed ($took s)"; else echo "-- triton $j: FAILED ($took s)"; failed+=("$j"); fi
   done
   running=("${still[@]}")
   if [[ $SECONDS -ge $next_status && ${#running[@]} -gt 0 ]]; then
     echo "-- $((SECONDS - start)) s:"
-    for v in "${running[@]}"; do status_line "$v"; done
+    for j in "${running[@]}"; do status_line "$j"; done
     next_status=$((SECONDS + ${MATRIX_STATUS_S:-60}))
   fi
 done
-for v in "${failed[@]}"; do
-  echo "==== triton $v: log ($LOGS/$v.log), last 150 lines ===="
-  tail -n 150 "$LOGS/$v.log"
+for j in "${failed[@]}"; do
+  log=$LOGS/${j% *}.${j#* }.log
+  echo "==== triton $j: log ($log), last 150 lines ===="
+  tail -n 150 "$log"
 done
 for v in "${versions[@]}"; do
-  grep -E '^[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$LOGS/$v.log" | tail -n 1 | sed "s/^/   triton $v pytest: /"
-  grep -E '^ *(Passed|Failed|Unsupported|Expectedly Failed) *:' "$LOGS/$v.log" | sed "s/^ */   triton $v lit: /"
+  grep -E '^[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$LOGS/$v.pytest.log" 2>/dev/null | tail -n 1 \
+    | sed "s/^/   triton $v pytest: /"
+  grep -E '^ *(Passed|Failed|Unsupported|Expectedly Failed) *:' "$LOGS/$v.lit.log" 2>/dev/null | sed "s/^ */   triton $v lit: /"
+  echo "   triton $v: $(awk '{printf "%s %ss%s; ", $1, $2, ($3 == 0 ? "" : " FAILED")}' "$LOGS/$v.steps" 2>/dev/null)"
 done
-echo "-- Triton matrix: $((SECONDS - start)) s, ${#failed[@]} of ${#versions[@]} versions failed${failed[*]:+: ${failed[*]}}"
+echo "-- Triton matrix: $((SECONDS - start)) s, ${#failed[@]} failed${failed[*]:+: ${failed[*]}}"
 [[ ${#failed[@]} -eq 0 ]]
