@@ -67,14 +67,16 @@ SHIPPED_FROM = ["benchmarks/results/2026-12-01-gemm-quality/gemm-20261201T052614
                 "benchmarks/results/2026-12-01-decode-gemm/mid-m/gemm-20261201T184458Z.json",
                 # the validation run of the table and the decode rule at M <= 1024 (2026-12-02, commit 2b23218): the
                 # autotuner was fastest at 4 of the M = 256-1024 shapes (entries removed)
-                "benchmarks/results/2026-12-01-decode-gemm/final-2b23218/gemm-20261202T062741Z.json"]
+                "benchmarks/results/2026-12-01-decode-gemm/final-2b23218/gemm-20261202T062741Z.json",
+                # 5-6 stage 128x128 tilings at M = 256-4096 (cuBLAS's tiling at M = 256): entries where one won
+                "benchmarks/results/2026-12-01-decode-gemm/stages-33afd5a/gemm-20261202T070358Z.json"]
 
 
 def test_shipped_table_parses_and_names_its_source():
     with open(g.GEMM_TABLE_PATH) as f:
         doc = json.load(f)
     parsed = g.parse_gemm_table(doc, g.GEMM_TABLE_PATH)
-    assert len(parsed) == 26
+    assert len(parsed) == 31
     for (dev, dt, M, N, K), var in parsed.items():
         ent = doc["devices"][dev][dt][f"{M}x{N}x{K}"]
         assert ent["source"] in SHIPPED_FROM and os.path.exists(os.path.join(ROOT, ent["source"])), ent["source"]
@@ -82,9 +84,11 @@ def test_shipped_table_parses_and_names_its_source():
     # the issue's shape: the autotuner's 0.931x cuBLAS against the fixed 128x128x64x4x4/flat's 1.038x (first run),
     # kept by the second run (table 185.3 us, 1.034x)
     assert str(parsed[(H200, "bfloat16", 2048, 7168, 4096)]) == "128x128x64x4x4/flat"
-    # the second run: the autotuner was fastest at 2048x8192x7168 (entry removed), a fixed variant at
-    # 8192x4096x3584 (entry added)
-    assert (H200, "bfloat16", 2048, 8192, 7168) not in parsed
+    # the second run: a fixed variant was fastest at 8192x4096x3584 (entry added); the stages run: the autotuner
+    # at 2048x4096x3584 (entry removed), a fixed variant at 2048x8192x7168 (where the second run had removed one)
+    assert (H200, "bfloat16", 2048, 4096, 3584) not in parsed
+    assert str(parsed[(H200, "bfloat16", 2048, 8192, 7168)]) == "128x256x64x8x4/flat"
+    assert str(parsed[(H200, "bfloat16", 256, 8192, 7168)]) == "128x128x64x4x6/flat"
     assert str(parsed[(H200, "bfloat16", 8192, 4096, 3584)]) == "128x256x64x8x4/flat"
     # decode: pointer loads won at every measured M <= 128 shape but one; split-K where 64 tiles leave SMs idle
     assert str(parsed[(H200, "bfloat16", 1, 8192, 3584)]) == "16x64x128x4x4p/plain"

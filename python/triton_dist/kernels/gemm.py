@@ -340,11 +340,15 @@ class TileConfig:
 
 
 #: Hopper bf16/fp16 autotune candidates (128x256x64 / 4 stages is the classic sm_90 wgmma sweet spot).
+#: 128x128x64 with one warpgroup and 6 stages is what cuBLAS runs at M = 256 on an H200 (ncu: nvjet 128x128_64x6,
+#: 128 CTAs); ours with it went from 0.92x / 0.87x cuBLAS (the autotuner without it) to 0.97x / 0.94x at
+#: 256x8192x7168 / 256x7168x4096 (benchmarks/results/2026-12-01-decode-gemm/stages-33afd5a).
 CONFIGS = [
     TileConfig(128, 256, 64, 8, 8, 3),
     TileConfig(128, 256, 64, 8, 8, 4),
     TileConfig(128, 128, 64, 8, 8, 4),
     TileConfig(128, 128, 64, 8, 4, 4),
+    TileConfig(128, 128, 64, 8, 4, 6),
     TileConfig(64, 128, 64, 8, 4, 4),
     TileConfig(128, 64, 64, 8, 4, 4),
 ]
