@@ -31,3 +31,120 @@ def test_gpu_tier_and_benchmarks_import_on_cpu():
         r = subprocess.run([sys.executable, os.path.join(root, "benchmarks", f"{bench}.py"), "--help"],
                            capture_output=True, text=True, env=env, cwd=root, timeout=120)
         assert r.returncode == 0 and "usage" in r.stdout, (bench, r.stderr[-2000:])
+
+
+def library_call_mismatches(path):
+    """Calls in the Python file ``path`` to triton_dist functions and classes whose arguments do not bind to the
+    callee's signature, or to names a triton_dist module does not have: ``[(line, callee, error)]``. Callees are
+    resolved per scope (module, function, class) through ``from triton_dist... import name [as alias]`` and ``import
+    triton_dist.x as alias`` in that scope or an enclosing one (GPU tests import inside the test functions); a name
+    also assigned in the same scope (a local ``g = ...``) or imported twice differently, a call with ``*args`` /
+    ``**kwargs``, and anything that is not a plain function or class (a Triton kernel, launched as
+    ``kernel[grid](...)``) are left unchecked."""
+    import ast
+    import importlib
+    import inspect
+
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+    def own_nodes(scope):
+        """The nodes of ``scope`` outside its nested scopes (those come last, as scopes of their own)."""
+        stack, nodes, children = list(ast.iter_child_nodes(scope)), [], []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, scopes):
+                children.append(node)
+                stack.extend(node.decorator_list if hasattr(node, "decorator_list") else [])
+                continue
+            nodes.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        return nodes, children
+
+    problems = []
+
+    def check(scope, outer):
+        nodes, children = own_nodes(scope)
+        names, local = dict(outer), {}
+
+        def bind(name, obj):
+            local[name] = obj if local.get(name, obj) is obj else None
+
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "triton_dist":
+                mod = importlib.import_module(node.module)
+                for alias in node.names:
+                    obj = getattr(mod, alias.name, None)
+                    bind(alias.asname or alias.name, obj if obj is not None else
+                         importlib.import_module(f"{node.module}.{alias.name}"))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "triton_dist" and alias.asname:
+                        bind(alias.asname, importlib.import_module(alias.name))
+        for node in nodes:  # any other binding of a name in this scope makes it ambiguous here
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                local[node.id] = None
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for a in ast.walk(scope.args):
+                if isinstance(a, ast.arg):
+                    local[a.arg] = None
+        for child in children:
+            if not isinstance(child, ast.Lambda):
+                local.setdefault(child.name, None)
+        names.update(local)
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            func, obj = node.func, None
+            if isinstance(func, ast.Name):
+                obj, what = names.get(func.id), func.id
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                base, what = names.get(func.value.id), f"{func.value.id}.{func.attr}"
+                if inspect.ismodule(base):
+                    obj = getattr(base, func.attr, None)
+                    if obj is None:
+                        problems.append((node.lineno, what, f"module {base.__name__} has no attribute {func.attr!r}"))
+                        continue
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                continue
+            try:
+                sig = inspect.signature(obj)
+            except (TypeError, ValueError):
+                continue
+            try:
+                sig.bind(*range(len(node.args)), **{k.arg: None for k in node.keywords})
+            except TypeError as exc:
+                problems.append((node.lineno, what, str(exc)))
+        for child in children:
+            check(child, names)
+
+    check(tree, {})
+    return sorted(problems)
+
+
+def test_gpu_tier_calls_bind_to_the_library_signatures(tmp_path):
+    """Preflight, continued: every call the GPU tier and the benchmarks make to a triton_dist function or class binds
+    to its current signature. On the CPU these files are only imported, so a changed signature stayed hidden until a
+    GPU run: test_gemm_table_entries_run_and_match called select_matmul_launch without its required ``num_sms``
+    (TypeError on the GPU) for a session."""
+    import glob
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.abspath(os.path.join(here, "..", ".."))
+    files = sorted(glob.glob(os.path.join(here, "gpu", "*.py")) + glob.glob(os.path.join(root, "benchmarks", "*.py")))
+    assert len(files) > 20
+    found = {os.path.relpath(f, root): library_call_mismatches(f) for f in files}
+    assert not any(found.values()), {f: p for f, p in found.items() if p}
+    # the checker itself: the call that hid, a wrong keyword, and a name the module lacks are all reported
+    bad = tmp_path / "bad.py"
+    bad.write_text("def t():\n    from triton_dist.kernels import gemm as g\n"
+                   "    g.select_matmul_launch(1, 2, 3, None, 'H200', use_tma=True)\n"
+                   "    g.matmul(None, None, outt=None)\n    g.no_such_function()\n")
+    got = library_call_mismatches(str(bad))
+    assert [(line, what) for line, what, _ in got] == [(3, "g.select_matmul_launch"), (4, "g.matmul"),
+                                                        (5, "g.no_such_function")], got
+    assert "num_sms" in got[0][2]
