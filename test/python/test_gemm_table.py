@@ -71,7 +71,9 @@ SHIPPED_FROM = ["benchmarks/results/2026-12-01-gemm-quality/gemm-20261201T052614
                 # 5-6 stage 128x128 tilings at M = 256-4096 (cuBLAS's tiling at M = 256): entries where one won
                 "benchmarks/results/2026-12-01-decode-gemm/stages-33afd5a/gemm-20261202T070358Z.json",
                 # its validation run, the 6-stage tiling timed beside each entry
-                "benchmarks/results/2026-12-01-decode-gemm/val-5606a58/gemm-20261202T070751Z.json"]
+                "benchmarks/results/2026-12-01-decode-gemm/val-5606a58/gemm-20261202T070751Z.json",
+                # the 12 M >= 2048 shapes again with the 6-stage tiling beside each entry (the GEMM-quality check)
+                "benchmarks/results/2026-12-01-decode-gemm/quality-c64ccaf/gemm-20261202T074455Z.json"]
 
 
 def test_shipped_table_parses_and_names_its_source():
@@ -85,15 +87,15 @@ def test_shipped_table_parses_and_names_its_source():
         assert ent["us"] <= ent["auto_us"]  # every entry was at least as fast as auto in its run
     # the issue's shape: the autotuner's 0.931x cuBLAS against the fixed 128x128x64x4x4/flat's 1.038x (first run),
     # kept by the second run (table 185.3 us, 1.034x); the 6-stage tiling beat it in the validation run (163.2 us
-    # against 168.7, 1.005x cuBLAS)
-    assert str(parsed[(H200, "bfloat16", 2048, 7168, 4096)]) == "128x128x64x4x6/flat"
-    # the second run: a fixed variant was fastest at 8192x4096x3584 (entry added); the stages run: the autotuner
-    # at 2048x4096x3584 (entry removed), a fixed variant at 2048x8192x7168 (where the second run had removed one;
-    # the validation run's 6-stage tiling replaced it)
+    # against 168.7, 1.005x cuBLAS), its TMA-store form in the quality run (178.3 us, 1.055x)
+    assert str(parsed[(H200, "bfloat16", 2048, 7168, 4096)]) == "128x128x64x4x6/flat+tma"
+    # the second run: a fixed variant was fastest at 8192x4096x3584 (entry added; the quality run's 6-stage tiling
+    # replaced it); the stages run: the autotuner at 2048x4096x3584 (entry removed), a fixed variant at
+    # 2048x8192x7168 (where the second run had removed one; the later runs' 6-stage tiling replaced it)
     assert (H200, "bfloat16", 2048, 4096, 3584) not in parsed
-    assert str(parsed[(H200, "bfloat16", 2048, 8192, 7168)]) == "128x128x64x4x6/flat"
+    assert str(parsed[(H200, "bfloat16", 2048, 8192, 7168)]) == "128x128x64x4x6/flat+tma"
     assert str(parsed[(H200, "bfloat16", 256, 8192, 7168)]) == "128x128x64x4x6/flat"
-    assert str(parsed[(H200, "bfloat16", 8192, 4096, 3584)]) == "128x256x64x8x4/flat"
+    assert str(parsed[(H200, "bfloat16", 8192, 4096, 3584)]) == "128x128x64x4x6/flat+tma"  # quality run: 0.991x
     # decode: pointer loads won at every measured M <= 128 shape but one; split-K where 64 tiles leave SMs idle
     assert str(parsed[(H200, "bfloat16", 1, 8192, 3584)]) == "16x64x128x4x4p/plain"
     assert str(parsed[(H200, "bfloat16", 1, 4096, 14336)]) == "16x64x128x4x4pk2/plain"
