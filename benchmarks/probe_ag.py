@@ -6,9 +6,13 @@ ranks). The table's AG+GEMM tilings at Llama-3-8B came from the sweep, which tim
 them side by side with cuBLAS, at the shapes where AG+GEMM misses its bound (8B, M = 2048 and 4096).
 
     torchrun --nproc_per_node 2 benchmarks/probe_ag.py [--shapes llama3-8b:2048,llama3-8b:4096]
-        [--configs 128x256x64x8x3,128x128x64x4x4f,...]
+        [--configs 128x256x64x8x3,128x128x64x4x4f,128x128x64x4x6ft,...] [--shape-tp 2]
 
-Prints one JSON line per shape (rank 0) and writes ``probe_ag-<stamp>.json`` into ``--out``.
+``--shape-tp T`` (default: the world size) takes N per rank of TP=T (``N_total / T``): with one GPU
+(``torchrun --nproc_per_node 1 ... --shape-tp 2``) each method runs the GEMM one rank runs at TP=2 (all ``M`` rows,
+nothing to wait for): the fused kernels' compute half against our GEMM alone and cuBLAS at the same tiling. Every
+implementation's result is checked against cuBLAS on the gathered rows first (a wrong one is recorded in ``errors``
+and not timed). Prints one JSON line per shape (rank 0) and writes ``probe_ag-<stamp>.json`` into ``--out``.
 """
 from __future__ import annotations
 
@@ -27,7 +31,9 @@ from probe_common import finish, int_list, probe_parser, start  # noqa: E402
 def main():
     ap = probe_parser(__doc__, "llama3-8b:2048,llama3-8b:4096")
     ap.add_argument("--configs", default="128x256x64x8x3,128x256x64x8x3f,128x128x64x4x4f,128x128x64x8x4",
-                    help="tilings (BMxBNxBKxWARPSxSTAGES[f]) of the fused kernels and of our GEMM alone")
+                    help="tilings (BMxBNxBKxWARPSxSTAGES[f][t]) of the fused kernels and of our GEMM alone")
+    ap.add_argument("--methods", default="sm,ce", help="ag_gemm methods timed at each tiling")
+    ap.add_argument("--shape-tp", type=int, default=0, help="N per rank of this TP degree (default: the world size)")
     ap.add_argument("--comm-programs", type=int_list, default=[],
                     help="also sm with these push-program counts (default context: 8)")
     args = ap.parse_args()
@@ -38,31 +44,41 @@ def main():
     from triton_dist.ops import overlap as ov
 
     rank, W, stamp = start(args.out)
+    import torch.distributed as dist
+
+    tp = args.shape_tp or W
     records = []
     for spec in args.shapes.split(","):
         model, m = spec.split(":")
         M = int(m)
         K, N_tot, _, _ = bo.MODELS[model]
-        N = N_tot // W
+        N = N_tot // tp
         ctx = ov.create_ag_gemm_context(M // W, K, torch.bfloat16)
         # sm with fewer push programs: more GEMM programs (contexts of their own: the signals are per push program)
         ctx_g = {G: ov.create_ag_gemm_context(M // W, K, torch.bfloat16, methods=("sm", ), comm_programs=G)
                  for G in args.comm_programs}
         a, b = bo.rand((M // W, K), 1 + rank), bo.rand((K, N), 100 + rank)
-        full = bo.rand((M, K), 7)
+        full = torch.empty((M, K), dtype=torch.bfloat16, device="cuda")
+        dist.all_gather_into_tensor(full, a)  # the gathered rows: cuBLAS on them is the reference and a baseline
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        ref = torch.matmul(full, b)
         fns = {"cublas": lambda: torch.matmul(full, b, out=c),
                "torch_seq": lambda: ov.ag_gemm(a, b, ctx, method="torch")}
         for cfg in args.configs.split(","):
             tc = g.TileConfig.parse(cfg)
             fns[f"gemm_ours@{cfg}"] = lambda tc=tc: g.matmul(full, b, out=c, config=tc)
-            for meth in ("sm", "ce"):
+            for meth in args.methods.split(","):
                 fns[f"{meth}@{cfg}"] = bo._with_config(lambda meth=meth: ov.ag_gemm(a, b, ctx, method=meth), cfg)
             for G, cg in ctx_g.items():
                 fns[f"sm_g{G}@{cfg}"] = bo._with_config(lambda cg=cg: ov.ag_gemm(a, b, cg, method="sm"), cfg)
         errors = bo.drop_failing(fns)
+        for name, fn in list(fns.items()):
+            ok, rel = bo.close(fn(), ref)
+            if not bo._max_over_ranks(0.0 if ok else 1.0) == 0.0:
+                errors[name] = f"wrong result: rel err {rel:.3g} (this rank)"
+                fns.pop(name)
         res = {n: round(t, 1) for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
-        rec = {"model": model, "M": M, "K": K, "N_per_rank": N, "k": args.k, "reps": args.reps, "us": res,
+        rec = {"model": model, "M": M, "K": K, "N_per_rank": N, "shape_tp": tp, "world": W, "k": args.k, "reps": args.reps, "us": res,
                "over_cublas": {n: round(t / res["cublas"], 3) for n, t in res.items()}, "errors": errors}
         records.append(rec)
         if rank == 0:

@@ -63,6 +63,47 @@ def rank_ag_gemm(dtype_name="bfloat16"):
     return fails
 
 
+def rank_ag_gemm_tma_store():
+    """AG+GEMM with tensor descriptors forced on (the interpreter implements them) and a ``t`` tiling (TMA-store
+    epilogue): the launch stores through the descriptor where the shard height is a multiple of BLOCK_M and through
+    pointers where a chunk's last tile would overhang into the next chunk; exact either way, flattened loop or not."""
+    import os
+
+    import triton_dist.ops.overlap as ov
+
+    rank, W = _init()
+    dtype = torch.bfloat16
+    fails, seen = [], []
+    real = ov._agk.ag_gemm_kernel
+
+    class Spy:  # records each launch's TMA_STORE, then launches the real kernel
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                seen.append(kw.get("TMA_STORE"))
+                return real[grid](*args, **kw)
+            return launch
+
+    K, N = 32, 40
+    ctx = ov.create_ag_gemm_context(32, K, dtype)
+    ctx._use_tma = lambda: True
+    ov._agk.ag_gemm_kernel = Spy()
+    try:
+        for cfg in ("16x16x16x4x1t", "16x16x16x4x1ft"):
+            os.environ["TRITON_DIST_OVERLAP_CONFIG"] = cfg
+            for call, m_loc in enumerate((32, 24, 16)):
+                shards = [_rand(100 * call + r, (m_loc, K), dtype) for r in range(W)]
+                b = _rand(7 + call + 13 * rank, (K, N), dtype)
+                c = ov.ag_gemm(shards[rank], b, ctx, method="sm")
+                _close(c, (torch.cat(shards).float() @ b.float()).to(dtype), f"{cfg} m_loc={m_loc}", fails)
+                if seen[-1] != (m_loc % 16 == 0):
+                    fails.append(f"{cfg} m_loc={m_loc}: TMA_STORE={seen[-1]}")
+    finally:
+        ov._agk.ag_gemm_kernel = real
+        os.environ.pop("TRITON_DIST_OVERLAP_CONFIG", None)
+    ctx.close()
+    return fails
+
+
 def _rank_gemm_reduce(op):
     """GEMM+RS (``op="rs"``) / GEMM+AR (``op="ar"``): three calls on one context, the middle one with fewer rows;
     the result is the sum over ranks of A_r @ B_r (RS: this rank's slice of rows of it)."""
@@ -370,7 +411,8 @@ def rank_method_auto_sim():
 
 
 WORK = {2: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_gemm_ar_ll",
-            "rank_gemm_ar_ll_auto", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation", "rank_method_auto_sim"],
+            "rank_gemm_ar_ll_auto", "rank_tp_mlp", "rank_ag_gemm_fp8", "rank_validation", "rank_method_auto_sim",
+            "rank_ag_gemm_tma_store"],
         4: ["rank_ag_gemm", "rank_gemm_rs", "rank_gemm_ar", "rank_gemm_ar_split_k", "rank_gemm_ar_ll", "rank_tp_mlp"]}
 
 
@@ -605,8 +647,13 @@ def test_tile_config_round_trips_and_rejects_bad_text():
     ptr = TileConfig.parse("64x128x128x4x4fpk2")
     assert ptr.flatten and ptr.pointer_loads and ptr.split_k == 2 and str(ptr) == "64x128x128x4x4fpk2"
     assert TileConfig.parse("16x64x128x4x4p").pointer_loads and not cfg.pointer_loads
+    store = TileConfig.parse("128x128x64x4x6ft")
+    assert store.tma_store and store.flatten and str(store) == "128x128x64x4x6ft" and TileConfig.parse("128x128x64x4x6t")
+    assert "TMA_STORE" not in store.meta() and not cfg.tma_store  # the launch decides (kernel and output allow it)
+    with pytest.raises(ValueError, match="TMA loads"):
+        TileConfig(128, 128, 64, 8, 4, 4, pointer_loads=True, tma_store=True)
     for bad in ("128x256x64x8", "128x200x64x8x4", "axbxcxdxe", "128x256x64x8x0", "64x128x128x4x4k0",
-                "64x128x128x4x4k", "16x64x128x4x4pf", "16x64x128x4x4k2p"):
+                "64x128x128x4x4k", "16x64x128x4x4pf", "16x64x128x4x4k2p", "16x64x128x4x4tp", "16x64x128x4x4tf"):
         with pytest.raises(ValueError, match="tile config"):
             TileConfig.parse(bad)
 

@@ -124,7 +124,7 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
                    NSIG: tl.constexpr, PUSH_PROGRAMS: tl.constexpr, COPY_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
                    USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr, PROFILE: tl.constexpr = False,
-                   FLATTEN: tl.constexpr = False):
+                   FLATTEN: tl.constexpr = False, TMA_STORE: tl.constexpr = False):
     """Persistent GEMM over the gathered A, optionally with the all-gather fused into the same launch.
 
     Grid: ``NUM_SMS + PUSH_PROGRAMS`` programs. Programs ``pid >= NUM_SMS`` (``PUSH_PROGRAMS`` == NSIG of them
@@ -136,7 +136,10 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
     launch must be co-resident (grid <= SM count). Every program ends with :func:`finish_call` (the last one
     advances ``counter[0]``). ``PROFILE``: records :data:`TASKS` into ``prof_ptr`` (a profiler buffer).
     ``FLATTEN``: the GEMM programs' tile loop and K loop are fused into one software-pipelined loop (as in
-    :func:`~triton_dist.kernels.gemm.gemm_kernel`)."""
+    :func:`~triton_dist.kernels.gemm.gemm_kernel`). ``TMA_STORE`` (with ``USE_TMA``; the host sets it only where
+    ``M_loc`` is a multiple of ``BLOCK_M``, ``C`` has unit column stride and 16-byte aligned rows): each tile is
+    stored through one tensor descriptor over ``C`` (a chunk's last tile would otherwise spill zero rows into the
+    next chunk: the descriptor clips only at ``C``'s end)."""
     pid = tl.program_id(0)
     e = call_epoch(counter_ptr)
     value = e * TAG_RANGE_C + tag
@@ -147,7 +150,7 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
     else:
         ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, N, K, stride_bk, stride_bn,
                       stride_cm, stride_cn, value, rank, pid, profiler, WORLD, NSIG, BLOCK_M, BLOCK_N, BLOCK_K,
-                      GROUP_M, NUM_SMS, USE_TMA, HAS_SCALE, FLATTEN)
+                      GROUP_M, NUM_SMS, USE_TMA, HAS_SCALE, FLATTEN, TMA_STORE)
     finish_call(counter_ptr, e)
 
 
@@ -156,7 +159,7 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
                   stride_cn, value, rank, gpid, profiler, WORLD: tl.constexpr, NSIG: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr,
-                  FLATTEN: tl.constexpr = False):
+                  FLATTEN: tl.constexpr = False, TMA_STORE: tl.constexpr = False):
     """GEMM role of :func:`ag_gemm_kernel` (GEMM program ``gpid`` of ``NUM_SMS``); returns the profiler."""
     tiles_m = tl.cdiv(M_loc, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -164,6 +167,9 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
     num_tiles = WORLD * tiles_chunk
     if USE_TMA:
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+        if TMA_STORE:
+            c_desc = tl.make_tensor_descriptor(c_ptr, shape=[WORLD * M_loc, N], strides=[stride_cm, 1],
+                                               block_shape=[BLOCK_M, BLOCK_N])
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
@@ -192,7 +198,10 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
                                stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         if HAS_SCALE:
             acc = acc * scale
-        store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        if USE_TMA and TMA_STORE:
+            c_desc.store([row0 + loc_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        else:
+            store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
         profiler = profiler.record(False, TASK_TILE)
     return profiler
 

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -290,8 +291,10 @@ class TileConfig:
     """One tiling: block sizes, group size, warps, pipeline stages, ``flatten`` (the kernel's tile loop and K loop
     fused into one software-pipelined loop: ``FLATTEN`` of :func:`gemm_kernel` and of the AG+GEMM kernel),
     ``pointer_loads`` (masked pointer loads instead of tensor descriptors even where TMA is available: the fused
-    launches' ``USE_TMA`` is off; no descriptor is built on the device) and ``split_k`` (the K blocks of a tile
-    shared by that many programs: ``SPLIT_K`` of :func:`gemm_split_k_kernel` and of the GEMM+AR kernel)."""
+    launches' ``USE_TMA`` is off; no descriptor is built on the device), ``split_k`` (the K blocks of a tile
+    shared by that many programs: ``SPLIT_K`` of :func:`gemm_split_k_kernel` and of the GEMM+AR kernel) and
+    ``tma_store`` (the epilogue stores each tile through a tensor descriptor: ``TMA_STORE`` of the AG+GEMM kernel,
+    where its launch allows it; needs TMA loads, so not with ``pointer_loads``)."""
 
     BLOCK_M: int
     BLOCK_N: int
@@ -302,6 +305,12 @@ class TileConfig:
     flatten: bool = False
     split_k: int = 1
     pointer_loads: bool = False
+    tma_store: bool = False
+
+    def __post_init__(self):
+        if self.tma_store and self.pointer_loads:
+            raise ValueError(f"tile config {self}: a TMA store (t) needs TMA loads; pointer loads (p) build no "
+                             f"descriptor")
 
     def meta(self, with_flatten: bool = True, with_split: bool = False) -> dict:
         """Constexpr keywords of a launch; ``FLATTEN`` only when set and ``with_flatten``, ``SPLIT_K`` only when
@@ -318,25 +327,32 @@ class TileConfig:
 
     def __str__(self) -> str:
         flat = "f" if self.flatten else ""
+        store = "t" if self.tma_store else ""
         ptr = "p" if self.pointer_loads else ""
         split = f"k{self.split_k}" if self.split_k > 1 else ""
-        return f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}{flat}{ptr}{split}"
+        return (f"{self.BLOCK_M}x{self.BLOCK_N}x{self.BLOCK_K}x{self.num_warps}x{self.num_stages}{flat}{store}{ptr}"
+                f"{split}")
 
     @classmethod
     def parse(cls, text: str, group_m: int = 8) -> "TileConfig":
-        """``"BMxBNxBKxWARPSxSTAGES"`` with optional suffixes, in this order: ``f`` (``flatten``), ``p``
-        (``pointer_loads``), ``kS`` (``split_k = S``), as ``str()`` writes it -> TileConfig; ValueError otherwise."""
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(f?)(p?)(?:k(\d+))?", str(text).strip().lower())
+        """``"BMxBNxBKxWARPSxSTAGES"`` with optional suffixes, in this order: ``f`` (``flatten``), ``t``
+        (``tma_store``), ``p`` (``pointer_loads``; not with ``t``), ``kS`` (``split_k = S``), as ``str()`` writes it
+        -> TileConfig; ValueError otherwise."""
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(f?)(t?)(p?)(?:k(\d+))?", str(text).strip().lower())
         if m is None:
-            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES[f][p][kS], e.g. 128x256x64x8x3, "
-                             f"128x128x64x4x4f (f: flattened loop), 16x64x128x4x4p (p: pointer loads, no TMA) or "
-                             f"64x128x128x4x4k2 (k2: split-K by 2)")
+            raise ValueError(f"tile config {text!r}: expected BMxBNxBKxWARPSxSTAGES[f][t|p][kS], e.g. "
+                             f"128x256x64x8x3, 128x128x64x4x4f (f: flattened loop), 128x128x64x4x6ft (t: TMA-store "
+                             f"epilogue), 16x64x128x4x4p (p: pointer loads, no TMA) or 64x128x128x4x4k2 (k2: split-K "
+                             f"by 2)")
         bm, bn, bk, w, st = (int(v) for v in m.groups()[:5])
-        split = int(m.group(8) or 1)
+        split = int(m.group(9) or 1)
         if min(bm, bn, bk, w, st, split) < 1 or any(v & (v - 1) for v in (bm, bn, bk, w)):
             raise ValueError(f"tile config {text!r}: block sizes and warps must be positive powers of two, stages "
                              f"and split-K >= 1")
-        return cls(bm, bn, bk, group_m, w, st, bool(m.group(6)), split, bool(m.group(7)))
+        if m.group(7) and m.group(8):
+            raise ValueError(f"tile config {text!r}: t (TMA-store epilogue) needs TMA loads; p (pointer loads) "
+                             f"builds no descriptor: use one of them")
+        return cls(bm, bn, bk, group_m, w, st, bool(m.group(6)), split, bool(m.group(8)), bool(m.group(7)))
 
 
 #: Hopper bf16/fp16 autotune candidates (128x256x64 / 4 stages is the classic sm_90 wgmma sweet spot).
@@ -357,9 +373,9 @@ SIM_CONFIG = TileConfig(16, 16, 16, 4, 1, 1)
 
 
 def env_config():
-    """The tiling ``TRITON_DIST_OVERLAP_CONFIG=BMxBNxBKxWARPSxSTAGES[f][p][kS]`` sets for every fused launch
-    (tuning; :meth:`TileConfig.parse`; a kernel without a flattened or split-K form ignores ``f`` / ``kS``), or None
-    when it is unset. A malformed value raises ValueError naming the variable."""
+    """The tiling ``TRITON_DIST_OVERLAP_CONFIG=BMxBNxBKxWARPSxSTAGES[f][t|p][kS]`` sets for every fused launch
+    (tuning; :meth:`TileConfig.parse`; a kernel without a flattened, TMA-store or split-K form ignores ``f`` / ``t``
+    / ``kS``), or None when it is unset. A malformed value raises ValueError naming the variable."""
     env = os.environ.get("TRITON_DIST_OVERLAP_CONFIG", "").strip()
     if not env:
         return None
@@ -598,9 +614,11 @@ def variant_config(text: str) -> TileConfig:
     accept): :meth:`TileConfig.parse` text without the ``f`` suffix (the form carries ``FLATTEN``); ``p`` (pointer
     loads) and ``kS`` (split-K) are accepted. ValueError otherwise."""
     cfg = TileConfig.parse(text)
-    if cfg.flatten:
-        raise ValueError(f"tile config {text!r}: a GEMM variant takes its loop form from the form name: no f suffix "
-                         f"(e.g. {str(cfg)[:-1] if str(cfg).endswith('f') else cfg}/flat)")
+    if cfg.flatten or cfg.tma_store:
+        bare = str(dataclasses.replace(cfg, flatten=False, tma_store=False))
+        form = "flat+tma" if cfg.flatten and cfg.tma_store else ("flat" if cfg.flatten else "tma")
+        raise ValueError(f"tile config {text!r}: a GEMM variant takes its loop and epilogue form from the form name: "
+                         f"no f suffix (loop) or t suffix (TMA store) (e.g. {bare}/{form})")
     return cfg
 
 
@@ -757,7 +775,7 @@ def _device_name(index: int) -> str:
     return torch.cuda.get_device_name(index)
 
 
-def _tma_store_ok(out) -> bool:
+def tma_store_ok(out) -> bool:
     """``out`` can be the base of a tensor descriptor: unit column stride, 16-byte aligned rows and base."""
     return out.stride(1) == 1 and (out.stride(0) * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
 
@@ -909,7 +927,8 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     else for ``M <= SPLIT_K_MAX_M`` rows the decode rule (:func:`pick_decode_config`: small tiles, split-K over the
     SMs through :func:`gemm_split_k_kernel`), else the autotuned kernel; ``autotune=False``: :func:`pick_config`;
     under the interpreter :data:`SIM_CONFIG`. A ``config`` with ``split_k > 1`` runs the split-K kernel (a cached
-    workspace per device and stream: :func:`split_k_workspace`), one with ``pointer_loads`` masked pointer loads.
+    workspace per device and stream: :func:`split_k_workspace`), one with ``pointer_loads`` masked pointer loads,
+    one with ``tma_store`` the TMA-store epilogue (where ``out`` can be a descriptor's base; else pointer stores).
     Every launch is deterministic (split-K partials are summed in a fixed order). Raises ValueError on bad shapes /
     dtypes (before any launch), :class:`GemmTableError` on a malformed table."""
     import torch
@@ -932,7 +951,7 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     on_gpu = a.device.type == "cuda"
     kind, picked = select_matmul_launch(M, N, K, a.dtype, _device_name(a.device.index) if on_gpu else None,
                                         use_tma=use_tma, num_sms=sms, config=config, autotune=autotune,
-                                        table=table, tma_store_ok=on_gpu and _tma_store_ok(out))
+                                        table=table, tma_store_ok=on_gpu and tma_store_ok(out))
     if kind == "table":
         launch_variant(a, b, out, picked, scale=scale, sms=sms)
         return out
@@ -946,14 +965,15 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     grid = (min(sms, triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)), )
     gemm_kernel[grid](a, b, out, out if scale is None else scale, M, N, K, a.stride(0), a.stride(1), b.stride(0),
                       b.stride(1), out.stride(0), out.stride(1), **cfg.meta(), NUM_SMS=sms, USE_TMA=use_tma,
-                      HAS_SCALE=scale is not None, **cfg.launch())
+                      HAS_SCALE=scale is not None, TMA_STORE=cfg.tma_store and use_tma and tma_store_ok(out),
+                      **cfg.launch())
     return out
 
 
 __all__ = ["gemm_kernel", "gemm_split_k_kernel", "split_k_reduce", "SPLIT_K_MAX", "SPLIT_K_MAX_M",
            "pick_decode_config", "split_k_workspace", "launch_split_k", "launch_autotuned", "variant_forms", "tile_acc_tma", "tile_acc_ptr", "tile_acc_tma_k", "tile_acc_ptr_k", "tile_coords", "store_tile", "tma_descriptors", "slot_tile",
            "TileConfig", "CONFIGS", "SIM_CONFIG", "env_config", "pick_config", "gemm_autotuned", "autotune_configs", "use_tma_for",
-           "ensure_tma_allocator", "matmul", "num_sms", "check_operands", "GEMM_FORMS", "GEMM_TABLE_PATH", "GEMM_TABLE_ENV",
+           "ensure_tma_allocator", "tma_store_ok", "matmul", "num_sms", "check_operands", "GEMM_FORMS", "GEMM_TABLE_PATH", "GEMM_TABLE_ENV",
            "GEMM_TABLE_FORMAT", "GemmTableError", "GemmVariant", "variant_config", "launch_variant", "parse_gemm_table",
            "load_gemm_table", "gemm_table_path", "gemm_table_lookup", "select_matmul_launch", "best_gemm_variants",
            "build_gemm_table", "dump_gemm_table"]

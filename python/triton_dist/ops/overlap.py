@@ -464,6 +464,9 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     a_full = ctx.a_full[:W * n]
     cfg = ctx._cfg(W * M_loc, N, K, a.dtype.itemsize)
     tma = ctx._use_tma() and not cfg.pointer_loads
+    # TMA-store epilogue (a ``t`` tiling): one descriptor over out, so only where no chunk's last tile overhangs
+    # into the next chunk and out's rows suit a descriptor; else the tile is stored through pointers
+    tma_store = cfg.tma_store and tma and M_loc % cfg.BLOCK_M == 0 and _gemm.tma_store_ok(out)
     push = G if method == "sm" else 0
     gemm_sms = max(1, ctx.num_sms - (push if ctx.on_gpu else 0) - (1 if method == "ce" else 0))
     tiles = W * -(-M_loc // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
@@ -480,7 +483,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
         a_full, b, out, ctx.ready, scale if scale is not None else out, a, ctx.recv_ok, ctx.counter, prof, M_loc, N,
         K, b.stride(0), b.stride(1), out.stride(0), out.stride(1), tag, ctx.rank, WORLD=W, NSIG=G,
         PUSH_PROGRAMS=push, COPY_BLOCK=ctx._block(), **cfg.meta(), NUM_SMS=gemm_programs, USE_TMA=tma,
-        HAS_SCALE=scale is not None, PROFILE=profile, **cfg.launch(), **ctx._coop())
+        HAS_SCALE=scale is not None, PROFILE=profile, TMA_STORE=tma_store, **cfg.launch(), **ctx._coop())
     if cur is not None:
         cur.wait_stream(ctx.side_stream)
     return out

@@ -79,7 +79,7 @@ def test_gemm_table_entries_run_and_match():
         a, b = _q((M, K), dtype, M + 1), _q((K, N), dtype, N + 2)
         out = torch.empty((M, N), dtype=dtype, device="cuda")
         kind, what = g.select_matmul_launch(M, N, K, dtype, dev, use_tma=g.use_tma_for(a.device),
-                                            num_sms=g.num_sms(a.device), tma_store_ok=g._tma_store_ok(out))
+                                            num_sms=g.num_sms(a.device), tma_store_ok=g.tma_store_ok(out))
         assert (kind, what) == ("table", var), (M, N, K, kind, what)
         _assert_close(g.matmul(a, b, out=out), a.float() @ b.float(), f"table entry {var} at {M}x{N}x{K}")
 
