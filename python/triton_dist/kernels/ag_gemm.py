@@ -160,42 +160,72 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr, HAS_SCALE: tl.constexpr,
                   FLATTEN: tl.constexpr = False, TMA_STORE: tl.constexpr = False):
-    """GEMM role of :func:`ag_gemm_kernel` (GEMM program ``gpid`` of ``NUM_SMS``); returns the profiler."""
+    """GEMM role of :func:`ag_gemm_kernel` (GEMM program ``gpid`` of ``NUM_SMS``); returns the profiler.
+
+    The program visits tiles ``gpid, gpid + NUM_SMS, ...`` of ``WORLD`` chunks in two persistent loops run one after
+    the other: the local chunk's tiles (A = the shard ``x``, no wait), then the peer chunks' (A = ``a_full``, a wait
+    per tile). Each loop has its own K loop with one set of tensor descriptors built before both: a single loop
+    over all chunks had to build the A descriptor per tile (its base changes with the chunk), which cost about 5%
+    at 2048x7168x4096 on an H200 (``benchmarks/results/2026-12-02-ag-compute``). The two loops' pipeline buffers
+    are live one after the other, so shared memory does not grow. The peer descriptor spans every chunk of
+    ``a_full``: a chunk's last tile may read rows of the next chunk, which land in output rows the epilogue never
+    stores (pointer stores are masked at the chunk's end; the TMA store runs only where ``M_loc`` is a multiple of
+    ``BLOCK_M``)."""
     tiles_m = tl.cdiv(M_loc, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     tiles_chunk = tiles_m * tiles_n
     num_tiles = WORLD * tiles_chunk
     if USE_TMA:
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M_loc, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+        f_desc = tl.make_tensor_descriptor(a_full_ptr, shape=[WORLD * M_loc, K], strides=[K, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
         if TMA_STORE:
             c_desc = tl.make_tensor_descriptor(c_ptr, shape=[WORLD * M_loc, N], strides=[stride_cm, 1],
                                                block_shape=[BLOCK_M, BLOCK_N])
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
-    for tile in tl.range(gpid, num_tiles, NUM_SMS, flatten=FLATTEN):
+    # the local chunk (c = 0): rows rank * M_loc + [0, M_loc) of C, A read from the shard itself
+    row0 = rank * M_loc
+    for tile in tl.range(gpid, tiles_chunk, NUM_SMS, flatten=FLATTEN):
+        pid_m, pid_n = tile_coords(tile, tiles_m, tiles_n, GROUP_M)
+        loc_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        profiler = profiler.record(True, TASK_TILE)
+        if USE_TMA:
+            acc = tile_acc_tma(x_desc, b_desc, loc_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            acc = tile_acc_ptr(x_ptr, b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk, stride_bn, BLOCK_M,
+                               BLOCK_N, BLOCK_K)
+        if HAS_SCALE:
+            acc = acc * scale
+        if USE_TMA and TMA_STORE:
+            c_desc.store([row0 + loc_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        else:
+            store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        profiler = profiler.record(False, TASK_TILE)
+    # the peer chunks c = 1 .. WORLD - 1 (chunk src = (rank + c) % WORLD), continuing this program's tile sequence:
+    # its first tile index >= tiles_chunk
+    first = gpid + tl.cdiv(tl.maximum(tiles_chunk - gpid, 0), NUM_SMS) * NUM_SMS
+    for tile in tl.range(first, num_tiles, NUM_SMS, flatten=FLATTEN):
         c = tile // tiles_chunk
         src = (rank + c) % WORLD
         pid_m, pid_n = tile_coords(tile % tiles_chunk, tiles_m, tiles_n, GROUP_M)
         loc_m = pid_m * BLOCK_M
         row0 = src * M_loc
         off_n = pid_n * BLOCK_N
-        # A rows of this tile: the shard itself for the local chunk (no wait), else chunk src of a_full once its
-        # ready signals are seen. One K loop for both (a second pipelined loop would double the shared memory).
-        tok = gpid * 0
-        if c != 0:
-            profiler = profiler.record(True, TASK_WAIT)
-            tok = dl.wait(ready_ptr + src * NSIG, NSIG, "sys", "acquire", value)
-            profiler = profiler.record(False, TASK_WAIT)
-        a_base = tl.where(c == 0, x_ptr, a_full_ptr + row0 * K)
+        # chunk src's rows are read only once its ready signals are seen: the token flows into the A coordinate
+        profiler = profiler.record(True, TASK_WAIT)
+        tok = dl.wait(ready_ptr + src * NSIG, NSIG, "sys", "acquire", value)
+        profiler = profiler.record(False, TASK_WAIT)
         profiler = profiler.record(True, TASK_TILE)
         if USE_TMA:
-            a_desc = tl.make_tensor_descriptor(a_base, shape=[M_loc, K], strides=[K, 1],
-                                               block_shape=[BLOCK_M, BLOCK_K])
-            acc = tile_acc_tma(a_desc, b_desc, dl.consume_token(loc_m, tok), off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            acc = tile_acc_tma(f_desc, b_desc, dl.consume_token(row0 + loc_m, tok), off_n, K, BLOCK_M, BLOCK_N,
+                               BLOCK_K)
         else:
-            acc = tile_acc_ptr(dl.consume_token(a_base, tok), b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk,
-                               stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
+            acc = tile_acc_ptr(dl.consume_token(a_full_ptr + row0 * K, tok), b_ptr, loc_m, off_n, M_loc, N, K, K, 1,
+                               stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
         if HAS_SCALE:
             acc = acc * scale
         if USE_TMA and TMA_STORE:
