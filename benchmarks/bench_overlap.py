@@ -86,7 +86,10 @@ COMM_HEAVY_M = [8192]
 AR_SHAPES = [(7168, 8192), (3584, 8192)]
 AR_M = [1, 16, 64, 128]
 #: fused-kernel tilings tried by --sweep (BMxBNxBKxWARPSxSTAGES)
-SWEEP_LARGE = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64x4x4", "128x128x128x8x3"]
+#: 128x128x64x4x6: one warpgroup, 6 stages (cuBLAS's tiling at M = 256; the fastest of ours at 7 of the 12 M >= 2048
+#: GEMM-table shapes, benchmarks/results/2026-12-01-decode-gemm/quality-c64ccaf)
+SWEEP_LARGE = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64x4x4", "128x128x128x8x3",
+               "128x128x64x4x6"]
 SWEEP_SMALL = ["64x128x64x4x4", "64x64x128x4x4", "64x256x64x4x4", "128x128x64x8x4"]
 SWEEP_DECODE = ["64x64x128x4x4", "64x128x64x4x4", "64x64x64x4x6", "64x128x128x4x3"]
 #: GEMM+AR (decode M <= 128): 16- and 64-row tiles, K split over 1-8 programs (``kS``) so that the weight stream
@@ -94,8 +97,11 @@ SWEEP_DECODE = ["64x64x128x4x4", "64x128x64x4x4", "64x64x64x4x6", "64x128x128x4x
 #: 64x128x64x4x4 is the unsplit tiling of earlier rounds
 SWEEP_AR = ["16x128x128x4x4k2", "16x64x128x4x4", "16x64x128x4x4p", "16x64x64x4x8p", "16x64x256x4x3",
             "64x128x128x4x4k2", "64x128x128x4x4pk2", "64x128x64x4x4", "64x128x64x4x4p", "128x128x64x8x3k2"]
-#: flattened-loop tilings tried besides SWEEP_LARGE for the AG+GEMM ``ce`` kernel (bench_gemm: 1-4% faster)
-SWEEP_AG_FLAT = ["128x128x64x4x4f", "128x256x64x8x3f", "128x256x64x8x4f"]
+#: flattened-loop (f) and TMA-store (t) tilings tried besides SWEEP_LARGE for the AG+GEMM ``ce`` kernel: bench_gemm
+#: 1-4% faster flattened; on one H200 (benchmarks/results/2026-12-02-ag-compute, the kernel with nothing to wait
+#: for) 128x128x64x4x6f was the fastest ce at 8B M=2048 (0.978x cuBLAS), ...ft at 8B M=8192 with 128x256x64x8x3ft
+SWEEP_AG_FLAT = ["128x128x64x4x4f", "128x256x64x8x3f", "128x256x64x8x4f", "128x128x64x4x6f", "128x128x64x4x4ft",
+                 "128x256x64x8x3ft", "128x128x64x4x6ft"]
 #: method variants timed from this global M on: ag_gemm chunked with a smaller local slice first (fraction of the
 #: local rows), gemm_rs chunked in row pieces (addmm_ on the received partial)
 VARIANT_MIN_M = 1024

@@ -524,6 +524,20 @@ def _load_bench(monkeypatch, name):
     return bench
 
 
+def test_bench_sweep_tilings_parse(monkeypatch):
+    """Every tiling bench_overlap --sweep tries is one TileConfig.parse accepts and writes back unchanged (a bad one
+    would only show as an error entry of a GPU sweep); the TMA-store (t) ones load through descriptors."""
+    from triton_dist.kernels.gemm import TileConfig
+
+    bench = _load_bench(monkeypatch, "bench_overlap_sweeps")
+    lists = [bench.SWEEP_LARGE, bench.SWEEP_SMALL, bench.SWEEP_DECODE, bench.SWEEP_AR, bench.SWEEP_AG_FLAT]
+    for text in (t for lst in lists for t in lst):
+        cfg = TileConfig.parse(text)
+        assert str(cfg) == text and not (cfg.tma_store and cfg.pointer_loads)
+    assert any(TileConfig.parse(t).tma_store for t in bench.SWEEP_AG_FLAT)
+    assert "128x128x64x4x6" in bench.SWEEP_LARGE and len(set(bench.SWEEP_AG_FLAT)) == len(bench.SWEEP_AG_FLAT)
+
+
 def test_bench_variant_names_map_to_table_rules(monkeypatch):
     """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@p<P>``) become the table's
     rule parameters; a winning method's swept tiling (gemm_rs ``fused@p``: the fused kernel's; gemm_ar ``ll``: its
