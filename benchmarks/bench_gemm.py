@@ -20,8 +20,9 @@ per variant, the best of ours, its ratio to cuBLAS) and prints a table.
 ``--write-table`` then merges this run into the measured table ``python/triton_dist/kernels/gemm_table.json`` (or
 ``--table-out``): per shape, the fastest of our fixed variants (or the table entry ``ours/auto`` ran, when that was
 fastest), with the results JSON, commit, timestamp and the us of it and of cuBLAS; a shape where the autotuner was
-fastest gets no entry (its pick is not known). ``--table-from JSON`` does the same from an earlier run's results JSON
-and exits (``kernels.gemm.build_gemm_table``). Both fixed variants and table entries launch through
+fastest gets no entry (its pick is not known). An existing entry that the run timed too stays unless the fastest
+beats it by more than ``--margin`` (default 1.5%; run-to-run noise is about 0.5-2%). ``--table-from JSON`` does the
+same from an earlier run's results JSON and exits (``kernels.gemm.build_gemm_table``). Both fixed variants and table entries launch through
 ``kernels.gemm.launch_variant``: what is timed here is what ``matmul`` runs.
 """
 from __future__ import annotations
@@ -50,6 +51,9 @@ DEFAULT_CONFIGS = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x12
 FORMS = g.GEMM_FORMS
 SAMPLE_US = 2000
 ROUNDS = 9
+#: --margin's default: an entry stays unless beaten by more than 1.5% in the run (entries flipped within 0.5% from run
+#: to run when the fastest always won: benchmarks/results/2026-12-01-decode-gemm)
+MARGIN = 0.015
 
 
 def parse_shape(text):
@@ -84,12 +88,13 @@ def source_name(path):
     return os.path.relpath(ap, root) if ap.startswith(root + os.sep) else ap
 
 
-def write_table(doc, source, out_path):
+def write_table(doc, source, out_path, margin=0.0):
     """Merge the results document ``doc`` (from ``source``) into the table at ``out_path`` (created if missing; a
-    malformed one is an error, not overwritten). Returns ``(path, report lines)``."""
+    malformed one is an error, not overwritten; ``margin``: ``kernels.gemm.build_gemm_table``'s). Returns ``(path,
+    report lines)``."""
     found = read_table(out_path, g.parse_gemm_table, g.GemmTableError)
     old = None if found is None else found[0]
-    table, report = g.build_gemm_table(doc, source, old)
+    table, report = g.build_gemm_table(doc, source, old, margin=margin)
     with open(out_path, "w") as f:
         f.write(g.dump_gemm_table(table))
     return os.path.normpath(out_path), report
@@ -144,11 +149,16 @@ def main():
                     help=f"table path (default {os.path.relpath(g.GEMM_TABLE_PATH)})")
     ap.add_argument("--table-from", default=None, metavar="JSON",
                     help="no GPU: write the table from an earlier run's results JSON (gemm-<stamp>.json) and exit")
+    ap.add_argument("--margin", type=float, default=MARGIN,
+                    help=f"keep an existing entry the run timed unless the fastest beats it by more than this "
+                         f"fraction (default {MARGIN}; 0: the fastest always wins)")
     args = ap.parse_args()
+    if not 0.0 <= args.margin < 0.5:
+        raise SystemExit(f"bench_gemm: --margin {args.margin}: a fraction in [0, 0.5)")
     if args.table_from:
         with open(args.table_from) as f:
             doc = json.load(f)
-        print_table_written(*write_table(doc, source_name(args.table_from), args.table_out))
+        print_table_written(*write_table(doc, source_name(args.table_from), args.table_out, args.margin))
         return
     shapes = [parse_shape(s) for s in args.shapes.split(",") if s]
     configs = [parse_config(c) for c in args.configs.split(",") if c]
@@ -220,7 +230,7 @@ def main():
         json.dump(doc, f, indent=1)
     print(f"wrote {path}")
     if args.write_table:
-        print_table_written(*write_table(doc, source_name(path), args.table_out))
+        print_table_written(*write_table(doc, source_name(path), args.table_out, args.margin))
 
 
 if __name__ == "__main__":

@@ -322,6 +322,36 @@ def _rec(M, N, K, us, errors=None, auto_variant=None):
             "auto_variant": auto_variant}
 
 
+def test_build_table_margin_keeps_an_entry_within_it():
+    """With a margin, an old entry the run timed (as ``ours/auto`` or as the same fixed variant) stays unless the
+    fastest beats it by more than the margin, whether the fastest is another variant or the autotuner; an entry the
+    run did not time, or one beaten by more, is replaced / dropped as without a margin."""
+    held = dict(_entry(), config="128x128x64x4x6", flatten=True, tma_store=True)
+    old = _table({(H200, "bfloat16", f"{m}x64x64"): held for m in (64, 128, 256, 512, 1024)})
+    doc = _results([
+        _rec(64, 64, 64, {"ours/auto": 100.0, "ours/128x256x64x8x3/flat": 99.0},
+             auto_variant="128x128x64x4x6/flat+tma"),  # 1% faster: kept
+        _rec(128, 64, 64, {"ours/auto": 100.0, "ours/128x256x64x8x3/flat": 97.0},
+             auto_variant="128x128x64x4x6/flat+tma"),  # 3% faster: replaced
+        _rec(256, 64, 64, {"ours/auto": 100.0, "ours/autotune": 99.5},
+             auto_variant="128x128x64x4x6/flat+tma"),  # the autotuner 0.5% faster: kept
+        _rec(512, 64, 64, {"ours/auto": 101.0, "ours/128x128x64x4x6/flat+tma": 100.0,
+                           "ours/128x256x64x8x3/flat": 99.0}),  # the entry timed as a fixed variant: kept
+        _rec(1024, 64, 64, {"ours/auto": 90.0, "ours/128x256x64x8x3/flat": 99.0})],  # entry not timed: autotuner
+        timestamp_utc="20261202T000000Z")
+    table, report = g.build_gemm_table(doc, "r.json", old, margin=0.015)
+    bf16 = table["devices"][H200]["bfloat16"]
+    assert bf16["64x64x64"] == held and bf16["256x64x64"] == held and bf16["512x64x64"] == held
+    assert bf16["128x64x64"]["config"] == "128x256x64x8x3" and "1024x64x64" not in bf16
+    assert report[0].startswith("64x64x64: entry 128x128x64x4x6 kept (100.0 us in this run")
+    assert "the autotuner at 99.5 us" in report[2]
+    without, _ = g.build_gemm_table(doc, "r.json", old)  # no margin: the fastest always wins
+    assert without["devices"][H200]["bfloat16"]["64x64x64"]["config"] == "128x256x64x8x3"
+    assert "256x64x64" not in without["devices"][H200]["bfloat16"]
+    with pytest.raises(ValueError, match="margin"):
+        g.build_gemm_table(doc, "r.json", old, margin=0.5)
+
+
 def test_build_table_picks_the_fastest_known_variant():
     old = _table({(H200, "bfloat16", "1x8x8"): _entry(), (H200, "bfloat16", "64x64x64"): _entry(),
                   ("Other GPU", "bfloat16", "64x64x64"): _entry()})

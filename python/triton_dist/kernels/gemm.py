@@ -823,12 +823,30 @@ def best_gemm_variants(doc: dict):
     return out
 
 
-def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None):
+def _incumbent_us(rec: dict, entry: dict) -> Optional[float]:
+    """The time an existing table ``entry`` got in the run of record ``rec``: ``ours/auto`` when that launch was the
+    entry (``auto_variant``), else the same variant timed as a fixed one; None when the run did not time it."""
+    us = rec.get("us") or {}
+    errors = rec.get("errors") or {}
+    name = str(GemmVariant(TileConfig.parse(entry["config"]), bool(entry.get("flatten")), bool(entry.get("tma_store"))))
+    for key, ran in (("ours/auto", rec.get("auto_variant")), (f"ours/{name}", name)):
+        t = us.get(key)
+        if ran == name and key not in errors and isinstance(t, (int, float)):
+            return float(t)
+    return None
+
+
+def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None, margin: float = 0.0):
     """Merge a ``bench_gemm`` results document ``doc`` (recorded as coming from ``source``) into the table document
     ``old`` (None: empty) and return ``(table, report)``. Per measured shape (device ``doc["device"]``, dtype
     ``doc["dtype"]``, bf16 when absent): the fastest of :func:`best_gemm_variants` becomes the entry, with
     provenance; a shape whose fastest was the autotuner (pick unknown) gets no entry (an old one is removed: the
-    autotuner beat it there). Entries of shapes ``doc`` did not measure are kept. ``report``: one line per shape."""
+    autotuner beat it there). Entries of shapes ``doc`` did not measure are kept. ``margin`` (a fraction, e.g.
+    0.015): an old entry the run timed too stays unless the run's fastest beats it by more than that, so timing
+    noise (entries of one shape flip by 0.5% between processes) does not rewrite the table; 0 (the default, and
+    what wrote the shipped table): the fastest always wins. ``report``: one line per shape."""
+    if not 0.0 <= margin < 0.5:
+        raise ValueError(f"build_gemm_table: margin={margin!r} must be a fraction in [0, 0.5)")
     device = doc.get("device")
     if not isinstance(device, str) or not device.strip():
         raise GemmTableError(f"{source}: the results document names no device")
@@ -848,6 +866,12 @@ def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None):
     for (M, N, K), var, t, rec in best_gemm_variants(doc):
         key = f"{M}x{N}x{K}"
         cublas = (rec.get("us") or {}).get("cublas")
+        held = by_shape.get(key)
+        t_held = _incumbent_us(rec, held) if held is not None and margin > 0 else None
+        if t_held is not None and t >= t_held * (1.0 - margin):
+            report.append(f"{key}: entry {held['config']} kept ({t_held:.1f} us in this run; the fastest, "
+                          f"{var or 'the autotuner'} at {t:.1f} us, is within the {margin:.1%} margin)")
+            continue
         if var is None or not cublas:
             dropped = by_shape.pop(key, None)
             why = "ours/autotune" if var is None and "ours/autotune" in rec.get("us", {}) else "the autotuner"
