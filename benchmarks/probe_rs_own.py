@@ -2,11 +2,10 @@
 --nproc_per_node 1``): the launch at world 2 with the peer's partial already in the staging and its ready flags
 already raised (re-raised before every call), so what is timed is the kernel's compute half: the own rows' main
 loop plus the peer partial's load and add. Per own-rows shape (``rows x N x K``, the own half of a TP=2 GEMM+RS):
-the autotuned kernel (what ``ce`` launches today; its pick is recorded), the kernel at the GEMM table's variant for
-that shape and at every ``--variants`` variant (``kernels.gemm.GemmVariant`` names: tiling/form, the form giving
-``FLATTEN`` and ``TMA_STORE``), our GEMM alone (``matmul``: the table) and cuBLAS (``torch.matmul``) on the same
-rows. Every call, GEMMs included, is preceded by the same flag fill. Each result is checked against torch first.
-Timing: ``bench_overlap.time_interleaved`` (CUDA-graph replay of k calls, samples interleaved, median of reps).
+the autotuned kernel (what ``ce`` launches today; its pick is recorded), the kernel at every ``--variants`` variant
+(``kernels.gemm.GemmVariant`` names, ``plain`` or ``flat``: the kernel has no TMA-store form), our GEMM alone
+(``matmul``: the table) and cuBLAS (``torch.matmul``) on the same rows. Every call, GEMMs included, is preceded
+by the same flag fill. Each result is checked against torch first. Timing: ``bench_overlap.time_interleaved`` (CUDA-graph replay of k calls, samples interleaved, median of reps).
 
     torchrun --nproc_per_node 1 benchmarks/probe_rs_own.py [--shapes 2048x4096x3584,...] [--variants ...]
 
@@ -27,16 +26,13 @@ from probe_common import finish, probe_parser, start  # noqa: E402
 
 #: own rows x N x K per rank of GEMM+RS at TP=2: 8B M=2048 / 4096 / 8192, 70B M=2048 / 4096 / 8192
 SHAPES = "1024x4096x3584,2048x4096x3584,4096x4096x3584,1024x8192x7168,2048x8192x7168,4096x8192x7168"
-VARIANTS = "128x256x64x8x3/plain,128x256x64x8x3/flat,128x256x64x8x3/tma,128x128x64x4x6/flat," \
-           "128x128x64x4x6/tma,128x128x64x4x4/flat+tma,128x256x64x8x4/flat"
+VARIANTS = "128x256x64x8x3/plain,128x256x64x8x3/flat,128x256x64x8x4/flat,128x128x64x4x6/flat,128x128x64x4x4/flat"
 
 
 def main():
     ap = probe_parser(__doc__, "", reps=9)
     ap.set_defaults(shapes=SHAPES)
     ap.add_argument("--variants", default=VARIANTS)
-    ap.add_argument("--prefetch", action="store_true",
-                    help="also each launch with PREFETCH (the tile's peer-partial rows hinted into L2 first): +pf")
     args = ap.parse_args()
 
     import bench_overlap as bo
@@ -64,29 +60,27 @@ def main():
         common = (own, b, out, stage, flags, count, rows, N, K, own.stride(0), b.stride(0), b.stride(1),
                   out.stride(0), cap, 0)
 
-        def fixed(var, pf=False):
+        def fixed(var):
             cfg = var.config
+            if var.tma_store:
+                raise SystemExit(f"probe_rs_own: {var}: rs_own_gemm_kernel has no TMA-store form")
             grid = (max(1, min(sms, -(-rows // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N))), )
 
             def run():
                 flags.fill_(1)
                 rsk.rs_own_gemm_kernel[grid](*common, WORLD=world, PIECES=1, FLAG_STRIDE=CE_PIECES_MAX,
                                              **cfg.meta(with_flatten=False), NUM_SMS=sms, USE_TMA=not cfg.pointer_loads,
-                                             FLATTEN=var.flatten, TMA_STORE=var.tma_store and g.tma_store_ok(out),
-                                             PREFETCH=pf, **cfg.launch())
+                                             FLATTEN=var.flatten, **cfg.launch())
                 return out
             return run
 
         tuned = rsk.rs_own_gemm_autotuned()
 
-        def autotuned(pf=False):
-            def run():
-                flags.fill_(1)
-                tuned[lambda m: (max(1, min(sms, -(-rows // m["BLOCK_M"]) * -(-N // m["BLOCK_N"]))), )](
-                    *common, WORLD=world, PIECES=1, FLAG_STRIDE=CE_PIECES_MAX, NUM_SMS=sms, USE_TMA=True,
-                    PREFETCH=pf)
-                return out
-            return run
+        def autotuned():
+            flags.fill_(1)
+            tuned[lambda m: (max(1, min(sms, -(-rows // m["BLOCK_M"]) * -(-N // m["BLOCK_N"]))), )](
+                *common, WORLD=world, PIECES=1, FLAG_STRIDE=CE_PIECES_MAX, NUM_SMS=sms, USE_TMA=True)
+            return out
 
         c = torch.empty_like(out)
 
@@ -98,16 +92,9 @@ def main():
             flags.fill_(1)
             return g.matmul(own, b, out=c)
 
-        fns = {"rs_own/autotune": autotuned()}  # first: the tuning happens at its first call (drop_failing's)
-        if args.prefetch:  # the same pick (the autotuner's cache is keyed on the shape), with the hint
-            fns["rs_own/autotune+pf"] = autotuned(True)
-        table_var = g.gemm_table_lookup(device, torch.bfloat16, rows, N, K)
-        if table_var is not None and table_var.config.split_k == 1:
-            fns[f"rs_own/table={table_var}"] = fixed(table_var)
+        fns = {"rs_own/autotune": autotuned}
         for name in args.variants.split(","):
             fns.setdefault(f"rs_own/{name}", fixed(g.GemmVariant.parse(name)))
-            if args.prefetch:
-                fns.setdefault(f"rs_own/{name}+pf", fixed(g.GemmVariant.parse(name), True))
         errors = bo.drop_failing(fns)
         for name, fn in list(fns.items()):
             ok, rel = bo.close(fn(), ref)
@@ -119,7 +106,6 @@ def main():
         fns.update({"gemm_ours/auto": ours, "cublas": cublas})
         res = {n: round(t, 1) for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
         rec = {"rows": rows, "N": N, "K": K, "k": args.k, "reps": args.reps, "us": res, "autotune_pick": pick,
-               "table_variant": str(table_var) if table_var else None,
                "over_cublas": {n: round(t / res["cublas"], 3) for n, t in res.items()}, "errors": errors}
         records.append(rec)
         print(json.dumps({"shape": spec, "autotune_pick": pick, **dict(sorted(res.items(), key=lambda kv: kv[1])),

@@ -255,42 +255,29 @@ def rs_own_gemm_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, ready_ptr, count_ptr, M
                        stride_bn, stride_om, CAP, rank, WORLD: tl.constexpr, PIECES: tl.constexpr,
                        FLAG_STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr,
-                       FLATTEN: tl.constexpr = False, TMA_STORE: tl.constexpr = False,
-                       PREFETCH: tl.constexpr = False):
+                       FLATTEN: tl.constexpr = False):
     """Last launch of the host-composed ``ce`` GEMM+RS (``ops.overlap``): ``out = A_own @ B + sum_src stage[src]``
     for this rank's ``M_s`` rows. Every peer ``src`` pushes its bf16/fp16 partial of these rows into
     ``stage[src * CAP:]`` (row-major ``[M_s, N]``) in ``PIECES`` row pieces (piece ``j``: rows
     ``[M_s * j // PIECES, M_s * (j + 1) // PIECES)``), raising the local 0/1 flag ``ready[src * FLAG_STRIDE + j]``
     after each.
 
-    Persistent grid (``NUM_SMS`` programs, grouped tile order, ``FLATTEN`` and ``TMA_STORE`` as in
-    :func:`~triton_dist.kernels.gemm.gemm_kernel`: ``TMA_STORE`` with ``USE_TMA`` and an ``out`` a descriptor can
-    store to). Per tile: the MMA main loop first (the peers' pushes land
+    Persistent grid (``NUM_SMS`` programs, grouped tile order, ``FLATTEN`` as in
+    :func:`~triton_dist.kernels.gemm.gemm_kernel`). Per tile: the MMA main loop first (the peers' pushes land
     meanwhile), then for each peer in order ``rank + 1, ...``: wait (system scope, acquire) for the flags of the
     pieces holding the tile's rows, add the partial tile in fp32; one rounding to ``out``'s dtype. The launch's last program to finish (``count[0]``, a
     local int64 word, counts them) sets every ready flag back to 0 and the count to 0: all programs have passed
     their waits by then, and a peer raises the flags again only after this rank's *free* raise, which the host
-    enqueues after this launch. ``PREFETCH``: before a tile's main loop, its rows of every peer's partial are
-    hinted into L2 (``dl.prefetch_l2``, one range per row; a range whose piece has not landed yet is only a wasted
-    hint: the peer's writes reach this GPU's L2 like any other write), so the epilogue's partial loads can hit L2."""
+    enqueues after this launch."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M_s, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     if USE_TMA:
         a_desc, b_desc = tma_descriptors(a_ptr, b_ptr, M_s, N, K, stride_am, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K)
-        if TMA_STORE:
-            c_desc = tl.make_tensor_descriptor(out_ptr, shape=[M_s, N], strides=[stride_om, 1],
-                                               block_shape=[BLOCK_M, BLOCK_N])
     for tile in tl.range(pid, tiles_m * tiles_n, NUM_SMS, flatten=FLATTEN):
         pid_m, pid_n = tile_coords(tile, tiles_m, tiles_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if PREFETCH:
-            row_bytes = tl.minimum(N - off_n, BLOCK_N) * (stage_ptr.dtype.element_ty.primitive_bitwidth // 8)
-            for i in tl.static_range(1, WORLD):
-                part0 = stage_ptr + ((rank + i) % WORLD).to(tl.int64) * CAP + off_m.to(tl.int64) * N + off_n
-                for r in tl.static_range(BLOCK_M):  # unrolled: FLATTEN can still fuse the tile and K loops
-                    dl.prefetch_l2(part0 + r * N, row_bytes, mask=off_m + r < M_s)
         if USE_TMA:
             acc = tile_acc_tma(a_desc, b_desc, off_m, off_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
         else:
@@ -309,10 +296,7 @@ def rs_own_gemm_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, ready_ptr, count_ptr, M
                     tok = dl.wait(ready_ptr + src * FLAG_STRIDE + j, 1, "sys", "acquire", 1)
             part = dl.consume_token(stage_ptr, tok) + src.to(tl.int64) * CAP
             acc += tl.load(part + offs, mask=mask, other=0.0).to(tl.float32)
-        if USE_TMA and TMA_STORE:
-            c_desc.store([off_m, off_n], acc.to(out_ptr.dtype.element_ty))
-        else:
-            store_tile(out_ptr, acc, off_m, off_n, M_s, N, stride_om, 1, BLOCK_M, BLOCK_N)
+        store_tile(out_ptr, acc, off_m, off_n, M_s, N, stride_om, 1, BLOCK_M, BLOCK_N)
     arrived = tl.atomic_add(count_ptr, 1, sem="acq_rel")
     if arrived == tl.num_programs(0) - 1:
         zero_flags(ready_ptr, WORLD * FLAG_STRIDE)
