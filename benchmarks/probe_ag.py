@@ -34,6 +34,8 @@ def main():
                     help="tilings (BMxBNxBKxWARPSxSTAGES[f][t]) of the fused kernels and of our GEMM alone")
     ap.add_argument("--methods", default="sm,ce", help="ag_gemm methods timed at each tiling")
     ap.add_argument("--shape-tp", type=int, default=0, help="N per rank of this TP degree (default: the world size)")
+    ap.add_argument("--plain-launch", action="store_true",
+                    help="also each method on a context whose fused launches are not cooperative (name <method>_plain)")
     ap.add_argument("--comm-programs", type=int_list, default=[],
                     help="also sm with these push-program counts (default context: 8)")
     args = ap.parse_args()
@@ -57,6 +59,10 @@ def main():
         # sm with fewer push programs: more GEMM programs (contexts of their own: the signals are per push program)
         ctx_g = {G: ov.create_ag_gemm_context(M // W, K, torch.bfloat16, methods=("sm", ), comm_programs=G)
                  for G in args.comm_programs}
+        ctx_p = None
+        if args.plain_launch:  # the same context kind with plain (not cooperative) launches of the fused kernel
+            ctx_p = ov.create_ag_gemm_context(M // W, K, torch.bfloat16)
+            ctx_p.cooperative = False
         a, b = bo.rand((M // W, K), 1 + rank), bo.rand((K, N), 100 + rank)
         full = torch.empty((M, K), dtype=torch.bfloat16, device="cuda")
         dist.all_gather_into_tensor(full, a)  # the gathered rows: cuBLAS on them is the reference and a baseline
@@ -69,6 +75,9 @@ def main():
             fns[f"gemm_ours@{cfg}"] = lambda tc=tc: g.matmul(full, b, out=c, config=tc)
             for meth in args.methods.split(","):
                 fns[f"{meth}@{cfg}"] = bo._with_config(lambda meth=meth: ov.ag_gemm(a, b, ctx, method=meth), cfg)
+                if ctx_p is not None:
+                    fns[f"{meth}_plain@{cfg}"] = bo._with_config(
+                        lambda meth=meth: ov.ag_gemm(a, b, ctx_p, method=meth), cfg)
             for G, cg in ctx_g.items():
                 fns[f"sm_g{G}@{cfg}"] = bo._with_config(lambda cg=cg: ov.ag_gemm(a, b, cg, method="sm"), cfg)
         errors = bo.drop_failing(fns)
@@ -85,6 +94,8 @@ def main():
             print(json.dumps({"model": model, "M": M, **dict(sorted(res.items(), key=lambda kv: kv[1])),
                               "errors": errors}), flush=True)
         ctx.close()
+        if ctx_p is not None:
+            ctx_p.close()
         for cg in ctx_g.values():
             cg.close()
     finish(args, "probe_ag", stamp, records, "bench_overlap.time_interleaved (CUDA-graph replay of k calls, median "
