@@ -155,6 +155,19 @@ def ag_gemm_kernel(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, recv_o
 
 
 @triton_dist.jit
+def _store_c_tile(c_ptr, c_desc, acc, scale, row, off_n, row_end, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, HAS_SCALE: tl.constexpr, BY_DESCRIPTOR: tl.constexpr):
+    """Epilogue of one C tile at ``(row, off_n)``: ``acc * scale`` when ``HAS_SCALE``, rounded to C's dtype, stored
+    through the descriptor ``c_desc`` (``BY_DESCRIPTOR``) or through pointers masked at ``row_end`` and ``N``."""
+    if HAS_SCALE:
+        acc = acc * scale
+    if BY_DESCRIPTOR:
+        c_desc.store([row, off_n], acc.to(c_ptr.dtype.element_ty))
+    else:
+        store_tile(c_ptr, acc, row, off_n, row_end, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+
+
+@triton_dist.jit
 def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, N, K, stride_bk, stride_bn, stride_cm,
                   stride_cn, value, rank, gpid, profiler, WORLD: tl.constexpr, NSIG: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -180,9 +193,11 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
         x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M_loc, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
         f_desc = tl.make_tensor_descriptor(a_full_ptr, shape=[WORLD * M_loc, K], strides=[K, 1],
                                            block_shape=[BLOCK_M, BLOCK_K])
-        if TMA_STORE:
-            c_desc = tl.make_tensor_descriptor(c_ptr, shape=[WORLD * M_loc, N], strides=[stride_cm, 1],
-                                               block_shape=[BLOCK_M, BLOCK_N])
+    if USE_TMA and TMA_STORE:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[WORLD * M_loc, N], strides=[stride_cm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_N])
+    else:
+        c_desc = c_ptr  # unused: tiles are stored through pointers
     scale = 1.0
     if HAS_SCALE:
         scale = tl.load(scale_ptr)
@@ -198,12 +213,8 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
         else:
             acc = tile_acc_ptr(x_ptr, b_ptr, loc_m, off_n, M_loc, N, K, K, 1, stride_bk, stride_bn, BLOCK_M,
                                BLOCK_N, BLOCK_K)
-        if HAS_SCALE:
-            acc = acc * scale
-        if USE_TMA and TMA_STORE:
-            c_desc.store([row0 + loc_m, off_n], acc.to(c_ptr.dtype.element_ty))
-        else:
-            store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        _store_c_tile(c_ptr, c_desc, acc, scale, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M,
+                      BLOCK_N, HAS_SCALE, USE_TMA and TMA_STORE)
         profiler = profiler.record(False, TASK_TILE)
     # the peer chunks c = 1 .. WORLD - 1 (chunk src = (rank + c) % WORLD), continuing this program's tile sequence:
     # its first tile index >= tiles_chunk
@@ -226,12 +237,8 @@ def ag_gemm_tiles(a_full_ptr, b_ptr, c_ptr, ready_ptr, scale_ptr, x_ptr, M_loc, 
         else:
             acc = tile_acc_ptr(dl.consume_token(a_full_ptr + row0 * K, tok), b_ptr, loc_m, off_n, M_loc, N, K, K, 1,
                                stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K)
-        if HAS_SCALE:
-            acc = acc * scale
-        if USE_TMA and TMA_STORE:
-            c_desc.store([row0 + loc_m, off_n], acc.to(c_ptr.dtype.element_ty))
-        else:
-            store_tile(c_ptr, acc, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        _store_c_tile(c_ptr, c_desc, acc, scale, row0 + loc_m, off_n, row0 + M_loc, N, stride_cm, stride_cn, BLOCK_M,
+                      BLOCK_N, HAS_SCALE, USE_TMA and TMA_STORE)
         profiler = profiler.record(False, TASK_TILE)
     return profiler
 
