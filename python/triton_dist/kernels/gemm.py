@@ -27,12 +27,12 @@ Design (one source, every target; no target checks in the kernel, the host picks
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import os
 import re
-import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -611,8 +611,8 @@ class GemmVariant:
 
 def variant_config(text: str) -> TileConfig:
     """A tiling :func:`launch_variant` can run (what bench_gemm's ``--configs`` and a table entry's ``config``
-    accept): :meth:`TileConfig.parse` text without the ``f`` suffix (the form carries ``FLATTEN``); ``p`` (pointer
-    loads) and ``kS`` (split-K) are accepted. ValueError otherwise."""
+    accept): :meth:`TileConfig.parse` text without the ``f`` and ``t`` suffixes (the form carries ``FLATTEN`` and
+    ``TMA_STORE``); ``p`` (pointer loads) and ``kS`` (split-K) are accepted. ValueError otherwise."""
     cfg = TileConfig.parse(text)
     if cfg.flatten or cfg.tma_store:
         bare = str(dataclasses.replace(cfg, flatten=False, tma_store=False))
