@@ -823,12 +823,13 @@ def best_gemm_variants(doc: dict):
     return out
 
 
-def _incumbent_us(rec: dict, entry: dict) -> Optional[float]:
-    """The time an existing table ``entry`` got in the run of record ``rec``: ``ours/auto`` when that launch was the
-    entry (``auto_variant``), else the same variant timed as a fixed one; None when the run did not time it."""
+def _incumbent_us(rec: dict, held: GemmVariant) -> Optional[float]:
+    """The time an existing table entry's variant ``held`` got in the run of record ``rec``: ``ours/auto`` when that
+    launch was the entry (``auto_variant``), else the same variant timed as a fixed one; None when the run did not
+    time it."""
     us = rec.get("us") or {}
     errors = rec.get("errors") or {}
-    name = str(GemmVariant(TileConfig.parse(entry["config"]), bool(entry.get("flatten")), bool(entry.get("tma_store"))))
+    name = str(held)
     for key, ran in (("ours/auto", rec.get("auto_variant")), (f"ours/{name}", name)):
         t = us.get(key)
         if ran == name and key not in errors and isinstance(t, (int, float)):
@@ -867,7 +868,7 @@ def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None, margin:
         key = f"{M}x{N}x{K}"
         cublas = (rec.get("us") or {}).get("cublas")
         held = by_shape.get(key)
-        t_held = _incumbent_us(rec, held) if held is not None and margin > 0 else None
+        t_held = _incumbent_us(rec, _parse_gemm_entry(key, held)) if held is not None and margin > 0 else None
         if t_held is not None and t >= t_held * (1.0 - margin):
             report.append(f"{key}: entry {held['config']} kept ({t_held:.1f} us in this run; the fastest, "
                           f"{var or 'the autotuner'} at {t:.1f} us, is within the {margin:.1%} margin)")
