@@ -22,8 +22,8 @@ per variant, the best of ours, its ratio to cuBLAS) and prints a table.
 fastest), with the results JSON, commit, timestamp and the us of it and of cuBLAS; a shape where the autotuner was
 fastest gets no entry (its pick is not known). An existing entry that the run timed too stays unless the fastest
 beats it by more than ``--margin`` (default 1.5%; run-to-run noise is about 0.5-2%). ``--table-from JSON`` does the
-same from an earlier run's results JSON and exits (``kernels.gemm.build_gemm_table``). Both fixed variants and table entries launch through
-``kernels.gemm.launch_variant``: what is timed here is what ``matmul`` runs.
+same from an earlier run's results JSON and exits (``kernels.gemm.build_gemm_table``). Both fixed variants and table
+entries launch through ``kernels.gemm.launch_variant``: what is timed here is what ``matmul`` runs.
 """
 from __future__ import annotations
 

@@ -185,18 +185,29 @@ def time_graph(name, fn, k, reps):
     return t, True
 
 
-def drop_failing(fns):
+def drop_failing(fns, ref=None):
     """Call every ``fns[name]`` once (a warm-up that also compiles); drop from ``fns`` the ones that raise and return
-    ``{name: "Type: message"}`` for them (the probes record these beside their timings)."""
+    ``{name: "Type: message"}`` for them (the probes record these beside their timings). With ``ref`` (a tensor),
+    that call's result must also be :func:`close` to it on every rank (the ranks agree, max over ranks, so they keep
+    the same implementations); one that is not is dropped as ``"wrong result: ..."``."""
     errors = {}
     for name, fn in list(fns.items()):
+        rel = 0.0
         try:
-            fn()
+            out = fn()
             torch.cuda.synchronize()
+            if ref is not None:
+                ok, rel = close(out, ref)
+                if not ok:
+                    errors[name] = f"wrong result: rel err {rel:.3g} (this rank)"
         except Exception as exc:  # noqa: BLE001
             errors[name] = f"{type(exc).__name__}: {exc}"[:200]
-            fns.pop(name)
             torch.cuda.synchronize()
+        bad = name in errors
+        if ref is not None and _max_over_ranks(1.0 if bad else 0.0) and not bad:
+            errors[name] = "wrong result or error on another rank"
+        if name in errors:
+            fns.pop(name)
     return errors
 
 

@@ -80,15 +80,11 @@ def main():
                         lambda meth=meth: ov.ag_gemm(a, b, ctx_p, method=meth), cfg)
             for G, cg in ctx_g.items():
                 fns[f"sm_g{G}@{cfg}"] = bo._with_config(lambda cg=cg: ov.ag_gemm(a, b, cg, method="sm"), cfg)
-        errors = bo.drop_failing(fns)
-        for name, fn in list(fns.items()):
-            ok, rel = bo.close(fn(), ref)
-            if not bo._max_over_ranks(0.0 if ok else 1.0) == 0.0:
-                errors[name] = f"wrong result: rel err {rel:.3g} (this rank)"
-                fns.pop(name)
+        errors = bo.drop_failing(fns, ref)
         res = {n: round(t, 1) for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
-        rec = {"model": model, "M": M, "K": K, "N_per_rank": N, "shape_tp": tp, "world": W, "k": args.k, "reps": args.reps, "us": res,
-               "over_cublas": {n: round(t / res["cublas"], 3) for n, t in res.items()}, "errors": errors}
+        rec = {"model": model, "M": M, "K": K, "N_per_rank": N, "shape_tp": tp, "world": W, "k": args.k,
+               "reps": args.reps, "us": res, "over_cublas": {n: round(t / res["cublas"], 3) for n, t in res.items()},
+               "errors": errors}
         records.append(rec)
         if rank == 0:
             print(json.dumps({"model": model, "M": M, **dict(sorted(res.items(), key=lambda kv: kv[1])),
