@@ -551,10 +551,12 @@ def ensure_tma_allocator() -> None:
 
 
 def num_sms(device) -> int:
-    import torch
-
+    """Programs of a persistent grid on ``device``: this rank's SMs (its share where ranks share a GPU,
+    ``runtime.device_info.rank_sm_count``); 2 on the interpreter."""
     if getattr(device, "type", "cpu") == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        from ..runtime.device_info import rank_sm_count
+
+        return rank_sm_count(device)
     return 2
 
 

@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from ..runtime.device_info import rank_sm_count
 from .core import codegen, fusion, graph, scheduler
 from .core.checks import ALIGN_BYTES
 from .core.registry import task_type
@@ -90,7 +91,7 @@ class ModelBuilder:
             device = torch.device("cpu") if self.on_sim else torch.device("cuda", torch.cuda.current_device())
         self.device = torch.device(device)
         if num_workers is None:
-            num_workers = 1 if self.on_sim else torch.cuda.get_device_properties(self.device).multi_processor_count
+            num_workers = 1 if self.on_sim else rank_sm_count(self.device)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"ModelBuilder: num_workers must be an int >= 1, got {num_workers!r}")
         if self.on_sim and num_workers != 1:

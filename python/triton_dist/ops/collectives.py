@@ -33,6 +33,7 @@ from ..kernels import allreduce as _ar
 from ..kernels import common as _common
 from ..kernels import p2p as _p2p
 from ..kernels import reduce_scatter as _rs
+from ..runtime import torch_collectives as _torch_coll
 
 from .collectives_table import (TABLE_DTYPE_FALLBACK, TABLE_DTYPES, TABLE_ENV, TABLE_FORMAT,  # noqa: F401
                                 TABLE_METHODS, TABLE_PATH, CollectivesTableError, best_per_size, build_table,
@@ -53,6 +54,8 @@ class _CollectiveContext(Context):
         :func:`_select_method`: ``"nccl"``, the chosen method if this context allocated it, else the context's first
         method. Cheap (a dict lookup and a bisect); runs on every eager ``auto`` call."""
         m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype)
+        if m == "nccl" and not self.group_has_nccl:  # ranks share a GPU: "nccl" would run on host copies
+            m = _select_method(self.op, self.world_size, nbytes, False, self.dtype, nccl=False)
         if m == "ll" and nbytes // (self.esize * self.world_size) > self.ll_cap:  # a message per rank / shard
             m = self.method_fallbacks[m]
         if m != "nccl" and m not in self.methods:
@@ -292,9 +295,7 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
     if n == 0:
         return out
     if method == "nccl":
-        import torch.distributed as dist
-
-        dist.all_gather_into_tensor(out.view(-1), x.reshape(-1), group=ctx.group)
+        _torch_coll.all_gather_into_tensor(out.view(-1), x.reshape(-1), group=ctx.group)
         return out
     if method == "ce":
         _all_gather_ce(x, out, ctx, n)
@@ -428,9 +429,7 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     if n == 0:
         return out
     if method == "nccl":
-        import torch.distributed as dist
-
-        dist.reduce_scatter_tensor(out.view(-1), x.reshape(-1), group=ctx.group)
+        _torch_coll.reduce_scatter_tensor(out.view(-1), x.reshape(-1), group=ctx.group)
         return out
     tag = _common.size_tag(n)
     if method == "ll":
@@ -473,13 +472,13 @@ NCCL_FALLBACK = {"all_reduce": {}, "all_gather": {}, "reduce_scatter": {}}
 #: Built-in default SM method of the other ops for "auto" (no override, no measured entry).
 AUTO_DEFAULTS = {"all_gather": "push", "reduce_scatter": "direct_push"}
 
-def _select_method(op: str, world: int, nbytes: int, on_gpu: bool, dtype=None) -> str:
+def _select_method(op: str, world: int, nbytes: int, on_gpu: bool, dtype=None, nccl: bool = True) -> str:
     """The method "auto" picks, before the context's own adjustments (:meth:`_CollectiveContext.select`), in this
-    order: a :data:`NCCL_FALLBACK` range -> ``"nccl"``; an :data:`AR_TABLE` entry for the world size (all_reduce);
+    order: a :data:`NCCL_FALLBACK` range -> ``"nccl"`` (skipped when ``nccl`` is False); an :data:`AR_TABLE` entry for the world size (all_reduce);
     on a GPU, the measured table's entry for (op, world, dtype) (fp16 / fp8 use bf16's when they have none);
     else the built-in defaults (:data:`DEFAULT_AR_TABLES` / :data:`DEFAULT_AR_TABLE`, :data:`AUTO_DEFAULTS`). The
     simulator never reads the measured table (its figures are GPU ones)."""
-    for lo, hi in NCCL_FALLBACK.get(op, {}).get(world, []):
+    for lo, hi in NCCL_FALLBACK.get(op, {}).get(world, []) if nccl else ():
         if lo <= nbytes < hi:
             return "nccl"
     if op == "all_reduce" and world in AR_TABLE:
@@ -620,11 +619,9 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
         return out
     tag = _common.size_tag(n)
     if method == "nccl":
-        import torch.distributed as dist
-
         if out.data_ptr() != x.data_ptr():
             out.copy_(x)
-        dist.all_reduce(out, group=ctx.group)
+        _torch_coll.all_reduce(out, group=ctx.group)
         return out
     if method == "ll":
         _check_ll(op, ctx, n, "")

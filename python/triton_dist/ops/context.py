@@ -41,8 +41,12 @@ def on_gpu(backend) -> bool:
 
 
 def sm_count(device) -> int:
+    """SMs of this rank on ``device`` (its share where ranks share a GPU: ``runtime.device_info.rank_sm_count``);
+    1 on the simulator."""
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        from ..runtime.device_info import rank_sm_count
+
+        return rank_sm_count(device)
     return 1
 
 
@@ -132,6 +136,11 @@ class Context:
                              f"{self.world_size} spans several nodes (LOCAL_WORLD_SIZE={local}). The inter-node "
                              f"path (NVSHMEM put-with-signal) is a follow-up: use NCCL there")
         self.group = utils.get_triton_dist_world()
+        from ..runtime.torch_collectives import group_has_nccl
+
+        #: whether the torch fallback methods ("nccl" / "torch") run on NCCL; False where ranks share a GPU (gloo
+        #: on host copies, never picked by "auto"); the simulator's gloo counts as its NCCL
+        self.group_has_nccl = (not on_gpu(backend)) or group_has_nccl(self.group)
         self.dtype = dtype
         self.max_numel = int(max_numel)
         self.esize = torch.empty((), dtype=dtype).element_size()

@@ -42,6 +42,7 @@ from ..kernels import common as _common
 from ..kernels import gemm as _gemm
 from ..kernels import gemm_ar as _ark
 from ..kernels import gemm_rs as _rsk
+from ..runtime import torch_collectives as _torch_coll
 from .context import FP8_DTYPES, Context, check_ctx, check_method
 
 TAG_RANGE = _common.TAG_RANGE
@@ -358,6 +359,8 @@ class AGGemmContext(_OverlapContext):
         replaced by an allocated one if needed."""
         rule = select_rule("ag_gemm", self.world_size, m_total, self.on_gpu, n, self.k, eager)
         m = rule["method"]
+        if m == "torch" and not self.group_has_nccl:  # ranks share a GPU: torch's path would run on host copies
+            return {"method": next((x for x in ("ce", "sm") if x in self.methods), "sm")}
         if m == "torch" or (m in self.methods and (m != "chunked" or self.gather_peers is not None)):
             return rule
         return {"method": next((x for x in ("ce", "sm") if x in self.methods), "torch")}
@@ -577,16 +580,14 @@ def _ag_gemm_chunked(ctx, a, b, out, n, first_rows):
 
 
 def _ag_gemm_torch(a, b, ctx, out, scale):
-    import torch.distributed as dist
-
     W = ctx.world_size
     full = torch.empty((W * a.shape[0], a.shape[1]), dtype=a.dtype, device=a.device)
     if a.dtype in FP8_DTYPES:
-        dist.all_gather_into_tensor(full.view(torch.uint8), a.view(torch.uint8), group=ctx.group)
+        _torch_coll.all_gather_into_tensor(full.view(torch.uint8), a.view(torch.uint8), group=ctx.group)
         res = (full.to(torch.float32) @ b.to(torch.float32)) * scale
         out.copy_(res)
         return out
-    dist.all_gather_into_tensor(full, a, group=ctx.group)
+    _torch_coll.all_gather_into_tensor(full, a, group=ctx.group)
     if out.dtype == a.dtype:
         torch.matmul(full, b, out=out)
     else:
@@ -640,6 +641,8 @@ class _PartialsContext(_OverlapContext):
         ``fused`` where its method is not available here."""
         rule = select_rule(self.kind, self.world_size, m_total, self.on_gpu, self.n, k, eager)
         m = rule["method"]
+        if m == "torch" and not self.group_has_nccl:  # ranks share a GPU: torch's path would run on host copies
+            return {"method": "fused"}
         if (m == "one_shot" and getattr(self, "ar_ctx", None) is None) or \
                 (m == "chunked" and getattr(self, "chunk_stage_peers", None) is None) or \
                 (m == "ce" and getattr(self, "ce_stage_peers", None) is None):
@@ -1119,9 +1122,7 @@ def _flag_raise(ctx, stream, peer_flag):
 
 
 def _gemm_rs_torch(a, b, ctx, out):
-    import torch.distributed as dist
-
-    dist.reduce_scatter_tensor(out, torch.matmul(a, b), group=ctx.group)
+    _torch_coll.reduce_scatter_tensor(out, torch.matmul(a, b), group=ctx.group)
     return out
 
 
@@ -1242,10 +1243,8 @@ def _gemm_ar_ll(a, b, ctx, out):
 
 
 def _gemm_ar_torch(a, b, ctx, out):
-    import torch.distributed as dist
-
     torch.matmul(a, b, out=out)
-    dist.all_reduce(out, group=ctx.group)
+    _torch_coll.all_reduce(out, group=ctx.group)
     return out
 
 

@@ -14,6 +14,7 @@ import torch
 
 from . import module_init
 from . import select as _select
+from . import shared_gpu
 from .env import get_int_env
 from .state import STATE, shmem_initialized
 from .testing import init_seed
@@ -30,7 +31,7 @@ def _read_launch_env(name: str):
     if "LOCAL_WORLD_SIZE" in os.environ:
         local_world = get_int_env("LOCAL_WORLD_SIZE", world)
     elif name in ("nvshmem", "rocshmem"):
-        local_world = min(world, max(torch.cuda.device_count(), 1))
+        local_world = min(world, max(torch.cuda.device_count(), 1) * shared_gpu.ranks_per_gpu())
     else:
         local_world = world
     if world < 1 or not 0 <= rank < world:
@@ -54,11 +55,22 @@ def _finalize_at_exit():
         pass
 
 
+def process_group_backend(name: str, per_gpu: int) -> str:
+    """The torch process-group backend :func:`initialize_distributed` creates: ``gloo`` on the simulator and where
+    ranks share a GPU (NCCL refuses two ranks on one GPU), else ``cpu:gloo,cuda:nccl``."""
+    if name not in ("nvshmem", "rocshmem") or per_gpu > 1:
+        return "gloo"
+    return "cpu:gloo,cuda:nccl"
+
+
 def initialize_distributed(seed: Optional[int] = None, initialize_shmem: bool = True):
     """Set up this rank: read RANK / LOCAL_RANK / WORLD_SIZE / LOCAL_WORLD_SIZE (torchrun's variables; LOCAL_WORLD_SIZE
-    defaults to min(WORLD_SIZE, visible GPUs), or WORLD_SIZE on the simulator), bind the GPU LOCAL_RANK, create the
-    default process group (``cpu:gloo,cuda:nccl`` on GPUs, ``gloo`` on the simulator) unless one exists, seed RNGs
-    with ``seed`` (default: the rank), and bootstrap SHMEM over it when ``initialize_shmem``. Returns the
+    defaults to min(WORLD_SIZE, visible GPUs x ranks per GPU), or WORLD_SIZE on the simulator), bind this rank's GPU
+    (``LOCAL_RANK // TRITON_DIST_RANKS_PER_GPU``: one rank per GPU by default; see
+    :mod:`triton_dist.runtime.shared_gpu` for ranks that share a GPU), create the default process group
+    (``cpu:gloo,cuda:nccl`` on GPUs, ``gloo`` on the simulator and where ranks share a GPU) unless one exists, seed
+    RNGs with ``seed`` (default: the rank), and bootstrap SHMEM over it when ``initialize_shmem`` (where ranks share
+    a GPU, after checking that their SM shares let all their kernels be resident at once). Returns the
     tensor-parallel group: the world group. Idempotent: a second call returns the same group."""
     import torch.distributed as dist
 
@@ -67,13 +79,14 @@ def initialize_distributed(seed: Optional[int] = None, initialize_shmem: bool = 
         return STATE.group
     rank, world, local_rank, local_world = _read_launch_env(name)
     gpu = name in ("nvshmem", "rocshmem")
+    per_gpu = shared_gpu.ranks_per_gpu() if gpu else 1
     if gpu:
+        if per_gpu > 1 and name == "rocshmem":
+            raise RuntimeError(f"{shared_gpu.RANKS_PER_GPU_ENV}={per_gpu}: ranks that share a GPU need CUDA MPS "
+                               f"(NVIDIA); ROCm has no equivalent here: run one rank per GPU")
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n < local_world or local_rank >= n:
-            raise RuntimeError(f"LOCAL_WORLD_SIZE={local_world} (LOCAL_RANK={local_rank}) needs {local_world} visible "
-                               f"GPUs on this node but torch sees {n}; lower --nproc_per_node or fix "
-                               f"CUDA_VISIBLE_DEVICES")
-        torch.cuda.set_device(local_rank)
+        device = shared_gpu.device_for_local_rank(local_rank, local_world, n, per_gpu)
+        torch.cuda.set_device(device)
     else:
         from .. import _compat
 
@@ -87,11 +100,11 @@ def initialize_distributed(seed: Optional[int] = None, initialize_shmem: bool = 
 
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
             os.environ.setdefault("MASTER_PORT", str(free_port()))
-        kwargs = dict(backend="cpu:gloo,cuda:nccl" if name == "nvshmem" else
-                      ("cpu:gloo,cuda:nccl" if name == "rocshmem" else "gloo"), rank=rank, world_size=world,
+        backend = process_group_backend(name, per_gpu)
+        kwargs = dict(backend=backend, rank=rank, world_size=world,
                       timeout=datetime.timedelta(seconds=get_int_env("TRITON_DIST_PG_TIMEOUT_S", 1800)))
-        if gpu:
-            kwargs["device_id"] = torch.device("cuda", local_rank)
+        if gpu and "nccl" in backend:
+            kwargs["device_id"] = torch.device("cuda", torch.cuda.current_device())
         dist.init_process_group(**kwargs)
         STATE.created_process_group = True
     group = dist.group.WORLD
@@ -104,9 +117,31 @@ def initialize_distributed(seed: Optional[int] = None, initialize_shmem: bool = 
     return group
 
 
+def _check_shared_gpus(name: str, group) -> None:
+    """On a GPU backend: learn which ranks of ``group`` share a GPU (every rank's :func:`shared_gpu.local_gpu_record`
+    over the group) and, unless ``TRITON_DIST_SM_SHARE_CHECK=0``, refuse SM shares that cannot keep all their kernels
+    resident (:func:`shared_gpu.check_sm_shares`) -- before SHMEM starts or any kernel is launched. Records the
+    layout in ``STATE.gpu_ranks`` / ``STATE.ranks_per_gpu``."""
+    import torch.distributed as dist
+
+    if name not in ("nvshmem", "rocshmem"):
+        return
+    mine = shared_gpu.local_gpu_record(dist.get_rank(), torch.cuda.current_device())
+    records = [None] * dist.get_world_size(group)
+    dist.all_gather_object(records, mine, group=group)
+    layout = {}
+    for r in records:
+        layout.setdefault(f"{r.get('host', '')}/{r['gpu']}", []).append(int(r["rank"]))
+    if shared_gpu.share_check_enabled():
+        shared_gpu.check_sm_shares(records)
+    STATE.gpu_ranks = {k: sorted(v) for k, v in layout.items()}
+    STATE.ranks_per_gpu = max(len(v) for v in layout.values())
+
+
 def _init_shmem(name: str, group) -> None:
     if shmem_initialized():
         return
+    _check_shared_gpus(name, group)
     backend = _select.make_backend(name)
     backend.init(group)
     STATE.backend = backend
@@ -159,6 +194,7 @@ def finalize_distributed() -> None:
             backend.finalize()
     finally:
         STATE.group = None
+        STATE.gpu_ranks, STATE.ranks_per_gpu = {}, 1
         if STATE.created_process_group:
             STATE.created_process_group = False
             import torch.distributed as dist

@@ -18,7 +18,8 @@ from .env import get_bool_env
 
 __all__ = ["is_cuda", "is_hip", "has_tma", "get_numa_node", "get_max_gpu_clock_rate_in_khz",
            "get_current_gpu_clock_rate_in_khz", "get_device_max_shared_memory_size", "has_fullmesh_nvlink",
-           "supports_p2p_native_atomic", "is_nvshmem_multimem_supported", "CUDA_CHECK", "requires_p2p_native_atomic"]
+           "supports_p2p_native_atomic", "is_nvshmem_multimem_supported", "CUDA_CHECK", "requires_p2p_native_atomic",
+           "rank_sm_count"]
 
 #: class names of the status enums of cuda-python (``cuda.bindings.driver.CUresult``,
 #: ``cuda.bindings.runtime.cudaError_t``; the same names in the older ``cuda.cuda`` / ``cuda.cudart``)
@@ -87,6 +88,14 @@ def _need_gpu(what: str):
 def has_tma() -> bool:
     """True on NVIDIA GPUs with compute capability >= 9 (Hopper+); False elsewhere (also without a GPU)."""
     return is_cuda() and torch.cuda.get_device_capability()[0] >= 9
+
+
+def rank_sm_count(device) -> int:
+    """The SMs this process's kernels can occupy on CUDA ``device`` at once: ``multi_processor_count`` of its
+    context, which under CUDA MPS with an active-thread percentage (ranks that share a GPU,
+    :mod:`triton_dist.runtime.shared_gpu`) is the rank's share, not the whole GPU. Everything that sizes a grid to
+    "one program per SM" (collectives, overlapped GEMMs, cooperative launches, mega-kernel workers) reads this."""
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
 
 
 def _nvml():

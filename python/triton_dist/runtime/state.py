@@ -10,6 +10,8 @@ class RuntimeState:
     ``backend``: the active :class:`ShmemBackend` once SHMEM is initialised (else None). ``group``: the torch
     process group SHMEM was bootstrapped over. ``created_process_group``: whether triton_dist created the default
     process group (and so destroys it in ``finalize_distributed``). ``local_world_size``: ranks on this node.
+    ``ranks_per_gpu``: the most ranks of the group that share one GPU (1: a GPU each; set when SHMEM starts on a GPU).
+    ``gpu_ranks``: ``{"host/gpu id": [ranks]}``, which ranks use which GPU (empty on the simulator).
     """
 
     def __init__(self):
@@ -18,6 +20,8 @@ class RuntimeState:
         self.created_process_group = False
         self.local_world_size: Optional[int] = None
         self.atexit_registered = False
+        self.ranks_per_gpu = 1
+        self.gpu_ranks: dict = {}
 
 
 STATE = RuntimeState()

@@ -454,10 +454,11 @@ def _check_weights(cfg, weights, rank, world):
 
 
 def _nccl_all_reduce(t: torch.Tensor) -> torch.Tensor:
-    import torch.distributed as dist
+    """torch.distributed's all-reduce on the world group, in place: NCCL, or gloo on host copies where ranks share
+    a GPU (``runtime.torch_collectives``)."""
+    from ...runtime.torch_collectives import all_reduce
 
-    dist.all_reduce(t)
-    return t
+    return all_reduce(t)
 
 
 class Qwen3TorchModel(_DecodeState):
