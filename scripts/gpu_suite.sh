@@ -30,6 +30,10 @@
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
 # included) at its timeout, and fails a step whose processes outlive it (JSON: left_behind, exit_after_summary_s).
+# Multi-rank steps start through scripts/launch.sh --ranks-per-gpu auto: with fewer GPUs than NPROC the ranks share
+# GPUs (CUDA MPS, a private daemon per step, each rank 1/N of the SMs), so `NPROC=2 scripts/gpu_suite.sh 1` and
+# `NPROC=4 scripts/gpu_suite.sh 1` run the tier at 2 and 4 ranks on one GPU; every step's record carries world_size,
+# gpus and ranks_per_gpu (record_run reads launch.sh's "[launch]" line).
 # The exit status is the number of steps that did not pass (0: all passed). On the lent GPU machine, first install the
 # carried wheels (../shared/gpu/README.md). Never enables multicast.
 set -uo pipefail
@@ -45,6 +49,7 @@ export PYTHONPATH="$PWD/python:$PWD/test/python${PYTHONPATH:+:$PYTHONPATH}"
 export TRITON_DIST_RESULTS_DIR="$OUT"
 NP=${NPROC:-2}
 PY=${PYTHON:-python3}
+export PYTHON="$PY"
 SUITE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET_S:-560} ))
 rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE_BUDGET_S)
   local name=$1 t=$2; shift 2
@@ -55,8 +60,10 @@ rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE
     echo "$name: skipped (suite budget spent)"; failed=$((failed + 1)); return
   fi
   (( t > left )) && t=$left
-  local t0=$SECONDS rc
-  "$PY" benchmarks/record_run.py --name "$name" --out "$OUT" --timeout "$t" -- "$@" > /dev/null
+  local t0=$SECONDS rc cmd=("$@")
+  # torchrun through the launcher: ranks share GPUs where there are fewer GPUs than ranks (see the header)
+  [[ ${cmd[0]} == torchrun ]] && cmd=(scripts/launch.sh --ranks-per-gpu auto "${cmd[@]:1}")
+  "$PY" benchmarks/record_run.py --name "$name" --out "$OUT" --timeout "$t" -- "${cmd[@]}" > /dev/null
   rc=$?
   (( rc != 0 )) && failed=$((failed + 1))
   echo "$name: exit $rc in $((SECONDS - t0)) s (limit ${t} s) ($(grep -ho '[0-9]* \(passed\|failed\|skipped\)[^"=]*' "$OUT/$name.log" | tail -1))"

@@ -6,8 +6,11 @@
 #                              Then the Triton matrix (scripts/triton_matrix.sh): lit + the matrix subset of pytest
 #                              (simulator at 2 ranks) on every other supported Triton (scripts/triton_matrix.txt),
 #                              each in its own venv sharing torch and the test tools; TRITON_MATRIX=0 skips it.
-#   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun on the visible GPUs (>= 2), on the Triton
-#                              installed there (the GPU machine has 3.6.0 only and no network: no matrix).
+#   scripts/test.sh --gpu      GPU tier: pytest -m gpu under torchrun (scripts/launch.sh), NPROC ranks (default: the
+#                              visible GPUs, at least 2), on the Triton installed there (the GPU machine has 3.6.0
+#                              only and no network: no matrix). With fewer GPUs than ranks the ranks share GPUs
+#                              (--ranks-per-gpu auto: CUDA MPS, each rank 1/N of the SMs; docs/runtime.md, "Develop
+#                              on one GPU"): NPROC=2 and NPROC=4 on one GPU are the one-GPU machine's GPU tier.
 # Extra arguments go to pytest.
 # The CPU tier's pytest runs in TEST_WORKERS processes (pytest-xdist, default 2: one per core of the CI machine;
 # TEST_WORKERS=0 runs it in this process), tests handed out one at a time as workers free up (--dist worksteal): the
@@ -25,8 +28,9 @@ export PATH="$BIN:$PATH"
 export PYTHONUNBUFFERED=1
 
 if [[ $mode == gpu ]]; then
-  nproc=${NPROC:-$("$PY" -c "import torch; print(torch.cuda.device_count())")}
-  exec scripts/launch.sh --nproc_per_node "$nproc" -m pytest test/python -m gpu --collect-gpu -p no:cacheprovider "$@"
+  nproc=${NPROC:-$("$PY" -c "import torch; print(max(2, torch.cuda.device_count()))")}
+  exec env PYTHON="$PY" scripts/launch.sh --nproc_per_node "$nproc" --ranks-per-gpu auto -m pytest test/python -m gpu \
+    --collect-gpu -p no:cacheprovider "$@"
 fi
 
 status=0

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["group_has_nccl", "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce"]
+__all__ = ["group_has_nccl", "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce",
+           "host_all_gather_into_tensor", "host_reduce_scatter_tensor", "host_all_reduce"]
 
 
 def group_has_nccl(group=None) -> bool:
@@ -60,7 +61,17 @@ def all_gather_into_tensor(out: torch.Tensor, x: torch.Tensor, group=None) -> to
             dist.all_gather_into_tensor(out, x, group=group)
         return out
     _refuse_capture("all_gather_into_tensor")
+    return host_all_gather_into_tensor(out, x, group)
+
+
+def host_all_gather_into_tensor(out: torch.Tensor, x: torch.Tensor, group=None) -> torch.Tensor:
+    """The host path of :func:`all_gather_into_tensor` (any device; gloo on host copies, bytes unchanged)."""
+    import torch.distributed as dist
+
     world = dist.get_world_size(group)
+    if out.numel() != x.numel() * world:
+        raise ValueError(f"all_gather_into_tensor: output has {out.numel()} elements, input {x.numel()}: the output "
+                         f"needs world ({world}) x the input's")
     mine = _host(_as_bytes(x))
     parts = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(parts, mine, group=group)
@@ -76,6 +87,13 @@ def all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
         dist.all_reduce(t, group=group)
         return t
     _refuse_capture("all_reduce")
+    return host_all_reduce(t, group)
+
+
+def host_all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
+    """The host path of :func:`all_reduce` (any device; floating sums in fp32, rounded once)."""
+    import torch.distributed as dist
+
     acc = _host(t).to(_reduce_dtype(t.dtype))
     dist.all_reduce(acc, group=group)
     t.copy_(acc.to(t.dtype).view(t.shape).to(t.device))
@@ -91,6 +109,13 @@ def reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, group=None) -> tor
         dist.reduce_scatter_tensor(out, x, group=group)
         return out
     _refuse_capture("reduce_scatter_tensor")
+    return host_reduce_scatter_tensor(out, x, group)
+
+
+def host_reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, group=None) -> torch.Tensor:
+    """The host path of :func:`reduce_scatter_tensor` (any device; floating sums in fp32, rounded once)."""
+    import torch.distributed as dist
+
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     if x.numel() != out.numel() * world:
         raise ValueError(f"reduce_scatter_tensor: input has {x.numel()} elements, output {out.numel()}: the input "

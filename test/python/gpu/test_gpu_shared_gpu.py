@@ -1,0 +1,143 @@
+"""GPU tier for ranks that share a GPU (``runtime/shared_gpu.py``; docs/runtime.md, "Develop on one GPU"):
+``scripts/test.sh --gpu`` with NPROC=2 or 4 on one GPU, or ``NPROC=2 scripts/gpu_suite.sh 1``.
+
+* the layout: each rank on the binding rule's GPU, a gloo-only group where ranks share one, each rank's SMs (what
+  every "one program per SM" grid reads) at most its share of the GPU;
+* a persistent kernel on every SM of every rank that waits on all the other ranks' programs (a cross-rank grid
+  barrier, rounds of it): it completes only when every rank's kernel is resident at once;
+* misconfigured shares (MPS at 100% for two ranks on one GPU) end in a clear error at initialisation, before any
+  kernel is launched (a 2-rank child job), never in a hang.
+At one rank per GPU the last two still run (the barrier over GPUs; the child is skipped with the reason).
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+import triton.language as tl
+
+pytestmark = pytest.mark.gpu
+
+import triton_dist  # noqa: E402
+import triton_dist.language as dl  # noqa: E402
+import triton_dist.utils as U  # noqa: E402
+
+from _torchrun_shmem import RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
+
+group = shmem_group(seed=11)
+
+
+@triton_dist.jit
+def k_cross_rank_grid_barrier(counter, arrived, rounds, WORLD: tl.constexpr):
+    """``rounds`` times: every program of every rank adds 1 to ``counter[round]`` on every rank (system scope,
+    after its earlier writes), then waits until its own rank's ``counter[round]`` holds ``WORLD * programs``. A
+    round ends only when every program of every rank has arrived, so the kernel completes only if all of them are
+    resident together. ``arrived[pid]`` counts the rounds program ``pid`` passed."""
+    pid = tl.program_id(0)
+    n = tl.num_programs(0)
+    for r in range(0, rounds):
+        for peer in tl.static_range(WORLD):
+            dl.notify(counter + r, peer, 1, "add", "intra_node")
+        tok = dl.wait(counter + r, 1, "sys", "acquire", WORLD * n)
+        p = dl.consume_token(arrived, tok)
+        tl.store(p + pid, tl.load(p + pid) + 1)
+
+
+def test_layout_and_sm_share(group):
+    import torch.distributed as dist
+
+    from triton_dist.runtime import shared_gpu
+    from triton_dist.runtime.device_info import rank_sm_count
+    from triton_dist.runtime.state import STATE
+
+    per_gpu = shared_gpu.ranks_per_gpu()
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", WORLD))
+    want = shared_gpu.device_for_local_rank(int(os.environ.get("LOCAL_RANK", RANK)), local_world,
+                                            torch.cuda.device_count(), per_gpu)
+    assert torch.cuda.current_device() == want
+    assert STATE.ranks_per_gpu == min(per_gpu, local_world)
+    assert sorted(r for ranks in STATE.gpu_ranks.values() for r in ranks) == list(range(WORLD))
+    backend = str(dist.get_backend()).lower()
+    assert ("nccl" not in backend) if per_gpu > 1 else ("nccl" in backend)
+    sms = rank_sm_count(torch.cuda.current_device())
+    phys = shared_gpu.physical_sm_count(torch.cuda.current_device())
+    print(f"rank {RANK}: GPU {want}, {sms} SMs of {phys} (ranks per GPU {per_gpu}, MPS "
+          f"{os.environ.get(shared_gpu.MPS_PERCENT_ENV, 'unset')}%), process group {backend}")
+    if phys is not None:
+        assert sms * STATE.ranks_per_gpu <= phys
+
+
+def test_persistent_kernels_of_every_rank_are_resident_together(group):
+    from triton_dist.runtime.device_info import rank_sm_count
+
+    sms = rank_sm_count(torch.cuda.current_device())
+    rounds = 50
+    counter = U.nvshmem_create_tensor((rounds, ), torch.int64)
+    counter.zero_()
+    arrived = torch.zeros(sms, dtype=torch.int32, device="cuda")
+    shmem_barrier()
+    t0 = time.time()
+    done = torch.cuda.Event()
+    k_cross_rank_grid_barrier[(sms, )](counter, arrived, rounds, WORLD=WORLD, num_warps=4,
+                                       launch_cooperative_grid=True)
+    done.record()
+    while not done.query():  # a hang guard, not a timing: a kernel that cannot complete fails here
+        assert time.time() - t0 < 120, "the cross-rank grid barrier did not complete in 120 s: kernels not co-resident"
+        time.sleep(0.01)
+    assert torch.all(arrived == rounds), arrived
+    assert torch.all(counter == WORLD * sms), counter
+    shmem_barrier()
+    U.nvshmem_free_tensor_sync(counter)
+
+
+_MISCONFIGURED_CHILD = textwrap.dedent("""
+    import os, sys
+    import triton_dist.utils as U
+    try:
+        U.initialize_distributed(seed=0)
+    except RuntimeError as e:
+        print("INIT-ERROR:", e, flush=True)
+        sys.exit(7)
+    print("INITIALISED", flush=True)
+    sys.exit(0)
+""")
+
+
+def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path):
+    """Two ranks on one GPU whose MPS share is 100% each: their kernels could not all be resident, so
+    initialize_distributed refuses (naming the GPU, the ranks, their SMs and the fix) before SHMEM starts or any
+    kernel is launched. A 2-rank child job started by rank 0 (the other ranks wait)."""
+    from triton_dist.runtime import shared_gpu
+
+    import torch.distributed as dist
+
+    if shared_gpu.ranks_per_gpu() < 2:
+        pytest.skip("one rank per GPU here: the SM-share check applies where ranks share a GPU")
+    port = [29400 + os.getpid() % 500]
+    dist.broadcast_object_list(port, src=0)
+    if RANK == 0:
+        script = tmp_path / "misconfigured_child.py"
+        script.write_text(_MISCONFIGURED_CHILD)
+        keep = ("TORCHELASTIC_", "GROUP_", "ROLE_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                "MASTER_", "TRITON_DIST_RUN_TAG")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(keep)}
+        env.update({shared_gpu.RANKS_PER_GPU_ENV: "2", shared_gpu.MPS_PERCENT_ENV: "100",
+                    "CUDA_VISIBLE_DEVICES": str(torch.cuda.current_device()), "PYTHONUNBUFFERED": "1"})
+        env.pop(shared_gpu.SM_SHARE_CHECK_ENV, None)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port[0]),
+               str(script)]
+        t0 = time.time()
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+            rc, text = r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, text = "timeout", f"{e.stdout or ''}{e.stderr or ''}"
+        print(f"child job: rc {rc} after {time.time() - t0:.1f} s\n{text[-3000:]}")
+        assert rc != "timeout", "the misconfigured job hung instead of failing"
+        assert rc != 0 and "INITIALISED" not in text, text[-3000:]
+        assert "INIT-ERROR" in text and "cannot all be resident" in text, text[-3000:]
+        assert "--ranks-per-gpu 2" in text, text[-3000:]
+    dist.barrier()
