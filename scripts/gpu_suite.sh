@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every GPU tier and the quick benchmarks in a few planned passes, each step recorded as evidence JSON + log
 # (benchmarks/record_run.py) under $OUT (default benchmarks/results/gpu-<date>).
-#   scripts/gpu_suite.sh 1    tests: runtime, language, language_extra, tools, main example
-#   scripts/gpu_suite.sh 2    tests: libshmem, collectives, overlap
+#   scripts/gpu_suite.sh 1    tests: runtime, shared-GPU mode, language, language_extra, tools, plain jit + SIMT
+#                             tiles, main example
+#   scripts/gpu_suite.sh 2    tests: libshmem, collectives (10,000-call stress), GEMM, overlap
 #   scripts/gpu_suite.sh 3    benchmarks (quick): collectives vs NCCL, shmem put/get, overlap vs torch
 #   scripts/gpu_suite.sh overlap-tune   overlap tier, then bench_overlap --sweep (tilings + dispatch table) + profiles
 #   scripts/gpu_suite.sh overlap-bench  bench_overlap with the table in the tree (no sweep) + TPMLP end to end
@@ -79,6 +80,7 @@ tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
 case $part in
   1)
     tier gpu_runtime 100 test/python/gpu/test_gpu_runtime.py
+    tier gpu_shared_gpu 150 test/python/gpu/test_gpu_shared_gpu.py
     tier gpu_language 180 test/python/gpu/test_gpu_language.py
     tier gpu_language_extra 120 test/python/gpu/test_gpu_language_extra.py
     tier gpu_tools 100 test/python/gpu/test_gpu_tools.py
@@ -86,7 +88,8 @@ case $part in
     rec gpu_example 60 torchrun --nproc_per_node "$NP" examples/allgather_demo.py ;;
   2)
     tier gpu_libshmem 200 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py
-    tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
+    tier gpu_collectives 200 test/python/gpu/test_gpu_collectives.py
+    tier gpu_gemm 100 test/python/gpu/test_gpu_gemm.py
     tier gpu_overlap 330 test/python/gpu/test_gpu_overlap.py ;;
   3)
     rec bench_collectives 200 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --quick
