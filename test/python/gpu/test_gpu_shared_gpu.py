@@ -122,7 +122,7 @@ def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path)
         script = tmp_path / "misconfigured_child.py"
         script.write_text(_MISCONFIGURED_CHILD)
         keep = ("TORCHELASTIC_", "GROUP_", "ROLE_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                "MASTER_", "TRITON_DIST_RUN_TAG")
+                "MASTER_")
         env = {k: v for k, v in os.environ.items() if not k.startswith(keep)}
         env.update({shared_gpu.RANKS_PER_GPU_ENV: "2", shared_gpu.MPS_PERCENT_ENV: "100",
                     "CUDA_VISIBLE_DEVICES": str(torch.cuda.current_device()), "PYTHONUNBUFFERED": "1"})
