@@ -66,9 +66,11 @@ def device_for_local_rank(local_rank: int, local_world: int, visible_gpus: int, 
         raise ValueError(f"{RANKS_PER_GPU_ENV}={per_gpu}: must be >= 1")
     need = gpus_used(local_world, per_gpu)
     if visible_gpus < need:
-        if per_gpu == 1:
+        if visible_gpus == 0:
+            hint = "fix CUDA_VISIBLE_DEVICES, or run on the CPU simulator (TRITON_DIST_BACKEND=sim)"
+        elif per_gpu == 1:
             hint = (f"lower --nproc_per_node, fix CUDA_VISIBLE_DEVICES, or let ranks share GPUs: "
-                    f"{RANKS_PER_GPU_ENV}={-(-local_world // max(visible_gpus, 1))} "
+                    f"{RANKS_PER_GPU_ENV}={-(-local_world // visible_gpus)} "
                     f"(scripts/launch.sh --ranks-per-gpu N)")
         else:
             hint = f"lower --nproc_per_node or raise {RANKS_PER_GPU_ENV}"
