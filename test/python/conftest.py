@@ -1,8 +1,10 @@
 """Test tiers.
 
 * CPU tier (default): unit tests, compile-for-both-targets tests, simulator executions (marker ``sim``).
-* ``gpu`` tier: needs >= 2 CUDA GPUs and a torchrun launch (``scripts/test.sh --gpu``); skipped elsewhere with
-  the reason shown in pytest's summary (``-ra``).
+* ``gpu`` tier: a torchrun launch of >= 2 ranks on a node with enough CUDA GPUs for them -- one GPU per rank, or
+  ranks that share a GPU (``TRITON_DIST_RANKS_PER_GPU=N``: ``ceil(LOCAL_WORLD_SIZE / N)`` GPUs, under CUDA MPS).
+  ``scripts/test.sh --gpu`` launches it, sharing the GPU when there are fewer GPUs than ranks. Skipped elsewhere with
+  the reason (and how to run it) shown in pytest's summary (``-ra``): :func:`gpu_tier_skip_reason`.
 """
 import os
 import sys
@@ -22,18 +24,57 @@ def shmem_session():
     yield from shmem_session_setup()
 
 
+RANKS_PER_GPU_ENV = "TRITON_DIST_RANKS_PER_GPU"  # triton_dist.runtime.shared_gpu.RANKS_PER_GPU_ENV (not imported here)
+_SHARE = "the ranks share a GPU when there are fewer GPUs than ranks"
+
+
+def gpu_tier_skip_reason(env, device_count: int):
+    """Why the GPU tier cannot run in a process with environment ``env`` on a node with ``device_count`` visible
+    CUDA GPUs, or None when it can: WORLD_SIZE >= 2 (a torchrun launch) and ``ceil(LOCAL_WORLD_SIZE / N) <=
+    device_count`` with N = ``TRITON_DIST_RANKS_PER_GPU`` (default 1: a GPU per rank), the binding rule of
+    ``triton_dist.runtime.shared_gpu``. The reason says how to run the tier. A pure function (tested on the CPU)."""
+    world = int(env.get("WORLD_SIZE", "1") or 1)
+    local_world = int(env.get("LOCAL_WORLD_SIZE", world) or world)
+    text = str(env.get(RANKS_PER_GPU_ENV, "") or "").strip()
+    try:
+        per_gpu = int(text) if text else 1
+    except ValueError:
+        per_gpu = 0
+    if per_gpu < 1:
+        return f"gpu tier: {RANKS_PER_GPU_ENV}={text!r} is not an integer >= 1 (ranks that share one GPU)"
+    if device_count < 1:
+        return f"gpu tier: no CUDA GPU on this machine: run scripts/test.sh --gpu on a host with a GPU ({_SHARE})"
+    if world < 2:
+        return (f"gpu tier: must run under torchrun with >= 2 ranks: scripts/test.sh --gpu (NPROC ranks, default 2; "
+                f"{_SHARE})")
+    need = -(-local_world // per_gpu)
+    if device_count < need:
+        return (f"gpu tier: {local_world} ranks on this node at {per_gpu} rank(s) per GPU need {need} GPUs, found "
+                f"{device_count}: let the ranks share a GPU: scripts/test.sh --gpu does (scripts/launch.sh "
+                f"--ranks-per-gpu N: {RANKS_PER_GPU_ENV}=N under CUDA MPS)")
+    return None
+
+
 def _gpu_skip_reason():
     try:
         import torch
     except ImportError:  # pragma: no cover
         return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "gpu tier: no CUDA GPU on this machine (run scripts/test.sh --gpu on a host with >= 2 GPUs)"
-    if torch.cuda.device_count() < 2:
-        return f"gpu tier: needs >= 2 CUDA GPUs, found {torch.cuda.device_count()}"
-    if int(os.environ.get("WORLD_SIZE", "1")) < 2:
-        return "gpu tier: must run under torchrun --nproc_per_node >= 2 (scripts/test.sh --gpu)"
-    return None
+    return gpu_tier_skip_reason(os.environ, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+
+
+#: GPU-tier tests that must run before anything in the pytest process initialises SHMEM: moved to the front of the
+#: run. The GPU tier keeps one distributed setup for the whole pytest process (re-initialising it in one process
+#: fails: ``_torchrun_shmem.shmem_session_setup``), so in a whole-tier run (``scripts/test.sh --gpu``) a test of
+#: what happens *before* initialisation must come first.
+GPU_RUN_FIRST = ("test_gpu_runtime.py::test_launch_before_init_is_a_clear_error_then_works_after", )
+
+
+def run_first(items, first=GPU_RUN_FIRST):
+    """``items`` with those named in ``first`` (``file name::test name``) moved to the front, order otherwise
+    kept."""
+    head = [it for it in items if f"{it.path.name}::{getattr(it, 'originalname', it.name)}" in first]
+    return head + [it for it in items if all(it is not h for h in head)]
 
 
 #: The matrix subset: what CI runs on every supported Triton other than the pinned one (``pytest --triton-matrix``,
@@ -72,6 +113,7 @@ def pytest_collection_modifyitems(config, items):
         kept = [item for item in items if in_triton_matrix(item)]
         config.hook.pytest_deselected(items=[item for item in items if not in_triton_matrix(item)])
         items[:] = kept
+    items[:] = run_first(items)
     reason = _gpu_skip_reason()
     if reason is None:
         return

@@ -1,13 +1,34 @@
 """Makes the GPU tier's absence visible on CPU hosts: this test is skipped with the reason when no GPU tier can run,
-and on the GPU machine it checks that the world really has two GPUs."""
+and on the GPU machine it checks the world the tier runs in: >= 2 ranks, each on its GPU by the binding rule, with
+enough GPUs for them (one per rank, or shared: ``TRITON_DIST_RANKS_PER_GPU``)."""
 import pytest
 
 
 @pytest.mark.gpu
-def test_gpu_tier_has_two_gpus():
+def test_gpu_tier_world_and_gpu_binding():
+    """>= 2 ranks; this node has the GPUs its ranks need at TRITON_DIST_RANKS_PER_GPU = N ranks per GPU; this rank
+    uses GPU ``LOCAL_RANK // N`` (``_torchrun_shmem.DEVICE``, what ``initialize_distributed`` binds: checked once the
+    session's setup bound it); and where ranks share a GPU, their SM shares let all of them be resident at once
+    (this rank has at most 1/N of the GPU's SMs, when NVML tells the GPU's SM count)."""
     import torch
 
-    assert torch.cuda.device_count() >= 2
+    import triton_dist.utils as U
+    from _torchrun_shmem import DEVICE, LOCAL_RANK, LOCAL_WORLD, RANKS_PER_GPU, WORLD
+    from triton_dist.runtime import shared_gpu
+    from triton_dist.runtime.device_info import rank_sm_count
+
+    assert WORLD >= 2 and LOCAL_WORLD >= 1
+    assert torch.cuda.device_count() >= shared_gpu.gpus_used(LOCAL_WORLD, RANKS_PER_GPU)
+    assert DEVICE == shared_gpu.device_for_local_rank(LOCAL_RANK, LOCAL_WORLD, torch.cuda.device_count(),
+                                                      RANKS_PER_GPU) == LOCAL_RANK // RANKS_PER_GPU
+    if U.is_shmem_initialized():  # a whole-tier run: the session bound this rank's GPU
+        assert torch.cuda.current_device() == DEVICE
+    sharing = min(RANKS_PER_GPU, LOCAL_WORLD)
+    physical = shared_gpu.physical_sm_count(DEVICE)
+    if sharing > 1 and physical and shared_gpu.share_check_enabled():
+        sms = rank_sm_count(torch.device("cuda", DEVICE))
+        assert sms * sharing <= physical, (f"{sharing} ranks share GPU {DEVICE} ({physical} SMs) but this rank has "
+                                           f"{sms}: run the tier through scripts/launch.sh --ranks-per-gpu (CUDA MPS)")
 
 
 def test_gpu_tier_and_benchmarks_import_on_cpu():

@@ -234,7 +234,8 @@ def test_too_few_gpus_is_a_clear_error_before_cuda(fresh_select, monkeypatch):
     fresh_select.setenv("TRITON_DIST_BACKEND", "nvshmem")
     for k, v in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(k, v)
-    with pytest.raises(RuntimeError, match=r"LOCAL_WORLD_SIZE=2 .* needs 2 visible GPU\(s\) .* torch sees 0: fix CUDA_VISIBLE_DEVICES"):
+    with pytest.raises(RuntimeError, match=r"LOCAL_WORLD_SIZE=2 .* needs 2 visible GPU\(s\) .* torch sees 0: "
+                                           r"fix CUDA_VISIBLE_DEVICES, or run on the CPU simulator"):
         U.initialize_distributed()
 
 

@@ -1,9 +1,12 @@
-"""GPU tier: the collective kernels and ops on real GPUs (run under torchrun, every rank runs the same tests).
+"""GPU tier: the collective kernels and ops on real GPUs (run under torchrun, every rank runs the same tests; any
+world size >= 2, ranks may share a GPU).
 
     torchrun --nproc_per_node 2 -m pytest -q test/python/gpu/test_gpu_collectives.py
     torchrun --nproc_per_node 2 test/python/gpu/test_gpu_collectives.py --calls 10000   # stress only
 
-Every result is compared with NCCL's (torch.distributed) on the same inputs.
+Every result is compared with torch.distributed's on the same inputs, through ``runtime.torch_collectives``: NCCL,
+or -- where ranks share a GPU (a gloo-only process group) -- gloo on host copies, the sums in fp32 rounded once
+(exact for the small integers ``_check`` sums).
 """
 from __future__ import annotations
 
@@ -35,35 +38,35 @@ def _ints(n, dtype, seed):
 
 
 def _check(op, ctx, n, method, seed, rank, world):
-    """Run one call and compare with NCCL; returns an error string or None."""
-    import torch.distributed as dist
-
+    """Run one call and compare with torch.distributed's (``runtime.torch_collectives``: NCCL, or gloo on host
+    copies where ranks share a GPU; fp8 gathered by bytes); returns an error string or None."""
     from triton_dist import ops
+    from triton_dist.runtime import torch_collectives as tc
 
     dtype = ctx.dtype
     if op == "ag":
         x = _ints(n, torch.float32, seed * 7 + rank).to(dtype)
         out = ops.all_gather(x, ctx, method=method)
         ref = torch.empty(n * world, dtype=dtype, device="cuda")
-        dist.all_gather_into_tensor(ref.view(torch.uint8) if dtype.itemsize == 1 else ref,
-                                    x.view(torch.uint8) if dtype.itemsize == 1 else x)
+        tc.all_gather_into_tensor(ref, x)
         ok = torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
     elif op == "rs":
         x = _ints(n * world, dtype, seed * 7 + rank)
         out = ops.reduce_scatter(x, ctx, method=method)
         ref = torch.empty(n, dtype=dtype, device="cuda")
-        dist.reduce_scatter_tensor(ref, x)
+        tc.reduce_scatter_tensor(ref, x)
         ok = torch.equal(out, ref)
     else:
         x = _ints(n, dtype, seed * 7 + rank)
         out = ops.all_reduce(x, ctx, method=method)
-        ref = x.clone()
-        dist.all_reduce(ref)
+        ref = tc.all_reduce(x.clone())
         ok = torch.equal(out, ref)
     return None if ok else f"{op} {method} n={n} {dtype} seed={seed}"
 
 
 def test_every_method_and_dtype():
+    """Every method of every op at every size and dtype, eagerly, ``nccl`` included (NCCL, or gloo on host copies
+    where ranks share a GPU: the op's plumbing -- views, output, in place -- is what it checks there)."""
     from triton_dist import ops
 
     rank, world = _init()
@@ -77,16 +80,16 @@ def test_every_method_and_dtype():
                                       methods=("one_shot", "two_shot", "two_shot_pipe", "ll"))
         for rep in range(2):
             for n in sizes:
-                for m in ("push", "pull", "push_pipe", "ll", "ce", "auto"):
+                for m in ("push", "pull", "push_pipe", "ll", "ce", "auto", "nccl"):
                     fails.append(_check("ag", ag, n, m, rep + n, rank, world))
-                for m in ("direct", "direct_push", "push_pipe", "ll", "ring", "auto"):
+                for m in ("direct", "direct_push", "push_pipe", "ll", "ring", "auto", "nccl"):
                     fails.append(_check("rs", rs, n, m, rep + n, rank, world))
-                for m in ("one_shot", "two_shot", "two_shot_pipe", "ll", "auto"):
+                for m in ("one_shot", "two_shot", "two_shot_pipe", "ll", "auto", "nccl"):
                     fails.append(_check("ar", ar, n * world - 3 if n > 8 else n, m, rep + n, rank, world))
         for c in (ag, rs, ar):
             c.close()
     f8 = ops.create_allgather_ctx(4096, torch.float8_e4m3fn)
-    for m in ("push", "pull", "push_pipe", "ll", "ce"):
+    for m in ("push", "pull", "push_pipe", "ll", "ce", "nccl"):
         fails.append(_check("ag", f8, 4096, m, 3, rank, world))
     fails.append(_check("ag", f8, 4093, "ll", 4, rank, world))  # a partial last word
     f8.close()
@@ -161,10 +164,10 @@ def test_p2p_ring():
 
 
 def test_cuda_graph_replay():
-    """Calls captured once and replayed many times: epochs advance in device memory, results stay right."""
-    import torch.distributed as dist
-
+    """Calls captured once and replayed many times: epochs advance in device memory, results stay right. Only
+    triton_dist methods are captured (the torch reference runs eagerly after each replay)."""
     from triton_dist import ops
+    from triton_dist.runtime import torch_collectives as tc
 
     rank, world = _init()
     n = 4096
@@ -203,8 +206,7 @@ def test_cuda_graph_replay():
         x.copy_(_ints(n, torch.bfloat16, it * 3 + rank))
         g.replay()
         torch.cuda.synchronize()
-        ref = x.clone()
-        dist.all_reduce(ref)
+        ref = tc.all_reduce(x.clone())
         assert torch.equal(y, ref), it
         ref2 = ref * world
         assert torch.equal(w, ref2), it
@@ -222,9 +224,8 @@ def test_graph_calls_eager_mode():
     """``ctx.graph_calls``: repeated eager calls with the same arguments replay a captured one-kernel graph; results
     stay right when the inputs change in place, when addresses and sizes change, when graph and direct calls mix
     (other methods, a user's own capture), and the number of graphs stays bounded."""
-    import torch.distributed as dist
-
     from triton_dist import ops
+    from triton_dist.runtime import torch_collectives as tc
 
     rank, world = _init()
     n = 8192
@@ -235,8 +236,7 @@ def test_graph_calls_eager_mode():
     for it in range(12):
         x.copy_(_ints(n, torch.bfloat16, it * 5 + rank))
         ops.all_reduce(x, ar, out=y, method="one_shot")
-        ref = x.clone()
-        dist.all_reduce(ref)
+        ref = tc.all_reduce(x.clone())
         assert torch.equal(y, ref), it
     assert len(ar._graphs) == 1 and len(ar._call_graphs) == 1  # later calls replayed before the op's own work
     ag = ops.create_allgather_ctx(n, torch.bfloat16)
@@ -249,10 +249,8 @@ def test_graph_calls_eager_mode():
         xr.copy_(_ints(n * world, torch.bfloat16, it * 13 + rank))
         ops.all_gather(x, ag, out=z, method="push")
         ops.reduce_scatter(xr, rs, out=y, method=("direct", "ring")[it % 2])
-        refz = torch.empty_like(z)
-        dist.all_gather_into_tensor(refz, x)
-        refy = torch.empty_like(y)
-        dist.reduce_scatter_tensor(refy, xr)
+        refz = tc.all_gather_into_tensor(torch.empty_like(z), x)
+        refy = tc.reduce_scatter_tensor(torch.empty_like(y), xr)
         assert torch.equal(z, refz) and torch.equal(y, refy), it
     assert len(ag._call_graphs) == 1 and len(rs._call_graphs) == 2
     ag.close()
@@ -261,15 +259,13 @@ def test_graph_calls_eager_mode():
         m = 1 + it * 997
         xs = _ints(m, torch.bfloat16, it + 100 * rank)
         out = ops.all_reduce(xs, ar, method=("one_shot", "two_shot", "auto")[it % 3])
-        ref = xs.clone()
-        dist.all_reduce(ref)
+        ref = tc.all_reduce(xs.clone())
         assert torch.equal(out, ref), (it, m)
     for it in range(8):  # a few keys in turn: graphs are made, replayed and evicted
         m = 1000 * (1 + it % 5)
         x[:m].copy_(_ints(m, torch.bfloat16, it + 7 * rank))
         ops.all_reduce(x[:m], ar, out=y[:m], method="one_shot")
-        ref = x[:m].clone()
-        dist.all_reduce(ref)
+        ref = tc.all_reduce(x[:m].clone())
         assert torch.equal(y[:m], ref), it
     assert len(ar._graphs) <= 3
     s = torch.cuda.Stream()  # a user's capture of a graph_calls context: the launch goes into the user's graph
@@ -281,15 +277,17 @@ def test_graph_calls_eager_mode():
         g.replay()
         ops.all_reduce(x, ar, out=y, method="one_shot")  # the same call eagerly (replays the context's graph)
         torch.cuda.synchronize()
-        ref = x.clone()
-        dist.all_reduce(ref)
+        ref = tc.all_reduce(x.clone())
         assert torch.equal(y, ref), it
     ar.close()
     assert not ar._graphs
 
 
 def stress(calls: int, seed: int = 0, max_elems: int = 1 << 18):
-    """Randomised op/size/dtype/method calls, every result verified against NCCL. Returns (failures, seconds)."""
+    """Randomised op/size/dtype/method calls, every result verified against torch.distributed's (``_check``). Returns
+    (failures, seconds). Where ranks share a GPU the reference of every call is gloo on host copies
+    (``runtime.torch_collectives``; no NCCL in a gloo-only group): exact for these small-integer inputs (fp32 sums
+    rounded once), and slower (a host round trip per call)."""
     from triton_dist import ops
 
     rank, world = _init()
@@ -353,43 +351,60 @@ def test_rank_mismatch_traps_with_report(tmp_path, method):
     """Issue 15 point 2: ranks 0 and 1 call all_reduce with 100 and 101 elements (no bounded-wait mode, no
     check_peers): the tagged ready wait sees the peer's signal of the same call with another size tag, prints
     "RANKS DISAGREE" with rank, program, address and both (epoch, tag) pairs, and traps at once; the host's next
-    synchronize raises. In a 2-rank child job (ranks 0 and 1 each start one child) so the trap cannot poison us.
-    ``ll``: the flagged words carry the size tag (tag_bits=16); the reader sees words of its call with the other
-    tag and reports the same way."""
+    synchronize raises. In a 2-rank child job (ranks 0 and 1 each start one child) so the trap cannot poison us:
+    where ranks share a GPU the child job runs outside the MPS server, its two ranks time-slicing on rank 0's GPU
+    (``isolated_child_env``: a trap in one MPS client kills every client). Every rank (any world size) then meets a
+    host barrier before anything else runs, so the ranks without a child neither race ahead into GPU work nor leave
+    the collectives out of step. ``ll``: the flagged words carry the size tag (tag_bits=16); the reader sees words
+    of its call with the other tag and reports the same way."""
     import subprocess
 
     import torch.distributed as dist
 
+    from _torchrun_shmem import child_timeout, isolated_child_env
+
+    from triton_dist.runtime.sim.launch import free_port
+
     rank, world = _init()
-    port = [29000 + os.getpid() % 1000 + (1000 if method == "ll" else 0)]  # a fresh port per child job
+    port = [free_port() if rank == 0 else 0]  # a fresh port per child job, the same for both of its ranks
     dist.broadcast_object_list(port, src=0)
+    limit = child_timeout(240)
+    rc, text = None, ""
+    if rank < 2:
+        script = tmp_path / "mismatch_child.py"
+        script.write_text(_MISMATCH_CHILD)
+        (tmp_path / "no-mps").mkdir()
+        # device 0: the child job's GPU where the GPU is shared -- parent ranks 0 and 1 (local ranks 0 and 1) use
+        # GPU 0 then; one rank per GPU, child rank r keeps GPU r
+        env = isolated_child_env(os.environ, port=port[0], ranks=2, rank=rank, device=0,
+                                 mps_dir=tmp_path / "no-mps", MISMATCH_METHOD=method, TRITON_DIST_BOUNDED_WAIT=None)
+        log = tmp_path / "child.log"
+        t0 = time.time()
+        with open(log, "w") as f:
+            try:
+                rc = subprocess.run([sys.executable, str(script)], env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    timeout=limit).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        text = log.read_text()
+        print(f"rank {rank}: child rc {rc} after {time.time() - t0:.1f} s\n{text[-3000:]}")
+    dist.barrier()  # every rank: both children are gone before anyone launches GPU work again
     if rank > 1:
         return
-    script = tmp_path / "mismatch_child.py"
-    script.write_text(_MISMATCH_CHILD)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "GROUP_", "ROLE_"))}
-    env = dict(base, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port[0]), MISMATCH_METHOD=method)
-    env.pop("TRITON_DIST_BOUNDED_WAIT", None)
-    log = tmp_path / "child.log"
-    t0 = time.time()
-    with open(log, "w") as f:
-        try:
-            rc = subprocess.run([sys.executable, str(script)], env=env, stdout=f, stderr=subprocess.STDOUT,
-                                timeout=240).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-    text = log.read_text()
-    print(f"rank {rank}: child rc {rc} after {time.time() - t0:.1f} s\n{text[-3000:]}")
-    assert rc != "timeout", "the mismatched all_reduce hung (child killed after 240 s)"
+    assert rc != "timeout", f"the mismatched all_reduce hung (child killed after {limit:.0f} s)"
     assert rc != 0 and "NO-ERROR" not in text and "LAUNCH" in text, text[-3000:]
     assert "RANKS DISAGREE" in text and "HOST-ERROR" in text, text[-3000:]
 
 
 def test_stress():
+    """``TRITON_DIST_STRESS_CALLS`` (default 10,000) randomised calls, each checked against torch.distributed's
+    (NCCL; gloo on host copies where ranks share a GPU: :func:`stress`)."""
+    from triton_dist.runtime import torch_collectives as tc
+
     calls = int(os.environ.get("TRITON_DIST_STRESS_CALLS", "10000"))
     fails, secs = stress(calls)
-    print(f"stress: {calls} randomised calls, each checked against NCCL, in {secs:.1f} s")
+    ref = "NCCL" if tc.group_has_nccl() else "gloo on host copies (ranks share a GPU)"
+    print(f"stress: {calls} randomised calls, each checked against {ref}, in {secs:.1f} s")
     assert not fails, fails[:10]
 
 

@@ -1,16 +1,22 @@
 """GPU tier for ``kernels.gemm.matmul`` at decode sizes (M <= 128): the decode rule (pointer loads, split-K where
 the tiles leave SMs idle), explicit split-K tilings, determinism, the split-K workspace under CUDA-graph capture
-and on two streams. One GPU per process, no communication: ``torchrun --nproc_per_node 2 -m pytest
-test/python/gpu/test_gpu_gemm.py`` (each rank checks its own device), or on one GPU as a script::
+and on two streams. No communication: ``torchrun --nproc_per_node 2 -m pytest test/python/gpu/test_gpu_gemm.py``
+(each rank checks its own device, by the binding rule: ranks may share a GPU, and the decode rule then plans for the
+rank's SM share), or on one GPU as a script::
 
     python test/python/gpu/test_gpu_gemm.py
 """
 import os
+import sys
 
 import pytest
 import torch
 
 from triton_dist.kernels import gemm as g
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # as a script: test/python
+
+from _torchrun_shmem import DEVICE  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +26,7 @@ SHAPES = [(1, 8192, 3584), (16, 8192, 7168), (64, 8192, 3584), (128, 8192, 7168)
 
 
 def _device():
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    dev = torch.device("cuda", DEVICE)
     torch.cuda.set_device(dev)
     return dev
 

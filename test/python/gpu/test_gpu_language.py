@@ -1,8 +1,10 @@
-"""GPU tier for the dl ops: ``torchrun --nproc_per_node 2 -m pytest -s test/python/gpu/test_gpu_language.py``.
+"""GPU tier for the dl ops: ``torchrun --nproc_per_node 2 -m pytest -s test/python/gpu/test_gpu_language.py`` (any
+world size >= 2; ranks may share a GPU).
 
-Every rank runs the same tests in the same order. Every op is executed with checked results; a cross-GPU
-ping-pong measures the notify/wait round trip (printed); a 1000-iteration producer/consumer stress must see zero
-mismatches; bounded-wait mode must turn a hang into a reported trap (in a child process).
+Every rank runs the same tests in the same order. Every op is executed with checked results; a ping-pong between
+ranks 0 and 1 measures the notify/wait round trip (printed); a 1000-iteration producer/consumer stress around the
+ring of ranks must see zero mismatches; bounded-wait mode must turn a hang into a reported trap (in a child process,
+outside the MPS server where ranks share a GPU).
 """
 import os
 import subprocess
@@ -19,7 +21,8 @@ import triton_dist  # noqa: E402
 import triton_dist.language as dl  # noqa: E402
 import triton_dist.utils as U  # noqa: E402
 
-from _torchrun_shmem import LOCAL_RANK, RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
+from _torchrun_shmem import (RANK, RANKS_PER_GPU, WORLD, child_timeout, isolated_child_env, shmem_barrier,  # noqa: E402
+                             shmem_group)
 PEER = (RANK + 1) % max(WORLD, 1)
 PREV = (RANK - 1) % max(WORLD, 1)
 
@@ -81,24 +84,28 @@ def k_ping_pong(sig, iters, IS_PING: tl.constexpr):
 
 @triton_dist.jit
 def k_stress(buf, data_sig, ack_sig, mismatches, iters, BLOCK: tl.constexpr):
-    """Each rank is producer for its peer and consumer of its peer's data, ``iters`` rounds, one buffer slot:
-    wait ack(i) -> put round i -> notify data(i+1) -> wait own data(i+1) -> check -> notify ack(i+1)."""
+    """Around the ring, ``iters`` rounds, one buffer slot: each rank produces into the next rank's slot and consumes
+    what the previous rank put into its own: wait ack(i) (from the next rank) -> put round i -> notify data(i+1) on
+    the next rank -> wait own data(i+1) -> check (the previous rank's values) -> notify ack(i+1) on the previous
+    rank. At 2 ranks the next and the previous rank are the same."""
     me = dl.rank()
-    peer = (me + 1) % dl.num_ranks()
+    n = dl.num_ranks()
+    peer = (me + 1) % n
+    prev = (me + n - 1) % n
     offs = tl.arange(0, BLOCK)
     bad = tl.zeros([BLOCK], tl.int32)
     remote = dl.symm_at(buf, peer)
     for i in range(0, iters):
-        tok = dl.wait(ack_sig, 1, "sys", "acquire", i)  # the peer has consumed round i-1 from our slot on it
+        tok = dl.wait(ack_sig, 1, "sys", "acquire", i)  # the next rank has consumed round i-1 from our slot on it
         r = dl.consume_token(remote, tok)
         tl.store(r + offs, offs + i * BLOCK + me * 1_000_000)
         dl.notify(data_sig, peer, i + 1, "set", "intra_node")
         tok = dl.wait(data_sig, 1, "sys", "acquire", i + 1)
         p = dl.consume_token(buf, tok)
         got = tl.load(p + offs)
-        expect = offs + i * BLOCK + peer * 1_000_000
+        expect = offs + i * BLOCK + prev * 1_000_000
         bad += (got != expect).to(tl.int32)
-        dl.notify(ack_sig, peer, i + 1, "set", "intra_node")
+        dl.notify(ack_sig, prev, i + 1, "set", "intra_node")
     tl.store(mismatches + offs, bad)
 
 
@@ -163,25 +170,32 @@ def test_gpu_scope_and_many_barriers(group):
 
 
 def test_ping_pong_latency(group):
-    if WORLD != 2:
-        pytest.skip("ping-pong needs exactly 2 ranks")
+    """Ranks 0 and 1 play (the kernel's peer is ``1 - rank``); any other ranks only meet the barriers."""
     sig = U.nvshmem_create_tensor((1, ), torch.int64)
     iters = 2000
+    plays = RANK < 2
+    seen = []
     for _ in range(2):  # the first launch compiles (on both ranks, at different times): time the second
         sig.zero_()
         _barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        k_ping_pong[(1, )](sig, iters, IS_PING=(RANK == 0))
-        end.record()
+        if plays:
+            start.record()
+            k_ping_pong[(1, )](sig, iters, IS_PING=(RANK == 0))
+            end.record()
         torch.cuda.synchronize()
-        assert sig.item() == iters
-    us = start.elapsed_time(end) * 1000.0 / iters
-    if RANK == 0:
-        print(f"\n[dl ping-pong] notify(intra_node)/wait(sys, acquire) round trip: {us:.2f} us "
-              f"(avg over {iters} round trips, 2 GPUs)")
+        seen.append(sig.item())
     _barrier()
     U.nvshmem_free_tensor_sync(sig)
+    if not plays:
+        assert seen == [0, 0]
+        return
+    assert seen == [iters, iters]
+    us = start.elapsed_time(end) * 1000.0 / iters
+    if RANK == 0:
+        where = "ranks sharing one GPU" if RANKS_PER_GPU > 1 else "2 GPUs"
+        print(f"\n[dl ping-pong] notify(intra_node)/wait(sys, acquire) round trip: {us:.2f} us "
+              f"(avg over {iters} round trips, {where})")
 
 
 def test_producer_consumer_stress(group):
@@ -231,26 +245,35 @@ _BOUNDED_CHILD = textwrap.dedent("""
 
 def test_bounded_wait_traps_with_report(group, tmp_path):
     """TRITON_DIST_BOUNDED_WAIT=200: a wait that cannot complete prints rank/program/address/expected/seen and
-    traps; the host gets an error instead of a hang. Runs in a 1-rank child so the trap cannot poison us."""
+    traps; the host gets an error instead of a hang. Rank 0 runs it in a 1-rank child on its GPU so the trap cannot
+    poison us: outside the MPS server where ranks share a GPU (``isolated_child_env``: a trap in one MPS client
+    kills every client). The other ranks wait on the host (a gloo barrier) meanwhile, so the child does not
+    time-slice with their kernels."""
+    import torch.distributed as dist
+
+    from triton_dist.runtime.sim.launch import free_port
+
+    limit = child_timeout(150)
+    rc, text = None, ""
+    if RANK == 0:
+        script = tmp_path / "bounded_child.py"
+        script.write_text(_BOUNDED_CHILD)
+        (tmp_path / "no-mps").mkdir()
+        env = isolated_child_env(os.environ, port=free_port(), mps_dir=tmp_path / "no-mps",
+                                 TRITON_DIST_BOUNDED_WAIT=200, TRITON_ALWAYS_COMPILE=1)
+        log = tmp_path / "child.log"
+        with open(log, "w") as f:
+            try:
+                rc = subprocess.run([sys.executable, str(script)], env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    timeout=limit).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        text = log.read_text()
+        print(text[-4000:])
+    dist.barrier()  # every rank: the child is gone before anyone launches GPU work again
     if RANK != 0:
         return
-    script = tmp_path / "bounded_child.py"
-    script.write_text(_BOUNDED_CHILD)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "GROUP_", "ROLE_"))}
-    env = dict(base, TRITON_DIST_BOUNDED_WAIT="200", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
-               LOCAL_WORLD_SIZE="1", MASTER_PORT=str(29000 + os.getpid() % 1000), TRITON_ALWAYS_COMPILE="1",
-               CUDA_VISIBLE_DEVICES=str(LOCAL_RANK))
-    log = tmp_path / "child.log"
-    with open(log, "w") as f:
-        try:
-            res = subprocess.run([sys.executable, str(script)], env=env, stdout=f, stderr=subprocess.STDOUT,
-                                 timeout=150)
-            rc = res.returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-    text = log.read_text()
-    print(text[-4000:])
-    assert rc != "timeout", "the bounded wait did not end the kernel (child hung)"
+    assert rc != "timeout", f"the bounded wait did not end the kernel (child killed after {limit:.0f} s)"
     assert rc != 0 and "NO-ERROR" not in text
     assert "dl.wait TIMEOUT" in text
     assert "HOST-ERROR" in text

@@ -1,7 +1,7 @@
 """language_extra / simt_exec_region on a real NVIDIA GPU: per-thread results checked element by element.
 
-Each rank of the torchrun launch runs these on its own GPU (they need no peer)."""
-import os
+Each rank of the torchrun launch runs these on its GPU (``DEVICE``, the binding rule: ranks may share a GPU; they
+need no peer)."""
 
 import pytest
 import torch
@@ -13,12 +13,14 @@ from triton_dist.language.extra.language_extra import (__syncthreads, atomic_add
                                                        threads_per_warp, tid, unpack)
 from triton_dist.language.simt import make_vector, simt_exec_region
 
+from _torchrun_shmem import DEVICE
+
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def dev():
-    d = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    d = torch.device("cuda", DEVICE)
     torch.cuda.set_device(d)
     return d
 

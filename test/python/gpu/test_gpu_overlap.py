@@ -1,4 +1,5 @@
-"""GPU tier: the overlapped GEMMs (AG+GEMM, GEMM+RS, GEMM+AR), the Triton GEMM and TPMLP on real GPUs.
+"""GPU tier: the overlapped GEMMs (AG+GEMM, GEMM+RS, GEMM+AR), the Triton GEMM and TPMLP on real GPUs, at any
+world size >= 2 (TP=2 and TP=4 tested; ranks may share a GPU).
 
     torchrun --nproc_per_node 2 -m pytest -q test/python/gpu/test_gpu_overlap.py
 
@@ -6,9 +7,10 @@ Every rank runs the same tests in the same order (the ops are collective). Input
 (``_q``), so every product and every fp32 partial sum below 2**20 is exact: a reference computed in fp32 is the
 exact result, and the error of a bf16/fp16 output is rounding alone.
 
-* AG+GEMM (one GEMM, no reduction over ranks): compared with torch's NCCL + cuBLAS path on the same inputs.
+* AG+GEMM (one GEMM, no reduction over ranks): compared with the op's ``torch`` path (all-gather + cuBLAS) on the
+  same inputs.
 * GEMM+RS / GEMM+AR (a sum over ranks): compared with the exact fp32 reference ``sum_r A_r.float() @ B_r.float()``
-  (partials all-gathered over NCCL, added in fp32). The fused GEMM+AR adds fp32 partials and rounds once, so it
+  (fp32 partials and their magnitudes summed over the ranks: exact whatever the order). The fused GEMM+AR adds fp32 partials and rounds once, so it
   must be within one rounding of it: ``|out - ref| <= u * |ref|``, ``u = 2**-8`` (bf16's unit roundoff). The
   ``torch`` path rounds each rank's partial to bf16 (cuBLAS output) and then NCCL adds in bf16, rounding again:
   its bound is ``(u + gamma_{W-1} * (1 + u)) * sum_r |P_r|`` (``gamma_n = n u / (1 - n u)``), which with
@@ -16,6 +18,10 @@ exact result, and the error of a bf16/fp16 output is rounding alone.
   torch with a relative tolerance, failed while fused was exact. GEMM+RS's methods (fused included: its peers push
   bf16 partial tiles) round each peer's partial once and the sum once, within that same bound. Each test prints how
   both paths did.
+
+torch.distributed on CUDA tensors goes through ``runtime.torch_collectives``: NCCL, or -- where ranks share a GPU (a
+gloo-only process group) -- gloo on host copies (the ``torch`` methods too, eagerly: fp32 sums rounded once, within
+the bound above). Only triton_dist methods are captured into CUDA graphs here.
 """
 from __future__ import annotations
 
@@ -85,8 +91,8 @@ def test_gemm_table_entries_run_and_match():
 
 
 def _ag_gemm_matches_torch(m_loc, k, n, calls):
-    """Consecutive calls on one context (epochs), fresh data each time: ``ag_gemm(**calls[i])`` against torch's
-    NCCL + cuBLAS path on the same inputs."""
+    """Consecutive calls on one context (epochs), fresh data each time: ``ag_gemm(**calls[i])`` against its torch
+    path (all-gather + cuBLAS) on the same inputs."""
     import torch.distributed as dist
 
     from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
@@ -240,8 +246,10 @@ U_BF16 = 2.0 ** -8  # unit roundoff of bf16 (8 significant bits): round-to-neare
 
 def _exact_partials_reference(a, b):
     """``(sum_r P_r, sum_r |P_r|)`` in fp32 with ``P_r = A_r.float() @ B_r.float()`` (exact for ``_q`` inputs;
-    TF32 off), gathered over NCCL in rank order."""
-    import torch.distributed as dist
+    TF32 off), each summed over the ranks by an fp32 all-reduce (``runtime.torch_collectives``: NCCL, or gloo on
+    host copies). Exact in any order: every ``P_r`` entry is a multiple of 1/16 below 2**13 in magnitude, so every
+    partial sum over <= 8 ranks fits fp32's 24 bits."""
+    from triton_dist.runtime import torch_collectives as tc
 
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -249,12 +257,8 @@ def _exact_partials_reference(a, b):
         p = a.float() @ b.float()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-    parts = [torch.empty_like(p) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, p)
-    ref, mag = torch.zeros_like(p), torch.zeros_like(p)
-    for part in parts:
-        ref += part
-        mag += part.abs()
+    mag = tc.all_reduce(p.abs())
+    ref = tc.all_reduce(p)
     return ref, mag
 
 
@@ -269,11 +273,15 @@ def _rounding_check(got, ref, bound, what):
 
 
 def _assert_same_on_every_rank(t, what):
-    """Assert that ``t`` is bit-identical on every rank (all-gathered over NCCL)."""
+    """Assert that ``t`` is bit-identical on every rank (its bytes all-gathered: ``runtime.torch_collectives``)."""
     import torch.distributed as dist
 
-    gathered = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(gathered, t)
+    from triton_dist.runtime import torch_collectives as tc
+
+    mine = t.contiguous()
+    gathered = torch.empty((dist.get_world_size(), *mine.shape), dtype=mine.dtype, device=mine.device)
+    tc.all_gather_into_tensor(gathered, mine)
+    gathered = gathered.view(torch.uint8) if mine.element_size() == 1 else gathered
     assert all(torch.equal(g, gathered[0]) for g in gathered), f"{what}: ranks differ"
 
 

@@ -1,7 +1,9 @@
-"""GPU tier for the NVSHMEM runtime and triton_dist.jit: run under ``torchrun --nproc_per_node 2 -m pytest``.
+"""GPU tier for the NVSHMEM runtime and triton_dist.jit: run under ``torchrun --nproc_per_node 2 -m pytest`` (or
+``scripts/test.sh --gpu``: 2 or 4 ranks, sharing one GPU where there are fewer GPUs than ranks).
 
 Every rank runs the same tests in the same order (collectives line up). Kernels come from test/python/_jit_kernels.py
-(the NVSHMEM externs are declared there with ``tl.core.extern_elementwise``)."""
+(the NVSHMEM externs are declared there with ``tl.core.extern_elementwise``). The distributed setup is the pytest
+session's (``_torchrun_shmem``); the first test runs before it (``conftest.GPU_RUN_FIRST``)."""
 import os
 import sys
 
@@ -15,14 +17,17 @@ import triton_dist.utils as U  # noqa: E402
 
 tdjit = sys.modules["triton_dist.jit"]
 import _jit_kernels as K  # noqa: E402
-
-RANK = int(os.environ.get("RANK", 0))
-WORLD = int(os.environ.get("WORLD_SIZE", 1))
-LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
+from _torchrun_shmem import (DEVICE, LOCAL_RANK, LOCAL_WORLD, RANK, RANKS_PER_GPU, WORLD,  # noqa: E402
+                             shmem_group)
 
 
 def test_launch_before_init_is_a_clear_error_then_works_after():
-    torch.cuda.set_device(LOCAL_RANK)
+    """Before ``initialize_distributed``: a SHMEM kernel launch and a symmetric allocation are refused with a clear
+    error. The module's other tests then run on the session's setup."""
+    if U.is_shmem_initialized():
+        pytest.skip("SHMEM was initialised before this test (it must run first in the pytest process: "
+                    "conftest.GPU_RUN_FIRST); run test_gpu_runtime.py alone for this check")
+    torch.cuda.set_device(DEVICE)
     out = torch.zeros(1, dtype=torch.int32, device="cuda")
     sym = torch.zeros(WORLD, dtype=torch.int32, device="cuda")
     with pytest.raises(RuntimeError, match=r"initialize_distributed\(\) first"):
@@ -31,31 +36,45 @@ def test_launch_before_init_is_a_clear_error_then_works_after():
         U.nvshmem_create_tensor((4, ), torch.float32)
 
 
-@pytest.fixture(scope="module")
-def tp_group():
-    group = U.initialize_distributed(seed=1)
-    yield group
-    U.finalize_distributed()
-    assert not U.is_shmem_initialized()
+#: the session's distributed setup (finalised, and checked to be down, at the end of the session:
+#: ``_torchrun_shmem.shmem_session_setup``), RNGs seeded with 1
+tp_group = shmem_group(1)
 
 
 def test_init(tp_group):
+    """The setup: NVSHMEM up, one PE per rank, this rank on its GPU by the binding rule (``LOCAL_RANK //
+    TRITON_DIST_RANKS_PER_GPU``), the ranks that share each GPU recorded, and where ranks share a GPU a gloo-only
+    process group (NCCL refuses two ranks on one GPU)."""
     import nvshmem.core as nvc
+    import torch.distributed as dist
+
+    from triton_dist.runtime import torch_collectives
+    from triton_dist.runtime.state import STATE
 
     assert U.is_shmem_initialized() and U.get_shmem_backend() == "nvshmem"
-    assert tp_group.size() == WORLD and torch.cuda.current_device() == LOCAL_RANK
+    assert tp_group.size() == WORLD and torch.cuda.current_device() == DEVICE == LOCAL_RANK // RANKS_PER_GPU
     assert nvc.my_pe() == RANK and nvc.n_pes() == WORLD
     assert os.environ.get("NVSHMEM_DISABLE_NVLS") == "1"
     assert U.is_nvshmem_multimem_supported() is False
-    assert U.get_triton_dist_local_world_size() == int(os.environ.get("LOCAL_WORLD_SIZE", WORLD))
+    assert U.get_triton_dist_local_world_size() == LOCAL_WORLD
+    # the ranks on this GPU: this node's local ranks with the same LOCAL_RANK // N (every node laid out alike)
+    node0 = RANK - LOCAL_RANK
+    mine = [node0 + r for r in range(LOCAL_WORLD) if r // RANKS_PER_GPU == DEVICE]
+    assert STATE.ranks_per_gpu == min(RANKS_PER_GPU, LOCAL_WORLD), (STATE.ranks_per_gpu, STATE.gpu_ranks)
+    assert [ranks for ranks in STATE.gpu_ranks.values() if RANK in ranks] == [mine], STATE.gpu_ranks
+    backend = str(dist.get_backend())
+    if RANKS_PER_GPU > 1:
+        assert backend == "gloo" and not torch_collectives.group_has_nccl(), backend
+    else:
+        assert "nccl" in backend and torch_collectives.group_has_nccl(), backend
 
 
 def test_device_queries(tp_group):
     assert U.is_cuda() and not U.is_hip() and U.has_tma() == (torch.cuda.get_device_capability()[0] >= 9)
-    assert U.get_max_gpu_clock_rate_in_khz(LOCAL_RANK) > 100_000
-    assert U.get_current_gpu_clock_rate_in_khz(LOCAL_RANK) > 0
-    assert U.get_device_max_shared_memory_size(LOCAL_RANK) >= 48 * 1024
-    assert U.get_numa_node(LOCAL_RANK) >= 0
+    assert U.get_max_gpu_clock_rate_in_khz(DEVICE) > 100_000
+    assert U.get_current_gpu_clock_rate_in_khz(DEVICE) > 0
+    assert U.get_device_max_shared_memory_size(DEVICE) >= 48 * 1024
+    assert U.get_numa_node(DEVICE) >= 0
     assert isinstance(U.has_fullmesh_nvlink(), bool) and isinstance(U.supports_p2p_native_atomic(), bool)
 
 

@@ -1,6 +1,6 @@
 """GPU tier for tiles indexed per thread inside ``simt_exec_region`` (issue 16, point 4):
 ``torchrun --nproc_per_node 2 -m pytest -s test/python/gpu/test_gpu_simt_tiles.py`` (every rank runs the same
-single-GPU checks; no SHMEM needed).
+single-GPU checks on its GPU by the binding rule; no SHMEM needed).
 
 The kernels of ``_simt_tile_kernels`` (the ones the simulator tests run): a 32 x 32 transpose moved element by
 element by every thread through the shared tile scratch, per-thread gathers with fp16 / int1 / int32 tiles, and two
@@ -18,13 +18,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import triton_dist  # noqa: E402,F401
 import _simt_tile_kernels as K  # noqa: E402
-
-LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
+from _torchrun_shmem import DEVICE  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
 def device():
-    torch.cuda.set_device(LOCAL_RANK)
+    torch.cuda.set_device(DEVICE)
 
 
 @pytest.mark.parametrize("num_warps", [1, 4, 8])
