@@ -8,7 +8,8 @@ trace shows. For each case
 (``op:model:M:method[@f<frac>|@s<S>][:nomemops]``) this script makes three warm-up calls, then records one
 CUDA-graph replay of three back-to-back calls (``--eager``: three eager calls) and prints, for the last one on rank
 0, every GPU activity with its stream, start (us from the call's first activity), duration and name, plus the
-call's span. The Chrome traces of both ranks go to ``--out``.
+call's span. The Chrome traces of both ranks go to ``--out``, each with the run's ``topology`` / ``shared_gpu`` at its
+top level (ranks that shared a GPU: no NVLink in the timeline).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from bench_overlap import MODELS, method_of, rand  # noqa: E402
+from provenance import topology, topology_fields, topology_line  # noqa: E402
 
 DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "gemm_rs:llama3-8b:8192:ce",
                  "gemm_rs:llama3-70b:4096:ce", "gemm_rs:llama3-70b:2048:ce", "gemm_rs:comm-heavy:8192:ce@p4",
@@ -89,6 +91,16 @@ def call_graph(call):
     return g
 
 
+def label_trace(path, topo):
+    """Add ``topology`` / ``shared_gpu`` (:func:`provenance.topology_fields`) to the top level of the Chrome trace at
+    ``path`` (trace viewers ignore keys they do not know)."""
+    with open(path) as f:
+        doc = json.load(f)
+    doc.update(topology_fields(topo))
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
 def timeline(trace_path):
     """GPU activities (kernels, memcpy, memset, sync) of the trace: [(stream, start_us, dur_us, name)] sorted."""
     with open(trace_path) as f:
@@ -114,6 +126,9 @@ def main():
 
     tdu.initialize_distributed()
     rank, W = dist.get_rank(), dist.get_world_size()
+    topo = topology()
+    if rank == 0:
+        print(f"trace_overlap: {topology_line(topo)}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     from torch.profiler import ProfilerActivity, profile
 
@@ -135,6 +150,7 @@ def main():
                 torch.cuda.synchronize()
             path = os.path.join(args.out, f"trace-{text.replace(':', '_').replace('@', '-')}-rank{rank}.json")
             prof.export_chrome_trace(path)
+            label_trace(path, topo)
             acts = timeline(path)
             # the last call: everything after the last marker kernel
             marks = [i for i, a in enumerate(acts) if "spin" in a[3].lower() or "sleep" in a[3].lower()]
