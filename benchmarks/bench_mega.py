@@ -315,6 +315,9 @@ def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev):
         m.run()
     torch.cuda.synchronize()
     path = m.builder.dump_trace()
+    from provenance import label_json
+
+    label_json(path)  # the trace says where it ran (ranks sharing a GPU: no NVLink)
     ops = m.builder.op_timeline() if not args.runtime_scheduler else []
     return dict(trace=path, sm_activity=m.builder.get_sm_activity(), ops=ops, by_kind=timeline_by_kind(ops))
 

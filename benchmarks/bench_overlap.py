@@ -79,7 +79,8 @@ import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
 from timing import (eager_median_us, interleaved_medians, max_over_ranks as _max_over_ranks,  # noqa: E402
                     median_us as _median_us, rendezvous_kind)
-from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions  # noqa: E402
+from provenance import (git_commit, label_json, topology, topology_fields, topology_line, tree_fingerprint,  # noqa: E402
+                        versions)
 import torch.distributed as dist  # noqa: E402
 
 #: name: (K for AG+GEMM, N total for AG+GEMM, K total for GEMM+RS, N for GEMM+RS)
@@ -761,7 +762,7 @@ def profile_calls(args, rank, W, outdir, stamp):
             ov.ag_gemm(a, b, ag, method=meth, profiler_buffer=buf)
             torch.cuda.synchronize()
             base = os.path.join(outdir, f"profile-{stamp}-ag_gemm-{meth}")
-            export_to_perfetto_trace(buf, agk.TASKS, base + ".json", gantt_png=base + ".png")
+            label_json(export_to_perfetto_trace(buf, agk.TASKS, base + ".json", gantt_png=base + ".png"))
             written[f"ag_gemm/{meth}"] = base
         except Exception as exc:  # noqa: BLE001
             written[f"ag_gemm/{meth}"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -778,7 +779,7 @@ def profile_calls(args, rank, W, outdir, stamp):
         ov.gemm_rs(a, b, rs, method="fused", profiler_buffer=buf)
         torch.cuda.synchronize()
         base = os.path.join(outdir, f"profile-{stamp}-gemm_rs-fused")
-        export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
+        label_json(export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png"))
         written["gemm_rs/fused"] = base
     except Exception as exc:  # noqa: BLE001
         written["gemm_rs/fused"] = f"{type(exc).__name__}: {exc}"[:300]

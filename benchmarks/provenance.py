@@ -152,6 +152,27 @@ def topology_fields(topo: Optional[dict] = None) -> dict:
     return {"topology": topo, "shared_gpu": bool(topo.get("shared_gpu"))}
 
 
+def label_json(path: Optional[str], topo: Optional[dict] = None) -> bool:
+    """Add :func:`topology_fields` to the top level of the JSON object in ``path`` (a Chrome / Perfetto trace the
+    profiler or torch wrote: viewers ignore keys they do not know), so a trace says where it ran too. False (and
+    nothing changed) when ``path`` is None, unreadable or not a JSON object; never raises."""
+    if not path:
+        return False
+    try:
+        import json
+
+        with open(path) as f:
+            doc = json.load(f)
+        if not isinstance(doc, dict):
+            return False
+        doc.update(topology_fields(topo))
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        return True
+    except Exception:  # noqa: BLE001 - provenance must never fail the run
+        return False
+
+
 def topology_line(topo: Optional[dict] = None) -> str:
     """The topology for a benchmark's opening log line, e.g. ``topology: world 4 on 1 GPU, 4 ranks per GPU --
     SHARED GPU (CUDA MPS, no NVLink: not NVLink figures)``."""

@@ -28,7 +28,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from bench_overlap import MODELS, method_of, rand  # noqa: E402
-from provenance import topology, topology_fields, topology_line  # noqa: E402
+from provenance import label_json, topology, topology_line  # noqa: E402
 
 DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "gemm_rs:llama3-8b:8192:ce",
                  "gemm_rs:llama3-70b:4096:ce", "gemm_rs:llama3-70b:2048:ce", "gemm_rs:comm-heavy:8192:ce@p4",
@@ -91,16 +91,6 @@ def call_graph(call):
     return g
 
 
-def label_trace(path, topo):
-    """Add ``topology`` / ``shared_gpu`` (:func:`provenance.topology_fields`) to the top level of the Chrome trace at
-    ``path`` (trace viewers ignore keys they do not know)."""
-    with open(path) as f:
-        doc = json.load(f)
-    doc.update(topology_fields(topo))
-    with open(path, "w") as f:
-        json.dump(doc, f)
-
-
 def timeline(trace_path):
     """GPU activities (kernels, memcpy, memset, sync) of the trace: [(stream, start_us, dur_us, name)] sorted."""
     with open(trace_path) as f:
@@ -150,7 +140,7 @@ def main():
                 torch.cuda.synchronize()
             path = os.path.join(args.out, f"trace-{text.replace(':', '_').replace('@', '-')}-rank{rank}.json")
             prof.export_chrome_trace(path)
-            label_trace(path, topo)
+            label_json(path, topo)
             acts = timeline(path)
             # the last call: everything after the last marker kernel
             marks = [i for i, a in enumerate(acts) if "spin" in a[3].lower() or "sleep" in a[3].lower()]

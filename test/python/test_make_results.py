@@ -99,6 +99,8 @@ def test_shared_gpu_results_get_their_own_section_and_nothing_else(tmp_path):
         "topology": {"world_size": 2, "gpus": 1, "ranks_per_gpu": 2, "shared_gpu": True},
         "skipped": {"torch_nccl": "skipped: ranks share a GPU"}, "config": {"num_layers": 36}, "context": 512,
         "results": {"mega_us": 4321.0, "torch_ours_us": 5555.0, "mega_roofline": 0.5}, "correctness": {}})
+    _write(res / "sh", "trace-shared-rank0.json", {"traceEvents": [{"ph": "X"}], "topology": shared_topo,
+                                                   "shared_gpu": True})
     # a suite step through scripts/launch.sh with ranks sharing a GPU, and one on one GPU per rank
     _write(res / "sh", "gpu_collectives_shared.json", {
         "name": "gpu_collectives_shared", "exit_code": 0, "timed_out": False, "wall_s": 50, "world_size": 4,
@@ -111,7 +113,7 @@ def test_shared_gpu_results_get_their_own_section_and_nothing_else(tmp_path):
     out = tmp_path / "RESULTS.md"
     r = subprocess.run([sys.executable, SCRIPT, "--results", str(res), "--out", str(out)], check=True,
                        capture_output=True, text=True)
-    assert "4 shared-GPU results" in r.stdout
+    assert "5 shared-GPU results" in r.stdout
     text = out.read_text()
     title = "## Ranks sharing one GPU (CUDA MPS, no NVLink)"
     assert text.count(title) == 1
@@ -119,7 +121,7 @@ def test_shared_gpu_results_get_their_own_section_and_nothing_else(tmp_path):
     # the NVLink figures: only the NVLink records
     assert "| 8 KiB | 20.0 (0)" in nvlink and "gpu_collectives_nvlink" in nvlink
     for mark in ("16 KiB", "987.6", "777.7", "4321.0", "gpu_collectives_shared", "collectives_shared.json",
-                 "overlap_shared.json", "mega_shared.json"):
+                 "overlap_shared.json", "mega_shared.json", "trace-shared-rank0"):
         assert mark not in nvlink, mark
     assert "## Mega kernel" not in nvlink and "mega_steps" not in text  # no headline figure from a shared run
     assert "## Overlapped GEMMs" not in nvlink
@@ -134,3 +136,4 @@ def test_shared_gpu_results_get_their_own_section_and_nothing_else(tmp_path):
     assert "4321.0" in shared and "5555.0" in shared and "torch_nccl: skipped: ranks share a GPU" in shared
     assert "| gpu_collectives_shared |" in shared and "9 passed" in shared and "private" in shared
     assert "**bench_mega, shared GPU: 2 ranks on 1 GPU(s), 2 per GPU (no NVLink)**" in shared
+    assert "trace-shared-rank0.json` | trace | 4 | 1 | 4 |" in shared and "Chrome/Perfetto trace, 1 events" in shared

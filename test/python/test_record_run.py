@@ -125,7 +125,7 @@ def test_a_recorded_step_carries_its_topology(tmp_path):
         (2, 1, 2, True, "private")
 
 
-def test_provenance_topology_helpers():
+def test_provenance_topology_helpers(tmp_path):
     import provenance as P
 
     assert P.topology_from_layout({"h/gpu0": [0, 1], "h/gpu1": [2, 3]}) == dict(world_size=4, gpus=2, ranks_per_gpu=2,
@@ -141,5 +141,12 @@ def test_provenance_topology_helpers():
     assert "SHARED GPU" in P.topology_line(shared["topology"]) and "2 ranks per GPU" in P.topology_line(
         shared["topology"])
     assert "SHARED" not in P.topology_line(dict(world_size=2, gpus=2, ranks_per_gpu=1, shared_gpu=False))
+    trace = tmp_path / "trace.json"  # a trace says where it ran too; anything but a JSON object is left alone
+    trace.write_text(json.dumps({"traceEvents": []}))
+    assert P.label_json(str(trace), shared["topology"])
+    assert json.loads(trace.read_text()) == {"traceEvents": [], **shared}
+    listed = tmp_path / "list.json"
+    listed.write_text("[1]")
+    assert not P.label_json(str(listed)) and listed.read_text() == "[1]" and not P.label_json(None)
     t = P.topology()  # this process: no distributed setup, whatever the machine
     assert set(t) == {"world_size", "gpus", "ranks_per_gpu", "shared_gpu"} and t["shared_gpu"] in (True, False)
