@@ -27,6 +27,15 @@ does the same from a committed results JSON and exits.
 Sizes are the NCCL-tests convention: all_gather = output bytes, reduce_scatter = input bytes, all_reduce = buffer
 bytes. busbw: all_gather / reduce_scatter ``S / t * (W - 1) / W``; all_reduce ``2 * S / t * (W - 1) / W``.
 "auto" is the public API's default choice (it may fall back to NCCL, reported as such).
+
+Ranks that share a GPU (``TRITON_DIST_RANKS_PER_GPU`` > 1, CUDA MPS; the JSON's ``shared_gpu``: true, its
+``topology`` says how many): the process group has no NCCL, so there is no NCCL column: ``nccl_us`` is null with
+``nccl_unavailable`` saying why, and the same collective through ``triton_dist.runtime.torch_collectives`` (gloo on
+host copies, which cannot be captured into a CUDA graph) is the correctness reference and is timed eagerly only, as
+``gloo_host_us`` (k <= 20 calls per sample, <= 10 samples); no speed-up is computed against it. The torch
+symmetric-memory baselines are skipped (the reason is in ``torch_symm``), ``--write-table`` refuses (shared-GPU
+timings measure no NVLink and must never replace the NVLink table), and so does ``--table-from`` on such a results
+JSON.
 Writes JSON to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/).
 """
 from __future__ import annotations
@@ -50,9 +59,10 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem b
 
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
-from timing import eager_median_us, interleaved_medians, max_over_ranks  # noqa: E402
-from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
+from timing import eager_median_us, interleaved_medians, max_over_ranks, rendezvous_kind  # noqa: E402
+from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions  # noqa: E402
 from triton_dist._table_file import read_table  # noqa: E402
+from triton_dist.runtime import torch_collectives as TC  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
@@ -72,6 +82,15 @@ SYMM_OPS = {
 }
 GPU = torch.cuda.is_available()
 DEV = "cuda" if GPU else "cpu"  # CPU: simulator smoke run (eager wall-clock timing, gloo as the baseline)
+#: why there is no NCCL column where ranks share a GPU
+NO_NCCL = ("no NCCL: ranks share a GPU (gloo-only process group; NCCL refuses two ranks on one GPU); the same "
+           "collective through torch_collectives (gloo on host copies) is timed eagerly as gloo_host_us")
+#: why the torch symmetric-memory baselines are skipped where ranks share a GPU
+NO_SYMM = ("skipped: ranks share a GPU (gloo-only process group): torch symmetric memory needs a group with NCCL / "
+           "CUDA IPC support")
+#: why no dispatch table is written from a shared-GPU run
+NO_TABLE = ("refused: ranks share a GPU (CUDA MPS, no NVLink): timings taken there must never replace the NVLink "
+            "dispatch table; run on one GPU per rank to write it")
 
 
 def sync():
@@ -105,6 +124,17 @@ def time_eager(fn, nbytes, reps):
     dist.barrier()
     times.sort()
     return times[len(times) // 2]
+
+
+def time_host(fn, nbytes, reps):
+    """``gloo_host_us``: median us per call of the host-path baseline (ranks that share a GPU; it synchronises the
+    host, so no graph): eager, k <= 20 calls per sample, <= 10 samples (one call moves the whole buffer through the
+    host twice: milliseconds at large sizes)."""
+    k = max(1, min(20, calls_per_sample(nbytes)))
+    fn()
+    sync()
+    dist.barrier()
+    return eager_median_us(fn, k, min(reps, 10))
 
 
 GRAPH_FAILURES = []
@@ -237,17 +267,20 @@ def make_symm(op, op_name, gname, x, out, world):
 
 def auto_check(results):
     """Set ``auto_over_best`` / ``best`` on each ``auto`` row (auto's time over the fastest of our methods and NCCL
-    at the same op, dtype and size); returns the worst as ``{"ratio", "op", "dtype", "bytes"}`` (None if no auto)."""
+    -- where the run had an NCCL column -- at the same op, dtype and size); returns the worst as ``{"ratio", "op",
+    "dtype", "bytes"}`` (None if no auto)."""
     worst = None
     groups = {}
     for r in results:
         if "us" in r:
             groups.setdefault((r["op"], r.get("dtype"), r["bytes"]), []).append(r)
     for (op, dt, nbytes), rows in groups.items():
-        cands = {"nccl": rows[0]["nccl_us"]}
+        cands = {} if rows[0].get("nccl_us") is None else {"nccl": rows[0]["nccl_us"]}
         for r in rows:
             if r["method"] != "auto" and not r.get("baseline") and r.get("correct", True):
                 cands[r["method"]] = r["us"]
+        if not cands:
+            continue
         best = min(cands, key=cands.get)
         for r in rows:
             if r["method"] == "auto" and cands[best] > 0:
@@ -261,8 +294,12 @@ def auto_check(results):
 
 def write_table(doc, source, out_path):
     """Write the measured dispatch table derived from ``doc`` (a bench_collectives results document) to
-    ``out_path``, keeping the entries of the table already there that ``doc`` did not measure. Returns the path."""
+    ``out_path``, keeping the entries of the table already there that ``doc`` did not measure. Returns the path.
+    Refuses (SystemExit) a document whose ranks shared a GPU (``shared_gpu``: no NVLink in those timings)."""
     from triton_dist.ops import collectives as C
+
+    if doc.get("shared_gpu"):
+        raise SystemExit(f"bench_collectives --write-table / --table-from: {NO_TABLE}")
 
     found = read_table(out_path, C.parse_table, C.CollectivesTableError)
     old = None if found is None else found[0]
@@ -324,6 +361,8 @@ def main():
     if args.table_from:
         with open(args.table_from) as f:
             doc = json.load(f)
+        if doc.get("shared_gpu"):
+            raise SystemExit(f"bench_collectives --table-from {args.table_from}: {NO_TABLE}")
         print_check(auto_check(doc.get("results", [])))
         print("dispatch table:", write_table(doc, _source_name(args.table_from), args.table_out))
         return
@@ -341,14 +380,24 @@ def main():
 
     tdu.initialize_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
+    topo = topology()
+    shared = GPU and not TC.group_has_nccl()  # ranks share a GPU: no NCCL in the group
+    log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
+    log(f"bench_collectives: {topology_line(topo)}; baseline "
+        f"{'gloo on host copies (eager only), no NCCL' if shared else 'NCCL' if GPU else 'gloo (simulator)'}")
+    if shared and args.write_table:
+        tdu.finalize_distributed()
+        raise SystemExit(f"bench_collectives --write-table: {NO_TABLE}")
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (QUICK_SIZES if args.quick else FULL_SIZES)
     reps = args.reps or (10 if args.quick else 30)
     maxb = max(sizes)
     stream = torch.cuda.Stream() if GPU else None
     results = []
-    log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
     t_start = time.time()
-    gname, symm_ops, symm_info = symm_setup() if args.symm else (None, {}, {"unavailable": "skipped (--no-symm)"})
+    if shared:
+        gname, symm_ops, symm_info = None, {}, {"unavailable": NO_SYMM}
+    else:
+        gname, symm_ops, symm_info = symm_setup() if args.symm else (None, {}, {"unavailable": "skipped (--no-symm)"})
     if "unavailable" in symm_info:
         log(f"torch symm-mem baselines: {symm_info['unavailable']}")
 
@@ -357,7 +406,7 @@ def main():
         esize = torch.empty((), dtype=dtype).element_size()
         for op in opnames:
             results += bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, ops, gname,
-                                symm_ops, log)
+                                symm_ops, log, shared)
     worst = auto_check(results)
 
     if rank == 0:
@@ -374,6 +423,10 @@ def main():
             "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if GPU else
                         ["cpu-simulator"]),
             "world_size": world,
+            **topology_fields(topo),
+            "baseline": ("gloo_host: torch_collectives on host copies over gloo, eager only (gloo_host_us); no NCCL "
+                         "column (nccl_us null): ranks share a GPU" if shared else "nccl" if GPU else "gloo"),
+            "device_rendezvous": rendezvous_kind() if GPU else None,
             "dtypes": dtypes,
             "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
                                                    "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
@@ -381,7 +434,10 @@ def main():
                        "device-side rendezvous, samples interleaved over implementations, median of reps samples / k "
                        "(us), max over ranks; eager k calls "
                        f"up to {args.eager_max_bytes} B (eager_us)" if GPU else
-                       "simulator smoke run: eager wall clock (not a performance figure)"),
+                       "simulator smoke run: eager wall clock (not a performance figure)")
+            + ("; ranks share a GPU: no NCCL column, the gloo host-path baseline timed eagerly only (gloo_host_us: "
+               "k <= 20 calls per sample, <= 10 samples), the device-side rendezvous an NVSHMEM barrier on the "
+               "stream" if shared else ""),
             "eager_max_bytes": args.eager_max_bytes,
             "torch_symm": symm_info,
             "wall_s": time.time() - t_start,
@@ -409,8 +465,11 @@ def context_knobs(args) -> dict:
                               ("ll_num_warps", args.ll_num_warps)) if v is not None}
 
 
-def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, ops, gname, symm_ops, log):
-    """Every size of one op and dtype: rows for each of our methods (and auto) and each torch symm-mem baseline."""
+def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, ops, gname, symm_ops, log,
+             shared=False):
+    """Every size of one op and dtype: rows for each of our methods (and auto) and each torch symm-mem baseline.
+    ``shared`` (ranks share a GPU, no NCCL): the reference is the collective through ``torch_collectives`` (gloo on
+    host copies), timed eagerly as ``gloo_host_us``; ``nccl_us`` is None."""
     results = []
     knobs = context_knobs(args)
     only = args.methods.split(",") if args.methods else None
@@ -428,13 +487,15 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
             x = torch.randn(n // world, device=DEV).to(dtype)
             out = torch.empty(n, dtype=dtype, device=DEV)
             ref = torch.empty(n, dtype=dtype, device=DEV)
-            nccl = lambda: dist.all_gather_into_tensor(ref, x)  # noqa: E731
+            nccl = ((lambda: TC.all_gather_into_tensor(ref, x)) if shared else  # noqa: E731
+                    (lambda: dist.all_gather_into_tensor(ref, x)))
             ours = lambda m: ops.all_gather(x, ctx, out=out, method=m)  # noqa: E731
         elif op == "reduce_scatter":
             x = torch.randn(n, device=DEV).to(dtype)
             out = torch.empty(n // world, dtype=dtype, device=DEV)
             ref = torch.empty(n // world, dtype=dtype, device=DEV)
-            nccl = lambda: dist.reduce_scatter_tensor(ref, x)  # noqa: E731
+            nccl = ((lambda: TC.reduce_scatter_tensor(ref, x)) if shared else  # noqa: E731
+                    (lambda: dist.reduce_scatter_tensor(ref, x)))
             ours = lambda m: ops.reduce_scatter(x, ctx, out=out, method=m)  # noqa: E731
         else:
             x = torch.randn(n, device=DEV).to(dtype)
@@ -443,7 +504,10 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
 
             def nccl():
                 ref.copy_(x)
-                dist.all_reduce(ref)
+                if shared:
+                    TC.all_reduce(ref)
+                else:
+                    dist.all_reduce(ref)
 
             ours = lambda m: ops.all_reduce(x, ctx, out=out, method=m)  # noqa: E731
         nccl()
@@ -490,25 +554,39 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
             timed = fn = result = buf = None
         # graph timing of NCCL and every implementation, samples interleaved round-robin (drift and clock changes
         # hit every implementation alike); eager timing after, one implementation at a time
-        times = time_graphs([("nccl", nccl)] + [(i[0], i[1]) for i in impls], nbytes, reps, stream)
-        t_nccl = times["nccl"]
-        t_nccl_eager = time_eager(nccl, nbytes, reps) if eager else None
-        row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=t_nccl,
-                        nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
+        if shared:  # the host path cannot be captured: our implementations graphed, the baseline eager alone
+            times = time_graphs([(i[0], i[1]) for i in impls], nbytes, reps, stream) if impls else {}
+            t_nccl = t_nccl_eager = None
+            t_host = time_host(nccl, nbytes, reps)
+            row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=None, nccl_busbw_gbs=None,
+                            nccl_eager_us=None, nccl_unavailable=NO_NCCL, gloo_host_us=t_host,
+                            gloo_host_busbw_gbs=busbw(op, nbytes, t_host, world))
+            base_txt = f"gloo host (eager) {t_host:9.2f} us"
+        else:
+            times = time_graphs([("nccl", nccl)] + [(i[0], i[1]) for i in impls], nbytes, reps, stream)
+            t_nccl = times["nccl"]
+            t_nccl_eager = time_eager(nccl, nbytes, reps) if eager else None
+            row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=t_nccl,
+                            nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
+            base_txt = f"nccl {t_nccl:9.2f} us ({row_base['nccl_busbw_gbs']:7.1f} GB/s)"
         for e in errors:
             results.append(dict(row_base, **e))
         for name, fn, resolved, baseline, ok, err, _ in impls:
             t = times[name]
             t_eager = time_eager(fn, nbytes, reps) if eager else None
+            speedup = (t_nccl / t if t > 0 else 0.0) if t_nccl is not None else None
             row = dict(row_base, method=name, resolved=resolved, us=t, busbw_gbs=busbw(op, nbytes, t, world),
-                       speedup=t_nccl / t if t > 0 else 0.0, correct=bool(ok), max_err=err, eager_us=t_eager)
+                       speedup=speedup, correct=bool(ok), max_err=err, eager_us=t_eager)
             if baseline:
                 row["baseline"] = True
             results.append(row)
-            eag = f"  eager {t_eager:8.2f} / nccl {t_nccl_eager:8.2f} us" if t_eager is not None else ""
+            eag = ""
+            if t_eager is not None:
+                eag = f"  eager {t_eager:8.2f}" + (f" / nccl {t_nccl_eager:8.2f}" if t_nccl_eager is not None else "")
+                eag += " us"
+            ratio = f"  x{speedup:.2f}" if speedup is not None else ""
             log(f"{op:15s} {dtname:8s} {name:28s} {nbytes:>11d} B  {t:9.2f} us ({row['busbw_gbs']:7.1f} GB/s)  "
-                f"nccl {t_nccl:9.2f} us ({row_base['nccl_busbw_gbs']:7.1f} GB/s)  x{row['speedup']:.2f}  "
-                f"{'ok' if ok else 'WRONG err=%g' % err}{eag}")
+                f"{base_txt}{ratio}  {'ok' if ok else 'WRONG err=%g' % err}{eag}")
         impls = None
         # Release this size's buffers before the next one is allocated. Not `del`: ruff (F821) then reports
         # every use of these names inside the closures above as undefined.

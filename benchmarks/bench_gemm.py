@@ -166,6 +166,10 @@ def main():
         raise SystemExit("bench_gemm: needs a CUDA GPU (sm_90 for the TMA forms)")
     g.ensure_tma_allocator()
     device = torch.cuda.get_device_name()
+    from provenance import topology, topology_fields, topology_line
+
+    topo = topology()  # one process on one GPU (recorded so every results JSON says where it ran)
+    print(f"bench_gemm: {topology_line(topo)}", flush=True)
     use_tma = g.use_tma_for(torch.device("cuda"))
     g.load_gemm_table()  # a malformed table fails here, before any timing
     torch.manual_seed(0)
@@ -223,7 +227,7 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(args.out, f"gemm-{stamp}.json")
     doc = {"benchmark": "gemm", "device": device, "dtype": "bfloat16", "timestamp_utc": stamp, "git_commit":
-           os.environ.get("TRITON_DIST_GIT_COMMIT"), "configs": [str(c) for c in configs], "forms": list(FORMS),
+           os.environ.get("TRITON_DIST_GIT_COMMIT"), **topology_fields(topo), "configs": [str(c) for c in configs], "forms": list(FORMS),
            "table": source_name(g.gemm_table_path()),
            "timing": f"CUDA-graph replay of k calls, {ROUNDS} interleaved rounds, median", "records": records}
     with open(path, "w") as f:

@@ -28,6 +28,10 @@ a correctness pass (teacher-forced, ``--steps`` decode steps from an empty cache
 issue's targets are cosine >= 0.999 every step and top-1 agreement >= 98%; the JSON records them and ``pass``.
 ``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, its SM activity, and
 where the step's time goes op by op (``ModelBuilder.op_timeline``) and per op kind (``timeline_by_kind``).
+Ranks that share a GPU (TP > 1 on fewer GPUs, CUDA MPS; the JSON's ``shared_gpu``: true, its ``topology`` says how
+many; no NVLink in these figures): the process group has no NCCL, so ``torch_nccl`` is not timed (``skipped`` says
+why) and the torch baseline is ``torch_ours`` alone (``--ar-method``); the correctness reference is the same torch
+model with torch_collectives' all-reduce (gloo on host copies, exact, eager only).
 Writes JSON to ``--out`` or ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/) ``mega_<stamp>.json``.
 """
 from __future__ import annotations
@@ -45,6 +49,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 PRESETS = ("qwen3-8b", "qwen3-32b", "toy")
 MIN_COSINE, MIN_TOP1 = 0.999, 0.98
+#: where ranks share a GPU: why the torch + NCCL baseline is not timed
+NO_NCCL = ("skipped: ranks share a GPU (gloo-only process group, no NCCL); the torch baseline is torch_ours (our "
+           "all-reduce), and the torch model with torch_collectives' all-reduce (gloo on host copies, eager) is only "
+           "the correctness reference")
 
 
 def parse_args(argv=None):
@@ -111,7 +119,9 @@ def main(argv=None):
     import triton_dist.utils as tdu
     from triton_dist.mega_triton_kernel.models import (Qwen3MegaModel, Qwen3TorchModel, random_kv, random_weights,
                                                        step_bytes, teacher_forced_check)
-    from provenance import git_commit, tree_fingerprint, versions
+    from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions
+    from timing import rendezvous_kind
+    from triton_dist.runtime import torch_collectives as TC
 
     gpu = not args.dry_run
     if gpu and not torch.cuda.is_available():
@@ -119,6 +129,10 @@ def main(argv=None):
     tdu.initialize_distributed(seed=args.seed)
     rank, world = dist.get_rank(), dist.get_world_size()
     log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
+    topo = topology()
+    shared = gpu and world > 1 and not TC.group_has_nccl()  # ranks share a GPU: no NCCL in the group
+    log(f"bench_mega: TP={world}, {topology_line(topo)}"
+        + (f"; torch baseline: torch + our {args.ar_method} all-reduce only (no NCCL)" if shared else ""))
     cfg = make_config(args)
     cfg.check_world(world)
     dev = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
@@ -133,6 +147,9 @@ def main(argv=None):
         f"{mega.builder.num_workers} workers, {time.time() - t0:.1f} s")
 
     def nccl_ar(t):
+        if shared:  # the correctness reference only: host copies over gloo, never captured
+            TC.all_reduce(t)
+            return t
         if gpu:
             dist.all_reduce(t)
             return t
@@ -168,7 +185,7 @@ def main(argv=None):
     nbytes = step_bytes(cfg, world, args.context, w.embed.element_size())
     times, copy, profile = {}, {}, None
     if gpu:
-        times, copy = time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log)
+        times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log)
         if args.profile:
             profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
             for kind, k in sorted(profile["by_kind"].items(), key=lambda kv: -kv[1]["advance_us"]):
@@ -190,11 +207,13 @@ def main(argv=None):
         for name in ("torch_nccl", "torch_ours"):
             if name in times and times.get("mega"):
                 res[f"{name}_over_mega"] = times[name] / times["mega"]
-        log(f"step: mega {times['mega']:.1f} us, torch+nccl {times['torch_nccl']:.1f} us"
+        log(f"step: mega {times['mega']:.1f} us"
+            + (f", torch+nccl {times['torch_nccl']:.1f} us" if "torch_nccl" in times else ", torch+nccl skipped")
             + (f", torch+ours({args.ar_method}) {times['torch_ours']:.1f} us" if "torch_ours" in times else "")
             + f"; bytes/step {nbytes['total'] / 1e9:.3f} GB, copy bandwidth {copy['bandwidth_gbs']:.0f} GB/s, "
             f"roofline fraction mega {res['mega_roofline']:.3f} ({res['mega_roofline_read']:.3f} of the read "
-            f"bandwidth {copy['read_bandwidth_gbs']:.0f} GB/s), torch+nccl {res['torch_nccl_roofline']:.3f}")
+            f"bandwidth {copy['read_bandwidth_gbs']:.0f} GB/s)"
+            + (f", torch+nccl {res['torch_nccl_roofline']:.3f}" if "torch_nccl_roofline" in res else ""))
 
     if rank == 0:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -204,7 +223,10 @@ def main(argv=None):
             "timestamp_utc": stamp, "git_commit": git_commit(), "tree": tree_fingerprint(), "versions": versions(),
             "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if gpu else
                         ["cpu-simulator"]),
-            "world_size": world, "preset": args.preset, "config": dataclasses.asdict(cfg),
+            "world_size": world, **topology_fields(topo),
+            "device_rendezvous": rendezvous_kind() if gpu else None,
+            "skipped": {"torch_nccl": NO_NCCL} if shared else {},
+            "preset": args.preset, "config": dataclasses.asdict(cfg),
             "context": args.context, "batch": 1,
             "mega": dict(tasks=len(mega.builder.tasks), num_workers=mega.builder.num_workers,
                          num_warps=args.num_warps, fused_mlp=args.fused_mlp, prefetch=args.prefetch,
@@ -233,7 +255,8 @@ def main(argv=None):
 
 
 def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
-    """Graph-replay step times (us) of the models at position ``context - 1``, and the copy bandwidth probe."""
+    """Graph-replay step times (us) of the models at position ``context - 1``, and the copy bandwidth probe. ``ref``
+    None: no torch + NCCL timing (ranks share a GPU)."""
     import torch
     import torch.distributed as dist
 
@@ -241,7 +264,9 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
     from timing import interleaved_medians
 
     kvs = random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev)
-    models = {"mega": mega, "torch_nccl": ref}
+    models = {"mega": mega}
+    if ref is not None:
+        models["torch_nccl"] = ref
     if ours is not None:
         models["torch_ours"] = ours
     for m in models.values():
@@ -290,6 +315,9 @@ def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev):
         m.run()
     torch.cuda.synchronize()
     path = m.builder.dump_trace()
+    from provenance import label_json
+
+    label_json(path)  # the trace says where it ran (ranks sharing a GPU: no NVLink)
     ops = m.builder.op_timeline() if not args.runtime_scheduler else []
     return dict(trace=path, sm_activity=m.builder.get_sm_activity(), ops=ops, by_kind=timeline_by_kind(ops))
 

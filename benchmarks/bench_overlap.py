@@ -44,6 +44,16 @@ one is used for the ``ours/*`` timings (GEMM+AR: ``fused`` and ``ll`` each swept
 ``--profile DIR``: one profiled call of AG+GEMM and GEMM+RS (Llama-3-70B, M=8192) -> Perfetto JSON + Gantt PNG.
 ``--mlp``: ``TPMLP`` (Llama-3-70B MLP, TP=2) against the same MLP with torch.matmul + NCCL.
 
+Ranks that share a GPU (``TRITON_DIST_RANKS_PER_GPU`` > 1, CUDA MPS; the JSON's ``shared_gpu``: true, its
+``topology`` says how many; no NVLink in these figures): the process group has no NCCL, so ``torch_seq`` is replaced
+by ``ours_seq`` (our verified collectives, ``triton_dist.ops.all_gather`` / ``reduce_scatter`` / ``all_reduce`` with
+method ``auto``, contexts created once for the run's largest call, + ``torch.matmul``; checked against the reference
+like every implementation) and ``comm_nccl`` by ``comm_seq`` (the same collective alone; the bound is then
+max(cuBLAS, comm_seq), named in ``bound_comm``); ``torch_symm`` is skipped (``torch_symm_error`` says why). The
+reference stays ``method="torch"`` (torch_collectives: gloo on host copies, exact, eager only). ``--write-table``,
+``--table-from`` and ``--eager-rules-from`` refuse shared-GPU timings: they must never replace the NVLink table.
+The device-side rendezvous before each sample is an NVSHMEM barrier on the stream there (``device_rendezvous``).
+
 Output: JSON in ``$TRITON_DIST_RESULTS_DIR`` (default ``benchmarks/results/``) + a bar chart PNG.
 """
 from __future__ import annotations
@@ -68,8 +78,9 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 import torch  # noqa: E402
 from graph_capture import capture_calls  # noqa: E402
 from timing import (eager_median_us, interleaved_medians, max_over_ranks as _max_over_ranks,  # noqa: E402
-                    median_us as _median_us)
-from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
+                    median_us as _median_us, rendezvous_kind)
+from provenance import (git_commit, label_json, topology, topology_fields, topology_line, tree_fingerprint,  # noqa: E402
+                        versions)
 import torch.distributed as dist  # noqa: E402
 
 #: name: (K for AG+GEMM, N total for AG+GEMM, K total for GEMM+RS, N for GEMM+RS)
@@ -113,6 +124,14 @@ RS_CE_PIECES = (1, 4)
 RS_FUSED_PIECES = (4, 8)
 #: default length of one timing sample (us): calls_per_sample picks k so that k calls last about this long
 SAMPLE_US = 4000
+#: --mlp: the Llama-3-70B MLP (hidden, intermediate)
+MLP_SHAPE = (8192, 28672)
+#: where ranks share a GPU (no NCCL): why torch's fused symmetric-memory ops are not timed
+NO_SYMM = ("skipped: ranks share a GPU (gloo-only process group): torch symmetric memory needs a group with NCCL / "
+           "CUDA IPC support")
+#: ... and why no dispatch table is written from such a run
+NO_TABLE = ("refused: the timings are from ranks that share a GPU (CUDA MPS, no NVLink): they must never replace the "
+            "NVLink dispatch table; run with one GPU per rank")
 
 
 def first_rows_of(frac, m_loc):
@@ -292,11 +311,12 @@ def calls_per_sample(ref_fn, args):
     return int(min(40, max(5, -(-SAMPLE_US // max(t, 1.0)))))
 
 
-def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None):
+def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None, k_impl=None):
     """Check each implementation against the reference (on fresh inputs from ``check_inputs()``), then time the
     correct ones and the ``baselines`` (no check) together with :func:`time_interleaved` (graph -> ``results``) and
-    each one eagerly (-> ``eager``), ``rec["k"]`` calls per sample (:func:`calls_per_sample`); a wrong result or an
-    exception goes to ``errors``."""
+    each one eagerly (-> ``eager``), ``rec["k"]`` calls per sample (:func:`calls_per_sample` of the implementation
+    named ``k_impl`` when it passed its check, else of ``ref_fn``: where ranks share a GPU the reference runs on host
+    copies, so the caller names ``ours_seq``); a wrong result or an exception goes to ``errors``."""
     timed = {}
     for name, (fn, cfg) in impls.items():
         try:
@@ -317,7 +337,7 @@ def run_impls(rec, impls, ref_fn, args, check_inputs=None, baselines=None):
             dist.barrier()
     for name, (fn, cfg) in (baselines or {}).items():
         timed[name] = _with_config(fn, cfg)
-    k = rec["k"] = calls_per_sample(ref_fn, args)
+    k = rec["k"] = calls_per_sample(timed.get(k_impl) or ref_fn, args)
     try:
         for name, (t, graphed) in time_interleaved(timed, k, args.reps).items():
             rec["results"][name] = t
@@ -406,7 +426,62 @@ def symm_group_name():
         return None, f"{type(exc).__name__}: {exc}"[:300]
 
 
-def bench_ag(model, M, args, rank, W, gname, out):
+class SeqCollectives:
+    """Where ranks share a GPU (no NCCL in the group): the collectives of the sequential baseline ``ours_seq`` and
+    of ``comm_seq``, ``triton_dist.ops`` with method ``auto``, one context per op created once (collective) for the
+    run's largest call (``ag_numel`` elements per rank, ``rs_numel`` / ``ar_numel`` input elements; 0: not
+    needed)."""
+
+    def __init__(self, ag_numel: int, rs_numel: int, ar_numel: int, dtype=torch.bfloat16):
+        from triton_dist import ops
+
+        self.ag = ops.create_allgather_ctx(ag_numel, dtype) if ag_numel else None
+        self.rs = ops.create_reduce_scatter_ctx(rs_numel, dtype) if rs_numel else None
+        self.ar = ops.create_allreduce_ctx(ar_numel, dtype) if ar_numel else None
+
+    def all_gather(self, x, out=None):
+        from triton_dist.ops import all_gather
+
+        return all_gather(x, self.ag, out=out, method="auto")
+
+    def reduce_scatter(self, x, out=None):
+        from triton_dist.ops import reduce_scatter
+
+        return reduce_scatter(x, self.rs, out=out, method="auto")
+
+    def all_reduce(self, x, out=None):
+        from triton_dist.ops import all_reduce
+
+        return all_reduce(x, self.ar, out=out, method="auto")
+
+    def close(self):
+        """Collective: free the contexts' symmetric buffers."""
+        for ctx in (self.ag, self.rs, self.ar):
+            if ctx is not None:
+                ctx.close()
+        self.ag = self.rs = self.ar = None
+
+
+def seq_capacity(todo, world, mlp_m=()):
+    """``(ag_numel, rs_numel, ar_numel)`` that :class:`SeqCollectives` needs for every ``(op, model, M, shape)`` of
+    ``todo`` and the ``--mlp`` token counts ``mlp_m``: the all-gather's largest per-rank input (A rows of AG+GEMM,
+    the MLP's input rows), the reduce-scatter's and the all-reduce's largest input (C of GEMM+RS / the MLP's down
+    projection, C of GEMM+AR), a multiple of the world size."""
+    ag = rs = ar = 0
+    for op, model, M, shape in todo:
+        if op == "ag_gemm":
+            ag = max(ag, (M // world) * MODELS[model][0])
+        elif op == "gemm_rs":
+            rs = max(rs, M * MODELS[model][3])
+        elif op == "gemm_ar":
+            ar = max(ar, M * shape[1])
+    hidden = MLP_SHAPE[0]
+    for T in mlp_m:
+        ag, rs = max(ag, (T // world) * hidden), max(rs, T * hidden)
+    return ag, -(-rs // world) * world, ar
+
+
+def bench_ag(model, M, args, rank, W, gname, out, seq=None):
     from triton_dist.kernels.gemm import matmul
     from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
 
@@ -441,24 +516,32 @@ def bench_ag(model, M, args, rank, W, gname, out):
                     impls[f"ours/chunked@f{frac}"] = (
                         lambda rows=rows: ag_gemm(io["a"], io["b"], ctx, method="chunked", first_rows=rows), None)
         impls["ours/auto"] = (lambda: ag_gemm(io["a"], io["b"], ctx, method="auto"), None)
-        impls["torch_seq"] = (lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), None)
+        if seq is None:
+            impls["torch_seq"] = (lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), None)
+        else:  # no NCCL (ranks share a GPU): our all-gather (auto), then cuBLAS
+            impls["ours_seq"] = (lambda: torch.matmul(seq.all_gather(io["a"]), io["b"]), None)
         if gname is not None:
             impls["torch_symm"] = (lambda: torch.ops.symm_mem.fused_all_gather_matmul(
                 io["a"], [io["b"]], 0, gname, return_A=False)[1][0], None)
         rec["configs"] = {k: v for k, v in best.items() if v}
         full = torch.empty((M, K), dtype=torch.bfloat16, device="cuda")
         base = {"gemm_ours": (lambda: matmul(full, io["b"]), None),
-                "gemm_cublas": (lambda: torch.matmul(full, io["b"]), None),
-                "comm_nccl": (lambda: dist.all_gather_into_tensor(full, io["a"]), None)}
-        run_impls(rec, impls, lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), args, fresh, base)
+                "gemm_cublas": (lambda: torch.matmul(full, io["b"]), None)}
+        if seq is None:
+            base["comm_nccl"] = (lambda: dist.all_gather_into_tensor(full, io["a"]), None)
+        else:
+            base["comm_seq"] = (lambda: seq.all_gather(io["a"], out=full), None)
+        run_impls(rec, impls, lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), args, fresh, base, "ours_seq")
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
 
 
-def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
+def bench_partials(op, model, M, args, rank, W, gname, out, shape=None, seq=None):
     """GEMM+RS (``op="gemm_rs"``) or GEMM+AR (``"gemm_ar"``): A [M, K_loc] @ B [K_loc, N] per rank, partials summed
-    across ranks (scattered by rows, or all-reduced). ``shape``: (K_loc, N) for GEMM+AR."""
+    across ranks (scattered by rows, or all-reduced). ``shape``: (K_loc, N) for GEMM+AR. ``seq``: the
+    :class:`SeqCollectives` of a run without NCCL (``ours_seq`` / ``comm_seq`` instead of ``torch_seq`` /
+    ``comm_nccl``)."""
     from triton_dist.kernels.gemm import matmul
     from triton_dist.ops import overlap as ov
 
@@ -504,7 +587,11 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
             impls["ours/ll"] = (lambda: fused(io["a"], io["b"], ctx, method="ll"), best.get("ll"))
             impls["ours/one_shot"] = (lambda: fused(io["a"], io["b"], ctx, method="one_shot"), None)
         impls["ours/auto"] = (lambda: fused(io["a"], io["b"], ctx, method="auto"), None)
-        impls["torch_seq"] = (lambda: fused(io["a"], io["b"], ctx, method="torch"), None)
+        if seq is None:
+            impls["torch_seq"] = (lambda: fused(io["a"], io["b"], ctx, method="torch"), None)
+        else:  # no NCCL (ranks share a GPU): cuBLAS, then our reduce-scatter / all-reduce (auto)
+            seq_comm = seq.reduce_scatter if rs else seq.all_reduce
+            impls["ours_seq"] = (lambda: seq_comm(torch.matmul(io["a"], io["b"])), None)
         if rs and gname is not None:
             impls["torch_symm"] = (lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(
                 io["a"], io["b"], "sum", 0, gname), None)
@@ -514,13 +601,20 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None):
                 "gemm_cublas": (lambda: torch.matmul(io["a"], io["b"]), None)}
         if rs:
             shard = torch.empty((M // W, N), dtype=torch.bfloat16, device="cuda")
-            base["comm_nccl"] = (lambda: dist.reduce_scatter_tensor(shard, c), None)
+            if seq is None:
+                base["comm_nccl"] = (lambda: dist.reduce_scatter_tensor(shard, c), None)
+            else:
+                base["comm_seq"] = (lambda: seq.reduce_scatter(c, out=shard), None)
         else:
-            base["comm_nccl"] = (lambda: dist.all_reduce(c), None)
+            if seq is None:
+                base["comm_nccl"] = (lambda: dist.all_reduce(c), None)
+            else:
+                c_sum = torch.empty_like(c)
+                base["comm_seq"] = (lambda: seq.all_reduce(c, out=c_sum), None)
             from triton_dist.ops.collectives import all_reduce
 
             base["comm_ours"] = (lambda: all_reduce(c, ctx.ar_ctx, method="one_shot"), None)
-        run_impls(rec, impls, lambda: fused(io["a"], io["b"], ctx, method="torch"), args, fresh, base)
+        run_impls(rec, impls, lambda: fused(io["a"], io["b"], ctx, method="torch"), args, fresh, base, "ours_seq")
     finally:
         ctx.close()
     out.append(finish(rec, flops=2.0 * M * K * N))
@@ -534,13 +628,17 @@ def finish(rec, flops):
         rec["best_ours"] = best
         rec["tflops_best"] = flops / (ours[best] * 1e-6) / 1e12
     t_auto = r.get("ours/auto")
-    if "gemm_cublas" in r and "comm_nccl" in r:
-        rec["bound"] = max(r["gemm_cublas"], r["comm_nccl"])
+    comm = next((k for k in ("comm_nccl", "comm_seq") if k in r), None)  # comm_seq: no NCCL (ranks share a GPU)
+    if "gemm_cublas" in r and comm:
+        rec["bound"] = max(r["gemm_cublas"], r[comm])
+        rec["bound_comm"] = comm
         if t_auto:
             rec["auto_over_bound"] = t_auto / rec["bound"]
     if t_auto:
         if "torch_seq" in r:
             rec["auto_vs_seq"] = r["torch_seq"] / t_auto
+        if "ours_seq" in r:
+            rec["auto_vs_ours_seq"] = r["ours_seq"] / t_auto
         if "torch_symm" in r:
             rec["auto_vs_symm"] = r["torch_symm"] / t_auto
         torch_best = [r[k] for k in ("torch_seq", "torch_symm") if k in r]
@@ -664,7 +762,7 @@ def profile_calls(args, rank, W, outdir, stamp):
             ov.ag_gemm(a, b, ag, method=meth, profiler_buffer=buf)
             torch.cuda.synchronize()
             base = os.path.join(outdir, f"profile-{stamp}-ag_gemm-{meth}")
-            export_to_perfetto_trace(buf, agk.TASKS, base + ".json", gantt_png=base + ".png")
+            label_json(export_to_perfetto_trace(buf, agk.TASKS, base + ".json", gantt_png=base + ".png"))
             written[f"ag_gemm/{meth}"] = base
         except Exception as exc:  # noqa: BLE001
             written[f"ag_gemm/{meth}"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -681,7 +779,7 @@ def profile_calls(args, rank, W, outdir, stamp):
         ov.gemm_rs(a, b, rs, method="fused", profiler_buffer=buf)
         torch.cuda.synchronize()
         base = os.path.join(outdir, f"profile-{stamp}-gemm_rs-fused")
-        export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
+        label_json(export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png"))
         written["gemm_rs/fused"] = base
     except Exception as exc:  # noqa: BLE001
         written["gemm_rs/fused"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -690,12 +788,14 @@ def profile_calls(args, rank, W, outdir, stamp):
 
 
 # ------------------------------------------------------------------------------------------------------------ MLP
-def bench_mlp(args, rank, W, out):
+def bench_mlp(args, rank, W, out, seq=None):
     """TPMLP (Llama-3-70B: hidden 8192, intermediate 28672) at T global tokens: ours (auto) vs torch.matmul + NCCL
-    (the same layer with method="torch")."""
+    (the same layer with method="torch"). ``seq`` (no NCCL: ranks share a GPU): the sequential baseline is
+    ``ours_seq`` instead, the same math with our all-gather and reduce-scatter (auto) around torch.matmul; the
+    method="torch" layer (gloo on host copies) stays the reference."""
     from triton_dist.layers.tp_mlp import TPMLP
 
-    H, inter = 8192, 28672
+    H, inter = MLP_SHAPE
     Tmax = max(args.mlp_m)
     layers = {}
     for meth in ("auto", "torch"):
@@ -707,11 +807,17 @@ def bench_mlp(args, rank, W, out):
         for T in args.mlp_m:
             rec = {"op": "tp_mlp", "model": "llama3-70b", "M": T, "results": {}, "eager": {}, "errors": {}}
             x = rand((T // W, H), 7 + rank)
-            impls = {"ours/auto": (lambda: layers["auto"](x), None), "torch_seq": (lambda: layers["torch"](x), None)}
-            run_impls(rec, impls, lambda: layers["torch"](x), args)
+            impls = {"ours/auto": (lambda: layers["auto"](x), None)}
+            if seq is None:
+                impls["torch_seq"] = (lambda: layers["torch"](x), None)
+            else:
+                impls["ours_seq"] = (lambda: seq_mlp(layers["torch"], x, seq), None)
+            run_impls(rec, impls, lambda: layers["torch"](x), args, k_impl="ours_seq")
             r = rec["results"]
             if "ours/auto" in r and "torch_seq" in r:
                 rec["auto_vs_seq"] = r["torch_seq"] / r["ours/auto"]
+            if "ours/auto" in r and "ours_seq" in r:
+                rec["auto_vs_ours_seq"] = r["ours_seq"] / r["ours/auto"]
             out.append(rec)
             if rank == 0:
                 print(json.dumps({k: rec[k] for k in rec if k != "errors"}), rec["errors"] or "", flush=True)
@@ -720,7 +826,18 @@ def bench_mlp(args, rank, W, out):
             layer.close()
 
 
-def plot(records, path):
+def seq_mlp(layer, x, seq):
+    """``ours_seq`` of the MLP: ``layer``'s weights, our all-gather of ``x`` (auto), torch.matmul, the SiLU gate as
+    ``TPMLP`` computes it, torch.matmul, our reduce-scatter (auto): this rank's rows of the output."""
+    h = torch.matmul(seq.all_gather(x), layer.w_gate_up)
+    i_loc = layer.i_loc
+    act = (torch.nn.functional.silu(h[:, :i_loc].float()) * h[:, i_loc:].float()).to(x.dtype)
+    return seq.reduce_scatter(torch.matmul(act, layer.w_down))
+
+
+def plot(records, path, shared=False):
+    """Ratios of ``ours/auto`` per record: against the sequential baseline (torch_seq, or ours_seq where ranks
+    shared a GPU: ``shared``, titled so), torch symm-mem, and the overlap bound."""
     try:
         import matplotlib
 
@@ -728,13 +845,15 @@ def plot(records, path):
         import matplotlib.pyplot as plt
     except Exception:  # noqa: BLE001
         return False
-    rows = [r for r in records if "auto_vs_seq" in r]
+    seq_key = "auto_vs_ours_seq" if shared else "auto_vs_seq"
+    rows = [r for r in records if seq_key in r]
     if not rows:
         return False
     labels = [f"{r['op']}\n{r['model'].replace('llama3-', '')} M={r['M']}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(rows)), 4.8))
     xs = list(range(len(rows)))
-    ax.bar([x - 0.27 for x in xs], [r["auto_vs_seq"] for r in rows], 0.27, label="vs NCCL + cuBLAS (torch_seq)")
+    ax.bar([x - 0.27 for x in xs], [r[seq_key] for r in rows], 0.27,
+           label="vs our collectives + cuBLAS (ours_seq)" if shared else "vs NCCL + cuBLAS (torch_seq)")
     ax.bar(xs, [r.get("auto_vs_symm", 0) for r in rows], 0.27, label="vs torch symm-mem fused")
     ax.bar([x + 0.27 for x in xs], [1.0 / r["auto_over_bound"] if r.get("auto_over_bound") else 0 for r in rows],
            0.27, label="bound / auto (1 = at the overlap bound)")
@@ -742,7 +861,8 @@ def plot(records, path):
     ax.set_xticks(xs)
     ax.set_xticklabels(labels, fontsize=6, rotation=90)
     ax.set_ylabel("ratio (higher is better for ours/auto)")
-    ax.set_title("triton_dist overlapped GEMMs, 2x H200, bf16, CUDA-graph replay")
+    ax.set_title("triton_dist overlapped GEMMs, " + ("RANKS SHARING ONE GPU (CUDA MPS, no NVLink)" if shared else
+                                                      "2x H200") + ", bf16, CUDA-graph replay")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -781,6 +901,8 @@ def main():
     if args.table_from:
         with open(args.table_from) as f:
             doc = json.load(f)
+        if doc.get("shared_gpu"):
+            raise SystemExit(f"bench_overlap --table-from {args.table_from}: {NO_TABLE}")
         # the rules are derived again from the records (the current method_rules), not copied from the file
         doc["dispatch_rules"], doc["dispatch_configs"] = method_rules(
             [r for r in doc.get("records", []) if r.get("op") != "tp_mlp"], doc.get("world_size", 2))
@@ -802,7 +924,18 @@ def main():
 
     tdu.initialize_distributed()
     rank, W = dist.get_rank(), dist.get_world_size()
-    gname, symm_err = symm_group_name()
+    from triton_dist.runtime.torch_collectives import group_has_nccl
+
+    topo = topology()
+    shared = not group_has_nccl()  # ranks share a GPU: a gloo-only group
+    if rank == 0:
+        base_line = ("ours_seq (our collectives, auto, + torch.matmul): no NCCL" if shared else
+                     "torch_seq (NCCL + cuBLAS)")
+        print(f"bench_overlap: {topology_line(topo)}; sequential baseline {base_line}", flush=True)
+    if shared and args.write_table:
+        tdu.finalize_distributed()
+        raise SystemExit(f"bench_overlap --write-table: {NO_TABLE}")
+    gname, symm_err = (None, NO_SYMM) if shared else symm_group_name()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
     os.makedirs(outdir, exist_ok=True)
@@ -819,12 +952,13 @@ def main():
         for shape in AR_SHAPES:
             for M in ar_ms:
                 todo.append(("gemm_ar", f"decode-k{shape[0]}-n{shape[1]}", M, shape))
+    seq = SeqCollectives(*seq_capacity(todo, W, args.mlp_m if args.mlp else ())) if shared else None
     for op, model, M, shape in todo:
         try:
             if op == "ag_gemm":
-                bench_ag(model, M, args, rank, W, gname, records)
+                bench_ag(model, M, args, rank, W, gname, records, seq=seq)
             else:
-                bench_partials(op, model, M, args, rank, W, gname, records, shape)
+                bench_partials(op, model, M, args, rank, W, gname, records, shape, seq=seq)
             if rank == 0:
                 r = records[-1]
                 print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
@@ -841,7 +975,7 @@ def main():
         profiles = profile_calls(args, rank, W, args.profile, stamp)
     if args.mlp:
         try:
-            bench_mlp(args, rank, W, records)
+            bench_mlp(args, rank, W, records, seq=seq)
         except Exception as exc:  # noqa: BLE001
             failures.append({"op": "tp_mlp", "error": traceback.format_exc()[-2000:]})
             if rank == 0:
@@ -853,7 +987,11 @@ def main():
                "timing": "CUDA-graph replay of k calls (results); eager k calls "
                "(eager); CUDA events, median of reps, max over ranks; graph samples of one shape interleaved "
                "round-robin across implementations and baselines", "git_commit": git_commit(),
-               "tree": tree_fingerprint(), "versions": versions(),
+               "tree": tree_fingerprint(), "versions": versions(), **topology_fields(topo),
+               "device_rendezvous": rendezvous_kind(),
+               "sequential_baseline": ("ours_seq: triton_dist.ops all_gather / reduce_scatter / all_reduce (auto) + "
+                                       "torch.matmul, comm_seq the collective alone; no NCCL: ranks share a GPU"
+                                       if shared else "torch_seq: NCCL + cuBLAS, comm_nccl the collective alone"),
                "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                        "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
                "torch_symm_available": gname is not None, "torch_symm_error": symm_err,
@@ -863,13 +1001,15 @@ def main():
         doc["dispatch_configs"] = configs
         with open(base + ".json", "w") as f:
             json.dump(doc, f, indent=1)
-        if plot([r for r in records], base + ".png"):
+        if plot([r for r in records], base + ".png", shared=shared):
             print("plot:", base + ".png")
         print("results:", base + ".json")
         summary(records)
         if args.write_table and rules:
             print("dispatch table:", write_table(doc, os.path.basename(base) + ".json"))
     dist.barrier()
+    if seq is not None:
+        seq.close()
     tdu.finalize_distributed()
 
 
@@ -901,16 +1041,21 @@ def add_eager_rules(paths):
     """No GPU: set the ``"eager"`` entries of the measured table's shape rules from the eager timings in the result
     JSONs ``paths`` (later files win for a shape they share): a rule gets its shape's eager winner where it differs
     from the rule's method (:func:`eager_rule`) and loses a stale entry where it does not. Shapes without a rule of
-    their own, or without eager timings, are left alone. Returns ``(path, updated rule count)``."""
+    their own, or without eager timings, are left alone. Returns ``(path, updated rule count)``. Refuses
+    (SystemExit, nothing written) when any of ``paths`` is from ranks that shared a GPU (``shared_gpu``)."""
     from triton_dist.ops import overlap as ov
 
+    docs = []
+    for path in paths:  # every file first: one from ranks sharing a GPU refuses the whole update
+        with open(path) as f:
+            docs.append(json.load(f))
+        if docs[-1].get("shared_gpu"):
+            raise SystemExit(f"bench_overlap --eager-rules-from {path}: {NO_TABLE}")
     table = ov.dispatch_table(reload=True)
     if table.get("status") != "measured":
         raise SystemExit("--eager-rules-from: the table in the tree is not a measured one (run --write-table first)")
     count = 0
-    for path in paths:
-        with open(path) as f:
-            doc = json.load(f)
+    for doc in docs:
         world = str(doc.get("world_size", 2))
         for rec in doc.get("records", []):
             op = rec.get("op")
@@ -938,9 +1083,11 @@ def write_table(doc, source):
     """Write ``overlap_table.json`` from a results document (its ``dispatch_rules`` / ``dispatch_configs``), merged
     into the measured table already there: other ops are kept, and within an op the shapes this run did not measure
     keep their rules and tilings (:func:`merge_rules`), so a run over some ops or some M updates only those. Returns
-    the path."""
+    the path. Refuses (SystemExit) a document from ranks that shared a GPU (``shared_gpu``)."""
     from triton_dist.ops import overlap as ov
 
+    if doc.get("shared_gpu"):
+        raise SystemExit(f"bench_overlap --write-table: {NO_TABLE}")
     old = ov.dispatch_table(reload=True)
     measured = old.get("status") == "measured"
     old_ops = old.get("ops", {}) if measured else {}
@@ -971,23 +1118,26 @@ def write_table(doc, source):
 
 
 def summary(records):
-    """One line per record: the ratios the targets are stated in."""
+    """One line per record: the ratios the targets are stated in. ``seq`` / ``comm`` / ``vs_seq``: torch_seq /
+    comm_nccl, or ours_seq / comm_seq (marked ``*``) where ranks shared a GPU (no NCCL)."""
     print(f"{'op':8} {'model':22} {'M':>5} {'auto':>8} {'seq':>8} {'symm':>8} {'gemm':>8} {'comm':>8} "
           f"{'a/bound':>7} {'vs_seq':>6} {'vs_symm':>7} {'best':>12}")
     for r in records:
         res = r["results"]
 
-        def g(k):
-            v = res.get(k)
-            return f"{v:8.1f}" if isinstance(v, float) else f"{'-':>8}"
+        def g(*keys):
+            v = next((res[k] for k in keys if k in res), None)
+            star = "*" if any(k in res for k in keys[1:]) and keys[0] not in res else " "
+            return f"{v:7.1f}{star}" if isinstance(v, float) else f"{'-':>8}"
 
-        def f(k, w):
-            v = r.get(k)
+        def f(*keys, w):
+            v = next((r[k] for k in keys if k in r), None)
             return f"{v:{w}.3f}" if isinstance(v, float) else f"{'-':>{w}}"
 
-        print(f"{r['op']:8} {r['model']:22} {r['M']:5d} {g('ours/auto')} {g('torch_seq')} {g('torch_symm')} "
-              f"{g('gemm_cublas')} {g('comm_nccl')} {f('auto_over_bound', 7)} {f('auto_vs_seq', 6)} "
-              f"{f('auto_vs_symm', 7)} {str(r.get('best_ours', '-')):>12}")
+        print(f"{r['op']:8} {r['model']:22} {r['M']:5d} {g('ours/auto')} {g('torch_seq', 'ours_seq')} "
+              f"{g('torch_symm')} {g('gemm_cublas')} {g('comm_nccl', 'comm_seq')} {f('auto_over_bound', w=7)} "
+              f"{f('auto_vs_seq', 'auto_vs_ours_seq', w=6)} {f('auto_vs_symm', w=7)} "
+              f"{str(r.get('best_ours', '-')):>12}")
 
 
 if __name__ == "__main__":

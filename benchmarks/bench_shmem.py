@@ -26,8 +26,10 @@ Latency:
   the hardware's path without NVSHMEM's functions; ``dl.store_flagged`` + ``dl.load_flagged`` (the 4-byte round
   number as the data of one flagged word: no barrier, no fence).
 
-Writes ``shmem_bench_<time>.json`` to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/). Needs >= 2 CUDA
-GPUs (exits with a message otherwise).
+Writes ``shmem_bench_<time>.json`` to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/). Needs >= 2 ranks on
+CUDA GPUs (exits with a message otherwise). Ranks may share a GPU (``TRITON_DIST_RANKS_PER_GPU``, CUDA MPS: each rank
+binds GPU ``local rank // ranks per GPU``); the record's ``shared_gpu`` / ``topology`` say so, and such figures are
+same-GPU copies, no NVLink.
 """
 from __future__ import annotations
 
@@ -347,23 +349,28 @@ def main(argv=None) -> int:
     os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "4G")
     os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    from provenance import git_commit, tree_fingerprint, versions
+    from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions
 
     import triton_dist.utils as U
+    from triton_dist.runtime import shared_gpu
 
     t_start = time.time()
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local_rank)
-    U.initialize_distributed(seed=0)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     lw = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    # the binding rule initialize_distributed applies (local rank // ranks per GPU): ranks may share a GPU
+    device = shared_gpu.device_for_local_rank(local_rank, lw, torch.cuda.device_count(), shared_gpu.ranks_per_gpu())
+    torch.cuda.set_device(device)
+    U.initialize_distributed(seed=0)
     if world < 2:
         raise SystemExit("bench_shmem needs >= 2 ranks")
     nxt, prv = (rank + 1) % world, (rank - 1) % world
-    sms = torch.cuda.get_device_properties(local_rank).multi_processor_count
+    sms = torch.cuda.get_device_properties(device).multi_processor_count  # under MPS: this rank's share
     sizes = args.sizes
     biggest = max(max(sizes), PUT_QUIET_BYTES, max(PP_PAYLOADS))
     log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
+    topo = topology()
+    log(f"bench_shmem: {topology_line(topo)}; {sms} SMs on this rank's device")
 
     def barrier():
         U.nvshmem_barrier_all_on_stream()
@@ -469,9 +476,10 @@ def main(argv=None) -> int:
         "benchmark": "bench_shmem", "command": " ".join([sys.executable] + sys.argv), "git_commit": git_commit(),
         "tree": tree_fingerprint(),
         "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(), "world_size": world,
+        **topology_fields(topo),
         "versions": versions(), "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                                          "NVSHMEM_SYMMETRIC_SIZE")},
-        "device": torch.cuda.get_device_name(local_rank), "sms": sms,
+        "device": torch.cuda.get_device_name(device), "sms": sms,
         "timing": "graph",
         "method": {"bandwidth": "per rank, both ranks sending concurrently to the next rank; CUDA-graph replay of k "
                                 "launches, median of samples / k (eager: back-to-back launches, *_eager_*)",

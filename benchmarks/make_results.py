@@ -17,6 +17,10 @@ Sections, one per kind of record:
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
 * GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
 * hand-written GPU test records (``"results"``) and anything else: listed.
+* anything whose JSON says ``shared_gpu: true`` (a benchmark header, or its ``topology``; a record_run step): ranks
+  that shared one GPU under CUDA MPS, so no NVLink was measured. Those go to their own section, "Ranks sharing one
+  GPU (CUDA MPS, no NVLink)", with their world size, GPUs and ranks per GPU, rendered as their kind is, and are never
+  placed in the NVLink tables above it or in the headline figures (the mega kernel plot).
 Needs matplotlib for the plots (tables are written without it).
 """
 from __future__ import annotations
@@ -53,6 +57,22 @@ def load(results_dir):
     return docs
 
 
+def is_shared(doc) -> bool:
+    """Whether a results document comes from ranks that shared a GPU (CUDA MPS, no NVLink): ``shared_gpu`` true at
+    its top level (benchmark headers, record_run steps) or in its ``topology``."""
+    return bool(doc.get("shared_gpu") or (doc.get("topology") or {}).get("shared_gpu"))
+
+
+def topology_of(doc) -> dict:
+    """``{"world_size", "gpus", "ranks_per_gpu", "mps"}`` of a results document (its ``topology``, else the fields
+    at its top level, as record_run writes them); missing values are None."""
+    t = doc.get("topology") or {}
+    out = {k: t.get(k, doc.get(k) if not isinstance(doc.get(k), (list, dict)) else None)
+           for k in ("world_size", "gpus", "ranks_per_gpu")}
+    out["mps"] = t.get("mps", doc.get("mps"))
+    return out
+
+
 def _series(rows):
     """Implementation names of a collectives op/dtype in display order: our methods, auto, torch symm-mem."""
     names = []
@@ -78,10 +98,15 @@ def plot_collectives(doc, op, dtype, rows, png_path):
     if not rows:
         return False
     sizes = sorted({r["bytes"] for r in rows})
-    nccl = {r["bytes"]: (r["nccl_us"], r["nccl_busbw_gbs"]) for r in rows}
+    # the baseline: NCCL (graph timing), or where ranks shared a GPU torch_collectives' gloo host path (eager)
+    key, label = ("nccl", "NCCL") if all(r.get("nccl_us") is not None for r in rows) else \
+        ("gloo_host", "gloo host path (eager)")
+    base = {r["bytes"]: (r.get(f"{key}_us"), r.get(f"{key}_busbw_gbs")) for r in rows}
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for ax, idx, ylabel in ((axes[0], 0, "latency (us)"), (axes[1], 1, "bus bandwidth (GB/s)")):
-        ax.plot(sizes, [nccl[x][idx] for x in sizes], "k--o", label="NCCL", linewidth=2, markersize=4)
+        pts = [(x, base[x][idx]) for x in sizes if base[x][idx] is not None]
+        if pts:
+            ax.plot([q[0] for q in pts], [q[1] for q in pts], "k--o", label=label, linewidth=2, markersize=4)
         for m in _series(rows):
             pts = sorted((r["bytes"], r["us"] if idx == 0 else r["busbw_gbs"]) for r in rows if r["method"] == m)
             style = ":s" if str(m).startswith("torch_symm") else ("-D" if m == "auto" else "-o")
@@ -96,8 +121,11 @@ def plot_collectives(doc, op, dtype, rows, png_path):
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=7)
     dev = (doc.get("devices") or ["?"])[0]
-    fig.suptitle(f"{op} {dtype}: {doc.get('world_size')} x {dev} ({doc.get('mode')}, {doc.get('timestamp_utc')}), "
-                 "CUDA-graph replay")
+    where = f"{doc.get('world_size')} x {dev}"
+    if is_shared(doc):
+        t = topology_of(doc)
+        where = f"SHARED GPU: {t['world_size']} ranks on {t['gpus']} x {dev}, {t['ranks_per_gpu']} per GPU, no NVLink"
+    fig.suptitle(f"{op} {dtype}: {where} ({doc.get('mode')}, {doc.get('timestamp_utc')}), CUDA-graph replay")
     fig.tight_layout()
     fig.savefig(png_path, dpi=90)
     plt.close(fig)
@@ -143,19 +171,28 @@ def collective_section(doc, out_dir=HERE):
 
 
 def _collective_table(op, dt, rows):
+    """One op and dtype. Rows without an NCCL column (ranks that shared a GPU: ``nccl_us`` null) show the eager
+    ``gloo_host_us`` baseline in its place and no ratio against it."""
     methods = _series(rows)
     eager_cols = [m for m in methods if any(r.get("method") == m and r.get("eager_us") for r in rows)]
+    has_nccl = all(r.get("nccl_us") is not None for r in rows)
     lines = [f"#### {op} {dt}\n"]
-    head = "| size | NCCL us (busbw GB/s) | " + " | ".join(f"{m} us (busbw)" for m in methods)
+    head = ("| size | NCCL us (busbw GB/s) | " if has_nccl else "| size | gloo host path, eager us (busbw GB/s) | ")
+    head += " | ".join(f"{m} us (busbw)" for m in methods)
     head += " | best ours / NCCL | auto / NCCL | auto / best | auto picks |"
     if eager_cols:
-        head += " eager NCCL us | " + " | ".join(f"eager {m} us" for m in eager_cols) + " |"
+        head += (" eager NCCL us | " if has_nccl else " ") + " | ".join(f"eager {m} us" for m in eager_cols) + " |"
     lines.append(head)
     lines.append("|" + "---|" * (head.count("|") - 1))
     for size in sorted({r["bytes"] for r in rows}):
         rs = [r for r in rows if r["bytes"] == size]
         base = rs[0]
-        cells = [fmt_size(size), f"{base['nccl_us']:.1f} ({base['nccl_busbw_gbs']:.0f})"]
+        nccl = base.get("nccl_us") if has_nccl else None
+        if has_nccl:
+            cells = [fmt_size(size), f"{base['nccl_us']:.1f} ({base['nccl_busbw_gbs']:.0f})"]
+        else:
+            cells = [fmt_size(size), f"{_f(base.get('gloo_host_us'), '{:.1f}')} "
+                                     f"({_f(base.get('gloo_host_busbw_gbs'), '{:.0f}')})"]
         best = auto = None
         for m in methods:
             r = next((r for r in rs if r.get("method") == m), None)
@@ -170,15 +207,16 @@ def _collective_table(op, dt, rows):
                     auto = r
                 elif not str(m).startswith("torch_symm") and r.get("correct", True) and (best is None or r["us"] < best):
                     best = r["us"]
-        cells.append(f"{base['nccl_us'] / best:.2f}x" if best else "-")
-        cells.append(f"{auto['speedup']:.2f}x" if auto else "-")
+        cells.append(f"{nccl / best:.2f}x" if best and nccl else "-")
+        cells.append(f"{auto['speedup']:.2f}x" if auto and auto.get("speedup") is not None else "-")
         ratio = auto.get("auto_over_best") if auto else None
         if auto and ratio is None and best:
-            ratio = auto["us"] / min(best, base["nccl_us"])
+            ratio = auto["us"] / (min(best, nccl) if nccl else best)
         cells.append(f"{ratio:.3f}" if ratio is not None else "-")
         cells.append(auto.get("resolved", "") if auto else "-")
         if eager_cols:
-            cells.append(_f(base.get("nccl_eager_us"), "{:.1f}"))
+            if has_nccl:
+                cells.append(_f(base.get("nccl_eager_us"), "{:.1f}"))
             for m in eager_cols:
                 r = next((r for r in rs if r.get("method") == m), None)
                 cells.append(_f(r.get("eager_us") if r else None, "{:.1f}"))
@@ -329,25 +367,32 @@ def overlap_section(doc):
 
 def overlap_ratio_rows(doc, recs):
     """Rows of a bench_overlap run that times everything by CUDA-graph replay (``results``) and eager (``eager``):
-    what ``method="auto"`` did, both torch baselines, the overlap bound and the ratios the targets are stated in."""
+    what ``method="auto"`` did, both torch baselines, the overlap bound and the ratios the targets are stated in.
+    A run whose ranks shared a GPU (no NCCL) has ``ours_seq`` / ``comm_seq`` (our collectives) in the sequential
+    and comm columns, labelled so."""
     out = [f"- timing: {doc.get('timing', 'CUDA-graph replay')}; graph capture failures: "
            f"{len(doc.get('graph_failures', []))}", ""]
     png = os.path.splitext(doc.get("_path", ""))[0] + ".png"
     if doc.get("_path") and os.path.exists(os.path.join(HERE, "results", png)):
         out += [f"![overlap ratios](results/{png})", ""]
-    head = ("| op | model | M | auto us | best ours | torch seq us | torch symm us | cuBLAS GEMM us | NCCL comm us | "
-            "auto / bound | x torch seq | x torch symm | our GEMM / cuBLAS | eager: auto / seq us | errors |")
+    shared = is_shared(doc)
+    seq, comm, vs_seq = (("ours_seq", "comm_seq", "auto_vs_ours_seq") if shared else
+                         ("torch_seq", "comm_nccl", "auto_vs_seq"))
+    seq_name, comm_name = (("ours seq (our collectives + cuBLAS)", "our comm (auto)") if shared else
+                           ("torch seq", "NCCL comm"))
+    head = (f"| op | model | M | auto us | best ours | {seq_name} us | torch symm us | cuBLAS GEMM us | {comm_name} us "
+            f"| auto / bound | x {seq_name.split(' (')[0]} | x torch symm | our GEMM / cuBLAS | eager: auto / seq us "
+            f"| errors |")
     out += [head, "|" + "---|" * (head.count("|") - 1)]
     for r in recs:
         res, eag = r.get("results", {}), r.get("eager", {})
         errs = "; ".join(f"{k}: {v}" for k, v in r.get("errors", {}).items()).replace("|", "/")[:120]
-        eager = (f"{eag['ours/auto']:.0f} / {eag['torch_seq']:.0f}" if "ours/auto" in eag and "torch_seq" in eag
-                 else "—")
+        eager = (f"{eag['ours/auto']:.0f} / {eag[seq]:.0f}" if "ours/auto" in eag and seq in eag else "—")
         out.append("| " + " | ".join([
             r.get("op", "?"), r.get("model", "?"), str(r.get("M", "?")), _f(res.get("ours/auto"), "{:.1f}"),
-            (r.get("best_ours") or "—").replace("ours/", ""), _f(res.get("torch_seq"), "{:.1f}"),
+            (r.get("best_ours") or "—").replace("ours/", ""), _f(res.get(seq), "{:.1f}"),
             _f(res.get("torch_symm"), "{:.1f}"), _f(res.get("gemm_cublas"), "{:.1f}"),
-            _f(res.get("comm_nccl"), "{:.1f}"), _f(r.get("auto_over_bound"), "{:.3f}"), _f(r.get("auto_vs_seq")),
+            _f(res.get(comm), "{:.1f}"), _f(r.get("auto_over_bound"), "{:.3f}"), _f(r.get(vs_seq)),
             _f(r.get("auto_vs_symm")), _f(r.get("gemm_ours_vs_cublas")), eager, errs]) + " |")
     return out + [""]
 
@@ -504,12 +549,82 @@ def probe_mega_section(doc):
     return lines + [""]
 
 
+#: title of the section of results from ranks that shared a GPU
+SHARED_TITLE = "Ranks sharing one GPU (CUDA MPS, no NVLink)"
+
+
+def _kind(doc) -> str:
+    if doc.get("benchmark"):
+        return str(doc["benchmark"])
+    if ("exit_code" in doc and "name" in doc) or "skipped" in doc:
+        return "suite step"
+    if "weight_bytes" in doc and "rows" in doc:
+        return "probe_mega"
+    if "traceEvents" in doc or isinstance(doc.get("_list"), list):
+        return "trace"
+    return "test run" if "results" in doc else "other"
+
+
+def shared_section(docs, out_dir=HERE):
+    """Every result of ranks that shared a GPU (:func:`is_shared`), apart from the NVLink figures: an overview
+    table (kind, world size, GPUs, ranks per GPU, how MPS was provided), then each result rendered as its kind is
+    (the suite steps in one table). Returns the lines (none without such results)."""
+    if not docs:
+        return []
+    out = [f"## {SHARED_TITLE}", "",
+           "Several ranks on ONE GPU under CUDA MPS (each with its share of the SMs): every \"peer\" access is a load "
+           "or store to that GPU's own memory, so these runs show the kernels working on a real GPU and its memory "
+           "model, not NVLink bandwidth or latency. They are never compared with the NVLink tables above and never "
+           "enter the headline figures. The process group has no NCCL there: the NCCL / torch baselines are replaced "
+           "by our collectives (`ours_seq`, `comm_seq`, `torch_ours`) or timed through torch_collectives' gloo host "
+           "path (eager only, `gloo_host_us`), as each record says.", "",
+           "| record | kind | world size | GPUs | ranks per GPU | MPS |", "|---|---|---|---|---|---|"]
+    docs = sorted(docs, key=lambda d: (_kind(d), run_stamp(d)))
+    for d in docs:
+        t = topology_of(d)
+        out.append(f"| `{d['_path']}` | {_kind(d)} | {_f(t['world_size'], '{}')} | {_f(t['gpus'], '{}')} | "
+                   f"{_f(t['ranks_per_gpu'], '{}')} | {t['mps'] or '—'} |")
+    out.append("")
+    steps = [d for d in docs if _kind(d) == "suite step"]
+    if steps:
+        out += ["### Suite steps (ranks sharing a GPU)", ""] + suite_steps_section(steps)
+    for d in docs:
+        kind = _kind(d)
+        if kind == "suite step":
+            continue
+        t = topology_of(d)
+        out += [f"**{kind}, shared GPU: {t['world_size']} ranks on {t['gpus']} GPU(s), {t['ranks_per_gpu']} per GPU "
+                f"(no NVLink)** — `{d['_path']}`", ""]
+        for what, why in (d.get("skipped") or {}).items() if isinstance(d.get("skipped"), dict) else ():
+            out.append(f"- {what}: {why}")
+        if kind == "bench_collectives":
+            out += collective_section(d, out_dir)
+        elif kind == "bench_shmem":
+            out += shmem_section(d)
+        elif kind == "bench_overlap":
+            out += overlap_section(d)
+        elif kind == "gemm":
+            out += gemm_section(d)
+        elif kind == "bench_mega":
+            out += mega_section(d)
+        elif kind == "probe_mega":
+            out += probe_mega_section(d)
+        elif kind == "test run":
+            out += run_section(d)
+        else:
+            out += [describe_other(d), ""]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     args = ap.parse_args()
     docs = load(args.results)
+    # ranks that shared a GPU measured no NVLink: their own section at the end, nowhere else
+    shared = [d for d in docs if is_shared(d)]
+    docs = [d for d in docs if not is_shared(d)]
     lines = ["# Benchmark results", "",
              "Generated by `benchmarks/make_results.py` from `benchmarks/results/**/*.json` — do not edit by hand.", "",
              "Speed-ups are NCCL time / our time measured in the same run (> 1 means faster than NCCL).", ""]
@@ -581,10 +696,11 @@ def main():
         for d in other:
             lines.append(describe_other(d))
         lines.append("")
+    lines += shared_section(shared, os.path.dirname(os.path.abspath(args.out)))
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {args.out} ({len(coll)} collective, {len(kind['bench_shmem'])} shmem, {len(kind['bench_overlap'])} "
-          f"overlap runs, {len(steps)} suite steps, {len(other)} other files)")
+          f"overlap runs, {len(steps)} suite steps, {len(other)} other files, {len(shared)} shared-GPU results)")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ them side by side with cuBLAS, at the shapes where AG+GEMM misses its bound (8B,
 nothing to wait for): the fused kernels' compute half against our GEMM alone and cuBLAS at the same tiling. Every
 implementation's result is checked against cuBLAS on the gathered rows first (a wrong one is recorded in ``errors``
 and not timed). Prints one JSON line per shape (rank 0) and writes ``probe_ag-<stamp>.json`` into ``--out``.
+Ranks that share a GPU (no NCCL in the group): the gathered rows come from torch_collectives (gloo on host copies)
+and ``torch_seq`` (host copies: not capturable) is replaced by ``ours_seq`` (our all-gather, auto, + cuBLAS); the
+record's ``skipped`` says why.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from probe_common import finish, int_list, probe_parser, start  # noqa: E402
+from probe_common import NO_NCCL, finish, int_list, no_nccl, probe_parser, start  # noqa: E402
 
 
 def main():
@@ -45,8 +48,10 @@ def main():
     from triton_dist.kernels import gemm as g
     from triton_dist.ops import overlap as ov
 
+    from triton_dist.runtime import torch_collectives as TC
+
     rank, W, stamp = start(args.out)
-    import torch.distributed as dist
+    shared = no_nccl()  # ranks share a GPU
 
     tp = args.shape_tp or W
     records = []
@@ -65,11 +70,18 @@ def main():
             ctx_p.cooperative = False
         a, b = bo.rand((M // W, K), 1 + rank), bo.rand((K, N), 100 + rank)
         full = torch.empty((M, K), dtype=torch.bfloat16, device="cuda")
-        dist.all_gather_into_tensor(full, a)  # the gathered rows: cuBLAS on them is the reference and a baseline
+        # the gathered rows (NCCL, or gloo on host copies where ranks share a GPU): cuBLAS on them is the reference
+        # and a baseline
+        TC.all_gather_into_tensor(full, a)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         ref = torch.matmul(full, b)
-        fns = {"cublas": lambda: torch.matmul(full, b, out=c),
-               "torch_seq": lambda: ov.ag_gemm(a, b, ctx, method="torch")}
+        fns = {"cublas": lambda: torch.matmul(full, b, out=c)}
+        seq = None
+        if shared:
+            seq = bo.SeqCollectives((M // W) * K, 0, 0)
+            fns["ours_seq"] = lambda: torch.matmul(seq.all_gather(a), b)
+        else:
+            fns["torch_seq"] = lambda: ov.ag_gemm(a, b, ctx, method="torch")
         for cfg in args.configs.split(","):
             tc = g.TileConfig.parse(cfg)
             fns[f"gemm_ours@{cfg}"] = lambda tc=tc: g.matmul(full, b, out=c, config=tc)
@@ -85,11 +97,15 @@ def main():
         rec = {"model": model, "M": M, "K": K, "N_per_rank": N, "shape_tp": tp, "world": W, "k": args.k,
                "reps": args.reps, "us": res, "over_cublas": {n: round(t / res["cublas"], 3) for n, t in res.items()},
                "errors": errors}
+        if shared:
+            rec["skipped"] = {"torch_seq": NO_NCCL}
         records.append(rec)
         if rank == 0:
             print(json.dumps({"model": model, "M": M, **dict(sorted(res.items(), key=lambda kv: kv[1])),
                               "errors": errors}), flush=True)
         ctx.close()
+        if seq is not None:
+            seq.close()
         if ctx_p is not None:
             ctx_p.close()
         for cg in ctx_g.values():

@@ -8,6 +8,8 @@ median of ``--reps``, max over ranks (bench_overlap's timing).
 
 Writes ``probe_gemm_ar-<stamp>.json`` (and prints one line per shape) so the split between the weight stream
 (``gemm@cfg`` vs the HBM floor ``bytes(B) / 4.3 TB/s``), the fixed cost and the all-reduce tail can be read off.
+Ranks that share a GPU (no NCCL in the group): ``torch_seq`` (gloo on host copies, not capturable) is skipped (the
+record's ``skipped`` says why); ``one_shot`` (cuBLAS + our one-shot all-reduce) is the sequential path there.
 """
 from __future__ import annotations
 
@@ -38,7 +40,9 @@ def main():
     args = ap.parse_args()
 
     import bench_overlap as bo
-    from provenance import git_commit, versions
+    from probe_common import NO_NCCL, no_nccl
+    from provenance import git_commit, topology_fields, topology_line, versions
+    from timing import rendezvous_kind
 
     import triton_dist.utils as tdu
     from triton_dist.kernels import gemm as g
@@ -47,6 +51,9 @@ def main():
 
     tdu.initialize_distributed()
     rank = dist.get_rank()
+    shared = no_nccl()  # ranks share a GPU
+    if rank == 0:
+        print(f"probe_gemm_ar: {topology_line()}", flush=True)
     N = 8192
     ctx = ov.create_gemm_ar_context(16, N, torch.bfloat16)
     sms = ctx.num_sms
@@ -83,11 +90,14 @@ def main():
             fns["one_shot"] = lambda: ov.gemm_ar(a, b, ctx, method="one_shot")
             fns["cublas"] = lambda: torch.matmul(a, b, out=c)
             fns["ar_one_shot"] = lambda: all_reduce(c, ctx.ar_ctx, method="one_shot")
-            fns["torch_seq"] = lambda: ov.gemm_ar(a, b, ctx, method="torch")
+            if not shared:
+                fns["torch_seq"] = lambda: ov.gemm_ar(a, b, ctx, method="torch")
             ok = bo.drop_failing(fns)
             res = {n: t for n, (t, _) in bo.time_interleaved(fns, args.k, args.reps).items()}
             rec = {"M": M, "K": K, "N": N, "us": res, "errors": ok,
                    "hbm_floor_us_at_4.3TBps": K * N * 2 / 4.3e6}
+            if shared:
+                rec["skipped"] = {"torch_seq": NO_NCCL}
             records.append(rec)
             if rank == 0:
                 print(json.dumps({"M": M, "K": K, **{k: round(v, 1) for k, v in sorted(res.items(),
@@ -99,7 +109,8 @@ def main():
         path = os.path.join(args.out, f"probe_gemm_ar-{stamp}.json")
         with open(path, "w") as f:
             json.dump({"benchmark": "probe_gemm_ar", "command": " ".join(sys.argv), "git_commit": git_commit(),
-                       "versions": versions(), "timing": "CUDA-graph replay of k calls, interleaved, median of reps, "
+                       "versions": versions(), **topology_fields(), "device_rendezvous": rendezvous_kind(),
+                       "timing": "CUDA-graph replay of k calls, interleaved, median of reps, "
                        "max over ranks", "k": args.k, "reps": args.reps, "records": records}, f, indent=1)
         print("results:", path)
     ctx.close()

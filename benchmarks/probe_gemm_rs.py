@@ -77,6 +77,7 @@ def main():
     from triton_dist.ops import overlap as ov
     from triton_dist.tools.profiler import alloc_profiler_buffer, export_to_perfetto_trace, reset_profiler_buffer
     from triton_dist.tools.profiler.viewer import parse_to_tracks
+    from provenance import label_json
 
     rank, W, stamp = start(args.out)
     buf = alloc_profiler_buffer(160 * 512)
@@ -144,7 +145,7 @@ def main():
             prof[key] = summarize(parse_to_tracks(buf, rank=rank), rsk.TASKS)
             if push and not tiling.pointer_loads and args.traces:
                 base = os.path.join(args.out, f"probe_gemm_rs-{stamp}-{model}-{M}-{key}-r{rank}")
-                export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png")
+                label_json(export_to_perfetto_trace(buf, rsk.TASKS, base + ".json", gantt_png=base + ".png"))
         profs = [None] * W
         dist.all_gather_object(profs, prof)
         rec = {"model": model, "M": M, "K_per_rank": K, "N": N, "config": str(cfg), "launched_config": str(fit),

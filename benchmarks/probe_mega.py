@@ -168,6 +168,11 @@ def main(argv=None):
     x = (torch.randn(1, a.hidden) * 0.5).bfloat16().to(dev)
     ref = torch_step(x, ws) if a.mode == "chain" else None
     res = dict(layers=a.layers, hidden=a.hidden, qkv=a.qkv, inter=a.inter, rows=[])
+    from provenance import label_json, topology, topology_fields, topology_line
+
+    topo = topology()  # one process; recorded so every results JSON says where it ran
+    res.update(topology_fields(topo))
+    print(f"probe_mega: {topology_line(topo)}", flush=True)
     wbytes = sum(t.numel() * t.element_size() for w in ws for t in w.values())
     res["weight_bytes"] = wbytes
     if sim:
@@ -213,6 +218,7 @@ def main(argv=None):
                     os.environ["MEGA_KERNEL_PROFILER_DIR"] = a.profile
                     if first:
                         row["trace"] = b.dump_trace(f"probe_{wps}_{nw}")
+                        label_json(row["trace"], topo)
                     row["profile"] = b.profile_summary()
             except Exception as e:  # report and go on with the sweep
                 row = dict(workers=wps * nsm, num_warps=nw, error=repr(e)[:400])

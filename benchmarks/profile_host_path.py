@@ -18,7 +18,9 @@ slower). Cases, from the bare launch up to the public op:
   ``all_reduce_one_shot_graph_calls`` / ``all_reduce_auto_out_graph_calls``: the public call with
   ``ctx.graph_calls = True`` and a fixed ``out`` (replays the context's graph of that call).
 * ``nccl``: ``dist.all_reduce(x)``; ``torch_symm_one_shot``: ``torch.ops.symm_mem.one_shot_all_reduce`` on a
-  symmetric tensor (when this torch has it).
+  symmetric tensor (when this torch has it). Where ranks share a GPU (no NCCL in the process group; the JSON's
+  ``shared_gpu``: true): ``gloo_host`` (``torch_collectives.all_reduce``: gloo on host copies) instead of ``nccl``, and
+  no ``torch_symm_one_shot``; ``unavailable`` says why for both.
 
 Also writes the top functions of a cProfile of ``all_reduce_auto`` calls (rank 0). JSON to
 ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/). GPU only.
@@ -45,7 +47,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
+from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions  # noqa: E402
 
 import triton_dist  # noqa: E402
 
@@ -90,6 +92,12 @@ def main(argv=None) -> int:
 
     tdu.initialize_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
+    from triton_dist.runtime import torch_collectives as TC
+
+    topo = topology()
+    nccl = TC.group_has_nccl()  # False: ranks share a GPU (gloo-only group)
+    if rank == 0:
+        print(f"profile_host_path: {topology_line(topo)}", flush=True)
     n = args.bytes // 2
     ctx = ops.create_allreduce_ctx(max(n, 1 << 16), torch.bfloat16)
     x = torch.randn(n, device="cuda").to(torch.bfloat16)
@@ -115,8 +123,14 @@ def main(argv=None) -> int:
         "ar_kernel_bound": lambda: ctx._launch(_ar.allreduce_one_shot_kernel, ch, *kargs[:-1]),
         "all_reduce_one_shot": lambda: ops.all_reduce(x, ctx, out=out, method="one_shot"),
         "all_reduce_auto": lambda: ops.all_reduce(x, ctx),
-        "nccl": lambda: dist.all_reduce(out),
     }
+    unavailable = {}
+    if nccl:
+        cases["nccl"] = lambda: dist.all_reduce(out)
+    else:
+        cases["gloo_host"] = lambda: TC.all_reduce(out)
+        unavailable["nccl"] = ("no NCCL: ranks share a GPU (gloo-only process group); timed instead: gloo_host "
+                               "(torch_collectives on host copies)")
     graph = torch.cuda.CUDAGraph()  # the floor of a graphed call: one replay of a one-kernel graph
     ops.all_reduce(x, ctx, out=out, method="one_shot")
     side = torch.cuda.Stream()
@@ -130,24 +144,27 @@ def main(argv=None) -> int:
 
     cases["all_reduce_one_shot_graph_calls"] = cases["all_reduce_one_shot"]  # run with ctx.graph_calls = True
     cases["all_reduce_auto_out_graph_calls"] = lambda: ops.all_reduce(x, ctx, out=out)
-    unavailable = {}
-    try:
-        import torch.distributed._symmetric_memory as symm_mem
+    if not nccl:
+        unavailable["torch_symm_one_shot"] = ("skipped: ranks share a GPU (gloo-only process group): torch symmetric "
+                                              "memory needs a group with NCCL / CUDA IPC support")
+    else:
+        try:
+            import torch.distributed._symmetric_memory as symm_mem
 
-        sx = symm_mem.empty(n, dtype=torch.bfloat16, device="cuda")
-        sx.copy_(x)
-        group_name = dist.group.WORLD.group_name
-        symm_mem.rendezvous(sx, group_name)
-        op = torch.ops.symm_mem.one_shot_all_reduce
-        cases["torch_symm_one_shot"] = lambda: op(sx, "sum", group_name)
-    except Exception as exc:  # noqa: BLE001
-        unavailable["torch_symm_one_shot"] = f"{type(exc).__name__}: {exc}"[:300]
+            sx = symm_mem.empty(n, dtype=torch.bfloat16, device="cuda")
+            sx.copy_(x)
+            group_name = dist.group.WORLD.group_name
+            symm_mem.rendezvous(sx, group_name)
+            op = torch.ops.symm_mem.one_shot_all_reduce
+            cases["torch_symm_one_shot"] = lambda: op(sx, "sum", group_name)
+        except Exception as exc:  # noqa: BLE001
+            unavailable["torch_symm_one_shot"] = f"{type(exc).__name__}: {exc}"[:300]
 
     rows = {}
     for name, fn in cases.items():
         ctx.graph_calls = name.endswith("_graph_calls")
         r = time_case(fn, args.calls, barrier)
-        t = torch.tensor([r["host_us"], r["eager_us"]], device="cuda")
+        t = torch.tensor([r["host_us"], r["eager_us"]], device="cuda" if nccl else "cpu")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         rows[name] = {"host_us": r["host_us"], "eager_us": r["eager_us"], "max_host_us": t[0].item(),
                       "max_eager_us": t[1].item()}
@@ -174,7 +191,7 @@ def main(argv=None) -> int:
         doc = {"benchmark": "profile_host_path", "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
                "timestamp_utc": stamp, "git_commit": git_commit(), "tree": tree_fingerprint(), "versions": versions(),
                "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-               "world_size": world, "bytes": args.bytes, "calls": args.calls, "cases": rows,
+               "world_size": world, **topology_fields(topo), "bytes": args.bytes, "calls": args.calls, "cases": rows,
                "unavailable": unavailable, "cprofile_all_reduce_auto": s.getvalue()}
         path = os.path.join(outdir, f"host_path_{stamp}{('_' + args.tag) if args.tag else ''}.json")
         with open(path, "w") as f:

@@ -1,5 +1,6 @@
 """Run a command, tee its output, and record the run as evidence JSON (command, exit code, versions, git commit,
-GPU names, pytest summary, output tail) for benchmarks/results/.
+GPU names, pytest summary, output tail, where it ran: ``world_size``, ``gpus``, ``ranks_per_gpu``, ``shared_gpu``
+from :func:`run_topology`) for benchmarks/results/.
 
     python benchmarks/record_run.py --name gpu_tests --out DIR -- torchrun --nproc_per_node 2 -m pytest ...
 """
@@ -33,6 +34,62 @@ _EXIT_NOISE = re.compile(r"Broken pipe|TCPStore|heartbeat|destroy_process_group\
 #: environment variable that marks every process of one recorded run (torchrun's workers run in sessions of their
 #: own and are re-parented when torchrun dies, so neither the process group nor the parent chain finds them all)
 RUN_TAG_ENV = "TRITON_DIST_RUN_TAG"
+
+
+#: the line scripts/launch.sh prints before it starts torchrun
+_LAUNCH_LINE = re.compile(r"^\[launch\] (.*)$", re.M)
+
+
+def _int_or_none(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _flag(text: str, names: str):
+    """The value of the first ``--<name> V`` / ``--<name>=V`` in ``text`` (``names``: a regex alternative)."""
+    m = re.search(rf"(?:^|\s)--(?:{names})(?:=|\s+)(\S+)", text)
+    return m.group(1).strip("'\"") if m else None
+
+
+def run_topology(cmd, output: str, visible_gpus: int, env) -> dict:
+    """Where a recorded command ran: ``world_size`` (ranks), ``gpus`` (distinct GPUs used), ``ranks_per_gpu`` and
+    ``shared_gpu`` (ranks shared a GPU: CUDA MPS, no NVLink), plus ``mps`` (how scripts/launch.sh provided MPS:
+    ``private``, ``existing``, ``none``; None when unknown) and ``topology_source`` (``"launch"`` / ``"command"``).
+
+    A command through scripts/launch.sh (named in ``cmd``) printed ``[launch] world_size=W gpus=G ranks_per_gpu=R
+    mps=M`` before torchrun started: the first such line of ``output`` is taken as it is. Otherwise the figures are
+    derived from the command: ``--nproc_per_node N`` / ``--nproc-per-node N`` (times ``--nnodes``) ranks, at
+    ``--ranks-per-gpu R`` (a number) or ``TRITON_DIST_RANKS_PER_GPU`` in ``env`` ranks per GPU, else spread over
+    ``min(N, visible_gpus)`` GPUs; a command without ``--nproc_per_node``: one rank, on one GPU when one is visible.
+    Without a visible GPU (the simulator): ``gpus`` 0 and ``ranks_per_gpu`` None. Pure (tested on the CPU)."""
+    text = " ".join(str(c) for c in cmd)
+    if "launch.sh" in text:
+        m = _LAUNCH_LINE.search(output or "")
+        if m:
+            kv = dict(re.findall(r"(\w+)=(\S+)", m.group(1)))
+            world, gpus, per = (_int_or_none(kv.get(k)) for k in ("world_size", "gpus", "ranks_per_gpu"))
+            if world is not None and gpus is not None and per is not None:
+                return {"world_size": world, "gpus": gpus, "ranks_per_gpu": per, "shared_gpu": per > 1,
+                        "mps": kv.get("mps"), "topology_source": "launch"}
+    out = {"mps": None, "topology_source": "command"}
+    nproc = _flag(text, "nproc_per_node|nproc-per-node")
+    world = _int_or_none(nproc) if nproc is not None else 1
+    if nproc is not None and world is None and nproc in ("gpu", "auto") and visible_gpus > 0:
+        world = visible_gpus  # torchrun's own spellings: one rank per visible GPU
+    if world is None:
+        return dict(out, world_size=None, gpus=None, ranks_per_gpu=None, shared_gpu=False)
+    world *= _int_or_none(_flag(text, "nnodes")) or 1
+    if visible_gpus <= 0:
+        return dict(out, world_size=world, gpus=0, ranks_per_gpu=None, shared_gpu=False)
+    per = _int_or_none(_flag(text, "ranks-per-gpu|ranks_per_gpu")) or _int_or_none(env.get("TRITON_DIST_RANKS_PER_GPU"))
+    if per is not None and per >= 1:
+        gpus = -(-world // min(per, world))
+    else:
+        gpus = min(world, visible_gpus)
+    per = -(-world // gpus)
+    return dict(out, world_size=world, gpus=gpus, ranks_per_gpu=per, shared_gpu=per > 1)
 
 
 def tagged_pids(tag: str):
@@ -146,6 +203,7 @@ def main(argv=None) -> int:
         reader.join(timeout=10)  # an orphan holding the pipe open cannot keep us here
     text = "".join(lines)
     summaries = _PYTEST_SUMMARY.findall(text)
+    facts = environment_facts()
     record = {
         "name": a.name,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -157,7 +215,9 @@ def main(argv=None) -> int:
         "left_behind": [{"pid": pid, "cmdline": c} for pid, c in left],
         "exit_noise_lines": sum(1 for line in lines if _EXIT_NOISE.search(line)),
         "pytest_summary": summaries,
-        "facts": environment_facts(),
+        # visible GPUs: torch's count, read after the run (versions() lists their names)
+        **run_topology(cmd, text, len(facts.get("gpus") or []), os.environ),
+        "facts": facts,
         "output_tail": text[-6000:],
     }
     with open(os.path.join(a.out, f"{a.name}.json"), "w") as f:

@@ -1,7 +1,11 @@
 """Sample timing shared by the distributed benchmarks, so every implementation and baseline is timed the same way:
 each sample starts after a host barrier and a device-side rendezvous (all ranks' GPUs begin the sample together,
 whatever the host-side skew), is measured with CUDA events, and the median of the samples is reduced to the max over
-ranks (a collective finishes when its slowest rank does)."""
+ranks (a collective finishes when its slowest rank does).
+
+Where the process group has no NCCL (ranks that share a GPU: a gloo-only group), the device-side rendezvous is an
+NVSHMEM barrier on the current stream instead of a one-element NCCL all-reduce (:func:`rendezvous_kind` names the
+one used), and the max over ranks travels as a host tensor over gloo."""
 from __future__ import annotations
 
 import statistics
@@ -12,20 +16,46 @@ import torch.distributed as dist
 _RENDEZVOUS = []
 
 
+def group_has_nccl() -> bool:
+    """Whether the default process group runs CUDA tensors through NCCL (False where ranks share a GPU)."""
+    from triton_dist.runtime.torch_collectives import group_has_nccl as has
+
+    return has()
+
+
 def max_over_ranks(v: float) -> float:
-    """``v``'s maximum over the ranks of the default process group."""
-    t = torch.tensor([v], device="cuda", dtype=torch.float64)
+    """``v``'s maximum over the ranks of the default process group (a CUDA tensor over NCCL, else a host tensor over
+    gloo)."""
+    t = torch.tensor([v], device="cuda" if group_has_nccl() else "cpu", dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
+
+
+def rendezvous_kind() -> str:
+    """What :func:`device_rendezvous` does in this process: ``"nccl_all_reduce"``, ``"nvshmem_barrier_on_stream"``
+    (no NCCL: ranks share a GPU) or ``"host_barrier_only"`` (no NCCL and no SHMEM: the samples start after the host
+    barrier alone)."""
+    if group_has_nccl():
+        return "nccl_all_reduce"
+    from triton_dist.utils import is_shmem_initialized
+
+    return "nvshmem_barrier_on_stream" if is_shmem_initialized() else "host_barrier_only"
 
 
 def device_rendezvous() -> None:
     """A one-element NCCL all-reduce on the current stream: the GPUs of all ranks leave it within microseconds of
     each other, so work enqueued after it starts together on every rank, whatever the host-side skew after the
-    barrier (which can be hundreds of us and would otherwise be charged to the first call of a sample)."""
-    if not _RENDEZVOUS:
-        _RENDEZVOUS.append(torch.zeros(1, device="cuda"))
-    dist.all_reduce(_RENDEZVOUS[0])
+    barrier (which can be hundreds of us and would otherwise be charged to the first call of a sample). Without
+    NCCL in the group (ranks that share a GPU): an NVSHMEM barrier on the current stream, which does the same."""
+    kind = rendezvous_kind()
+    if kind == "nccl_all_reduce":
+        if not _RENDEZVOUS:
+            _RENDEZVOUS.append(torch.zeros(1, device="cuda"))
+        dist.all_reduce(_RENDEZVOUS[0])
+    elif kind == "nvshmem_barrier_on_stream":
+        from triton_dist.utils import nvshmem_barrier_all_on_stream
+
+        nvshmem_barrier_all_on_stream()
 
 
 def median_us(run, k: int, reps: int, reduce: bool = True) -> float:

@@ -8,7 +8,8 @@ trace shows. For each case
 (``op:model:M:method[@f<frac>|@s<S>][:nomemops]``) this script makes three warm-up calls, then records one
 CUDA-graph replay of three back-to-back calls (``--eager``: three eager calls) and prints, for the last one on rank
 0, every GPU activity with its stream, start (us from the call's first activity), duration and name, plus the
-call's span. The Chrome traces of both ranks go to ``--out``.
+call's span. The Chrome traces of both ranks go to ``--out``, each with the run's ``topology`` / ``shared_gpu`` at its
+top level (ranks that shared a GPU: no NVLink in the timeline).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from bench_overlap import MODELS, method_of, rand  # noqa: E402
+from provenance import label_json, topology, topology_line  # noqa: E402
 
 DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "gemm_rs:llama3-8b:8192:ce",
                  "gemm_rs:llama3-70b:4096:ce", "gemm_rs:llama3-70b:2048:ce", "gemm_rs:comm-heavy:8192:ce@p4",
@@ -114,6 +116,9 @@ def main():
 
     tdu.initialize_distributed()
     rank, W = dist.get_rank(), dist.get_world_size()
+    topo = topology()
+    if rank == 0:
+        print(f"trace_overlap: {topology_line(topo)}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     from torch.profiler import ProfilerActivity, profile
 
@@ -135,6 +140,7 @@ def main():
                 torch.cuda.synchronize()
             path = os.path.join(args.out, f"trace-{text.replace(':', '_').replace('@', '-')}-rank{rank}.json")
             prof.export_chrome_trace(path)
+            label_json(path, topo)
             acts = timeline(path)
             # the last call: everything after the last marker kernel
             marks = [i for i, a in enumerate(acts) if "spin" in a[3].lower() or "sleep" in a[3].lower()]

@@ -67,3 +67,73 @@ def test_every_record_kind_gets_its_section(tmp_path):
     assert "| gpu_language |" in text and "12 passed" in text and "`deadbeef`" in text
     assert "skipped: suite budget spent" in text
     assert "## Other result files" not in text  # every record found its section
+
+
+def test_shared_gpu_results_get_their_own_section_and_nothing_else(tmp_path):
+    """Results of ranks that shared a GPU (CUDA MPS, no NVLink; ``shared_gpu`` in the JSON) appear only in their own
+    section, with world size and ranks per GPU, never in the NVLink tables or the headline (mega) figure."""
+    res = tmp_path / "results"
+    shared_topo = {"world_size": 4, "gpus": 1, "ranks_per_gpu": 4, "shared_gpu": True}
+    nvlink_topo = {"world_size": 2, "gpus": 2, "ranks_per_gpu": 1, "shared_gpu": False}
+    nv_rows = [{"op": "all_reduce", "method": m, "bytes": 8192, "us": us, "busbw_gbs": 1.0, "nccl_us": 20.0,
+                "nccl_busbw_gbs": 0.5, "speedup": 20.0 / us, "resolved": "one_shot"}
+               for m, us in (("one_shot", 5.0), ("auto", 5.5))]
+    _write(res / "nv", "collectives_nvlink.json", {"benchmark": "bench_collectives", "world_size": 2,
+                                                   "topology": nvlink_topo, "shared_gpu": False, "results": nv_rows})
+    # bench_collectives where ranks shared a GPU: no NCCL column, the gloo host path timed eagerly
+    sh_rows = [{"op": "all_reduce", "method": m, "bytes": 16384, "us": us, "busbw_gbs": 2.0, "nccl_us": None,
+                "nccl_busbw_gbs": None, "nccl_eager_us": None, "nccl_unavailable": "no NCCL: ranks share a GPU",
+                "gloo_host_us": 987.6, "gloo_host_busbw_gbs": 0.03, "speedup": None, "resolved": "one_shot",
+                "eager_us": us + 3}
+               for m, us in (("one_shot", 41.5), ("auto", 42.5))]
+    _write(res / "sh", "collectives_shared.json", {"benchmark": "bench_collectives", "world_size": 4,
+                                                   "topology": shared_topo, "shared_gpu": True, "results": sh_rows})
+    _write(res / "sh", "overlap_shared.json", {
+        "benchmark": "bench_overlap", "world_size": 4, "topology": shared_topo, "shared_gpu": True, "records": [{
+            "op": "gemm_rs", "model": "llama3-8b", "M": 4096, "best_ours": "ours/ce",
+            "results": {"ours/auto": 777.7, "ours/ce": 770.0, "ours_seq": 900.0, "comm_seq": 300.0,
+                        "gemm_cublas": 600.0}, "errors": {}, "bound": 600.0, "bound_comm": "comm_seq",
+            "auto_over_bound": 1.296, "auto_vs_ours_seq": 1.157}]})
+    _write(res / "sh", "mega_shared.json", {
+        "benchmark": "bench_mega", "world_size": 2, "shared_gpu": True, "preset": "qwen3-8b",
+        "topology": {"world_size": 2, "gpus": 1, "ranks_per_gpu": 2, "shared_gpu": True},
+        "skipped": {"torch_nccl": "skipped: ranks share a GPU"}, "config": {"num_layers": 36}, "context": 512,
+        "results": {"mega_us": 4321.0, "torch_ours_us": 5555.0, "mega_roofline": 0.5}, "correctness": {}})
+    _write(res / "sh", "trace-shared-rank0.json", {"traceEvents": [{"ph": "X"}], "topology": shared_topo,
+                                                   "shared_gpu": True})
+    # a suite step through scripts/launch.sh with ranks sharing a GPU, and one on one GPU per rank
+    _write(res / "sh", "gpu_collectives_shared.json", {
+        "name": "gpu_collectives_shared", "exit_code": 0, "timed_out": False, "wall_s": 50, "world_size": 4,
+        "gpus": 1, "ranks_per_gpu": 4, "shared_gpu": True, "mps": "private", "pytest_summary": ["9 passed"],
+        "facts": {"git_commit": "cafe"}})
+    _write(res / "nv", "gpu_collectives_nvlink.json", {
+        "name": "gpu_collectives_nvlink", "exit_code": 0, "timed_out": False, "wall_s": 40, "world_size": 2,
+        "gpus": 2, "ranks_per_gpu": 1, "shared_gpu": False, "pytest_summary": ["8 passed"],
+        "facts": {"git_commit": "beef"}})
+    out = tmp_path / "RESULTS.md"
+    r = subprocess.run([sys.executable, SCRIPT, "--results", str(res), "--out", str(out)], check=True,
+                       capture_output=True, text=True)
+    assert "5 shared-GPU results" in r.stdout
+    text = out.read_text()
+    title = "## Ranks sharing one GPU (CUDA MPS, no NVLink)"
+    assert text.count(title) == 1
+    nvlink, shared = text.split(title)
+    # the NVLink figures: only the NVLink records
+    assert "| 8 KiB | 20.0 (0)" in nvlink and "gpu_collectives_nvlink" in nvlink
+    for mark in ("16 KiB", "987.6", "777.7", "4321.0", "gpu_collectives_shared", "collectives_shared.json",
+                 "overlap_shared.json", "mega_shared.json", "trace-shared-rank0"):
+        assert mark not in nvlink, mark
+    assert "## Mega kernel" not in nvlink and "mega_steps" not in text  # no headline figure from a shared run
+    assert "## Overlapped GEMMs" not in nvlink
+    # the shared section: every shared record, with world size / GPUs / ranks per GPU, rendered as its kind is
+    for mark in ("8 KiB", "20.0 (0)", "gpu_collectives_nvlink"):
+        assert mark not in shared, mark
+    assert "sh/collectives_shared.json` | bench_collectives | 4 | 1 | 4 | — |" in shared
+    assert "sh/gpu_collectives_shared.json` | suite step | 4 | 1 | 4 | private |" in shared
+    assert "gloo host path, eager us" in shared and "| 16 KiB | 987.6 (0) | 41.5 (2) | 42.5 (2) | - | - |" in shared
+    assert "ours seq (our collectives + cuBLAS) us" in shared and "our comm (auto) us" in shared
+    assert "| gemm_rs | llama3-8b | 4096 | 777.7 | ce | 900.0 | — | 600.0 | 300.0 | 1.296 | 1.16 |" in shared
+    assert "4321.0" in shared and "5555.0" in shared and "torch_nccl: skipped: ranks share a GPU" in shared
+    assert "| gpu_collectives_shared |" in shared and "9 passed" in shared and "private" in shared
+    assert "**bench_mega, shared GPU: 2 ranks on 1 GPU(s), 2 per GPU (no NVLink)**" in shared
+    assert "trace-shared-rank0.json` | trace | 4 | 1 | 4 |" in shared and "Chrome/Perfetto trace, 1 events" in shared
