@@ -3,7 +3,9 @@
 # (benchmarks/record_run.py) under $OUT (default benchmarks/results/gpu-<date>).
 #   scripts/gpu_suite.sh 1    tests: runtime, shared-GPU mode, language, language_extra, tools, plain jit + SIMT
 #                             tiles, main example
-#   scripts/gpu_suite.sh 2    tests: libshmem, collectives (10,000-call stress), GEMM, overlap
+#   scripts/gpu_suite.sh 2    tests: libshmem, collectives (10,000-call stress)
+#   scripts/gpu_suite.sh 4    tests: GEMM, overlap (part 2 until 2026-12-04; split so that each fits a device call
+#                             with ranks sharing one GPU, where compiling and the host-copy references take longer)
 #   scripts/gpu_suite.sh 3    benchmarks (quick): collectives vs NCCL, shmem put/get, overlap vs torch
 #   scripts/gpu_suite.sh overlap-tune   overlap tier, then bench_overlap --sweep (tilings + dispatch table) + profiles
 #   scripts/gpu_suite.sh overlap-bench  bench_overlap with the table in the tree (no sweep) + TPMLP end to end
@@ -51,13 +53,17 @@ export TRITON_DIST_RESULTS_DIR="$OUT"
 NP=${NPROC:-2}
 PY=${PYTHON:-python3}
 export PYTHON="$PY"
+# whether this suite's multi-rank steps share GPUs (fewer GPUs than NPROC): skipped steps' records say so too
+SHARED=$("$PY" -c "import torch; n = torch.cuda.device_count(); print('true' if 0 < n < $NP else 'false')" \
+  2>/dev/null || echo false)
 SUITE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET_S:-560} ))
 rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE_BUDGET_S)
   local name=$1 t=$2; shift 2
   # 25 s of slack: record_run may take that long to end a step's processes after its timeout
   local left=$(( SUITE_DEADLINE - $(date +%s) - 25 ))
   if (( left < 30 )); then
-    echo "{\"name\": \"$name\", \"skipped\": \"suite budget spent before this step\"}" > "$OUT/$name.json"
+    echo "{\"name\": \"$name\", \"skipped\": \"suite budget spent before this step\", \"shared_gpu\": $SHARED}" \
+      > "$OUT/$name.json"
     echo "$name: skipped (suite budget spent)"; failed=$((failed + 1)); return
   fi
   (( t > left )) && t=$left
@@ -87,10 +93,11 @@ case $part in
     tier gpu_plain_jit 100 test/python/gpu/test_gpu_plain_jit.py test/python/gpu/test_gpu_simt_tiles.py
     rec gpu_example 60 torchrun --nproc_per_node "$NP" examples/allgather_demo.py ;;
   2)
-    tier gpu_libshmem 200 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py
-    tier gpu_collectives 200 test/python/gpu/test_gpu_collectives.py
-    tier gpu_gemm 100 test/python/gpu/test_gpu_gemm.py
-    tier gpu_overlap 330 test/python/gpu/test_gpu_overlap.py ;;
+    tier gpu_libshmem 240 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py
+    tier gpu_collectives 300 test/python/gpu/test_gpu_collectives.py ;;
+  4)
+    tier gpu_gemm 120 test/python/gpu/test_gpu_gemm.py
+    tier gpu_overlap 420 test/python/gpu/test_gpu_overlap.py ;;
   3)
     rec bench_collectives 200 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --quick
     rec bench_shmem 120 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
@@ -210,7 +217,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-pf|gemm-quality|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-pf|gemm-quality|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

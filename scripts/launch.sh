@@ -19,7 +19,9 @@
 #                   through CUDA MPS (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / N), so that all ranks' kernels are
 #                   resident together. This wrapper uses the MPS control daemon that answers at
 #                   CUDA_MPS_PIPE_DIRECTORY (or /tmp/nvidia-mps) if one runs, else starts a private one for the job
-#                   (pipe and log folders in /tmp) and stops it when the job ends. More ranks than GPUs without
+#                   (pipe and log folders in /tmp), started with the percentage so that it is the limit of every
+#                   client of that daemon (a client can only lower it), and stops it when the job ends. More ranks
+#                   than GPUs without
 #                   this option is refused. Figures taken this way measure no NVLink: benchmarks label them.
 #   PYTHON          interpreter (default: ./.venv/bin/python if present, else python3)
 #   TRITON_DIST_BACKEND  nvshmem | rocshmem | sim (default: sim when no GPU is visible, else what the machine
@@ -105,6 +107,8 @@ fi
 
 # ---- ranks that share a GPU: CUDA MPS, each rank 1/N of the SMs
 export TRITON_DIST_RANKS_PER_GPU=$per_gpu
+# exported before the daemon starts: it is then the daemon's limit for every client (seen on the H200: a client
+# asking for 100% under it got 66 of 132 SMs at 2 ranks per GPU)
 export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per_gpu ))
 export NVSHMEM_DISABLE_NCCL=1  # NVSHMEM's own NCCL use: NCCL refuses two ranks on one GPU
 command -v nvidia-cuda-mps-control >/dev/null || die "ranks share GPUs ($per_gpu per GPU) but" \

@@ -559,6 +559,8 @@ class AllReduceContext(_CollectiveContext):
         """As :meth:`_CollectiveContext.select`; a one-shot pick that exceeds ``one_shot_max_numel`` becomes
         two-shot, and two-shot becomes one-shot when its buffers were not allocated."""
         m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype)
+        if m == "nccl" and not self.group_has_nccl:  # ranks share a GPU: "nccl" would run on host copies
+            m = _select_method(self.op, self.world_size, nbytes, False, self.dtype, nccl=False)
         if m == "two_shot_pipe" and (self.two_shot_pipe is None or
                                      (nbytes // self.esize) % self.world_size and self.two_shot is not None):
             m = "two_shot"

@@ -5,8 +5,8 @@
   every "one program per SM" grid reads) at most its share of the GPU;
 * a persistent kernel on every SM of every rank that waits on all the other ranks' programs (a cross-rank grid
   barrier, rounds of it): it completes only when every rank's kernel is resident at once;
-* misconfigured shares (MPS at 100% for two ranks on one GPU) end in a clear error at initialisation, before any
-  kernel is launched (a 2-rank child job), never in a hang.
+* misconfigured shares (one rank more on the GPU than the shares allow) end in a clear error at initialisation,
+  before any kernel is launched (a child job), never in a hang.
 At one rank per GPU the last two still run (the barrier over GPUs; the child is skipped with the reason).
 """
 import os
@@ -107,15 +107,21 @@ _MISCONFIGURED_CHILD = textwrap.dedent("""
 
 
 def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path):
-    """Two ranks on one GPU whose MPS share is 100% each: their kernels could not all be resident, so
-    initialize_distributed refuses (naming the GPU, the ranks, their SMs and the fix) before SHMEM starts or any
-    kernel is launched. A 2-rank child job started by rank 0 (the other ranks wait)."""
+    """One rank more on the GPU than its SM shares allow: a child job of ``N + 1`` ranks (N = this job's ranks per
+    GPU) asking for the whole GPU each (no CUDA_MPS_ACTIVE_THREAD_PERCENTAGE). Under launch.sh's private MPS daemon
+    each child context gets the daemon's limit, 1/N of the SMs (seen on the H200, 2026-12-04: a 2-rank child asking
+    for 100% got 66 SMs each, so a 2-rank child of a 2-rank job is *not* misconfigured); under a daemon without a
+    limit each gets the whole GPU. Either way ``N + 1`` contexts hold more SMs than the GPU has, their kernels could
+    not all be resident, and initialize_distributed refuses (naming the GPU, the ranks, their SMs and the fix) before
+    SHMEM starts or any kernel is launched. The child job is started by rank 0; the other ranks wait."""
     from triton_dist.runtime import shared_gpu
 
     import torch.distributed as dist
 
-    if shared_gpu.ranks_per_gpu() < 2:
+    per_gpu = shared_gpu.ranks_per_gpu()
+    if per_gpu < 2:
         pytest.skip("one rank per GPU here: the SM-share check applies where ranks share a GPU")
+    child = per_gpu + 1
     port = [0]
     if RANK == 0:
         import socket
@@ -132,10 +138,11 @@ def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path)
             keep = ("TORCHELASTIC_", "GROUP_", "ROLE_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                     "MASTER_")
             env = {k: v for k, v in os.environ.items() if not k.startswith(keep)}
-            env.update({shared_gpu.RANKS_PER_GPU_ENV: "2", shared_gpu.MPS_PERCENT_ENV: "100",
-                        "CUDA_VISIBLE_DEVICES": str(torch.cuda.current_device()), "PYTHONUNBUFFERED": "1"})
-            env.pop(shared_gpu.SM_SHARE_CHECK_ENV, None)
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+            env.update({shared_gpu.RANKS_PER_GPU_ENV: str(child), "PYTHONUNBUFFERED": "1",
+                        "CUDA_VISIBLE_DEVICES": str(torch.cuda.current_device())})
+            for k in (shared_gpu.SM_SHARE_CHECK_ENV, shared_gpu.MPS_PERCENT_ENV):
+                env.pop(k, None)
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(child), "--master_addr",
                    "127.0.0.1", "--master_port", str(port[0]), str(script)]
             t0 = time.time()
             try:
@@ -150,4 +157,4 @@ def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path)
         assert rc != "timeout", "the misconfigured job hung instead of failing"
         assert rc != 0 and "INITIALISED" not in text, text[-3000:]
         assert "INIT-ERROR" in text and "cannot all be resident" in text, text[-3000:]
-        assert "--ranks-per-gpu 2" in text, text[-3000:]
+        assert f"--ranks-per-gpu {child}" in text, text[-3000:]
