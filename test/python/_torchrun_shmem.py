@@ -159,6 +159,20 @@ def isolated_child_env(base, *, port: int, ranks: int = 1, rank: int = 0, device
     return env
 
 
+def run_logged_child(cmd, env, log_path, timeout: float):
+    """Run a child process (``cmd``, environment ``env``) with its stdout and stderr into ``log_path``; returns
+    ``(exit code, log text)``, the code being ``"timeout"`` when it ran past ``timeout`` seconds (then killed)."""
+    import subprocess
+
+    with open(log_path, "w") as f:
+        try:
+            rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    with open(log_path) as f:
+        return rc, f.read()
+
+
 def shmem_session_setup():
     """The body of the session fixture ``shmem_session`` (``test/python/conftest.py``): torch.distributed + NVSHMEM
     for the whole pytest process (this rank's GPU, ``DEVICE``, selected), initialised once, at the first test that

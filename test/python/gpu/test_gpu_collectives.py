@@ -357,11 +357,9 @@ def test_rank_mismatch_traps_with_report(tmp_path, method):
     host barrier before anything else runs, so the ranks without a child neither race ahead into GPU work nor leave
     the collectives out of step. ``ll``: the flagged words carry the size tag (tag_bits=16); the reader sees words
     of its call with the other tag and reports the same way."""
-    import subprocess
-
     import torch.distributed as dist
 
-    from _torchrun_shmem import child_timeout, isolated_child_env
+    from _torchrun_shmem import child_timeout, isolated_child_env, run_logged_child
 
     from triton_dist.runtime.sim.launch import free_port
 
@@ -378,15 +376,8 @@ def test_rank_mismatch_traps_with_report(tmp_path, method):
         # GPU 0 then; one rank per GPU, child rank r keeps GPU r
         env = isolated_child_env(os.environ, port=port[0], ranks=2, rank=rank, device=0,
                                  mps_dir=tmp_path / "no-mps", MISMATCH_METHOD=method, TRITON_DIST_BOUNDED_WAIT=None)
-        log = tmp_path / "child.log"
         t0 = time.time()
-        with open(log, "w") as f:
-            try:
-                rc = subprocess.run([sys.executable, str(script)], env=env, stdout=f, stderr=subprocess.STDOUT,
-                                    timeout=limit).returncode
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-        text = log.read_text()
+        rc, text = run_logged_child([sys.executable, str(script)], env, tmp_path / "child.log", limit)
         print(f"rank {rank}: child rc {rc} after {time.time() - t0:.1f} s\n{text[-3000:]}")
     dist.barrier()  # every rank: both children are gone before anyone launches GPU work again
     if rank > 1:

@@ -7,7 +7,6 @@ ring of ranks must see zero mismatches; bounded-wait mode must turn a hang into 
 outside the MPS server where ranks share a GPU).
 """
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -21,8 +20,8 @@ import triton_dist  # noqa: E402
 import triton_dist.language as dl  # noqa: E402
 import triton_dist.utils as U  # noqa: E402
 
-from _torchrun_shmem import (RANK, RANKS_PER_GPU, WORLD, child_timeout, isolated_child_env, shmem_barrier,  # noqa: E402
-                             shmem_group)
+from _torchrun_shmem import (RANK, RANKS_PER_GPU, WORLD, child_timeout, isolated_child_env,  # noqa: E402
+                             run_logged_child, shmem_barrier, shmem_group)
 PEER = (RANK + 1) % max(WORLD, 1)
 PREV = (RANK - 1) % max(WORLD, 1)
 
@@ -261,14 +260,7 @@ def test_bounded_wait_traps_with_report(group, tmp_path):
         (tmp_path / "no-mps").mkdir()
         env = isolated_child_env(os.environ, port=free_port(), mps_dir=tmp_path / "no-mps",
                                  TRITON_DIST_BOUNDED_WAIT=200, TRITON_ALWAYS_COMPILE=1)
-        log = tmp_path / "child.log"
-        with open(log, "w") as f:
-            try:
-                rc = subprocess.run([sys.executable, str(script)], env=env, stdout=f, stderr=subprocess.STDOUT,
-                                    timeout=limit).returncode
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-        text = log.read_text()
+        rc, text = run_logged_child([sys.executable, str(script)], env, tmp_path / "child.log", limit)
         print(text[-4000:])
     dist.barrier()  # every rank: the child is gone before anyone launches GPU work again
     if RANK != 0:

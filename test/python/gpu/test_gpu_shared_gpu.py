@@ -25,7 +25,7 @@ import triton_dist  # noqa: E402
 import triton_dist.language as dl  # noqa: E402
 import triton_dist.utils as U  # noqa: E402
 
-from _torchrun_shmem import RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
+from _torchrun_shmem import DEVICE, RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
 
 group = shmem_group(seed=11)
 
@@ -55,8 +55,7 @@ def test_layout_and_sm_share(group):
 
     per_gpu = shared_gpu.ranks_per_gpu()
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", WORLD))
-    want = shared_gpu.device_for_local_rank(int(os.environ.get("LOCAL_RANK", RANK)), local_world,
-                                            torch.cuda.device_count(), per_gpu)
+    want = DEVICE  # the binding rule's GPU (_torchrun_shmem)
     assert torch.cuda.current_device() == want
     assert STATE.ranks_per_gpu == min(per_gpu, local_world)
     assert sorted(r for ranks in STATE.gpu_ranks.values() for r in ranks) == list(range(WORLD))
