@@ -93,15 +93,17 @@ def topology_from_layout(gpu_ranks: dict) -> dict:
 
 
 def topology_from_env(world_size: int, visible_gpus: int, per_gpu: Optional[int]) -> dict:
-    """The topology where no layout was recorded (before SHMEM started, a single process without it, the simulator):
-    ``world_size`` ranks at ``per_gpu`` ranks per GPU (``TRITON_DIST_RANKS_PER_GPU``; None or < 1: one each, the
-    binding rule's default), none on a GPU when ``visible_gpus`` is 0 (then ``gpus`` 0 and ``ranks_per_gpu`` None).
-    Pure."""
+    """The topology where no layout was recorded (before SHMEM started, a single process without it, the simulator,
+    a recorded command): ``world_size`` ranks at ``per_gpu`` ranks per GPU (``TRITON_DIST_RANKS_PER_GPU``) or, when
+    that is None or < 1, spread over ``min(world_size, visible_gpus)`` GPUs; none on a GPU when ``visible_gpus`` is
+    0 (then ``gpus`` 0 and ``ranks_per_gpu`` None). Pure."""
     world = max(1, int(world_size))
     if visible_gpus <= 0:
         return {"world_size": world, "gpus": 0, "ranks_per_gpu": None, "shared_gpu": False}
-    per = min(per_gpu if per_gpu and per_gpu >= 1 else 1, world)
-    gpus = -(-world // per)
+    if per_gpu is not None and per_gpu >= 1:
+        gpus = -(-world // min(per_gpu, world))
+    else:
+        gpus = min(world, visible_gpus)
     per = -(-world // gpus)
     return {"world_size": world, "gpus": gpus, "ranks_per_gpu": per, "shared_gpu": per > 1}
 

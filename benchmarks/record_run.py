@@ -17,7 +17,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from provenance import git_commit, tree_fingerprint, versions  # noqa: E402
+from provenance import git_commit, topology_from_env, tree_fingerprint, versions  # noqa: E402
 
 
 def environment_facts() -> dict:
@@ -81,15 +81,8 @@ def run_topology(cmd, output: str, visible_gpus: int, env) -> dict:
     if world is None:
         return dict(out, world_size=None, gpus=None, ranks_per_gpu=None, shared_gpu=False)
     world *= _int_or_none(_flag(text, "nnodes")) or 1
-    if visible_gpus <= 0:
-        return dict(out, world_size=world, gpus=0, ranks_per_gpu=None, shared_gpu=False)
     per = _int_or_none(_flag(text, "ranks-per-gpu|ranks_per_gpu")) or _int_or_none(env.get("TRITON_DIST_RANKS_PER_GPU"))
-    if per is not None and per >= 1:
-        gpus = -(-world // min(per, world))
-    else:
-        gpus = min(world, visible_gpus)
-    per = -(-world // gpus)
-    return dict(out, world_size=world, gpus=gpus, ranks_per_gpu=per, shared_gpu=per > 1)
+    return dict(out, **topology_from_env(world, visible_gpus, per))
 
 
 def tagged_pids(tag: str):

@@ -96,12 +96,12 @@ def test_context_select_falls_back_when_method_not_allocated(use_table):
     use_table(_table({("reduce_scatter", 2, "bfloat16"): [(None, "ring")],
                       ("all_reduce", 2, "bfloat16"): [(1024, "two_shot"), (None, "one_shot")]}))
     C.load_table(reload=True)
-    rs = types.SimpleNamespace(op="reduce_scatter", world_size=2, on_gpu=True, dtype=torch.bfloat16,
+    rs = types.SimpleNamespace(op="reduce_scatter", world_size=2, on_gpu=True, group_has_nccl=True, dtype=torch.bfloat16,
                                methods=("direct_push", ), method_fallbacks=C.ReduceScatterContext.method_fallbacks)
     assert C._CollectiveContext.select(rs, 100) == "direct_push"
     rs.methods = ("direct_push", "ring")
     assert C._CollectiveContext.select(rs, 100) == "ring"
-    ar = types.SimpleNamespace(op="all_reduce", world_size=2, on_gpu=True, dtype=torch.bfloat16, esize=2,
+    ar = types.SimpleNamespace(op="all_reduce", world_size=2, on_gpu=True, group_has_nccl=True, dtype=torch.bfloat16, esize=2,
                                one_shot_cap=1024, two_shot=None, two_shot_pipe=None)
     assert C.AllReduceContext.select(ar, 512) == "one_shot"  # two_shot not allocated
     ar.two_shot = object()
@@ -114,15 +114,15 @@ def test_pipelined_pick_falls_back_to_its_unpipelined_sibling(use_table):
                       ("all_gather", 2, "bfloat16"): [(None, "push_pipe")],
                       ("all_reduce", 2, "bfloat16"): [(None, "two_shot_pipe")]}))
     C.load_table(reload=True)
-    rs = types.SimpleNamespace(op="reduce_scatter", world_size=2, on_gpu=True, dtype=torch.bfloat16,
+    rs = types.SimpleNamespace(op="reduce_scatter", world_size=2, on_gpu=True, group_has_nccl=True, dtype=torch.bfloat16,
                                methods=("direct", "direct_push"), method_fallbacks=C.ReduceScatterContext.method_fallbacks)
     assert C._CollectiveContext.select(rs, 1 << 20) == "direct_push"
-    ag = types.SimpleNamespace(op="all_gather", world_size=2, on_gpu=True, dtype=torch.bfloat16,
+    ag = types.SimpleNamespace(op="all_gather", world_size=2, on_gpu=True, group_has_nccl=True, dtype=torch.bfloat16,
                                methods=("pull", "push"), method_fallbacks=C.AllGatherContext.method_fallbacks)
     assert C._CollectiveContext.select(ag, 1 << 20) == "push"
     ag.methods = ("pull", "push", "push_pipe")
     assert C._CollectiveContext.select(ag, 1 << 20) == "push_pipe"
-    ar = types.SimpleNamespace(op="all_reduce", world_size=2, on_gpu=True, dtype=torch.bfloat16, esize=2,
+    ar = types.SimpleNamespace(op="all_reduce", world_size=2, on_gpu=True, group_has_nccl=True, dtype=torch.bfloat16, esize=2,
                                one_shot_cap=1024, two_shot=object(), two_shot_pipe=None)
     assert C.AllReduceContext.select(ar, 1 << 20) == "two_shot"
     ar.two_shot_pipe = object()

@@ -58,6 +58,21 @@ def test_percentages_and_group_backend():
     assert shared_gpu.cores_per_sm(5, 2) is None
 
 
+def test_auto_never_picks_nccl_without_nccl(monkeypatch):
+    """Where the group has no NCCL (ranks share a GPU) every source that could name "nccl" for "auto" -- the
+    NCCL_FALLBACK ranges, AR_TABLE, the measured table -- is passed over, down to the built-in defaults."""
+    from triton_dist.ops import collectives as C
+
+    monkeypatch.setitem(C.NCCL_FALLBACK, "all_gather", {2: [(0, 1 << 40)]})
+    monkeypatch.setitem(C.AR_TABLE, 2, [(1 << 40, "nccl")])
+    monkeypatch.setattr(C, "table_lookup", lambda *a: "nccl")
+    assert C._select_method("all_gather", 2, 4096, True) == "nccl"
+    assert C._select_method("all_reduce", 2, 4096, True) == "nccl"
+    assert C._select_method("all_gather", 2, 4096, True, nccl=False) == C.AUTO_DEFAULTS["all_gather"]
+    assert C._select_method("reduce_scatter", 2, 4096, True, nccl=False) == C.AUTO_DEFAULTS["reduce_scatter"]
+    assert C._select_method("all_reduce", 2, 4096, True, nccl=False) == "one_shot"  # DEFAULT_AR_TABLES[2]
+
+
 # ---- the SM-share check ----------------------------------------------------------------------------------------
 def _rec(rank, sms, phys=132, pct=None, gpu="GPU-a", host="h"):
     return {"rank": rank, "gpu": gpu, "device": 0, "sms": sms, "physical_sms": phys, "mps_percent": pct, "host": host}

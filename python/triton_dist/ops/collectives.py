@@ -53,9 +53,8 @@ class _CollectiveContext(Context):
         """The method ``"auto"`` picks for a call of ``nbytes`` (sizes as in :data:`NCCL_FALLBACK`), see
         :func:`_select_method`: ``"nccl"``, the chosen method if this context allocated it, else the context's first
         method. Cheap (a dict lookup and a bisect); runs on every eager ``auto`` call."""
-        m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype)
-        if m == "nccl" and not self.group_has_nccl:  # ranks share a GPU: "nccl" would run on host copies
-            m = _select_method(self.op, self.world_size, nbytes, False, self.dtype, nccl=False)
+        # without NCCL in the group (ranks share a GPU) "nccl" would run on host copies: never picked then
+        m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype, nccl=self.group_has_nccl)
         if m == "ll" and nbytes // (self.esize * self.world_size) > self.ll_cap:  # a message per rank / shard
             m = self.method_fallbacks[m]
         if m != "nccl" and m not in self.methods:
@@ -474,21 +473,21 @@ AUTO_DEFAULTS = {"all_gather": "push", "reduce_scatter": "direct_push"}
 
 def _select_method(op: str, world: int, nbytes: int, on_gpu: bool, dtype=None, nccl: bool = True) -> str:
     """The method "auto" picks, before the context's own adjustments (:meth:`_CollectiveContext.select`), in this
-    order: a :data:`NCCL_FALLBACK` range -> ``"nccl"`` (skipped when ``nccl`` is False); an :data:`AR_TABLE` entry for the world size (all_reduce);
+    order: a :data:`NCCL_FALLBACK` range -> ``"nccl"``; an :data:`AR_TABLE` entry for the world size (all_reduce);
     on a GPU, the measured table's entry for (op, world, dtype) (fp16 / fp8 use bf16's when they have none);
     else the built-in defaults (:data:`DEFAULT_AR_TABLES` / :data:`DEFAULT_AR_TABLE`, :data:`AUTO_DEFAULTS`). The
-    simulator never reads the measured table (its figures are GPU ones)."""
+    simulator never reads the measured table (its figures are GPU ones). ``nccl=False`` (the group has no NCCL:
+    ranks share a GPU) passes over every source that names ``"nccl"``, down to the built-in defaults."""
     for lo, hi in NCCL_FALLBACK.get(op, {}).get(world, []) if nccl else ():
         if lo <= nbytes < hi:
             return "nccl"
     if op == "all_reduce" and world in AR_TABLE:
-        for bound, m in AR_TABLE[world]:
-            if nbytes <= bound:
-                return m
-        return "two_shot"
+        m = next((m for bound, m in AR_TABLE[world] if nbytes <= bound), "two_shot")
+        if nccl or m != "nccl":
+            return m
     if on_gpu:
         m = table_lookup(op, world, dtype, nbytes)
-        if m is not None:
+        if m is not None and (nccl or m != "nccl"):
             return m
     if op == "all_reduce":
         for bound, m in DEFAULT_AR_TABLES.get(world, DEFAULT_AR_TABLE):
@@ -558,9 +557,8 @@ class AllReduceContext(_CollectiveContext):
     def select(self, nbytes: int) -> str:
         """As :meth:`_CollectiveContext.select`; a one-shot pick that exceeds ``one_shot_max_numel`` becomes
         two-shot, and two-shot becomes one-shot when its buffers were not allocated."""
-        m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype)
-        if m == "nccl" and not self.group_has_nccl:  # ranks share a GPU: "nccl" would run on host copies
-            m = _select_method(self.op, self.world_size, nbytes, False, self.dtype, nccl=False)
+        # without NCCL in the group (ranks share a GPU) "nccl" would run on host copies: never picked then
+        m = _select_method(self.op, self.world_size, nbytes, self.on_gpu, self.dtype, nccl=self.group_has_nccl)
         if m == "two_shot_pipe" and (self.two_shot_pipe is None or
                                      (nbytes // self.esize) % self.world_size and self.two_shot is not None):
             m = "two_shot"

@@ -129,13 +129,10 @@ def _check_shared_gpus(name: str, group) -> None:
     mine = shared_gpu.local_gpu_record(dist.get_rank(), torch.cuda.current_device())
     records = [None] * dist.get_world_size(group)
     dist.all_gather_object(records, mine, group=group)
-    layout = {}
-    for r in records:
-        layout.setdefault(f"{r.get('host', '')}/{r['gpu']}", []).append(int(r["rank"]))
     if shared_gpu.share_check_enabled():
         shared_gpu.check_sm_shares(records)
-    STATE.gpu_ranks = {k: sorted(v) for k, v in layout.items()}
-    STATE.ranks_per_gpu = max(len(v) for v in layout.values())
+    STATE.gpu_ranks = shared_gpu.ranks_by_gpu(records)
+    STATE.ranks_per_gpu = max(len(v) for v in STATE.gpu_ranks.values())
 
 
 def _init_shmem(name: str, group) -> None:

@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Sequence
 from .env import get_bool_env, get_int_env
 
 __all__ = ["RANKS_PER_GPU_ENV", "SM_SHARE_CHECK_ENV", "MPS_PERCENT_ENV", "GPU_SM_COUNT_ENV", "ranks_per_gpu",
-           "device_for_local_rank", "mps_percentage", "gpus_used", "check_sm_shares", "local_gpu_record",
+           "device_for_local_rank", "mps_percentage", "gpus_used", "check_sm_shares", "ranks_by_gpu", "local_gpu_record",
            "physical_sm_count", "cores_per_sm"]
 
 RANKS_PER_GPU_ENV = "TRITON_DIST_RANKS_PER_GPU"
@@ -108,17 +108,14 @@ def physical_sm_count(device_index: int) -> Optional[int]:
         return forced
     import torch
 
-    try:
-        import pynvml
+    from .device_info import _nvml, _nvml_handle
 
-        pynvml.nvmlInit()
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    try:
         props = torch.cuda.get_device_properties(device_index)
-        bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
-        except Exception:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        cores = int(pynvml.nvmlDeviceGetNumGpuCores(handle))
+        cores = int(nvml.nvmlDeviceGetNumGpuCores(_nvml_handle(nvml, device_index)))
         per = cores_per_sm(props.major, props.minor)
         if per and cores > 0 and cores % per == 0:
             return cores // per
@@ -146,6 +143,18 @@ def local_gpu_record(rank: int, device_index: int) -> Dict[str, object]:
             "host": os.uname().nodename}
 
 
+def _records_by_gpu(records: Sequence[Dict[str, object]]) -> Dict[str, List[Dict[str, object]]]:
+    by_gpu: Dict[str, List[Dict[str, object]]] = {}
+    for r in records:
+        by_gpu.setdefault(f"{r.get('host', '')}/{r['gpu']}", []).append(r)
+    return by_gpu
+
+
+def ranks_by_gpu(records: Sequence[Dict[str, object]]) -> Dict[str, List[int]]:
+    """``{"host/gpu id": [ranks]}`` from every rank's :func:`local_gpu_record`: which ranks use which GPU."""
+    return {key: sorted(int(r["rank"]) for r in recs) for key, recs in _records_by_gpu(records).items()}
+
+
 def _fix_hint(per_gpu: int) -> str:
     return (f"start the ranks through scripts/launch.sh --ranks-per-gpu {per_gpu} (it runs a CUDA MPS daemon and "
             f"sets {MPS_PERCENT_ENV}={mps_percentage(per_gpu)} for each rank), or run an MPS daemon "
@@ -160,13 +169,8 @@ def check_sm_shares(records: Sequence[Dict[str, object]]) -> Dict[str, List[int]
     their contexts report must add up to at most the GPU's physical SM count; where that count is unknown, their
     MPS percentages must add up to at most 100 (an unset percentage counts as 100). Raises RuntimeError naming the
     GPU, the ranks, what each has and how to fix it otherwise. Pure function (tested on the CPU)."""
-    by_gpu: Dict[str, List[Dict[str, object]]] = {}
-    for r in records:
-        by_gpu.setdefault(f"{r.get('host', '')}/{r['gpu']}", []).append(r)
-    out: Dict[str, List[int]] = {}
-    for key, recs in by_gpu.items():
+    for key, recs in _records_by_gpu(records).items():
         ranks = sorted(int(r["rank"]) for r in recs)
-        out[key] = ranks
         if len(recs) < 2:
             continue
         n = len(recs)
@@ -188,7 +192,7 @@ def check_sm_shares(records: Sequence[Dict[str, object]]) -> Dict[str, List[int]
                     f"ranks {ranks} share GPU {gpu_name} but their MPS active-thread percentages add up to "
                     f"{sum(pcts)}% ({each}; unset counts as 100): their kernels cannot all be resident at once. "
                     f"Fix: {_fix_hint(n)}")
-    return out
+    return ranks_by_gpu(records)
 
 
 def share_check_enabled() -> bool:

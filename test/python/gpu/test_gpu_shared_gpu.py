@@ -10,7 +10,6 @@
 At one rank per GPU the last two still run (the barrier over GPUs; the child is skipped with the reason).
 """
 import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -25,7 +24,7 @@ import triton_dist  # noqa: E402
 import triton_dist.language as dl  # noqa: E402
 import triton_dist.utils as U  # noqa: E402
 
-from _torchrun_shmem import DEVICE, RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
+from _torchrun_shmem import DEVICE, RANK, WORLD, run_logged_child, shmem_barrier, shmem_group  # noqa: E402
 
 group = shmem_group(seed=11)
 
@@ -144,11 +143,7 @@ def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path)
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(child), "--master_addr",
                    "127.0.0.1", "--master_port", str(port[0]), str(script)]
             t0 = time.time()
-            try:
-                r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-                rc, text = r.returncode, r.stdout + r.stderr
-            except subprocess.TimeoutExpired as e:
-                rc, text = "timeout", f"{e.stdout or ''}{e.stderr or ''}"
+            rc, text = run_logged_child(cmd, env, tmp_path / "child.log", 120)
             print(f"child job: rc {rc} after {time.time() - t0:.1f} s\n{text[-3000:]}", flush=True)
     finally:
         dist.barrier()  # every rank meets here, whatever rank 0's child did (a failure must not hang the others)
