@@ -134,7 +134,7 @@ def consume_token(value, token, _semantic=None):
         raise TypeError(f"dl.consume_token: token must be the int32 scalar returned by dl.wait, got "
                         f"{getattr(token, 'type', type(token).__name__)}")
     value = _c(value)
-    if isinstance(value, tl.core.tensor_descriptor_base):
+    if isinstance(value, _compat.tensor_descriptor_base):
         return value
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)  # e.g. a descriptor coordinate
     if not _is_tensor(value) and not is_number and not _compat.is_block_pointer(value):

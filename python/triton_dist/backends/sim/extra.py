@@ -44,7 +44,7 @@ def _scalar(data, dtype):
 
 
 def _int_view(elem):
-    return tl.core.get_int_dtype(elem.primitive_bitwidth, False)
+    return _compat.int_dtype(elem.primitive_bitwidth, False)
 
 
 def tid(axis, *, target, _semantic):
@@ -214,7 +214,7 @@ def _scalar_indices(tensor, idx):
     """``[int, ...]`` when ``idx`` is one integer scalar per dimension of the block ``tensor``, else None."""
     if not isinstance(tensor, tl.tensor) or not tensor.type.is_block():
         return None
-    parts = list(idx) if isinstance(idx, (tuple, list, tl.core.tuple)) else [idx]
+    parts = list(idx) if isinstance(idx, (tuple, list, tl.tuple)) else [idx]
     if len(parts) != len(tensor.shape):
         return None
     out = []
