@@ -39,7 +39,8 @@ from .compiler import (  # noqa: F401
 from .launcher import (  # noqa: F401
     allocator_is_unset, specialization_binder, device_and_stream_getters, compiled_kernel_launcher, active_driver)
 from .interpreter import (  # noqa: F401
-    interpret_enabled, set_interpret, is_interpreter_semantic, interpreter_semantic, interpreter_np_dtype,
+    interpret_enabled, set_interpret, is_interpreter_semantic, interpreter_semantic, semantic_or_interpreter,
+    interpreter_np_dtype,
     interpreter_handle, interpreter_value, interpreter_data, interp_atomics, raw_atomic_rmw, raw_atomic_cas,
     raw_load, raw_store, install_thread_local_grid_idx, interpreted_launch, interpreter_program_error,
     interpreter_error_origin, install_interpreted_jit_calls, override_interpreter_tensor_attr,

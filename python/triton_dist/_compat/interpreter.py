@@ -53,6 +53,12 @@ def interpreter_semantic():
     return interpreter.interpreter_semantic
 
 
+def semantic_or_interpreter(semantic):
+    """The semantic a builtin builds with: ``semantic`` (the ``_semantic`` Triton passed it), or, when that is None
+    (a builtin run by the interpreter), :func:`interpreter_semantic`."""
+    return semantic if semantic is not None else interpreter_semantic()
+
+
 def interpreter_np_dtype(dtype):
     """The numpy dtype the interpreter stores a Triton ``dtype`` as (Triton 3.6:
     ``triton.runtime.interpreter._get_np_dtype``)."""

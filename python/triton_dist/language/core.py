@@ -12,6 +12,7 @@ import os
 import triton.language as tl
 
 from .. import _compat
+from .._compat import unwrap_constexpr as _c
 from ._backend import backend_for
 
 __all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "store_flagged", "load_flagged",
@@ -39,10 +40,6 @@ def bounded_wait_ms() -> int:
     if value < 0:
         raise ValueError(f"{BOUNDED_WAIT_ENV}={text!r}: expected a timeout in milliseconds (integer >= 0)")
     return value
-
-
-def _c(v):
-    return _compat.unwrap_constexpr(v)
 
 
 def _choice(op, name, value, accepted):

@@ -23,16 +23,12 @@ import triton
 import triton.language as tl
 
 from .. import _compat
+from .._compat import semantic_or_interpreter as _sem
 from ._backend import backend_for
 
 __all__ = ["simt_exec_region", "vector", "vector_type", "make_vector", "zeros_vector", "extract", "insert"]
 
 _builtin = _compat.builtin
-
-
-def _sem(_semantic):
-    """The semantic to build with: the one Triton passed, or the interpreter's (sim builtins get ``None``)."""
-    return _semantic if _semantic is not None else _compat.interpreter_semantic()
 
 
 class simt_exec_region:
