@@ -74,8 +74,9 @@ def compiled_kernel_launcher(kernel):
 
 def active_driver():
     """Triton's driver of the installed GPU backend (``get_current_target()``, ``get_current_device()``,
-    ``get_current_stream(index)``, ...), chosen on first use. Assumption: ``triton.runtime.driver.active`` is that
-    driver (a lazy proxy: reading it without a GPU raises only when an attribute is used)."""
+    ``get_current_stream(index)``, ...), chosen on first use (without a GPU backend: ``RuntimeError``, "0 active
+    drivers"). Assumption: ``triton.runtime.driver.active`` is the slot that holds it (``driver.set_active``
+    replaces it)."""
     from triton.runtime import driver
 
     return driver.active
