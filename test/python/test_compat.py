@@ -1635,3 +1635,11 @@ def test_semantic_or_interpreter_falls_back_to_the_interpreters_semantic():
     given = object()
     assert _compat.semantic_or_interpreter(given) is given
     assert _compat.semantic_or_interpreter(None) is _compat.interpreter_semantic()
+
+
+def test_standard_library_globals_hold_the_jit_functions_tl_exports():
+    """``standard_library_globals()`` is the module dict where ``tl.cdiv``, ``tl.sum`` and ``tl.zeros`` live (what the
+    simulator prewarms, ``runtime/sim/interpreter.prewarm_interpreter``)."""
+    g = _compat.standard_library_globals()
+    for name in ("cdiv", "sum", "zeros", "max"):
+        assert g[name] is getattr(tl, name), name

@@ -45,4 +45,4 @@ from .interpreter import (  # noqa: F401
     raw_load, raw_store, install_thread_local_grid_idx, interpreted_launch, interpreter_program_error,
     interpreter_error_origin, install_interpreted_jit_calls, override_interpreter_tensor_attr,
     extend_interpreter_tensor, convert_interpreter_dot_operands, wrap_interpreter_builder_ops,
-    wrap_interpreter_reduce_sum, interpreted_function, is_interpreted_function)
+    wrap_interpreter_reduce_sum, interpreted_function, is_interpreted_function, standard_library_globals)

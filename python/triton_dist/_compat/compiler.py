@@ -17,6 +17,7 @@ import triton
 
 from .version import TRITON_VERSION
 
+
 def hip_links_extern_lib(lib_name: str, undefined_symbols) -> bool:
     """Whether Triton's HIP backend links the ``extern_libs`` entry ``lib_name`` into a module whose undefined
     functions are ``undefined_symbols``. Assumption (``make_llir`` + ``amd.need_extern_lib``): an entry is linked

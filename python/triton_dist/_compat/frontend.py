@@ -13,6 +13,7 @@ from triton.language import core as tl_core
 
 from .version import TRITON_VERSION
 
+
 TRITON_BUILTIN_ATTR = tl_core.TRITON_BUILTIN
 
 

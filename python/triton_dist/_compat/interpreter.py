@@ -17,6 +17,7 @@ import triton
 
 from .frontend import in_interpreted_program, tensor, tl_core, unwrap_constexpr
 
+
 def interpret_enabled() -> bool:
     """Whether ``triton.jit`` currently produces interpreted functions (``TRITON_INTERPRET``)."""
     return bool(triton.knobs.runtime.interpret)
@@ -539,6 +540,15 @@ def interpreted_function(fn, **jit_kwargs):
     from triton.runtime.interpreter import InterpretedFunction
 
     return InterpretedFunction(fn, **jit_kwargs)
+
+
+def standard_library_globals() -> dict:
+    """The module dict of Triton's standard library of ``@jit`` functions (``tl.cdiv``, ``tl.sum``, ``tl.zeros``,
+    ...), which interpreted kernels call as device functions. Assumption: they are defined in
+    ``triton.language.standard`` (re-exported by ``triton.language``)."""
+    import triton.language.standard as standard
+
+    return vars(standard)
 
 
 def is_interpreted_function(value) -> bool:

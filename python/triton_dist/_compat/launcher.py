@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import triton
 
+
 def allocator_is_unset() -> bool:
     """Whether no Triton allocator (``triton.set_allocator``) is installed for this context: device-side tensor
     descriptors then have no scratch memory. Triton 3.6 keeps the allocator in ``triton.runtime._allocation``

@@ -12,6 +12,7 @@ import os
 
 import triton
 
+
 #: The Triton releases triton_dist supports: ``SUPPORTED_TRITON[0] <= version < SUPPORTED_TRITON[1]``, i.e. 3.6.x
 #: through 3.9.x. ``pyproject.toml``'s ``triton`` requirement says the same (test_compat checks that they agree);
 #: CI runs the full tier on 3.6.0 and the matrix subset on the newest patch of 3.7, 3.8 and 3.9

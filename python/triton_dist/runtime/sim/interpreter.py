@@ -116,7 +116,7 @@ def prewarm_interpreter(kernel_fn) -> None:
                 yield value.fn
 
     with _prewarm_lock:
-        pending = [getattr(kernel_fn, "__globals__", {}), vars(sys.modules["triton.language.standard"])]
+        pending = [getattr(kernel_fn, "__globals__", {}), _compat.standard_library_globals()]
         while pending:
             module_dict = pending.pop()
             key = id(module_dict)
