@@ -50,7 +50,7 @@ import re
 from collections import defaultdict
 from typing import Callable, Dict, Optional, Tuple
 
-from triton.runtime.jit import JITFunction
+from triton import JITFunction
 
 from . import _compat
 from .runtime.cooperative import check_cooperative_launch, collective_calls
@@ -142,9 +142,7 @@ def _libs_for_launch(full: bool = False) -> Dict[str, str]:
     hot path)."""
     global _launch_target
     if _launch_target is None:
-        from triton.runtime import driver
-
-        target = driver.active.get_current_target()
+        target = _compat.active_driver().get_current_target()
         _launch_target = (target.backend, target.arch)
     key = _launch_target + (full, )
     libs = _launch_libs.get(key)
@@ -232,9 +230,7 @@ class DistJITFunction(JITFunction):
     def interpreted(self):
         """The ``InterpretedFunction`` of the same Python function (created on first use; shares pre-run hooks)."""
         if self._interpreted is None:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            self._interpreted = InterpretedFunction(self.fn, **self._jit_kwargs)
+            self._interpreted = _compat.interpreted_function(self.fn, **self._jit_kwargs)
         self._interpreted.pre_run_hooks = self.pre_run_hooks
         return self._interpreted
 

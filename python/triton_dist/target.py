@@ -109,8 +109,6 @@ def parse_target(text: str) -> Target:
 
 def to_gpu_target(t: Target):
     """The ``triton.backends.compiler.GPUTarget`` for ``t`` (not for the simulator)."""
-    from triton.backends.compiler import GPUTarget
-
     if t.is_sim:
         raise ValueError("the simulator has no GPUTarget; it runs kernels through TRITON_INTERPRET")
-    return GPUTarget(t.backend, t.arch, t.warp_size)
+    return _compat.gpu_target(t.backend, t.arch, t.warp_size)

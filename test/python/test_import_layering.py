@@ -109,3 +109,62 @@ def test_the_scan_sees_relative_and_lazy_imports(tmp_path):
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
     assert _imported(node, "triton_dist.kernels") == ["triton_dist.ops.overlap.ag_gemm"]
     assert _layer("triton_dist.ops.overlap.ag_gemm") > _layer("triton_dist.kernels.gemm")
+
+
+#: The inner order of ``mega_triton_kernel`` (0 = lowest): ``core`` (task IR, the registries, graph, scheduler,
+#: codegen, device helpers) below ``tasks`` (the families, which register themselves into core's registries) below
+#: ``builder`` (which imports ``tasks`` so every built-in family is registered) below ``models``. The package's
+#: ``__init__`` is its facade, above all of them.
+MEGA = "triton_dist.mega_triton_kernel"
+MEGA_INNER = {"core": 0, "tasks": 1, "builder": 2, "models": 3}
+_MEGA_FACADE = len(MEGA_INNER)
+
+
+def _mega_part(module: str):
+    """The inner layer of a module of ``mega_triton_kernel`` (the facade for the package itself), or None."""
+    if module == MEGA:
+        return _MEGA_FACADE
+    if not module.startswith(MEGA + "."):
+        return None
+    return MEGA_INNER.get(module.split(".")[2])
+
+
+def mega_violations(module: str, tree, is_package: bool = False) -> set:
+    """``{(module, imported part)}`` for each import of ``tree`` (the source of ``module``, inside the package; an
+    ``__init__`` when ``is_package``) that goes up the inner order."""
+    found = set()
+    package = module if is_package else module.rsplit(".", 1)[0]
+    src = _mega_part(module)
+    for node in ast.walk(tree):
+        for target in _imported(node, package):
+            dst = _mega_part(_existing_module(target))
+            if src is not None and dst is not None and dst > src:
+                found.add((module, ".".join(_existing_module(target).split(".")[:3])))
+    return found
+
+
+def test_mega_kernel_inner_order():
+    """core never imports tasks, builder or models; tasks never import builder or models; builder never imports
+    models; nothing inside imports the facade."""
+    root = os.path.join(PKG_ROOT, *MEGA.split("."))
+    found = set()
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(dirpath, name)
+                with open(path) as f:
+                    found |= mega_violations(_module_name(path), ast.parse(f.read(), filename=path),
+                                             is_package=name == "__init__.py")
+    assert not found, ("imports against mega_triton_kernel's inner order (core < tasks < builder < models): "
+                       f"{sorted(found)}")
+
+
+def test_mega_scan_sees_upward_imports():
+    """The inner-order scan flags what it must: a lazy import of a family from core, of the builder from a task."""
+    core_src = ast.parse("def fuse(ops):\n    from ..tasks import linear\n")
+    assert mega_violations(f"{MEGA}.core.fusion", core_src) == {(f"{MEGA}.core.fusion", f"{MEGA}.tasks")}
+    task_src = ast.parse("from ..builder import ModelBuilder\nfrom ..core.task import Op\n")
+    assert mega_violations(f"{MEGA}.tasks.linear", task_src) == {(f"{MEGA}.tasks.linear", f"{MEGA}.builder")}
+    assert mega_violations(f"{MEGA}.models.qwen3", ast.parse("from ..builder import ModelBuilder\n")) == set()
+    assert mega_violations(f"{MEGA}.core", ast.parse("from ..tasks import norm\n"), is_package=True) == {
+        (f"{MEGA}.core", f"{MEGA}.tasks")}

@@ -7,6 +7,8 @@ from typing import Optional, Tuple
 
 import triton.language as tl
 
+from .. import _compat
+
 
 @dataclass(frozen=True)
 class Extern:
@@ -37,7 +39,7 @@ def call_extern(lib_name: str, lib_path: str, ext: Extern, args, _semantic):
             a = _semantic.cast(a, ty)
         conv.append(a)
     ret = tl.int32 if _is_void(ext.ret) else ext.ret
-    res = tl.core.extern_elementwise(lib_name, lib_path, conv, {tuple(ext.arg_types): (ext.symbol, ret)},
+    res = _compat.extern_elementwise(lib_name, lib_path, conv, {tuple(ext.arg_types): (ext.symbol, ret)},
                                      ext.is_pure, _semantic=_semantic)
     if _is_void(ext.ret):
         return _semantic.to_tensor(0)

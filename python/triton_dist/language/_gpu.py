@@ -125,7 +125,7 @@ def enter_simt_region(tile_scratch_limit, values, *, target, _semantic):
 
 def int_of(dtype):
     """The unsigned integer type of ``dtype``'s width (the bits a 16/32/64-bit ld/st/atomic moves)."""
-    return tl.core.get_int_dtype(dtype.primitive_bitwidth, False)
+    return _compat.int_dtype(dtype.primitive_bitwidth, False)
 
 
 def as_int_ptr(ptr, elem, _semantic):

@@ -98,7 +98,7 @@ class SimtTile:
 
     def _element_addr(self, idx, sem):
         idx = _compat.unwrap_constexpr(idx)
-        idx = list(idx) if isinstance(idx, (tl.core.tuple, builtins.tuple, list)) else [idx]
+        idx = list(idx) if isinstance(idx, (tl.tuple, builtins.tuple, list)) else [idx]
         if len(idx) != len(self._shape):
             raise IndexError(f"SIMT tile {self.name!r} of shape {self._shape}: {len(idx)} indices given, one scalar "
                              f"per dimension needed")
@@ -106,7 +106,7 @@ class SimtTile:
         stride = 1
         for d in reversed(range(len(self._shape))):
             i = _compat.unwrap_constexpr(idx[d])
-            if isinstance(i, (builtins.slice, tl.core.slice)) or i is None:
+            if isinstance(i, (builtins.slice, tl.slice)) or i is None:
                 raise IndexError(f"SIMT tile {self.name!r}: inside simt_exec_region a tile takes one scalar index "
                                  f"per dimension (slices and None are for whole tensors, outside the region)")
             if isinstance(i, int):

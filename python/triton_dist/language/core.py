@@ -12,6 +12,7 @@ import os
 import triton.language as tl
 
 from .. import _compat
+from .._compat import unwrap_constexpr as _c
 from ._backend import backend_for
 
 __all__ = ["wait", "consume_token", "rank", "num_ranks", "symm_at", "notify", "store_flagged", "load_flagged",
@@ -39,10 +40,6 @@ def bounded_wait_ms() -> int:
     if value < 0:
         raise ValueError(f"{BOUNDED_WAIT_ENV}={text!r}: expected a timeout in milliseconds (integer >= 0)")
     return value
-
-
-def _c(v):
-    return _compat.unwrap_constexpr(v)
 
 
 def _choice(op, name, value, accepted):
@@ -134,7 +131,7 @@ def consume_token(value, token, _semantic=None):
         raise TypeError(f"dl.consume_token: token must be the int32 scalar returned by dl.wait, got "
                         f"{getattr(token, 'type', type(token).__name__)}")
     value = _c(value)
-    if isinstance(value, tl.core.tensor_descriptor_base):
+    if isinstance(value, _compat.tensor_descriptor_base):
         return value
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)  # e.g. a descriptor coordinate
     if not _is_tensor(value) and not is_number and not _compat.is_block_pointer(value):

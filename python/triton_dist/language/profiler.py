@@ -26,18 +26,11 @@ kernel completes.
 import triton.language as tl
 
 from .. import _compat
+from .._compat import semantic_or_interpreter as _sem, unwrap_constexpr as _c
 from ._backend import backend_for
 from .. import profiler_layout as layout
 
 __all__ = ["Profiler", "timestamp", "sm_id", "ticks_per_second"]
-
-
-def _c(v):
-    return _compat.unwrap_constexpr(v)
-
-
-def _sem(_semantic):
-    return _semantic if _semantic is not None else _compat.interpreter_semantic()
 
 
 @_compat.builtin

@@ -23,16 +23,12 @@ import triton
 import triton.language as tl
 
 from .. import _compat
+from .._compat import semantic_or_interpreter as _sem
 from ._backend import backend_for
 
 __all__ = ["simt_exec_region", "vector", "vector_type", "make_vector", "zeros_vector", "extract", "insert"]
 
 _builtin = _compat.builtin
-
-
-def _sem(_semantic):
-    """The semantic to build with: the one Triton passed, or the interpreter's (sim builtins get ``None``)."""
-    return _semantic if _semantic is not None else _compat.interpreter_semantic()
 
 
 class simt_exec_region:
@@ -71,7 +67,7 @@ class simt_exec_region:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class vector_type(tl.core.base_type):
+class vector_type(_compat.base_type):
     """Type of a :class:`vector`: ``vec_size`` scalars of ``elem_type``."""
 
     def __init__(self, elem_type, vec_size: int):
@@ -163,7 +159,7 @@ class vector(tl.tensor):
     @_builtin
     def __getitem__(self, idx, _semantic=None):
         idx = _compat.unwrap_constexpr(idx)
-        if isinstance(idx, (builtins.slice, tl.core.slice)):
+        if isinstance(idx, (builtins.slice, tl.slice)):
             start, stop, step = (_compat.unwrap_constexpr(x) for x in (idx.start, idx.stop, idx.step))
             return vector(self.values[start:stop:step])
         if isinstance(idx, tl.tensor):
@@ -242,7 +238,7 @@ class vector(tl.tensor):
 
 
 def _uint(bits):
-    return tl.core.get_int_dtype(bits, False)
+    return _compat.int_dtype(bits, False)
 
 
 def _split_bits(v, dtype, sem) -> List:
@@ -293,7 +289,7 @@ def zeros_vector(vec_size, dtype, _semantic=None):
 
 def _single_index(indices, op):
     idx = _compat.unwrap_constexpr(indices)
-    if isinstance(idx, (list, builtins.tuple, tl.core.tuple)):
+    if isinstance(idx, (list, builtins.tuple, tl.tuple)):
         idx = [_compat.unwrap_constexpr(i) for i in idx]
         if len(idx) != 1:
             raise ValueError(f"{op}: a vector takes one index, got {len(idx)}")
@@ -304,7 +300,7 @@ def _single_index(indices, op):
 def _flat_index(input, indices, op, sem):
     """Row-major flat index (a scalar int32 tensor) of ``indices`` into block tensor ``input``."""
     idx = _compat.unwrap_constexpr(indices)
-    if not isinstance(idx, (list, builtins.tuple, tl.core.tuple)):
+    if not isinstance(idx, (list, builtins.tuple, tl.tuple)):
         idx = [idx]
     shape = [int(_compat.unwrap_constexpr(s)) for s in input.shape]
     if len(idx) != len(shape):

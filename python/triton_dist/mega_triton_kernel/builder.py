@@ -31,6 +31,7 @@ from .core import codegen, fusion, graph, scheduler
 from .core.checks import ALIGN_BYTES
 from .core.registry import task_type
 from .core.task import Op, Task
+from . import tasks as _builtin_tasks  # noqa: F401  (the built-in task families register into core.registry)
 
 __all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES"]
 

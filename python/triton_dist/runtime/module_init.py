@@ -101,9 +101,7 @@ def module_shmem_library(metadata_group: Dict[str, str], cache_key: Optional[str
 
 
 def _current_device() -> int:
-    from triton.runtime import driver
-
-    return int(driver.active.get_current_device())
+    return int(_compat.active_driver().get_current_device())
 
 
 def _on_kernel_load(module, function, name, metadata_group, hash, *, _device: Optional[int] = None) -> None:

@@ -97,7 +97,7 @@ def aot_compile_spaces(spaces: Dict[str, Dict[str, Any]]):
 
 
 def _jit_function(kernel):
-    from triton.runtime.jit import JITFunction
+    from triton import JITFunction
 
     k = kernel
     while not isinstance(k, JITFunction) and hasattr(k, "fn"):

@@ -111,7 +111,7 @@ def load_kernel(spec: str, name: Optional[str] = None):
     kernel = getattr(module, name, None)
     if kernel is None:
         raise UsageError(f"no kernel named {name!r} in {spec}")
-    from triton.runtime.jit import JITFunction
+    from triton import JITFunction
 
     # triton.autotune / heuristics wrap the JIT function in .fn chains
     while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):
@@ -134,8 +134,6 @@ def _trailing_defaults(kernel, names):
 
 def build_source(req: CompileRequest):
     """The ``triton.compiler.ASTSource`` for ``req`` (signature types, constexprs, divisibility attrs)."""
-    from triton.compiler import ASTSource
-
     arg_names = list(req.kernel.arg_names)
     sig_items = list(req.signature)
     unknown = set(req.defines) - set(arg_names)
@@ -171,7 +169,7 @@ def build_source(req: CompileRequest):
     for name, value in req.defines.items():
         signature[name], constexprs[name] = "constexpr", value
     signature = {n: signature[n] for n in arg_names}
-    return ASTSource(fn=req.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return _compat.ast_source(req.kernel, signature, constexprs, attrs)
 
 
 def compile_kernel(req: CompileRequest):

@@ -28,7 +28,7 @@ def _asm(lines, constraints, args, dtype, _semantic, is_pure=False):
 
 
 def _intrinsic(name, _semantic, is_pure=True):
-    return tl.core.extern_elementwise("", "", [], {(): (name, tl.int32)}, is_pure=is_pure, _semantic=_semantic)
+    return _compat.extern_elementwise("", "", [], {(): (name, tl.int32)}, is_pure=is_pure, _semantic=_semantic)
 
 
 def tid(axis, *, target, _semantic):

@@ -16,6 +16,7 @@ import numpy as np
 import triton.language as tl
 
 from ... import _compat
+from ...language._gpu import int_of as _int_view
 from ...language.simt import _join_bits, _split_bits, vector
 from . import context as sim_context
 from .simt_check import check_caller
@@ -41,10 +42,6 @@ def _val_data(val, np_dtype):
 
 def _scalar(data, dtype):
     return _compat.interpreter_value(np.asarray(data).reshape(1), dtype)
-
-
-def _int_view(elem):
-    return tl.core.get_int_dtype(elem.primitive_bitwidth, False)
 
 
 def tid(axis, *, target, _semantic):
@@ -214,7 +211,7 @@ def _scalar_indices(tensor, idx):
     """``[int, ...]`` when ``idx`` is one integer scalar per dimension of the block ``tensor``, else None."""
     if not isinstance(tensor, tl.tensor) or not tensor.type.is_block():
         return None
-    parts = list(idx) if isinstance(idx, (tuple, list, tl.core.tuple)) else [idx]
+    parts = list(idx) if isinstance(idx, (tuple, list, tl.tuple)) else [idx]
     if len(parts) != len(tensor.shape):
         return None
     out = []

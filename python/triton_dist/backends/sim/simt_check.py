@@ -38,7 +38,7 @@ for _mod in ("triton", ):
         _SKIP_DIRS.append(os.path.dirname(os.path.abspath(_m.__file__)) + os.sep)
 _PKG = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # .../triton_dist
 _SKIP_DIRS += [os.path.join(_PKG, "language") + os.sep, os.path.join(_PKG, "backends") + os.sep,
-               os.path.join(_PKG, "_compat.py")]
+               os.path.join(_PKG, "_compat") + os.sep]
 
 
 class SimUnsupportedSimt(RuntimeError):

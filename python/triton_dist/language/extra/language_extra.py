@@ -25,6 +25,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
+from ..._compat import semantic_or_interpreter as _sem, unwrap_constexpr as _u
 from ...target import target_of
 from .._backend import backend_for
 from ..simt import vector
@@ -47,7 +48,6 @@ __all__ = [
 ]
 
 _builtin = _compat.builtin
-_u = _compat.unwrap_constexpr
 
 _SCOPES = {"cta": "cta", "workgroup": "cta", "gpu": "gpu", "agent": "gpu", "sys": "sys", "system": "sys"}
 _LD_SEMANTICS = {"relaxed": "relaxed", "monotonic": "relaxed", "acquire": "acquire", "volatile": "volatile"}
@@ -75,10 +75,6 @@ def _check_ptr(op, ptr, bits=(16, 32, 64)):
         raise TypeError(f"{op}: pointee type {elem} has {elem.primitive_bitwidth} bits; supported widths: "
                         f"{', '.join(str(b) for b in bits)}")
     return elem
-
-
-def _sem(_semantic):
-    return _semantic if _semantic is not None else _compat.interpreter_semantic()
 
 
 def _as_scalar(op, name, val, dtype, _semantic):

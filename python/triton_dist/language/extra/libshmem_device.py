@@ -50,6 +50,7 @@ from __future__ import annotations
 import triton.language as tl
 
 from ... import _compat
+from ..._compat import unwrap_constexpr as _c
 from .._backend import backend_for
 from .. import _libshmem
 from .._libshmem import CMP_NAMES, SCALAR_TYPES, SIGNAL_NAMES, TEAM_INVALID, TEAM_NAMES, value_of
@@ -79,10 +80,6 @@ NVSHMEMX_TEAM_NODE = tl.constexpr(value_of(TEAM_NAMES, "node"))
 # ---------------------------------------------------------------------------------------------------------------
 # argument conversion
 # ---------------------------------------------------------------------------------------------------------------
-def _c(v):
-    return _compat.unwrap_constexpr(v)
-
-
 def _ptr(op, name, v):
     """A pointer argument: a scalar typed pointer or an int64 address, returned as given."""
     v = _c(v)

@@ -12,35 +12,31 @@ microseconds each, during which every other worker waits) and is bit-identical t
    itself, the last split of each (sequence, kv head) also writes the new k / v (and split 0 the queries, for other
    readers); the rope op is removed, and with it one task and one dependency hop per layer on the attention chain.
 
-The rewrites are done by the op families (``tasks.linear.fuse_norm_prologue`` / ``fuse_residual_epilogue``,
-``tasks.flash_decode.fuse_rope_prologue``); this module only finds the adjacent pairs.
+The rewrites are done by the op families, which register them as rules (``core.registry.register_fusion``:
+``tasks.linear`` 1 and 2, ``tasks.flash_decode`` 3); this module only walks the adjacent pairs and applies the first
+rule that matches.
 """
 from __future__ import annotations
 
 from typing import List, Sequence
 
+from .registry import fusion_rules
 from .task import Op
 
 __all__ = ["fuse"]
 
 
 def fuse(ops: Sequence[Op]) -> List[Op]:
-    """``ops`` with the fusions of the module docstring applied (a new list; fused Linear ops are new objects)."""
-    from ..tasks import flash_decode, linear
-
+    """``ops`` with the registered fusion rules applied (a new list; fused ops are new objects): each op meets the
+    last op kept so far, and the first rule that applies replaces the pair."""
+    rules = fusion_rules()
     out: List[Op] = []
     for op in ops:
-        prev = out[-1] if out else None
-        if (prev is not None and op.op_type != "rms_norm" and op.family == "Linear" and prev.op_type == "rms_norm"
-                and linear.can_fuse_norm(prev, op)):
-            out.append(linear.fuse_norm_prologue(prev, op))
-            continue
-        if (prev is not None and op.op_type == "add" and prev.family == "Linear"
-                and linear.can_fuse_residual(prev, op)):
-            out[-1] = linear.fuse_residual_epilogue(prev, op)
-            continue
-        if prev is not None and flash_decode.can_fuse_rope(prev, op):
-            out[-1] = flash_decode.fuse_rope_prologue(prev, op)
-            continue
-        out.append(op)
+        replacement = None
+        if out:
+            replacement = next((r for r in (rule(out[-1], op) for rule in rules) if r is not None), None)
+        if replacement is None:
+            out.append(op)
+        else:
+            out[-1:] = list(replacement)
     return out

@@ -30,7 +30,7 @@ import triton.language as tl
 import triton_dist
 from ..core.checks import check_tensor
 from ..core.device import arg
-from ..core.registry import register_task
+from ..core.registry import register_fusion, register_task
 from ..core.task import Op, Tile, region, same_tensor
 from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap, check_paged_tables
 from .qk_norm_rope import cache_space, norm_rope_group
@@ -319,3 +319,11 @@ def fuse_rope_prologue(rope: Op, split: Op) -> Op:
     return Op(split.family, split.op_type, split.layer_id, flash_decode_rope_split_task,
               [qkv, kc, vc, bt, kvl, part_o, part_l, qw, kw, cos, sin, qo], consts, tiles,
               name=f"{rope.name}+{split.name}")
+
+
+@register_fusion(order=30)
+def rope_prologue_rule(prev: Op, op: Op):
+    """Fusion 3 of ``core/fusion.py``: a decode step's rope op then the flash-decode split reading it -> one op."""
+    if can_fuse_rope(prev, op):
+        return [fuse_rope_prologue(prev, op)]
+    return None

@@ -22,7 +22,7 @@ import triton_dist
 import triton_dist.language as dl
 from ..core.checks import check_tensor
 from ..core.device import arg, wait_deps
-from ..core.registry import register_task
+from ..core.registry import register_fusion, register_task
 from ..core.task import Op, Tile, region, same_tensor
 from .activation import silu_mul
 
@@ -319,6 +319,24 @@ def fuse_residual_epilogue(lin: Op, add: Op) -> Op:
     consts = dict(lin.constexprs, RES=True)
     return Op(lin.family, lin.op_type, lin.layer_id, lin.kernel, tensors, consts, tiles,
               name=f"{lin.name}+{add.name}", waits_inside=True)
+
+
+@register_fusion(order=10)
+def norm_prologue_rule(prev: Op, op: Op):
+    """Fusion 1 of ``core/fusion.py``: a one-row ``rms_norm`` then a GEMV reading its output -> the norm (kept: its
+    output may have other readers) and the GEMV computing the normalised row itself."""
+    if (op.op_type != "rms_norm" and op.family == "Linear" and prev.op_type == "rms_norm"
+            and can_fuse_norm(prev, op)):
+        return [prev, fuse_norm_prologue(prev, op)]
+    return None
+
+
+@register_fusion(order=20)
+def residual_epilogue_rule(prev: Op, op: Op):
+    """Fusion 2 of ``core/fusion.py``: a GEMV then an ``add`` of its output -> the GEMV also storing the sum."""
+    if op.op_type == "add" and prev.family == "Linear" and can_fuse_residual(prev, op):
+        return [fuse_residual_epilogue(prev, op)]
+    return None
 
 
 def _register(op_type: str, fused: bool = False):

@@ -108,16 +108,15 @@ def prewarm_interpreter(kernel_fn) -> None:
     Assumptions: ``InterpretedFunction(fn).rewrite()`` caches per ``fn`` in the class-level
     ``InterpretedFunction.rewritten_fn``; ``JITFunction`` / our ``DistJITFunction`` expose the Python function as
     ``.fn``. Cheap after the first call per module."""
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
+    from triton import JITFunction
 
     def functions_of(module_dict):
         for value in list(module_dict.values()):
-            if isinstance(value, (JITFunction, InterpretedFunction)):
+            if isinstance(value, JITFunction) or _compat.is_interpreted_function(value):
                 yield value.fn
 
     with _prewarm_lock:
-        pending = [getattr(kernel_fn, "__globals__", {}), vars(sys.modules["triton.language.standard"])]
+        pending = [getattr(kernel_fn, "__globals__", {}), _compat.standard_library_globals()]
         while pending:
             module_dict = pending.pop()
             key = id(module_dict)
@@ -126,7 +125,7 @@ def prewarm_interpreter(kernel_fn) -> None:
             _prewarmed_modules.add(key)
             for fn in functions_of(module_dict):
                 if isinstance(fn, types.FunctionType):
-                    InterpretedFunction(fn).rewrite()
+                    _compat.interpreted_function(fn).rewrite()
                     pending.append(fn.__globals__)
 
 
