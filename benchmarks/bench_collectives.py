@@ -8,7 +8,7 @@ For every op, size and implementation (each of our methods, ``auto``, NCCL, torc
 against NCCL's result first, then timing. Each timed sample is a CUDA-graph replay of ``k`` back-to-back calls
 (``k`` up to 200 at small sizes, 1 from 256 MiB) measured with CUDA events (graphs for all, so host launch overhead is
 excluded); every sample starts after a barrier and a device-side rendezvous, so the ranks' GPUs begin it together
-(``benchmarks/timing.py``), and the samples of one size are interleaved round-robin over NCCL and every
+(``benchmarks/harness.py``), and the samples of one size are interleaved round-robin over NCCL and every
 implementation; the reported latency is the median over samples divided by ``k``, max over ranks (``us`` /
 ``nccl_us``). Up to ``--eager-max-bytes`` (default 1 MiB) every
 implementation is also timed eagerly, host launch overhead included (``eager_us`` / ``nccl_eager_us``).
@@ -41,7 +41,6 @@ Writes JSON to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -58,9 +57,9 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem baselines: never multicast
 
 import torch  # noqa: E402
-from graph_capture import capture_calls  # noqa: E402
-from timing import eager_median_us, interleaved_medians, max_over_ranks, rendezvous_kind  # noqa: E402
-from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions  # noqa: E402
+import harness  # noqa: E402
+from harness import capture_agreed, eager_median_us, interleaved_medians  # noqa: E402
+from provenance import topology, topology_line  # noqa: E402
 from triton_dist._table_file import read_table  # noqa: E402
 from triton_dist.runtime import torch_collectives as TC  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -115,7 +114,7 @@ def time_eager(fn, nbytes, reps):
     sync()
     dist.barrier()
     if GPU:
-        return eager_median_us(fn, k, reps)
+        return eager_median_us(fn, k, reps)  # harness: barrier + device rendezvous per sample, max over ranks
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -157,22 +156,14 @@ def time_graphs(impls, nbytes, reps, stream) -> dict:
     if not GPU:
         return {name: time_eager(fn, nbytes, reps) for name, fn in impls}
     k = calls_per_sample(nbytes)
-    graphs, out = {}, {}
+    graphs, out, failed = {}, {}, []
     for name, fn in impls:
-        err = None
-        try:
-            graphs[name] = capture_calls(fn, k, stream)
-        except Exception as exc:  # noqa: BLE001
-            err = f"{name}: {type(exc).__name__}: {exc}"[:300]
-            sync()
-        if max_over_ranks(1.0 if err else 0.0):
-            GRAPH_FAILURES.append(err or f"{name}: capture failed on another rank")
-            graphs.pop(name, None)
-            dist.barrier()
+        g = capture_agreed(name, fn, k, stream, failures=failed)  # the ranks agree; replayed twice
+        if g is None:
             out[name] = time_eager(fn, nbytes, reps)
-    for g in graphs.values():
-        g.replay()
-    torch.cuda.synchronize()
+        else:
+            graphs[name] = g
+    GRAPH_FAILURES.extend(f"{f['impl']}: {f['error']}"[:300] for f in failed)
     out.update(interleaved_medians({name: g.replay for name, g in graphs.items()}, k, reps))
     torch.cuda.synchronize()
     dist.barrier()
@@ -410,23 +401,12 @@ def main():
     worst = auto_check(results)
 
     if rank == 0:
-        outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
-        os.makedirs(outdir, exist_ok=True)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        doc = {
-            "benchmark": "bench_collectives",
-            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-            "mode": "quick" if args.quick else "full",
-            "timestamp_utc": stamp,
-            "git_commit": git_commit(), "tree": tree_fingerprint(),
-            "versions": versions(),
-            "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if GPU else
-                        ["cpu-simulator"]),
-            "world_size": world,
-            **topology_fields(topo),
+        outdir = harness.results_dir()
+        stamp = harness.utc_stamp()
+        doc = harness.result_header("bench_collectives", topo, stamp, mode="quick" if args.quick else "full")
+        doc.update({
             "baseline": ("gloo_host: torch_collectives on host copies over gloo, eager only (gloo_host_us); no NCCL "
                          "column (nccl_us null): ranks share a GPU" if shared else "nccl" if GPU else "gloo"),
-            "device_rendezvous": rendezvous_kind() if GPU else None,
             "dtypes": dtypes,
             "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
                                                    "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
@@ -445,10 +425,9 @@ def main():
             "graph_capture_failures": GRAPH_FAILURES,
             "auto_check": worst,
             "results": results,
-        }
-        path = os.path.join(outdir, f"collectives_{stamp}{('_' + args.tag) if args.tag else ''}.json")
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        })
+        path = harness.write_json(
+            os.path.join(outdir, f"collectives_{stamp}{('_' + args.tag) if args.tag else ''}.json"), doc)
         print(f"wrote {path}", flush=True)
         print_check(worst)
         if args.write_table:

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime
 import io
-import json
 import os
 import pstats
 import sys
@@ -47,7 +45,8 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions  # noqa: E402
+import harness  # noqa: E402
+from provenance import topology, topology_line  # noqa: E402
 
 import triton_dist  # noqa: E402
 
@@ -185,17 +184,11 @@ def main(argv=None) -> int:
     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
     if rank == 0:
         print(s.getvalue(), flush=True)
-        outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
-        os.makedirs(outdir, exist_ok=True)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        doc = {"benchmark": "profile_host_path", "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-               "timestamp_utc": stamp, "git_commit": git_commit(), "tree": tree_fingerprint(), "versions": versions(),
-               "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-               "world_size": world, **topology_fields(topo), "bytes": args.bytes, "calls": args.calls, "cases": rows,
-               "unavailable": unavailable, "cprofile_all_reduce_auto": s.getvalue()}
-        path = os.path.join(outdir, f"host_path_{stamp}{('_' + args.tag) if args.tag else ''}.json")
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        stamp = harness.utc_stamp()
+        doc = harness.result_header("profile_host_path", topo, stamp, bytes=args.bytes, calls=args.calls, cases=rows,
+                                    unavailable=unavailable, cprofile_all_reduce_auto=s.getvalue())
+        path = harness.write_json(os.path.join(harness.results_dir(),
+                                               f"host_path_{stamp}{('_' + args.tag) if args.tag else ''}.json"), doc)
         print(f"wrote {path}", flush=True)
     barrier()
     ctx.close()

@@ -27,7 +27,8 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from bench_overlap import MODELS, method_of, rand  # noqa: E402
+from bench_overlap import MODELS, method_of  # noqa: E402
+from harness import rand  # noqa: E402
 from provenance import label_json, topology, topology_line  # noqa: E402
 
 DEFAULT_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "gemm_rs:llama3-8b:8192:ce",
