@@ -105,16 +105,15 @@ def busbw(op, nbytes, us, world):
     return algbw * f
 
 
-def time_eager(fn, nbytes, reps):
-    """Median us per call of ``k`` back-to-back eager calls (host launch cost included), timed as
-    :func:`timing.median_us` (barrier + device rendezvous before each sample, max over ranks). CPU: wall clock."""
-    k = calls_per_sample(nbytes) if GPU else 1
-    for _ in range(3 if GPU else 1):
-        fn()
-    sync()
-    dist.barrier()
+def eager_us(fn, nbytes, reps):
+    """The eager column at ``nbytes``: :func:`harness.time_eager` of ``k = calls_per_sample(nbytes)`` back-to-back
+    calls (3 warm-up calls; barrier + device rendezvous before each sample, max over ranks; host launch cost
+    included). The simulator (no CUDA): the median wall clock of one call, not a performance figure."""
     if GPU:
-        return eager_median_us(fn, k, reps)  # harness: barrier + device rendezvous per sample, max over ranks
+        dist.barrier()
+        return harness.time_eager(fn, calls_per_sample(nbytes), reps, warmup=3)
+    fn()
+    dist.barrier()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -154,13 +153,13 @@ def time_graphs(impls, nbytes, reps, stream) -> dict:
     whose capture fails (on any rank) is timed eagerly instead (recorded in GRAPH_FAILURES). CPU: eager wall clock,
     one implementation at a time."""
     if not GPU:
-        return {name: time_eager(fn, nbytes, reps) for name, fn in impls}
+        return {name: eager_us(fn, nbytes, reps) for name, fn in impls}
     k = calls_per_sample(nbytes)
     graphs, out, failed = {}, {}, []
     for name, fn in impls:
         g = capture_agreed(name, fn, k, stream, failures=failed)  # the ranks agree; replayed twice
         if g is None:
-            out[name] = time_eager(fn, nbytes, reps)
+            out[name] = eager_us(fn, nbytes, reps)
         else:
             graphs[name] = g
     GRAPH_FAILURES.extend(f"{f['impl']}: {f['error']}"[:300] for f in failed)
@@ -544,7 +543,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
         else:
             times = time_graphs([("nccl", nccl)] + [(i[0], i[1]) for i in impls], nbytes, reps, stream)
             t_nccl = times["nccl"]
-            t_nccl_eager = time_eager(nccl, nbytes, reps) if eager else None
+            t_nccl_eager = eager_us(nccl, nbytes, reps) if eager else None
             row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=t_nccl,
                             nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
             base_txt = f"nccl {t_nccl:9.2f} us ({row_base['nccl_busbw_gbs']:7.1f} GB/s)"
@@ -552,7 +551,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
             results.append(dict(row_base, **e))
         for name, fn, resolved, baseline, ok, err, _ in impls:
             t = times[name]
-            t_eager = time_eager(fn, nbytes, reps) if eager else None
+            t_eager = eager_us(fn, nbytes, reps) if eager else None
             speedup = (t_nccl / t if t > 0 else 0.0) if t_nccl is not None else None
             row = dict(row_base, method=name, resolved=resolved, us=t, busbw_gbs=busbw(op, nbytes, t, world),
                        speedup=speedup, correct=bool(ok), max_err=err, eager_us=t_eager)

@@ -2,15 +2,18 @@
 
     python benchmarks/make_results.py [--results DIR] [--out benchmarks/RESULTS.md]
 
-Sections, one per kind of record:
+The file opens with one screen, "At a glance" (:func:`glance`): per family the newest run's figures against each
+baseline timed in that run, the machine, the date and links (GitHub heading anchors) to the details. Then the
+sections, one per kind of record:
 * ``"benchmark": "bench_collectives"``: per op and dtype, a table (size; NCCL, each of our methods, auto and torch
   symm-mem: CUDA-graph time and bus bandwidth; speed-ups; auto / best of ours and NCCL; auto's pick; eager time of
   each) and a PNG next to the JSON (``<json>_<op>_<dtype>.png``): latency and bus bandwidth vs size, log-x.
 * ``"benchmark": "bench_shmem"``: put/get bandwidth per size and method against the peer-copy figure of the same
   run (graph and eager timing, launch configuration, the sweep's best), the 1 KiB put + quiet, and the ping-pong
   round trips (putmem_signal / signal_op / dl.notify+dl.wait).
-* ``"benchmark": "bench_mega"``: the mega kernel decode step against the torch model; probe_mega.py documents
-  (``weight_bytes`` + ``rows``): the Linear chain per configuration.
+* ``"benchmark": "bench_mega"``: the mega kernel decode step against the torch model; ``bench_mega.py --probe
+  linear-chain`` documents (``probe_mega``, formerly probe_mega.py: ``weight_bytes`` + ``rows``): the Linear chain
+  per configuration.
 * ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (``matmul``'s auto path: the measured table's entry,
   else the decode rule at M <= 128, else the autotuner; and the best tiling / loop form).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
