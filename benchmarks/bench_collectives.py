@@ -36,7 +36,9 @@ host copies, which cannot be captured into a CUDA graph) is the correctness refe
 symmetric-memory baselines are skipped (the reason is in ``torch_symm``), ``--write-table`` refuses (shared-GPU
 timings measure no NVLink and must never replace the NVLink table), and so does ``--table-from`` on such a results
 JSON.
-Writes JSON to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/).
+Writes JSON to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/). Timing, capture and the JSON header:
+``benchmarks/harness.py``. ``--probe host-path [options]`` (the first option): where an eager call's host
+microseconds go, instead of the bench (``benchmarks/collectives_probes.py``; ``--probe host-path --help``).
 """
 from __future__ import annotations
 
@@ -136,6 +138,9 @@ def time_host(fn, nbytes, reps):
 
 
 GRAPH_FAILURES = []
+#: ``--probe NAME``: one-off measurements (benchmarks/collectives_probes.py, imported only when one runs: it builds
+#: Triton kernels at import)
+PROBES = ("host-path", )
 #: default of --eager-max-bytes: eager timing (no CUDA graph, host launch overhead included) up to this size
 EAGER_MAX_BYTES = 1 * MB
 
@@ -317,10 +322,19 @@ def print_check(worst):
           f"{worst['bytes']} B (best {worst['best']}, auto picked {worst['auto_picked']})", flush=True)
 
 
-def main():
+def main(argv=None):
     from triton_dist.ops.collectives import TABLE_PATH
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    probe = harness.split_probe(argv, PROBES)
+    if probe is not None:  # a one-off measurement: its own options, its own results JSON
+        from collectives_probes import PROBES as entry
+
+        return entry[probe[0]](probe[1])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--probe", choices=PROBES, default=None,
+                    help="run a one-off probe instead (benchmarks/collectives_probes.py); the first option, the ones "
+                         "after its name are the probe's (--probe NAME --help)")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations (~3 minutes on 2x H200)")
     ap.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter")
     ap.add_argument("--sizes", default=None, help="comma list of byte sizes (overrides the size list)")
@@ -347,7 +361,9 @@ def main():
                     help="push_pipe: least blocks per segment and pusher (4)")
     ap.add_argument("--ll-block-words", type=int, default=None, help="ll: 32-bit words per block (256)")
     ap.add_argument("--ll-num-warps", type=int, default=None, help="ll: warps per program (4)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.probe:
+        ap.error("--probe must be the first option (the options after its name are the probe's)")
     if args.table_from:
         with open(args.table_from) as f:
             doc = json.load(f)

@@ -58,7 +58,8 @@ Output: JSON in ``$TRITON_DIST_RESULTS_DIR`` (default ``benchmarks/results/``) +
 the result check and the JSON header: ``benchmarks/harness.py``.
 
 ``--probe NAME [options]`` (the first option): a one-off measurement instead of the bench (``ag-gemm``, ``gemm-ar``,
-``gemm-rs``, ``rs-own``, ``timing``: ``benchmarks/overlap_probes.py``; ``--probe NAME --help`` lists its options).
+``gemm-rs``, ``rs-own``, ``timing``, ``trace``: ``benchmarks/overlap_probes.py``; ``--probe NAME --help`` lists its
+options).
 """
 from __future__ import annotations
 

@@ -6,9 +6,10 @@ probe says otherwise; ``--probe NAME`` first, then the probe's own options):
     torchrun --nproc_per_node 2 benchmarks/bench_overlap.py --probe gemm-rs [--shapes ...] [--pieces ...]
     torchrun --nproc_per_node 1 benchmarks/bench_overlap.py --probe rs-own [--shapes ...] [--variants ...]
     torchrun --nproc_per_node 2 benchmarks/bench_overlap.py --probe timing [--shapes ...] [--k 10]
+    torchrun --nproc_per_node 2 benchmarks/bench_overlap.py --probe trace [--cases CASE,...] [--out DIR]
 
-They were the scripts ``benchmarks/probe_ag.py``, ``probe_gemm_ar.py``, ``probe_gemm_rs.py``, ``probe_rs_own.py`` and
-``probe_timing.py`` (the results READMEs cite them by those names); their JSON keeps its ``benchmark`` name
+They were the scripts ``benchmarks/probe_ag.py``, ``probe_gemm_ar.py``, ``probe_gemm_rs.py``, ``probe_rs_own.py``,
+``probe_timing.py`` and ``trace_overlap.py`` (the results READMEs cite them by those names); their JSON keeps its ``benchmark`` name
 (``probe_ag``, ...) and file name (``<benchmark>-<stamp>.json`` in ``--out``). Every probe times through
 benchmarks/harness.py (CUDA-graph replay of k calls, samples interleaved across implementations, median of reps, max
 over ranks) and opens its JSON with the harness's result header (provenance, tree fingerprint, topology). Ranks that
@@ -567,9 +568,154 @@ reduce-scatter, auto) and ``ours_seq`` (cuBLAS + it) are timed in their place. P
            "median of reps, max over ranks)", rank)
 
 
+# ------------------------------------------------------------------------------------------------------------ trace
+#: the trace probe's default cases (``op:model:M:method[@variant][:nomemops]``)
+TRACE_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "gemm_rs:llama3-8b:8192:ce",
+               "gemm_rs:llama3-70b:4096:ce", "gemm_rs:llama3-70b:2048:ce", "gemm_rs:comm-heavy:8192:ce@p4",
+               "gemm_rs:llama3-70b:4096:chunked", "ag_gemm:llama3-8b:2048:chunked", "ag_gemm:llama3-8b:2048:ce",
+               "ag_gemm:llama3-70b:2048:chunked@f0.25"]
+
+
+def parse_case(text):
+    """``op:model:M:method[@f<frac>|@s<S>][:nomemops]`` -> ``(op, model, M, rule, nomemops)``."""
+    from bench_overlap import MODELS, method_of
+
+    parts = text.split(":")
+    if len(parts) not in (4, 5) or parts[0] not in ("ag_gemm", "gemm_rs") or parts[1] not in MODELS:
+        raise ValueError(f"case {text!r}: expected op:model:M:method[:nomemops] with op ag_gemm|gemm_rs and model "
+                         f"one of {', '.join(MODELS)}")
+    return parts[0], parts[1], int(parts[2]), method_of(parts[3]), len(parts) == 5 and parts[4] == "nomemops"
+
+
+def _no_memops(ctx, memops):
+    """``:nomemops`` cases: the fallbacks of the 0/1 flags (wait kernels, copy-engine raises)."""
+    if not memops:
+        ctx.memops_wait = ctx.memops_remote = False
+
+
+def make_call(op, model, M, rule, memops, W, rank):
+    """``(context, call)``: one overlap call of the case (its context to close afterwards)."""
+    from bench_overlap import MODELS
+    from triton_dist.ops import overlap as ov
+
+    rand = harness.rand
+    meth = rule["method"]
+    if op == "ag_gemm":
+        K, N_tot, _, _ = MODELS[model]
+        m_loc = M // W
+        ctx = ov.create_ag_gemm_context(m_loc, K, torch.bfloat16)
+        _no_memops(ctx, memops)
+        a, b = rand((m_loc, K), 1 + rank), rand((K, N_tot // W), 100 + rank)
+        kw = {}
+        if "first_frac" in rule:
+            kw["first_rows"] = ov._first_rows(rule, m_loc)
+        return ctx, lambda: ov.ag_gemm(a, b, ctx, method=meth, **kw)
+    _, _, K_tot, N = MODELS[model]
+    ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
+    _no_memops(ctx, memops)
+    a, b = rand((M, K_tot // W), 1 + rank), rand((K_tot // W, N), 100 + rank)
+    kw = {k: rule[k] for k in ("sub_chunks", "pieces") if k in rule}
+    return ctx, lambda: ov.gemm_rs(a, b, ctx, method=meth, **kw)
+
+
+def call_graph(call):
+    """Three calls (each after a marker kernel) captured in one CUDA graph, replayed twice; returns the graph.
+    Graph replay is how the benchmark times the methods: no host launch gaps, no launch skew between the ranks
+    after the first call. The caller has warmed ``call`` up (no warm-up calls here: they would be traced)."""
+    def marked():
+        torch.cuda._sleep(100)  # marker kernel: where each call starts in the trace
+        call()
+
+    g = harness.capture_calls(marked, 3, torch.cuda.Stream(), warmup=0)
+    for _ in range(2):
+        dist.barrier()
+        g.replay()
+        torch.cuda.synchronize()
+    return g
+
+
+def timeline(trace_path):
+    """GPU activities (kernels, memcpy, memset, sync) of the trace: [(stream, start_us, dur_us, name)] sorted."""
+    with open(trace_path) as f:
+        doc = json.load(f)
+    acts = []
+    for ev in doc.get("traceEvents", []):
+        if ev.get("ph") != "X" or ev.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"):
+            continue
+        acts.append((ev.get("args", {}).get("stream", ev.get("tid")), float(ev["ts"]), float(ev.get("dur", 0)),
+                     ev.get("name", "?")))
+    return sorted(acts, key=lambda x: x[1])
+
+
+def probe_trace(argv):
+    """Where the time of a host-composed overlap method goes: a GPU timeline per stream (torch profiler / CUPTI).
+
+``triton_dist.tools.profiler`` records per-SM tasks inside our Triton kernels; the ``chunked`` / ``one_shot``
+methods are sequences of cuBLAS GEMMs, copies and small signal kernels on three streams, which only a CUDA activity
+trace shows. For each case
+(``op:model:M:method[@f<frac>|@s<S>][:nomemops]``) the probe makes three warm-up calls, then records one
+CUDA-graph replay of three back-to-back calls (``--eager``: three eager calls) and prints, for the last one on rank
+0, every GPU activity with its stream, start (us from the call's first activity), duration and name, plus the
+call's span. The Chrome traces of both ranks go to ``--out``, each with the run's ``topology`` / ``shared_gpu`` at its
+top level (ranks that shared a GPU: no NVLink in the timeline)."""
+    ap = argparse.ArgumentParser(prog="bench_overlap.py --probe trace", description=probe_trace.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default=",".join(TRACE_CASES))
+    ap.add_argument("--eager", dest="graph", action="store_false",
+                    help="trace eager calls (host launch gaps and skew included) instead of a graph replay")
+    ap.add_argument("--out", default=harness.results_dir())
+    args = ap.parse_args(argv)
+    cases = [parse_case(c) for c in args.cases.split(",") if c]
+    import triton_dist.utils as tdu
+    from provenance import label_json, topology, topology_line
+
+    tdu.initialize_distributed()
+    rank, W = dist.get_rank(), dist.get_world_size()
+    topo = topology()
+    if rank == 0:
+        print(f"bench_overlap --probe trace: {topology_line(topo)}", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    from torch.profiler import ProfilerActivity, profile
+
+    for text, (op, model, M, rule, nomem) in zip(args.cases.split(","), cases):
+        ctx, call = make_call(op, model, M, rule, not nomem, W, rank)
+        try:
+            for _ in range(3):
+                call()
+            torch.cuda.synchronize()
+            graph = call_graph(call) if args.graph else None
+            dist.barrier()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                if graph is not None:
+                    graph.replay()
+                else:
+                    for _ in range(3):
+                        torch.cuda._sleep(100)  # marker kernel: where each call starts in the trace
+                        call()
+                torch.cuda.synchronize()
+            path = os.path.join(args.out, f"trace-{text.replace(':', '_').replace('@', '-')}-rank{rank}.json")
+            prof.export_chrome_trace(path)
+            label_json(path, topo)
+            acts = timeline(path)
+            # the last call: everything after the last marker kernel
+            marks = [i for i, a in enumerate(acts) if "spin" in a[3].lower() or "sleep" in a[3].lower()]
+            last_call = acts[marks[-1] + 1:] if marks else acts[-len(acts) // 3:]
+            if rank == 0 and last_call:
+                t0 = last_call[0][1]
+                span = max(a[1] + a[2] for a in last_call) - t0
+                print(f"== {text}: last call spans {span:.1f} us (rank 0)", flush=True)
+                for stream, ts, dur, name in last_call:
+                    print(f"  s{stream!s:>4} {ts - t0:9.1f} {dur:9.1f}  {name[:90]}", flush=True)
+        finally:
+            torch.cuda.synchronize()
+            ctx.close()
+    dist.barrier()
+    tdu.finalize_distributed()
+
+
 #: ``bench_overlap.py --probe NAME``: the probe's entry point (called with the options after the name)
 PROBES = {"ag-gemm": probe_ag_gemm, "gemm-ar": probe_gemm_ar, "gemm-rs": probe_gemm_rs, "rs-own": probe_rs_own,
-          "timing": probe_timing}
+          "timing": probe_timing, "trace": probe_trace}
 
 
 if __name__ == "__main__":

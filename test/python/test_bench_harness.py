@@ -69,8 +69,8 @@ def test_split_probe():
 
 
 @pytest.mark.parametrize("bench,probe", [("bench_overlap", p) for p in ("ag-gemm", "gemm-ar", "gemm-rs", "rs-own",
-                                                                         "timing")]
-                         + [("bench_mega", "linear-chain")])
+                                                                         "timing", "trace")]
+                         + [("bench_mega", "linear-chain"), ("bench_collectives", "host-path")])
 def test_every_probe_is_a_bench_option(bench, probe):
     r = subprocess.run([sys.executable, os.path.join(BENCH, f"{bench}.py"), "--probe", probe, "--help"],
                        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)

@@ -1,6 +1,11 @@
-"""Where an eager collective call's host microseconds go: each layer of the all-reduce call path timed alone.
+"""One-off measurements of the collectives, run as options of the collectives bench (``--probe NAME`` first, then
+the probe's own options). ``host-path`` was the script ``benchmarks/profile_host_path.py`` (the results READMEs and
+docs cite it by that name; its JSON keeps ``"benchmark": "profile_host_path"`` and ``host_path_<stamp>.json``).
 
-    scripts/launch.sh --nproc_per_node 2 benchmarks/profile_host_path.py [--bytes 8192] [--calls 400]
+``host-path``: where an eager collective call's host microseconds go: each layer of the all-reduce call path timed
+alone.
+
+    scripts/launch.sh --nproc_per_node 2 benchmarks/bench_collectives.py --probe host-path [--bytes 8192] [--calls 400]
 
 Every case is ``--calls`` back-to-back eager calls on every rank (same sequence on every rank, a barrier between
 cases). Per case: ``host_us`` = the Python loop's wall time / calls (what the host spends submitting one call) and
@@ -77,14 +82,18 @@ def time_case(fn, calls: int, barrier) -> dict:
     return {"host_us": (t1 - t0) * 1e6 / calls, "eager_us": a.elapsed_time(b) * 1e3 / calls}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def probe_host_path(argv=None) -> int:
+    """Each layer of the eager all-reduce call path timed alone (host and CUDA-event time per call), plus a cProfile
+    of ``all_reduce(x, ctx)`` calls; the module docstring lists the cases."""
+    ap = argparse.ArgumentParser(prog="bench_collectives.py --probe host-path",
+                                 description="Where an eager collective call's host microseconds go: each layer of "
+                                             "the all-reduce call path timed alone.")
     ap.add_argument("--bytes", type=int, default=8192, help="all-reduce size in bytes (bf16)")
     ap.add_argument("--calls", type=int, default=400)
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        raise SystemExit("profile_host_path measures GPU launches: run it on a GPU machine")
+        raise SystemExit("bench_collectives --probe host-path measures GPU launches: run it on a GPU machine")
 
     import triton_dist.utils as tdu
     from triton_dist import ops
@@ -96,7 +105,7 @@ def main(argv=None) -> int:
     topo = topology()
     nccl = TC.group_has_nccl()  # False: ranks share a GPU (gloo-only group)
     if rank == 0:
-        print(f"profile_host_path: {topology_line(topo)}", flush=True)
+        print(f"bench_collectives --probe host-path: {topology_line(topo)}", flush=True)
     n = args.bytes // 2
     ctx = ops.create_allreduce_ctx(max(n, 1 << 16), torch.bfloat16)
     x = torch.randn(n, device="cuda").to(torch.bfloat16)
@@ -196,5 +205,9 @@ def main(argv=None) -> int:
     return 0
 
 
+#: ``bench_collectives.py --probe NAME``: the probe's entry point (called with the options after the name)
+PROBES = {"host-path": probe_host_path}
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("collectives_probes is not run directly: bench_collectives.py --probe NAME (" + ", ".join(PROBES) + ")")
