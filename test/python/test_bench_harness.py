@@ -105,3 +105,13 @@ def test_no_second_harness_in_benchmarks():
                 found.append(f"{name}:{node.lineno} calls {node.func.id}() (build the header with harness)")
     assert not found, found
     assert not [n for n in os.listdir(BENCH) if n.startswith("probe_") and n.endswith(".py")]
+
+
+@pytest.mark.sim
+def test_mega_probe_smoke_on_the_simulator():
+    """``bench_mega.py --probe linear-chain --tiny`` (formerly probe_mega.py's CPU smoke run): the Linear chain as one
+    mega kernel on the simulator matches torch."""
+    env = dict(ENV, TRITON_DIST_BACKEND="sim", TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "bench_mega.py"), "--probe", "linear-chain", "--tiny"],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert r.returncode == 0 and "sim: 16 tasks" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
