@@ -305,7 +305,7 @@ def results_dir(default=None) -> str:
 def result_header(benchmark: str, topo=None, stamp=None, **extra) -> dict:
     """The provenance every results JSON opens with: ``benchmark``, ``command``, ``timestamp_utc`` (``stamp``, default
     now), ``git_commit``, ``tree`` (the tree fingerprint: recompute it with ``python benchmarks/provenance.py``),
-    ``versions``, ``devices`` (``["cpu-simulator"]`` without CUDA), ``world_size``, ``topology`` / ``shared_gpu``
+    ``versions``, ``devices`` (``["cpu-simulator"]`` on the simulator), ``world_size``, ``topology`` / ``shared_gpu``
     (``topo``, default :func:`provenance.topology`; shared_gpu true: ranks shared a GPU, no NVLink figures) and
     ``device_rendezvous`` (:func:`rendezvous_kind`); then ``extra``. Collective-free: rank 0 may call it alone."""
     from provenance import git_commit, topology, topology_fields, tree_fingerprint, versions
