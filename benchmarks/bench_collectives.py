@@ -8,7 +8,7 @@ For every op, size and implementation (each of our methods, ``auto``, NCCL, torc
 against NCCL's result first, then timing. Each timed sample is a CUDA-graph replay of ``k`` back-to-back calls
 (``k`` up to 200 at small sizes, 1 from 256 MiB) measured with CUDA events (graphs for all, so host launch overhead is
 excluded); every sample starts after a barrier and a device-side rendezvous, so the ranks' GPUs begin it together
-(``benchmarks/timing.py``), and the samples of one size are interleaved round-robin over NCCL and every
+(``benchmarks/harness.py``), and the samples of one size are interleaved round-robin over NCCL and every
 implementation; the reported latency is the median over samples divided by ``k``, max over ranks (``us`` /
 ``nccl_us``). Up to ``--eager-max-bytes`` (default 1 MiB) every
 implementation is also timed eagerly, host launch overhead included (``eager_us`` / ``nccl_eager_us``).
@@ -36,12 +36,13 @@ host copies, which cannot be captured into a CUDA graph) is the correctness refe
 symmetric-memory baselines are skipped (the reason is in ``torch_symm``), ``--write-table`` refuses (shared-GPU
 timings measure no NVLink and must never replace the NVLink table), and so does ``--table-from`` on such a results
 JSON.
-Writes JSON to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/).
+Writes JSON to ``$TRITON_DIST_RESULTS_DIR`` (default benchmarks/results/). Timing, capture and the JSON header:
+``benchmarks/harness.py``. ``--probe host-path [options]`` (the first option): where an eager call's host
+microseconds go, instead of the bench (``benchmarks/collectives_probes.py``; ``--probe host-path --help``).
 """
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -58,9 +59,9 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # the symm-mem baselines: never multicast
 
 import torch  # noqa: E402
-from graph_capture import capture_calls  # noqa: E402
-from timing import eager_median_us, interleaved_medians, max_over_ranks, rendezvous_kind  # noqa: E402
-from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions  # noqa: E402
+import harness  # noqa: E402
+from harness import capture_agreed, eager_median_us, interleaved_medians  # noqa: E402
+from provenance import topology, topology_line  # noqa: E402
 from triton_dist._table_file import read_table  # noqa: E402
 from triton_dist.runtime import torch_collectives as TC  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -106,16 +107,15 @@ def busbw(op, nbytes, us, world):
     return algbw * f
 
 
-def time_eager(fn, nbytes, reps):
-    """Median us per call of ``k`` back-to-back eager calls (host launch cost included), timed as
-    :func:`timing.median_us` (barrier + device rendezvous before each sample, max over ranks). CPU: wall clock."""
-    k = calls_per_sample(nbytes) if GPU else 1
-    for _ in range(3 if GPU else 1):
-        fn()
-    sync()
-    dist.barrier()
+def eager_us(fn, nbytes, reps):
+    """The eager column at ``nbytes``: :func:`harness.time_eager` of ``k = calls_per_sample(nbytes)`` back-to-back
+    calls (3 warm-up calls; barrier + device rendezvous before each sample, max over ranks; host launch cost
+    included). The simulator (no CUDA): the median wall clock of one call, not a performance figure."""
     if GPU:
-        return eager_median_us(fn, k, reps)
+        dist.barrier()
+        return harness.time_eager(fn, calls_per_sample(nbytes), reps, warmup=3)
+    fn()
+    dist.barrier()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -138,6 +138,9 @@ def time_host(fn, nbytes, reps):
 
 
 GRAPH_FAILURES = []
+#: ``--probe NAME``: one-off measurements (benchmarks/collectives_probes.py, imported only when one runs: it builds
+#: Triton kernels at import)
+PROBES = ("host-path", )
 #: default of --eager-max-bytes: eager timing (no CUDA graph, host launch overhead included) up to this size
 EAGER_MAX_BYTES = 1 * MB
 
@@ -155,24 +158,16 @@ def time_graphs(impls, nbytes, reps, stream) -> dict:
     whose capture fails (on any rank) is timed eagerly instead (recorded in GRAPH_FAILURES). CPU: eager wall clock,
     one implementation at a time."""
     if not GPU:
-        return {name: time_eager(fn, nbytes, reps) for name, fn in impls}
+        return {name: eager_us(fn, nbytes, reps) for name, fn in impls}
     k = calls_per_sample(nbytes)
-    graphs, out = {}, {}
+    graphs, out, failed = {}, {}, []
     for name, fn in impls:
-        err = None
-        try:
-            graphs[name] = capture_calls(fn, k, stream)
-        except Exception as exc:  # noqa: BLE001
-            err = f"{name}: {type(exc).__name__}: {exc}"[:300]
-            sync()
-        if max_over_ranks(1.0 if err else 0.0):
-            GRAPH_FAILURES.append(err or f"{name}: capture failed on another rank")
-            graphs.pop(name, None)
-            dist.barrier()
-            out[name] = time_eager(fn, nbytes, reps)
-    for g in graphs.values():
-        g.replay()
-    torch.cuda.synchronize()
+        g = capture_agreed(name, fn, k, stream, failures=failed)  # the ranks agree; replayed twice
+        if g is None:
+            out[name] = eager_us(fn, nbytes, reps)
+        else:
+            graphs[name] = g
+    GRAPH_FAILURES.extend(f"{f['impl']}: {f['error']}"[:300] for f in failed)
     out.update(interleaved_medians({name: g.replay for name, g in graphs.items()}, k, reps))
     torch.cuda.synchronize()
     dist.barrier()
@@ -327,10 +322,19 @@ def print_check(worst):
           f"{worst['bytes']} B (best {worst['best']}, auto picked {worst['auto_picked']})", flush=True)
 
 
-def main():
+def main(argv=None):
     from triton_dist.ops.collectives import TABLE_PATH
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    probe = harness.split_probe(argv, PROBES)
+    if probe is not None:  # a one-off measurement: its own options, its own results JSON
+        from collectives_probes import PROBES as entry
+
+        return entry[probe[0]](probe[1])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--probe", choices=PROBES, default=None,
+                    help="run a one-off probe instead (benchmarks/collectives_probes.py); the first option, the ones "
+                         "after its name are the probe's (--probe NAME --help)")
     ap.add_argument("--quick", action="store_true", help="fewer sizes and iterations (~3 minutes on 2x H200)")
     ap.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter")
     ap.add_argument("--sizes", default=None, help="comma list of byte sizes (overrides the size list)")
@@ -357,7 +361,9 @@ def main():
                     help="push_pipe: least blocks per segment and pusher (4)")
     ap.add_argument("--ll-block-words", type=int, default=None, help="ll: 32-bit words per block (256)")
     ap.add_argument("--ll-num-warps", type=int, default=None, help="ll: warps per program (4)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.probe:
+        ap.error("--probe must be the first option (the options after its name are the probe's)")
     if args.table_from:
         with open(args.table_from) as f:
             doc = json.load(f)
@@ -410,23 +416,12 @@ def main():
     worst = auto_check(results)
 
     if rank == 0:
-        outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
-        os.makedirs(outdir, exist_ok=True)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        doc = {
-            "benchmark": "bench_collectives",
-            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-            "mode": "quick" if args.quick else "full",
-            "timestamp_utc": stamp,
-            "git_commit": git_commit(), "tree": tree_fingerprint(),
-            "versions": versions(),
-            "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if GPU else
-                        ["cpu-simulator"]),
-            "world_size": world,
-            **topology_fields(topo),
+        outdir = harness.results_dir()
+        stamp = harness.utc_stamp()
+        doc = harness.result_header("bench_collectives", topo, stamp, mode="quick" if args.quick else "full")
+        doc.update({
             "baseline": ("gloo_host: torch_collectives on host copies over gloo, eager only (gloo_host_us); no NCCL "
                          "column (nccl_us null): ranks share a GPU" if shared else "nccl" if GPU else "gloo"),
-            "device_rendezvous": rendezvous_kind() if GPU else None,
             "dtypes": dtypes,
             "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
                                                    "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
@@ -445,10 +440,9 @@ def main():
             "graph_capture_failures": GRAPH_FAILURES,
             "auto_check": worst,
             "results": results,
-        }
-        path = os.path.join(outdir, f"collectives_{stamp}{('_' + args.tag) if args.tag else ''}.json")
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        })
+        path = harness.write_json(
+            os.path.join(outdir, f"collectives_{stamp}{('_' + args.tag) if args.tag else ''}.json"), doc)
         print(f"wrote {path}", flush=True)
         print_check(worst)
         if args.write_table:
@@ -565,7 +559,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
         else:
             times = time_graphs([("nccl", nccl)] + [(i[0], i[1]) for i in impls], nbytes, reps, stream)
             t_nccl = times["nccl"]
-            t_nccl_eager = time_eager(nccl, nbytes, reps) if eager else None
+            t_nccl_eager = eager_us(nccl, nbytes, reps) if eager else None
             row_base = dict(op=op, bytes=nbytes, dtype=dtname, world=world, nccl_us=t_nccl,
                             nccl_busbw_gbs=busbw(op, nbytes, t_nccl, world), nccl_eager_us=t_nccl_eager)
             base_txt = f"nccl {t_nccl:9.2f} us ({row_base['nccl_busbw_gbs']:7.1f} GB/s)"
@@ -573,7 +567,7 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
             results.append(dict(row_base, **e))
         for name, fn, resolved, baseline, ok, err, _ in impls:
             t = times[name]
-            t_eager = time_eager(fn, nbytes, reps) if eager else None
+            t_eager = eager_us(fn, nbytes, reps) if eager else None
             speedup = (t_nccl / t if t > 0 else 0.0) if t_nccl is not None else None
             row = dict(row_base, method=name, resolved=resolved, us=t, busbw_gbs=busbw(op, nbytes, t, world),
                        speedup=speedup, correct=bool(ok), max_err=err, eager_us=t_eager)

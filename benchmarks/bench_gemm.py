@@ -28,10 +28,8 @@ entries launch through ``kernels.gemm.launch_variant``: what is timed here is wh
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import statistics
 import sys
 
 import torch
@@ -39,7 +37,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-from graph_capture import capture_calls  # noqa: E402
+import harness  # noqa: E402
 from triton_dist._table_file import read_table  # noqa: E402
 from triton_dist.kernels import gemm as g  # noqa: E402
 
@@ -122,20 +120,11 @@ def time_variants(fns):
     graphs = {}
     stream = torch.cuda.Stream()
     for name, fn in fns.items():
-        graph = capture_calls(fn, k, stream, warmup=1)
+        graph = harness.capture_calls(fn, k, stream, warmup=1)
         graph.replay()
         torch.cuda.synchronize()
         graphs[name] = graph
-    names = list(graphs)
-    samples = {n: [] for n in names}
-    for i in range(ROUNDS):
-        for n in names[i % len(names):] + names[:i % len(names)]:
-            e0.record()
-            graphs[n].replay()
-            e1.record()
-            e1.synchronize()
-            samples[n].append(e0.elapsed_time(e1) * 1e3 / k)
-    return {n: statistics.median(v) for n, v in samples.items()}, k
+    return harness.interleaved_medians({n: g.replay for n, g in graphs.items()}, k, ROUNDS), k
 
 
 def main():
@@ -166,7 +155,7 @@ def main():
         raise SystemExit("bench_gemm: needs a CUDA GPU (sm_90 for the TMA forms)")
     g.ensure_tma_allocator()
     device = torch.cuda.get_device_name()
-    from provenance import topology, topology_fields, topology_line
+    from provenance import topology, topology_line
 
     topo = topology()  # one process on one GPU (recorded so every results JSON says where it ran)
     print(f"bench_gemm: {topology_line(topo)}", flush=True)
@@ -187,7 +176,7 @@ def main():
             fns["ours/autotune"] = lambda: g.launch_autotuned(a, b, c_at, use_tma=use_tma)
         errors = {}
         for name in [n for n in fns if n.startswith("ours/")]:  # still timed when wrong; never best, never in a table
-            err = (fns[name]().float() - ref).abs().max().item() / ref.abs().max().item()
+            err = harness.rel_error(fns[name](), ref, norm="max")
             if err > 2e-2:
                 errors[name] = f"wrong result: max relative error {err:.3g}"
         for cfg in configs:
@@ -197,7 +186,7 @@ def main():
                 c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
                 run = launcher(a, b, c, g.GemmVariant(cfg, flat, tma))
                 try:
-                    err = (run().float() - ref).abs().max().item() / ref.abs().max().item()
+                    err = harness.rel_error(run(), ref, norm="max")
                 except Exception as exc:  # noqa: BLE001  (a tiling that does not compile here is reported)
                     errors[name] = f"{type(exc).__name__}: {exc}"[:200]
                     continue
@@ -223,15 +212,13 @@ def main():
             print(f"   {form:9s} " + "  ".join(f"{c}={v}" for c, v in zip(configs, row)), flush=True)
         for n, e in errors.items():
             print(f"   {n}: {e}", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = os.path.join(args.out, f"gemm-{stamp}.json")
-    doc = {"benchmark": "gemm", "device": device, "dtype": "bfloat16", "timestamp_utc": stamp, "git_commit":
-           os.environ.get("TRITON_DIST_GIT_COMMIT"), **topology_fields(topo), "configs": [str(c) for c in configs], "forms": list(FORMS),
-           "table": source_name(g.gemm_table_path()),
-           "timing": f"CUDA-graph replay of k calls, {ROUNDS} interleaved rounds, median", "records": records}
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+    stamp = harness.utc_stamp()
+    doc = harness.result_header("gemm", topo, stamp, device=device, dtype="bfloat16",
+                                configs=[str(c) for c in configs], forms=list(FORMS),
+                                table=source_name(g.gemm_table_path()),
+                                timing=f"CUDA-graph replay of k calls, {ROUNDS} interleaved rounds, median",
+                                records=records)
+    path = harness.write_json(os.path.join(args.out, f"gemm-{stamp}.json"), doc)
     print(f"wrote {path}")
     if args.write_table:
         print_table_written(*write_table(doc, source_name(path), args.table_out, args.margin))

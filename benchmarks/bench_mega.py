@@ -4,13 +4,14 @@
         [--layers N] [--context 512] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
         [--prefetch] [--ar-method one_shot|ll] [--profile DIR] [--out JSON]
     python benchmarks/bench_mega.py --preset toy --dry-run       # no GPU: the simulator, world 1, no timing
+    python benchmarks/bench_mega.py --probe linear-chain [...]   # a one-off probe (benchmarks/mega_probes.py)
 
 Tensor parallelism = the world size (1 or 2), batch 1, random weights at the preset's real shapes
 (``triton_dist.mega_triton_kernel.models.qwen3.random_weights``). The KV cache holds ``context - 1`` random positions
 and the step decodes position ``context - 1``; every timed replay recomputes that same step.
 
 Measured (CUDA-graph replays of ``k`` steps, CUDA events, each sample after a barrier and a device-side rendezvous,
-samples interleaved over the implementations, median / k, max over ranks: ``benchmarks/timing.py``):
+samples interleaved over the implementations, median / k, max over ranks: ``benchmarks/harness.py``):
 
 * ``mega``: ``Qwen3MegaModel.run()`` (one persistent kernel per step);
 * ``torch_nccl``: ``Qwen3TorchModel.run()`` with ``torch.distributed.all_reduce`` (NCCL) at world > 1;
@@ -38,8 +39,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
-import json
 import os
 import sys
 import time
@@ -58,6 +57,9 @@ NO_NCCL = ("skipped: ranks share a GPU (gloo-only process group, no NCCL); the t
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--probe", choices=("linear-chain", ), default=None,
+                    help="run a one-off probe instead (benchmarks/mega_probes.py); the first option, the ones after "
+                         "its name are the probe's (--probe NAME --help)")
     ap.add_argument("--preset", default="qwen3-8b", choices=PRESETS, help="model shapes (default qwen3-8b)")
     ap.add_argument("--layers", type=int, default=None, help="keep only the first N layers (quick runs)")
     ap.add_argument("--context", type=int, default=512, help="tokens in the cache at the timed step (default 512)")
@@ -81,6 +83,8 @@ def parse_args(argv=None):
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: build and check the model on the simulator (use --preset toy), no timing")
     args = ap.parse_args(argv)
+    if args.probe:
+        ap.error("--probe must be the first option (the options after its name are the probe's)")
     if args.layers is not None and args.layers < 1:
         ap.error("--layers must be >= 1")
     if args.context < 2:
@@ -106,6 +110,13 @@ def make_config(args):
 
 
 def main(argv=None):
+    import harness
+    from mega_probes import PROBES
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    probe = harness.split_probe(argv, PROBES)
+    if probe is not None:  # a one-off measurement: its own options, its own results JSON
+        return PROBES[probe[0]](probe[1])
     args = parse_args(argv)
     if args.dry_run:
         os.environ.setdefault("TRITON_DIST_BACKEND", "sim")
@@ -119,8 +130,8 @@ def main(argv=None):
     import triton_dist.utils as tdu
     from triton_dist.mega_triton_kernel.models import (Qwen3MegaModel, Qwen3TorchModel, random_kv, random_weights,
                                                        step_bytes, teacher_forced_check)
-    from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions
-    from timing import rendezvous_kind
+    import harness
+    from provenance import topology, topology_line
     from triton_dist.runtime import torch_collectives as TC
 
     gpu = not args.dry_run
@@ -216,15 +227,9 @@ def main(argv=None):
             + (f", torch+nccl {res['torch_nccl_roofline']:.3f}" if "torch_nccl_roofline" in res else ""))
 
     if rank == 0:
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        doc = {
-            "benchmark": "bench_mega",
-            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-            "timestamp_utc": stamp, "git_commit": git_commit(), "tree": tree_fingerprint(), "versions": versions(),
-            "devices": ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if gpu else
-                        ["cpu-simulator"]),
-            "world_size": world, **topology_fields(topo),
-            "device_rendezvous": rendezvous_kind() if gpu else None,
+        stamp = harness.utc_stamp()
+        doc = harness.result_header("bench_mega", topo, stamp)
+        doc.update({
             "skipped": {"torch_nccl": NO_NCCL} if shared else {},
             "preset": args.preset, "config": dataclasses.asdict(cfg),
             "context": args.context, "batch": 1,
@@ -240,14 +245,8 @@ def main(argv=None):
             "correctness": chk, "results": res, "copy": copy, "profile": profile,
             "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE", "NVSHMEM_SYMMETRIC_SIZE",
                                                    "TRITON_DIST_BACKEND")},
-        }
-        path = args.out
-        if path is None:
-            outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
-            path = os.path.join(outdir, f"mega_{stamp}.json")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        })
+        path = harness.write_json(args.out or os.path.join(harness.results_dir(), f"mega_{stamp}.json"), doc)
         print(f"wrote {path}", flush=True)
     dist.barrier()
     tdu.finalize_distributed()
@@ -260,8 +259,7 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
     import torch
     import torch.distributed as dist
 
-    from graph_capture import capture_calls
-    from timing import interleaved_medians
+    from harness import capture_calls, interleaved_medians
 
     kvs = random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev)
     models = {"mega": mega}

@@ -24,8 +24,8 @@ inputs), then timing.
 * ``gemm_ours`` / ``gemm_cublas``: the local GEMM alone (our autotuned persistent GEMM, cuBLAS);
   ``comm_nccl``: the communication alone (NCCL all_gather of A / reduce_scatter or all_reduce of C).
 
-Timing (every implementation the same way; each sample starts after a barrier and a device-side rendezvous, a
-one-element NCCL all-reduce, so the ranks' GPUs start it together): CUDA-graph replay of ``k`` back-to-back calls (``--k``; default per
+Timing (every implementation the same way, ``benchmarks/harness.py``; each sample starts after a barrier and a
+device-side rendezvous, a one-element NCCL all-reduce, so the ranks' GPUs start it together): CUDA-graph replay of ``k`` back-to-back calls (``--k``; default per
 shape: enough calls for about 4 ms, 5 to 40, the same for every implementation of the shape), CUDA events,
 median of ``--reps`` replays per rank, max over ranks: ``results``. The implementations and baselines of one shape
 are captured first and then sampled round-robin (one replay each per round, rotated order), so drift of clocks and
@@ -54,13 +54,17 @@ reference stays ``method="torch"`` (torch_collectives: gloo on host copies, exac
 ``--table-from`` and ``--eager-rules-from`` refuse shared-GPU timings: they must never replace the NVLink table.
 The device-side rendezvous before each sample is an NVSHMEM barrier on the stream there (``device_rendezvous``).
 
-Output: JSON in ``$TRITON_DIST_RESULTS_DIR`` (default ``benchmarks/results/``) + a bar chart PNG.
+Output: JSON in ``$TRITON_DIST_RESULTS_DIR`` (default ``benchmarks/results/``) + a bar chart PNG. Timing, capture,
+the result check and the JSON header: ``benchmarks/harness.py``.
+
+``--probe NAME [options]`` (the first option): a one-off measurement instead of the bench (``ag-gemm``, ``gemm-ar``,
+``gemm-rs``, ``rs-own``, ``timing``, ``trace``: ``benchmarks/overlap_probes.py``; ``--probe NAME --help`` lists its
+options).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import os
 import sys
@@ -76,11 +80,10 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
 import torch  # noqa: E402
-from graph_capture import capture_calls  # noqa: E402
-from timing import (eager_median_us, interleaved_medians, max_over_ranks as _max_over_ranks,  # noqa: E402
-                    median_us as _median_us, rendezvous_kind)
-from provenance import (git_commit, label_json, topology, topology_fields, topology_line, tree_fingerprint,  # noqa: E402
-                        versions)
+from harness import (close, max_over_ranks as _max_over_ranks, min_over_ranks as _min_over_ranks, rand,  # noqa: E402
+                     time_eager, time_interleaved)
+import harness  # noqa: E402
+from provenance import label_json, topology, topology_line  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 #: name: (K for AG+GEMM, N total for AG+GEMM, K total for GEMM+RS, N for GEMM+RS)
@@ -155,116 +158,10 @@ def method_of(impl):
         rule["sub_chunks"] = int(var[1:])
     return rule
 
-GRAPH_FAILURES = []
-
 
 # ------------------------------------------------------------------------------------------------------------- timing
-def time_eager(fn, k, reps):
-    """Median us per call of ``k`` back-to-back eager calls (CUDA events), max over ranks."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    return eager_median_us(fn, k, reps)
-
-
-def capture_graph(name, fn, k):
-    """``k`` calls of ``fn`` captured in one CUDA graph (after two warm-up calls), replayed twice; None when the
-    capture failed on any rank (recorded in GRAPH_FAILURES)."""
-    stream = torch.cuda.Stream()
-    g = None
-    err = None
-    try:
-        g = capture_calls(fn, k, stream)
-    except Exception as exc:  # noqa: BLE001
-        err = f"{type(exc).__name__}: {exc}"[:300]
-        g = None
-        with contextlib.suppress(Exception):
-            torch.cuda.synchronize()
-    bad = _max_over_ranks(1.0 if err else 0.0)
-    if bad:
-        GRAPH_FAILURES.append({"impl": name, "error": err or "capture failed on another rank"})
-        return None
-    dist.barrier()
-    for _ in range(2):
-        g.replay()
-    torch.cuda.synchronize()
-    return g
-
-
-def time_graph(name, fn, k, reps):
-    """Median us per call: ``k`` calls captured in one CUDA graph, replayed ``reps`` times; max over ranks. Falls
-    back to eager timing (recorded in GRAPH_FAILURES) when the capture fails on any rank."""
-    g = capture_graph(name, fn, k)
-    if g is None:
-        return time_eager(fn, k, reps), False
-    t = _median_us(g.replay, k, reps)
-    torch.cuda.synchronize()
-    dist.barrier()
-    del g
-    return t, True
-
-
-def drop_failing(fns, ref=None):
-    """Call every ``fns[name]`` once (a warm-up that also compiles); drop from ``fns`` the ones that raise and return
-    ``{name: "Type: message"}`` for them (the probes record these beside their timings). With ``ref`` (a tensor),
-    that call's result must also be :func:`close` to it on every rank (the ranks agree, max over ranks, so they keep
-    the same implementations); one that is not is dropped as ``"wrong result: ..."``."""
-    errors = {}
-    for name, fn in list(fns.items()):
-        rel = 0.0
-        try:
-            out = fn()
-            torch.cuda.synchronize()
-            if ref is not None:
-                ok, rel = close(out, ref)
-                if not ok:
-                    errors[name] = f"wrong result: rel err {rel:.3g} (this rank)"
-        except Exception as exc:  # noqa: BLE001
-            errors[name] = f"{type(exc).__name__}: {exc}"[:200]
-            torch.cuda.synchronize()
-        bad = name in errors
-        if ref is not None and _max_over_ranks(1.0 if bad else 0.0) and not bad:
-            errors[name] = "wrong result or error on another rank"
-        if name in errors:
-            fns.pop(name)
-    return errors
-
-
-def time_interleaved(fns, k, reps):
-    """``{name: (median us per call, graphed)}`` for every ``fns[name]``, timed like :func:`time_graph` (eager
-    fallback per name) but interleaved: each of the ``reps`` rounds takes one sample of every implementation, in an
-    order rotated by one per round, so clock and temperature drift over the run falls on all of them alike (the
-    bound and torch ratios compare implementations measured side by side, not minutes apart)."""
-    runs = {}
-    for name, fn in fns.items():
-        g = capture_graph(name, fn, k)
-        if g is None:
-            for _ in range(2):
-                fn()
-
-            def calls(fn=fn):
-                for _ in range(k):
-                    fn()
-            runs[name] = (calls, False, None)
-        else:
-            runs[name] = (g.replay, True, g)
-    times = interleaved_medians({n: r[0] for n, r in runs.items()}, k, reps)
-    out = {n: (times[n], runs[n][1]) for n in runs}
-    torch.cuda.synchronize()
-    dist.barrier()
-    return out
-
-
-def rand(shape, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    return (torch.randn(shape, device="cuda", generator=g) / 8).to(torch.bfloat16)
-
-
-def close(a, b, tol=2e-2):
-    err = (a.float() - b.float()).norm().item()
-    scale = b.float().norm().item() + 1e-6
-    ok = err <= tol * scale and bool(torch.isfinite(a.float()).all())
-    return ok, err / scale
+# timing, capture, the result check and the random inputs: benchmarks/harness.py (time_interleaved, time_eager,
+# drop_failing, close, rand), shared with every other bench and probe
 
 
 @contextlib.contextmanager
@@ -397,10 +294,6 @@ def sweep(rec, name, fn, cfgs, args):
     rec.setdefault("sweep", {})[name] = res
     timed = {c: t for c, t in res.items() if isinstance(t, float)}
     return min(timed, key=timed.get) if timed else None
-
-
-def _min_over_ranks(v: float) -> float:
-    return -_max_over_ranks(-v)
 
 
 def sweep_list(op, M):
@@ -869,8 +762,17 @@ def plot(records, path, shared=False):
     return True
 
 
-def main():
+def main(argv=None):
+    from overlap_probes import PROBES
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    probe = harness.split_probe(argv, PROBES)
+    if probe is not None:  # a one-off measurement: its own options, its own results JSON
+        return PROBES[probe[0]](probe[1])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--probe", choices=list(PROBES), default=None,
+                    help="run a one-off probe instead (benchmarks/overlap_probes.py); the first option, the ones "
+                         "after its name are the probe's (--probe NAME --help)")
     ap.add_argument("--quick", action="store_true", help="fewer shapes / samples")
     ap.add_argument("--ops", default="ag_gemm,gemm_rs,gemm_ar")
     ap.add_argument("--models", default="llama3-70b,llama3-8b,comm-heavy")
@@ -893,7 +795,9 @@ def main():
     ap.add_argument("--eager-rules-from", nargs="+", default=None, metavar="JSON",
                     help="no GPU: set the measured table's eager overrides from these results' eager timings (later "
                          "files win), and exit")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.probe:
+        ap.error("--probe must be the first option (the options after its name are the probe's)")
     if args.eager_rules_from:
         path, count = add_eager_rules(args.eager_rules_from)
         print(f"dispatch table: {path} ({count} shape rules updated)")
@@ -936,8 +840,8 @@ def main():
         tdu.finalize_distributed()
         raise SystemExit(f"bench_overlap --write-table: {NO_TABLE}")
     gname, symm_err = (None, NO_SYMM) if shared else symm_group_name()
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
+    stamp = harness.utc_stamp()
+    outdir = harness.results_dir()
     os.makedirs(outdir, exist_ok=True)
     records, failures = [], []
     ops = [op for op in args.ops.split(",") if op]
@@ -982,25 +886,24 @@ def main():
                 print(f"FAILED tp_mlp: {exc}", flush=True)
     if rank == 0:
         base = os.path.join(outdir, f"overlap-{stamp}{('-' + args.tag) if args.tag else ''}")
-        doc = {"benchmark": "bench_overlap", "command": " ".join(sys.argv), "world_size": W, "quick": args.quick,
-               "k": args.k or "per shape (each record's k)", "reps": args.reps,
-               "timing": "CUDA-graph replay of k calls (results); eager k calls "
-               "(eager); CUDA events, median of reps, max over ranks; graph samples of one shape interleaved "
-               "round-robin across implementations and baselines", "git_commit": git_commit(),
-               "tree": tree_fingerprint(), "versions": versions(), **topology_fields(topo),
-               "device_rendezvous": rendezvous_kind(),
-               "sequential_baseline": ("ours_seq: triton_dist.ops all_gather / reduce_scatter / all_reduce (auto) + "
-                                       "torch.matmul, comm_seq the collective alone; no NCCL: ranks share a GPU"
-                                       if shared else "torch_seq: NCCL + cuBLAS, comm_nccl the collective alone"),
-               "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
-                                                       "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
-               "torch_symm_available": gname is not None, "torch_symm_error": symm_err,
-               "graph_failures": GRAPH_FAILURES, "profiles": profiles, "records": records, "failures": failures}
+        doc = harness.result_header(
+            "bench_overlap", topo, stamp, world_size=W, quick=args.quick,
+            k=args.k or "per shape (each record's k)", reps=args.reps,
+            timing="CUDA-graph replay of k calls (results); eager k calls "
+            "(eager); CUDA events, median of reps, max over ranks; graph samples of one shape interleaved "
+            "round-robin across implementations and baselines")
+        doc.update({
+            "sequential_baseline": ("ours_seq: triton_dist.ops all_gather / reduce_scatter / all_reduce (auto) + "
+                                    "torch.matmul, comm_seq the collective alone; no NCCL: ranks share a GPU"
+                                    if shared else "torch_seq: NCCL + cuBLAS, comm_nccl the collective alone"),
+            "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
+                                                   "TORCH_SYMM_MEM_DISABLE_MULTICAST")},
+            "torch_symm_available": gname is not None, "torch_symm_error": symm_err,
+            "graph_failures": harness.GRAPH_FAILURES, "profiles": profiles, "records": records, "failures": failures})
         rules, configs = method_rules([r for r in records if r["op"] != "tp_mlp"], W)
         doc["dispatch_rules"] = rules
         doc["dispatch_configs"] = configs
-        with open(base + ".json", "w") as f:
-            json.dump(doc, f, indent=1)
+        harness.write_json(base + ".json", doc)
         if plot([r for r in records], base + ".png", shared=shared):
             print("plot:", base + ".png")
         print("results:", base + ".json")

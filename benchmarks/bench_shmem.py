@@ -2,9 +2,10 @@
 
     scripts/launch.sh --nproc_per_node 2 benchmarks/bench_shmem.py [--quick] [--sweep] [--samples N]
 
-Timing (like benchmarks/bench_collectives.py): every figure is a CUDA-graph replay of ``k`` back-to-back launches
-(``graph_capture.capture_calls``), CUDA events, median of ``--samples`` replays / k; both ranks start each sample
-together (an NVSHMEM barrier). The same launches are also timed eagerly (``--iters`` back-to-back launches, host
+Timing (``benchmarks/harness.py``, as every bench): every figure is a CUDA-graph replay of ``k`` back-to-back launches
+(``harness.capture_calls``), CUDA events, median of ``--samples`` replays / k; every sample starts after a barrier
+and a device-side rendezvous (a one-element NCCL all-reduce, or an NVSHMEM barrier on the stream where ranks share a
+GPU), so the ranks' GPUs start it together. Figures are rank 0's (not reduced over ranks). The same launches are also timed eagerly (``--iters`` back-to-back launches, host
 launch cost included: the method before graph timing) as their own ``*_eager_*`` fields. If a capture fails the row
 falls back to eager timing and the failure is listed in ``graph_capture_failures``.
 
@@ -276,26 +277,19 @@ def latency_row(kind: str, payload: int, rt_us, eager_rt_us, final_signal, expec
 # --------------------------------------------------------------------------------------------------- GPU timing
 
 class Timer:
-    """Graph and eager timing with the ranks started together; capture failures recorded (every rank agrees on
-    graph-or-eager, so cross-rank kernels pair up)."""
+    """Graph and eager timing with the ranks started together (``benchmarks/harness.py``: a barrier and a device-side
+    rendezvous before each sample, as every bench times); capture failures recorded (every rank agrees on
+    graph-or-eager, so cross-rank kernels pair up). Figures are this rank's (rank 0 writes the record)."""
 
-    def __init__(self, barrier, samples, iters):
-        self.barrier, self.samples, self.iters = barrier, samples, iters
+    def __init__(self, samples, iters):
+        self.samples, self.iters = samples, iters
         self.stream = torch.cuda.Stream()
         self.failures = []
 
     def _median(self, run, per):
-        times = []
-        for _ in range(self.samples):
-            self.barrier()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            run()
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b) * 1000.0 / per)
-        times.sort()
-        return times[len(times) // 2]
+        from harness import median_us
+
+        return median_us(run, per, self.samples, reduce=False)
 
     def _agree(self, err) -> bool:
         """True where no rank's capture failed (``err``: this rank's message or None); every rank records every
@@ -309,7 +303,7 @@ class Timer:
     def graph_us(self, fn, k, what):
         """Median us per call of a graph of ``k`` calls of ``fn`` (``fn`` None: this rank only joins the
         barriers); eager timing where any rank's capture failed (then returns (us, False))."""
-        from graph_capture import capture_calls
+        from harness import capture_calls
         g, err = None, None
         if fn is not None:
             try:
@@ -349,7 +343,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "4G")
     os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions
+    import harness
+    from provenance import topology, topology_line
 
     import triton_dist.utils as U
     from triton_dist.runtime import shared_gpu
@@ -376,7 +371,7 @@ def main(argv=None) -> int:
         U.nvshmem_barrier_all_on_stream()
         torch.cuda.synchronize()
 
-    timer = Timer(barrier, args.samples, args.iters)
+    timer = Timer(args.samples, args.iters)
     src = U.nvshmem_create_tensor((biggest, ), torch.uint8)
     views = U.nvshmem_create_tensors((biggest, ), torch.uint8, rank, lw)
     dst = views[rank % lw]
@@ -472,12 +467,10 @@ def main(argv=None) -> int:
                             timing="graph" if graphed else "eager (graph capture failed)"))
             log(json.dumps(lat[-1]))
 
-    record = {
-        "benchmark": "bench_shmem", "command": " ".join([sys.executable] + sys.argv), "git_commit": git_commit(),
-        "tree": tree_fingerprint(),
-        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(), "world_size": world,
-        **topology_fields(topo),
-        "versions": versions(), "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
+    record = harness.result_header("bench_shmem", topo)
+    record.update({
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "env": {k: os.environ.get(k) for k in ("NVSHMEM_DISABLE_NVLS", "NCCL_NVLS_ENABLE",
                                                                          "NVSHMEM_SYMMETRIC_SIZE")},
         "device": torch.cuda.get_device_name(device), "sms": sms,
         "timing": "graph",
@@ -489,19 +482,15 @@ def main(argv=None) -> int:
                            for m, (w, p) in BEST_KNOWN.items()},
         "bandwidth": rows, "latency": lat, "put_quiet": put_quiet,
         "graph_capture_failures": timer.failures, "wall_s": time.time() - t_start,
-    }
+    })
     if args.sweep:
         record["sweep"] = sweep_all
         record["suggested_default"] = {m: {"num_warps": w, "programs_per_sm": p}
                                        for m, (w, p) in suggested_default(sweep_all).items()}
         log("suggested BEST_KNOWN = " + repr({m: tuple(v) for m, v in suggested_default(sweep_all).items()}))
     if rank == 0:
-        out_dir = os.environ.get("TRITON_DIST_RESULTS_DIR") or os.path.join(HERE, "results")
-        os.makedirs(out_dir, exist_ok=True)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        path = os.path.join(out_dir, f"shmem_bench_{stamp}.json")
-        with open(path, "w") as f:
-            json.dump(record, f, indent=1)
+        path = harness.write_json(os.path.join(harness.results_dir(), f"shmem_bench_{stamp}.json"), record)
         print(f"wrote {path} ({record['wall_s']:.0f} s)")
     barrier()
     U.nvshmem_free_tensor_sync(sig)

@@ -2,15 +2,18 @@
 
     python benchmarks/make_results.py [--results DIR] [--out benchmarks/RESULTS.md]
 
-Sections, one per kind of record:
+The file opens with one screen, "At a glance" (:func:`glance`): per family the newest run's figures against each
+baseline timed in that run, the machine, the date and links (GitHub heading anchors) to the details. Then the
+sections, one per kind of record:
 * ``"benchmark": "bench_collectives"``: per op and dtype, a table (size; NCCL, each of our methods, auto and torch
   symm-mem: CUDA-graph time and bus bandwidth; speed-ups; auto / best of ours and NCCL; auto's pick; eager time of
   each) and a PNG next to the JSON (``<json>_<op>_<dtype>.png``): latency and bus bandwidth vs size, log-x.
 * ``"benchmark": "bench_shmem"``: put/get bandwidth per size and method against the peer-copy figure of the same
   run (graph and eager timing, launch configuration, the sweep's best), the 1 KiB put + quiet, and the ping-pong
   round trips (putmem_signal / signal_op / dl.notify+dl.wait).
-* ``"benchmark": "bench_mega"``: the mega kernel decode step against the torch model; probe_mega.py documents
-  (``weight_bytes`` + ``rows``): the Linear chain per configuration.
+* ``"benchmark": "bench_mega"``: the mega kernel decode step against the torch model; ``bench_mega.py --probe
+  linear-chain`` documents (``probe_mega``, formerly probe_mega.py: ``weight_bytes`` + ``rows``): the Linear chain
+  per configuration.
 * ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (``matmul``'s auto path: the measured table's entry,
   else the decode rule at M <= 128, else the autotuner; and the best tiling / loop form).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
@@ -549,6 +552,237 @@ def probe_mega_section(doc):
     return lines + [""]
 
 
+# ------------------------------------------------------------------------------------------------- the opening screen
+#: title of the opening screen (the first thing RESULTS.md shows)
+GLANCE_TITLE = "At a glance"
+_STAMP = re.compile(r"\d{8}T\d{6}Z")
+
+
+def doc_time(doc) -> str:
+    """When a results document was made, as a sortable UTC stamp (``20261201T004301Z``): its ``timestamp_utc``, else
+    the stamp in its file name, else its ISO ``time_utc`` / ``date``; "" when none says."""
+    ts = doc.get("timestamp_utc")
+    if isinstance(ts, str) and _STAMP.fullmatch(ts):
+        return ts
+    stamp = run_stamp(doc)[0]
+    if stamp:
+        return stamp
+    for key in ("time_utc", "date"):
+        m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)", str(doc.get(key) or ""))
+        if m:
+            return "{}{}{}T{}{}{}Z".format(*m.groups())
+    return ""
+
+
+def _when(doc) -> str:
+    t = doc_time(doc)
+    return f"{t[:4]}-{t[4:6]}-{t[6:8]} {t[9:11]}:{t[11:13]} UTC" if t else "?"
+
+
+def machine_of(doc) -> str:
+    """``<ranks> x <GPU>`` of a results document (``<ranks> ranks on <gpus> x <GPU>`` where ranks shared a GPU)."""
+    gpu = ((doc.get("versions") or {}).get("gpu") or (doc.get("facts") or {}).get("gpu") or doc.get("device")
+           or (doc.get("devices") or [None])[0] or "?")
+    t = topology_of(doc)
+    world = t["world_size"] or 1
+    if is_shared(doc):
+        return f"{world} ranks on {t['gpus'] or 1} x {gpu}"
+    return f"{world} x {gpu}"
+
+
+def _span(vals, fmt="{:.2f}", suffix="x") -> str:
+    """``lo–hi`` (or one value where both print alike) of the numbers in ``vals``, each with ``suffix``."""
+    vals = [v for v in vals if isinstance(v, (int, float))]
+    if not vals:
+        return "—"
+    lo, hi = fmt.format(min(vals)), fmt.format(max(vals))
+    return f"{lo}{suffix}" if lo == hi else f"{lo}–{hi}{suffix}"
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading's text: lower case, punctuation dropped (letters, digits, ``_``,
+    ``-`` and spaces kept), spaces as ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def heading_anchors(lines) -> list:
+    """``[(line index, anchor)]`` of every heading in ``lines``, in order, a repeated anchor numbered ``-1``, ``-2``,
+    ... as GitHub numbers them."""
+    seen, out = {}, []
+    for i, line in enumerate(lines):
+        m = re.match(r"#{1,6} (.*)", line)
+        if not m:
+            continue
+        base = github_anchor(m.group(1))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.append((i, base if n == 0 else f"{base}-{n}"))
+    return out
+
+
+def _anchor_of(doc, lines, anchors) -> str:
+    """The anchor of the heading above the first line of ``lines`` that names ``doc``'s file (its run's heading, or
+    its section's where runs have none); "" when the file is not named."""
+    idx = next((i for i, line in enumerate(lines) if doc["_path"] in line), None)
+    if idx is None:
+        return ""
+    above = [a for i, a in anchors if i <= idx]
+    return above[-1] if above else ""
+
+
+def _newest(docs, having):
+    """The newest of ``docs`` for which ``having(doc)`` is true (None if none)."""
+    found = [d for d in docs if having(d)]
+    return max(found, key=lambda d: (doc_time(d), d["_path"])) if found else None
+
+
+def _glance_collectives(docs):
+    rows = []
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        def timed(d, op=op):
+            return [r for r in d.get("results", []) if r.get("op") == op and "us" in r and r.get("nccl_us")]
+        d = _newest(docs, lambda d: any(r.get("method") == "auto" for r in timed(d)))
+        if d is None:
+            continue
+        rs = timed(d)
+        dt = "bfloat16" if any(r.get("dtype", "bfloat16") == "bfloat16" for r in rs) else rs[0].get("dtype")
+        rs = [r for r in rs if r.get("dtype", "bfloat16") == dt]
+        autos = [r for r in rs if r.get("method") == "auto" and r["us"] > 0]
+        symm = []
+        for a in autos:
+            base = [r["us"] for r in rs if str(r.get("method")).startswith("torch_symm") and r["bytes"] == a["bytes"]
+                    and r.get("correct", True)]
+            if base:
+                symm.append(min(base) / a["us"])
+        sizes = sorted(r["bytes"] for r in autos)
+        text = (f"auto {_span([r['nccl_us'] / r['us'] for r in autos])} NCCL"
+                + (f", {_span(symm)} torch symm-mem" if symm else "")
+                + f" ({dt}, {fmt_size(sizes[0])}–{fmt_size(sizes[-1])})")
+        rows.append((f"{op}", text, d))
+    return rows
+
+
+def _glance_gemm(docs):
+    d = _newest(docs, lambda d: any("auto_vs_cublas" in r for r in d.get("records", [])))
+    if d is None:
+        return []
+    recs = [r for r in d["records"] if "auto_vs_cublas" in r]
+    return [("`matmul`", f"auto {_span([r['auto_vs_cublas'] for r in recs])} cuBLAS, best tiling "
+             f"{_span([r.get('best_vs_cublas') for r in recs])} ({len(recs)} shapes, bf16)", d)]
+
+
+def _glance_overlap(docs):
+    rows = []
+    for op, name in (("ag_gemm", "AG+GEMM"), ("gemm_rs", "GEMM+RS"), ("gemm_ar", "GEMM+AR"), ("tp_mlp", "TP MLP")):
+        def recs(d, op=op):
+            return [r for r in d.get("records", []) if r.get("op") == op and "auto_vs_seq" in r]
+        d = _newest(docs, lambda d: bool(recs(d)))
+        if d is None:
+            continue
+        rs = recs(d)
+        text = f"auto {_span([r['auto_vs_seq'] for r in rs])} torch seq (NCCL + cuBLAS)"
+        if any("auto_vs_symm" in r for r in rs):
+            text += f", {_span([r.get('auto_vs_symm') for r in rs])} torch symm-mem"
+        if any("auto_over_bound" in r for r in rs):
+            text += f"; auto / bound {_span([r.get('auto_over_bound') for r in rs], suffix='')}"
+        rows.append((name, text + f" ({len(rs)} shapes)", d))
+    return rows
+
+
+def _glance_mega(docs):
+    """Per model and TP: the newest of the whole-model runs that checked the most decode steps (a sweep's variants
+    check fewer, a quick run keeps fewer layers)."""
+    rows = []
+    timed = [d for d in docs if (d.get("results") or {}).get("mega_us")]
+    for preset, world in sorted({(str(d.get("preset")), d.get("world_size") or 1) for d in timed}):
+        d = max((d for d in timed if (str(d.get("preset")), d.get("world_size") or 1) == (preset, world)),
+                key=lambda d: ((d.get("config") or {}).get("num_layers") or 0,
+                               (d.get("correctness") or {}).get("steps") or 0, doc_time(d)))
+        r = d["results"]
+        text = f"step {r['mega_us']:.0f} us"
+        if r.get("torch_nccl_over_mega"):
+            text += f", {r['torch_nccl_over_mega']:.2f}x torch" + (" + NCCL" if world > 1 else "")
+        if r.get("torch_ours_over_mega"):
+            text += f", {r['torch_ours_over_mega']:.2f}x torch + our all-reduce"
+        if r.get("mega_roofline") is not None:
+            text += f"; roofline {r['mega_roofline']:.2f} of copy bandwidth"
+        layers = (d.get("config") or {}).get("num_layers", "?")
+        rows.append((f"{preset} TP={world}", text + f" ({layers} layers, context {d.get('context')})", d))
+    return rows
+
+
+def _glance_shmem(docs):
+    d = _newest(docs, lambda d: any(r.get("peer_copy_GBps") for r in d.get("bandwidth", [])))
+    if d is None:
+        return []
+    row = max((r for r in d["bandwidth"] if r.get("peer_copy_GBps")), key=lambda r: r["bytes"])
+    bw = ", ".join(f"{m} {_span([row.get(f'{m}_vs_peer_copy')])}" for m in _shmem_methods([row])
+                   if row.get(f"{m}_vs_peer_copy") is not None)
+    out = [("put / get bandwidth", f"{bw} peer copy ({fmt_size(row['bytes'])})", d)]
+    lat = {}
+    for x in d.get("latency", []):
+        if x.get("payload_bytes") == 8 and x.get("one_way_us") is not None:
+            lat.setdefault(x.get("kind", "putmem_signal_block"), x["one_way_us"])
+    if lat:
+        out.append(("signal latency", "one way (8 B): " + ", ".join(f"{k} {v:.2f} us" for k, v in lat.items()), d))
+    return out
+
+
+def _glance_shared(shared, anchors, body) -> str:
+    """The opening screen's row of the results of ranks that shared a GPU: how many, how many ranks per GPU, the
+    suite steps' outcome and the other kinds of result; machine and date of the newest."""
+    newest = max(shared, key=lambda d: (doc_time(d), d["_path"]))
+    per = sorted({topology_of(d)["ranks_per_gpu"] for d in shared} - {None})
+    steps = [d for d in shared if _kind(d) == "suite step"]
+    skipped = sum(1 for d in steps if "skipped" in d)
+    passed = sum(1 for d in steps if "skipped" not in d and d.get("exit_code") == 0 and not d.get("timed_out"))
+    text = (f"{', '.join(map(str, per)) or '?'} ranks per GPU (CUDA MPS), no NVLink figures: suite steps {passed} "
+            f"passed, {len(steps) - passed - skipped} failed or cut by their time limit, {skipped} skipped")
+    others = sorted({_kind(d) for d in shared} - {"suite step"})
+    if others:
+        text += f"; also {', '.join(others)}"
+    sec = next((a for i, a in anchors if body[i] == f"## {SHARED_TITLE}"), "")
+    return (f"| Shared GPU | {len(shared)} results | {text} | {machine_of(newest)} | {_when(newest)} | "
+            f"[all results](#{sec}) |")
+
+
+def glance(nvlink, shared, body) -> list:
+    """The opening screen of RESULTS.md: per family (collectives, GEMM, overlapped GEMMs, mega kernel, SHMEM
+    primitives, ranks sharing a GPU) the newest run's figures against each baseline of that run, the machine and
+    date, and links to the run's details in ``body`` (the lines that follow it; GitHub's heading anchors).
+    ``nvlink`` / ``shared``: the documents of one GPU per rank and of ranks that shared a GPU."""
+    anchors = heading_anchors(body)
+    section = {}
+    for i, a in anchors:
+        if body[i].startswith("## "):
+            section.setdefault(body[i][3:].split(" (", 1)[0], a)
+
+    def by(kind):
+        return [d for d in nvlink if _kind(d) == kind]
+
+    families = [("Collectives", "Collectives", _glance_collectives(by("bench_collectives"))),
+                ("GEMM", "Our GEMM vs cuBLAS", _glance_gemm(by("gemm"))),
+                ("Overlapped GEMMs", "Overlapped GEMMs", _glance_overlap(by("bench_overlap"))),
+                ("Mega kernel", "Mega kernel", _glance_mega(by("bench_mega"))),
+                ("SHMEM primitives", "SHMEM put/get and signalling", _glance_shmem(by("bench_shmem")))]
+    out = [f"## {GLANCE_TITLE}", "",
+           "The newest run of each family against the baselines timed in that same run: `x` = baseline time / ours "
+           "(> 1: ours faster; SHMEM: our bandwidth / the peer copy's), `auto / bound` = our time over max(GEMM "
+           "alone, communication alone) (1 = perfect overlap). Ranges span the run's sizes or shapes; the links "
+           "lead to the full tables below.", "",
+           "| family | what | latest figures | machine | date | details |", "|---|---|---|---|---|---|"]
+    for family, title, rows in families:
+        sec = section.get(title, "")
+        for what, text, d in rows:
+            run = _anchor_of(d, body, anchors)
+            link = f"[run](#{run})" if run and run != sec else ""
+            link += (" · " if link else "") + (f"[all runs](#{sec})" if sec else "")
+            out.append(f"| {family} | {what} | {text} | {machine_of(d)} | {_when(d)} | {link} |")
+    if shared:
+        out.append(_glance_shared(shared, anchors, body))
+    return out + [""]
+
+
 #: title of the section of results from ranks that shared a GPU
 SHARED_TITLE = "Ranks sharing one GPU (CUDA MPS, no NVLink)"
 
@@ -625,9 +859,9 @@ def main():
     # ranks that shared a GPU measured no NVLink: their own section at the end, nowhere else
     shared = [d for d in docs if is_shared(d)]
     docs = [d for d in docs if not is_shared(d)]
-    lines = ["# Benchmark results", "",
-             "Generated by `benchmarks/make_results.py` from `benchmarks/results/**/*.json` — do not edit by hand.", "",
-             "Speed-ups are NCCL time / our time measured in the same run (> 1 means faster than NCCL).", ""]
+    head = ["# Benchmark results", "",
+            "Generated by `benchmarks/make_results.py` from `benchmarks/results/**/*.json` — do not edit by hand.", ""]
+    lines = ["Speed-ups are NCCL time / our time measured in the same run (> 1 means faster than NCCL).", ""]
     coll = [d for d in docs if d.get("benchmark") == "bench_collectives"]
     if coll:
         lines += ["## Collectives (`benchmarks/bench_collectives.py`)", ""]
@@ -663,7 +897,7 @@ def main():
                   "before 2026-12-01 had no table and no decode rule: there it is the autotuner. Newest run first.", ""]
         for d in sorted(kind["gemm"], key=run_stamp, reverse=True):
             lines += gemm_section(d)
-    probes = [d for d in docs if "weight_bytes" in d and "rows" in d and "benchmark" not in d]
+    probes = [d for d in docs if _kind(d) == "probe_mega"]  # bench_mega --probe linear-chain (was probe_mega.py)
     if kind["bench_mega"] or probes:
         lines += ["## Mega kernel (`benchmarks/bench_mega.py`, `benchmarks/probe_mega.py`)", "",
                   "A whole decode step as one persistent kernel against the same model in plain torch, both replayed "
@@ -697,6 +931,8 @@ def main():
             lines.append(describe_other(d))
         lines.append("")
     lines += shared_section(shared, os.path.dirname(os.path.abspath(args.out)))
+    # the opening screen first: its anchors are the body's, counted after its own heading
+    lines = head + glance(docs, shared, head + ["## " + GLANCE_TITLE] + lines) + lines
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {args.out} ({len(coll)} collective, {len(kind['bench_shmem'])} shmem, {len(kind['bench_overlap'])} "

@@ -9,7 +9,7 @@
 #   scripts/gpu_suite.sh 3    benchmarks (quick): collectives vs NCCL, shmem put/get, overlap vs torch
 #   scripts/gpu_suite.sh overlap-tune   overlap tier, then bench_overlap --sweep (tilings + dispatch table) + profiles
 #   scripts/gpu_suite.sh overlap-bench  bench_overlap with the table in the tree (no sweep) + TPMLP end to end
-#   scripts/gpu_suite.sh overlap-trace  overlap tier, then GPU timelines of the host-composed methods (trace_overlap)
+#   scripts/gpu_suite.sh overlap-trace  overlap tier, then GPU timelines of the host-composed methods (bench_overlap --probe trace)
 #   scripts/gpu_suite.sh overlap-round  overlap tier, sweep + table, final bench with that table, traces, GEMM forms
 #   scripts/gpu_suite.sh overlap-ag     the AG+GEMM tests of the overlap tier, sweep + table, final bench
 #   scripts/gpu_suite.sh overlap-ar     the GEMM+AR tests of the overlap tier, its sweep + table, its final bench
@@ -109,7 +109,7 @@ case $part in
     cp python/triton_dist/ops/overlap_table.json "$OUT/" ;;
   overlap-trace)
     tier gpu_overlap 240 test/python/gpu/test_gpu_overlap.py
-    rec trace_overlap 200 torchrun --nproc_per_node "$NP" benchmarks/trace_overlap.py --out "$OUT/trace" ;;
+    rec trace_overlap 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --probe trace --out "$OUT/trace" ;;
   overlap-round)  # one device call for a round of overlap work: tier, sweep + table, final bench with it, traces
     tier gpu_overlap 200 test/python/gpu/test_gpu_overlap.py
     rec bench_overlap_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --sweep --no-eager \
@@ -117,7 +117,7 @@ case $part in
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_final 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final
     eager_rules final
-    rec trace_overlap 90 torchrun --nproc_per_node "$NP" benchmarks/trace_overlap.py --out "$OUT/trace"
+    rec trace_overlap 90 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --probe trace --out "$OUT/trace"
     rec bench_gemm 150 "$PY" benchmarks/bench_gemm.py --out "$OUT" ;;
   overlap-ag)  # after a change to the AG+GEMM kernels only: their tests, then sweep + table and the final bench
     tier gpu_overlap_ag 120 test/python/gpu/test_gpu_overlap.py -k ag_gemm
@@ -161,8 +161,8 @@ case $part in
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
-    rec profile_host_8k 90 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 8192 --tag 8k
-    rec profile_host_64k 90 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 65536 --tag 64k
+    rec profile_host_8k 90 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --probe host-path --bytes 8192 --tag 8k
+    rec profile_host_64k 90 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --probe host-path --bytes 65536 --tag 64k
     rec bench_collectives_small 150 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --sizes 4096,8192,65536,1048576 --tag small ;;
   coll-ll)  # the flagged-word (ll) methods: the collectives tier (stress included), then small sizes of every op
@@ -205,7 +205,7 @@ case $part in
     rec bench_collectives_final 330 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py \
       --dtypes bfloat16,float32 --tag final
     rec bench_shmem 100 torchrun --nproc_per_node "$NP" benchmarks/bench_shmem.py --quick
-    rec profile_host_8k 60 torchrun --nproc_per_node "$NP" benchmarks/profile_host_path.py --bytes 8192 --tag 8k ;;
+    rec profile_host_8k 60 torchrun --nproc_per_node "$NP" benchmarks/bench_collectives.py --probe host-path --bytes 8192 --tag 8k ;;
   changed)  # the tiers the latest changes touch: overlap (GEMM+RS pieces, eager dispatch, AG tilings), a bench of
     # the 8B shapes whose rules changed (eager column: auto's eager rules), plain jit + SIMT tiles (the tile view's
     # renamed attributes), language (dl.wait), libshmem (the shared torchrun fixture, team_translate_pe)

@@ -2,6 +2,7 @@
 shaped like what bench_collectives / bench_shmem / bench_overlap / record_run write)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -137,3 +138,119 @@ def test_shared_gpu_results_get_their_own_section_and_nothing_else(tmp_path):
     assert "| gpu_collectives_shared |" in shared and "9 passed" in shared and "private" in shared
     assert "**bench_mega, shared GPU: 2 ranks on 1 GPU(s), 2 per GPU (no NVLink)**" in shared
     assert "trace-shared-rank0.json` | trace | 4 | 1 | 4 |" in shared and "Chrome/Perfetto trace, 1 events" in shared
+
+
+def _anchor(text):
+    """GitHub's anchor of a heading's text (written out here apart from make_results, so the links are checked
+    against the rule, not against themselves)."""
+    out = ""
+    for ch in text.strip().lower():
+        if ch.isalnum() or ch in "_- ":
+            out += "-" if ch == " " else ch
+    return out
+
+
+def _all_anchors(text):
+    seen, found = {}, set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            base = _anchor(line.lstrip("#"))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def test_results_open_with_one_screen_per_family(tmp_path):
+    """RESULTS.md opens with one screen: per family the newest run's figures against each baseline of that run, the
+    machine and date, and links that lead to the run's details below (every link an anchor of a heading there)."""
+    res = tmp_path / "results"
+
+    def coll_rows(auto_us, symm_us):
+        rows = []
+        for nbytes, nccl in ((4096, 10.0), (1 << 20, 30.0)):
+            for m, us in (("one_shot", auto_us * 1.1), ("auto", auto_us), ("torch_symm/one_shot", symm_us)):
+                rows.append({"op": "all_reduce", "dtype": "bfloat16", "method": m, "bytes": nbytes, "us": us,
+                             "busbw_gbs": 1.0, "nccl_us": nccl, "nccl_busbw_gbs": 1.0, "correct": True,
+                             **({"baseline": True} if m.startswith("torch") else {})})
+        return rows
+
+    h200 = {"gpu": "NVIDIA H200"}
+    _write(res / "c", "collectives_20261130T100000Z.json", {
+        "benchmark": "bench_collectives", "timestamp_utc": "20261130T100000Z", "world_size": 2, "versions": h200,
+        "results": coll_rows(50.0, 60.0)})  # older: not the one shown
+    _write(res / "c", "collectives_20261201T004301Z.json", {
+        "benchmark": "bench_collectives", "timestamp_utc": "20261201T004301Z", "world_size": 2, "versions": h200,
+        "mode": "full", "results": coll_rows(5.0, 7.5)})
+    _write(res / "g", "gemm-20261202T074455Z.json", {
+        "benchmark": "gemm", "device": "NVIDIA H200", "timestamp_utc": "20261202T074455Z", "records": [
+            {"M": 2048, "N": 4096, "K": 3584, "us": {"cublas": 100.0, "ours/auto": 98.0}, "best": "ours/auto",
+             "auto_vs_cublas": 100 / 98.0, "best_vs_cublas": 100 / 98.0},
+            {"M": 4096, "N": 4096, "K": 3584, "us": {"cublas": 200.0, "ours/auto": 210.0}, "best": "ours/auto",
+             "auto_vs_cublas": 200 / 210.0, "best_vs_cublas": 200 / 210.0}]})
+    _write(res / "o", "overlap-20261130T215001Z-final.json", {
+        "benchmark": "bench_overlap", "world_size": 2, "versions": h200, "records": [
+            {"op": "gemm_rs", "model": "llama3-8b", "M": 4096, "results": {"ours/auto": 700.0, "torch_seq": 980.0,
+                                                                           "torch_symm": 805.0},
+             "auto_vs_seq": 1.4, "auto_vs_symm": 1.15, "auto_over_bound": 1.12, "errors": {}}]})
+    _write(res / "m", "mega_20261201T112300Z.json", {
+        "benchmark": "bench_mega", "timestamp_utc": "20261201T112300Z", "world_size": 1, "preset": "qwen3-8b",
+        "devices": ["NVIDIA H200"], "config": {"num_layers": 36}, "context": 512, "correctness": {"steps": 64},
+        "results": {"mega_us": 4497.4, "torch_nccl_us": 9984.2, "torch_nccl_over_mega": 2.22, "mega_roofline": 0.79}})
+    _write(res / "s", "shmem.json", {
+        "benchmark": "bench_shmem", "world_size": 2, "time_utc": "2026-12-01T00:07:32+00:00", "versions": h200,
+        "bandwidth": [{"bytes": 1 << 20, "peer_copy_GBps": 300.0, "putmem_block_GBps": 150.0,
+                       "putmem_block_vs_peer_copy": 0.5, "putmem_block_ok": True},
+                      {"bytes": 256 << 20, "peer_copy_GBps": 400.0, "putmem_block_GBps": 376.0,
+                       "putmem_block_vs_peer_copy": 0.94, "putmem_block_ok": True}],
+        "latency": [{"kind": "dl", "payload_bytes": 8, "round_trip_us": 2.98, "one_way_us": 1.49}]})
+    _write(res / "sh", "gpu_runtime_np2.json", {
+        "name": "gpu_runtime_np2", "exit_code": 0, "timed_out": False, "date": "2026-12-04T21:19:25+00:00",
+        "world_size": 2, "gpus": 1, "ranks_per_gpu": 2, "shared_gpu": True, "facts": {"gpu": "NVIDIA H200"}})
+    out = tmp_path / "RESULTS.md"
+    subprocess.run([sys.executable, SCRIPT, "--results", str(res), "--out", str(out)], check=True,
+                   capture_output=True, text=True)
+    text = out.read_text()
+    assert text.startswith("# Benchmark results\n")
+    screen = text.split("## At a glance", 1)[1].split("\n## ", 1)[0]
+    assert text.index("## At a glance") < text.index("## Collectives") and len(screen.splitlines()) <= 40
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in screen.splitlines()
+            if line.startswith("| ") and not line.startswith("| family")}
+    # the newest collectives run: auto vs NCCL 2.00x (4 KiB) and 6.00x (1 MiB), vs torch symm-mem 1.50x
+    row = rows[("Collectives", "all_reduce")]
+    assert "auto 2.00–6.00x NCCL, 1.50x torch symm-mem (bfloat16, 4 KiB–1 MiB)" in row
+    assert "| 2 x NVIDIA H200 | 2026-12-01 00:43 UTC |" in row
+    row = rows[("GEMM", "`matmul`")]
+    assert "auto 0.95–1.02x cuBLAS" in row and "| 1 x NVIDIA H200 |" in row
+    row = rows[("Overlapped GEMMs", "GEMM+RS")]
+    assert "auto 1.40x torch seq (NCCL + cuBLAS), 1.15x torch symm-mem; auto / bound 1.12 (1 shapes)" in row
+    assert "2026-11-30 21:50 UTC" in row
+    assert "step 4497 us, 2.22x torch; roofline 0.79" in rows[("Mega kernel", "qwen3-8b TP=1")]
+    assert "putmem_block 0.94x peer copy (256 MiB)" in rows[("SHMEM primitives", "put / get bandwidth")]
+    assert "dl 1.49 us" in rows[("SHMEM primitives", "signal latency")]
+    assert "2026-12-01 00:07 UTC" in rows[("SHMEM primitives", "signal latency")]
+    row = rows[("Shared GPU", "1 results")]
+    assert "2 ranks per GPU" in row and "suite steps 1 passed" in row and "2 ranks on 1 x NVIDIA H200" in row
+    assert len(rows) == 7
+    # every link leads to a heading below, and a family's run link to that run's own heading
+    links = re.findall(r"\]\(#([^)]+)\)", screen)
+    assert links and set(links) <= _all_anchors(text), set(links) - _all_anchors(text)
+    run = re.search(r"\[run\]\(#([^)]+)\)", rows[("Collectives", "all_reduce")]).group(1)
+    assert "20261201t004301z" in run and "collectives_20261201t004301zjson" in run
+
+
+def test_no_code_under_results():
+    """benchmarks/results/ holds evidence (JSON, logs, traces, plots, READMEs), never code: a measurement is
+    reproduced by a bench option (``bench_overlap.py --probe ...``) at a recorded commit, not by a script kept
+    beside its results (such scripts patched module globals and rotted)."""
+    results = os.path.join(HERE, "..", "..", "benchmarks", "results")
+    code = (".py", ".sh", ".bash", ".ipynb", ".c", ".cc", ".cpp", ".cu", ".h", ".pl", ".rb", ".js", ".ts")
+    found = []
+    for dirpath, _, names in os.walk(results):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                shebang = f.read(2) == b"#!"
+            if name.endswith(code) or shebang or os.access(path, os.X_OK):
+                found.append(os.path.relpath(path, results))
+    assert not found, f"code under benchmarks/results/ (move it into a bench option, cite the commit): {found}"

@@ -1,12 +1,16 @@
-"""Single-GPU probe of the mega kernel's Linear / Normalization / Elementwise tasks on Qwen3-8B decode shapes (no
+"""One-off measurements of the mega kernel, run as options of the mega bench (``--probe NAME`` first, then the
+probe's own options). ``linear-chain`` was the script ``benchmarks/probe_mega.py`` (the results READMEs cite it by
+that name; its JSON is still recognised by make_results.py as ``probe_mega``).
+
+Single-GPU probe of the mega kernel's Linear / Normalization / Elementwise tasks on Qwen3-8B decode shapes (no
 attention, no communication): ``L`` layers of rms_norm -> qkv_proj -> o_proj-shaped linear -> add -> rms_norm ->
 fused fc1+silu -> fc2 -> add, as ONE mega kernel step, against the same math in torch (cuBLAS GEMV + torch
-elementwise), both replayed from CUDA graphs, plus a device copy for the HBM bandwidth. Reports us per step,
-weight bytes / time and the ratio; checks the mega result against torch. Sweeps ``--workers-per-sm`` x
-``--num-warps``.
+elementwise), both replayed from CUDA graphs (``benchmarks/harness.py``), plus a device copy for the HBM bandwidth.
+Reports us per step, weight bytes / time and the ratio; checks the mega result against torch. Sweeps
+``--workers-per-sm`` x ``--num-warps``.
 
-    python benchmarks/probe_mega.py --layers 8 --out probe.json
-    TRITON_DIST_BACKEND=sim python benchmarks/probe_mega.py --tiny      # CPU smoke run
+    python benchmarks/bench_mega.py --probe linear-chain --layers 8 --out probe.json
+    TRITON_DIST_BACKEND=sim python benchmarks/bench_mega.py --probe linear-chain --tiny      # CPU smoke run
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 
 
 def build_weights(layers, hidden, qkv, inter, device, seed=0):
@@ -111,29 +116,12 @@ def mega_builder(x, ws, num_workers, num_warps, hidden, qkv, inter, profile=Fals
 
 
 def graph_us(fn, iters=20, reps=5):
-    """Median us per call of ``fn`` captured ``iters`` times in one CUDA graph."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(iters):
-            fn()
+    """Median us per call of ``fn`` captured ``iters`` times in one CUDA graph (``harness.capture_calls``, replayed
+    ``reps`` times, ``harness.median_us``)."""
+    g = harness.capture_calls(fn, iters, torch.cuda.Stream())
     g.replay()
     torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        a, c = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        c.record()
-        c.synchronize()
-        out.append(a.elapsed_time(c) * 1e3 / iters)
-    return sorted(out)[len(out) // 2]
+    return harness.median_us(g.replay, iters, reps, reduce=False)
 
 
 def copy_bw(nbytes=2 << 30):
@@ -143,8 +131,12 @@ def copy_bw(nbytes=2 << 30):
     return 2 * nbytes / (us * 1e-6)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+def probe_linear_chain(argv=None):
+    """The Linear chain (or pure GEMV streaming, ``--mode gemv``) as one mega kernel against torch, per workers x
+    warps configuration (the module docstring says more). ``--out``: the results JSON (the harness's header, then
+    the layer shapes, the bandwidths and one row per configuration)."""
+    p = argparse.ArgumentParser(prog="bench_mega.py --probe linear-chain", description=__doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--qkv", type=int, default=6144)
@@ -167,12 +159,12 @@ def main(argv=None):
     ws = build_weights(a.layers, a.hidden, a.qkv, a.inter, dev)
     x = (torch.randn(1, a.hidden) * 0.5).bfloat16().to(dev)
     ref = torch_step(x, ws) if a.mode == "chain" else None
-    res = dict(layers=a.layers, hidden=a.hidden, qkv=a.qkv, inter=a.inter, rows=[])
-    from provenance import label_json, topology, topology_fields, topology_line
+    from provenance import label_json, topology, topology_line
 
     topo = topology()  # one process; recorded so every results JSON says where it ran
-    res.update(topology_fields(topo))
-    print(f"probe_mega: {topology_line(topo)}", flush=True)
+    res = harness.result_header("probe_mega", topo, layers=a.layers, hidden=a.hidden, qkv=a.qkv, inter=a.inter,
+                                rows=[])
+    print(f"bench_mega --probe linear-chain: {topology_line(topo)}", flush=True)
     wbytes = sum(t.numel() * t.element_size() for w in ws for t in w.values())
     res["weight_bytes"] = wbytes
     if sim:
@@ -226,10 +218,13 @@ def main(argv=None):
             res["rows"].append(row)
             print(json.dumps(row), flush=True)
     if a.out:
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
+        harness.write_json(a.out, res)
     return 0
 
 
+#: ``bench_mega.py --probe NAME``: the probe's entry point (called with the options after the name)
+PROBES = {"linear-chain": probe_linear_chain}
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("mega_probes is not run directly: bench_mega.py --probe NAME (" + ", ".join(PROBES) + ")")

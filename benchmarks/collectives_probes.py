@@ -1,6 +1,11 @@
-"""Where an eager collective call's host microseconds go: each layer of the all-reduce call path timed alone.
+"""One-off measurements of the collectives, run as options of the collectives bench (``--probe NAME`` first, then
+the probe's own options). ``host-path`` was the script ``benchmarks/profile_host_path.py`` (the results READMEs and
+docs cite it by that name; its JSON keeps ``"benchmark": "profile_host_path"`` and ``host_path_<stamp>.json``).
 
-    scripts/launch.sh --nproc_per_node 2 benchmarks/profile_host_path.py [--bytes 8192] [--calls 400]
+``host-path``: where an eager collective call's host microseconds go: each layer of the all-reduce call path timed
+alone.
+
+    scripts/launch.sh --nproc_per_node 2 benchmarks/bench_collectives.py --probe host-path [--bytes 8192] [--calls 400]
 
 Every case is ``--calls`` back-to-back eager calls on every rank (same sequence on every rank, a barrier between
 cases). Per case: ``host_us`` = the Python loop's wall time / calls (what the host spends submitting one call) and
@@ -29,9 +34,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime
 import io
-import json
 import os
 import pstats
 import sys
@@ -47,7 +50,8 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from provenance import git_commit, topology, topology_fields, topology_line, tree_fingerprint, versions  # noqa: E402
+import harness  # noqa: E402
+from provenance import topology, topology_line  # noqa: E402
 
 import triton_dist  # noqa: E402
 
@@ -78,14 +82,18 @@ def time_case(fn, calls: int, barrier) -> dict:
     return {"host_us": (t1 - t0) * 1e6 / calls, "eager_us": a.elapsed_time(b) * 1e3 / calls}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def probe_host_path(argv=None) -> int:
+    """Each layer of the eager all-reduce call path timed alone (host and CUDA-event time per call), plus a cProfile
+    of ``all_reduce(x, ctx)`` calls; the module docstring lists the cases."""
+    ap = argparse.ArgumentParser(prog="bench_collectives.py --probe host-path",
+                                 description="Where an eager collective call's host microseconds go: each layer of "
+                                             "the all-reduce call path timed alone.")
     ap.add_argument("--bytes", type=int, default=8192, help="all-reduce size in bytes (bf16)")
     ap.add_argument("--calls", type=int, default=400)
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        raise SystemExit("profile_host_path measures GPU launches: run it on a GPU machine")
+        raise SystemExit("bench_collectives --probe host-path measures GPU launches: run it on a GPU machine")
 
     import triton_dist.utils as tdu
     from triton_dist import ops
@@ -97,7 +105,7 @@ def main(argv=None) -> int:
     topo = topology()
     nccl = TC.group_has_nccl()  # False: ranks share a GPU (gloo-only group)
     if rank == 0:
-        print(f"profile_host_path: {topology_line(topo)}", flush=True)
+        print(f"bench_collectives --probe host-path: {topology_line(topo)}", flush=True)
     n = args.bytes // 2
     ctx = ops.create_allreduce_ctx(max(n, 1 << 16), torch.bfloat16)
     x = torch.randn(n, device="cuda").to(torch.bfloat16)
@@ -185,17 +193,11 @@ def main(argv=None) -> int:
     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
     if rank == 0:
         print(s.getvalue(), flush=True)
-        outdir = os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results"))
-        os.makedirs(outdir, exist_ok=True)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        doc = {"benchmark": "profile_host_path", "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-               "timestamp_utc": stamp, "git_commit": git_commit(), "tree": tree_fingerprint(), "versions": versions(),
-               "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-               "world_size": world, **topology_fields(topo), "bytes": args.bytes, "calls": args.calls, "cases": rows,
-               "unavailable": unavailable, "cprofile_all_reduce_auto": s.getvalue()}
-        path = os.path.join(outdir, f"host_path_{stamp}{('_' + args.tag) if args.tag else ''}.json")
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+        stamp = harness.utc_stamp()
+        doc = harness.result_header("profile_host_path", topo, stamp, bytes=args.bytes, calls=args.calls, cases=rows,
+                                    unavailable=unavailable, cprofile_all_reduce_auto=s.getvalue())
+        path = harness.write_json(os.path.join(harness.results_dir(),
+                                               f"host_path_{stamp}{('_' + args.tag) if args.tag else ''}.json"), doc)
         print(f"wrote {path}", flush=True)
     barrier()
     ctx.close()
@@ -203,5 +205,9 @@ def main(argv=None) -> int:
     return 0
 
 
+#: ``bench_collectives.py --probe NAME``: the probe's entry point (called with the options after the name)
+PROBES = {"host-path": probe_host_path}
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("collectives_probes is not run directly: bench_collectives.py --probe NAME (" + ", ".join(PROBES) + ")")
