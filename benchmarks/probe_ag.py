@@ -45,7 +45,8 @@ def main():
 
     import bench_overlap as bo
 
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
+    from triton_dist.ops.matmul import matmul
     from triton_dist.ops import overlap as ov
 
     from triton_dist.runtime import torch_collectives as TC
@@ -83,8 +84,8 @@ def main():
         else:
             fns["torch_seq"] = lambda: ov.ag_gemm(a, b, ctx, method="torch")
         for cfg in args.configs.split(","):
-            tc = g.TileConfig.parse(cfg)
-            fns[f"gemm_ours@{cfg}"] = lambda tc=tc: g.matmul(full, b, out=c, config=tc)
+            tc = gc.TileConfig.parse(cfg)
+            fns[f"gemm_ours@{cfg}"] = lambda tc=tc: matmul(full, b, out=c, config=tc)
             for meth in args.methods.split(","):
                 fns[f"{meth}@{cfg}"] = bo._with_config(lambda meth=meth: ov.ag_gemm(a, b, ctx, method=meth), cfg)
                 if ctx_p is not None:

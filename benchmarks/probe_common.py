@@ -46,13 +46,13 @@ def start(out: str):
 
     import triton_dist.utils as tdu
     from provenance import topology_line
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
 
     tdu.initialize_distributed()
     if dist.get_rank() == 0:
         print(f"{os.path.basename(sys.argv[0])}: {topology_line()}", flush=True)
     os.makedirs(out, exist_ok=True)
-    g.ensure_tma_allocator()
+    gc.ensure_tma_allocator()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return dist.get_rank(), dist.get_world_size(), stamp
 

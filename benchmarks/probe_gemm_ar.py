@@ -46,6 +46,7 @@ def main():
 
     import triton_dist.utils as tdu
     from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
     from triton_dist.ops import overlap as ov
     from triton_dist.ops.collectives import all_reduce
 
@@ -57,7 +58,7 @@ def main():
     N = 8192
     ctx = ov.create_gemm_ar_context(16, N, torch.bfloat16)
     sms = ctx.num_sms
-    g.ensure_tma_allocator()
+    gc.ensure_tma_allocator()
     records = []
     for K in [int(x) for x in args.ks.split(",")]:
         for M in [int(x) for x in args.ms.split(",")]:
@@ -73,7 +74,7 @@ def main():
                 return run
 
             def gemm_only(cfg):
-                tc = g.TileConfig.parse(cfg)
+                tc = gc.TileConfig.parse(cfg)
                 grid = (min(sms, -(-M // tc.BLOCK_M) * -(-N // tc.BLOCK_N)), )
 
                 def run():

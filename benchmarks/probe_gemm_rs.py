@@ -73,6 +73,7 @@ def main():
     import bench_overlap as bo
 
     from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
     from triton_dist.kernels import gemm_rs as rsk
     from triton_dist.ops import overlap as ov
     from triton_dist.tools.profiler import alloc_profiler_buffer, export_to_perfetto_trace, reset_profiler_buffer
@@ -84,13 +85,13 @@ def main():
     records = []
     for model, M, K, N in rs_shapes(args.shapes, W):
         ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
-        cfg = g.TileConfig.parse(args.config) if args.config else ctx._cfg(M, N, K, 2)
+        cfg = gc.TileConfig.parse(args.config) if args.config else ctx._cfg(M, N, K, 2)
         a, b = bo.rand((M, K), 1 + rank), bo.rand((K, N), 100 + rank)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         sms = ctx.num_sms
         fit = ov._fit_smem(cfg, 2, ctx.smem_bytes)
 
-        ptr_cfg = g.TileConfig.parse(str(cfg).replace("f", "") + "p") if not cfg.pointer_loads else cfg
+        ptr_cfg = gc.TileConfig.parse(str(cfg).replace("f", "") + "p") if not cfg.pointer_loads else cfg
 
         def fused(push, tiling=cfg, pieces=0):
             def run():

@@ -3,7 +3,7 @@
 already raised (re-raised before every call), so what is timed is the kernel's compute half: the own rows' main
 loop plus the peer partial's load and add. Per own-rows shape (``rows x N x K``, the own half of a TP=2 GEMM+RS):
 the autotuned kernel (what ``ce`` launches today; its pick is recorded), the kernel at every ``--variants`` variant
-(``kernels.gemm.GemmVariant`` names, ``plain`` or ``flat``: the kernel has no TMA-store form), our GEMM alone
+(``kernels.gemm_config.GemmVariant`` names, ``plain`` or ``flat``: the kernel has no TMA-store form), our GEMM alone
 (``matmul``: the table) and cuBLAS (``torch.matmul``) on the same rows. Every call, GEMMs included, is preceded
 by the same flag fill. Each result is checked against torch first. Timing: ``bench_overlap.time_interleaved``
 (CUDA-graph replay of k calls, samples interleaved, median of reps).
@@ -38,14 +38,15 @@ def main():
 
     import bench_overlap as bo
 
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
+    from triton_dist.ops.matmul import matmul
     from triton_dist.kernels import gemm_rs as rsk
     from triton_dist.ops.overlap import CE_PIECES_MAX
 
     rank, W, stamp = start(args.out)
     if W != 1:
         raise SystemExit("probe_rs_own: one process (torchrun --nproc_per_node 1)")
-    world, sms = 2, g.num_sms(torch.device("cuda"))
+    world, sms = 2, gc.num_sms(torch.device("cuda"))
     device = torch.cuda.get_device_name()
     records = []
     for spec in args.shapes.split(","):
@@ -94,11 +95,11 @@ def main():
 
         def ours():
             flags.fill_(1)
-            return g.matmul(own, b, out=c)
+            return matmul(own, b, out=c)
 
         fns = {"rs_own/autotune": autotuned}
         for name in args.variants.split(","):
-            fns.setdefault(f"rs_own/{name}", fixed(g.GemmVariant.parse(name)))
+            fns.setdefault(f"rs_own/{name}", fixed(gc.GemmVariant.parse(name)))
         errors = bo.drop_failing(fns, ref)
         # the autotuner's pick for this shape (its cache is keyed on M_s, N, K first)
         pick = next((str(cfg) for key, cfg in tuned.cache.items() if tuple(key[:3]) == (rows, N, K)), None)
