@@ -185,3 +185,39 @@ def test_split_k_gemm_compiles(target, extra, expect):
     assert res.returncode == 0, res.stderr[-3000:]
     for s in expect:
         assert s in res.stdout, (target, s)
+
+
+def test_matmul_first_call_in_capture_does_not_tune(monkeypatch):
+    """Where ``auto`` would run the autotuner (no table entry, no decode rule), a first call of a shape inside a
+    CUDA-graph capture (the capture predicate patched) launches the deterministic tiling instead of tuning, which
+    times launches and synchronizes; once the shape is tuned, captures take the tuned launch."""
+    import importlib
+
+    from triton_dist.kernels.gemm_config import pick_config
+
+    mm = importlib.import_module("triton_dist.ops.matmul")  # the module (triton_dist.ops may export the function)
+    calls = []
+
+    class Rec:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: calls.append(("fixed", kw))
+
+    monkeypatch.setattr(mm, "gemm_kernel", Rec())
+    monkeypatch.setattr(mm, "select_matmul_launch", lambda *a, **kw: ("autotune", None))
+    monkeypatch.setattr(mm, "launch_autotuned", lambda *a, **kw: calls.append(("autotune", kw)))
+    monkeypatch.setattr(mm, "_capturing", lambda: True)
+    tuned = []
+    monkeypatch.setattr(mm, "autotuned", lambda *a, **kw: bool(tuned))
+    a, b = torch.zeros(64, 32, dtype=torch.bfloat16), torch.zeros(32, 48, dtype=torch.bfloat16)
+    mm.matmul(a, b)
+    want = pick_config(64, 48, 32, on_gpu=False)
+    assert [c[0] for c in calls] == ["fixed"] and calls[0][1]["BLOCK_M"] == want.BLOCK_M
+    tuned.append(True)
+    calls.clear()
+    mm.matmul(a, b)
+    assert [c[0] for c in calls] == ["autotune"]
+    monkeypatch.setattr(mm, "_capturing", lambda: False)
+    tuned.clear()
+    calls.clear()
+    mm.matmul(a, b)
+    assert [c[0] for c in calls] == ["autotune"]  # eager: the autotuner (it tunes this first call)
