@@ -89,8 +89,7 @@ def parse_gemm_table(doc, path: str = "<table>") -> dict:
             raise GemmTableError(f"{path}: devices.{dev!r}: expected a device name and an object keyed by dtype")
         for dt, by_shape in by_dtype.items():
             where = f"{path}: devices.{dev}.{dt}"
-            if dt not in GEMM_TABLE_DTYPES:
-                raise GemmTableError(f"{where}: unknown dtype; accepted: {', '.join(GEMM_TABLE_DTYPES)}")
+            GEMM_TABLE.check_dtype_key(where, dt, GEMM_TABLE_DTYPES)
             if not isinstance(by_shape, dict):
                 raise GemmTableError(f"{where}: expected an object keyed by shape MxNxK")
             for shape, ent in by_shape.items():

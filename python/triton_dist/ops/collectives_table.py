@@ -79,8 +79,7 @@ def parse_table(doc, path: str = "<table>") -> dict:
                                             f"keyed by dtype")
             for dt, entry in by_dtype.items():
                 where = f"{path}: ops.{op}.{world}.{dt}"
-                if dt not in TABLE_DTYPES:
-                    raise CollectivesTableError(f"{where}: unknown dtype; accepted: {', '.join(TABLE_DTYPES)}")
+                COLLECTIVES_TABLE.check_dtype_key(where, dt, TABLE_DTYPES)
                 if not isinstance(entry, dict):
                     raise CollectivesTableError(f"{where}: expected an object with 'rules'")
                 out[(op, int(world), dt)] = _parse_rules(where + ".rules", op, entry.get("rules"))

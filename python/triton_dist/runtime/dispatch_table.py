@@ -67,6 +67,12 @@ class DispatchTable:
         if doc.get("format") != self.format:
             raise self.error(f"{path}: format {doc.get('format')!r}, expected {self.format!r}")
 
+    def check_dtype_key(self, where: str, dtype: str, accepted) -> None:
+        """A dtype key of the body (``where`` names it) is one of ``accepted`` (dtype names); raises ``error``
+        otherwise."""
+        if dtype not in accepted:
+            raise self.error(f"{where}: unknown dtype; accepted: {', '.join(accepted)}")
+
     def parse(self, doc, path: str = "<table>"):
         """Check the header and the body of the document ``doc`` (from ``path``) and return its parsed form."""
         self.check_header(doc, path)
