@@ -543,6 +543,7 @@ def test_table_rules_carry_method_parameters(use_overlap_table):
     assert ov.select_rule("gemm_rs", 2, 4096, True, 4096, 7168)["sub_chunks"] == 2
     assert ov.select_rule("gemm_rs", 2, 4096, False, 4096, 7168) == {"method": "fused"}
     table["ops"]["gemm_rs"]["2"].insert(0, {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8})
+    use_overlap_table(table)
     assert ov.select_rule("gemm_rs", 2, 2048, True, 4096, 3584)["pieces"] == 8
     assert ov._first_rows(rule, 4096) == 512
     assert ov._first_rows({"first_frac": 0.01}, 4096) == 64  # at least 64 rows

@@ -310,6 +310,11 @@ def ensure_tma_allocator() -> None:
     _allocator_set = True
 
 
+def tma_store_ok(out) -> bool:
+    """``out`` can be the base of a tensor descriptor: unit column stride, 16-byte aligned rows and base."""
+    return out.stride(1) == 1 and (out.stride(0) * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
+
+
 def num_sms(device) -> int:
     """Programs of a persistent grid on ``device``: this rank's SMs (its share where ranks share a GPU,
     ``runtime.device_info.rank_sm_count``); 2 on the interpreter."""
@@ -404,5 +409,5 @@ def launch_variant(a, b, c, variant: GemmVariant, scale=None, sms: Optional[int]
 
 __all__ = ["TileConfig", "CONFIGS", "SIM_CONFIG", "env_config", "pick_config", "SPLIT_K_MAX", "SPLIT_K_MAX_M",
            "pick_decode_config", "split_k_workspace", "launch_split_k", "launch_autotuned", "autotuned", "autotune_configs",
-           "gemm_autotuned", "use_tma_for", "ensure_tma_allocator", "num_sms", "GEMM_FORMS", "GemmVariant",
+           "gemm_autotuned", "use_tma_for", "ensure_tma_allocator", "tma_store_ok", "num_sms", "GEMM_FORMS", "GemmVariant",
            "variant_config", "variant_forms", "launch_variant"]

@@ -157,11 +157,6 @@ def device_name_of(index: int) -> str:
     return torch.cuda.get_device_name(index)
 
 
-def tma_store_ok(out) -> bool:
-    """``out`` can be the base of a tensor descriptor: unit column stride, 16-byte aligned rows and base."""
-    return out.stride(1) == 1 and (out.stride(0) * out.element_size()) % 16 == 0 and out.data_ptr() % 16 == 0
-
-
 def _timestamp_of(doc: dict, source: str) -> Optional[str]:
     """The run's UTC timestamp: the document's ``timestamp_utc``, else the ``gemm-<stamp>.json`` file name's."""
     if doc.get("timestamp_utc"):
@@ -292,5 +287,5 @@ def dump_gemm_table(table: dict) -> str:
 
 __all__ = ["GEMM_TABLE", "GEMM_TABLE_PATH", "GEMM_TABLE_ENV", "GEMM_TABLE_FORMAT", "GEMM_TABLE_DTYPES",
            "GEMM_TABLE_KEYS", "GemmTableError", "parse_gemm_table", "load_gemm_table", "gemm_table_path",
-           "gemm_table_lookup", "select_matmul_launch", "device_name_of", "tma_store_ok", "best_gemm_variants", "build_gemm_table",
+           "gemm_table_lookup", "select_matmul_launch", "device_name_of", "best_gemm_variants", "build_gemm_table",
            "dump_gemm_table"]

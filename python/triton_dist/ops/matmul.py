@@ -14,8 +14,9 @@ import triton
 
 from ..kernels.gemm import gemm_kernel
 from ..kernels.gemm_config import (GemmVariant, TileConfig, autotuned, ensure_tma_allocator, launch_autotuned,
-                                   launch_split_k, launch_variant, num_sms, pick_config, use_tma_for)
-from ..kernels.gemm_table import device_name_of, select_matmul_launch, tma_store_ok
+                                   launch_split_k, launch_variant, num_sms, pick_config, tma_store_ok,
+                                   use_tma_for)
+from ..kernels.gemm_table import device_name_of, select_matmul_launch
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES, dtype_names
 
 

@@ -87,7 +87,7 @@ def test_gemm_table_entries_run_and_match():
         a, b = _q((M, K), dtype, M + 1), _q((K, N), dtype, N + 2)
         out = torch.empty((M, N), dtype=dtype, device="cuda")
         kind, what = gt.select_matmul_launch(M, N, K, dtype, dev, use_tma=gc.use_tma_for(a.device),
-                                             num_sms=gc.num_sms(a.device), tma_store_ok=gt.tma_store_ok(out))
+                                             num_sms=gc.num_sms(a.device), tma_store_ok=gc.tma_store_ok(out))
         assert (kind, what) == ("table", var), (M, N, K, kind, what)
         _assert_close(matmul(a, b, out=out), a.float() @ b.float(), f"table entry {var} at {M}x{N}x{K}")
 
