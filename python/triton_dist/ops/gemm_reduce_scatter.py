@@ -141,8 +141,9 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     flag on the peer after each piece; this rank's own rows are one launch of our GEMM
     (:func:`~triton_dist.kernels.gemm_rs.rs_own_gemm_kernel`) that waits for the pieces in each tile's epilogue, after
     its main loop, and adds the peers' partials there (fp32, one rounding): no separate summing pass, no handshake
-    kernel, no epoch (0/1 *free* flags say when a peer's staging may be written again). The first call of a shape
-    autotunes that GEMM (on scratch flags): make it outside CUDA-graph capture) /
+    kernel, no epoch (0/1 *free* flags say when a peer's staging may be written again). The first eager call of a
+    shape autotunes that GEMM (on scratch flags); a first call inside CUDA-graph capture runs the deterministic
+    tiling instead, untuned (:mod:`.overlap_tuner`)) /
     ``torch`` (``torch.matmul`` + NCCL ``reduce_scatter_tensor``: bf16 partials, NCCL's summation).
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
