@@ -41,6 +41,7 @@ from .allgather_gemm import AG_GEMM_METHODS, AGGemmContext, ag_gemm, create_ag_g
 from .gemm_allreduce import GEMM_AR_METHODS, GemmARContext, create_gemm_ar_context, gemm_ar
 from .gemm_reduce_scatter import (CE_PIECES_DEFAULT, CE_PIECES_MAX, FUSED_METHODS, FUSED_PIECES_MAX, GEMM_RS_METHODS,
                                   SUB_CHUNKS_MAX, GemmRSContext, create_gemm_rs_context, gemm_rs)
+from ..runtime.dtypes import FP8_DTYPES
 from .overlap_context import AG_GEMM_DTYPES, GEMM_DTYPES, TAG_RANGE
 from .overlap_table import (DEFAULT_TABLE, OVERLAP_TABLE, TABLE_ENV, TABLE_FORMAT, TABLE_PATH, OverlapTableError,
                             dispatch_table, select_method, select_rule, table_config)
@@ -49,7 +50,7 @@ __all__ = ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_co
            "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar", "select_method", "dispatch_table",
            "DEFAULT_TABLE", "AG_GEMM_METHODS", "FUSED_METHODS", "GEMM_RS_METHODS", "GEMM_AR_METHODS",
            "table_config", "select_rule", "OVERLAP_TABLE", "OverlapTableError", "TABLE_PATH", "TABLE_ENV",
-           "TABLE_FORMAT", "TAG_RANGE", "GEMM_DTYPES", "AG_GEMM_DTYPES", "CE_PIECES_MAX", "CE_PIECES_DEFAULT",
+           "TABLE_FORMAT", "TAG_RANGE", "GEMM_DTYPES", "AG_GEMM_DTYPES", "FP8_DTYPES", "CE_PIECES_MAX", "CE_PIECES_DEFAULT",
            "FUSED_PIECES_MAX", "SUB_CHUNKS_MAX"]
 
 # internals that benchmarks/trace_overlap.py, benchmarks/probe_gemm_rs.py and the GPU tier reach through this module
