@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 
@@ -62,7 +61,6 @@ import torch  # noqa: E402
 import harness  # noqa: E402
 from harness import capture_agreed, eager_median_us, interleaved_medians  # noqa: E402
 from provenance import topology, topology_line  # noqa: E402
-from triton_dist._table_file import read_table  # noqa: E402
 from triton_dist.runtime import torch_collectives as TC  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -296,14 +294,12 @@ def write_table(doc, source, out_path):
     if doc.get("shared_gpu"):
         raise SystemExit(f"bench_collectives --write-table / --table-from: {NO_TABLE}")
 
-    found = read_table(out_path, C.parse_table, C.CollectivesTableError)
+    from triton_dist.ops import collectives_table as CT
+
+    found = CT.COLLECTIVES_TABLE.read(out_path)
     old = None if found is None else found[0]
     table = C.build_table(doc, source, old=old)
-    text = json.dumps(table, indent=1)
-    # one line per rule / measured point (innermost objects)
-    text = re.sub(r"\{\s*([^{}\[\]]*?)\s*\}", lambda m: "{" + " ".join(m.group(1).split()) + "}", text)
-    with open(out_path, "w") as f:
-        f.write(text + "\n")
+    CT.COLLECTIVES_TABLE.write(table, out_path)  # one line per rule / measured point (innermost objects)
     return os.path.normpath(out_path)
 
 

@@ -4,15 +4,15 @@
         [--write-table [--table-out PATH]]
     python benchmarks/bench_gemm.py --table-from RESULTS.json [--table-out PATH]      # no GPU needed
 
-For every shape: cuBLAS (``torch.matmul``), ``kernels.gemm.matmul`` as users get it (``ours/auto``: the measured
+For every shape: cuBLAS (``torch.matmul``), ``ops.matmul`` as users get it (``ours/auto``: the measured
 table's entry for this GPU, bf16 and this exact shape if there is one, else for M <= 128 the decode rule
-(``kernels.gemm.pick_decode_config``: small tiles, split-K), else Triton's autotuner) and every tiling of
-``--configs`` in the loop/epilogue forms it has (``ours/<tiling>/<form>``, ``kernels.gemm.variant_forms``):
+(``kernels.gemm_config.pick_decode_config``: small tiles, split-K), else Triton's autotuner) and every tiling of
+``--configs`` in the loop/epilogue forms it has (``ours/<tiling>/<form>``, ``kernels.gemm_config.variant_forms``):
 ``plain`` (a tile loop around a K loop, pointer stores), ``flat`` (``FLATTEN``: one fused, software-pipelined
 loop), ``tma`` (``TMA_STORE``: the epilogue stores through a tensor descriptor), ``flat+tma``; a ``p`` tiling
 (pointer loads) has no TMA store, a ``kS`` tiling (split-K kernel) is ``plain`` only. Where ``ours/auto`` runs a
 table entry or the decode rule (named in the record as ``auto_variant`` / ``auto_rule``), ``ours/autotune``
-(``kernels.gemm.launch_autotuned``: the autotuner alone) is timed too, so one run shows their effect. Every variant is checked against cuBLAS first (fp32 reference) and then timed the same way as
+(``kernels.gemm_config.launch_autotuned``: the autotuner alone) is timed too, so one run shows their effect. Every variant is checked against cuBLAS first (fp32 reference) and then timed the same way as
 cuBLAS: CUDA-graph replay of ``k`` back-to-back calls (about 2 ms per sample), all variants of a shape captured first
 and sampled round-robin (order rotated per round), median over rounds. Writes ``gemm-<stamp>.json`` (per shape: us
 per variant, the best of ours, its ratio to cuBLAS) and prints a table.
@@ -22,8 +22,8 @@ per variant, the best of ours, its ratio to cuBLAS) and prints a table.
 fastest), with the results JSON, commit, timestamp and the us of it and of cuBLAS; a shape where the autotuner was
 fastest gets no entry (its pick is not known). An existing entry that the run timed too stays unless the fastest
 beats it by more than ``--margin`` (default 1.5%; run-to-run noise is about 0.5-2%). ``--table-from JSON`` does the
-same from an earlier run's results JSON and exits (``kernels.gemm.build_gemm_table``). Both fixed variants and table
-entries launch through ``kernels.gemm.launch_variant``: what is timed here is what ``matmul`` runs.
+same from an earlier run's results JSON and exits (``kernels.gemm_table.build_gemm_table``). Both fixed variants and table
+entries launch through ``kernels.gemm_config.launch_variant``: what is timed here is what ``matmul`` runs.
 """
 from __future__ import annotations
 
@@ -38,15 +38,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import harness  # noqa: E402
-from triton_dist._table_file import read_table  # noqa: E402
-from triton_dist.kernels import gemm as g  # noqa: E402
+from triton_dist.kernels import gemm_config as gc  # noqa: E402
+from triton_dist.kernels import gemm_table as gt  # noqa: E402
+from triton_dist.ops.matmul import matmul  # noqa: E402
 
 #: (M, N, K): AG+GEMM 8B M=2048/4096 and 70B M=2048 (gathered rows, N and K per rank), GEMM+RS 8B at M=2048 and the
 #: own halves of M=2048/8192, GEMM+RS 70B at the own halves of M=2048/4096 (TP=2, K per rank)
 DEFAULT_SHAPES = ["2048x7168x4096", "4096x7168x4096", "2048x14336x8192", "2048x4096x3584", "1024x4096x3584",
                   "4096x4096x3584", "1024x8192x7168", "2048x8192x7168"]
 DEFAULT_CONFIGS = ["128x256x64x8x3", "128x256x64x8x4", "128x128x64x8x4", "128x128x64x4x4"]
-FORMS = g.GEMM_FORMS
+FORMS = gc.GEMM_FORMS
 SAMPLE_US = 2000
 ROUNDS = 9
 #: --margin's default: an entry stays unless beaten by more than 1.5% in the run (entries flipped within 0.5% from run
@@ -63,18 +64,18 @@ def parse_shape(text):
 
 
 def launcher(a, b, c, variant):
-    """A zero-argument launch of one variant (tiling + form, TMA loads): ``kernels.gemm.launch_variant``, the launch
+    """A zero-argument launch of one variant (tiling + form, TMA loads): ``kernels.gemm_config.launch_variant``, the launch
     ``matmul`` runs for a table entry."""
-    sms = g.num_sms(a.device)
+    sms = gc.num_sms(a.device)
 
     def run():
-        return g.launch_variant(a, b, c, variant, sms=sms)
+        return gc.launch_variant(a, b, c, variant, sms=sms)
     return run
 
 
 def parse_config(text):
     try:
-        return g.variant_config(text)
+        return gc.variant_config(text)
     except ValueError as exc:
         raise SystemExit(f"bench_gemm: --configs: {exc}") from None
 
@@ -88,13 +89,13 @@ def source_name(path):
 
 def write_table(doc, source, out_path, margin=0.0):
     """Merge the results document ``doc`` (from ``source``) into the table at ``out_path`` (created if missing; a
-    malformed one is an error, not overwritten; ``margin``: ``kernels.gemm.build_gemm_table``'s). Returns ``(path,
+    malformed one is an error, not overwritten; ``margin``: ``kernels.gemm_table.build_gemm_table``'s). Returns ``(path,
     report lines)``."""
-    found = read_table(out_path, g.parse_gemm_table, g.GemmTableError)
+    found = gt.GEMM_TABLE.read(out_path)
     old = None if found is None else found[0]
-    table, report = g.build_gemm_table(doc, source, old, margin=margin)
+    table, report = gt.build_gemm_table(doc, source, old, margin=margin)
     with open(out_path, "w") as f:
-        f.write(g.dump_gemm_table(table))
+        f.write(gt.dump_gemm_table(table))
     return os.path.normpath(out_path), report
 
 
@@ -134,8 +135,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("TRITON_DIST_RESULTS_DIR", os.path.join(HERE, "results")))
     ap.add_argument("--write-table", action="store_true",
                     help="after timing, merge the fastest variant per shape into the measured GEMM table")
-    ap.add_argument("--table-out", default=g.GEMM_TABLE_PATH,
-                    help=f"table path (default {os.path.relpath(g.GEMM_TABLE_PATH)})")
+    ap.add_argument("--table-out", default=gt.GEMM_TABLE_PATH,
+                    help=f"table path (default {os.path.relpath(gt.GEMM_TABLE_PATH)})")
     ap.add_argument("--table-from", default=None, metavar="JSON",
                     help="no GPU: write the table from an earlier run's results JSON (gemm-<stamp>.json) and exit")
     ap.add_argument("--margin", type=float, default=MARGIN,
@@ -153,38 +154,38 @@ def main():
     configs = [parse_config(c) for c in args.configs.split(",") if c]
     if not torch.cuda.is_available():
         raise SystemExit("bench_gemm: needs a CUDA GPU (sm_90 for the TMA forms)")
-    g.ensure_tma_allocator()
+    gc.ensure_tma_allocator()
     device = torch.cuda.get_device_name()
     from provenance import topology, topology_line
 
     topo = topology()  # one process on one GPU (recorded so every results JSON says where it ran)
     print(f"bench_gemm: {topology_line(topo)}", flush=True)
-    use_tma = g.use_tma_for(torch.device("cuda"))
-    g.load_gemm_table()  # a malformed table fails here, before any timing
+    use_tma = gc.use_tma_for(torch.device("cuda"))
+    gt.load_gemm_table()  # a malformed table fails here, before any timing
     torch.manual_seed(0)
     records = []
     for M, N, K in shapes:
         a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
         b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
         ref = a.float() @ b.float()
-        fns = {"cublas": lambda: torch.matmul(a, b), "ours/auto": lambda: g.matmul(a, b)}
-        kind, picked = g.select_matmul_launch(M, N, K, a.dtype, device, use_tma=use_tma, num_sms=g.num_sms(a.device))
+        fns = {"cublas": lambda: torch.matmul(a, b), "ours/auto": lambda: matmul(a, b)}
+        kind, picked = gt.select_matmul_launch(M, N, K, a.dtype, device, use_tma=use_tma, num_sms=gc.num_sms(a.device))
         auto_variant = str(picked) if kind == "table" else None
         auto_rule = str(picked) if kind == "decode" else None
         if kind != "autotune":  # the autotuner alone, as the reference of the table entry / the decode rule
             c_at = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-            fns["ours/autotune"] = lambda: g.launch_autotuned(a, b, c_at, use_tma=use_tma)
+            fns["ours/autotune"] = lambda: gc.launch_autotuned(a, b, c_at, use_tma=use_tma)
         errors = {}
         for name in [n for n in fns if n.startswith("ours/")]:  # still timed when wrong; never best, never in a table
             err = harness.rel_error(fns[name](), ref, norm="max")
             if err > 2e-2:
                 errors[name] = f"wrong result: max relative error {err:.3g}"
         for cfg in configs:
-            for form in g.variant_forms(cfg):
+            for form in gc.variant_forms(cfg):
                 flat, tma = FORMS[form]
                 name = f"ours/{cfg}/{form}"
                 c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-                run = launcher(a, b, c, g.GemmVariant(cfg, flat, tma))
+                run = launcher(a, b, c, gc.GemmVariant(cfg, flat, tma))
                 try:
                     err = harness.rel_error(run(), ref, norm="max")
                 except Exception as exc:  # noqa: BLE001  (a tiling that does not compile here is reported)
@@ -215,7 +216,7 @@ def main():
     stamp = harness.utc_stamp()
     doc = harness.result_header("gemm", topo, stamp, device=device, dtype="bfloat16",
                                 configs=[str(c) for c in configs], forms=list(FORMS),
-                                table=source_name(g.gemm_table_path()),
+                                table=source_name(gt.gemm_table_path()),
                                 timing=f"CUDA-graph replay of k calls, {ROUNDS} interleaved rounds, median",
                                 records=records)
     path = harness.write_json(os.path.join(args.out, f"gemm-{stamp}.json"), doc)

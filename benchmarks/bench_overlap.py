@@ -144,19 +144,6 @@ def first_rows_of(frac, m_loc):
     return _first_rows({"first_frac": frac}, m_loc)
 
 
-def method_of(impl):
-    """``ours/<method>[@f<frac>|@s<sub>|@p<pieces>]`` -> dispatch rule fields ``{"method", "first_frac" |
-    "sub_chunks" | "pieces"}``."""
-    name = impl.split("/", 1)[1] if "/" in impl else impl
-    meth, _, var = name.partition("@")
-    rule = {"method": meth}
-    if var.startswith("p"):
-        rule["pieces"] = int(var[1:])
-    elif var.startswith("f"):
-        rule["first_frac"] = float(var[1:])
-    elif var.startswith("s"):
-        rule["sub_chunks"] = int(var[1:])
-    return rule
 
 
 # ------------------------------------------------------------------------------------------------------------- timing
@@ -375,7 +362,7 @@ def seq_capacity(todo, world, mlp_m=()):
 
 
 def bench_ag(model, M, args, rank, W, gname, out, seq=None):
-    from triton_dist.kernels.gemm import matmul
+    from triton_dist.ops.matmul import matmul
     from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
 
     K, N_tot, _, _ = MODELS[model]
@@ -435,7 +422,7 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None, seq=None
     across ranks (scattered by rows, or all-reduced). ``shape``: (K_loc, N) for GEMM+AR. ``seq``: the
     :class:`SeqCollectives` of a run without NCCL (``ours_seq`` / ``comm_seq`` instead of ``torch_seq`` /
     ``comm_nccl``)."""
-    from triton_dist.kernels.gemm import matmul
+    from triton_dist.ops.matmul import matmul
     from triton_dist.ops import overlap as ov
 
     rs = op == "gemm_rs"
@@ -543,91 +530,8 @@ def finish(rec, flops):
 
 
 # ------------------------------------------------------------------------------------------------ dispatch table
-#: a candidate within this fraction of the fastest counts as a tie (the run-to-run spread of one timing is 1-3%)
-TIE = 0.01
-
-
-def pick_robust(cand):
-    """The method to store for one measured shape: the fastest of ``cand`` (``{method or method@variant: us}``),
-    except that a tie (within :data:`TIE`) goes to ``torch`` (no overlap machinery), else to the plain method of a
-    variant, so noise between near-equal timings does not steer ``auto`` to the more complex choice."""
-    best = min(cand, key=cand.get)
-    tol = (1 + TIE) * cand[best]
-    if "torch" in cand and cand["torch"] <= tol:
-        return "torch"
-    base = best.split("@", 1)[0]
-    if base != best and base in cand and cand[base] <= tol:
-        return base
-    return best
-
-
-def eager_rule(rec, graph_rule=None):
-    """The fastest of a record's ``ours/<method>`` and ``torch_seq`` *eager* timings (k back-to-back calls without a
-    graph: host launch cost included) as a rule's ``"eager"`` entry ``{"method", <parameter>, "us"}``; None without
-    eager timings, or when it names the same method and parameters as ``graph_rule`` (nothing to override)."""
-    ev = rec.get("eager") or {}
-    cand = {k.split("/", 1)[1]: v for k, v in ev.items() if k.startswith("ours/") and k != "ours/auto"
-            and isinstance(v, (int, float))}
-    if isinstance(ev.get("torch_seq"), (int, float)):
-        cand["torch"] = ev["torch_seq"]
-    if not cand:
-        return None
-    best = pick_robust(cand)
-    sub = method_of(best)
-    if graph_rule is not None and sub == {k: v for k, v in graph_rule.items() if k not in ("n", "k", "max_m", "us",
-                                                                                         "eager")}:
-        return None
-    return {**sub, "us": round(cand[best], 1)}
-
-
-def method_rules(records, world):
-    """Per op: shape-specific rules (fastest of ours/<method> and torch_seq at each measured M; M in between uses
-    the next measured M above; with the eager winner as ``"eager"`` where it differs, :func:`eager_rule`) followed by
-    the generic crossover (smallest M from which ours wins everywhere)."""
-    ops, configs = {}, {}
-    for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
-        rs = [r for r in records if r["op"] == op and r["results"]]
-        if not rs:
-            continue
-        rules, cfgs = [], []
-        kn = "K" if op == "ag_gemm" else "K_per_rank"
-        nn = "N_per_rank" if op == "ag_gemm" else "N"
-        wins = {}
-        for r in sorted(rs, key=lambda r: (r[nn], r[kn], r["M"])):
-            cand = {k.split("/", 1)[1]: v for k, v in r["results"].items() if k.startswith("ours/")
-                    and k != "ours/auto"}
-            if "torch_seq" in r["results"]:
-                cand["torch"] = r["results"]["torch_seq"]
-            if not cand:
-                continue
-            best = pick_robust(cand)
-            rule = {"n": r[nn], "k": r[kn], "max_m": r["M"], **method_of(best), "us": round(cand[best], 1)}
-            sub = eager_rule(r, rule)
-            if sub is not None:
-                rule["eager"] = sub
-            rules.append(rule)
-            wins.setdefault(r["M"], []).append(best != "torch")
-            base_meth = best.split("@", 1)[0]  # fused@p<P> runs the fused kernel's tiling
-            cfg = r.get("configs", {}).get(base_meth if base_meth in ("sm", "ce", "fused", "ll") else "", None)
-            if cfg is None and r.get("configs"):
-                cfg = next(iter(r["configs"].values()))
-            if cfg:
-                cfgs.append({"n": r[nn], "k": r[kn], "max_m": r["M"], "config": cfg})
-        # generic fallback for unmeasured shapes
-        ms = sorted(wins)
-        cross = next((m for i, m in enumerate(ms) if all(all(wins[x]) for x in ms[i:])), None)
-        fused = "fused"
-        if op == "ag_gemm":
-            fused = "ce"
-        if cross is None:
-            generic = [{"max_m": None, "method": "torch"}]
-        elif cross == ms[0]:
-            generic = [{"max_m": None, "method": fused}]
-        else:
-            generic = [{"max_m": cross - 1, "method": "torch"}, {"max_m": None, "method": fused}]
-        ops[op] = {str(world): rules + generic, "default": generic}
-        configs[op] = {str(world): cfgs}
-    return ops, configs
+# The derivation of the table from the records (method_rules, merges, eager overrides) is the library's:
+# triton_dist.ops.overlap_table. This bench measures, then calls it.
 
 
 # ------------------------------------------------------------------------------------------------------ profile
@@ -763,6 +667,8 @@ def plot(records, path, shared=False):
 
 
 def main(argv=None):
+    from triton_dist.ops.overlap_table import method_rules
+
     from overlap_probes import PROBES
 
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -916,37 +822,21 @@ def main(argv=None):
     tdu.finalize_distributed()
 
 
-def _shape_key(rule):
-    return (rule.get("n"), rule.get("k"), rule.get("max_m"))
 
 
-def merge_rules(old, new):
-    """One world size's rules after a run that measured some shapes: the run's shape rules, plus the old shape rules
-    of shapes (``n``, ``k``, ``max_m``) it did not measure, ordered by shape (for one ``n`` / ``k`` the smallest
-    ``max_m`` that covers a call matches first); then the generic rules (no shape): the run's when it measured every
-    shape the old table had, else the old ones (a partial run's crossover is not evidence for the shapes it
-    skipped)."""
-    shape, kept = merge_shapes([r for r in old if "n" in r], [r for r in new if "n" in r])
-    generic = [r for r in (old if kept else new) if "n" not in r] or [r for r in new if "n" not in r]
-    return shape + generic
 
 
-def merge_shapes(old, new):
-    """``(merged, kept)``: the ``new`` per-shape entries (rules or tilings) plus the ``old`` ones of shapes ``new``
-    does not have (``kept``), ordered by ``n``, ``k``, then ``max_m``."""
-    seen = {_shape_key(e) for e in new}
-    kept = [e for e in old if _shape_key(e) not in seen]
-    merged = sorted(new + kept, key=lambda e: (e.get("n") or 0, e.get("k") or 0, e.get("max_m") or 1 << 62))
-    return merged, kept
+
+
+
+
 
 
 def add_eager_rules(paths):
     """No GPU: set the ``"eager"`` entries of the measured table's shape rules from the eager timings in the result
-    JSONs ``paths`` (later files win for a shape they share): a rule gets its shape's eager winner where it differs
-    from the rule's method (:func:`eager_rule`) and loses a stale entry where it does not. Shapes without a rule of
-    their own, or without eager timings, are left alone. Returns ``(path, updated rule count)``. Refuses
-    (SystemExit, nothing written) when any of ``paths`` is from ranks that shared a GPU (``shared_gpu``)."""
-    from triton_dist.ops import overlap as ov
+    JSONs ``paths`` (``triton_dist.ops.overlap_table.apply_eager_rules``). Returns ``(path, updated rule count)``.
+    Refuses (SystemExit, nothing written) when any of ``paths`` is from ranks that shared a GPU (``shared_gpu``)."""
+    from triton_dist.ops import overlap_table as otab
 
     docs = []
     for path in paths:  # every file first: one from ranks sharing a GPU refuses the whole update
@@ -954,70 +844,24 @@ def add_eager_rules(paths):
             docs.append(json.load(f))
         if docs[-1].get("shared_gpu"):
             raise SystemExit(f"bench_overlap --eager-rules-from {path}: {NO_TABLE}")
-    table = ov.dispatch_table(reload=True)
-    if table.get("status") != "measured":
+    table = otab.OVERLAP_TABLE.document(reload=True)
+    if table is None or table.get("status") != "measured":
         raise SystemExit("--eager-rules-from: the table in the tree is not a measured one (run --write-table first)")
-    count = 0
-    for doc in docs:
-        world = str(doc.get("world_size", 2))
-        for rec in doc.get("records", []):
-            op = rec.get("op")
-            if op not in ("ag_gemm", "gemm_rs", "gemm_ar") or not rec.get("eager"):
-                continue
-            kn = "K" if op == "ag_gemm" else "K_per_rank"
-            nn = "N_per_rank" if op == "ag_gemm" else "N"
-            for rule in table["ops"].get(op, {}).get(world, []):
-                if rule.get("n") == rec.get(nn) and rule.get("k") == rec.get(kn) and rule.get("max_m") == rec["M"]:
-                    sub = eager_rule(rec, rule)
-                    rule.pop("eager", None)
-                    if sub is not None:
-                        rule["eager"] = sub
-                    count += 1
-    sources = ", ".join(os.path.relpath(p, HERE) for p in paths)
-    table["note"] = table.get("note", "") + f" Eager overrides (rule['eager']) from: {sources}."
-    with open(ov.TABLE_PATH, "w") as f:
-        json.dump(table, f, indent=1)
-        f.write("\n")
-    ov.dispatch_table(reload=True)
-    return ov.TABLE_PATH, count
+    count = otab.apply_eager_rules(table, docs, ", ".join(os.path.relpath(p, HERE) for p in paths))
+    return otab.OVERLAP_TABLE.write(table), count
 
 
 def write_table(doc, source):
-    """Write ``overlap_table.json`` from a results document (its ``dispatch_rules`` / ``dispatch_configs``), merged
-    into the measured table already there: other ops are kept, and within an op the shapes this run did not measure
-    keep their rules and tilings (:func:`merge_rules`), so a run over some ops or some M updates only those. Returns
-    the path. Refuses (SystemExit) a document from ranks that shared a GPU (``shared_gpu``)."""
-    from triton_dist.ops import overlap as ov
+    """Write the overlap dispatch table (``triton_dist.ops.overlap_table.OVERLAP_TABLE``'s file) from a results
+    document (its ``dispatch_rules`` / ``dispatch_configs``), merged into the table already there
+    (``overlap_table.build_overlap_table``). Returns the path. Refuses (SystemExit) a document from ranks that shared
+    a GPU (``shared_gpu``)."""
+    from triton_dist.ops import overlap_table as otab
 
     if doc.get("shared_gpu"):
         raise SystemExit(f"bench_overlap --write-table: {NO_TABLE}")
-    old = ov.dispatch_table(reload=True)
-    measured = old.get("status") == "measured"
-    old_ops = old.get("ops", {}) if measured else {}
-    old_cfgs = old.get("configs", {}) if measured else {}
-    ops = {**ov.DEFAULT_TABLE["ops"], **old_ops}
-    for op, by_world in doc["dispatch_rules"].items():
-        merged = dict(old_ops.get(op, {}))
-        for world, rules in by_world.items():
-            merged[world] = merge_rules(old_ops.get(op, {}).get(world, []), rules) if world != "default" else rules
-        ops[op] = merged
-    cfgs = dict(old_cfgs)
-    for op, by_world in doc.get("dispatch_configs", {}).items():
-        merged = dict(old_cfgs.get(op, {}))
-        for world, entries in by_world.items():
-            merged[world], _ = merge_shapes(old_cfgs.get(op, {}).get(world, []), entries)
-        cfgs[op] = merged
-    new = {"status": "measured", "source": source, "git_commit": doc.get("git_commit"),
-           "gpu": doc.get("versions", {}).get("gpu"), "world_size": doc.get("world_size"),
-           "note": "fastest method per measured shape (CUDA-graph replay timing) from benchmarks/bench_overlap.py "
-                   "--sweep --write-table; generic crossover rules for other shapes; shapes a later partial run "
-                   "did not measure keep their earlier rules",
-           "ops": ops, "configs": cfgs}
-    with open(ov.TABLE_PATH, "w") as f:
-        json.dump(new, f, indent=1)
-        f.write("\n")
-    ov.dispatch_table(reload=True)
-    return ov.TABLE_PATH
+    table = otab.build_overlap_table(doc, source, otab.OVERLAP_TABLE.document(reload=True))
+    return otab.OVERLAP_TABLE.write(table)
 
 
 def summary(records):

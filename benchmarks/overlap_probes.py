@@ -70,13 +70,13 @@ def start(out: str, name: str):
     allocator, print the topology (rank 0); returns ``(rank, world, stamp)``."""
     import triton_dist.utils as tdu
     from provenance import topology_line
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
 
     tdu.initialize_distributed()
     if dist.get_rank() == 0:
         print(f"bench_overlap --probe {name}: {topology_line()}", flush=True)
     os.makedirs(out, exist_ok=True)
-    g.ensure_tma_allocator()
+    gc.ensure_tma_allocator()
     return dist.get_rank(), dist.get_world_size(), harness.utc_stamp()
 
 
@@ -129,7 +129,8 @@ replaced by ``ours_seq`` (our all-gather, auto, + cuBLAS)."""
     args = ap.parse_args(argv)
 
     import bench_overlap as bo
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
+    from triton_dist.ops.matmul import matmul
     from triton_dist.ops import overlap as ov
     from triton_dist.runtime import torch_collectives as TC
 
@@ -164,8 +165,8 @@ replaced by ``ours_seq`` (our all-gather, auto, + cuBLAS)."""
         else:
             fns["torch_seq"] = lambda: ov.ag_gemm(a, b, ctx, method="torch")
         for cfg in args.configs.split(","):
-            tc = g.TileConfig.parse(cfg)
-            fns[f"gemm_ours@{cfg}"] = lambda tc=tc: g.matmul(full, b, out=c, config=tc)
+            tc = gc.TileConfig.parse(cfg)
+            fns[f"gemm_ours@{cfg}"] = lambda tc=tc: matmul(full, b, out=c, config=tc)
             for meth in args.methods.split(","):
                 fns[f"{meth}@{cfg}"] = bo._with_config(lambda meth=meth: ov.ag_gemm(a, b, ctx, method=meth), cfg)
                 if ctx_p is not None:
@@ -211,6 +212,7 @@ def probe_gemm_ar(argv):
     args = ap.parse_args(argv)
 
     from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
     from triton_dist.ops import overlap as ov
     from triton_dist.ops.collectives import all_reduce
 
@@ -231,7 +233,7 @@ def probe_gemm_ar(argv):
                 return bo._with_config(lambda: ov.gemm_ar(a, b, ctx, method="fused"), cfg)
 
             def gemm_only(cfg):
-                tc = g.TileConfig.parse(cfg)
+                tc = gc.TileConfig.parse(cfg)
                 grid = (min(sms, -(-M // tc.BLOCK_M) * -(-N // tc.BLOCK_N)), )
 
                 def run():
@@ -320,6 +322,7 @@ of the profiled call."""
     import bench_overlap as bo
     from provenance import label_json
     from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
     from triton_dist.kernels import gemm_rs as rsk
     from triton_dist.ops import overlap as ov
     from triton_dist.tools.profiler import alloc_profiler_buffer, export_to_perfetto_trace, reset_profiler_buffer
@@ -330,12 +333,12 @@ of the profiled call."""
     records = []
     for model, M, K, N in rs_shapes(args.shapes, W):
         ctx = ov.create_gemm_rs_context(M, N, torch.bfloat16)
-        cfg = g.TileConfig.parse(args.config) if args.config else ctx._cfg(M, N, K, 2)
+        cfg = gc.TileConfig.parse(args.config) if args.config else ctx._cfg(M, N, K, 2)
         a, b = harness.rand((M, K), 1 + rank), harness.rand((K, N), 100 + rank)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         sms = ctx.num_sms
         fit = ov._fit_smem(cfg, 2, ctx.smem_bytes)
-        ptr_cfg = g.TileConfig.parse(str(cfg).replace("f", "") + "p") if not cfg.pointer_loads else cfg
+        ptr_cfg = gc.TileConfig.parse(str(cfg).replace("f", "") + "p") if not cfg.pointer_loads else cfg
 
         def fused(push, tiling=cfg, pieces=0):
             def run():
@@ -421,7 +424,7 @@ def probe_rs_own(argv):
 already raised (re-raised before every call), so what is timed is the kernel's compute half: the own rows' main
 loop plus the peer partial's load and add. Per own-rows shape (``rows x N x K``, the own half of a TP=2 GEMM+RS):
 the autotuned kernel (what ``ce`` launches; its pick is recorded), the kernel at every ``--variants`` variant
-(``kernels.gemm.GemmVariant`` names, ``plain`` or ``flat``: the kernel has no TMA-store form), our GEMM alone
+(``kernels.gemm_config.GemmVariant`` names, ``plain`` or ``flat``: the kernel has no TMA-store form), our GEMM alone
 (``matmul``: the table) and cuBLAS (``torch.matmul``) on the same rows. Every call, GEMMs included, is preceded by
 the same flag fill. Each result is checked against torch first. Writes ``probe_rs_own-<stamp>.json`` into ``--out``
 and prints one JSON line per shape."""
@@ -429,14 +432,15 @@ and prints one JSON line per shape."""
     ap.add_argument("--variants", default=RS_OWN_VARIANTS)
     args = ap.parse_args(argv)
 
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
+    from triton_dist.ops.matmul import matmul
     from triton_dist.kernels import gemm_rs as rsk
     from triton_dist.ops.overlap import CE_PIECES_MAX
 
     rank, W, stamp = start(args.out, "rs-own")
     if W != 1:
         raise SystemExit("bench_overlap --probe rs-own: one process (torchrun --nproc_per_node 1)")
-    world, sms = 2, g.num_sms(torch.device("cuda"))
+    world, sms = 2, gc.num_sms(torch.device("cuda"))
     device = torch.cuda.get_device_name()
     records = []
     for spec in args.shapes.split(","):
@@ -485,11 +489,11 @@ and prints one JSON line per shape."""
 
         def ours():
             flags.fill_(1)
-            return g.matmul(own, b, out=c)
+            return matmul(own, b, out=c)
 
         fns = {"rs_own/autotune": autotuned}
         for name in args.variants.split(","):
-            fns.setdefault(f"rs_own/{name}", fixed(g.GemmVariant.parse(name)))
+            fns.setdefault(f"rs_own/{name}", fixed(gc.GemmVariant.parse(name)))
         errors = harness.drop_failing(fns, ref)
         # the autotuner's pick for this shape (its cache is keyed on M_s, N, K first)
         pick = next((str(cfg) for key, cfg in tuned.cache.items() if tuple(key[:3]) == (rows, N, K)), None)
@@ -522,7 +526,7 @@ reduce-scatter, auto) and ``ours_seq`` (cuBLAS + it) are timed in their place. P
 
     import bench_overlap as bo
     from triton_dist import ops
-    from triton_dist.kernels import gemm as g
+    from triton_dist.ops.matmul import matmul
     from triton_dist.ops import overlap as ov
 
     rank, W, stamp = start(args.out, "timing")
@@ -535,7 +539,7 @@ reduce-scatter, auto) and ``ours_seq`` (cuBLAS + it) are timed in their place. P
         a, b = harness.rand((M, K), 1 + rank), harness.rand((K, N), 100 + rank)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         shard = torch.empty((M // W, N), dtype=torch.bfloat16, device="cuda")
-        ours = {"cublas": lambda: torch.matmul(a, b, out=c), "gemm_ours": lambda: g.matmul(a, b),
+        ours = {"cublas": lambda: torch.matmul(a, b, out=c), "gemm_ours": lambda: matmul(a, b),
                 "fused": lambda: ov.gemm_rs(a, b, ctx, method="fused"),
                 "fused_p8": lambda: ov.gemm_rs(a, b, ctx, method="fused", pieces=8),
                 "ce": lambda: ov.gemm_rs(a, b, ctx, method="ce")}

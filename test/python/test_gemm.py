@@ -16,6 +16,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch
 import triton
 from triton_dist.kernels import gemm as g
+from triton_dist.kernels import gemm_config as gc
+from triton_dist.ops.matmul import matmul
 
 fails = []
 torch.manual_seed(0)
@@ -27,7 +29,7 @@ def q(shape, dtype):
 for dtype in (torch.float16, torch.bfloat16):
     for (M, N, K) in ((37, 40, 48), (16, 16, 16), (1, 24, 72)):
         a, b = q((M, K), dtype), q((K, N), dtype)
-        c = g.matmul(a, b)
+        c = matmul(a, b)
         ref = a.float() @ b.float()
         err = (c.float() - ref).abs() - 2.0 ** -7 * ref.abs()
         if c.dtype != dtype or c.shape != (M, N) or bool((err > 0).any()):
@@ -36,7 +38,7 @@ for dtype in (torch.float16, torch.bfloat16):
 f8 = torch.float8_e4m3fn
 a, b = q((20, 32), torch.float32).to(f8), q((32, 16), torch.float32).to(f8)
 s = torch.tensor([0.75])
-c = g.matmul(a, b, scale=s)
+c = matmul(a, b, scale=s)
 ref = a.float() @ b.float() * 0.75
 if c.dtype != torch.bfloat16 or (c.float() - ref).abs().max().item() > 2.0 ** -7 * ref.abs().max().item():
     fails.append("fp8 matmul")
@@ -53,20 +55,20 @@ if not torch.equal(c.float(), a.float() @ b.float()):
 for (M, N, K, cfg) in ((5, 40, 112, "16x16x16x4x1k3"), (20, 24, 40, "16x16x16x4x1k4"), (1, 16, 16, "16x16x16x4x1k4"),
                        (33, 48, 96, "16x16x32x4x1pk2")):
     a, b = q((M, K), torch.bfloat16), q((K, N), torch.bfloat16)
-    c = g.matmul(a, b, config=g.TileConfig.parse(cfg))
+    c = matmul(a, b, config=gc.TileConfig.parse(cfg))
     if not torch.equal(c, (a.float() @ b.float()).to(torch.bfloat16)):
         fails.append(f"split-K {cfg} {M}x{N}x{K}")
-ws, cnt = g.split_k_workspace(a.device, 1, 1)
+ws, cnt = gc.split_k_workspace(a.device, 1, 1)
 if cnt.any():
     fails.append("split-K counters not back to 0")
 # random data: the same bits every call (fixed split order), fp8 with scale
 a, b = torch.randn(9, 64).to(torch.bfloat16), torch.randn(64, 32).to(torch.bfloat16)
-c1 = g.matmul(a, b, config=g.TileConfig.parse("16x16x16x4x1k4"))
-c2 = g.matmul(a, b, config=g.TileConfig.parse("16x16x16x4x1k4"))
+c1 = matmul(a, b, config=gc.TileConfig.parse("16x16x16x4x1k4"))
+c2 = matmul(a, b, config=gc.TileConfig.parse("16x16x16x4x1k4"))
 if not torch.equal(c1, c2) or (c1.float() - a.float() @ b.float()).abs().max().item() > 0.1:
     fails.append("split-K not deterministic / wrong on random data")
 a8, b8 = q((20, 64), torch.float32).to(f8), q((64, 16), torch.float32).to(f8)
-c = g.matmul(a8, b8, scale=s, config=g.TileConfig.parse("16x16x16x4x1k2"))
+c = matmul(a8, b8, scale=s, config=gc.TileConfig.parse("16x16x16x4x1k2"))
 if not torch.equal(c, (a8.float() @ b8.float() * 0.75).to(torch.bfloat16)):
     fails.append("fp8 split-K with scale")
 print("FAILS", fails)
@@ -86,7 +88,8 @@ def test_matmul_under_interpreter():
 
 
 def test_split_k_rejects_offsets_beyond_32_bits():
-    from triton_dist.kernels.gemm import TileConfig, matmul
+    from triton_dist.kernels.gemm_config import TileConfig
+    from triton_dist.ops.matmul import matmul
 
     cfg = TileConfig.parse("16x16x16x4x1k8")
     a, b = torch.zeros(2048, 16, dtype=torch.bfloat16), torch.zeros(16, 1 << 17, dtype=torch.bfloat16)
@@ -96,7 +99,7 @@ def test_split_k_rejects_offsets_beyond_32_bits():
 
 
 def test_pick_config_is_deterministic_and_sane():
-    from triton_dist.kernels.gemm import SIM_CONFIG, TileConfig, pick_config
+    from triton_dist.kernels.gemm_config import SIM_CONFIG, TileConfig, pick_config
 
     assert pick_config(8192, 14336, 8192, on_gpu=False) == SIM_CONFIG
     big = pick_config(8192, 14336, 8192, on_gpu=True)
@@ -117,7 +120,7 @@ def test_pick_config_is_deterministic_and_sane():
 
 
 def test_autotune_configs_are_hopper_sized():
-    from triton_dist.kernels.gemm import CONFIGS, autotune_configs
+    from triton_dist.kernels.gemm_config import CONFIGS, autotune_configs
 
     cfgs = autotune_configs()
     assert len(cfgs) == 2 * len(CONFIGS) >= 8
@@ -127,7 +130,7 @@ def test_autotune_configs_are_hopper_sized():
 
 
 def test_matmul_rejects_bad_input_before_launch():
-    from triton_dist.kernels.gemm import matmul
+    from triton_dist.ops.matmul import matmul
 
     a = torch.zeros(4, 16, dtype=torch.float16)
     with pytest.raises(ValueError, match="inner dimensions"):
@@ -182,3 +185,39 @@ def test_split_k_gemm_compiles(target, extra, expect):
     assert res.returncode == 0, res.stderr[-3000:]
     for s in expect:
         assert s in res.stdout, (target, s)
+
+
+def test_matmul_first_call_in_capture_does_not_tune(monkeypatch):
+    """Where ``auto`` would run the autotuner (no table entry, no decode rule), a first call of a shape inside a
+    CUDA-graph capture (the capture predicate patched) launches the deterministic tiling instead of tuning, which
+    times launches and synchronizes; once the shape is tuned, captures take the tuned launch."""
+    import importlib
+
+    from triton_dist.kernels.gemm_config import pick_config
+
+    mm = importlib.import_module("triton_dist.ops.matmul")  # the module (triton_dist.ops may export the function)
+    calls = []
+
+    class Rec:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: calls.append(("fixed", kw))
+
+    monkeypatch.setattr(mm, "gemm_kernel", Rec())
+    monkeypatch.setattr(mm, "select_matmul_launch", lambda *a, **kw: ("autotune", None))
+    monkeypatch.setattr(mm, "launch_autotuned", lambda *a, **kw: calls.append(("autotune", kw)))
+    monkeypatch.setattr(mm, "_capturing", lambda: True)
+    tuned = []
+    monkeypatch.setattr(mm, "autotuned", lambda *a, **kw: bool(tuned))
+    a, b = torch.zeros(64, 32, dtype=torch.bfloat16), torch.zeros(32, 48, dtype=torch.bfloat16)
+    mm.matmul(a, b)
+    want = pick_config(64, 48, 32, on_gpu=False)
+    assert [c[0] for c in calls] == ["fixed"] and calls[0][1]["BLOCK_M"] == want.BLOCK_M
+    tuned.append(True)
+    calls.clear()
+    mm.matmul(a, b)
+    assert [c[0] for c in calls] == ["autotune"]
+    monkeypatch.setattr(mm, "_capturing", lambda: False)
+    tuned.clear()
+    calls.clear()
+    mm.matmul(a, b)
+    assert [c[0] for c in calls] == ["autotune"]  # eager: the autotuner (it tunes this first call)

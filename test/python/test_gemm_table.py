@@ -1,4 +1,4 @@
-"""The measured dispatch table of ``kernels.gemm.matmul`` (``kernels/gemm_table.json``): the shipped table, loading
+"""The measured dispatch table of ``ops.matmul`` (``kernels/gemm_table.json``): the shipped table, loading
 and validation (each kind of bad entry names the file and the entry), lookup by device / dtype / exact shape, what
 ``matmul`` would launch (:func:`select_matmul_launch`), the one launch helper shared with ``benchmarks/bench_gemm.py``
 (a recording stand-in for the kernel: no GPU), and ``bench_gemm.py --table-from`` / ``--help``."""
@@ -14,7 +14,8 @@ import sys
 import pytest
 import torch
 
-from triton_dist.kernels import gemm as g
+from triton_dist.kernels import gemm_config as gc
+from triton_dist.kernels import gemm_table as gt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -38,7 +39,7 @@ def _table(entries=None):
     devices = {}
     for (dev, dt, shape), ent in entries.items():
         devices.setdefault(dev, {}).setdefault(dt, {})[shape] = ent
-    return {"format": g.GEMM_TABLE_FORMAT, "devices": devices}
+    return {"format": gt.GEMM_TABLE_FORMAT, "devices": devices}
 
 
 @pytest.fixture
@@ -47,13 +48,13 @@ def use_table(tmp_path, monkeypatch):
     def use(doc):
         path = tmp_path / "gemm_table.json"
         path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-        monkeypatch.setenv(g.GEMM_TABLE_ENV, str(path))
-        g.load_gemm_table(reload=True)
+        monkeypatch.setenv(gt.GEMM_TABLE_ENV, str(path))
+        gt.load_gemm_table(reload=True)
         return str(path)
 
     yield use
-    monkeypatch.delenv(g.GEMM_TABLE_ENV, raising=False)
-    g.load_gemm_table(reload=True)
+    monkeypatch.delenv(gt.GEMM_TABLE_ENV, raising=False)
+    gt.load_gemm_table(reload=True)
 
 
 #: the bench_gemm results the shipped table was written from, in order (--table-from merges each into the last)
@@ -77,9 +78,9 @@ SHIPPED_FROM = ["benchmarks/results/2026-12-01-gemm-quality/gemm-20261201T052614
 
 
 def test_shipped_table_parses_and_names_its_source():
-    with open(g.GEMM_TABLE_PATH) as f:
+    with open(gt.GEMM_TABLE_PATH) as f:
         doc = json.load(f)
-    parsed = g.parse_gemm_table(doc, g.GEMM_TABLE_PATH)
+    parsed = gt.parse_gemm_table(doc, gt.GEMM_TABLE_PATH)
     assert len(parsed) == 31
     for (dev, dt, M, N, K), var in parsed.items():
         ent = doc["devices"][dev][dt][f"{M}x{N}x{K}"]
@@ -104,27 +105,27 @@ def test_shipped_table_parses_and_names_its_source():
     rebuilt = None
     for src in SHIPPED_FROM:
         with open(os.path.join(ROOT, src)) as f:
-            rebuilt, _ = g.build_gemm_table(json.load(f), src, rebuilt)
+            rebuilt, _ = gt.build_gemm_table(json.load(f), src, rebuilt)
     assert rebuilt == doc  # the committed table is what --table-from writes from the committed results
 
 
 def test_good_table_parses_to_variants():
-    parsed = g.parse_gemm_table(_table(), "t.json")
-    assert parsed == {(H200, "bfloat16", 2048, 7168, 4096): g.GemmVariant(g.TileConfig(128, 128, 64, 8, 4, 4), True,
+    parsed = gt.parse_gemm_table(_table(), "t.json")
+    assert parsed == {(H200, "bfloat16", 2048, 7168, 4096): gc.GemmVariant(gc.TileConfig(128, 128, 64, 8, 4, 4), True,
                                                                           False),
-                      (H200, "bfloat16", 4096, 7168, 4096): g.GemmVariant(g.TileConfig(128, 256, 64, 8, 8, 3), True,
+                      (H200, "bfloat16", 4096, 7168, 4096): gc.GemmVariant(gc.TileConfig(128, 256, 64, 8, 8, 3), True,
                                                                           True),
-                      (H200, "float16", 2048, 7168, 4096): g.GemmVariant(g.TileConfig(128, 256, 64, 8, 8, 4))}
+                      (H200, "float16", 2048, 7168, 4096): gc.GemmVariant(gc.TileConfig(128, 256, 64, 8, 8, 4))}
     # variant names round-trip as bench_gemm writes them (ours/<tiling>/<form>)
     for name in ("128x128x64x4x4/plain", "128x256x64x8x3/flat+tma", "64x128x64x4x4/tma", "128x128x64x8x4/flat"):
-        assert str(g.GemmVariant.parse(name)) == name
+        assert str(gc.GemmVariant.parse(name)) == name
     # pointer-load (p) and split-K (kS) tilings: the forms their launches have
     for name in ("16x64x128x4x4p/plain", "16x64x128x4x4p/flat", "64x128x128x4x4k2/plain", "16x64x128x4x4pk4/plain"):
-        assert str(g.GemmVariant.parse(name)) == name
+        assert str(gc.GemmVariant.parse(name)) == name
     for name, why in (("64x128x128x4x4k2/flat", "plain only"), ("16x64x128x4x4p/tma", "plain, flat only"),
                       ("128x128x64x4x4f/plain", "no f suffix")):
         with pytest.raises(ValueError, match=why):
-            g.GemmVariant.parse(name)
+            gc.GemmVariant.parse(name)
 
 
 def _set(path, value):
@@ -181,48 +182,48 @@ BAD = [
 def test_bad_table_fails_loudly_naming_file_and_entry(use_table, mutate, message):
     doc = _table()
     mutate(doc)
-    with pytest.raises(g.GemmTableError, match="gemm_table.json") as exc:
+    with pytest.raises(gt.GemmTableError, match="gemm_table.json") as exc:
         use_table(doc)
     assert message in str(exc.value)
     # never half-loaded, never silently empty: the next lookup raises again
-    with pytest.raises(g.GemmTableError):
-        g.gemm_table_lookup(H200, "bfloat16", 2048, 7168, 4096)
+    with pytest.raises(gt.GemmTableError):
+        gt.gemm_table_lookup(H200, "bfloat16", 2048, 7168, 4096)
 
 
 def test_table_loads_once_and_errors_on_bad_json(use_table, tmp_path):
     path = use_table(_table())
-    assert str(g.gemm_table_lookup(H200, torch.bfloat16, 2048, 7168, 4096)) == "128x128x64x4x4/flat"
+    assert str(gt.gemm_table_lookup(H200, torch.bfloat16, 2048, 7168, 4096)) == "128x128x64x4x4/flat"
     with open(path, "w") as f:
         f.write("{not json")
-    assert g.gemm_table_lookup(H200, "bfloat16", 2048, 7168, 4096) is not None  # cached: the file is read once
-    with pytest.raises(g.GemmTableError, match=r"gemm_table.json: not valid JSON"):
-        g.load_gemm_table(reload=True)
+    assert gt.gemm_table_lookup(H200, "bfloat16", 2048, 7168, 4096) is not None  # cached: the file is read once
+    with pytest.raises(gt.GemmTableError, match=r"gemm_table.json: not valid JSON"):
+        gt.load_gemm_table(reload=True)
     os.remove(path)
-    assert g.load_gemm_table(reload=True) == {}  # a missing file is an empty table
+    assert gt.load_gemm_table(reload=True) == {}  # a missing file is an empty table
 
 
 def test_lookup_is_exact_device_dtype_and_shape(use_table):
     use_table(_table())
-    assert str(g.gemm_table_lookup(H200, torch.bfloat16, 2048, 7168, 4096)) == "128x128x64x4x4/flat"
-    assert str(g.gemm_table_lookup(H200, "float16", 2048, 7168, 4096)) == "128x256x64x8x4/plain"
-    assert str(g.gemm_table_lookup(H200, "bfloat16", 4096, 7168, 4096)) == "128x256x64x8x3/flat+tma"
+    assert str(gt.gemm_table_lookup(H200, torch.bfloat16, 2048, 7168, 4096)) == "128x128x64x4x4/flat"
+    assert str(gt.gemm_table_lookup(H200, "float16", 2048, 7168, 4096)) == "128x256x64x8x4/plain"
+    assert str(gt.gemm_table_lookup(H200, "bfloat16", 4096, 7168, 4096)) == "128x256x64x8x3/flat+tma"
     for miss in (("NVIDIA H100 80GB HBM3", "bfloat16", 2048, 7168, 4096), (H200, torch.float8_e4m3fn, 2048, 7168, 4096),
                  (H200, "bfloat16", 2048, 7168, 4104), (H200, "bfloat16", 2047, 7168, 4096),
                  (H200, "bfloat16", 4096, 4096, 7168)):
-        assert g.gemm_table_lookup(*miss) is None, miss
+        assert gt.gemm_table_lookup(*miss) is None, miss
 
 
 def test_matmul_selection_table_then_autotune(use_table):
     use_table(_table())
-    sel = functools.partial(g.select_matmul_launch, num_sms=132)
+    sel = functools.partial(gt.select_matmul_launch, num_sms=132)
     hit = (2048, 7168, 4096, torch.bfloat16, H200)
     kind, var = sel(*hit, use_tma=True)
-    assert kind == "table" and var == g.GemmVariant(g.TileConfig.parse("128x128x64x4x4"), True, False)
+    assert kind == "table" and var == gc.GemmVariant(gc.TileConfig.parse("128x128x64x4x4"), True, False)
     assert sel(2048, 7168, 4096, torch.bfloat16, "NVIDIA A100-SXM4-80GB", use_tma=True) == ("autotune", None)
     assert sel(2048, 7168, 4096, torch.float8_e5m2, H200, use_tma=True) == ("autotune", None)
     assert sel(2048, 7168, 8192, torch.bfloat16, H200, use_tma=True) == ("autotune", None)
     # unchanged: off GPU, an explicit config, autotune=False; table=False is the autotuner alone
-    cfg = g.TileConfig.parse("64x128x64x4x4")
+    cfg = gc.TileConfig.parse("64x128x64x4x4")
     assert sel(2048, 7168, 4096, torch.bfloat16, None, use_tma=False) == ("config", None)
     assert sel(*hit, use_tma=True, config=cfg) == ("config", cfg)
     assert sel(*hit, use_tma=True, autotune=False) == ("config", None)
@@ -234,27 +235,27 @@ def test_matmul_selection_table_then_autotune(use_table):
     assert sel(*tma_hit, use_tma=True)[1].tma_store
     assert sel(*tma_hit, use_tma=True, tma_store_ok=False) == ("autotune", None)
     # no entry and M <= SPLIT_K_MAX_M: the decode rule (table=False too); an entry still wins; above: autotune
-    cfg16 = g.TileConfig(16, 64, 128, 8, 4, 4, pointer_loads=True)
+    cfg16 = gc.TileConfig(16, 64, 128, 8, 4, 4, pointer_loads=True)
     assert sel(1, 8192, 3584, torch.bfloat16, H200, use_tma=True) == ("decode", cfg16)  # 128 tiles: no split
     assert sel(16, 4096, 14336, torch.bfloat16, H200, use_tma=True, table=False) == \
         ("decode", dataclasses.replace(cfg16, split_k=2))  # 64 tiles on 132 SMs
     assert sel(64, 8192, 7168, torch.bfloat16, H200, use_tma=False) == \
-        ("decode", g.TileConfig(64, 64, 128, 8, 4, 4, pointer_loads=True))
-    assert sel(g.SPLIT_K_MAX_M + 1, 8192, 7168, torch.bfloat16, H200, use_tma=True) == ("autotune", None)
+        ("decode", gc.TileConfig(64, 64, 128, 8, 4, 4, pointer_loads=True))
+    assert sel(gc.SPLIT_K_MAX_M + 1, 8192, 7168, torch.bfloat16, H200, use_tma=True) == ("autotune", None)
     use_table(_table({(H200, "bfloat16", "16x4096x14336"): _entry(config="16x64x128x4x4pk4", flatten=False)}))
     assert sel(16, 4096, 14336, torch.bfloat16, H200, use_tma=True) == \
-        ("table", g.GemmVariant(g.TileConfig(16, 64, 128, 8, 4, 4, split_k=4, pointer_loads=True)))
+        ("table", gc.GemmVariant(gc.TileConfig(16, 64, 128, 8, 4, 4, split_k=4, pointer_loads=True)))
 
 
 def test_decode_rule_covers_the_sms():
     for M, N, K, sms, want in ((1, 8192, 3584, 132, "16x64x128x4x4p"), (1, 4096, 14336, 132, "16x64x128x4x4pk2"),
-                               (16, 1024, 7168, 132, f"16x64x128x4x4pk{g.SPLIT_K_MAX}"),  # 16 tiles: capped
+                               (16, 1024, 7168, 132, f"16x64x128x4x4pk{gc.SPLIT_K_MAX}"),  # 16 tiles: capped
                                (64, 8192, 7168, 132, "64x64x128x4x4p"), (128, 8192, 3584, 132, "64x128x128x4x4p"),
                                (1, 64, 128, 132, "16x64x128x4x4p"),  # one K block: nothing to split
                                (100, 28672, 4096, 78, "64x128x128x4x4p")):
-        assert str(g.pick_decode_config(M, N, K, num_sms=sms)) == want, (M, N, K)
+        assert str(gc.pick_decode_config(M, N, K, num_sms=sms)) == want, (M, N, K)
     with pytest.raises(ValueError, match="M <= 128"):
-        g.pick_decode_config(129, 8192, 8192, num_sms=132)
+        gc.pick_decode_config(129, 8192, 8192, num_sms=132)
 
 
 def _load_bench(monkeypatch):
@@ -278,12 +279,12 @@ class _Recorder:
 def test_bench_and_matmul_share_one_launch(monkeypatch):
     bench = _load_bench(monkeypatch)
     rec = _Recorder()
-    monkeypatch.setattr(g, "gemm_kernel", rec)
-    monkeypatch.setattr(g, "num_sms", lambda device: 132)
+    monkeypatch.setattr(gc, "gemm_kernel", rec)
+    monkeypatch.setattr(gc, "num_sms", lambda device: 132)
     a, b, c = torch.empty(2048, 4096), torch.empty(4096, 7168), torch.empty(2048, 7168)
-    var = g.GemmVariant.parse("128x128x64x4x4/flat")
+    var = gc.GemmVariant.parse("128x128x64x4x4/flat")
     bench.launcher(a, b, c, var)()
-    g.launch_variant(a, b, c, var, sms=132)
+    gc.launch_variant(a, b, c, var, sms=132)
     assert rec.calls[0] == rec.calls[1]
     grid, args, kw = rec.calls[0]
     assert grid == (132, )
@@ -291,18 +292,18 @@ def test_bench_and_matmul_share_one_launch(monkeypatch):
     assert kw == dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, NUM_SMS=132, USE_TMA=True, HAS_SCALE=False,
                       FLATTEN=True, TMA_STORE=False, num_warps=4, num_stages=4)
     s = torch.ones(1)
-    g.launch_variant(a[:100], b, c[:100], g.GemmVariant.parse("128x256x64x8x3/flat+tma"), scale=s, sms=132)
+    gc.launch_variant(a[:100], b, c[:100], gc.GemmVariant.parse("128x256x64x8x3/flat+tma"), scale=s, sms=132)
     grid, args, kw = rec.calls[2]
     assert grid == (1 * 28, ) and args[3] is s and kw["HAS_SCALE"] and kw["TMA_STORE"] and kw["BLOCK_N"] == 256
     with pytest.raises(SystemExit, match="no f suffix"):
         bench.parse_config("128x128x64x4x4f")
     # a pointer-load tiling: gemm_kernel without descriptors; a split-K tiling: the split-K kernel and its workspace
-    g.launch_variant(a[:1], b, c[:1], g.GemmVariant.parse("16x64x128x4x4p/flat"), sms=132)
+    gc.launch_variant(a[:1], b, c[:1], gc.GemmVariant.parse("16x64x128x4x4p/flat"), sms=132)
     grid, args, kw = rec.calls[3]
     assert grid == (112, ) and not kw["USE_TMA"] and kw["FLATTEN"] and kw["BLOCK_M"] == 16
     rec_k = _Recorder()
-    monkeypatch.setattr(g, "gemm_split_k_kernel", rec_k)
-    bench.launcher(a[:16], b, c[:16], g.GemmVariant.parse("16x64x128x4x4k4/plain"))()
+    monkeypatch.setattr(gc, "gemm_split_k_kernel", rec_k)
+    bench.launcher(a[:16], b, c[:16], gc.GemmVariant.parse("16x64x128x4x4k4/plain"))()
     grid, args, kw = rec_k.calls[0]
     ws, cnt = args[4], args[5]
     assert grid == (132, ) and args[6:9] == (16, 7168, 4096) and kw["SPLIT_K"] == 4 and kw["USE_TMA"]
@@ -339,17 +340,17 @@ def test_build_table_margin_keeps_an_entry_within_it():
                            "ours/128x256x64x8x3/flat": 99.0}),  # the entry timed as a fixed variant: kept
         _rec(1024, 64, 64, {"ours/auto": 90.0, "ours/128x256x64x8x3/flat": 99.0})],  # entry not timed: autotuner
         timestamp_utc="20261202T000000Z")
-    table, report = g.build_gemm_table(doc, "r.json", old, margin=0.015)
+    table, report = gt.build_gemm_table(doc, "r.json", old, margin=0.015)
     bf16 = table["devices"][H200]["bfloat16"]
     assert bf16["64x64x64"] == held and bf16["256x64x64"] == held and bf16["512x64x64"] == held
     assert bf16["128x64x64"]["config"] == "128x256x64x8x3" and "1024x64x64" not in bf16
     assert report[0].startswith("64x64x64: entry 128x128x64x4x6 kept (100.0 us in this run")
     assert "the autotuner at 99.5 us" in report[2]
-    without, _ = g.build_gemm_table(doc, "r.json", old)  # no margin: the fastest always wins
+    without, _ = gt.build_gemm_table(doc, "r.json", old)  # no margin: the fastest always wins
     assert without["devices"][H200]["bfloat16"]["64x64x64"]["config"] == "128x256x64x8x3"
     assert "256x64x64" not in without["devices"][H200]["bfloat16"]
     with pytest.raises(ValueError, match="margin"):
-        g.build_gemm_table(doc, "r.json", old, margin=0.5)
+        gt.build_gemm_table(doc, "r.json", old, margin=0.5)
 
 
 def test_build_table_picks_the_fastest_known_variant():
@@ -364,7 +365,7 @@ def test_build_table_picks_the_fastest_known_variant():
              auto_variant="128x256x64x8x3/flat+tma"),  # auto ran a table entry: that entry, at auto's time
         _rec(256, 64, 64, {"ours/auto": 99.0, "ours/autotune": 90.0, "ours/128x128x64x4x4/tma": 95.0},
              auto_variant="128x256x64x8x3/flat+tma")])  # the autotuner alone was fastest: no entry
-    table, report = g.build_gemm_table(doc, "benchmarks/results/x/gemm-20261201T010203Z.json", old)
+    table, report = gt.build_gemm_table(doc, "benchmarks/results/x/gemm-20261201T010203Z.json", old)
     bf16 = table["devices"][H200]["bfloat16"]
     assert list(bf16) == ["1x8x8", "128x64x64", "2048x7168x4096"]  # sorted by shape; 1x8x8 kept, 64x64x64 removed
     assert bf16["2048x7168x4096"] == {
@@ -377,16 +378,16 @@ def test_build_table_picks_the_fastest_known_variant():
     assert report[1] == "64x64x64: fastest was the autotuner (90.0 us; its pick is not known): no entry (old entry " \
                         "removed)"
     assert report[3].startswith("256x64x64: fastest was ours/autotune")
-    g.parse_gemm_table(table)
-    with pytest.raises(g.GemmTableError, match="names no device"):
-        g.build_gemm_table(_results([], device=None), "r.json")
-    with pytest.raises(g.GemmTableError, match="dtype 'float32'"):
-        g.build_gemm_table(_results([], dtype="float32"), "r.json")
-    with pytest.raises(g.GemmTableError, match="r.json: no timestamp_utc"):
-        g.build_gemm_table(_results([]), "r.json")
-    assert g.build_gemm_table(_results([], timestamp_utc="20261201T000000Z"), "r.json")[0]["devices"] == {}
-    with pytest.raises(g.GemmTableError, match="record 1x8x8: auto_variant: tile config '128x128x64x4x4f'"):
-        g.build_gemm_table(_results([_rec(1, 8, 8, {"ours/auto": 1.0}, auto_variant="128x128x64x4x4f/flat")]),
+    gt.parse_gemm_table(table)
+    with pytest.raises(gt.GemmTableError, match="names no device"):
+        gt.build_gemm_table(_results([], device=None), "r.json")
+    with pytest.raises(gt.GemmTableError, match="dtype 'float32'"):
+        gt.build_gemm_table(_results([], dtype="float32"), "r.json")
+    with pytest.raises(gt.GemmTableError, match="r.json: no timestamp_utc"):
+        gt.build_gemm_table(_results([]), "r.json")
+    assert gt.build_gemm_table(_results([], timestamp_utc="20261201T000000Z"), "r.json")[0]["devices"] == {}
+    with pytest.raises(gt.GemmTableError, match="record 1x8x8: auto_variant: tile config '128x128x64x4x4f'"):
+        gt.build_gemm_table(_results([_rec(1, 8, 8, {"ours/auto": 1.0}, auto_variant="128x128x64x4x4f/flat")]),
                            "gemm-20261201T000000Z.json")
 
 
@@ -403,7 +404,7 @@ def test_table_from_json_cli(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2048x7168x4096: 128x128x64x4x4/flat 98.0 us, 1.020x cuBLAS (ours/auto 110.0 us)" in proc.stdout
     table = json.loads(out.read_text())
-    parsed = g.parse_gemm_table(table, str(out))
+    parsed = gt.parse_gemm_table(table, str(out))
     assert set(parsed) == {(H200, "bfloat16", 1, 8, 8), (H200, "bfloat16", 2048, 7168, 4096)}
     ent = table["devices"][H200]["bfloat16"]["2048x7168x4096"]
     assert ent["source"] == str(res) and ent["timestamp_utc"] == "20261201T052614Z"  # outside the repo: absolute

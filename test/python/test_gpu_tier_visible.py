@@ -162,10 +162,10 @@ def test_gpu_tier_calls_bind_to_the_library_signatures(tmp_path):
     assert not any(found.values()), {f: p for f, p in found.items() if p}
     # the checker itself: the call that hid, a wrong keyword, and a name the module lacks are all reported
     bad = tmp_path / "bad.py"
-    bad.write_text("def t():\n    from triton_dist.kernels import gemm as g\n"
+    bad.write_text("def t():\n    from triton_dist.kernels import gemm_table as g\n"
                    "    g.select_matmul_launch(1, 2, 3, None, 'H200', use_tma=True)\n"
-                   "    g.matmul(None, None, outt=None)\n    g.no_such_function()\n")
+                   "    g.build_gemm_table(None, None, marginn=0)\n    g.no_such_function()\n")
     got = library_call_mismatches(str(bad))
-    assert [(line, what) for line, what, _ in got] == [(3, "g.select_matmul_launch"), (4, "g.matmul"),
+    assert [(line, what) for line, what, _ in got] == [(3, "g.select_matmul_launch"), (4, "g.build_gemm_table"),
                                                         (5, "g.no_such_function")], got
     assert "num_sms" in got[0][2]

@@ -15,7 +15,7 @@ PKG_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 
 #: layer of each top-level part of the package (0 = lowest); the package's own ``__init__`` is the public facade
 #: and belongs to no layer
-LAYERS = {"_compat": 0, "target": 0, "profiler_layout": 0, "_table_file": 0, "language": 1, "backends": 2, "runtime": 3, "jit": 3,
+LAYERS = {"_compat": 0, "target": 0, "profiler_layout": 0, "language": 1, "backends": 2, "runtime": 3, "jit": 3,
           "utils": 3, "profiler_utils": 3, "kernels": 4, "ops": 5, "layers": 6, "tools": 6,
           "mega_triton_kernel": 6}
 

@@ -5,6 +5,8 @@ Rank-side functions live in this module (rank processes import it by reference).
 executes each 16x16x16 tile with numpy); each function checks several calls on one context, so signal epochs,
 parity double-buffering and rank-rotated tile orders are all exercised.
 """
+import os
+
 import pytest
 import torch
 
@@ -14,6 +16,42 @@ from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 # same settings as test_collectives_sim.py, so a CI session reuses one rank pool per world size
 # The wait bound only turns a hang into an error; generous so a loaded 2-core CI machine never trips it.
 ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "64M"}
+
+
+
+def _use_overlap_table(table):
+    """Make the overlap table document ``table`` (the format header added) the one in use, through
+    ``$TRITON_DIST_OVERLAP_TABLE`` and a temporary file; returns the function that undoes it."""
+    import json
+    import tempfile
+
+    from triton_dist.ops import overlap_table as otab
+
+    fd, path = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"format": otab.TABLE_FORMAT, **table}, f)
+    saved = os.environ.get(otab.TABLE_ENV)
+    os.environ[otab.TABLE_ENV] = path
+    otab.dispatch_table(reload=True)
+
+    def restore():
+        if saved is None:
+            os.environ.pop(otab.TABLE_ENV, None)
+        else:
+            os.environ[otab.TABLE_ENV] = saved
+        os.unlink(path)
+        otab.dispatch_table(reload=True)
+
+    return restore
+
+
+@pytest.fixture
+def use_overlap_table():
+    """``use(table)``: :func:`_use_overlap_table` for one test (undone after it)."""
+    undo = []
+    yield lambda table: undo.append(_use_overlap_table(table))
+    for restore in undo:
+        restore()
 
 
 def _init():
@@ -69,12 +107,13 @@ def rank_ag_gemm_tma_store():
     pointers where a chunk's last tile would overhang into the next chunk; exact either way, flattened loop or not."""
     import os
 
+    import triton_dist.kernels.ag_gemm as agk
     import triton_dist.ops.overlap as ov
 
     rank, W = _init()
     dtype = torch.bfloat16
     fails, seen = [], []
-    real = ov._agk.ag_gemm_kernel
+    real = agk.ag_gemm_kernel
 
     class Spy:  # records each launch's TMA_STORE, then launches the real kernel
         def __getitem__(self, grid):
@@ -86,7 +125,7 @@ def rank_ag_gemm_tma_store():
     K, N = 32, 40
     ctx = ov.create_ag_gemm_context(32, K, dtype)
     ctx._use_tma = lambda: True
-    ov._agk.ag_gemm_kernel = Spy()
+    agk.ag_gemm_kernel = Spy()
     try:
         for cfg in ("16x16x16x4x1t", "16x16x16x4x1ft"):
             os.environ["TRITON_DIST_OVERLAP_CONFIG"] = cfg
@@ -98,7 +137,7 @@ def rank_ag_gemm_tma_store():
                 if seen[-1] != (m_loc % 16 == 0):
                     fails.append(f"{cfg} m_loc={m_loc}: TMA_STORE={seen[-1]}")
     finally:
-        ov._agk.ag_gemm_kernel = real
+        agk.ag_gemm_kernel = real
         os.environ.pop("TRITON_DIST_OVERLAP_CONFIG", None)
     ctx.close()
     return fails
@@ -223,20 +262,21 @@ def rank_gemm_ar_ll_auto():
     """``auto`` runs ``ll`` where the measured table names it. The simulator's rule is always ``fused``
     (``select_rule``): here the table lookup is made as on a GPU, the shape's rule names ``ll``, and the ``ll`` path
     is the one that runs (exact, words cleared); another shape of the same table still runs ``fused``."""
+    from triton_dist.ops import gemm_allreduce as gar
     from triton_dist.ops import overlap as ov
+    from triton_dist.ops import overlap_context as octx
 
     rank, W = _init()
     fails = []
     K, N, dtype = 32, 16, torch.bfloat16
     table = {"status": "measured", "ops": {"gemm_ar": {str(W): [{"n": N, "k": K, "max_m": 16, "method": "ll"},
                                                                 {"max_m": None, "method": "fused"}]}}}
-    real_select, real_fused = ov.select_rule, ov._gemm_ar_fused
+    real_select, real_fused = octx.select_rule, gar._gemm_ar_fused
     ran = []  # the kernel launches of the calls: "ll" or "fused" (both paths launch through _gemm_ar_fused)
-    saved = ov._table_cache
-    ov._table_cache = table
-    ov.select_rule = lambda op, world, m, on_gpu, n=None, k=None, eager=False: real_select(op, world, m, True, n, k,
-                                                                                          eager)
-    ov._gemm_ar_fused = lambda *a, ll=False: (ran.append("ll" if ll else "fused"), real_fused(*a, ll=ll))[1]
+    restore_table = _use_overlap_table(table)
+    octx.select_rule = lambda op, world, m, on_gpu, n=None, k=None, eager=False: real_select(op, world, m, True, n, k,
+                                                                                            eager)
+    gar._gemm_ar_fused = lambda *a, ll=False: (ran.append("ll" if ll else "fused"), real_fused(*a, ll=ll))[1]
     ctx = ov.create_gemm_ar_context(16, N, dtype)
     try:
         for call, (M, k, want) in enumerate(((16, K, "ll"), (3, K, "ll"), (16, 2 * K, "fused"))):
@@ -251,7 +291,8 @@ def rank_gemm_ar_ll_auto():
             if want == "ll":
                 _words_cleared(ctx, f"gemm_ar auto call {call}", fails)
     finally:
-        ov.select_rule, ov._gemm_ar_fused, ov._table_cache = real_select, real_fused, saved
+        octx.select_rule, gar._gemm_ar_fused = real_select, real_fused
+        restore_table()
         ctx.close()
     return fails
 
@@ -288,7 +329,9 @@ def rank_gemm_ar_split_k():
                     _words_cleared(ctx, f"gemm_ar ll split {cfg} M={M}", fails)
             if "ll" in outs:
                 _ll_checks(outs["ll"], outs.get("fused", outs["ll"]), f"gemm_ar ll split {cfg} M={M}", fails)
-        cfg = ov._gemm.TileConfig.parse("16x16x16x1x1k8")
+        from triton_dist.kernels.gemm_config import TileConfig
+
+        cfg = TileConfig.parse("16x16x16x1x1k8")
         if ctx.split_for(cfg, 24, N, K) != 5:
             fails.append(f"split_for did not clamp to the 5 K blocks: {ctx.split_for(cfg, 24, N, K)}")
     finally:
@@ -437,10 +480,10 @@ def test_dispatch_table_default_is_conservative_and_unmeasured():
     assert ov.select_method("ag_gemm", 2, 128, on_gpu=False) == "fused"  # the simulator runs our kernels
 
 
-def test_measured_table_rules_match_shape_then_fall_back(monkeypatch):
+def test_measured_table_rules_match_shape_then_fall_back(use_overlap_table):
     """Shape-specific rules (from measured shapes) win for their (n, k); other shapes use the generic rules; the
     measured tiling is returned only for its shape and bf16/fp16."""
-    from triton_dist.kernels.gemm import TileConfig
+    from triton_dist.kernels.gemm_config import TileConfig
     from triton_dist.ops import overlap as ov
 
     table = {"status": "measured", "ops": {"gemm_ar": {"2": [
@@ -448,7 +491,7 @@ def test_measured_table_rules_match_shape_then_fall_back(monkeypatch):
         {"n": 8192, "k": 7168, "max_m": 128, "method": "fused"},
         {"max_m": 63, "method": "torch"}, {"max_m": None, "method": "fused"}]}},
         "configs": {"gemm_ar": {"2": [{"n": 8192, "k": 7168, "max_m": 128, "config": "64x64x128x4x4"}]}}}
-    monkeypatch.setattr(ov, "_table_cache", table)
+    use_overlap_table(table)
     assert ov.select_method("gemm_ar", 2, 1, True, 8192, 7168) == "one_shot"
     assert ov.select_method("gemm_ar", 2, 64, True, 8192, 7168) == "fused"
     assert ov.select_method("gemm_ar", 2, 256, True, 8192, 7168) == "fused"  # past the measured M: generic
@@ -461,7 +504,7 @@ def test_measured_table_rules_match_shape_then_fall_back(monkeypatch):
     assert ov.table_config("gemm_ar", 4, 64, 8192, 7168) is None
 
 
-def test_gemm_ar_table_rule_naming_ll_is_kept(monkeypatch):
+def test_gemm_ar_table_rule_naming_ll_is_kept(use_overlap_table):
     """A measured gemm_ar rule naming ``ll`` is returned as is by :func:`select_rule` and by the context's
     ``select_rule`` (``ll`` has its buffers on every backend: never replaced by ``fused``); the built-in default
     table never names ``ll``; the simulator's rule stays ``fused``."""
@@ -473,7 +516,7 @@ def test_gemm_ar_table_rule_naming_ll_is_kept(monkeypatch):
         assert all(r["method"] != "ll" for rs in rules.values() for r in rs)
     table = {"status": "measured", "ops": {"gemm_ar": {"2": [
         {"n": 8192, "k": 3584, "max_m": 16, "method": "ll"}, {"max_m": None, "method": "fused"}]}}}
-    monkeypatch.setattr(ov, "_table_cache", table)
+    use_overlap_table(table)
     assert ov.select_method("gemm_ar", 2, 16, True, 8192, 3584) == "ll"
     assert ov.select_method("gemm_ar", 2, 17, True, 8192, 3584) == "fused"
     assert ov.select_method("gemm_ar", 2, 16, False, 8192, 3584) == "fused"
@@ -483,7 +526,7 @@ def test_gemm_ar_table_rule_naming_ll_is_kept(monkeypatch):
     assert "ll" in ov.GEMM_AR_METHODS
 
 
-def test_table_rules_carry_method_parameters(monkeypatch):
+def test_table_rules_carry_method_parameters(use_overlap_table):
     """A measured rule's parameters (ag_gemm chunked ``first_frac``, gemm_rs chunked ``sub_chunks``) come back with
     its method; ``first_frac`` becomes rows in multiples of 64 (all rows when the shard is small or it is absent)."""
     from triton_dist.ops import overlap as ov
@@ -493,13 +536,14 @@ def test_table_rules_carry_method_parameters(monkeypatch):
                           {"max_m": None, "method": "ce"}]},
         "gemm_rs": {"2": [{"n": 4096, "k": 7168, "max_m": 8192, "method": "chunked", "sub_chunks": 2},
                           {"max_m": None, "method": "fused"}]}}}
-    monkeypatch.setattr(ov, "_table_cache", table)
+    use_overlap_table(table)
     rule = ov.select_rule("ag_gemm", 2, 8192, True, 14336, 8192)
     assert rule["method"] == "chunked" and rule["first_frac"] == 0.125
     assert ov.select_rule("ag_gemm", 2, 8192, True, 7168, 8192) == {"max_m": None, "method": "ce"}
     assert ov.select_rule("gemm_rs", 2, 4096, True, 4096, 7168)["sub_chunks"] == 2
     assert ov.select_rule("gemm_rs", 2, 4096, False, 4096, 7168) == {"method": "fused"}
     table["ops"]["gemm_rs"]["2"].insert(0, {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8})
+    use_overlap_table(table)
     assert ov.select_rule("gemm_rs", 2, 2048, True, 4096, 3584)["pieces"] == 8
     assert ov._first_rows(rule, 4096) == 512
     assert ov._first_rows({"first_frac": 0.01}, 4096) == 64  # at least 64 rows
@@ -527,7 +571,7 @@ def _load_bench(monkeypatch, name):
 def test_bench_sweep_tilings_parse(monkeypatch):
     """Every tiling bench_overlap --sweep tries is one TileConfig.parse accepts and writes back unchanged (a bad one
     would only show as an error entry of a GPU sweep); the TMA-store (t) ones load through descriptors."""
-    from triton_dist.kernels.gemm import TileConfig
+    from triton_dist.kernels.gemm_config import TileConfig
 
     bench = _load_bench(monkeypatch, "bench_overlap_sweeps")
     lists = [bench.SWEEP_LARGE, bench.SWEEP_SMALL, bench.SWEEP_DECODE, bench.SWEEP_AR, bench.SWEEP_AG_FLAT]
@@ -538,21 +582,20 @@ def test_bench_sweep_tilings_parse(monkeypatch):
     assert "128x128x64x4x6" in bench.SWEEP_LARGE and len(set(bench.SWEEP_AG_FLAT)) == len(bench.SWEEP_AG_FLAT)
 
 
-def test_bench_variant_names_map_to_table_rules(monkeypatch):
+def test_bench_variant_names_map_to_table_rules():
     """bench_overlap's variant names (``ours/chunked@f<frac>``, ``@s<S>``, ``ours/fused@p<P>``) become the table's
     rule parameters; a winning method's swept tiling (gemm_rs ``fused@p``: the fused kernel's; gemm_ar ``ll``: its
-    own sweep's) goes with it."""
-
-    bench = _load_bench(monkeypatch, "bench_overlap_for_test")
-    assert bench.method_of("ours/chunked@f0.25") == {"method": "chunked", "first_frac": 0.25}
-    assert bench.method_of("ours/chunked@s2") == {"method": "chunked", "sub_chunks": 2}
-    assert bench.method_of("ours/ce") == {"method": "ce"}
-    assert bench.method_of("ours/ce@p4") == {"method": "ce", "pieces": 4}
-    assert bench.method_of("ours/ce") == {"method": "ce"}
-    assert bench.method_of("torch") == {"method": "torch"}
-    assert bench.method_of("ours/fused@p8") == {"method": "fused", "pieces": 8}
+    own sweep's) goes with it (the derivation is the library's: ``ops.overlap_table``)."""
+    from triton_dist.ops import overlap_table as otab
+    assert otab.method_of("ours/chunked@f0.25") == {"method": "chunked", "first_frac": 0.25}
+    assert otab.method_of("ours/chunked@s2") == {"method": "chunked", "sub_chunks": 2}
+    assert otab.method_of("ours/ce") == {"method": "ce"}
+    assert otab.method_of("ours/ce@p4") == {"method": "ce", "pieces": 4}
+    assert otab.method_of("ours/ce") == {"method": "ce"}
+    assert otab.method_of("torch") == {"method": "torch"}
+    assert otab.method_of("ours/fused@p8") == {"method": "fused", "pieces": 8}
     # a fused@p winner keeps the fused kernel's swept tiling
-    ops, cfgs = bench.method_rules([{"op": "gemm_rs", "M": 2048, "K_per_rank": 3584, "N": 4096,
+    ops, cfgs = otab.method_rules([{"op": "gemm_rs", "M": 2048, "K_per_rank": 3584, "N": 4096,
                                      "results": {"ours/fused": 110.0, "ours/fused@p8": 85.0, "ours/ce": 99.0},
                                      "configs": {"ce": "128x128x64x4x4f", "fused": "128x256x64x8x3"}}], 2)
     assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8,
@@ -562,23 +605,23 @@ def test_bench_variant_names_map_to_table_rules(monkeypatch):
     ar = {"op": "gemm_ar", "M": 16, "K_per_rank": 3584, "N": 8192,
           "results": {"ours/fused": 24.3, "ours/ll": 21.0, "ours/one_shot": 24.0, "torch_seq": 27.4},
           "configs": {"fused": "16x64x256x4x3", "ll": "16x64x128x4x4pk2"}}
-    ops, cfgs = bench.method_rules([ar], 2)
+    ops, cfgs = otab.method_rules([ar], 2)
     assert ops["gemm_ar"]["2"][0] == {"n": 8192, "k": 3584, "max_m": 16, "method": "ll", "us": 21.0}
     assert cfgs["gemm_ar"]["2"][0]["config"] == "16x64x128x4x4pk2"
     assert all(r["method"] != "ll" for r in ops["gemm_ar"]["default"])  # unmeasured shapes never get ll
     ar["results"]["ours/fused"] = 20.0
-    ops, cfgs = bench.method_rules([ar], 2)
+    ops, cfgs = otab.method_rules([ar], 2)
     assert ops["gemm_ar"]["2"][0]["method"] == "fused" and cfgs["gemm_ar"]["2"][0]["config"] == "16x64x256x4x3"
     recs = [{"op": "gemm_rs", "M": 8192, "K_per_rank": 7168, "N": 4096,
              "results": {"ours/fused": 500.0, "ours/chunked": 354.0, "ours/chunked@s2": 330.0, "torch_seq": 480.0}}]
-    ops, _ = bench.method_rules(recs, 2)
+    ops, _ = otab.method_rules(recs, 2)
     assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 7168, "max_m": 8192, "method": "chunked", "sub_chunks": 2,
                                       "us": 330.0}
     # ties (within 1%) go to torch, else to the plain method of a variant
-    assert bench.pick_robust({"chunked": 100.0, "chunked@s2": 99.5, "fused": 120.0}) == "chunked"
-    assert bench.pick_robust({"chunked": 100.0, "chunked@s2": 95.0}) == "chunked@s2"
-    assert bench.pick_robust({"ce": 99.5, "torch": 100.0}) == "torch"
-    assert bench.pick_robust({"ce": 90.0, "torch": 100.0}) == "ce"
+    assert otab.pick_robust({"chunked": 100.0, "chunked@s2": 99.5, "fused": 120.0}) == "chunked"
+    assert otab.pick_robust({"chunked": 100.0, "chunked@s2": 95.0}) == "chunked@s2"
+    assert otab.pick_robust({"ce": 99.5, "torch": 100.0}) == "torch"
+    assert otab.pick_robust({"ce": 90.0, "torch": 100.0}) == "ce"
 
 
 def test_partial_run_updates_only_its_shapes_in_the_table(monkeypatch, tmp_path):
@@ -587,6 +630,7 @@ def test_partial_run_updates_only_its_shapes_in_the_table(monkeypatch, tmp_path)
     import json
 
     from triton_dist.ops import overlap as ov
+    from triton_dist.ops import overlap_table as otab
 
     bench = _load_bench(monkeypatch, "bench_overlap_for_merge")
 
@@ -594,12 +638,13 @@ def test_partial_run_updates_only_its_shapes_in_the_table(monkeypatch, tmp_path)
         return {"n": 4096, "k": 3584, "max_m": m, "method": method}
     old_rs = [rule(128, "torch"), rule(2048, "chunked"), rule(4096, "ce"), rule(8192, "ce"),
               {"max_m": 511, "method": "torch"}, {"max_m": None, "method": "fused"}]
-    table = {"status": "measured", "ops": {"gemm_rs": {"2": old_rs}, "ag_gemm": {"2": [rule(128, "torch")]}},
+    table = {"format": otab.TABLE_FORMAT, "status": "measured",
+             "ops": {"gemm_rs": {"2": old_rs}, "ag_gemm": {"2": [rule(128, "torch")]}},
              "configs": {"gemm_rs": {"2": [{"n": 4096, "k": 3584, "max_m": 2048, "config": "128x128x64x8x4"},
                                            {"n": 4096, "k": 3584, "max_m": 8192, "config": "128x256x64x8x3"}]}}}
     path = tmp_path / "overlap_table.json"
     path.write_text(json.dumps(table))
-    monkeypatch.setattr(ov, "TABLE_PATH", str(path))
+    monkeypatch.setenv(otab.TABLE_ENV, str(path))
     try:
         doc = {"dispatch_rules": {"gemm_rs": {"2": [rule(2048, "ce"), rule(4096, "chunked"),
                                                     {"max_m": None, "method": "fused"}],
@@ -618,7 +663,7 @@ def test_partial_run_updates_only_its_shapes_in_the_table(monkeypatch, tmp_path)
         # a run that measured every shape the table had replaces the generic rules too
         full = [rule(128, "torch"), rule(2048, "ce"), rule(4096, "ce"), rule(8192, "ce"),
                 {"max_m": None, "method": "ce"}]
-        assert bench.merge_rules(old_rs, full) == full
+        assert otab.merge_rules(old_rs, full) == full
     finally:
         monkeypatch.undo()
         ov.dispatch_table(reload=True)
@@ -628,7 +673,7 @@ def test_gemm_ar_default_tiling_covers_the_sms():
     """Without a table entry the GEMM+AR kernel takes the measured decode rule: 16x64 tiles up to 16 rows (N / 64
     tiles already cover the SMs: no split), 64x128 tiles with K split so that the units cover the SMs up to 128 rows,
     never more splits than K blocks, no split above 128 rows; the simulator keeps its tiny tiling."""
-    from triton_dist.kernels.gemm import SIM_CONFIG
+    from triton_dist.kernels.gemm_config import SIM_CONFIG
     from triton_dist.kernels.gemm_ar import SPLIT_K_MAX, pick_ar_config
 
     def pick(m, n=8192, k=7168, sms=132):
@@ -644,7 +689,7 @@ def test_gemm_ar_default_tiling_covers_the_sms():
 
 
 def test_tile_config_round_trips_and_rejects_bad_text():
-    from triton_dist.kernels.gemm import TileConfig
+    from triton_dist.kernels.gemm_config import TileConfig
 
     cfg = TileConfig.parse("128x256x64x8x4")
     assert str(cfg) == "128x256x64x8x4" and TileConfig.parse(str(cfg)) == cfg
@@ -680,6 +725,7 @@ def test_eager_calls_take_the_rules_eager_winner(monkeypatch, tmp_path):
     import json
 
     from triton_dist.ops import overlap as ov
+    from triton_dist.ops import overlap_table as otab
 
     bench = _load_bench(monkeypatch, "bench_overlap_for_eager")
 
@@ -687,19 +733,19 @@ def test_eager_calls_take_the_rules_eager_winner(monkeypatch, tmp_path):
            "results": {"ours/fused": 205.0, "ours/fused@p4": 202.0, "ours/ce": 187.2, "torch_seq": 275.3},
            "eager": {"ours/fused": 245.1, "ours/fused@p4": 196.5, "ours/ce": 246.2, "ours/auto": 248.8,
                      "torch_seq": 266.7}}
-    ops, _ = bench.method_rules([rec], 2)
+    ops, _ = otab.method_rules([rec], 2)
     assert ops["gemm_rs"]["2"][0] == {"n": 4096, "k": 3584, "max_m": 4096, "method": "ce", "us": 187.2,
                                       "eager": {"method": "fused", "pieces": 4, "us": 196.5}}
     same = dict(rec, eager={"ours/ce": 190.0, "torch_seq": 266.7})
-    assert "eager" not in bench.method_rules([same], 2)[0]["gemm_rs"]["2"][0]  # nothing to override
-    assert bench.eager_rule({"op": "gemm_rs", "eager": {}}) is None
+    assert "eager" not in otab.method_rules([same], 2)[0]["gemm_rs"]["2"][0]  # nothing to override
+    assert otab.eager_rule({"op": "gemm_rs", "eager": {}}) is None
 
-    table = {"status": "measured", "note": "t.", "ops": {"gemm_rs": {"2": [
+    table = {"format": otab.TABLE_FORMAT, "status": "measured", "note": "t.", "ops": {"gemm_rs": {"2": [
         {"n": 4096, "k": 3584, "max_m": 2048, "method": "fused", "pieces": 8, "eager": {"method": "torch"}},
         {"n": 4096, "k": 3584, "max_m": 4096, "method": "ce"}, {"max_m": None, "method": "fused"}]}}}
     path = tmp_path / "overlap_table.json"
     path.write_text(json.dumps(table))
-    monkeypatch.setattr(ov, "TABLE_PATH", str(path))
+    monkeypatch.setenv(otab.TABLE_ENV, str(path))
     res = tmp_path / "final.json"
     stale = {"op": "gemm_rs", "M": 2048, "K_per_rank": 3584, "N": 4096, "results": {},
              "eager": {"ours/fused@p8": 101.4, "ours/ce@p1": 204.8, "torch_seq": 143.8}}

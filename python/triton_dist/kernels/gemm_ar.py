@@ -67,9 +67,9 @@ import triton_dist.language as dl
 
 from triton_dist.kernels.common import (LL_TAG_BITS_C, TAG_RANGE_C, call_epoch, finish_call, ll_flag,
                                         store_to_peers)
-from triton_dist.kernels.gemm import (SIM_CONFIG, SPLIT_K_MAX, SPLIT_K_MAX_M, TileConfig, env_config,
-                                      slot_tile, split_k_reduce, store_tile, tile_acc_ptr_k,
-                                      tile_acc_tma_k, tile_coords, tma_descriptors)
+from triton_dist.kernels.gemm import (slot_tile, split_k_reduce, store_tile, tile_acc_ptr_k, tile_acc_tma_k, tile_coords,
+                                      tma_descriptors)
+from triton_dist.kernels.gemm_config import SIM_CONFIG, SPLIT_K_MAX, SPLIT_K_MAX_M, TileConfig, env_config
 
 
 @triton_dist.jit
@@ -174,9 +174,9 @@ def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
     (``B``) are the traffic at decode sizes, so M <= 16 takes 16x64 tiles with 128-deep K blocks (N / 64 tiles cover
     the SMs: a split only adds its workspace round trip), M <= 64 takes 64x128x128 tiles and M <= 128 64x128x64;
     then the K blocks are split so that the units cover the SMs (``num_sms // tiles``, at most
-    :data:`SPLIT_K_MAX`). (``matmul``'s decode rule, :func:`~triton_dist.kernels.gemm.pick_decode_config`, measured
+    :data:`SPLIT_K_MAX`). (``matmul``'s decode rule, :func:`~triton_dist.kernels.gemm_config.pick_decode_config`, measured
     alone on one H200, differs: pointer loads, 64x64 tiles at M <= 64; not yet measured inside this kernel.) Above :data:`SPLIT_K_MAX_M` rows, 64x128x64 tiles without a split. Simulator:
-    ``sim_config``. :func:`~triton_dist.kernels.gemm.env_config` overrides it."""
+    ``sim_config``. :func:`~triton_dist.kernels.gemm_config.env_config` overrides it."""
     env = env_config()
     if env is not None:
         return env

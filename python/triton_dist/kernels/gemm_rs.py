@@ -54,8 +54,8 @@ import triton_dist
 import triton_dist.language as dl
 
 from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, finish_call
-from triton_dist.kernels.gemm import autotune_configs as gemm_autotune_configs
 from triton_dist.kernels.gemm import slot_tile, store_tile, tile_acc_ptr, tile_acc_tma, tile_coords, tma_descriptors
+from triton_dist.kernels.gemm_config import autotune_configs as gemm_autotune_configs
 from triton_dist.language.profiler import Profiler
 
 #: profiler task names of :func:`gemm_rs_kernel` (index = task type)

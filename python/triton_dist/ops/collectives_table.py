@@ -1,8 +1,10 @@
-"""The measured dispatch table of ``method="auto"`` for the collectives (``collectives_table.json``): its format,
-loading (once, lazily; a malformed file raises :class:`CollectivesTableError` naming it), lookup (a dict lookup and a
-bisect per call) and how a benchmark run becomes a table (:func:`build_table`, used by
-``benchmarks/bench_collectives.py --write-table`` / ``--table-from``). The selection order around it (user overrides,
-built-in defaults) is :func:`triton_dist.ops.collectives._select_method`.
+"""The measured dispatch table of ``method="auto"`` for the collectives (``collectives_table.json``): its schema,
+lookup (a dict lookup and a bisect per call) and how a benchmark run becomes a table (:func:`build_table`, used by
+``benchmarks/bench_collectives.py --write-table`` / ``--table-from``). The file, its format header, the
+``$TRITON_DIST_COLLECTIVES_TABLE`` override, the cache and the errors (a malformed file raises
+:class:`CollectivesTableError` naming it and the entry) are
+:class:`~triton_dist.runtime.dispatch_table.DispatchTable`'s (:data:`COLLECTIVES_TABLE`). The selection order around
+it (user overrides, built-in defaults) is :func:`triton_dist.ops.collectives._select_method`.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import math
 import os
 from typing import Optional
 
-from .._table_file import check_header, read_table
+from ..runtime.dispatch_table import DispatchTable, TableError, dump
+from ..runtime.dtypes import dtype_name
 
 #: The measured table shipped with the package, written by ``benchmarks/bench_collectives.py --write-table`` (or
 #: ``--table-from JSON``). ``$TRITON_DIST_COLLECTIVES_TABLE`` names another file instead.
@@ -28,11 +31,8 @@ TABLE_DTYPE_FALLBACK = {"float16": "bfloat16", "float8_e4m3fn": "bfloat16", "flo
 _UNBOUNDED = 1 << 62
 
 
-class CollectivesTableError(ValueError):
+class CollectivesTableError(TableError):
     """The measured table file is malformed (the message names the file and the bad entry)."""
-
-
-_table = None  # (path, {(op, world, dtype): (bounds, methods)}, document)
 
 
 def _parse_rules(where: str, op: str, rules) -> tuple:
@@ -66,7 +66,7 @@ def parse_table(doc, path: str = "<table>") -> dict:
 
     Document: ``{"format": TABLE_FORMAT, "ops": {op: {"<world>": {dtype: {"rules": [{"max_bytes": int | null,
     "method": str}, ...], "source": ..., ...}}}}}`` (extra keys are provenance, ignored here)."""
-    check_header(doc, path, "collectives", "ops", TABLE_FORMAT, CollectivesTableError)
+    COLLECTIVES_TABLE.check_header(doc, path)
     out = {}
     for op, by_world in doc["ops"].items():
         if op not in TABLE_METHODS:
@@ -79,30 +79,29 @@ def parse_table(doc, path: str = "<table>") -> dict:
                                             f"keyed by dtype")
             for dt, entry in by_dtype.items():
                 where = f"{path}: ops.{op}.{world}.{dt}"
-                if dt not in TABLE_DTYPES:
-                    raise CollectivesTableError(f"{where}: unknown dtype; accepted: {', '.join(TABLE_DTYPES)}")
+                COLLECTIVES_TABLE.check_dtype_key(where, dt, TABLE_DTYPES)
                 if not isinstance(entry, dict):
                     raise CollectivesTableError(f"{where}: expected an object with 'rules'")
                 out[(op, int(world), dt)] = _parse_rules(where + ".rules", op, entry.get("rules"))
     return out
 
 
+#: The collectives' table: file, header, ``$TRITON_DIST_COLLECTIVES_TABLE`` override, cache and errors.
+COLLECTIVES_TABLE = DispatchTable(what="collectives", path=TABLE_PATH, env=TABLE_ENV, format=TABLE_FORMAT, key="ops",
+                                  parse=parse_table, error=CollectivesTableError)
+
+
 def table_path() -> str:
     """The measured table in use: ``$TRITON_DIST_COLLECTIVES_TABLE`` if set, else :data:`TABLE_PATH`."""
-    return os.environ.get(TABLE_ENV) or TABLE_PATH
+    return COLLECTIVES_TABLE.path()
 
 
 def load_table(reload: bool = False) -> dict:
-    """The parsed measured table (read once, lazily, on the first ``auto`` call on a GPU, from :func:`table_path`;
-    ``reload=True`` reads it again, e.g. after changing ``$TRITON_DIST_COLLECTIVES_TABLE``). A missing file is an
-    empty table; a malformed one raises :class:`CollectivesTableError` naming the file."""
-    global _table
-    if _table is None or reload:
-        _table = None  # a malformed file is reported again by every later call, never half-loaded
-        path = table_path()
-        found = read_table(path, parse_table, CollectivesTableError)
-        _table = (path, {}, None) if found is None else (path, found[1], found[0])
-    return _table[1]
+    """The parsed measured table ``{(op, world, dtype): (bounds, methods)}`` (read once, lazily, on the first
+    ``auto`` call on a GPU, from :func:`table_path`; ``reload=True`` reads it again, e.g. after changing
+    ``$TRITON_DIST_COLLECTIVES_TABLE``). A missing file is an empty table; a malformed one raises
+    :class:`CollectivesTableError` naming the file."""
+    return COLLECTIVES_TABLE.load(reload)
 
 
 def best_per_size(results, tolerance: float = 0.01) -> dict:
@@ -156,7 +155,7 @@ def build_table(doc: dict, source: str, old: Optional[dict] = None, tolerance: f
     provenance. Entries of ``old`` (a previous table document) that ``doc`` did not measure are kept."""
     ops = {}
     if old:
-        parse_table(old, "old table")
+        COLLECTIVES_TABLE.parse(old, "old table")
         for op, by_world in old["ops"].items():
             for world, by_dtype in by_world.items():
                 ops.setdefault(op, {}).setdefault(str(world), {}).update(by_dtype)
@@ -167,26 +166,24 @@ def build_table(doc: dict, source: str, old: Optional[dict] = None, tolerance: f
             "timestamp_utc": doc.get("timestamp_utc"), "rules": rules_from_points(pts),
             "measured": [{"bytes": b, "method": m, "us": round(us, 3), "best_us": round(best, 3)}
                          for b, m, us, best in pts]}
-    table = {"format": TABLE_FORMAT,
-             "note": "method='auto' of triton_dist.ops collectives (GPU only): per op, world size and dtype, the "
-                     "fastest of our methods and NCCL per measured size (CUDA-graph replay; the previous size's "
-                     "method while within 1%), boundaries at the geometric midpoint of measured sizes; sizes in the "
-                     "NCCL-tests convention. Written by benchmarks/bench_collectives.py --write-table / --table-from; "
-                     "each entry names the results JSON and commit it came from.",
-             "ops": ops}
-    parse_table(table, "new table")
-    return table
+    return COLLECTIVES_TABLE.build(
+        ops, "method='auto' of triton_dist.ops collectives (GPU only): per op, world size and dtype, the fastest of "
+             "our methods and NCCL per measured size (CUDA-graph replay; the previous size's method while within "
+             "1%), boundaries at the geometric midpoint of measured sizes; sizes in the NCCL-tests convention. "
+             "Written by benchmarks/bench_collectives.py --write-table / --table-from; each entry names the results "
+             "JSON and commit it came from.")
 
 
-def _dtype_name(dtype) -> Optional[str]:
-    return None if dtype is None else str(dtype).replace("torch.", "")
+def dump_table(table: dict) -> str:
+    """The table's JSON text: one line per rule / measured point (:func:`~triton_dist.runtime.dispatch_table.dump`)."""
+    return dump(table)
 
 
 def table_lookup(op: str, world: int, dtype, nbytes: int) -> Optional[str]:
     """The measured table's method for a call of ``nbytes`` of ``op`` at ``world`` ranks in ``dtype`` (a
     ``torch.dtype`` or its name; fp16 / fp8 use bf16's entry when they have none), or None without an entry."""
     tab = load_table()
-    dtype = _dtype_name(dtype)
+    dtype = dtype_name(dtype)
     if not tab or dtype is None:
         return None
     ent = tab.get((op, world, dtype))

@@ -18,7 +18,7 @@ import torch
 
 from ..jit import bounded_wait_key
 
-FP8_DTYPES = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d)
+from ..runtime.dtypes import FP8_DTYPES, dtype_names
 
 registry: "weakref.WeakValueDictionary[int, Context]" = weakref.WeakValueDictionary()
 context_ids = itertools.count(1)
@@ -30,10 +30,6 @@ def shmem_runtime():
 
     backend = require_backend()
     return utils, backend
-
-
-def dtype_names(dtypes) -> str:
-    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
 
 
 def on_gpu(backend) -> bool:
@@ -219,17 +215,30 @@ class Context:
         if type(x) is torch.Tensor and x.dtype == self.dtype and x.device == self.device and x.is_contiguous() \
                 and not self._closed:
             return  # the eager hot path: one test; the diagnosis below runs only for a bad (or subclassed) tensor
-        if self._closed:
-            raise ValueError(f"{op}: the context was closed")
+        self._check_open(op)
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(x).__name__}")
+        self._check_dtype(op, x, name)
+        self._check_device(op, x, name)
+        if not x.is_contiguous():
+            raise ValueError(f"{op}: {name} must be contiguous (call .contiguous())")
+
+    def _check_open(self, op: str) -> None:
+        """ValueError naming ``op`` when the context was closed."""
+        if self._closed:
+            raise ValueError(f"{op}: the context was closed")
+
+    def _check_dtype(self, op: str, x: torch.Tensor, name: str) -> None:
+        """ValueError naming ``op`` and ``name`` when the tensor ``x`` is not of the context's dtype."""
         if x.dtype != self.dtype:
             raise ValueError(f"{op}: {name}.dtype={x.dtype} differs from the context's dtype {self.dtype}; create a "
                              f"context per dtype")
+
+    def _check_device(self, op: str, x: torch.Tensor, name: str) -> None:
+        """ValueError naming ``op`` and ``name`` when the tensor ``x`` is not on the device of the context's
+        buffers (same type; on GPU the same index)."""
         if x.device.type != self.device.type or (self.on_gpu and x.device.index != self.device.index):
             raise ValueError(f"{op}: {name} is on {x.device}, the context's buffers are on {self.device}")
-        if not x.is_contiguous():
-            raise ValueError(f"{op}: {name} must be contiguous (call .contiguous())")
 
     def _check_peers(self, op: str, desc) -> None:
         import torch.distributed as dist

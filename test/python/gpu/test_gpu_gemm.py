@@ -1,4 +1,4 @@
-"""GPU tier for ``kernels.gemm.matmul`` at decode sizes (M <= 128): the decode rule (pointer loads, split-K where
+"""GPU tier for ``ops.matmul`` at decode sizes (M <= 128): the decode rule (pointer loads, split-K where
 the tiles leave SMs idle), explicit split-K tilings, determinism, the split-K workspace under CUDA-graph capture
 and on two streams. No communication: ``torchrun --nproc_per_node 2 -m pytest test/python/gpu/test_gpu_gemm.py``
 (each rank checks its own device, by the binding rule: ranks may share a GPU, and the decode rule then plans for the
@@ -12,7 +12,9 @@ import sys
 import pytest
 import torch
 
-from triton_dist.kernels import gemm as g
+from triton_dist.kernels import gemm_config as gc
+from triton_dist.kernels import gemm_table as gt
+from triton_dist.ops.matmul import matmul
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # as a script: test/python
 
@@ -46,18 +48,18 @@ def _check(c, a, b, what):
 
 def test_decode_rule_is_correct_and_deterministic():
     dev = _device()
-    sms = g.num_sms(dev)
+    sms = gc.num_sms(dev)
     for M, N, K in SHAPES:
         a, b = _operands(M, N, K, dev)
-        kind, cfg = g.select_matmul_launch(M, N, K, a.dtype, torch.cuda.get_device_name(dev), use_tma=True,
+        kind, cfg = gt.select_matmul_launch(M, N, K, a.dtype, torch.cuda.get_device_name(dev), use_tma=True,
                                            num_sms=sms, table=False)
         assert kind == "decode", (M, N, K, kind)
-        c1 = g.matmul(a, b, table=False)
-        c2 = g.matmul(a, b, table=False)
+        c1 = matmul(a, b, table=False)
+        c2 = matmul(a, b, table=False)
         torch.cuda.synchronize()
         _check(c1, a, b, f"decode rule {cfg} at {M}x{N}x{K}")
         assert torch.equal(c1, c2), f"{cfg} at {M}x{N}x{K}: two calls differ"
-        c3 = g.matmul(a, b)  # auto: the table's entry where it has one
+        c3 = matmul(a, b)  # auto: the table's entry where it has one
         torch.cuda.synchronize()
         _check(c3, a, b, f"auto at {M}x{N}x{K}")
 
@@ -65,21 +67,21 @@ def test_decode_rule_is_correct_and_deterministic():
 @pytest.mark.parametrize("cfg", ["16x64x128x4x4k4", "16x64x128x4x4pk8", "64x128x64x4x4k2", "64x64x128x4x4pk3"])
 def test_explicit_split_k_tilings(cfg):
     dev = _device()
-    tile = g.TileConfig.parse(cfg)
+    tile = gc.TileConfig.parse(cfg)
     for M, N, K in ((1, 8192, 3584), (100, 1000, 1000), (64, 256, 128)):  # the last: more splits than K blocks
         a, b = _operands(M, N, K, dev, seed=M)
-        c = g.matmul(a, b, config=tile)
-        again = g.matmul(a, b, config=tile)
+        c = matmul(a, b, config=tile)
+        again = matmul(a, b, config=tile)
         torch.cuda.synchronize()
         _check(c, a, b, f"{cfg} at {M}x{N}x{K}")
         assert torch.equal(c, again)
-    for cnt in [c for cnts in g._split_k_cnt.values() for c in cnts]:
+    for cnt in [c for cnts in gc._split_k_cnt.values() for c in cnts]:
         assert not cnt.any(), "split-K counters not back to 0 after the launches"
     # fp8 with a per-tensor scale, through the split-K kernel
     a8 = (torch.randn(16, 512, device=dev) / 4).to(torch.float8_e4m3fn)
     b8 = (torch.randn(512, 256, device=dev) / 4).to(torch.float8_e4m3fn)
     s = torch.tensor([0.5], device=dev)
-    c8 = g.matmul(a8, b8, scale=s, config=tile)
+    c8 = matmul(a8, b8, scale=s, config=tile)
     ref = (a8.float() @ b8.float()) * 0.5
     assert ((c8.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
 
@@ -91,20 +93,20 @@ def test_split_k_under_graph_capture_and_on_two_streams():
     dev = _device()
     M, N, K = 1, 4096, 14336  # the rule splits it in two
     a, b = _operands(M, N, K, dev, seed=7)
-    ref = g.matmul(a, b, table=False).clone()  # eager, on the default stream
+    ref = matmul(a, b, table=False).clone()  # eager, on the default stream
     out = torch.empty(M, N, dtype=torch.bfloat16, device=dev)
     side = torch.cuda.Stream(dev)
     side.wait_stream(torch.cuda.current_stream(dev))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side):
-        g.matmul(a, b, out=out, table=False)
+        matmul(a, b, out=out, table=False)
     for _ in range(2):
         out.zero_()
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, ref), "graph replay differs from the eager call"
     with torch.cuda.stream(side):  # the capture stream, eagerly: counters zeroed outside the capture
-        again = g.matmul(a, b, table=False)
+        again = matmul(a, b, table=False)
     torch.cuda.synchronize()
     assert torch.equal(again, ref)
     s1, s2 = torch.cuda.Stream(dev), torch.cuda.Stream(dev)
@@ -114,7 +116,7 @@ def test_split_k_under_graph_capture_and_on_two_streams():
     for i in range(20):
         for s in (s1, s2):
             with torch.cuda.stream(s):
-                outs[(s.cuda_stream, i % 2)] = g.matmul(a, b, table=False)
+                outs[(s.cuda_stream, i % 2)] = matmul(a, b, table=False)
     torch.cuda.synchronize()
     for key, c in outs.items():
         assert torch.equal(c, ref), f"stream {key}: differs"

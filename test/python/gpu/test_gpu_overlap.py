@@ -61,7 +61,7 @@ def _assert_close(got, ref, what, rtol=2.0 ** -8):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_gemm_matches_cublas(dtype):
-    from triton_dist.kernels.gemm import matmul
+    from triton_dist.ops.matmul import matmul
 
     _init()
     for (M, N, K) in ((8192, 8192, 8192), (1000, 4104, 520), (64, 14336, 4096)):
@@ -73,21 +73,23 @@ def test_gemm_matches_cublas(dtype):
 def test_gemm_table_entries_run_and_match():
     """Every entry of the measured GEMM table for this GPU (kernels/gemm_table.json) is what ``matmul`` launches at
     its shape, and its result matches the fp32 reference (the bench measured these launches; this checks them)."""
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
+    from triton_dist.kernels import gemm_table as gt
+    from triton_dist.ops.matmul import matmul
 
     _init()
     dev = torch.cuda.get_device_name()
-    entries = [(key[1:], var) for key, var in g.load_gemm_table().items() if key[0] == dev]
+    entries = [(key[1:], var) for key, var in gt.load_gemm_table().items() if key[0] == dev]
     if not entries:
         pytest.skip(f"the GEMM table has no entry for {dev!r}")
     for (dt, M, N, K), var in entries:
         dtype = getattr(torch, dt)
         a, b = _q((M, K), dtype, M + 1), _q((K, N), dtype, N + 2)
         out = torch.empty((M, N), dtype=dtype, device="cuda")
-        kind, what = g.select_matmul_launch(M, N, K, dtype, dev, use_tma=g.use_tma_for(a.device),
-                                            num_sms=g.num_sms(a.device), tma_store_ok=g.tma_store_ok(out))
+        kind, what = gt.select_matmul_launch(M, N, K, dtype, dev, use_tma=gc.use_tma_for(a.device),
+                                             num_sms=gc.num_sms(a.device), tma_store_ok=gc.tma_store_ok(out))
         assert (kind, what) == ("table", var), (M, N, K, kind, what)
-        _assert_close(g.matmul(a, b, out=out), a.float() @ b.float(), f"table entry {var} at {M}x{N}x{K}")
+        _assert_close(matmul(a, b, out=out), a.float() @ b.float(), f"table entry {var} at {M}x{N}x{K}")
 
 
 def _ag_gemm_matches_torch(m_loc, k, n, calls):
@@ -176,15 +178,15 @@ def test_ce_own_gemm_adds_the_raised_pieces_and_zeroes_the_flags(rows, n, k, pie
     cap = rows * n
     stage = torch.zeros(W * cap, dtype=torch.bfloat16, device="cuda")
     stage[cap:] = _q((rows, n), torch.bfloat16, 3).reshape(-1)
-    from triton_dist.kernels import gemm as g
+    from triton_dist.kernels import gemm_config as gc
 
     def use_tma():
-        tma = g.use_tma_for(a.device)
+        tma = gc.use_tma_for(a.device)
         if tma:
-            g.ensure_tma_allocator()
+            gc.ensure_tma_allocator()
         return tma
 
-    ctx = types.SimpleNamespace(world_size=W, rank=rank, device=a.device, num_sms=g.num_sms(a.device), _ce_tuned=set(),
+    ctx = types.SimpleNamespace(world_size=W, rank=rank, device=a.device, num_sms=gc.num_sms(a.device), _ce_tuned=set(),
                                 ce_count=torch.zeros(1, dtype=torch.int64, device="cuda"), _use_tma=use_tma)
     for call in range(2):  # the first call tunes on scratch flags, the second runs on the tuned tiling directly
         flags = torch.zeros(W * ov.CE_PIECES_MAX, dtype=torch.int64, device="cuda")
