@@ -48,6 +48,7 @@ class _CollectiveContext(Context):
     """A context of one collective ``op`` (``"all_gather"``, ...) whose calls accept ``method="auto"``."""
 
     op = ""
+    fallback_method = "nccl"
 
     def select(self, nbytes: int) -> str:
         """The method ``"auto"`` picks for a call of ``nbytes`` (sizes as in :data:`NCCL_FALLBACK`), see
@@ -242,11 +243,11 @@ class AllGatherContext(_CollectiveContext):
             self._streams = [torch.cuda.Stream(device=self.device) for _ in range(max(W - 1, 1))]
         self._finish_init()
 
-    def __call__(self, x, out=None, method="auto"):
+    def __call__(self, x, out=None, method=None):
         return all_gather(x, self, out=out, method=method)
 
 
-def create_allgather_ctx(max_numel: int, dtype: torch.dtype, **kw) -> AllGatherContext:
+def create_allgather_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16, **kw) -> AllGatherContext:
     """Collective: a reusable all-gather context for up to ``max_numel`` elements per rank of ``dtype``
     (bf16/fp16/fp32/fp8). Keyword tuning knobs: ``num_programs``, ``block_bytes``, ``num_warps``; for
     ``push_pipe``: ``pipe_pushers`` (programs that push, default half the grid), ``pipe_segments`` (most segments
@@ -268,12 +269,13 @@ def _gather_out_shape(x: torch.Tensor, world: int):
 
 
 def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tensor] = None,
-               method: str = "auto") -> torch.Tensor:
+               method: Optional[str] = None) -> torch.Tensor:
     """Gather ``x`` from every rank: returns ``out`` of shape ``(world * x.shape[0], *x.shape[1:])`` holding rank
     ``r``'s ``x`` at rows ``[r * x.shape[0], (r + 1) * x.shape[0])``. Stream-ordered on the current stream; no host
     sync. ``method``: one of ``AG_METHODS``."""
     op = "all_gather"
     check_ctx(op, ctx, AllGatherContext, "create_allgather_ctx")
+    method = ctx._call_method(method)
     if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
         return out  # ctx.graph_calls: the graph an identical earlier call ran
     asked, out_given = method, out is not None
@@ -327,10 +329,11 @@ def _all_gather_ce(x, out, ctx, n):
     ch = ctx.ce
     W, r = ctx.world_size, ctx.rank
     flat = out.view(-1)
-    ctx._bound(_common.ce_enter_kernel, (1, ), WORLD=W, num_warps=1)(ch.done, ch.counter, r)
+    ctx._launch_plain(_common.ce_enter_kernel, (1, ), (ch.done, ch.counter, r), WORLD=W, num_warps=1)
     ch.buf[:n].copy_(x.reshape(-1))
     flat[r * n:(r + 1) * n].copy_(x.reshape(-1))
-    ctx._bound(_common.ce_ready_kernel, (1, ), WORLD=W, num_warps=1)(ch.ready, ch.counter, _common.size_tag(n), r)
+    ctx._launch_plain(_common.ce_ready_kernel, (1, ), (ch.ready, ch.counter, _common.size_tag(n), r), WORLD=W,
+                      num_warps=1)
     cur = torch.cuda.current_stream(ctx.device)
     for i in range(1, W):
         src = (r + i) % W
@@ -339,7 +342,7 @@ def _all_gather_ce(x, out, ctx, n):
         with torch.cuda.stream(s):
             flat[src * n:(src + 1) * n].copy_(ctx.ce_peers[src][:n])
         cur.wait_stream(s)
-    ctx._bound(_common.ce_done_kernel, (1, ), WORLD=W, num_warps=1)(ch.done, ch.counter, r)
+    ctx._launch_plain(_common.ce_done_kernel, (1, ), (ch.done, ch.counter, r), WORLD=W, num_warps=1)
 
 
 # ================================================================================================================
@@ -388,11 +391,11 @@ class ReduceScatterContext(_CollectiveContext):
                                       ndone=G, ncounter=G)
         self._finish_init()
 
-    def __call__(self, x, out=None, method="auto"):
+    def __call__(self, x, out=None, method=None):
         return reduce_scatter(x, self, out=out, method=method)
 
 
-def create_reduce_scatter_ctx(max_numel: int, dtype: torch.dtype, **kw) -> ReduceScatterContext:
+def create_reduce_scatter_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16, **kw) -> ReduceScatterContext:
     """Collective: a reusable reduce-scatter context for inputs of up to ``max_numel`` elements (a multiple of the
     world size) of ``dtype`` (bf16/fp16/fp32). Keyword tuning knobs as for :func:`create_allgather_ctx`
     (``pipe_*`` apply to ``push_pipe``; ``ll_max_numel`` bounds the shard of ``ll``)."""
@@ -403,11 +406,12 @@ RS_METHODS = ("auto", "direct", "direct_push", "push_pipe", "ll", "ring", "nccl"
 
 
 def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[torch.Tensor] = None,
-                   method: str = "auto") -> torch.Tensor:
+                   method: Optional[str] = None) -> torch.Tensor:
     """Sum ``x`` over ranks and return this rank's shard: ``x`` has ``world * S`` rows (or elements); the result
     has shape ``(S, *x.shape[1:])`` = rows ``[rank * S, (rank + 1) * S)`` of the sum. fp32 accumulation."""
     op = "reduce_scatter"
     check_ctx(op, ctx, ReduceScatterContext, "create_reduce_scatter_ctx")
+    method = ctx._call_method(method)
     if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
         return out  # ctx.graph_calls: the graph an identical earlier call ran
     asked, out_given = method, out is not None
@@ -571,12 +575,12 @@ class AllReduceContext(_CollectiveContext):
             # reports a call it cannot hold either
         return m
 
-    def __call__(self, x, out=None, method="auto"):
+    def __call__(self, x, out=None, method=None):
         return all_reduce(x, self, out=out, method=method)
 
 
-def create_allreduce_ctx(max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None,
-                         **kw) -> AllReduceContext:
+def create_allreduce_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16,
+                         one_shot_max_numel: Optional[int] = None, **kw) -> AllReduceContext:
     """Collective: a reusable all-reduce context for up to ``max_numel`` elements of ``dtype`` (bf16/fp16/fp32).
     ``one_shot_max_numel`` bounds the one-shot staging (``2 * world * one_shot_max_numel`` symmetric elements;
     default ``min(max_numel, 16 MiB / element size)``); ``ll_max_numel`` bounds ``ll`` (default
@@ -593,11 +597,12 @@ AR_METHODS = ("auto", "one_shot", "two_shot", "two_shot_pipe", "ll", "nccl")
 
 
 def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tensor] = None,
-               method: str = "auto") -> torch.Tensor:
+               method: Optional[str] = None) -> torch.Tensor:
     """Sum ``x`` over ranks (fp32 accumulation, one rounding to x's dtype); returns ``out`` (same shape as ``x``,
     new tensor unless given; ``out`` may be ``x`` itself). ``method``: one of ``AR_METHODS``."""
     op = "all_reduce"
     check_ctx(op, ctx, AllReduceContext, "create_allreduce_ctx")
+    method = ctx._call_method(method)
     if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
         return out  # ctx.graph_calls: the graph an identical earlier call ran
     asked, out_given = method, out is not None
@@ -681,10 +686,13 @@ class P2PContext(Context):
         self.ch = self._add_channel("p2p", buf_numel=W * max_numel, buf_dtype=dtype, num_programs=G, block=blk,
                                     num_warps=self.num_warps, nready=G * W, ndone=G * W, ncounter=W * G)
         self.recv_counter = torch.zeros(W * G, dtype=torch.int64, device=self.device)
+        #: what the torch.library ``send`` / ``recv`` ops declare they mutate (nothing reads it): keeps them in a
+        #: compiled graph and in order (ops/_library.py)
+        self.token = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._finish_init()
 
 
-def create_p2p_ctx(max_numel: int, dtype: torch.dtype, **kw) -> P2PContext:
+def create_p2p_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16, **kw) -> P2PContext:
     """Collective: a reusable point-to-point context (messages of up to ``max_numel`` elements of ``dtype``)."""
     return P2PContext(max_numel, dtype, **kw)
 
@@ -705,6 +713,9 @@ def send(x: torch.Tensor, dst: int, ctx: P2PContext) -> None:
     n = _numel_of(x)
     if n > ctx.max_numel or n == 0:
         raise ValueError(f"{op}: x has {n} elements; accepted: 1 .. {ctx.max_numel}")
+    if torch.compiler.is_compiling():
+        torch.ops.triton_dist.send(x, ctx.token, ctx.handle, dst)
+        return
     ch = ctx.ch
     ctx._launch(_p2p.p2p_send_kernel, ch, _bits(x), _bits(ch.buf), ch.ready, ch.done, ch.counter, n, ctx.max_numel,
                 dst, _common.size_tag(n))
@@ -715,6 +726,15 @@ def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Te
     op = "recv"
     check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
     _check_peer(op, ctx, src, "src")
+    if torch.compiler.is_compiling():  # the registered op (a new tensor; copied into ``out`` when given)
+        if out is not None:
+            ctx._check(op, out, "out")
+        shape = tuple(out.shape) if out is not None else tuple(int(s) for s in shape)
+        n = math.prod(shape)
+        if n > ctx.max_numel or n == 0:
+            raise ValueError(f"{op}: message has {n} elements; accepted: 1 .. {ctx.max_numel}")
+        got = torch.ops.triton_dist.recv(ctx.token, list(shape), ctx.handle, src)
+        return got if out is None else out.copy_(got)
     if out is None:
         shape = tuple(int(s) for s in shape)
         out = torch.empty(shape, dtype=ctx.dtype, device=ctx.device)

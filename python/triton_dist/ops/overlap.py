@@ -43,7 +43,7 @@ from ..kernels import gemm as _gemm
 from ..kernels import gemm_ar as _ark
 from ..kernels import gemm_rs as _rsk
 from ..runtime import torch_collectives as _torch_coll
-from .context import FP8_DTYPES, Context, check_ctx, check_method
+from .context import FP8_DTYPES, Context, capacity_arg, check_ctx, check_method
 
 TAG_RANGE = _common.TAG_RANGE
 GEMM_DTYPES = (torch.bfloat16, torch.float16)
@@ -369,12 +369,15 @@ class AGGemmContext(_OverlapContext):
         return self.select_rule(m_total, n)["method"]
 
 
-def create_ag_gemm_context(max_m_per_rank: int, k: int, dtype: torch.dtype = torch.bfloat16, **kw) -> AGGemmContext:
+def create_ag_gemm_context(max_m: Optional[int] = None, k: Optional[int] = None, dtype: torch.dtype = torch.bfloat16,
+                           *, max_m_per_rank: Optional[int] = None, max_M: Optional[int] = None,
+                           **kw) -> AGGemmContext:
     """Collective: context for :func:`ag_gemm` with shards of up to ``max_m_per_rank`` rows of ``k`` columns (bf16,
     fp16, fp8 e4m3/e5m2). Keywords: ``methods`` (subset of ``("ce", "sm", "chunked")`` to allocate for; each GPU
     method has its own gathered-A buffer of ``world * max_m_per_rank * k`` elements), ``comm_programs``
     (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
-    return AGGemmContext(max_m_per_rank, k, dtype, **kw)
+    max_m = capacity_arg("create_ag_gemm_context", "max_m", max_m, {"max_m_per_rank": max_m_per_rank, "max_M": max_M})
+    return AGGemmContext(max_m, k, dtype, **kw)
 
 
 AG_GEMM_METHODS = ("auto", "fused", "ce", "sm", "chunked", "torch")
@@ -385,7 +388,7 @@ def _capturing() -> bool:
 
 
 def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[torch.Tensor] = None,
-            scale_a=None, scale_b=None, method: str = "auto", out_dtype: Optional[torch.dtype] = None,
+            scale_a=None, scale_b=None, method: Optional[str] = None, out_dtype: Optional[torch.dtype] = None,
             profiler_buffer: Optional[torch.Tensor] = None, first_rows: Optional[int] = None) -> torch.Tensor:
     """``all_gather(a, dim=0) @ b`` on every rank: ``a`` ``[M_loc, K]`` (this rank's rows), ``b`` ``[K, N]`` (this
     rank's weight shard). Returns ``[world * M_loc, N]`` (rows of rank ``r`` at ``[r * M_loc, (r + 1) * M_loc)``), in
@@ -413,6 +416,7 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     ``triton_dist.tools.profiler.alloc_profiler_buffer``."""
     op = "ag_gemm"
     check_ctx(op, ctx, AGGemmContext, "create_ag_gemm_context")
+    method = ctx._call_method(method)  # None: the context's method; "nccl": "torch" (docs/ops.md)
     _operand_checks(op, a, b, ctx, AG_GEMM_DTYPES)
     if not a.is_contiguous():
         raise ValueError(f"{op}: a must be contiguous")
@@ -710,11 +714,12 @@ class GemmRSContext(_PartialsContext):
         self._graph_rule_seen = set()
 
 
-def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmRSContext:
+def create_gemm_rs_context(max_m: Optional[int] = None, n: Optional[int] = None, dtype: torch.dtype = torch.bfloat16,
+                           *, max_M: Optional[int] = None, **kw) -> GemmRSContext:
     """Collective: context for :func:`gemm_rs` (bf16 / fp16): inputs of up to ``max_m`` rows (a multiple of the world
     size) and exactly ``n`` output columns. Symmetric memory: ``2 * world * (max_m / world) * n`` elements of
     ``dtype`` + signals (``fused``), and on GPU the ``chunked`` / ``ce`` stagings."""
-    return GemmRSContext(max_m, n, dtype, **kw)
+    return GemmRSContext(capacity_arg("create_gemm_rs_context", "max_m", max_m, {"max_M": max_M}), n, dtype, **kw)
 
 
 FUSED_METHODS = ("auto", "fused", "torch")
@@ -805,7 +810,7 @@ def _fit_smem(cfg, elem_bytes: int, smem_bytes: int):
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
-            method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None,
+            method: Optional[str] = None, profiler_buffer: Optional[torch.Tensor] = None,
             sub_chunks: Optional[int] = None, pieces: Optional[int] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation; each method's roundings below). ``M``
@@ -840,6 +845,7 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
     check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
+    method = ctx._call_method(method)  # None: the context's method; "nccl": "torch" (docs/ops.md)
     _partials_checks(op, a, b, ctx, method, GEMM_RS_METHODS)
     if method in ("chunked", "ce") and ctx.chunk_stage_peers is None:
         raise ValueError(f"{op}: method={method!r} (cuBLAS + peer memory) needs GPUs; accepted here: auto, fused, "
@@ -1178,20 +1184,21 @@ class GemmARContext(_PartialsContext):
         super().close()
 
 
-def create_gemm_ar_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmARContext:
+def create_gemm_ar_context(max_m: Optional[int] = None, n: Optional[int] = None, dtype: torch.dtype = torch.bfloat16,
+                           *, max_M: Optional[int] = None, **kw) -> GemmARContext:
     """Collective: context for :func:`gemm_ar` (bf16 / fp16, up to ``max_m`` rows, ``n`` columns). Symmetric memory:
     ``2 * world * max_m * n`` fp32 (``fused`` staging) + signals, ``2 * world * max_m * n`` int64 words (``ll``: 16
     bytes per output element and rank, e.g. 32 MiB at max_m 128, n 8192, 2 ranks), and on GPU ``2 * world * max_m *
     n`` elements of ``dtype`` for the one-shot all-reduce; local: the split-K workspace (``8 * min(max_m, 128) * n``
     fp32). Meant for small-M (decode) shapes."""
-    return GemmARContext(max_m, n, dtype, **kw)
+    return GemmARContext(capacity_arg("create_gemm_ar_context", "max_m", max_m, {"max_M": max_M}), n, dtype, **kw)
 
 
 GEMM_AR_METHODS = ("auto", "fused", "ll", "one_shot", "torch")
 
 
 def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[torch.Tensor] = None,
-            method: str = "auto") -> torch.Tensor:
+            method: Optional[str] = None) -> torch.Tensor:
     """``all_reduce(a @ b)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]``; returns ``[M, N]``, identical on every rank.
     Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``: ``auto`` (measured table) /
     ``fused`` (one persistent kernel, :func:`~triton_dist.kernels.gemm_ar.gemm_ar_kernel`: each tile's K blocks
@@ -1204,6 +1211,7 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[
     of the sum) / ``torch`` (``torch.matmul`` + NCCL all_reduce)."""
     op = "gemm_ar"
     check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
+    method = ctx._call_method(method)  # None: the context's method; "nccl": "torch" (docs/ops.md)
     _partials_checks(op, a, b, ctx, method, GEMM_AR_METHODS)
     if method == "one_shot" and ctx.ar_ctx is None:
         raise ValueError(f"{op}: method='one_shot' (cuBLAS + one-shot all-reduce) needs GPUs; accepted here: auto, "
