@@ -51,7 +51,7 @@ class _CollectiveContext(Context):
     fallback_method = "nccl"
 
     def select(self, nbytes: int) -> str:
-        """The method ``"auto"`` picks for a call of ``nbytes`` (sizes as in :data:`NCCL_FALLBACK`), see
+        """The method ``"auto"`` picks for a call of ``nbytes`` (sizes as in :func:`_select_method`), see
         :func:`_select_method`: ``"nccl"``, the chosen method if this context allocated it, else the context's first
         method. Cheap (a dict lookup and a bisect); runs on every eager ``auto`` call."""
         # without NCCL in the group (ranks share a GPU) "nccl" would run on host copies: never picked then
@@ -457,38 +457,24 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
 # ================================================================================================================
 # all-reduce
 # ================================================================================================================
-#: User override of the all-reduce method for "auto": world size -> [(max bytes, method), ...] (the first entry whose
-#: bound holds; sizes in the NCCL-tests convention). A world size listed here takes precedence over the measured table
-#: (:data:`TABLE_PATH`) for every dtype. Empty by default.
-AR_TABLE: dict = {}
-#: Built-in all-reduce default when neither AR_TABLE nor the measured table has an entry: per world size, else
+#: Built-in all-reduce default when the measured table has no entry: per world size, else
 #: DEFAULT_AR_TABLE (one-shot while it is a few signals, two-shot for bandwidth).
 DEFAULT_AR_TABLES = {2: [(1 << 62, "one_shot")]}
 DEFAULT_AR_TABLE = [(256 << 10, "one_shot"), (1 << 62, "two_shot")]
 #: Default one-shot staging capacity in bytes (``one_shot_max_numel``): its buffer is ``2 * world`` times this.
 DEFAULT_ONE_SHOT_BYTES = 16 << 20
-#: User override: size ranges where "auto" calls NCCL (op -> world -> [(lo bytes, hi bytes)], lo <= size < hi). Takes
-#: precedence over everything else, for every dtype. Empty by default (the measured table holds NCCL's ranges).
-#: Sizes follow the NCCL-tests convention (also used by ``ctx.select``): all_gather = output bytes,
-#: reduce_scatter = input bytes, all_reduce = buffer bytes.
-NCCL_FALLBACK = {"all_reduce": {}, "all_gather": {}, "reduce_scatter": {}}
-#: Built-in default SM method of the other ops for "auto" (no override, no measured entry).
+#: Built-in default SM method of the other ops for "auto" (no measured entry).
 AUTO_DEFAULTS = {"all_gather": "push", "reduce_scatter": "direct_push"}
 
 def _select_method(op: str, world: int, nbytes: int, on_gpu: bool, dtype=None, nccl: bool = True) -> str:
-    """The method "auto" picks, before the context's own adjustments (:meth:`_CollectiveContext.select`), in this
-    order: a :data:`NCCL_FALLBACK` range -> ``"nccl"``; an :data:`AR_TABLE` entry for the world size (all_reduce);
-    on a GPU, the measured table's entry for (op, world, dtype) (fp16 / fp8 use bf16's when they have none);
-    else the built-in defaults (:data:`DEFAULT_AR_TABLES` / :data:`DEFAULT_AR_TABLE`, :data:`AUTO_DEFAULTS`). The
-    simulator never reads the measured table (its figures are GPU ones). ``nccl=False`` (the group has no NCCL:
-    ranks share a GPU) passes over every source that names ``"nccl"``, down to the built-in defaults."""
-    for lo, hi in NCCL_FALLBACK.get(op, {}).get(world, []) if nccl else ():
-        if lo <= nbytes < hi:
-            return "nccl"
-    if op == "all_reduce" and world in AR_TABLE:
-        m = next((m for bound, m in AR_TABLE[world] if nbytes <= bound), "two_shot")
-        if nccl or m != "nccl":
-            return m
+    """The method "auto" picks for a call of ``nbytes`` (sizes in the NCCL-tests convention: all_gather = output
+    bytes, reduce_scatter = input bytes, all_reduce = buffer bytes), before the context's own adjustments
+    (:meth:`_CollectiveContext.select`): on a GPU, the measured table's entry for (op, world, dtype) (fp16 / fp8
+    use bf16's when they have none; ``$TRITON_DIST_COLLECTIVES_TABLE`` names another table file: the one override
+    of "auto", docs/ops.md); else the built-in defaults (:data:`DEFAULT_AR_TABLES` / :data:`DEFAULT_AR_TABLE`,
+    :data:`AUTO_DEFAULTS`). The simulator never reads the measured table (its figures are GPU ones). ``nccl=False``
+    (the group has no NCCL: ranks share a GPU) passes over a table entry that names ``"nccl"``, down to the
+    built-in defaults. To force a method, pass ``method=`` or set the context's ``method``."""
     if on_gpu:
         m = table_lookup(op, world, dtype, nbytes)
         if m is not None and (nccl or m != "nccl"):
@@ -750,5 +736,5 @@ def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Te
 
 __all__ = ["AllGatherContext", "ReduceScatterContext", "AllReduceContext", "P2PContext", "create_allgather_ctx",
            "create_reduce_scatter_ctx", "create_allreduce_ctx", "create_p2p_ctx", "all_gather", "reduce_scatter",
-           "all_reduce", "send", "recv", "get_context", "AR_TABLE", "NCCL_FALLBACK", "CollectivesTableError", "load_table", "build_table", "AG_METHODS", "RS_METHODS",
+           "all_reduce", "send", "recv", "get_context", "CollectivesTableError", "load_table", "build_table", "AG_METHODS", "RS_METHODS",
            "AR_METHODS"]
