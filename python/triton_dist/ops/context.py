@@ -227,11 +227,18 @@ class Context:
         launched outside capture would compile the kernel and initialise its SHMEM module during the capture, which
         a CUDA graph cannot hold. Inside a capture such a launch raises one line saying how to warm up; outside,
         the launch is remembered. Called before every launch of the context's kernels."""
-        key = (id(launch), bounded_wait_key()) + tuple(_spec_key(a) for a in args)
-        if not capturing():
-            self._warm.add(key)
-            return
-        if key not in self._warm:
+        if capturing():
+            self._require_warm(kernel, launch, args)
+        else:
+            self._warm.add(self._warm_key(launch, args))
+
+    @staticmethod
+    def _warm_key(launch, args) -> tuple:
+        return (id(launch), bounded_wait_key()) + tuple(_spec_key(a) for a in args)
+
+    def _require_warm(self, kernel, launch, args) -> None:
+        """Inside a capture: raise unless this launch's specialization ran outside capture (:meth:`_guard_capture`)."""
+        if self._warm_key(launch, args) not in self._warm:
             op = getattr(self, "op", "") or _USER_OP.get(getattr(kernel, "__name__", ""), "") or self.kind
             raise RuntimeError(f"{op}: the first call of this shape and method (kernel {kernel.__name__}) is inside "
                                f"CUDA-graph capture, where its kernel cannot be compiled and loaded; warm up: make "
@@ -321,9 +328,7 @@ class Context:
                              num_warps=ch.num_warps, **consts)
         args = args + (self.rank, )
         if self.graph_calls and self.on_gpu:
-            if capturing():
-                self._guard_capture(kernel, launch, args)
-            return self._launch_graphed(kernel, launch, args)
+            return self._launch_graphed(kernel, launch, args)  # the capture guard is inside
         self._guard_capture(kernel, launch, args)
         if self.on_gpu:
             launch(*args)
@@ -343,11 +348,13 @@ class Context:
         before is replayed from a one-kernel CUDA graph captured on that second sighting (one ``cudaGraphLaunch``
         instead of Triton's per-launch host work); other launches run directly. At most ``max_graphs`` graphs per
         context (least recently used dropped). A call made while the current stream is being captured, or in
-        another bounded-wait mode than the graph's, launches directly (captured into the caller's graph). The
+        another bounded-wait mode than the graph's, launches directly (captured into the caller's graph; inside a
+        capture only a specialization launched before, :meth:`_require_warm`). The
         kernels' epochs live in device memory, so a replay is the same call as a launch. Graphs keep no tensor
         alive: a key is an address, and a reused address with the same size is the same memory region. Returns the
         graph that ran the launch, or None."""
         if torch.cuda.is_current_stream_capturing():
+            self._require_warm(kernel, launch, args)
             launch(*args)
             return None
         key = (id(launch), bounded_wait_key()) + tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a
@@ -361,7 +368,7 @@ class Context:
             self._graph_candidates[key] = None
             if len(self._graph_candidates) > 4 * self.max_graphs:
                 self._graph_candidates.popitem(last=False)
-            self._guard_capture(kernel, launch, args)  # outside capture: remembers the launch as warm
+            self._warm.add(self._warm_key(launch, args))  # for the capture guard
             launch(*args)
             return None
         del self._graph_candidates[key]
