@@ -48,7 +48,8 @@ def compiled_tp_mlp():
 
     def block(x_loc):
         y = mlp(x_loc)                                          # [t_loc, H]: this rank's rows
-        full = ops.all_gather(y, ag)                            # [T, H]
+        full = torch.empty(T, H, dtype=BF)
+        ops.all_gather(y, ag, out=full)                         # [T, H]; out= under compile: a copy of the op's
         z = ops.gemm_ar(full[:, rank * h_loc:(rank + 1) * h_loc].contiguous(), w_ar_loc, ar)  # [T, N]
         m = ops.matmul(z, w_mm)                                 # [T, N], local
         ops.send(m[rank * t_loc:(rank + 1) * t_loc].contiguous(), nxt, p2p)

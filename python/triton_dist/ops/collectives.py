@@ -182,21 +182,30 @@ def _out_and_method(op, ctx, x, out, method, out_shape, numel_desc: str, nbytes:
     """Middle of a collective call after its argument checks: check ``out`` (as many elements as ``out_shape``, the
     count prefixed by ``numel_desc`` in the error) or make an empty ``out_shape`` tensor like ``x``, run the
     ``check_peers`` exchange, resolve ``"auto"`` for ``nbytes``. Returns ``(out, method)``; ``out`` is None while
-    torch.compile traces a call without ``out`` (the caller then returns its ``torch.ops.triton_dist`` op)."""
+    torch.compile traces the call (the caller then calls its ``torch.ops.triton_dist`` op, :func:`_traced`)."""
     out_numel = math.prod(out_shape)
-    if out is None:
-        if torch.compiler.is_compiling():
-            return None, method
-        out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
-    else:
+    if out is not None:
         ctx._check(op, out, "out")
         if out.numel() != out_numel:
             raise ValueError(f"{op}: out has {out.numel()} elements, expected {numel_desc}{out_numel}")
+    if torch.compiler.is_compiling():
+        return None, method
+    if out is None:
+        out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     if ctx.check_peers:
         ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
     if method == "auto":
         method = ctx.select(nbytes)
     return out, method
+
+
+def _traced(result: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    """A call traced by torch.compile: the registered op's ``result``, copied into ``out`` when the call gave one
+    (an op returns a new tensor; ``out`` was checked: contiguous, as many elements)."""
+    if out is None:
+        return result
+    out.view(-1).copy_(result.reshape(-1))
+    return out
 
 
 # ================================================================================================================
@@ -289,10 +298,11 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
                          f"nccl")
     ctx._need(op, method)
     shape = _gather_out_shape(x, ctx.world_size)
-    out, method = _out_and_method(op, ctx, x, out, method, shape, "world * x.numel() = ",
+    dst, method = _out_and_method(op, ctx, x, out, method, shape, "world * x.numel() = ",
                                   n * ctx.esize * ctx.world_size)
-    if out is None:
-        return torch.ops.triton_dist.all_gather(x, ctx.handle, method)
+    if dst is None:
+        return _traced(torch.ops.triton_dist.all_gather(x, ctx.handle, method), out)
+    out = dst
     if n == 0:
         return out
     if method == "nccl":
@@ -426,9 +436,10 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     ctx._need(op, method)
     shape = (x.shape[0] // W, ) + tuple(x.shape[1:])
     ns = n // W
-    out, method = _out_and_method(op, ctx, x, out, method, shape, "x.numel() / world = ", n * ctx.esize)
-    if out is None:
-        return torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method)
+    dst, method = _out_and_method(op, ctx, x, out, method, shape, "x.numel() / world = ", n * ctx.esize)
+    if dst is None:
+        return _traced(torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method), out)
+    out = dst
     if n == 0:
         return out
     if method == "nccl":
@@ -603,9 +614,10 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     if method == "one_shot" and n > ctx.one_shot_cap:
         raise ValueError(f"{op}: method='one_shot' holds at most one_shot_max_numel={ctx.one_shot_cap} elements, "
                          f"x has {n}; use 'two_shot' or 'auto'")
-    out, method = _out_and_method(op, ctx, x, out, method, tuple(x.shape), "", n * ctx.esize)
-    if out is None:
-        return torch.ops.triton_dist.all_reduce(x, ctx.handle, method)
+    dst, method = _out_and_method(op, ctx, x, out, method, tuple(x.shape), "", n * ctx.esize)
+    if dst is None:
+        return _traced(torch.ops.triton_dist.all_reduce(x, ctx.handle, method), out)
+    out = dst
     if n == 0:
         return out
     tag = _common.size_tag(n)

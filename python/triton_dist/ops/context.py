@@ -393,7 +393,8 @@ class Context:
         ``x`` / ``out`` (address, size, dtype, contiguous), ``method`` and bounded-wait mode ran, skipping the op's
         own work. False when there is none or the stream is being captured (the op then runs normally)."""
         graphs = self._call_graphs
-        if not graphs or type(x) is not torch.Tensor or type(out) is not torch.Tensor:
+        if not graphs or type(x) is not torch.Tensor or type(out) is not torch.Tensor or \
+                torch.compiler.is_compiling():
             return False
         graph = graphs.get(_call_key(x, out, method))
         if graph is None or not x.is_contiguous() or not out.is_contiguous() or \
