@@ -5,7 +5,10 @@ Pattern (as in Triton-distributed): create a context once per (group, dtype, max
     ctx = create_allreduce_ctx(max_numel=1 << 20, dtype=torch.bfloat16)
     y = all_reduce(x, ctx)                 # method="auto": measured table, NCCL fallback where ours is slower
 
-Semantics and guarantees (docs/collectives.md):
+Semantics and guarantees (docs/collectives.md; the convention every op family shares: docs/ops.md):
+
+* ``method=None`` (every call's default) runs the context's ``method`` (set at creation, default ``"auto"``);
+  ``"torch"`` is accepted for ``"nccl"``, the torch.distributed path.
 
 * Every call is validated on the host BEFORE anything is launched (dtype, device, contiguity, size against the
   context's capacity): a ``ValueError`` naming the op, the bad value and what is accepted.
