@@ -374,9 +374,9 @@ def create_ag_gemm_context(max_m: Optional[int] = None, k: Optional[int] = None,
                            **kw) -> AGGemmContext:
     """Collective: context for :func:`ag_gemm` with shards of up to ``max_m`` rows of ``k`` columns (bf16, fp16, fp8
     e4m3/e5m2; the capacity may be given as ``max_m_per_rank``, its former name, or ``max_M``, the reference's, and
-    the context keeps it as ``max_m_per_rank``: docs/ops.md). Keywords: ``methods`` (subset of ``("ce", "sm", "chunked")`` to allocate for; each GPU
-    method has its own gathered-A buffer of ``world * max_m_per_rank * k`` elements), ``comm_programs``
-    (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
+    the context keeps it as ``max_m_per_rank``: docs/ops.md). Keywords: ``methods`` (subset of ``("ce", "sm",
+    "chunked")`` to allocate for; each GPU method has its own gathered-A buffer of ``world * max_m * k`` elements),
+    ``comm_programs`` (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
     max_m = capacity_arg("create_ag_gemm_context", "max_m", max_m, {"max_m_per_rank": max_m_per_rank, "max_M": max_M})
     return AGGemmContext(max_m, k, dtype, **kw)
 
