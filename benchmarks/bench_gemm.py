@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import harness  # noqa: E402
 from triton_dist.kernels import gemm_config as gc  # noqa: E402
 from triton_dist.kernels import gemm_table as gt  # noqa: E402
-from triton_dist.ops.matmul import matmul  # noqa: E402
+from triton_dist.ops.gemm import matmul  # noqa: E402
 
 #: (M, N, K): AG+GEMM 8B M=2048/4096 and 70B M=2048 (gathered rows, N and K per rank), GEMM+RS 8B at M=2048 and the
 #: own halves of M=2048/8192, GEMM+RS 70B at the own halves of M=2048/4096 (TP=2, K per rank)

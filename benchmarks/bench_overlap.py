@@ -362,7 +362,7 @@ def seq_capacity(todo, world, mlp_m=()):
 
 
 def bench_ag(model, M, args, rank, W, gname, out, seq=None):
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
     from triton_dist.ops.overlap import ag_gemm, create_ag_gemm_context
 
     K, N_tot, _, _ = MODELS[model]
@@ -422,7 +422,7 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None, seq=None
     across ranks (scattered by rows, or all-reduced). ``shape``: (K_loc, N) for GEMM+AR. ``seq``: the
     :class:`SeqCollectives` of a run without NCCL (``ours_seq`` / ``comm_seq`` instead of ``torch_seq`` /
     ``comm_nccl``)."""
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
     from triton_dist.ops import overlap as ov
 
     rs = op == "gemm_rs"

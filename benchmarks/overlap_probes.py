@@ -130,7 +130,7 @@ replaced by ``ours_seq`` (our all-gather, auto, + cuBLAS)."""
 
     import bench_overlap as bo
     from triton_dist.kernels import gemm_config as gc
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
     from triton_dist.ops import overlap as ov
     from triton_dist.runtime import torch_collectives as TC
 
@@ -433,7 +433,7 @@ and prints one JSON line per shape."""
     args = ap.parse_args(argv)
 
     from triton_dist.kernels import gemm_config as gc
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
     from triton_dist.kernels import gemm_rs as rsk
     from triton_dist.ops.overlap import CE_PIECES_MAX
 
@@ -526,7 +526,7 @@ reduce-scatter, auto) and ``ours_seq`` (cuBLAS + it) are timed in their place. P
 
     import bench_overlap as bo
     from triton_dist import ops
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
     from triton_dist.ops import overlap as ov
 
     rank, W, stamp = start(args.out, "timing")

@@ -125,6 +125,11 @@ def allreduce_cases(steps=3):
         checks += 1
         if t.dtype == torch.int64 and int(t.count_nonzero()):
             fails.append(f"staging buffer {list(t.shape)}: {int(t.count_nonzero())} words left after the last step")
+    b.close()  # docs/ops.md: close() frees the symmetric tensors; again (or finalize, its alias) frees nothing
+    b.finalize()
+    checks += 1
+    if b.all_symm_tensors:
+        fails.append(f"close() left {len(b.all_symm_tensors)} symmetric tensors")
     return fails, checks, floats_seen
 
 

@@ -17,7 +17,7 @@ import torch
 import triton
 from triton_dist.kernels import gemm as g
 from triton_dist.kernels import gemm_config as gc
-from triton_dist.ops.matmul import matmul
+from triton_dist.ops.gemm import matmul
 
 fails = []
 torch.manual_seed(0)
@@ -89,7 +89,7 @@ def test_matmul_under_interpreter():
 
 def test_split_k_rejects_offsets_beyond_32_bits():
     from triton_dist.kernels.gemm_config import TileConfig
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
 
     cfg = TileConfig.parse("16x16x16x4x1k8")
     a, b = torch.zeros(2048, 16, dtype=torch.bfloat16), torch.zeros(16, 1 << 17, dtype=torch.bfloat16)
@@ -130,7 +130,7 @@ def test_autotune_configs_are_hopper_sized():
 
 
 def test_matmul_rejects_bad_input_before_launch():
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
 
     a = torch.zeros(4, 16, dtype=torch.float16)
     with pytest.raises(ValueError, match="inner dimensions"):
@@ -195,7 +195,7 @@ def test_matmul_first_call_in_capture_does_not_tune(monkeypatch):
 
     from triton_dist.kernels.gemm_config import pick_config
 
-    mm = importlib.import_module("triton_dist.ops.matmul")  # the module (triton_dist.ops may export the function)
+    mm = importlib.import_module("triton_dist.ops.gemm")  # the module (triton_dist.ops may export the function)
     calls = []
 
     class Rec:

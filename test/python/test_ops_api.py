@@ -70,9 +70,69 @@ def test_ops_importable_without_runtime():
 
     from triton_dist import ops
 
-    assert hasattr(torch.ops.triton_dist, "all_reduce")
+    for name in ("all_gather", "reduce_scatter", "all_reduce", "send", "recv", "ag_gemm", "gemm_rs", "gemm_ar",
+                 "matmul"):
+        assert hasattr(torch.ops.triton_dist, name), name
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_allreduce_ctx(16, torch.bfloat16)
+    with pytest.raises(RuntimeError, match="initialize_distributed"):
+        ops.create_ag_gemm_context(max_m=16, k=32)
+
+
+def test_ops_exports_every_family():
+    """docs/ops.md: triton_dist.ops exports every family (contexts, canonical and reference factory names, calls),
+    matmul and get_context, and nothing in __all__ is missing; each call is ONE function whatever the import path
+    (the per-op module, the ops.overlap facade, triton_dist.ops), which itself emits its torch.library op under
+    torch.compile."""
+    import importlib
+
+    from triton_dist import ops
+    from triton_dist.ops import overlap
+
+    families = {
+        "collectives": ["AllGatherContext", "ReduceScatterContext", "AllReduceContext", "all_gather",
+                        "reduce_scatter", "all_reduce"],
+        "p2p": ["P2PContext", "send", "recv"],
+        "overlap": ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context",
+                    "create_gemm_rs_context", "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar"],
+        "matmul": ["matmul"]}
+    for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
+        families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
+        assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")
+    wanted = {n for names in families.values() for n in names} | {"get_context"}
+    assert wanted == set(ops.__all__), set(ops.__all__) ^ wanted
+    assert len(ops.__all__) == len(set(ops.__all__))
+    for name in ops.__all__:
+        assert getattr(ops, name) is not None, name
+    for name, module in (("ag_gemm", "allgather_gemm"), ("gemm_rs", "gemm_reduce_scatter"),
+                         ("gemm_ar", "gemm_allreduce"), ("matmul", "gemm")):
+        impl = getattr(importlib.import_module(f"triton_dist.ops.{module}"), name)
+        assert getattr(ops, name) is impl, name
+        assert name == "matmul" or getattr(overlap, name) is impl, name
+
+
+def test_capacity_aliases_and_the_fallback_method_name():
+    """docs/ops.md: one capacity given once, under its name or one alias; None / "torch" / "nccl" resolve to the
+    context's method and the family's own spelling of the torch fallback."""
+    from types import SimpleNamespace
+
+    from triton_dist.ops.context import Context, capacity_arg
+
+    assert capacity_arg("f", "max_m", 8, {"max_M": None}) == 8
+    assert capacity_arg("f", "max_m", None, {"max_m_per_rank": 4, "max_M": None}) == 4
+    with pytest.raises(ValueError, match="max_m and max_M name the same capacity"):
+        capacity_arg("f", "max_m", 8, {"max_M": 8})
+    with pytest.raises(TypeError, match="missing the capacity argument max_m"):
+        capacity_arg("f", "max_m", None, {"max_M": None})
+    for family, fallback in (("collectives", "nccl"), ("overlap", "torch")):
+        ctx = SimpleNamespace(method="two_shot", fallback_method=fallback)
+        assert Context._call_method(ctx, None) == "two_shot", family
+        assert Context._call_method(ctx, "ll") == "ll", family
+        assert Context._call_method(ctx, "torch") == Context._call_method(ctx, "nccl") == fallback, family
+    from triton_dist.ops import collectives, overlap
+
+    assert collectives.AllReduceContext.fallback_method == "nccl" and "nccl" in collectives.AR_METHODS
+    assert overlap.AGGemmContext.fallback_method == "torch" and "torch" in overlap.AG_GEMM_METHODS
 
 
 def test_every_context_names_its_real_factory_in_errors():

@@ -402,7 +402,7 @@ def rank_validation():
     _expect(fails, "ag K", lambda: ag_gemm(_rand(1, (16, 24), bf), _rand(2, (24, 16), bf), ag), "K=24")
     _expect(fails, "ag inner", lambda: ag_gemm(a, _rand(2, (24, 16), bf), ag), "inner dimensions")
     _expect(fails, "ag rows", lambda: ag_gemm(_rand(1, (24, 32), bf), b, ag), "max_m_per_rank=16")
-    _expect(fails, "ag method", lambda: ag_gemm(a, b, ag, method="nccl"), "method='nccl'", "accepted")
+    _expect(fails, "ag method", lambda: ag_gemm(a, b, ag, method="tree"), "method='tree'", "accepted")
     _expect(fails, "ag ce on sim", lambda: ag_gemm(a, b, ag, method="ce"), "ce")
     _expect(fails, "ag scale on bf16", lambda: ag_gemm(a, b, ag, scale_a=1.0, scale_b=1.0), "fp8")
     _expect(fails, "ag 1-D", lambda: ag_gemm(a.reshape(-1), b, ag), "2-D")
@@ -425,7 +425,7 @@ def rank_validation():
     _expect(fails, "ar ll M cap", lambda: gemm_ar(_rand(1, (17, 32), bf), b, ar, method="ll"), "max_m=16")
     _expect(fails, "ar ll N", lambda: gemm_ar(a, _rand(2, (32, 24), bf), ar, method="ll"), "n=16")
     _expect(fails, "ar ll dtype", lambda: gemm_ar(a.half(), b.half(), ar, method="ll"), "gemm_ar", "dtype")
-    _expect(fails, "ar method", lambda: gemm_ar(a, b, ar, method="nccl"), "method='nccl'", "accepted", "ll")
+    _expect(fails, "ar method", lambda: gemm_ar(a, b, ar, method="tree"), "method='tree'", "accepted", "ll")
     _expect(fails, "ar one_shot on sim", lambda: gemm_ar(a, b, ar, method="one_shot"), "needs GPUs", "ll")
     _expect(fails, "ctx bad size", lambda: create_gemm_rs_context(0, 16, bf), "max_m=0")
     # still usable (no epoch consumed by the rejected calls): a correct call afterwards

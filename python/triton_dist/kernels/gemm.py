@@ -1,6 +1,6 @@
 """Device code of the Triton GEMM used by ``ops.matmul`` and the overlapped kernels: ``C[M, N] = A[M, K] @ B[K, N]``
 (fp32 accumulation). The host side lives apart: tilings and launchers in :mod:`~triton_dist.kernels.gemm_config`,
-the measured dispatch table in :mod:`~triton_dist.kernels.gemm_table`, the op in :mod:`triton_dist.ops.matmul`.
+the measured dispatch table in :mod:`~triton_dist.kernels.gemm_table`, the op in :mod:`triton_dist.ops.gemm`.
 
 Design (one source, every target; no target checks in the kernel, the host picks the constexprs):
 

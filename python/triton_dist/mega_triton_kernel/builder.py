@@ -447,13 +447,19 @@ class ModelBuilder:
         """Fraction of the last profiled step's worker time spent in tasks, not waiting (:meth:`profile_summary`)."""
         return self.profile_summary()["activity"]
 
-    def finalize(self):
-        """Free the symmetric tensors (collective)."""
+    def close(self) -> None:
+        """Collective: free the symmetric tensors of :meth:`create_symm_tensor` (every rank must call it).
+        Idempotent: a second call frees nothing."""
         from triton_dist.utils import nvshmem_free_tensor_sync
 
-        for t in self.all_symm_tensors:
+        symm, self.all_symm_tensors = self.all_symm_tensors, []
+        for t in symm:
             nvshmem_free_tensor_sync(t)
-        self.all_symm_tensors = []
+
+    def finalize(self) -> None:
+        """The reference's name of :meth:`close` (docs/ops.md: ``close()`` frees, ``finalize`` is kept for scripts
+        written for the reference)."""
+        self.close()
 
 
 def _op_level_deps(ops: Sequence[Op], tasks: List[Task]) -> List[Task]:

@@ -1,10 +1,35 @@
-"""Torch-facing distributed ops: collective contexts and functional calls (see :mod:`.collectives`), also
-registered as ``torch.ops.triton_dist.{all_gather,reduce_scatter,all_reduce}`` for torch.compile."""
+"""Torch-facing distributed ops, one pattern for every family (docs/ops.md): create a context once (it owns the
+symmetric buffers; ``close()`` frees them), then call the op with it. Families: the collectives (all_gather,
+reduce_scatter, all_reduce), point-to-point (send / recv), the overlapped GEMMs (ag_gemm, gemm_rs, gemm_ar) and the
+single-device ``matmul``. Every op is also registered as ``torch.ops.triton_dist.<op>`` with a fake implementation,
+and the functions here emit those ops under torch.compile (:mod:`._library`)."""
 from .collectives import (AllGatherContext, AllReduceContext, P2PContext, ReduceScatterContext,  # noqa: F401
                           all_gather, all_reduce, create_allgather_ctx, create_allreduce_ctx, create_p2p_ctx,
                           create_reduce_scatter_ctx, get_context, recv, reduce_scatter, send)
+from .overlap import (AGGemmContext, GemmARContext, GemmRSContext, ag_gemm, create_ag_gemm_context,  # noqa: E402
+                      create_gemm_ar_context, create_gemm_rs_context, gemm_ar, gemm_rs)
+from .gemm import matmul  # noqa: E402  (the module is ``triton_dist.ops.gemm``; ``ops.matmul`` is the function)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
-__all__ = ["AllGatherContext", "AllReduceContext", "P2PContext", "ReduceScatterContext", "all_gather", "all_reduce",
-           "create_allgather_ctx", "create_allreduce_ctx", "create_p2p_ctx", "create_reduce_scatter_ctx",
-           "get_context", "recv", "reduce_scatter", "send"]
+#: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
+#: ``create_*_ctx`` names are the reference's and stay
+create_allgather_context = create_allgather_ctx
+create_reduce_scatter_context = create_reduce_scatter_ctx
+create_allreduce_context = create_allreduce_ctx
+create_p2p_context = create_p2p_ctx
+
+__all__ = [
+    # collectives
+    "AllGatherContext", "ReduceScatterContext", "AllReduceContext", "create_allgather_context",
+    "create_reduce_scatter_context", "create_allreduce_context", "create_allgather_ctx", "create_reduce_scatter_ctx",
+    "create_allreduce_ctx", "all_gather", "reduce_scatter", "all_reduce",
+    # point-to-point
+    "P2PContext", "create_p2p_context", "create_p2p_ctx", "send", "recv",
+    # overlapped GEMMs
+    "AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context", "create_gemm_rs_context",
+    "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar",
+    # single-device GEMM
+    "matmul",
+    # contexts by handle (what the torch.library ops take)
+    "get_context",
+]

@@ -1,42 +1,61 @@
-"""torch.library registration of the collectives (``torch.ops.triton_dist.*``) so torch.compile can trace around
-them: each op takes the context's integer ``handle`` and has a fake (meta) implementation that only computes the
-output shape. The real implementation calls the functional API of :mod:`triton_dist.ops.collectives`."""
+"""torch.library registration of every op (``torch.ops.triton_dist.*``) so that torch.compile (fullgraph) traces a
+model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul.
+
+Each op that needs a context takes the context's integer ``handle`` (:func:`~triton_dist.ops.context.get_context`
+finds the live context) and the call's method, already resolved from ``None`` / an alias by the public function.
+Each has a fake (meta) implementation that computes the output's shape, dtype and device from the inputs and the
+context, and communicates nothing. The real implementation is the eager public function itself, so an op and the
+public call are the same computation: the public function (collectives, :mod:`.allgather_gemm`,
+:mod:`.gemm_reduce_scatter`, :mod:`.gemm_allreduce`, :mod:`.gemm`) runs its eager path when called outside
+torch.compile (no dispatcher cost on the microsecond path) and emits its op while torch.compile traces it
+(docs/ops.md, "torch.compile").
+
+``send`` and ``recv`` declare that they mutate the p2p context's ``token`` (a one-element local tensor that nothing
+reads): an op without outputs (``send``), or whose output is unused (``recv``), would otherwise be removed as dead
+code by the compiler, leaving the peer waiting; the declared mutation keeps both in the graph and in their order.
+"""
 from __future__ import annotations
+
+from typing import List, Optional
 
 import torch
 
 from . import collectives as _c
+from . import gemm as _gemm
+from . import overlap as _ov
+from .context import FP8_DTYPES, get_context
 
 
+# ------------------------------------------------------------------------------------------------ collectives
 @torch.library.custom_op("triton_dist::all_gather", mutates_args=())
 def all_gather_op(x: torch.Tensor, handle: int, method: str) -> torch.Tensor:
-    ctx = _c.get_context(handle)
+    ctx = get_context(handle)
     out = torch.empty(_c._gather_out_shape(x, ctx.world_size), dtype=x.dtype, device=x.device)
     return _c.all_gather(x, ctx, out=out, method=method)
 
 
 @all_gather_op.register_fake
 def _all_gather_fake(x, handle, method):
-    ctx = _c.get_context(handle)
+    ctx = get_context(handle)
     return x.new_empty(_c._gather_out_shape(x, ctx.world_size))
 
 
 @torch.library.custom_op("triton_dist::reduce_scatter", mutates_args=())
 def reduce_scatter_op(x: torch.Tensor, handle: int, method: str) -> torch.Tensor:
-    ctx = _c.get_context(handle)
+    ctx = get_context(handle)
     out = torch.empty((x.shape[0] // ctx.world_size, ) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
     return _c.reduce_scatter(x, ctx, out=out, method=method)
 
 
 @reduce_scatter_op.register_fake
 def _reduce_scatter_fake(x, handle, method):
-    ctx = _c.get_context(handle)
+    ctx = get_context(handle)
     return x.new_empty((x.shape[0] // ctx.world_size, ) + tuple(x.shape[1:]))
 
 
 @torch.library.custom_op("triton_dist::all_reduce", mutates_args=())
 def all_reduce_op(x: torch.Tensor, handle: int, method: str) -> torch.Tensor:
-    ctx = _c.get_context(handle)
+    ctx = get_context(handle)
     return _c.all_reduce(x, ctx, out=torch.empty_like(x), method=method)
 
 
@@ -45,4 +64,87 @@ def _all_reduce_fake(x, handle, method):
     return torch.empty_like(x)
 
 
-__all__ = ["all_gather_op", "reduce_scatter_op", "all_reduce_op"]
+# ------------------------------------------------------------------------------------------------ point-to-point
+@torch.library.custom_op("triton_dist::send", mutates_args=("token", ))
+def send_op(x: torch.Tensor, token: torch.Tensor, handle: int, dst: int) -> None:
+    _c.send(x, dst, get_context(handle))
+
+
+@send_op.register_fake
+def _send_fake(x, token, handle, dst):
+    return None
+
+
+@torch.library.custom_op("triton_dist::recv", mutates_args=("token", ))
+def recv_op(token: torch.Tensor, shape: List[int], handle: int, src: int) -> torch.Tensor:
+    return _c.recv(tuple(shape), src, get_context(handle))
+
+
+@recv_op.register_fake
+def _recv_fake(token, shape, handle, src):
+    return token.new_empty(tuple(shape), dtype=get_context(handle).dtype)
+
+
+# ------------------------------------------------------------------------------------------------ overlapped GEMMs
+def ag_gemm_out_dtype(a_dtype: torch.dtype, out_dtype: Optional[torch.dtype]) -> torch.dtype:
+    """The dtype of :func:`~triton_dist.ops.ag_gemm`'s result: ``out_dtype``, else bf16 for fp8 inputs, else
+    ``a``'s."""
+    return out_dtype or (torch.bfloat16 if a_dtype in FP8_DTYPES else a_dtype)
+
+
+@torch.library.custom_op("triton_dist::ag_gemm", mutates_args=())
+def ag_gemm_op(a: torch.Tensor, b: torch.Tensor, handle: int, method: str, scale_a: Optional[torch.Tensor],
+               scale_b: Optional[torch.Tensor], out_dtype: Optional[torch.dtype]) -> torch.Tensor:
+    return _ov.ag_gemm(a, b, get_context(handle), scale_a=scale_a, scale_b=scale_b, method=method,
+                       out_dtype=out_dtype)
+
+
+@ag_gemm_op.register_fake
+def _ag_gemm_fake(a, b, handle, method, scale_a, scale_b, out_dtype):
+    ctx = get_context(handle)
+    return a.new_empty((ctx.world_size * a.shape[0], b.shape[1]), dtype=ag_gemm_out_dtype(a.dtype, out_dtype))
+
+
+@torch.library.custom_op("triton_dist::gemm_rs", mutates_args=())
+def gemm_rs_op(a: torch.Tensor, b: torch.Tensor, handle: int, method: str) -> torch.Tensor:
+    return _ov.gemm_rs(a, b, get_context(handle), method=method)
+
+
+@gemm_rs_op.register_fake
+def _gemm_rs_fake(a, b, handle, method):
+    return a.new_empty((a.shape[0] // get_context(handle).world_size, b.shape[1]))
+
+
+@torch.library.custom_op("triton_dist::gemm_ar", mutates_args=())
+def gemm_ar_op(a: torch.Tensor, b: torch.Tensor, handle: int, method: str) -> torch.Tensor:
+    return _ov.gemm_ar(a, b, get_context(handle), method=method)
+
+
+@gemm_ar_op.register_fake
+def _gemm_ar_fake(a, b, handle, method):
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+# ------------------------------------------------------------------------------------------------ matmul
+def matmul_out_dtype(a_dtype: torch.dtype) -> torch.dtype:
+    """The dtype of :func:`~triton_dist.ops.matmul`'s result without ``out``: bf16 for fp8 inputs, else ``a``'s."""
+    return torch.bfloat16 if a_dtype.itemsize == 1 else a_dtype
+
+
+@torch.library.custom_op("triton_dist::matmul", mutates_args=())
+def matmul_op(a: torch.Tensor, b: torch.Tensor, scale: Optional[torch.Tensor], autotune: bool,
+              table: bool) -> torch.Tensor:
+    return _gemm.matmul(a, b, scale=scale, autotune=autotune, table=table)
+
+
+@matmul_op.register_fake
+def _matmul_fake(a, b, scale, autotune, table):
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=matmul_out_dtype(a.dtype))
+
+
+#: the registered op of each public function (``torch.ops.triton_dist.<name>``)
+OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
+       "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
+       "matmul": matmul_op}
+
+__all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

@@ -12,7 +12,7 @@ from ..kernels import ag_gemm as _agk
 from ..kernels import gemm_config as _gcfg
 from ..runtime import torch_collectives as _torch_coll
 from ..runtime.dtypes import FP8_DTYPES
-from .context import check_ctx, check_method
+from .context import capacity_arg, check_ctx, check_eager_only, check_method, traced_result
 from .overlap_context import (AG_GEMM_DTYPES, GEMM_DTYPES, TAG_RANGE, _capturing, _flag_raise, _flag_wait_reset,
                               _operand_checks, _OverlapContext, _scale_tensor)
 from .overlap_table import select_rule
@@ -84,19 +84,23 @@ class AGGemmContext(_OverlapContext):
         return self.select_rule(m_total, n)["method"]
 
 
-def create_ag_gemm_context(max_m_per_rank: int, k: int, dtype: torch.dtype = torch.bfloat16, **kw) -> AGGemmContext:
-    """Collective: context for :func:`ag_gemm` with shards of up to ``max_m_per_rank`` rows of ``k`` columns (bf16,
-    fp16, fp8 e4m3/e5m2). Keywords: ``methods`` (subset of ``("ce", "sm", "chunked")`` to allocate for; each GPU
-    method has its own gathered-A buffer of ``world * max_m_per_rank * k`` elements), ``comm_programs``
-    (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
-    return AGGemmContext(max_m_per_rank, k, dtype, **kw)
+def create_ag_gemm_context(max_m: Optional[int] = None, k: Optional[int] = None, dtype: torch.dtype = torch.bfloat16,
+                           *, max_m_per_rank: Optional[int] = None, max_M: Optional[int] = None,
+                           **kw) -> AGGemmContext:
+    """Collective: context for :func:`ag_gemm` with shards of up to ``max_m`` rows of ``k`` columns (bf16, fp16, fp8
+    e4m3/e5m2; the capacity may be given as ``max_m_per_rank``, its former name, or ``max_M``, the reference's, and
+    the context keeps it as ``max_m_per_rank``: docs/ops.md). Keywords: ``methods`` (subset of ``("ce", "sm",
+    "chunked")`` to allocate for; each GPU method has its own gathered-A buffer of ``world * max_m * k`` elements),
+    ``comm_programs`` (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
+    max_m = capacity_arg("create_ag_gemm_context", "max_m", max_m, {"max_m_per_rank": max_m_per_rank, "max_M": max_M})
+    return AGGemmContext(max_m, k, dtype, **kw)
 
 
 AG_GEMM_METHODS = ("auto", "fused", "ce", "sm", "chunked", "torch")
 
 
 def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[torch.Tensor] = None,
-            scale_a=None, scale_b=None, method: str = "auto", out_dtype: Optional[torch.dtype] = None,
+            scale_a=None, scale_b=None, method: Optional[str] = None, out_dtype: Optional[torch.dtype] = None,
             profiler_buffer: Optional[torch.Tensor] = None, first_rows: Optional[int] = None) -> torch.Tensor:
     """``all_gather(a, dim=0) @ b`` on every rank: ``a`` ``[M_loc, K]`` (this rank's rows), ``b`` ``[K, N]`` (this
     rank's weight shard). Returns ``[world * M_loc, N]`` (rows of rank ``r`` at ``[r * M_loc, (r + 1) * M_loc)``), in
@@ -124,6 +128,11 @@ def ag_gemm(a: torch.Tensor, b: torch.Tensor, ctx: AGGemmContext, out: Optional[
     ``triton_dist.tools.profiler.alloc_profiler_buffer``."""
     op = "ag_gemm"
     check_ctx(op, ctx, AGGemmContext, "create_ag_gemm_context")
+    method = ctx._call_method(method)  # None: the context's method; "nccl": "torch" (docs/ops.md)
+    if torch.compiler.is_compiling():  # traced: the registered op (docs/ops.md, "torch.compile")
+        check_eager_only(op, profiler_buffer=profiler_buffer, first_rows=first_rows)
+        return traced_result(torch.ops.triton_dist.ag_gemm(a, b, ctx.handle, method, scale_a, scale_b, out_dtype),
+                             out)
     _operand_checks(op, a, b, ctx, AG_GEMM_DTYPES)
     if not a.is_contiguous():
         raise ValueError(f"{op}: a must be contiguous")

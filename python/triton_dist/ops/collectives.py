@@ -5,7 +5,10 @@ Pattern (as in Triton-distributed): create a context once per (group, dtype, max
     ctx = create_allreduce_ctx(max_numel=1 << 20, dtype=torch.bfloat16)
     y = all_reduce(x, ctx)                 # method="auto": measured table, NCCL fallback where ours is slower
 
-Semantics and guarantees (docs/collectives.md):
+Semantics and guarantees (docs/collectives.md; the convention every op family shares: docs/ops.md):
+
+* ``method=None`` (every call's default) runs the context's ``method`` (set at creation, default ``"auto"``);
+  ``"torch"`` is accepted for ``"nccl"``, the torch.distributed path.
 
 * Every call is validated on the host BEFORE anything is launched (dtype, device, contiguity, size against the
   context's capacity): a ``ValueError`` naming the op, the bad value and what is accepted.
@@ -38,7 +41,7 @@ from ..runtime import torch_collectives as _torch_coll
 from .collectives_table import (TABLE_DTYPE_FALLBACK, TABLE_DTYPES, TABLE_ENV, TABLE_FORMAT,  # noqa: F401
                                 TABLE_METHODS, TABLE_PATH, CollectivesTableError, best_per_size, build_table,
                                 load_table, parse_table, rules_from_points, table_lookup, table_path)
-from .context import FP8_DTYPES, Context, check_ctx, check_method, get_context, on_gpu, shmem_runtime
+from .context import FP8_DTYPES, Context, check_ctx, check_method, get_context, on_gpu, shmem_runtime, traced_result
 
 REDUCE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 GATHER_DTYPES = REDUCE_DTYPES + FP8_DTYPES
@@ -48,9 +51,10 @@ class _CollectiveContext(Context):
     """A context of one collective ``op`` (``"all_gather"``, ...) whose calls accept ``method="auto"``."""
 
     op = ""
+    fallback_method = "nccl"
 
     def select(self, nbytes: int) -> str:
-        """The method ``"auto"`` picks for a call of ``nbytes`` (sizes as in :data:`NCCL_FALLBACK`), see
+        """The method ``"auto"`` picks for a call of ``nbytes`` (sizes as in :func:`_select_method`), see
         :func:`_select_method`: ``"nccl"``, the chosen method if this context allocated it, else the context's first
         method. Cheap (a dict lookup and a bisect); runs on every eager ``auto`` call."""
         # without NCCL in the group (ranks share a GPU) "nccl" would run on host copies: never picked then
@@ -181,16 +185,16 @@ def _out_and_method(op, ctx, x, out, method, out_shape, numel_desc: str, nbytes:
     """Middle of a collective call after its argument checks: check ``out`` (as many elements as ``out_shape``, the
     count prefixed by ``numel_desc`` in the error) or make an empty ``out_shape`` tensor like ``x``, run the
     ``check_peers`` exchange, resolve ``"auto"`` for ``nbytes``. Returns ``(out, method)``; ``out`` is None while
-    torch.compile traces a call without ``out`` (the caller then returns its ``torch.ops.triton_dist`` op)."""
+    torch.compile traces the call (the caller then calls its ``torch.ops.triton_dist`` op, :func:`~.context.traced_result`)."""
     out_numel = math.prod(out_shape)
-    if out is None:
-        if torch.compiler.is_compiling():
-            return None, method
-        out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
-    else:
+    if out is not None:
         ctx._check(op, out, "out")
         if out.numel() != out_numel:
             raise ValueError(f"{op}: out has {out.numel()} elements, expected {numel_desc}{out_numel}")
+    if torch.compiler.is_compiling():
+        return None, method
+    if out is None:
+        out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     if ctx.check_peers:
         ctx._check_peers(op, (tuple(x.shape), str(x.dtype), method))
     if method == "auto":
@@ -242,11 +246,11 @@ class AllGatherContext(_CollectiveContext):
             self._streams = [torch.cuda.Stream(device=self.device) for _ in range(max(W - 1, 1))]
         self._finish_init()
 
-    def __call__(self, x, out=None, method="auto"):
+    def __call__(self, x, out=None, method=None):
         return all_gather(x, self, out=out, method=method)
 
 
-def create_allgather_ctx(max_numel: int, dtype: torch.dtype, **kw) -> AllGatherContext:
+def create_allgather_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16, **kw) -> AllGatherContext:
     """Collective: a reusable all-gather context for up to ``max_numel`` elements per rank of ``dtype``
     (bf16/fp16/fp32/fp8). Keyword tuning knobs: ``num_programs``, ``block_bytes``, ``num_warps``; for
     ``push_pipe``: ``pipe_pushers`` (programs that push, default half the grid), ``pipe_segments`` (most segments
@@ -268,12 +272,13 @@ def _gather_out_shape(x: torch.Tensor, world: int):
 
 
 def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tensor] = None,
-               method: str = "auto") -> torch.Tensor:
+               method: Optional[str] = None) -> torch.Tensor:
     """Gather ``x`` from every rank: returns ``out`` of shape ``(world * x.shape[0], *x.shape[1:])`` holding rank
     ``r``'s ``x`` at rows ``[r * x.shape[0], (r + 1) * x.shape[0])``. Stream-ordered on the current stream; no host
     sync. ``method``: one of ``AG_METHODS``."""
     op = "all_gather"
     check_ctx(op, ctx, AllGatherContext, "create_allgather_ctx")
+    method = ctx._call_method(method)
     if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
         return out  # ctx.graph_calls: the graph an identical earlier call ran
     asked, out_given = method, out is not None
@@ -287,10 +292,11 @@ def all_gather(x: torch.Tensor, ctx: AllGatherContext, out: Optional[torch.Tenso
                          f"nccl")
     ctx._need(op, method)
     shape = _gather_out_shape(x, ctx.world_size)
-    out, method = _out_and_method(op, ctx, x, out, method, shape, "world * x.numel() = ",
+    dst, method = _out_and_method(op, ctx, x, out, method, shape, "world * x.numel() = ",
                                   n * ctx.esize * ctx.world_size)
-    if out is None:
-        return torch.ops.triton_dist.all_gather(x, ctx.handle, method)
+    if dst is None:
+        return traced_result(torch.ops.triton_dist.all_gather(x, ctx.handle, method), out)
+    out = dst
     if n == 0:
         return out
     if method == "nccl":
@@ -327,10 +333,11 @@ def _all_gather_ce(x, out, ctx, n):
     ch = ctx.ce
     W, r = ctx.world_size, ctx.rank
     flat = out.view(-1)
-    ctx._bound(_common.ce_enter_kernel, (1, ), WORLD=W, num_warps=1)(ch.done, ch.counter, r)
+    ctx._launch_plain(_common.ce_enter_kernel, (1, ), (ch.done, ch.counter, r), WORLD=W, num_warps=1)
     ch.buf[:n].copy_(x.reshape(-1))
     flat[r * n:(r + 1) * n].copy_(x.reshape(-1))
-    ctx._bound(_common.ce_ready_kernel, (1, ), WORLD=W, num_warps=1)(ch.ready, ch.counter, _common.size_tag(n), r)
+    ctx._launch_plain(_common.ce_ready_kernel, (1, ), (ch.ready, ch.counter, _common.size_tag(n), r), WORLD=W,
+                      num_warps=1)
     cur = torch.cuda.current_stream(ctx.device)
     for i in range(1, W):
         src = (r + i) % W
@@ -339,7 +346,7 @@ def _all_gather_ce(x, out, ctx, n):
         with torch.cuda.stream(s):
             flat[src * n:(src + 1) * n].copy_(ctx.ce_peers[src][:n])
         cur.wait_stream(s)
-    ctx._bound(_common.ce_done_kernel, (1, ), WORLD=W, num_warps=1)(ch.done, ch.counter, r)
+    ctx._launch_plain(_common.ce_done_kernel, (1, ), (ch.done, ch.counter, r), WORLD=W, num_warps=1)
 
 
 # ================================================================================================================
@@ -388,11 +395,11 @@ class ReduceScatterContext(_CollectiveContext):
                                       ndone=G, ncounter=G)
         self._finish_init()
 
-    def __call__(self, x, out=None, method="auto"):
+    def __call__(self, x, out=None, method=None):
         return reduce_scatter(x, self, out=out, method=method)
 
 
-def create_reduce_scatter_ctx(max_numel: int, dtype: torch.dtype, **kw) -> ReduceScatterContext:
+def create_reduce_scatter_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16, **kw) -> ReduceScatterContext:
     """Collective: a reusable reduce-scatter context for inputs of up to ``max_numel`` elements (a multiple of the
     world size) of ``dtype`` (bf16/fp16/fp32). Keyword tuning knobs as for :func:`create_allgather_ctx`
     (``pipe_*`` apply to ``push_pipe``; ``ll_max_numel`` bounds the shard of ``ll``)."""
@@ -403,11 +410,12 @@ RS_METHODS = ("auto", "direct", "direct_push", "push_pipe", "ll", "ring", "nccl"
 
 
 def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[torch.Tensor] = None,
-                   method: str = "auto") -> torch.Tensor:
+                   method: Optional[str] = None) -> torch.Tensor:
     """Sum ``x`` over ranks and return this rank's shard: ``x`` has ``world * S`` rows (or elements); the result
     has shape ``(S, *x.shape[1:])`` = rows ``[rank * S, (rank + 1) * S)`` of the sum. fp32 accumulation."""
     op = "reduce_scatter"
     check_ctx(op, ctx, ReduceScatterContext, "create_reduce_scatter_ctx")
+    method = ctx._call_method(method)
     if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
         return out  # ctx.graph_calls: the graph an identical earlier call ran
     asked, out_given = method, out is not None
@@ -422,9 +430,10 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
     ctx._need(op, method)
     shape = (x.shape[0] // W, ) + tuple(x.shape[1:])
     ns = n // W
-    out, method = _out_and_method(op, ctx, x, out, method, shape, "x.numel() / world = ", n * ctx.esize)
-    if out is None:
-        return torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method)
+    dst, method = _out_and_method(op, ctx, x, out, method, shape, "x.numel() / world = ", n * ctx.esize)
+    if dst is None:
+        return traced_result(torch.ops.triton_dist.reduce_scatter(x, ctx.handle, method), out)
+    out = dst
     if n == 0:
         return out
     if method == "nccl":
@@ -453,38 +462,24 @@ def reduce_scatter(x: torch.Tensor, ctx: ReduceScatterContext, out: Optional[tor
 # ================================================================================================================
 # all-reduce
 # ================================================================================================================
-#: User override of the all-reduce method for "auto": world size -> [(max bytes, method), ...] (the first entry whose
-#: bound holds; sizes in the NCCL-tests convention). A world size listed here takes precedence over the measured table
-#: (:data:`TABLE_PATH`) for every dtype. Empty by default.
-AR_TABLE: dict = {}
-#: Built-in all-reduce default when neither AR_TABLE nor the measured table has an entry: per world size, else
+#: Built-in all-reduce default when the measured table has no entry: per world size, else
 #: DEFAULT_AR_TABLE (one-shot while it is a few signals, two-shot for bandwidth).
 DEFAULT_AR_TABLES = {2: [(1 << 62, "one_shot")]}
 DEFAULT_AR_TABLE = [(256 << 10, "one_shot"), (1 << 62, "two_shot")]
 #: Default one-shot staging capacity in bytes (``one_shot_max_numel``): its buffer is ``2 * world`` times this.
 DEFAULT_ONE_SHOT_BYTES = 16 << 20
-#: User override: size ranges where "auto" calls NCCL (op -> world -> [(lo bytes, hi bytes)], lo <= size < hi). Takes
-#: precedence over everything else, for every dtype. Empty by default (the measured table holds NCCL's ranges).
-#: Sizes follow the NCCL-tests convention (also used by ``ctx.select``): all_gather = output bytes,
-#: reduce_scatter = input bytes, all_reduce = buffer bytes.
-NCCL_FALLBACK = {"all_reduce": {}, "all_gather": {}, "reduce_scatter": {}}
-#: Built-in default SM method of the other ops for "auto" (no override, no measured entry).
+#: Built-in default SM method of the other ops for "auto" (no measured entry).
 AUTO_DEFAULTS = {"all_gather": "push", "reduce_scatter": "direct_push"}
 
 def _select_method(op: str, world: int, nbytes: int, on_gpu: bool, dtype=None, nccl: bool = True) -> str:
-    """The method "auto" picks, before the context's own adjustments (:meth:`_CollectiveContext.select`), in this
-    order: a :data:`NCCL_FALLBACK` range -> ``"nccl"``; an :data:`AR_TABLE` entry for the world size (all_reduce);
-    on a GPU, the measured table's entry for (op, world, dtype) (fp16 / fp8 use bf16's when they have none);
-    else the built-in defaults (:data:`DEFAULT_AR_TABLES` / :data:`DEFAULT_AR_TABLE`, :data:`AUTO_DEFAULTS`). The
-    simulator never reads the measured table (its figures are GPU ones). ``nccl=False`` (the group has no NCCL:
-    ranks share a GPU) passes over every source that names ``"nccl"``, down to the built-in defaults."""
-    for lo, hi in NCCL_FALLBACK.get(op, {}).get(world, []) if nccl else ():
-        if lo <= nbytes < hi:
-            return "nccl"
-    if op == "all_reduce" and world in AR_TABLE:
-        m = next((m for bound, m in AR_TABLE[world] if nbytes <= bound), "two_shot")
-        if nccl or m != "nccl":
-            return m
+    """The method "auto" picks for a call of ``nbytes`` (sizes in the NCCL-tests convention: all_gather = output
+    bytes, reduce_scatter = input bytes, all_reduce = buffer bytes), before the context's own adjustments
+    (:meth:`_CollectiveContext.select`): on a GPU, the measured table's entry for (op, world, dtype) (fp16 / fp8
+    use bf16's when they have none; ``$TRITON_DIST_COLLECTIVES_TABLE`` names another table file: the one override
+    of "auto", docs/ops.md); else the built-in defaults (:data:`DEFAULT_AR_TABLES` / :data:`DEFAULT_AR_TABLE`,
+    :data:`AUTO_DEFAULTS`). The simulator never reads the measured table (its figures are GPU ones). ``nccl=False``
+    (the group has no NCCL: ranks share a GPU) passes over a table entry that names ``"nccl"``, down to the
+    built-in defaults. To force a method, pass ``method=`` or set the context's ``method``."""
     if on_gpu:
         m = table_lookup(op, world, dtype, nbytes)
         if m is not None and (nccl or m != "nccl"):
@@ -571,12 +566,12 @@ class AllReduceContext(_CollectiveContext):
             # reports a call it cannot hold either
         return m
 
-    def __call__(self, x, out=None, method="auto"):
+    def __call__(self, x, out=None, method=None):
         return all_reduce(x, self, out=out, method=method)
 
 
-def create_allreduce_ctx(max_numel: int, dtype: torch.dtype, one_shot_max_numel: Optional[int] = None,
-                         **kw) -> AllReduceContext:
+def create_allreduce_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16,
+                         one_shot_max_numel: Optional[int] = None, **kw) -> AllReduceContext:
     """Collective: a reusable all-reduce context for up to ``max_numel`` elements of ``dtype`` (bf16/fp16/fp32).
     ``one_shot_max_numel`` bounds the one-shot staging (``2 * world * one_shot_max_numel`` symmetric elements;
     default ``min(max_numel, 16 MiB / element size)``); ``ll_max_numel`` bounds ``ll`` (default
@@ -593,11 +588,12 @@ AR_METHODS = ("auto", "one_shot", "two_shot", "two_shot_pipe", "ll", "nccl")
 
 
 def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tensor] = None,
-               method: str = "auto") -> torch.Tensor:
+               method: Optional[str] = None) -> torch.Tensor:
     """Sum ``x`` over ranks (fp32 accumulation, one rounding to x's dtype); returns ``out`` (same shape as ``x``,
     new tensor unless given; ``out`` may be ``x`` itself). ``method``: one of ``AR_METHODS``."""
     op = "all_reduce"
     check_ctx(op, ctx, AllReduceContext, "create_allreduce_ctx")
+    method = ctx._call_method(method)
     if out is not None and ctx.graph_calls and ctx._replay_call(x, out, method):
         return out  # ctx.graph_calls: the graph an identical earlier call ran
     asked, out_given = method, out is not None
@@ -612,9 +608,10 @@ def all_reduce(x: torch.Tensor, ctx: AllReduceContext, out: Optional[torch.Tenso
     if method == "one_shot" and n > ctx.one_shot_cap:
         raise ValueError(f"{op}: method='one_shot' holds at most one_shot_max_numel={ctx.one_shot_cap} elements, "
                          f"x has {n}; use 'two_shot' or 'auto'")
-    out, method = _out_and_method(op, ctx, x, out, method, tuple(x.shape), "", n * ctx.esize)
-    if out is None:
-        return torch.ops.triton_dist.all_reduce(x, ctx.handle, method)
+    dst, method = _out_and_method(op, ctx, x, out, method, tuple(x.shape), "", n * ctx.esize)
+    if dst is None:
+        return traced_result(torch.ops.triton_dist.all_reduce(x, ctx.handle, method), out)
+    out = dst
     if n == 0:
         return out
     tag = _common.size_tag(n)
@@ -681,10 +678,13 @@ class P2PContext(Context):
         self.ch = self._add_channel("p2p", buf_numel=W * max_numel, buf_dtype=dtype, num_programs=G, block=blk,
                                     num_warps=self.num_warps, nready=G * W, ndone=G * W, ncounter=W * G)
         self.recv_counter = torch.zeros(W * G, dtype=torch.int64, device=self.device)
+        #: what the torch.library ``send`` / ``recv`` ops declare they mutate (nothing reads it): keeps them in a
+        #: compiled graph and in order (ops/_library.py)
+        self.token = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._finish_init()
 
 
-def create_p2p_ctx(max_numel: int, dtype: torch.dtype, **kw) -> P2PContext:
+def create_p2p_ctx(max_numel: int, dtype: torch.dtype = torch.bfloat16, **kw) -> P2PContext:
     """Collective: a reusable point-to-point context (messages of up to ``max_numel`` elements of ``dtype``)."""
     return P2PContext(max_numel, dtype, **kw)
 
@@ -705,6 +705,9 @@ def send(x: torch.Tensor, dst: int, ctx: P2PContext) -> None:
     n = _numel_of(x)
     if n > ctx.max_numel or n == 0:
         raise ValueError(f"{op}: x has {n} elements; accepted: 1 .. {ctx.max_numel}")
+    if torch.compiler.is_compiling():
+        torch.ops.triton_dist.send(x, ctx.token, ctx.handle, dst)
+        return
     ch = ctx.ch
     ctx._launch(_p2p.p2p_send_kernel, ch, _bits(x), _bits(ch.buf), ch.ready, ch.done, ch.counter, n, ctx.max_numel,
                 dst, _common.size_tag(n))
@@ -715,6 +718,15 @@ def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Te
     op = "recv"
     check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
     _check_peer(op, ctx, src, "src")
+    if torch.compiler.is_compiling():  # the registered op (a new tensor; copied into ``out`` when given)
+        if out is not None:
+            ctx._check(op, out, "out")
+        shape = tuple(out.shape) if out is not None else tuple(int(s) for s in shape)
+        n = math.prod(shape)
+        if n > ctx.max_numel or n == 0:
+            raise ValueError(f"{op}: message has {n} elements; accepted: 1 .. {ctx.max_numel}")
+        got = torch.ops.triton_dist.recv(ctx.token, list(shape), ctx.handle, src)
+        return got if out is None else out.copy_(got)
     if out is None:
         shape = tuple(int(s) for s in shape)
         out = torch.empty(shape, dtype=ctx.dtype, device=ctx.device)
@@ -730,5 +742,5 @@ def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Te
 
 __all__ = ["AllGatherContext", "ReduceScatterContext", "AllReduceContext", "P2PContext", "create_allgather_ctx",
            "create_reduce_scatter_ctx", "create_allreduce_ctx", "create_p2p_ctx", "all_gather", "reduce_scatter",
-           "all_reduce", "send", "recv", "get_context", "AR_TABLE", "NCCL_FALLBACK", "CollectivesTableError", "load_table", "build_table", "AG_METHODS", "RS_METHODS",
+           "all_reduce", "send", "recv", "get_context", "CollectivesTableError", "load_table", "build_table", "AG_METHODS", "RS_METHODS",
            "AR_METHODS"]

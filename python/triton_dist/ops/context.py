@@ -36,6 +36,52 @@ def on_gpu(backend) -> bool:
     return getattr(backend, "name", "") != "sim"
 
 
+def capturing() -> bool:
+    """Whether the current CUDA stream is being captured into a CUDA graph (False without CUDA). The ops' capture
+    guard (:meth:`Context._guard_capture`) asks this; CPU tests monkeypatch it to exercise the guard."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _spec_key(a):
+    """What Triton's launch specialization can see of one kernel argument, or more (a refinement of its key: two
+    launches with equal keys run the same compiled kernel): a tensor's dtype and 16-byte alignment, an int's
+    ``== 1`` / divisibility by 16 / width class, another value's type."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0)
+    if isinstance(a, int) and not isinstance(a, bool):
+        return (a == 1, a % 16 == 0, 0 if -2**31 <= a < 2**31 else 1 if -2**63 <= a < 2**63 else 2)
+    return type(a)
+
+
+def traced_result(result: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    """A call traced by torch.compile: the registered op's ``result``, copied into ``out`` when the call gave one
+    (an op returns a new tensor; ``out`` was checked by the caller: as many elements)."""
+    if out is None:
+        return result
+    out.view(-1).copy_(result.reshape(-1))
+    return out
+
+
+def check_eager_only(op: str, **kw) -> None:
+    """Under torch.compile: refuse the keywords that only an eager call honours (``kw``: name -> value; None = not
+    given) with one ``ValueError`` naming them."""
+    given = [k for k, v in kw.items() if v is not None]
+    if given:
+        raise ValueError(f"{op}: {', '.join(given)} apply to eager calls only, not under torch.compile")
+
+
+def capacity_arg(factory: str, name: str, value, aliases: dict):
+    """The capacity argument ``name`` of ``factory``, given either as ``name`` or as exactly one of its alias
+    keywords (``aliases``: alias -> value or None; e.g. ``max_m_per_rank`` / ``max_M`` for ``max_m``). Checking
+    the value is the context's job."""
+    given = {k: v for k, v in ((name, value), *aliases.items()) if v is not None}
+    if len(given) > 1:
+        raise ValueError(f"{factory}: {' and '.join(given)} name the same capacity; give one of them")
+    if not given:
+        raise TypeError(f"{factory}: missing the capacity argument {name} (aliases: {', '.join(aliases)})")
+    return next(iter(given.values()))
+
+
 def sm_count(device) -> int:
     """SMs of this rank on ``device`` (its share where ranks share a GPU: ``runtime.device_info.rank_sm_count``);
     1 on the simulator."""
@@ -106,6 +152,9 @@ class Context:
     kind = "base"
     #: the name of the public factory that builds this context (named in construction errors)
     factory_suffix = "_ctx"
+    #: this family's own spelling of the torch.distributed fallback method (docs/ops.md: ``"torch"``, with
+    #: ``"nccl"`` accepted as an alias; the collectives and their measured table spell it ``"nccl"``)
+    fallback_method = "torch"
 
     @classmethod
     def factory_name(cls) -> str:
@@ -113,11 +162,16 @@ class Context:
 
     def __init__(self, max_numel: int, dtype: torch.dtype, accepted_dtypes, *, num_programs: Optional[int] = None,
                  block_bytes: Optional[int] = None, num_warps: Optional[int] = None, fingerprint_extra=(),
-                 methods: Optional[Sequence[str]] = None, all_methods: Sequence[str] = ()):
+                 methods: Optional[Sequence[str]] = None, all_methods: Sequence[str] = (), method: str = "auto"):
         utils, backend = shmem_runtime()
         self._utils = utils
         self._backend = backend
         op = self.factory_name()
+        if not isinstance(method, str):
+            raise ValueError(f"{op}: method={method!r} (the calls' default method) must be a str such as 'auto'; "
+                             f"methods= lists the methods to allocate buffers for")
+        #: the method of a call made with ``method=None`` (the default); the same on every rank (fingerprinted)
+        self.method = self._call_method(method)
         if not isinstance(dtype, torch.dtype) or dtype not in accepted_dtypes:
             raise ValueError(f"{op}: dtype={dtype!r} is not supported; accepted: {dtype_names(accepted_dtypes)}")
         if not isinstance(max_numel, int) or isinstance(max_numel, bool) or max_numel < 1:
@@ -167,9 +221,48 @@ class Context:
             raise ValueError(f"{op}: methods={tuple(methods)!r}: accepted (allocate buffers for): "
                              f"{', '.join(all_methods)}")
         self.methods = tuple(methods)
-        self._exchange_fingerprint(tuple(fingerprint_extra) + self.methods)
+        #: specialization keys of the kernel launches this context made outside capture (:meth:`_guard_capture`)
+        self._warm = set()
+        self._exchange_fingerprint(tuple(fingerprint_extra) + self.methods + (self.method, ))
 
     # ------------------------------------------------------------------ helpers
+    def _call_method(self, method: Optional[str]) -> str:
+        """The method a call runs before ``"auto"`` is resolved: ``method``, or the context's :attr:`method` when
+        None; ``"torch"`` and ``"nccl"`` (one fallback, two names) become this family's :attr:`fallback_method`."""
+        if method is None:
+            method = self.method
+        if method == "torch" or method == "nccl":
+            return self.fallback_method
+        return method
+
+    def _guard_capture(self, kernel, launch, args) -> None:
+        """No first launch inside a capture: a launch whose specialization (:func:`_spec_key`) this context never
+        launched outside capture would compile the kernel and initialise its SHMEM module during the capture, which
+        a CUDA graph cannot hold. Inside a capture such a launch raises one line saying how to warm up; outside,
+        the launch is remembered. Called before every launch of the context's kernels."""
+        if capturing():
+            self._require_warm(kernel, launch, args)
+        else:
+            self._warm.add(self._warm_key(launch, args))
+
+    @staticmethod
+    def _warm_key(launch, args) -> tuple:
+        return (id(launch), bounded_wait_key()) + tuple(_spec_key(a) for a in args)
+
+    def _require_warm(self, kernel, launch, args) -> None:
+        """Inside a capture: raise unless this launch's specialization ran outside capture (:meth:`_guard_capture`)."""
+        if self._warm_key(launch, args) not in self._warm:
+            op = getattr(self, "op", "") or _USER_OP.get(getattr(kernel, "__name__", ""), "") or self.kind
+            raise RuntimeError(f"{op}: the first call of this shape and method (kernel {kernel.__name__}) is inside "
+                               f"CUDA-graph capture, where its kernel cannot be compiled and loaded; warm up: make "
+                               f"the same call once before capturing (then synchronize), and capture after that")
+
+    def _launch_plain(self, kernel, grid, args, **kw) -> None:
+        """Launch ``kernel[grid](*args, **kw)`` through the context's bound launch, with the capture guard."""
+        launch = self._bound(kernel, grid, **kw)
+        self._guard_capture(kernel, launch, args)
+        launch(*args)
+
     def _block(self, elem_bytes=None) -> int:
         return max(128, self.block_bytes // (elem_bytes or self.esize))
 
@@ -245,6 +338,9 @@ class Context:
 
         if not self.check_peers or self.world_size == 1:
             return
+        if capturing():
+            raise RuntimeError(f"{op}: ctx.check_peers exchanges the call's arguments on the host, which a CUDA graph "
+                               f"cannot capture; set check_peers = False before capturing")
         all_desc = [None] * self.world_size
         dist.all_gather_object(all_desc, desc, group=self.group)
         if any(d != all_desc[0] for d in all_desc):
@@ -256,13 +352,15 @@ class Context:
         per (kernel, channel, constexprs) so that repeated eager calls skip Triton's per-launch binding work."""
         launch = self._bound(kernel, (ch.num_programs, ), WORLD=self.world_size, BLOCK=ch.block,
                              num_warps=ch.num_warps, **consts)
+        args = args + (self.rank, )
         if self.graph_calls and self.on_gpu:
-            return self._launch_graphed(launch, args + (self.rank, ))
+            return self._launch_graphed(kernel, launch, args)  # the capture guard is inside
+        self._guard_capture(kernel, launch, args)
         if self.on_gpu:
-            launch(*args, self.rank)
+            launch(*args)
             return None
         try:  # simulator: name the user's call in a cross-rank error of the kernel's waits
-            launch(*args, self.rank)
+            launch(*args)
         except Exception as exc:  # noqa: BLE001 - re-raised, named, when it is one of the simulator's rank errors
             op = getattr(self, "op", "") or _USER_OP.get(getattr(kernel, "__name__", ""), "")
             named = _named_rank_error(op, exc)
@@ -271,16 +369,18 @@ class Context:
             raise named from exc
         return None
 
-    def _launch_graphed(self, launch, args):
+    def _launch_graphed(self, kernel, launch, args):
         """``ctx.graph_calls = True``: a launch whose exact arguments (tensor addresses and every scalar) were seen
         before is replayed from a one-kernel CUDA graph captured on that second sighting (one ``cudaGraphLaunch``
         instead of Triton's per-launch host work); other launches run directly. At most ``max_graphs`` graphs per
         context (least recently used dropped). A call made while the current stream is being captured, or in
-        another bounded-wait mode than the graph's, launches directly (captured into the caller's graph). The
+        another bounded-wait mode than the graph's, launches directly (captured into the caller's graph; inside a
+        capture only a specialization launched before, :meth:`_require_warm`). The
         kernels' epochs live in device memory, so a replay is the same call as a launch. Graphs keep no tensor
         alive: a key is an address, and a reused address with the same size is the same memory region. Returns the
         graph that ran the launch, or None."""
         if torch.cuda.is_current_stream_capturing():
+            self._require_warm(kernel, launch, args)
             launch(*args)
             return None
         key = (id(launch), bounded_wait_key()) + tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a
@@ -294,6 +394,7 @@ class Context:
             self._graph_candidates[key] = None
             if len(self._graph_candidates) > 4 * self.max_graphs:
                 self._graph_candidates.popitem(last=False)
+            self._warm.add(self._warm_key(launch, args))  # for the capture guard
             launch(*args)
             return None
         del self._graph_candidates[key]
@@ -318,7 +419,8 @@ class Context:
         ``x`` / ``out`` (address, size, dtype, contiguous), ``method`` and bounded-wait mode ran, skipping the op's
         own work. False when there is none or the stream is being captured (the op then runs normally)."""
         graphs = self._call_graphs
-        if not graphs or type(x) is not torch.Tensor or type(out) is not torch.Tensor:
+        if not graphs or type(x) is not torch.Tensor or type(out) is not torch.Tensor or \
+                torch.compiler.is_compiling():
             return False
         graph = graphs.get(_call_key(x, out, method))
         if graph is None or not x.is_contiguous() or not out.is_contiguous() or \
@@ -361,6 +463,10 @@ class Context:
             self._utils.nvshmem_free_tensor_sync(t)
         self._symmetric = []
 
+    def finalize(self) -> None:
+        """The reference's name of :meth:`close` (kept for scripts written for it)."""
+        self.close()
+
     def __repr__(self):
         return (f"{type(self).__name__}(rank={self.rank}, world={self.world_size}, dtype={self.dtype}, "
                 f"max_numel={self.max_numel}, channels={list(self.channels)})")
@@ -391,5 +497,5 @@ def get_context(handle: int) -> Context:
     return ctx
 
 
-__all__ = ["FP8_DTYPES", "Channel", "Context", "check_ctx", "check_method", "dtype_names", "get_context", "on_gpu",
+__all__ = ["FP8_DTYPES", "Channel", "Context", "capacity_arg", "capturing", "check_ctx", "check_method", "dtype_names", "get_context", "on_gpu",
            "shmem_runtime", "sm_count", "registry"]

@@ -12,7 +12,7 @@ import torch
 from ..kernels import common as _common
 from ..kernels import gemm_ar as _ark
 from ..runtime import torch_collectives as _torch_coll
-from .context import check_ctx
+from .context import capacity_arg, check_ctx, traced_result
 from .overlap_context import TAG_RANGE, _PartialsContext, _partials_checks, _run_partials, _tiles
 
 
@@ -68,20 +68,21 @@ class GemmARContext(_PartialsContext):
         super().close()
 
 
-def create_gemm_ar_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmARContext:
+def create_gemm_ar_context(max_m: Optional[int] = None, n: Optional[int] = None, dtype: torch.dtype = torch.bfloat16,
+                           *, max_M: Optional[int] = None, **kw) -> GemmARContext:
     """Collective: context for :func:`gemm_ar` (bf16 / fp16, up to ``max_m`` rows, ``n`` columns). Symmetric memory:
     ``2 * world * max_m * n`` fp32 (``fused`` staging) + signals, ``2 * world * max_m * n`` int64 words (``ll``: 16
     bytes per output element and rank, e.g. 32 MiB at max_m 128, n 8192, 2 ranks), and on GPU ``2 * world * max_m *
     n`` elements of ``dtype`` for the one-shot all-reduce; local: the split-K workspace (``8 * min(max_m, 128) * n``
     fp32). Meant for small-M (decode) shapes."""
-    return GemmARContext(max_m, n, dtype, **kw)
+    return GemmARContext(capacity_arg("create_gemm_ar_context", "max_m", max_m, {"max_M": max_M}), n, dtype, **kw)
 
 
 GEMM_AR_METHODS = ("auto", "fused", "ll", "one_shot", "torch")
 
 
 def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[torch.Tensor] = None,
-            method: str = "auto") -> torch.Tensor:
+            method: Optional[str] = None) -> torch.Tensor:
     """``all_reduce(a @ b)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]``; returns ``[M, N]``, identical on every rank.
     Stream-ordered, no host synchronization (CUDA-graph capturable). ``method``: ``auto`` (measured table) /
     ``fused`` (one persistent kernel, :func:`~triton_dist.kernels.gemm_ar.gemm_ar_kernel`: each tile's K blocks
@@ -94,6 +95,9 @@ def gemm_ar(a: torch.Tensor, b: torch.Tensor, ctx: GemmARContext, out: Optional[
     of the sum) / ``torch`` (``torch.matmul`` + NCCL all_reduce)."""
     op = "gemm_ar"
     check_ctx(op, ctx, GemmARContext, "create_gemm_ar_context")
+    method = ctx._call_method(method)  # None: the context's method; "nccl": "torch" (docs/ops.md)
+    if torch.compiler.is_compiling():  # traced: the registered op (docs/ops.md, "torch.compile")
+        return traced_result(torch.ops.triton_dist.gemm_ar(a, b, ctx.handle, method), out)
     _partials_checks(op, a, b, ctx, method, GEMM_AR_METHODS)
     if method == "one_shot" and ctx.ar_ctx is None:
         raise ValueError(f"{op}: method='one_shot' (cuBLAS + one-shot all-reduce) needs GPUs; accepted here: auto, "

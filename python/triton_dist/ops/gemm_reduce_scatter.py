@@ -11,7 +11,7 @@ import torch
 from ..kernels import ag_gemm as _agk
 from ..kernels import gemm_rs as _rsk
 from ..runtime import torch_collectives as _torch_coll
-from .context import check_ctx
+from .context import capacity_arg, check_ctx, check_eager_only, traced_result
 from .overlap_context import (TAG_RANGE, _flag_raise, _flag_wait_reset, _PartialsContext,
                               _partials_checks, _run_partials, _tiles)
 from .overlap_tuner import CE_PIECES_MAX, _rs_ce_tune, _rs_own_gemm
@@ -81,11 +81,12 @@ class GemmRSContext(_PartialsContext):
             _rs_ce_tune(self, a, b)
 
 
-def create_gemm_rs_context(max_m: int, n: int, dtype: torch.dtype = torch.bfloat16, **kw) -> GemmRSContext:
+def create_gemm_rs_context(max_m: Optional[int] = None, n: Optional[int] = None, dtype: torch.dtype = torch.bfloat16,
+                           *, max_M: Optional[int] = None, **kw) -> GemmRSContext:
     """Collective: context for :func:`gemm_rs` (bf16 / fp16): inputs of up to ``max_m`` rows (a multiple of the world
     size) and exactly ``n`` output columns. Symmetric memory: ``2 * world * (max_m / world) * n`` elements of
     ``dtype`` + signals (``fused``), and on GPU the ``chunked`` / ``ce`` stagings."""
-    return GemmRSContext(max_m, n, dtype, **kw)
+    return GemmRSContext(capacity_arg("create_gemm_rs_context", "max_m", max_m, {"max_M": max_M}), n, dtype, **kw)
 
 
 FUSED_METHODS = ("auto", "fused", "torch")
@@ -112,7 +113,7 @@ SUB_CHUNKS_MAX = 4
 
 
 def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[torch.Tensor] = None,
-            method: str = "auto", profiler_buffer: Optional[torch.Tensor] = None,
+            method: Optional[str] = None, profiler_buffer: Optional[torch.Tensor] = None,
             sub_chunks: Optional[int] = None, pieces: Optional[int] = None) -> torch.Tensor:
     """``reduce_scatter(a @ b, dim=0)``: ``a`` ``[M, K_loc]``, ``b`` ``[K_loc, N]`` (this rank's shards); returns this
     rank's ``[M / world, N]`` rows of the sum over ranks (fp32 accumulation; each method's roundings below). ``M``
@@ -148,6 +149,10 @@ def gemm_rs(a: torch.Tensor, b: torch.Tensor, ctx: GemmRSContext, out: Optional[
     ``profiler_buffer`` (``fused``): record per-program tasks (``kernels.gemm_rs.TASKS``)."""
     op = "gemm_rs"
     check_ctx(op, ctx, GemmRSContext, "create_gemm_rs_context")
+    method = ctx._call_method(method)  # None: the context's method; "nccl": "torch" (docs/ops.md)
+    if torch.compiler.is_compiling():  # traced: the registered op (docs/ops.md, "torch.compile")
+        check_eager_only(op, profiler_buffer=profiler_buffer, sub_chunks=sub_chunks, pieces=pieces)
+        return traced_result(torch.ops.triton_dist.gemm_rs(a, b, ctx.handle, method), out)
     _partials_checks(op, a, b, ctx, method, GEMM_RS_METHODS)
     if method in ("chunked", "ce") and ctx.chunk_stage_peers is None:
         raise ValueError(f"{op}: method={method!r} (cuBLAS + peer memory) needs GPUs; accepted here: auto, fused, "

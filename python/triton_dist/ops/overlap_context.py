@@ -16,7 +16,7 @@ from ..kernels import common as _common
 from ..kernels import gemm_config as _gcfg
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES
 from .context import Context, check_method
-from .matmul import check_operands
+from .gemm import check_operands
 from .overlap_table import select_rule, table_config
 
 TAG_RANGE = _common.TAG_RANGE
@@ -183,7 +183,7 @@ class _OverlapContext(Context):
 
 def _operand_checks(op, a, b, ctx, dtypes):
     """The checks every overlap call starts with: open context (:meth:`Context._check_open`), GEMM operands
-    (:func:`~triton_dist.ops.matmul.check_operands`), devices and ``a``'s dtype (:meth:`Context._check_device` /
+    (:func:`~triton_dist.ops.gemm.check_operands`), devices and ``a``'s dtype (:meth:`Context._check_device` /
     :meth:`Context._check_dtype`, the collectives' checks)."""
     ctx._check_open(op)
     check_operands(op, a, b, dtypes)

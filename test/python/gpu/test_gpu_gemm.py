@@ -14,7 +14,7 @@ import torch
 
 from triton_dist.kernels import gemm_config as gc
 from triton_dist.kernels import gemm_table as gt
-from triton_dist.ops.matmul import matmul
+from triton_dist.ops.gemm import matmul
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # as a script: test/python
 

@@ -61,7 +61,7 @@ def _assert_close(got, ref, what, rtol=2.0 ** -8):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_gemm_matches_cublas(dtype):
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
 
     _init()
     for (M, N, K) in ((8192, 8192, 8192), (1000, 4104, 520), (64, 14336, 4096)):
@@ -75,7 +75,7 @@ def test_gemm_table_entries_run_and_match():
     its shape, and its result matches the fp32 reference (the bench measured these launches; this checks them)."""
     from triton_dist.kernels import gemm_config as gc
     from triton_dist.kernels import gemm_table as gt
-    from triton_dist.ops.matmul import matmul
+    from triton_dist.ops.gemm import matmul
 
     _init()
     dev = torch.cuda.get_device_name()

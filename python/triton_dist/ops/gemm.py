@@ -69,9 +69,15 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     workspace per device and stream: :func:`split_k_workspace`), one with ``pointer_loads`` masked pointer loads,
     one with ``tma_store`` the TMA-store epilogue (where ``out`` can be a descriptor's base; else pointer stores).
     Every launch is deterministic (split-K partials are summed in a fixed order). Raises ValueError on bad shapes /
-    dtypes (before any launch), :class:`GemmTableError` on a malformed table."""
+    dtypes (before any launch), :class:`GemmTableError` on a malformed table. Under torch.compile the call is the
+    registered ``torch.ops.triton_dist.matmul`` (``config`` is refused there; ``out`` receives a copy)."""
     import torch
 
+    if torch.compiler.is_compiling():
+        from .context import check_eager_only, traced_result
+
+        check_eager_only("matmul", config=config)
+        return traced_result(torch.ops.triton_dist.matmul(a, b, scale, autotune, table), out)
     check_operands("matmul", a, b)
     M, K = a.shape
     N = b.shape[1]
