@@ -120,7 +120,7 @@ def shmem_extern_libs(backend: str, arch=None, full: bool = False) -> Dict[str, 
     ``full`` or ``TRITON_DIST_SLIM_BITCODE=0``."""
     from .runtime import bitcode
 
-    if os.environ.get("TRITON_DIST_NO_SHMEM_BITCODE", "").strip().lower() in ("1", "true", "on", "yes"):
+    if bitcode.shmem_bitcode_disabled():
         return {}
     if backend == "cuda":
         path = bitcode.nvshmem_bitcode_or_none(arch)

@@ -4,6 +4,7 @@ layer declares and validates without ever branching on a target (docs/architectu
 import ast
 import importlib
 import os
+import re
 import subprocess
 import sys
 
@@ -108,6 +109,9 @@ TARGET_TESTS = {"is_cuda", "is_hip", "is_sim"}
 INTERPRETER_TESTS = {"is_interpreter_semantic", "interpret_enabled"}
 #: prefixes of SHMEM library symbols, which only the backends may name (the public ``NVSHMEM_*`` constants are API)
 SYMBOL_PREFIXES = ("nvshmem_", "nvshmemx_", "rocshmem_")
+#: a SHMEM symbol: one of the prefixes at the start of a word (the reference's API name ``set_rocshmem_ctx`` is not
+#: a library symbol)
+_SYMBOL = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(SYMBOL_PREFIXES) + ")")
 
 
 def _docstrings(tree):
@@ -133,7 +137,7 @@ def target_branches(source: str):
                                                               getattr(node, "id", None)) in INTERPRETER_TESTS:
             found.append((node.lineno, getattr(node, "attr", None) or node.id))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            if node.value in ("cuda", "hip", "sim") or any(p in node.value for p in SYMBOL_PREFIXES):
+            if node.value in ("cuda", "hip", "sim") or _SYMBOL.search(node.value):
                 found.append((node.lineno, repr(node.value)))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             parts = [p for name in [getattr(node, "module", None) or ""] + [a.name for a in node.names]
@@ -149,10 +153,11 @@ def test_the_scan_finds_target_branches():
            "def f(target, s):\n"
            "    if target.is_hip:\n"
            "        return 'rocshmem_ptr'\n"
+           "    name = 'set_rocshmem_ctx'\n"
            "    if _compat.is_interpreter_semantic(s) or target.backend == 'cuda':\n"
            "        return 1\n")
     assert sorted(target_branches(src)) == [(2, "import of triton_dist.backends"), (4, ".is_hip"),
-                                            (5, "'rocshmem_ptr'"), (6, "'cuda'"), (6, "is_interpreter_semantic")]
+                                            (5, "'rocshmem_ptr'"), (7, "'cuda'"), (7, "is_interpreter_semantic")]
 
 
 def test_language_never_branches_on_a_target():

@@ -350,3 +350,46 @@ def test_slim_function_set_leaves_out_the_full_library_only_functions():
     assert slim | left_out == {e.symbol for e in nv.EXTERNS.values()}
     assert {"nvshmem_int_p", "nvshmem_int_g", "nvshmem_putmem_signal", "nvshmemx_team_sync_block",
             "nvshmemx_broadcastmem_block"} <= slim
+
+
+_NVSHMEM_KERNEL = '''
+import triton.language as tl
+import triton_dist
+from triton_dist.language.extra import libshmem_device as shmem
+
+
+@triton_dist.jit
+def k(out):
+    tl.store(out, shmem.my_pe())
+'''
+
+
+def test_missing_nvshmem_bitcode_is_one_error_naming_what_to_install(monkeypatch, tmp_path, capsys):
+    """Compiling a kernel that calls NVSHMEM for cuda to PTX (which assembles it) where the device bitcode cannot be
+    found: one Python error naming the function and what to install, not ptxas's ``Unresolved extern function``."""
+    from triton_dist.runtime import shmem_link
+    from triton_dist.tools import compile as ctool
+
+    def not_found(arch=None):
+        raise bc.BitcodeError("NVSHMEM device bitcode libnvshmem_device.bc not found (looked in: no nvidia-nvshmem "
+                              'wheel installed and NVSHMEM_HOME unset). Install it with pip install '
+                              '"nvidia-nvshmem-cu12>=3.3,<3.8", set NVSHMEM_HOME, or set TRITON_DIST_NVSHMEM_BITCODE')
+
+    monkeypatch.delenv("TRITON_DIST_NO_SHMEM_BITCODE", raising=False)
+    monkeypatch.setattr(bc, "find_nvshmem_bitcode", not_found)
+    path = tmp_path / "k_nvshmem.py"
+    path.write_text(_NVSHMEM_KERNEL)
+    assert ctool.main([f"{path}:k", "-s", "*i32", "--target", "cuda:90", "--stage", "ptx"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "kernel 'k' calls NVSHMEM (nvshmem_my_pe)" in err[0] and "Unresolved" not in err[0], err
+    assert 'pip install "nvidia-nvshmem-cu12' in err[0] and "TRITON_DIST_NVSHMEM_BITCODE" in err[0], err
+    # the check itself: only unresolved NVSHMEM declarations count, and the opt-out leaves them alone
+    ptx = (".extern .func  (.param .b32 func_retval0) nvshmem_my_pe\n()\n;\n"
+           ".visible .func nvshmemx_putmem_block()\n.extern .func __nv_expf\n")
+    assert shmem_link.unresolved_nvshmem(ptx) == {"nvshmem_my_pe"}
+    with pytest.raises(bc.BitcodeError, match=r"kernel 'k2' calls NVSHMEM \(nvshmem_my_pe\)"):
+        shmem_link.check_nvshmem_resolvable(ptx, 90, "k2")
+    shmem_link.check_nvshmem_resolvable(".extern .func __nv_expf\n", 90, "k3")
+    monkeypatch.setenv("TRITON_DIST_NO_SHMEM_BITCODE", "1")
+    shmem_link.check_nvshmem_resolvable(ptx, 90, "k4")

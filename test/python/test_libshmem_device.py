@@ -16,10 +16,9 @@ from triton_dist.language.extra import libshmem_device as shmem
 from triton_dist.target import parse_target
 from triton_dist.tools.compile import CompileRequest, compile_kernel
 
-#: Triton-distributed's libshmem_device device functions (its public facade, 84 names) that NVSHMEM's shipped
-#: bitcode implements, plus the typed scalar put / get of every NVSHMEM standard type. Left out, and listed in
-#: docs/libshmem_device.md: putmem_rma* / putmem_signal_rma* (12; they call NVSHMEM internals that exist only in a
-#: bitcode built from NVSHMEM's sources, not in libnvshmem_device.bc) and quiet_pe (not an NVSHMEM function).
+#: Triton-distributed's libshmem_device device functions (its public facade, 84 names), plus the typed scalar put /
+#: get of every NVSHMEM standard type. The last 16 are lowered as the function with the same semantics
+#: (docs/libshmem_device.md, "The reference's other names").
 REFERENCE_FUNCTIONS = [
     "my_pe", "n_pes", "team_my_pe", "team_n_pes", "int_p", "remote_ptr", "remote_mc_ptr", "barrier_all",
     "barrier_all_block", "barrier_all_warp", "barrier_all_wave", "barrier_all_wg", "barrier", "barrier_block",
@@ -32,6 +31,10 @@ REFERENCE_FUNCTIONS = [
     "signal_op", "signal_wait_until", "ulong_put_signal", "broadcastmem", "broadcastmem_warp", "broadcastmem_block",
     "broadcast", "broadcast_warp", "broadcast_block", "fcollectmem", "fcollectmem_warp", "fcollectmem_block",
     "fcollect", "fcollect_warp", "fcollect_block", "team_translate_pe",
+    "putmem_rma", "putmem_rma_block", "putmem_rma_warp", "putmem_rma_nbi", "putmem_rma_nbi_block",
+    "putmem_rma_nbi_warp", "putmem_signal_rma", "putmem_signal_rma_nbi", "putmem_signal_rma_warp",
+    "putmem_signal_rma_nbi_warp", "putmem_signal_rma_block", "putmem_signal_rma_nbi_block", "quiet_pe",
+    "barrier_all_vec", "uint64_wait_until_equals", "set_rocshmem_ctx",
 ]
 FUNCTIONS = REFERENCE_FUNCTIONS + ["team_sync"] + [f"{t}_{k}" for t in _SCALAR_TYPES for k in ("p", "g")]
 
@@ -56,7 +59,7 @@ def test_lazy_import_and_every_function():
         assert callable(f) and getattr(f, tl.core.TRITON_BUILTIN, False), name
         assert f.__doc__ and len(f.__doc__) > 40, name
     assert set(FUNCTIONS) <= set(shmem.__all__)
-    assert set(shmem.FUNCTIONS) == set(FUNCTIONS) and len(set(REFERENCE_FUNCTIONS)) == 68
+    assert set(shmem.FUNCTIONS) == set(FUNCTIONS) and len(set(REFERENCE_FUNCTIONS)) == 84
 
 
 def _nvshmem_include():
@@ -146,6 +149,16 @@ def k_bad_team():
 
 
 @triton_dist.jit
+def k_bad_ctx(dst, BLOCK: tl.constexpr):
+    shmem.set_rocshmem_ctx(dst + tl.arange(0, BLOCK))
+
+
+@triton_dist.jit
+def k_bad_quiet_pe(pe):
+    shmem.quiet_pe(pe.to(tl.float32))
+
+
+@triton_dist.jit
 def k_runtime_sig_op(sig, op, pe):
     shmem.signal_op(sig, 1, op, pe)
 
@@ -163,6 +176,8 @@ def k_int_widths(dst, src, n8, n64, pe16):
     (k_bad_sig_op, "*u64, i32", "signal_op: sig_op=3 is not supported"),
     (k_bad_cmp, "*u64", "signal_wait_until: cmp_=7 is not supported"),
     (k_bad_team, "", "barrier: team=5 is not supported"),
+    (k_bad_ctx, "*fp32, 16", "set_rocshmem_ctx: ctx must be a scalar pointer or integer"),
+    (k_bad_quiet_pe, "i32", "quiet_pe: pe must be an integer"),
 ])
 def test_bad_arguments_are_compile_errors(kernel, sig, needle):
     with pytest.raises(triton.compiler.errors.CompilationError) as e:

@@ -251,6 +251,39 @@ def k_collective_fn(dest, src, n, root, TEAM: tl.constexpr, FN: tl.constexpr, SC
     __syncthreads()
 
 
+#: the reference's proxy-path puts: the ordinary puts' semantics (``k_rma`` / ``k_put_signal_fn`` run them)
+RMA_PROXY_FUNCTIONS = (shmem.putmem_rma, shmem.putmem_rma_nbi, shmem.putmem_rma_warp, shmem.putmem_rma_nbi_warp,
+                       shmem.putmem_rma_block, shmem.putmem_rma_nbi_block)
+PUT_SIGNAL_PROXY_FUNCTIONS = (shmem.putmem_signal_rma, shmem.putmem_signal_rma_nbi, shmem.putmem_signal_rma_warp,
+                              shmem.putmem_signal_rma_nbi_warp, shmem.putmem_signal_rma_block,
+                              shmem.putmem_signal_rma_nbi_block)
+
+
+@triton_dist.jit
+def k_reference_sync(buf, stage, sig, out, ctx, pe, value, expect, BLOCK: tl.constexpr):
+    """The reference's set_rocshmem_ctx / quiet_pe / uint64_wait_until_equals / barrier_all_vec: put to ``pe``,
+    complete it with ``quiet_pe``, SET the peer's signal to ``value``, wait for our own to equal ``expect`` (the
+    value the previous PE sends) and read what it put; then put into the second half of the peer's ``buf`` and meet at ``barrier_all_vec``, which completes it."""
+    shmem.set_rocshmem_ctx(ctx)
+    offs = tl.arange(0, BLOCK)
+    tl.store(stage + offs, tl.zeros([BLOCK], tl.float32) + value + offs)
+    tl.store(stage + BLOCK + offs, tl.zeros([BLOCK], tl.float32) - value - offs)
+    __syncthreads()
+    if tid(0) == 0:
+        shmem.putmem_nbi(buf, stage, BLOCK * 4, pe)
+        shmem.quiet_pe(pe)
+        shmem.signal_op(sig, value, shmem.NVSHMEM_SIGNAL_SET, pe)
+    seen = shmem.uint64_wait_until_equals(sig, expect)
+    tl.store(out + offs, tl.load(buf + offs))
+    tl.store(out + 2 * BLOCK, seen.to(tl.float32))
+    __syncthreads()
+    if tid(0) == 0:
+        shmem.putmem_nbi(buf + BLOCK, stage + BLOCK, BLOCK * 4, pe)
+    __syncthreads()
+    shmem.barrier_all_vec()
+    tl.store(out + BLOCK + offs, tl.load(buf + BLOCK + offs))
+
+
 # --------------------------------------------------------------------------------------------------- rank side
 
 def _pattern(rank, n=N):
@@ -470,6 +503,56 @@ def _new_functions():
     return fails
 
 
+def _reference_names():
+    """Inside a rank process: the reference's 16 names beyond the NVSHMEM-backed ones (docs/libshmem_device.md, "The
+    reference's other names"); returns a list of failures."""
+    from triton_dist.runtime.sim import current
+    from triton_dist.runtime.sim.backend import SimBackend
+
+    b, ctx = SimBackend(), current()
+    r, n = ctx.rank, ctx.world_size
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    fails = []
+
+    def check(name, got, want):
+        if got != want:
+            fails.append(f"rank {r} {name}: got {got}, want {want}")
+
+    src = b.create_tensor((2 * N, ), torch.float32)
+    dest = b.create_tensor((2 * N, ), torch.float32)
+    sig = b.create_tensor((1, ), torch.int64)
+    src.copy_(torch.cat([_pattern(r), -_pattern(r)]))
+    for fn in RMA_PROXY_FUNCTIONS:
+        dest.fill_(-1.0)
+        b.barrier_all_on_stream()
+        pe, meta = rma_launch_args(fn, nxt, prv)
+        k_rma[(1, )](dest, src, N * 4, pe, **meta)
+        b.barrier_all_on_stream()
+        check(fn.__name__, dest[:N].tolist(), _pattern(prv).tolist())
+    for i, fn in enumerate(PUT_SIGNAL_PROXY_FUNCTIONS):
+        dest.fill_(-1.0)
+        sig.zero_()
+        b.barrier_all_on_stream()
+        res = torch.zeros(N + 1, dtype=torch.float32)
+        k_put_signal_fn[(1, )](dest, src, sig, res, N * 4, nxt, 20 + i, FN=fn,
+                               THREAD=fn.__name__ in ("putmem_signal_rma", "putmem_signal_rma_nbi"), UNIT=1,
+                               NBI="_nbi" in fn.__name__, BLOCK=N)
+        b.barrier_all_on_stream()
+        check(f"{fn.__name__} data", res[:N].tolist(), _pattern(prv).tolist())
+        check(f"{fn.__name__} signal", res[N].item(), float(20 + i))
+    dest.fill_(-1.0)
+    sig.zero_()
+    b.barrier_all_on_stream()
+    out = torch.zeros(2 * N + 1, dtype=torch.float32)
+    k_reference_sync[(1, )](dest, src, sig, out, 0, nxt, 100 * (r + 1), 100 * (prv + 1), BLOCK=N)
+    b.barrier_all_on_stream()
+    offs = torch.arange(N, dtype=torch.float32)
+    check("quiet_pe + uint64_wait_until_equals data", out[:N].tolist(), (100.0 * (prv + 1) + offs).tolist())
+    check("uint64_wait_until_equals result", out[2 * N].item(), float(100 * (prv + 1)))
+    check("barrier_all_vec completes the put", out[N:2 * N].tolist(), (-100.0 * (prv + 1) - offs).tolist())
+    return fails
+
+
 def _guarded_collective():
     out = torch.zeros(4, dtype=torch.int32)
     k_guarded_barrier[(4, )](out)
@@ -517,3 +600,9 @@ def test_concurrent_collectives_refused(sim_ranks):  # noqa: F811
 def test_guarded_collective_in_multi_program_launch(sim_ranks):  # noqa: F811
     res = sim_ranks.run(2, _guarded_collective, timeout=60, env=ENV, local_world_size=2)
     assert res == [[1, 1, 1, 1]] * 2
+
+
+def test_reference_names(sim_ranks):  # noqa: F811
+    res = sim_ranks.run(2, _reference_names, timeout=120, env=ENV, local_world_size=2)
+    fails = [f for per_rank in res for f in per_rank]
+    assert not fails, "\n".join(fails[:20])

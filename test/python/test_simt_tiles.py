@@ -135,18 +135,64 @@ def test_pointer_tiles_are_refused_with_the_fix():
         _asm(k, ["*fp32:16"], "cuda:90", "ttir")
 
 
-def test_tiles_larger_than_the_targets_scratch_are_refused():
-    k = _gpu_kernel("""
+def _square_tiles_kernel(n, extra_rows=0):
+    """A region that indexes an ``n x n`` fp32 tile (and an ``extra_rows x n`` one): ``4 * n * (n + extra_rows)``
+    bytes of scratch."""
+    extra = (f"""
+            acc = tl.zeros(({extra_rows}, {n}), tl.float32)""" if extra_rows else "")
+    extra_use = ("""
+                    acc[j % {r}, j] = 2.0""".format(r=extra_rows) if extra_rows else "")
+    extra_store = (f"""
+            tl.store(dst + tl.arange(0, {extra_rows})[:, None] * {n} + rows[None, :], acc)""" if extra_rows else "")
+    return _gpu_kernel(f"""
         def big(dst):
-            rows = tl.arange(0, 128)
-            out = tl.zeros((128, 128), tl.float32)
+            rows = tl.arange(0, {n})
+            out = tl.zeros(({n}, {n}), tl.float32){extra}
             with dl.simt_exec_region() as (t, n):
-                out[t, t] = 1.0
-            tl.store(dst + rows[:, None] * 128 + rows[None, :], out)
+                for j in range(t, {n}, n):
+                    out[j, j] = 1.0{extra_use}
+            tl.store(dst + rows[:, None] * {n} + rows[None, :], out){extra_store}
     """)
-    with pytest.raises(CompilationError, match=r"need 65536 bytes of shared memory, more than the 49152"):
-        _asm(k, ["*fp32:16"], "cuda:90", "ttir")
-    _asm(k, ["*fp32:16"], "hip:gfx942", "ttir")  # 64 KiB of LDS: fits exactly
+
+
+def test_tiles_above_48k_use_the_blocks_dynamic_shared_memory():
+    """96 KiB of tiles (more than a block may declare statically, as an H200 block gets 227 KiB): compiled for
+    cuda:90 to a cubin, the scratch in Triton's dynamic shared memory and counted in the kernel's shared size (which
+    Triton's launcher requests, opting in above 48 KiB)."""
+    k = _square_tiles_kernel(128, extra_rows=64)
+    ck = compile_kernel(CompileRequest(k, parse_target("cuda:90"), ["*fp32:16"]))
+    assert ck.metadata.shared >= 96 * 1024
+    ptx = ck.asm["ptx"]
+    assert "triton_dist_simt_scratch" not in ptx and re.search(r"\.extern \.shared \.align 16 \.b8 global_smem\[\];",
+                                                               ptx)
+    assert "st.volatile.shared.b32" in ptx and isinstance(ck.asm["cubin"], bytes) and ck.asm["cubin"]
+    with pytest.raises(CompilationError, match=r"need 98304 bytes of shared memory, more than the 65536 bytes a block "
+                                               r"gets on this target"):
+        _asm(k, ["*fp32:16"], "hip:gfx942", "ttir")
+    _asm(_square_tiles_kernel(128), ["*fp32:16"], "hip:gfx942", "ttir")  # 64 KiB of LDS: fits exactly
+
+
+def test_tiles_larger_than_the_target_gives_a_block_are_refused():
+    with pytest.raises(CompilationError, match=r"need 262144 bytes of shared memory, more than the 232448 bytes a "
+                                               r"block gets on this target"):
+        _asm(_square_tiles_kernel(256), ["*fp32:16"], "cuda:90", "ttir")
+    with pytest.raises(CompilationError, match=r"more than the 101376 bytes"):  # sm_89: 99 KiB
+        _asm(_square_tiles_kernel(128, extra_rows=128), ["*fp32:16"], "cuda:89", "ttir")
+
+
+def test_triton_memory_and_tiles_together_are_checked_at_link():
+    llir = ("@triton_dist_simt_scratch = internal addrspace(3) global [229376 x i8] undef, align 16\n"
+            "@global_smem = external addrspace(3) global [0 x i8], align 16\n"
+            "define void @k() {\n  store volatile i32 0, ptr addrspace(3) @triton_dist_simt_scratch, align 4\n"
+            "  ret void\n}\n")
+    with pytest.raises(ValueError, match=r"own shared memory \(16384 bytes\) and its per-thread tiles \(229376 "
+                                         r"bytes\) need 245760 bytes, more than the 232448 bytes a block gets on sm_90"):
+        shmem_link.move_simt_scratch_to_dynamic_shared(llir, 16384, 90)
+    text, shared = shmem_link.move_simt_scratch_to_dynamic_shared(llir.replace("229376", "98304"), 16380, 90)
+    assert shared == 16384 + 98304 and "triton_dist_simt_scratch" not in text
+    assert "store volatile i32 0, ptr addrspace(3) getelementptr (i8, ptr addrspace(3) @global_smem, i32 16384)" in text
+    small = llir.replace("229376", "8192")
+    assert shmem_link.move_simt_scratch_to_dynamic_shared(small, 100, 90) == (small, 100)  # static: unchanged
 
 
 def test_library_holds_one_buffer_of_the_largest_size():

@@ -276,3 +276,17 @@ def test_exit_without_finalize_is_clean(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok True"
     assert "Error" not in p.stderr and "Warning" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.sim
+def test_shmem_bootstrapped_over_a_subgroup_on_sim():
+    """Each half of a 2-rank world its own process group of 1 (the launcher's LOCAL_WORLD_SIZE=2): SHMEM over it
+    counts the group's own sizes (one PE), instead of refusing WORLD_SIZE=1 against LOCAL_WORLD_SIZE=2."""
+    from triton_dist.runtime.sim.launch import run_ranks
+
+    import _utils_rank_fns
+
+    res = run_ranks(_utils_rank_fns.bootstrap_over_subgroups, 2, init=False, timeout=180, local_world_size=2)
+    for r, seen in enumerate(res):
+        assert seen == {"pe": 0, "n_pes": 1, "local_world": 1, "kernel": [0, 1],
+                        "buf": [10.0 * r + i for i in range(4)]}, (r, seen)

@@ -11,8 +11,9 @@ indexed with one scalar per dimension, each thread with its own indices, as in t
 
 A tile lives in a program's registers, spread over its threads, so a thread cannot address another thread's
 element. While a region is traced, every name the region's body subscripts with scalar indices is backed by the
-program's SIMT tile scratch, a static shared-memory buffer (CUDA shared memory / AMD LDS) that the compile step of
-``triton_dist.runtime.shmem_link`` links in (``triton_dist_simt_*`` functions):
+program's SIMT tile scratch, a shared-memory buffer (CUDA shared memory / AMD LDS) that the compile step of
+``triton_dist.runtime.shmem_link`` links in (``triton_dist_simt_*`` functions; static, or on CUDA above 48 KiB part of
+the block's dynamic shared memory):
 
 * entry (all threads): barrier, each tile stored to its slot of the scratch, barrier; the name is rebound to a
   :class:`SimtTile` for the region's body;
@@ -25,7 +26,8 @@ program's SIMT tile scratch, a static shared-memory buffer (CUDA shared memory /
 Limits: only the region's own body is rewritten (a ``@jit`` function it calls sees ordinary tensors); the region
 must be entered by every thread of the program (not under a per-thread branch); indices are
 not range-checked at run time (constexpr ones are, at compile time); the tiles of one region share at most
-``limit`` bytes (the target's static shared memory); the name is a view only inside the body: using it as a whole
+``limit`` bytes (the shared memory a block gets on the target: 227 KiB on sm_90, 64 KiB of LDS on gfx942; on top of
+what Triton allocates itself, checked when the kernel is linked); the name is a view only inside the body: using it as a whole
 tensor there (``tl.sum(t)``) is an error. Element types of 1 to 64 bits (``int1`` is kept as a byte).
 """
 from __future__ import annotations
@@ -241,8 +243,8 @@ def open_tiles(limit: int, _semantic):
     if total > limit:
         sizes = ", ".join(f"{n!r}" for n in names)
         raise ValueError(f"simt_exec_region: the tiles indexed per thread in this region ({sizes}) need {total} "
-                         f"bytes of shared memory, more than the {limit} this target gives a region; index smaller "
-                         f"tiles, or move the data through global memory (language_extra.ld / st)")
+                         f"bytes of shared memory, more than the {limit} bytes a block gets on this target; index "
+                         f"smaller tiles, or move the data through global memory (language_extra.ld / st)")
     base = call_extern(LIB_NAME, "", Extern(TILES_SYMBOL.format(nbytes=total), (tl.int32, ), tl.int32, True),
                        [sem.to_tensor(0)], sem)
     tiles = {}

@@ -367,7 +367,14 @@ def find_nvshmem_bitcode(arch=None) -> str:
                                f"TRITON_DIST_NVSHMEM_BITCODE at a compatible {NVSHMEM_BITCODE_NAME}")
     where = "; ".join(tried) if tried else "no nvidia-nvshmem wheel installed and NVSHMEM_HOME unset"
     raise BitcodeError(f"NVSHMEM device bitcode {NVSHMEM_BITCODE_NAME} not found (looked in: {where}). "
-                       f"Install it with {_nvshmem_pip_hint()}, set NVSHMEM_HOME, or set TRITON_DIST_NVSHMEM_BITCODE")
+                       f"Install it with {_nvshmem_pip_hint()}, set NVSHMEM_HOME, or set TRITON_DIST_NVSHMEM_BITCODE to the "
+                       f"path of a {NVSHMEM_BITCODE_NAME}")
+
+
+def shmem_bitcode_disabled() -> bool:
+    """Whether ``TRITON_DIST_NO_SHMEM_BITCODE`` asks for the SHMEM calls to be left unresolved (compile-only
+    inspection: no device library is offered or required)."""
+    return os.environ.get("TRITON_DIST_NO_SHMEM_BITCODE", "").strip().lower() in ("1", "true", "on", "yes")
 
 
 def nvshmem_bitcode_or_none(arch=None) -> Optional[str]:

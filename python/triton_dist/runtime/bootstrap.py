@@ -15,7 +15,7 @@ import torch
 from . import module_init
 from . import select as _select
 from . import shared_gpu
-from .env import get_int_env
+from .env import get_int_env, process_group_layout
 from .state import STATE, shmem_initialized
 from .testing import init_seed
 
@@ -143,8 +143,8 @@ def _init_shmem(name: str, group) -> None:
     backend.init(group)
     STATE.backend = backend
     STATE.group = group
-    if STATE.local_world_size is None:
-        STATE.local_world_size = get_int_env("LOCAL_WORLD_SIZE", group.size() if hasattr(group, "size") else 1)
+    if STATE.local_world_size is None:  # bootstrapped over the caller's group: the group's own node size
+        STATE.local_world_size = process_group_layout(group)[3]
     module_init.install_hooks()
     _register_atexit()
 

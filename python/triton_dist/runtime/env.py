@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["get_bool_env", "get_int_env"]
+__all__ = ["get_bool_env", "get_int_env", "process_group_layout"]
 
 _TRUE = ("1", "true", "on", "yes")
 _FALSE = ("0", "false", "off", "no")
@@ -35,3 +35,30 @@ def get_int_env(name: str, default: int) -> int:
         return int(value.strip(), 0)
     except ValueError:
         raise ValueError(f"{name}={value!r} is not an integer") from None
+
+
+def process_group_layout(group=None):
+    """``(rank, world, local_rank, local_world)`` of this process in the torch process group ``group`` (None: the
+    world group), counted in the group itself: its rank and size in the group, and the group's own node layout.
+
+    The world group: ``LOCAL_RANK`` / ``LOCAL_WORLD_SIZE`` as the launcher set them (defaults: ``rank %
+    local_world`` / the world). A subgroup -- e.g. each half of a 2-rank world its own group of 1, over which the
+    reference's scripts bootstrap SHMEM -- has its own: ``local_world`` is the number of its members on this
+    process's node (a node = ``LOCAL_WORLD_SIZE`` consecutive global ranks, torchrun's numbering) and
+    ``local_rank`` this process's index among them, so the launcher's sizes never describe a group they do not
+    fit."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    global_world = dist.get_world_size()
+    launch_local = get_int_env("LOCAL_WORLD_SIZE", global_world)
+    if world == global_world:
+        local_world = launch_local
+        return rank, world, get_int_env("LOCAL_RANK", rank % local_world if local_world > 0 else 0), local_world
+    if launch_local <= 0:
+        raise ValueError(f"LOCAL_WORLD_SIZE={launch_local} must be positive")
+    members = dist.get_process_group_ranks(group)  # global ranks, in group-rank order
+    me = members[rank]
+    on_my_node = [g for g in members if g // launch_local == me // launch_local]
+    return rank, world, on_my_node.index(me), len(on_my_node)
+

@@ -94,6 +94,25 @@ def interface_for(master_addr: str) -> Optional[str]:
     return None
 
 
+#: ``NVSHMEM_STATUS_IS_INITIALIZED`` of ``nvshmemx_init_status_t`` (device_host_transport/nvshmem_constants.h): a
+#: status below it means NVSHMEM is not (or no longer) initialised
+_STATUS_IS_INITIALIZED = 2
+
+
+def finalized_elsewhere(core) -> bool:
+    """Whether NVSHMEM reports itself no longer initialised (``nvshmem.core.init_status()`` below
+    ``IS_INITIALIZED``): someone else finalised it. False where the status cannot be read (an nvshmem4py without
+    ``init_status``)."""
+    query = getattr(core, "init_status", None)
+    if query is None:
+        return False
+    try:
+        status = query()
+        return int(getattr(status, "value", status)) < _STATUS_IS_INITIALIZED
+    except Exception:  # noqa: BLE001 - an unreadable status: assume initialised, as before
+        return False
+
+
 class NvshmemBackend(ShmemBackend):
     """NVSHMEM host runtime (one PE per process, bound to ``torch.cuda.current_device()``)."""
 
@@ -105,6 +124,7 @@ class NvshmemBackend(ShmemBackend):
         self._device: Optional[int] = None
         self._core = None
         self._bindings = None
+        self._library_finalize = None  # nvshmem.core.finalize as found, while ours wraps it
         self.module_inits = 0
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
@@ -130,7 +150,37 @@ class NvshmemBackend(ShmemBackend):
         core.init(device=dev, uid=objs[0], rank=rank, nranks=nranks, initializer_method="uid")
         self._core, self._bindings = core, bindings
         self._initialized = True
+        self._hook_library_finalize()
         dist.barrier(group=group)
+
+    def _hook_library_finalize(self) -> None:
+        """Scripts written for the reference end with their own ``nvshmem.core.finalize()``. NVSHMEM's finalize
+        releases the whole symmetric heap; freeing our tensors after it (at exit) aborts the process in NVSHMEM
+        ("mutex lock failed", status 255). So ``nvshmem.core.finalize`` is wrapped while we are initialised: a call
+        first makes this backend forget its allocations and count as finalised, then runs NVSHMEM's finalize; our own
+        finalize puts the original back."""
+        core, original = self._core, self._core.finalize
+
+        def finalize(*args, **kwargs):
+            self._forget_heap()
+            return original(*args, **kwargs)
+
+        finalize.__wrapped__ = original
+        self._library_finalize = original
+        core.finalize = finalize
+
+    def _unhook_library_finalize(self) -> None:
+        if self._library_finalize is not None:
+            if getattr(self._core.finalize, "__wrapped__", None) is self._library_finalize:
+                self._core.finalize = self._library_finalize
+            self._library_finalize = None
+
+    def _forget_heap(self) -> None:
+        """NVSHMEM was (or is being) finalised by someone else: its heap is gone with it, so nothing of ours may
+        be freed or finalised again."""
+        self._unhook_library_finalize()
+        self._allocs.clear()
+        self._initialized = False
 
     def is_initialized(self) -> bool:
         return self._initialized
@@ -182,8 +232,15 @@ class NvshmemBackend(ShmemBackend):
         self._bindings.barrier_all_on_stream(int(handle))
 
     def finalize(self) -> None:
+        """Free our symmetric tensors and finalise NVSHMEM, unless NVSHMEM was finalised already (the script's own
+        ``nvshmem.core.finalize()``, seen through the wrapper or through ``init_status``): then nothing is left to
+        free and calling NVSHMEM again would abort the process."""
         if not self._initialized:
             return
+        if finalized_elsewhere(self._core):
+            self._forget_heap()
+            return
+        self._unhook_library_finalize()
         try:
             torch.cuda.synchronize()
         except Exception:
@@ -215,5 +272,5 @@ def libnvshmem_host_path() -> Optional[str]:
     return None
 
 
-__all__ = ["NvshmemBackend", "import_nvshmem", "interface_for", "apply_env_defaults", "wrap_device_pointer",
+__all__ = ["NvshmemBackend", "import_nvshmem", "finalized_elsewhere", "interface_for", "apply_env_defaults", "wrap_device_pointer",
            "libnvshmem_host_path"]

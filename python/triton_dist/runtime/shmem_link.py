@@ -17,6 +17,12 @@ SHMEM calls stay unresolved (``ptxas fatal: Unresolved extern function 'nvshmem_
   ``TRITON_DIST_NO_SHMEM_BITCODE=1`` leaves the calls unresolved on purpose (compile-only inspection).
   The same step links the SIMT tile scratch (:func:`simt_tiles_library`) into modules whose SIMT regions index tiles
   per thread (``triton_dist_simt_*`` calls, ``language/_simt_tiles.py``), for every kernel.
+* **Refuse, before ptxas** (CUDA, the same hook): a module whose PTX still declares NVSHMEM functions
+  (``.extern .func nvshmem_*``: no library resolved them) on a machine where the NVSHMEM device bitcode cannot be
+  found raises :class:`~triton_dist.runtime.bitcode.BitcodeError` naming the functions and what to install
+  (:func:`check_nvshmem_resolvable`), instead of ptxas's ``Unresolved extern function 'nvshmem_my_pe'``. Where the
+  bitcode is found, ptxas runs as before (a function outside the slim library: ``triton_dist.jit`` retries with the
+  whole bitcode); ``TRITON_DIST_NO_SHMEM_BITCODE=1`` skips the check (the calls are left unresolved on purpose).
 * **Initialise, at load time** (``knobs.runtime.kernel_load_end_hook``): :func:`module_init.install_hooks`, so a
   loaded module that uses the library is initialised once per device (``nvshmemx_cumodule_init`` /
   ``rocshmem_hipmodule_init``), whoever compiled it. A module that does not is recognised from its PTX / AMDGCN once
@@ -38,13 +44,14 @@ NVSHMEM / rocSHMEM, clear Triton's cache (``TRITON_CACHE_DIR``) for plain ``trit
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet
+from typing import Dict, FrozenSet, Tuple
 
 from .. import _compat
 from . import module_init
 
 __all__ = ["install", "shmem_symbols", "libraries_for", "simt_tile_sizes", "simt_tiles_library_text",
-           "simt_tiles_library", "LINK_HOOK_MARK"]
+           "simt_tiles_library", "unresolved_nvshmem", "check_nvshmem_resolvable", "move_simt_scratch_to_dynamic_shared",
+           "LINK_HOOK_MARK"]
 
 #: attribute set on the inspection hook :func:`install` puts in Triton's slot
 LINK_HOOK_MARK = "_triton_dist_shmem_link"
@@ -143,6 +150,76 @@ def simt_tiles_library(backend: str, sizes) -> str:
     return path
 
 
+#: an NVSHMEM function the PTX declares but does not define (``.extern .func (.param ...) nvshmem_my_pe``)
+_UNRESOLVED_PTX_RE = re.compile(r"^\s*\.extern\s+\.func\s*(?:\([^)]*\)\s*)?(nvshmemx?_\w+)", re.M)
+
+
+def unresolved_nvshmem(ptx: str) -> FrozenSet[str]:
+    """The NVSHMEM functions that the PTX text ``ptx`` declares without defining (no library linked them)."""
+    return frozenset(_UNRESOLVED_PTX_RE.findall(ptx))
+
+
+def check_nvshmem_resolvable(ptx: str, arch, kernel: str) -> None:
+    """Raise :class:`~triton_dist.runtime.bitcode.BitcodeError` when ``ptx`` (of ``kernel``, CUDA ``arch``) calls
+    NVSHMEM functions no library resolved and the NVSHMEM device bitcode cannot be found: one error naming the
+    functions and what to install, where ptxas would stop at ``Unresolved extern function``. Nothing to do when
+    every call is resolved, when the bitcode is found (ptxas decides), or under ``TRITON_DIST_NO_SHMEM_BITCODE=1``."""
+    from . import bitcode
+
+    missing = unresolved_nvshmem(ptx)
+    if not missing or bitcode.shmem_bitcode_disabled():
+        return
+    try:
+        bitcode.find_nvshmem_bitcode(arch)
+    except bitcode.BitcodeError as exc:
+        raise bitcode.BitcodeError(f"kernel {kernel!r} calls NVSHMEM ({', '.join(sorted(missing))}) and cannot be "
+                                   f"assembled without NVSHMEM's device bitcode: {exc}") from None
+
+
+_SCRATCH_DEF_RE = re.compile(r"^@triton_dist_simt_scratch = [^\n]*\n", re.M)
+_GLOBAL_SMEM_RE = re.compile(r"^@global_smem = ", re.M)
+
+
+def move_simt_scratch_to_dynamic_shared(llir: str, shared: int, capability) -> Tuple[str, int]:
+    """CUDA, for SIMT tile scratch above the 48 KiB a block may declare statically: the LLVM IR ``llir`` of a module
+    that links the scratch library (:func:`simt_tiles_library_text`) with its buffer placed in the block's dynamic
+    shared memory instead -- Triton's ``@global_smem``, at the first 16-byte boundary after the ``shared`` bytes
+    Triton's own allocations use -- and the kernel's new dynamic shared size (``metadata["shared"]``, which Triton's
+    launcher requests and opts in to above 48 KiB). Unchanged when the scratch fits the static limit. Raises
+    ValueError when Triton's memory and the tiles together exceed what a block of ``capability`` gets."""
+    from ..backends.nvidia.extra import SIMT_STATIC_SCRATCH_LIMIT, max_block_shared_memory
+
+    m = re.search(r"^@triton_dist_simt_scratch = internal addrspace\(3\) global \[(\d+) x i8\]", llir, re.M)
+    if m is None or int(m.group(1)) <= SIMT_STATIC_SCRATCH_LIMIT:
+        return llir, shared
+    nbytes = int(m.group(1))
+    offset = (shared + 15) // 16 * 16
+    limit = max_block_shared_memory(capability)
+    if offset + nbytes > limit:
+        raise ValueError(f"simt_exec_region: the kernel's own shared memory ({shared} bytes) and its per-thread tiles "
+                         f"({nbytes} bytes) need {offset + nbytes} bytes, more than the {limit} bytes a block gets on "
+                         f"sm_{capability}; index smaller tiles, or move the data through global memory")
+    text = _SCRATCH_DEF_RE.sub("", llir, count=1)
+    if not _GLOBAL_SMEM_RE.search(text):  # a kernel with no shared memory of its own: declare Triton's buffer
+        first_global = re.search(r"^(@|define |declare )", text, re.M)
+        decl = "@global_smem = external addrspace(3) global [0 x i8], align 16\n"
+        text = text[:first_global.start()] + decl + text[first_global.start():] if first_global else decl + text
+    where = "@global_smem" if offset == 0 else f"getelementptr (i8, ptr addrspace(3) @global_smem, i32 {offset})"
+    return re.sub(r"@triton_dist_simt_scratch\b", where, text), offset + nbytes
+
+
+def _wrap_cubin_stage(backend, stages) -> None:
+    if backend.target.backend != "cuda" or "cubin" not in stages:
+        return
+    stock = stages["cubin"]
+
+    def cubin(src, metadata):
+        check_nvshmem_resolvable(str(src), backend.target.arch, metadata.get("name", "?"))
+        return stock(src, metadata)
+
+    stages["cubin"] = cubin
+
+
 def _wrap_llir_stage(backend, stages, options, capability) -> None:
     kind = backend.target.backend
     lib_name = _lib_name(kind)
@@ -165,7 +242,11 @@ def _wrap_llir_stage(backend, stages, options, capability) -> None:
             libs[SIMT_LIB] = simt_tiles_library(kind, sizes)
         if not libs:
             return stock(src, metadata)
-        return _compat.llir_stage_with_extern_libs(backend, options, capability, libs)(src, metadata)
+        out = _compat.llir_stage_with_extern_libs(backend, options, capability, libs)(src, metadata)
+        if sizes and kind == "cuda":
+            out, metadata["shared"] = move_simt_scratch_to_dynamic_shared(out, metadata["shared"],
+                                                                          backend.target.arch)
+        return out
 
     stages["llir"] = llir
 
@@ -183,6 +264,7 @@ def install() -> None:
             return _compat.stages_hook_cache_key(LINK_CACHE_KEY, previous)
         backend, stages, options, language, capability = args
         _wrap_llir_stage(backend, stages, options, capability)
+        _wrap_cubin_stage(backend, stages)
         if backend.target.backend == "hip":
             _compat.wrap_hip_amdgcn_stage(stages)
         if previous is not None:

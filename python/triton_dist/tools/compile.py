@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from .. import _compat
+from ..runtime.bitcode import BitcodeError
 from ..target import Target, parse_target, to_gpu_target
 
 TEXT_STAGES = {"cuda": ("ttir", "ttgir", "llir", "ptx"), "hip": ("ttir", "ttgir", "llir", "amdgcn")}
@@ -276,6 +277,8 @@ def compile_quietly(req: CompileRequest):
             compiled = compile_kernel(req)
     except UsageError:
         raise
+    except BitcodeError as e:  # the SHMEM device library is missing: the error says what to install
+        raise UsageError(f"compiling {req.kernel.__name__} for {req.target} failed: {e}") from None
     except Exception as e:
         raise CompileFailure(f"compiling {req.kernel.__name__} for {req.target} failed: "
                              f"{_failure_line(e, captured['stderr'])}") from None

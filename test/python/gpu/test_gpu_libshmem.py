@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import triton_dist.utils as U  # noqa: E402
 from triton_dist.language.extra import libshmem_device as shmem  # noqa: E402
-from test_libshmem_sim import (BARRIER_FUNCTIONS, N, RMA_FUNCTIONS, _pattern, k_broadcast, k_every_program_barrier,  # noqa: E402
+from test_libshmem_sim import (BARRIER_FUNCTIONS, N, RMA_FUNCTIONS, RMA_PROXY_FUNCTIONS, _pattern, k_broadcast, k_every_program_barrier,  # noqa: E402
                                k_fcollect, k_guarded_barrier, k_info, k_put_signal_then_wait, k_remote_ptr, k_rma,
                                k_signal_op, k_store_barrier_load, k_wait, rma_launch_args)
 
@@ -67,7 +67,7 @@ def test_remote_ptr_and_mc_ptr(bufs):
         assert addrs[1].item() == 0  # multicast off: nvshmemx_mc_ptr returns null
 
 
-@pytest.mark.parametrize("fn", RMA_FUNCTIONS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", RMA_FUNCTIONS + RMA_PROXY_FUNCTIONS, ids=lambda f: f.__name__)
 def test_rma(bufs, fn):
     """The simulator's launch exactly (``rma_launch_args``): the function object as the constexpr ``FN``."""
     src, dest, _, _ = bufs

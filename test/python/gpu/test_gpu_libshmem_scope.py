@@ -24,9 +24,9 @@ import triton_dist.utils as U  # noqa: E402
 from triton_dist.language._libshmem import SCALAR_TYPES  # noqa: E402
 from triton_dist.language.extra import libshmem_device as shmem  # noqa: E402
 from triton_dist.language.extra.language_extra import __syncthreads, tid  # noqa: E402
-from test_libshmem_sim import (COLLECTIVE_FUNCTIONS, N, PUT_SIGNAL_FUNCTIONS, SCALAR_CASES, _pattern,  # noqa: E402
-                               _torch_dtype, k_collective_fn, k_put_signal_fn, k_scalar_get, k_scalar_put,
-                               k_translate)
+from test_libshmem_sim import (COLLECTIVE_FUNCTIONS, N, PUT_SIGNAL_FUNCTIONS, PUT_SIGNAL_PROXY_FUNCTIONS,  # noqa: E402
+                               SCALAR_CASES, _pattern, _torch_dtype, k_collective_fn, k_put_signal_fn,
+                               k_reference_sync, k_scalar_get, k_scalar_put, k_translate)
 
 from _torchrun_shmem import LOCAL_WORLD, NXT, PRV, RANK, WORLD, shmem_barrier, shmem_group  # noqa: E402
 
@@ -122,7 +122,7 @@ def test_scalar_put_get(group, case):
     U.nvshmem_free_tensor_sync(slot)
 
 
-@pytest.mark.parametrize("fn", PUT_SIGNAL_FUNCTIONS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", PUT_SIGNAL_FUNCTIONS + PUT_SIGNAL_PROXY_FUNCTIONS, ids=lambda f: f.__name__)
 def test_put_signal_every_scope(group, fn):
     src = U.nvshmem_create_tensor((N, ), torch.float32)
     dest = U.nvshmem_create_tensor((N, ), torch.float32)
@@ -134,13 +134,35 @@ def test_put_signal_every_scope(group, fn):
     res = torch.zeros(N + 1, dtype=torch.float32, device="cuda")
     name = fn.__name__
     k_put_signal_fn[(1, )](dest, src, sig, res, N * 4, NXT, 3, FN=fn,
-                           THREAD=name in ("putmem_signal", "putmem_signal_nbi", "ulong_put_signal"),
+                           THREAD=name in ("putmem_signal", "putmem_signal_nbi", "ulong_put_signal",
+                                           "putmem_signal_rma", "putmem_signal_rma_nbi"),
                            UNIT=8 if name == "ulong_put_signal" else 1, NBI="_nbi" in name, BLOCK=N)
     torch.cuda.synchronize()
     assert torch.equal(res[:N], _pattern(PRV).cuda())
     assert res[N].item() == 3.0
     _barrier()
     for t in (src, dest, sig):
+        U.nvshmem_free_tensor_sync(t)
+
+
+def test_reference_sync_names(group):
+    """quiet_pe, uint64_wait_until_equals, barrier_all_vec and set_rocshmem_ctx: the simulator's kernel
+    (``k_reference_sync``), data and signal checked."""
+    buf = U.nvshmem_create_tensor((2 * N, ), torch.float32)
+    stage = U.nvshmem_create_tensor((2 * N, ), torch.float32)
+    sig = U.nvshmem_create_tensor((1, ), torch.int64)
+    buf.fill_(-1.0)
+    sig.zero_()
+    _barrier()
+    out = torch.zeros(2 * N + 1, dtype=torch.float32, device="cuda")
+    k_reference_sync[(1, )](buf, stage, sig, out, 0, NXT, 100 * (RANK + 1), 100 * (PRV + 1), BLOCK=N)
+    torch.cuda.synchronize()
+    offs = torch.arange(N, dtype=torch.float32, device="cuda")
+    assert torch.equal(out[:N], 100.0 * (PRV + 1) + offs)
+    assert out[2 * N].item() == float(100 * (PRV + 1))
+    assert torch.equal(out[N:2 * N], -100.0 * (PRV + 1) - offs)
+    _barrier()
+    for t in (buf, stage, sig):
         U.nvshmem_free_tensor_sync(t)
 
 

@@ -4,7 +4,8 @@ single-GPU checks on its GPU by the binding rule; no SHMEM needed).
 
 The kernels of ``_simt_tile_kernels`` (the ones the simulator tests run): a 32 x 32 transpose moved element by
 element by every thread through the shared tile scratch, per-thread gathers with fp16 / int1 / int32 tiles, and two
-regions sharing one scratch in a ``@triton_dist.jit`` kernel, with several programs and warp counts.
+regions sharing one scratch in a ``@triton_dist.jit`` kernel, with several programs and warp counts, and a transpose
+whose 128 KiB of tiles live in dynamic shared memory.
 """
 import os
 import sys
@@ -55,3 +56,14 @@ def test_two_regions_in_a_dist_jit_kernel_many_programs():
         K.dist_two_regions[(1, )](x, y, T=16)
         torch.cuda.synchronize()
         torch.testing.assert_close(y, x.T.contiguous() + 1.0, rtol=0, atol=0)
+
+
+def test_transpose_of_tiles_above_48k_through_dynamic_shared_memory():
+    """T = 128: two 64 KiB fp32 tiles, more than a block may declare statically; the scratch lives in the block's
+    dynamic shared memory (an H200 block gets 227 KiB), which the kernel's shared size requests at launch."""
+    x = torch.randn(128, 128, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    kernel = K.transpose_tile[(1, )](x, y, T=128, num_warps=16)
+    torch.cuda.synchronize()
+    assert kernel.metadata.shared >= 128 * 1024
+    torch.testing.assert_close(y, x.T.contiguous(), rtol=0, atol=0)

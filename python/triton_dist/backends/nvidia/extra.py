@@ -7,7 +7,6 @@ it executes it (Triton does not mask inline asm to one thread). PTX forms (PTX I
 """
 from __future__ import annotations
 
-import functools
 import triton.language as tl
 
 from ... import _compat
@@ -153,7 +152,28 @@ def unpack(src, dst_type, *, target, _semantic):
     return vector(_split_bits(src, dst_type, _semantic))
 
 
-#: bytes of SIMT tile scratch a region may use: static shared memory per block (CUDA's limit for statically declared shared memory)
-SIMT_TILE_SCRATCH_LIMIT = 48 * 1024
-enter_simt_region = functools.partial(_gpu.enter_simt_region, SIMT_TILE_SCRATCH_LIMIT)
+#: bytes of statically declared shared memory a block may have (CUDA's limit, every arch): SIMT tile scratch up to
+#: this size is a static buffer; a larger one lives in the block's dynamic shared memory
+#: (``runtime.shmem_link.move_simt_scratch_to_dynamic_shared``)
+SIMT_STATIC_SCRATCH_LIMIT = 48 * 1024
+#: compute capability -> the most shared memory one block may use, with the opt-in for dynamic shared memory above
+#: 48 KiB that Triton's launcher makes (CUDA C++ Programming Guide, "Technical Specifications per Compute
+#: Capability": 96 / 64 / 163 / 99 / 227 KB)
+MAX_BLOCK_SHARED_MEMORY = {70: 98304, 72: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376,
+                           90: 232448, 100: 232448, 103: 232448, 120: 101376, 121: 101376}
+
+
+def max_block_shared_memory(capability) -> int:
+    """The shared memory a block of compute capability ``capability`` (``90``) may use, in bytes; 48 KiB, which
+    every CUDA GPU gives, for a capability the table does not know."""
+    return MAX_BLOCK_SHARED_MEMORY.get(int(capability) if capability is not None else None,
+                                       SIMT_STATIC_SCRATCH_LIMIT)
+
+
+def enter_simt_region(values, *, target, _semantic):
+    """The SIMT region of :mod:`triton_dist.language._gpu`; its tiles may use all the shared memory a block of
+    ``target`` gets (:func:`max_block_shared_memory`)."""
+    return _gpu.enter_simt_region(max_block_shared_memory(target.arch), values, target=target, _semantic=_semantic)
+
+
 extract_element = select_element

@@ -385,8 +385,9 @@ def _put_signal(op, blocking, dest, source, nelems, sig_addr, signal, sig_op, pe
     return None
 
 
-def _put_signal_function(op, lowered=None):
-    """``putmem_signal[_nbi][_warp|_block]`` (or its ``_wave`` / ``_wg`` name, lowered as ``lowered``)."""
+def _put_signal_function(op, lowered=None, alias_note="rocSHMEM's name"):
+    """``putmem_signal[_nbi][_warp|_block]`` (or another name of one, lowered as ``lowered``; ``alias_note`` says
+    which, default: rocSHMEM's ``_wave`` / ``_wg`` name)."""
     blocking = "_nbi" not in op
     who = {"block": _BLOCK, "warp": _WARP, "thread": _THREAD}[_libshmem.scope_of(lowered or op)]
 
@@ -398,7 +399,8 @@ def _put_signal_function(op, lowered=None):
                   f"signal at symmetric ``sig_addr`` on ``pe`` (``sig_op``: ``NVSHMEM_SIGNAL_SET`` / "
                   f"``NVSHMEM_SIGNAL_ADD`` with ``signal``); the data is delivered before the signal update is "
                   f"visible. {_BLOCKING_PUT if blocking else _NBI} {who}"
-                  + (f" Same function as :func:`{lowered}` (rocSHMEM's name)." if lowered else ""))
+                  + (f" Same function as :func:`{lowered}` ({alias_note})."
+                     if lowered else ""))
     return _named(fn, op)
 
 
@@ -593,14 +595,14 @@ barrier_all_wave = _sync_function("barrier_all_wave", ":func:`barrier_all_warp` 
                                   "barrier_all_warp")
 
 
-def _rma_alias(op, lowered):
+def _rma_alias(op, lowered, alias_note="rocSHMEM's name (work-group = block, wavefront = warp)"):
     kind = "get" if op.startswith("get") else "put"
 
     def fn(dest, source, bytes, pe, _semantic=None, _generator=None):
         return _rma(lowered, kind, _libshmem.scope_of(lowered), "_nbi" not in op, dest, source, bytes, pe,
                     _semantic, _generator)
 
-    fn.__doc__ = f":func:`{lowered}` under rocSHMEM's name (work-group = block, wavefront = warp)."
+    fn.__doc__ = f":func:`{lowered}` under {alias_note}."
     return _named(fn, op)
 
 
@@ -612,6 +614,67 @@ putmem_wg = _rma_alias("putmem_wg", "putmem_block")
 putmem_nbi_wg = _rma_alias("putmem_nbi_wg", "putmem_nbi_block")
 putmem_wave = _rma_alias("putmem_wave", "putmem_warp")
 putmem_nbi_wave = _rma_alias("putmem_nbi_wave", "putmem_nbi_warp")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the reference's other names: its proxy-path puts, quiet_pe, barrier_all_vec, uint64_wait_until_equals and the
+# rocSHMEM context setter, each lowered as the function with the same semantics (docs/libshmem_device.md)
+# ---------------------------------------------------------------------------------------------------------------
+_PROXY = ("the reference's proxy-path name (it issues the put through NVSHMEM's internal transfer path, which "
+          "only a bitcode built from NVSHMEM's sources has; the semantics are the ordinary put's, and so is the call)")
+for _scope in ("", "_warp", "_block"):
+    for _nbi in ("", "_nbi"):
+        globals()[f"putmem_rma{_nbi}{_scope}"] = _rma_alias(f"putmem_rma{_nbi}{_scope}", f"putmem{_nbi}{_scope}",
+                                                            _PROXY)
+        globals()[f"putmem_signal_rma{_nbi}{_scope}"] = _put_signal_function(
+            f"putmem_signal_rma{_nbi}{_scope}", f"putmem_signal{_nbi}{_scope}", _PROXY)
+del _scope, _nbi
+
+
+@_compat.builtin
+def quiet_pe(pe=None, _semantic=None, _generator=None):
+    """Complete this PE's outstanding puts / gets / signals to PE ``pe`` (optional; the reference's form takes none).
+    Lowered as :func:`quiet`, which completes those to every PE: a superset, so whatever the caller relies on
+    holds (it may wait for more). Every thread that reaches it calls it, as :func:`quiet`."""
+    if _c(pe) is not None:
+        _int("quiet_pe", "pe", pe, tl.int32)
+    return _sync("quiet", "thread", _semantic, _generator)
+
+
+@_compat.builtin
+def barrier_all_vec(_semantic=None, _generator=None):
+    """The reference's barrier over all PEs named for Ascend's vector cores (``aclshmemx_barrier_all_vec``: the
+    vector cores of every PE meet). On a GPU a program plays the vector core's part: lowered as
+    :func:`barrier_all_block` (every thread of the program calls it; it completes this PE's outstanding operations).
+    As every device barrier: one program per PE at a time (guard with ``if tl.program_id(0) == 0:``), and a
+    cooperative launch when the grid has more than one program."""
+    return _sync("barrier_all_block", "block", _semantic, _generator)
+
+
+@_compat.builtin
+def uint64_wait_until_equals(addr, val, _semantic=None, _generator=None):
+    """Wait until the local 64-bit word at symmetric ``addr`` equals ``val`` and return it (uint64, == ``val``).
+    Lowered as :func:`signal_wait_until` with ``NVSHMEM_CMP_EQ`` (same polling, ordering and bounded-wait mode).
+    Every thread of the program waits."""
+    op = "uint64_wait_until_equals"
+    a = _ptr(op, "addr", addr)
+    v = _int(op, "val", val, tl.uint64)
+    impl, kw = _lowering(_semantic, _generator)
+    return impl.signal_wait_until(a, value_of(CMP_NAMES, "eq"), v, **kw)
+
+
+@_compat.builtin
+def set_rocshmem_ctx(ctx, _semantic=None, _generator=None):
+    """The reference's rocSHMEM context setter: a no-op on every target. Our calls use the library's default
+    context (NVSHMEM has none to set; the AMD lowering calls rocSHMEM's default-context functions; the simulator has
+    none), so a kernel that sets the context it was given runs on the default one. ``ctx`` must still be a scalar
+    pointer or integer (checked, then unused)."""
+    c = _c(ctx)
+    if not (isinstance(c, int) and not isinstance(c, bool)):
+        if not (isinstance(c, tl.tensor) and (c.dtype.is_ptr() or c.dtype.is_int()) and not c.type.is_block()):
+            raise TypeError(f"libshmem_device.set_rocshmem_ctx: ctx must be a scalar pointer or integer, got "
+                            f"{getattr(c, 'type', type(c).__name__)}")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -672,6 +735,10 @@ FUNCTIONS = (
     "putmem_signal_wave", "ulong_put_signal", "signal_op", "signal_wait_until",
     "broadcastmem", "broadcastmem_warp", "broadcastmem_block", "broadcast", "broadcast_warp", "broadcast_block",
     "fcollectmem", "fcollectmem_warp", "fcollectmem_block", "fcollect", "fcollect_warp", "fcollect_block",
+    "putmem_rma", "putmem_rma_nbi", "putmem_rma_warp", "putmem_rma_nbi_warp", "putmem_rma_block",
+    "putmem_rma_nbi_block", "putmem_signal_rma", "putmem_signal_rma_nbi", "putmem_signal_rma_warp",
+    "putmem_signal_rma_nbi_warp", "putmem_signal_rma_block", "putmem_signal_rma_nbi_block", "quiet_pe",
+    "barrier_all_vec", "uint64_wait_until_equals", "set_rocshmem_ctx",
 ) + tuple(f"{t}_{k}" for t in SCALAR_TYPES for k in ("p", "g"))
 
 __all__ = list(FUNCTIONS) + [

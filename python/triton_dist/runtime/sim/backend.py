@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from ..backend import ShmemBackend
+from ..env import process_group_layout
 from . import context as _context
 from .heap import (ALIGN, SimCollectiveMismatch, SimHeapContext, SimHeapExhausted, create_segment, header_bytes,
                    heap_size_from_env, segment_prefix)
@@ -65,15 +66,15 @@ class SimBackend(ShmemBackend):
         if not dist.is_initialized():
             raise RuntimeError("SimBackend.init: torch.distributed is not initialised; create a gloo process group "
                                "first (triton_dist.utils.initialize_distributed() does)")
-        rank = dist.get_rank(group)
-        world = dist.get_world_size(group)
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-        local_rank = int(os.environ.get("LOCAL_RANK", rank % local_world))
+        # the group's own sizes: a subgroup (each half of a world its own group) is a world of its own here
+        rank, world, local_rank, local_world = process_group_layout(group)
         if local_world <= 0 or world % local_world:
-            raise ValueError(f"sim: WORLD_SIZE={world} is not a multiple of LOCAL_WORLD_SIZE={local_world}")
+            raise ValueError(f"sim: WORLD_SIZE={world} is not a multiple of LOCAL_WORLD_SIZE={local_world} (sizes of "
+                             f"the group SHMEM is bootstrapped over)")
         if local_rank != rank % local_world:
             raise ValueError(f"sim: LOCAL_RANK={local_rank} does not match RANK={rank} % LOCAL_WORLD_SIZE="
-                             f"{local_world}; the simulator numbers ranks node-major")
+                             f"{local_world} (in the group SHMEM is bootstrapped over); the simulator numbers ranks "
+                             f"node-major")
         heap_size, var = heap_size_from_env()
         heap_size = (heap_size + 4095) // 4096 * 4096
         header = header_bytes(world, world // local_world)
