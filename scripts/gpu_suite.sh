@@ -22,7 +22,7 @@
 #                                       table into $OUT, pipelined-method knob runs, shmem launch-configuration sweep
 #   scripts/gpu_suite.sh coll-final     full collectives run with the table in the tree, shmem bench, host profile
 #   scripts/gpu_suite.sh coll-round     full sweep writing the table into the tree's copy here, then coll-final's steps
-#   scripts/gpu_suite.sh rs-probe       the GEMM+RS tests, then benchmarks/probe_gemm_rs.py (PROBE_SHAPES)
+#   scripts/gpu_suite.sh rs-probe       the GEMM+RS tests, then bench_overlap.py --probe gemm-rs (PROBE_SHAPES: model:M,...)
 #   scripts/gpu_suite.sh mega           the mega kernel's GPU tier (Qwen3 at TP=NPROC), then bench_mega at TP=NPROC
 #                                       (Qwen3-8B, context 512, 64 teacher-forced steps) and at TP=1
 #   scripts/gpu_suite.sh mega-pf        one GPU: bench_mega TP=1 at the GEMV L2-prefetch budgets PF_BYTES
@@ -133,6 +133,10 @@ case $part in
     cp python/triton_dist/ops/overlap_table.json "$OUT/"
     rec bench_overlap_ar_final 120 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_ar \
       --tag ar-final ;;
+  rs-probe)  # the GEMM+RS tests, then the per-stage probe of the fused GEMM+RS (its default shapes unless PROBE_SHAPES)
+    tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs
+    rec probe_gemm_rs 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --probe gemm-rs \
+      ${PROBE_SHAPES:+--shapes "$PROBE_SHAPES"} --out "$OUT/probe" ;;
   overlap-rs)  # after a change to the GEMM+RS methods only: their tests, sweep + table at M >= 2048, final bench
     tier gpu_overlap_rs 150 test/python/gpu/test_gpu_overlap.py -k gemm_rs
     rec bench_overlap_rs_sweep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --ops gemm_rs \

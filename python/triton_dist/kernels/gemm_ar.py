@@ -170,7 +170,7 @@ def gemm_ar_kernel(a_ptr, b_ptr, out_ptr, stage_ptr, sig_ptr, words_ptr, counter
 def pick_ar_config(M: int, N: int, K: int, *, num_sms: int, on_gpu: bool,
                    sim_config: TileConfig = SIM_CONFIG) -> TileConfig:
     """Deterministic tiling of :func:`gemm_ar_kernel` when the measured table has none (same on every rank).
-    GPU, measured on 2x H200 at N=8192 (``benchmarks/probe_gemm_ar.py``, the ``overlap-ar`` sweep): the weights
+    GPU, measured on 2x H200 at N=8192 (``benchmarks/bench_overlap.py --probe gemm-ar``, the ``overlap-ar`` sweep): the weights
     (``B``) are the traffic at decode sizes, so M <= 16 takes 16x64 tiles with 128-deep K blocks (N / 64 tiles cover
     the SMs: a split only adds its workspace round trip), M <= 64 takes 64x128x128 tiles and M <= 128 64x128x64;
     then the K blocks are split so that the units cover the SMs (``num_sms // tiles``, at most

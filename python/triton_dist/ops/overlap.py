@@ -53,7 +53,7 @@ __all__ = ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_co
            "TABLE_FORMAT", "TAG_RANGE", "GEMM_DTYPES", "AG_GEMM_DTYPES", "FP8_DTYPES", "CE_PIECES_MAX", "CE_PIECES_DEFAULT",
            "FUSED_PIECES_MAX", "SUB_CHUNKS_MAX"]
 
-# internals that benchmarks/trace_overlap.py, benchmarks/probe_gemm_rs.py and the GPU tier reach through this module
+# internals that benchmarks/overlap_probes.py (bench_overlap.py --probe trace / gemm-rs) and the GPU tier reach through this module
 from .allgather_gemm import _first_rows  # noqa: E402,F401
 from .overlap_context import _fit_smem  # noqa: E402,F401
 from .overlap_tuner import _rs_own_gemm  # noqa: E402,F401
