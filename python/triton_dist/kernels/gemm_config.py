@@ -318,11 +318,9 @@ def tma_store_ok(out) -> bool:
 def num_sms(device) -> int:
     """Programs of a persistent grid on ``device``: this rank's SMs (its share where ranks share a GPU,
     ``runtime.device_info.rank_sm_count``); 2 on the interpreter."""
-    if getattr(device, "type", "cpu") == "cuda":
-        from ..runtime.device_info import rank_sm_count
+    from ..runtime.device_info import rank_sm_count
 
-        return rank_sm_count(device)
-    return 2
+    return rank_sm_count(device, simulated=2)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -85,11 +85,9 @@ def capacity_arg(factory: str, name: str, value, aliases: dict):
 def sm_count(device) -> int:
     """SMs of this rank on ``device`` (its share where ranks share a GPU: ``runtime.device_info.rank_sm_count``);
     1 on the simulator."""
-    if device.type == "cuda":
-        from ..runtime.device_info import rank_sm_count
+    from ..runtime.device_info import rank_sm_count
 
-        return rank_sm_count(device)
-    return 1
+    return rank_sm_count(device, simulated=1)
 
 
 class Channel:

@@ -90,11 +90,16 @@ def has_tma() -> bool:
     return is_cuda() and torch.cuda.get_device_capability()[0] >= 9
 
 
-def rank_sm_count(device) -> int:
+def rank_sm_count(device, simulated: int = 1) -> int:
     """The SMs this process's kernels can occupy on CUDA ``device`` at once: ``multi_processor_count`` of its
     context, which under CUDA MPS with an active-thread percentage (ranks that share a GPU,
     :mod:`triton_dist.runtime.shared_gpu`) is the rank's share, not the whole GPU. Everything that sizes a grid to
-    "one program per SM" (collectives, overlapped GEMMs, cooperative launches, mega-kernel workers) reads this."""
+    "one program per SM" (collectives, overlapped GEMMs, cooperative launches, mega-kernel workers) reads this.
+    On a device that is not CUDA (the simulator, where a program is a thread) ``simulated``: the caller's choice of
+    how many programs a persistent grid gets there (1 for the collectives and the mega kernel's workers, 2 for the
+    GEMM so its tile loop runs with more than one program)."""
+    if torch.device(device).type != "cuda":
+        return simulated
     return int(torch.cuda.get_device_properties(device).multi_processor_count)
 
 
