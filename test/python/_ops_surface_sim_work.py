@@ -215,13 +215,15 @@ def conventions():
     for method in (None, "fused", "nccl"):
         _close(ops.ag_gemm(a, b, agg, method=method), want, f"ag_gemm method={method!r}", fails)
     agg.close()
-    for fac, kw in ((ops.create_ag_gemm_context, dict(max_M=8, k=32)), (ops.create_gemm_rs_context,
-                                                                        dict(max_M=8 * W, n=16)),
-                    (ops.create_gemm_ar_context, dict(max_M=8, n=16))):
+    # the reference's max_M counts rows of the GEMM's M: for ag_gemm the gathered rows (world * M_loc, so the context
+    # holds ceil(max_M / world) per rank), for gemm_rs / gemm_ar the rows of a
+    for fac, kw, want_cap in ((ops.create_ag_gemm_context, dict(max_M=8 * W - 1, k=32), 8),
+                              (ops.create_gemm_rs_context, dict(max_M=8 * W, n=16), 8 * W),
+                              (ops.create_gemm_ar_context, dict(max_M=8, n=16), 8)):
         ctx = fac(**kw)
         cap = getattr(ctx, "max_m_per_rank", None) or ctx.max_m
-        if cap != kw["max_M"]:
-            fails.append(f"{fac.__name__}(max_M=...): capacity {cap}")
+        if cap != want_cap:
+            fails.append(f"{fac.__name__}(max_M={kw['max_M']}): capacity {cap}, expected {want_cap}")
         ctx.close()
     expect_error(fails, "two capacities", lambda: ops.create_ag_gemm_context(8, 32, max_m_per_rank=8), "max_m",
                  "max_m_per_rank")

@@ -12,7 +12,7 @@ from ..kernels import ag_gemm as _agk
 from ..kernels import gemm_config as _gcfg
 from ..runtime import torch_collectives as _torch_coll
 from ..runtime.dtypes import FP8_DTYPES
-from .context import capacity_arg, check_ctx, check_eager_only, check_method, traced_result
+from .context import capacity_arg, check_ctx, check_eager_only, check_method, shmem_runtime, traced_result
 from .overlap_context import (AG_GEMM_DTYPES, GEMM_DTYPES, TAG_RANGE, _capturing, _flag_raise, _flag_wait_reset,
                               _operand_checks, _OverlapContext, _scale_tensor)
 from .overlap_table import select_rule
@@ -88,10 +88,13 @@ def create_ag_gemm_context(max_m: Optional[int] = None, k: Optional[int] = None,
                            *, max_m_per_rank: Optional[int] = None, max_M: Optional[int] = None,
                            **kw) -> AGGemmContext:
     """Collective: context for :func:`ag_gemm` with shards of up to ``max_m`` rows of ``k`` columns (bf16, fp16, fp8
-    e4m3/e5m2; the capacity may be given as ``max_m_per_rank``, its former name, or ``max_M``, the reference's, and
-    the context keeps it as ``max_m_per_rank``: docs/ops.md). Keywords: ``methods`` (subset of ``("ce", "sm",
+    e4m3/e5m2; the capacity may be given as ``max_m_per_rank``, its former name, or as the reference's ``max_M``, which
+    counts the gathered rows ``world * M_loc`` (the context holds ``ceil(max_M / world)`` rows per rank); the context
+    keeps it as ``max_m_per_rank``: docs/ops.md). Keywords: ``methods`` (subset of ``("ce", "sm",
     "chunked")`` to allocate for; each GPU method has its own gathered-A buffer of ``world * max_m * k`` elements),
     ``comm_programs`` (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
+    if isinstance(max_M, int) and not isinstance(max_M, bool) and max_M > 0:  # the reference's: world * M_loc rows
+        max_M = -(-max_M // shmem_runtime()[1].n_pes())
     max_m = capacity_arg("create_ag_gemm_context", "max_m", max_m, {"max_m_per_rank": max_m_per_rank, "max_M": max_M})
     return AGGemmContext(max_m, k, dtype, **kw)
 
