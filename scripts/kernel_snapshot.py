@@ -16,16 +16,35 @@ kept. It runs with the line's ``env`` assignments over the environment lit gives
 the few variables test/lit/lit.cfg.py passes, ``<repo>/python`` first on PYTHONPATH, TRITON_INTERPRET=0 and no
 other TRITON_* / MLIR_* knob of the caller's. What follows the first ``|`` (filecheck) is dropped, and so are
 output redirections (``> %t.ll``, ``2>&1``) and ``-o FILE`` for a text stage: the output is read from stdout
-instead. Lines continued with a trailing backslash are joined. Skipped, and listed as skipped: lines that expect a
-failure (``not ...``), lines that run anything other than the compile tool (filecheck, grep, ...), binary stages
-(cubin, hsaco), compound commands (``&&``, ``;``) and substitutions other than %s %S %t %T %%.
+instead. Lines continued with a trailing backslash are joined. Each command runs in a temporary working directory
+of its own, %t being ``./<test file name>.tmp`` and %T ``.`` there.
+
+Setup steps: a RUN line that runs the test file itself as a script, ``[env NAME=VALUE ...] %python %s ARGS`` (its
+stdout going to filecheck or nowhere), typically writes a file that later compile lines read, e.g.
+
+    # RUN: env TRITON_DIST_BACKEND=sim %python %s %t.gen.py | filecheck %s --check-prefix=GEN
+    # RUN: %compile %t.gen.py:KERNEL -s "..." --target cuda:90 --stage ptx | filecheck %s
+
+It becomes ``python <test file> ARGS``, with the same environment and %t / %T substitutions as a compile line
+(what follows ``|`` dropped, its output not kept). The setup steps of a test file run once, in line order, in one
+working directory of their own, before the compile commands of that file that come after them; each such command
+starts in a copy of that directory as its last preceding setup step left it (as if lit had run the file's RUN
+lines up to it). A setup step that fails (or any before it in its file) makes the commands after it FAIL with its
+stderr excerpt, and stops the file's later setup steps. Setup steps are listed by ``list`` as
+``<test>.<NN>.setup`` and recorded in the manifest; they store no output.
+
+Skipped, and listed as skipped: lines that expect a failure (``not ...``), lines that run anything other than the
+compile tool or the test file (filecheck, grep, another script, ...), setup steps with no compile command after
+them or whose output is redirected to a file, binary stages (cubin, hsaco), compound commands (``&&``, ``;``) and
+substitutions other than %s %S %t %T %%.
 
 Each command's output is stored normalized in DIR as ``<test path under test/lit, / as __>.<NN>.<stage>``, NN
 being the line's position among the RUN lines of its test file (1-based; stable as long as the test's RUN lines
-stay in order), plus ``MANIFEST.json`` (which RUN line made which file, and what was skipped).
+stay in order), plus ``MANIFEST.json`` (which RUN line made which file and after which setup steps, the setup
+steps run, and what was skipped).
 
-Normalization drops what changes when the code does not (instructions, directives, operands and their order are
-kept verbatim):
+Normalization (scripts/kernel_snapshot_normalize.py) drops what changes when the code does not (instructions,
+directives, operands and their order are kept verbatim):
   * every stage: blank lines, trailing whitespace, and the repository path (replaced by ``<repo>``);
   * ptx: ``//`` comments, ``.loc`` / ``.file`` lines, ``.section .debug_*`` blocks (DWARF), and local labels
     that nothing else refers to once those are gone (``$L__tmp0:``, ``$L__func_begin0:``);
@@ -40,10 +59,10 @@ kept verbatim):
 Comment markers inside string literals (inline assembly) are left alone.
 
 ``compare`` prints one line per differing command (DIFF: output differs; NEW: not in the snapshot; GONE: in the
-snapshot, not produced now; FAIL: the compile command failed) followed by the first lines of a unified diff, and
-a summary; it exits 0 when everything matches, 1 when anything differs or fails, 2 on bad usage. ``--save DIR2``
-also writes the recomputed snapshot, for a full ``diff -r``. Commands run in parallel (``--jobs``, default: the
-number of CPUs); progress goes to stderr.
+snapshot, not produced now; FAIL: the compile command, or a setup step before it, failed) followed by the first
+lines of a unified diff, and a summary; it exits 0 when everything matches, 1 when anything differs or fails, 2
+on bad usage. ``--save DIR2`` also writes the recomputed snapshot, for a full ``diff -r``. Commands run in
+parallel (``--jobs``, default: the number of CPUs); progress goes to stderr.
 """
 from __future__ import annotations
 
@@ -54,6 +73,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,6 +88,10 @@ COMPILE_MODULE = "triton_dist.tools.compile"
 BINARY_STAGES = ("cubin", "hsaco")
 TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx", "amdgcn")
 
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernel_snapshot_normalize import normalize  # noqa: E402  (re-exported: kernel_snapshot.normalize)
+
 # ----------------------------------------------------------------------------------------------------------------
 # RUN lines -> compile commands
 
@@ -81,12 +105,23 @@ class RunLine:
 
 
 @dataclass
+class Setup:
+    """A generator line, ``[env NAME=VALUE ...] %python %s ARGS``: the test file run as a script (its output not
+    kept) before the compile lines of its file that come after it, so that the files it writes exist for them."""
+    name: str  # ``<test>.<NN>.setup``, like a snapshot file name; nothing is stored under it
+    run: RunLine
+    argv: List[str]  # arguments after the test file
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Command:
     name: str  # snapshot file name
     run: RunLine
     argv: List[str]  # arguments of the compile tool (after `python -m triton_dist.tools.compile`)
     env: Dict[str, str] = field(default_factory=dict)  # assignments from `env NAME=VALUE`
     stage: str = "ptx"
+    setups: List[Setup] = field(default_factory=list)  # the setup steps of its file before it, in order
 
 
 @dataclass
@@ -196,8 +231,9 @@ def snapshot_name(test: str, index: int, stage: str, lit_root: str) -> str:
 
 
 def plan(run: RunLine, lit_root: str):
-    """A ``Command`` for a RUN line that runs the compile tool, else ``Skipped`` with the reason. %t and %T
-    name files in the command's own temporary working directory."""
+    """A ``Command`` for a RUN line that runs the compile tool, a ``Setup`` for one that runs the test file itself
+    (``%python %s ...``), else ``Skipped`` with the reason. %t and %T name files in the command's own temporary
+    working directory (the same names in a setup step's)."""
     stages, problem = _split_top_level(run.text)
     if problem:
         return Skipped(run, f"compound command ({problem})")
@@ -219,10 +255,13 @@ def plan(run: RunLine, lit_root: str):
         env[name] = value
     if not tokens:
         return Skipped(run, "no command after the environment assignments")
+    setup = tokens[0] == "%python" and tokens[1:2] == ["%s"]
     if tokens[0] == "%compile":
         args = tokens[1:]
     elif tokens[0] == "%python" and tokens[1:3] == ["-m", COMPILE_MODULE]:
         args = tokens[3:]
+    elif setup:
+        args = tokens[2:]
     else:
         return Skipped(run, f"not a compile command ({tokens[0]})")
     argv: List[str] = []
@@ -233,15 +272,17 @@ def plan(run: RunLine, lit_root: str):
         if m and (m.group(1) or m.group(2)) and not tok.startswith("-"):
             if m.group(2) == "<":
                 return Skipped(run, f"input redirection ({tok})")
+            if setup and not m.group(3):  # its output would be a file the compile lines read: not supported
+                return Skipped(run, f"setup step redirecting its output to a file ({tok})")
             # `> FILE`, `2>&1`, `2> FILE`, `>FILE`: the tool reads stdout itself
             if not m.group(3) and not m.group(4):
                 i += 1  # the file name is the next token
             i += 1
             continue
-        if tok in ("-o", "--out"):
+        if not setup and tok in ("-o", "--out"):
             i += 2
             continue
-        if tok.startswith("--out=") or (tok.startswith("-o") and len(tok) > 2):  # --out=FILE, -oFILE
+        if not setup and (tok.startswith("--out=") or (tok.startswith("-o") and len(tok) > 2)):  # --out=F, -oF
             i += 1
             continue
         sub, problem = _substitute(tok, run)
@@ -253,6 +294,8 @@ def plan(run: RunLine, lit_root: str):
         env[key], problem = _substitute(env[key], run)
         if problem:
             return Skipped(run, problem)
+    if setup:
+        return Setup(snapshot_name(run.test, run.index, "setup", lit_root), run, argv, env)
     stage = "ptx"
     for j, tok in enumerate(argv):
         if tok == "--stage" and j + 1 < len(argv):
@@ -268,8 +311,9 @@ def plan(run: RunLine, lit_root: str):
 
 def discover(paths: List[str], lit_root: str):
     """(commands, skipped) for every RUN line of the ``*.py`` lit tests under ``paths`` (files or directories),
-    in file and line order. Files named lit.cfg.py / lit.site.cfg.py and directories Inputs, Output, __pycache__
-    are not tests."""
+    in file and line order; each command carries the setup steps of its file before it (``setup_steps``), a setup
+    step with no compile command after it is skipped. Files named lit.cfg.py / lit.site.cfg.py and directories
+    Inputs, Output, __pycache__ are not tests."""
     files: List[str] = []
     for p in paths:
         p = os.path.abspath(p)
@@ -286,258 +330,39 @@ def discover(paths: List[str], lit_root: str):
     for f in sorted(set(files)):
         with open(f, encoding="utf-8") as fh:
             runs = parse_run_lines(fh.read(), f)
+        setups: List[Setup] = []
+        unused: List[Skipped] = []  # this file's setup steps with no compile command after them (yet)
         for run in runs:
             item = plan(run, lit_root)
+            if isinstance(item, Setup):
+                setups.append(item)
+                unused.append(Skipped(run, "setup step with no compile command after it"))
+                continue
+            if isinstance(item, Command):
+                item.setups = list(setups)
+                unused = []
             (commands if isinstance(item, Command) else skipped).append(item)
+        skipped += unused
+    skipped.sort(key=lambda sk: (sk.run.test, sk.run.index))
     return commands, skipped
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# normalization
-
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
-
-
-def _outside_strings(line: str, fn) -> str:
-    """Apply ``fn`` to the parts of ``line`` outside double-quoted string literals, left to right."""
-    if '"' not in line:
-        return fn(line)
-    out, pos = [], 0
-    for m in _STRING_RE.finditer(line):
-        out.append(fn(line[pos:m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(fn(line[pos:]))
-    return "".join(out)
-
-
-def _strip_comment(line: str, marker: str) -> str:
-    """``line`` without the comment starting at the first ``marker`` outside a string literal."""
-    if marker not in line:
-        return line
-    if '"' not in line:
-        return line[:line.index(marker)]
-    pos = 0
-    for m in _STRING_RE.finditer(line):
-        k = line.find(marker, pos, m.start())
-        if k >= 0:
-            return line[:k]
-        pos = m.end()
-    k = line.find(marker, pos)
-    return line if k < 0 else line[:k]
-
-
-def _strip_mlir_locs(line: str) -> str:
-    """Remove `` loc(...)`` (balanced parentheses, strings skipped) wherever it follows whitespace."""
-    if "loc(" not in line:
-        return line
-    out, i, n = [], 0, len(line)
-    while i < n:
-        c = line[i]
-        if c == '"':
-            m = _STRING_RE.match(line, i)
-            j = m.end() if m else n
-            out.append(line[i:j])
-            i = j
-            continue
-        if line.startswith("loc(", i) and (i == 0 or line[i - 1].isspace()):
-            depth, j = 0, i + 3
-            while j < n:
-                if line[j] == '"':
-                    m = _STRING_RE.match(line, j)
-                    j = m.end() if m else n
-                    continue
-                if line[j] == "(":
-                    depth += 1
-                elif line[j] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            while out and out[-1].isspace():
-                out.pop()
-            i = j + 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-_SSA_RE = re.compile(r"%[A-Za-z0-9_$.\-]+")
-
-
-def _normalize_mlir(lines: List[str]) -> List[str]:
-    names: Dict[str, str] = {}
-
-    def rename(m):
-        return names.setdefault(m.group(0), f"%v{len(names)}")
-
-    out = []
-    for line in lines:
-        if re.match(r"\s*#loc\d*\s*=", line):
-            continue
-        line = _strip_mlir_locs(_strip_comment(line, "//"))
-        out.append(_outside_strings(line, lambda s: _SSA_RE.sub(rename, s)))
-    return out
-
-
-def _drop_unreferenced_labels(lines: List[str], label_re: str) -> List[str]:
-    define = re.compile(r"^\s*(" + label_re + r"):\s*$")
-    ref = re.compile(label_re)
-    used = set()
-    for line in lines:
-        if not define.match(line):
-            used.update(ref.findall(line))
-    return [line for line in lines if not ((m := define.match(line)) and m.group(1) not in used)]
-
-
-def _normalize_ptx(lines: List[str]) -> List[str]:
-    out, depth, in_debug, seen_brace = [], 0, False, False
-    for line in lines:
-        s = line.strip()
-        if not in_debug and re.match(r"\.section\s+\.debug", s):
-            in_debug, depth, seen_brace = True, 0, False
-        if in_debug:
-            code = _strip_comment(line, "//")
-            depth += code.count("{") - code.count("}")
-            seen_brace = seen_brace or "{" in code
-            if seen_brace and depth <= 0:
-                in_debug = False
-            continue
-        if re.match(r"\.(loc|file)\b", s):
-            continue
-        out.append(_strip_comment(line, "//"))
-    return _drop_unreferenced_labels(out, r"\$L__[\w$]+")
-
-
-_GCN_SECTION_END = re.compile(r"\.(text|data|bss|rodata|previous|popsection|amdgpu_metadata)\b")
-
-
-def _normalize_amdgcn(lines: List[str]) -> List[str]:
-    out, in_debug = [], False
-    for line in lines:
-        code = _strip_comment(line, ";")
-        s = code.strip()
-        m = re.match(r"\.(?:section|pushsection)\s+\"?([^\s,\"]+)", s)
-        if m:
-            in_debug = m.group(1).startswith(".debug")
-        elif _GCN_SECTION_END.match(s):
-            in_debug = False
-        if in_debug or re.match(r"\.(loc|file)\b", s):
-            continue
-        out.append(code)
-    return _drop_unreferenced_labels(out, r"\.L[\w$.]+")
-
-
-_MD_REF = re.compile(r"!(\d+)\b")
-_DBG_ATTACH = re.compile(r"(?:,\s*|\s+)!dbg\s+!\d+")
-
-
-def _split_operands(body: str) -> List[str]:
-    ops, cur, depth = [], [], 0
-    pos = 0
-    for m in list(_STRING_RE.finditer(body)) + [None]:
-        end = m.start() if m else len(body)
-        for c in body[pos:end]:
-            if c in "({[<":
-                depth += 1
-            elif c in ")}]>":
-                depth -= 1
-            if c == "," and depth == 0:
-                ops.append("".join(cur).strip())
-                cur = []
-            else:
-                cur.append(c)
-        if m:
-            cur.append(m.group(0))
-            pos = m.end()
-    ops.append("".join(cur).strip())
-    return [o for o in ops if o]
-
-
-def _normalize_llir(lines: List[str]) -> List[str]:
-    body, named, defs = [], [], {}
-    for line in lines:
-        line = _strip_comment(line, ";")
-        s = line.strip()
-        if not s or s.startswith("#dbg_") or re.match(r"(tail\s+)?(call|declare)\b.*@llvm\.dbg\.", s):
-            continue
-        m = re.match(r"!(\d+)\s*=\s*(.*)$", s)
-        if m:
-            defs[int(m.group(1))] = m.group(2)
-            continue
-        m = re.match(r"!([A-Za-z_.$][\w.$\-]*)\s*=\s*(.*)$", s)
-        if m:
-            if not m.group(1).startswith("llvm.dbg."):
-                named.append((m.group(1), m.group(2)))
-            continue
-        body.append(_outside_strings(line, lambda t: _DBG_ATTACH.sub("", t)))
-    debug = {k for k, v in defs.items() if re.match(r"(distinct\s+)?!DI", v)}
-
-    def prune(value: str) -> str:  # drop operands of a tuple that point at debug nodes
-        m = re.match(r"^(distinct\s+)?!\{(.*)\}$", value)
-        if not m:
-            return value
-        ops = [o for o in _split_operands(m.group(2)) if not (re.fullmatch(r"!\d+", o) and int(o[1:]) in debug)]
-        return f"{m.group(1) or ''}!{{{', '.join(ops)}}}"
-
-    defs = {k: prune(v) for k, v in defs.items() if k not in debug}
-    named = [(n, prune(v)) for n, v in named]
-    order: Dict[int, int] = {}  # old id -> new id, in order of first reference
-    queue: List[int] = []
-
-    def visit(text: str):
-        def note(t):
-            for r in map(int, _MD_REF.findall(t)):
-                if r in defs and r not in order:
-                    order[r] = len(order)
-                    queue.append(r)
-            return t
-
-        _outside_strings(text, note)
-
-    def drain():  # nodes referenced only from other metadata, numbered after their referrers
-        while queue:
-            visit(defs[queue.pop(0)])
-
-    for line in body:
-        visit(line)
-    drain()
-    for _, v in named:
-        visit(v)
-    drain()
-
-    def renumber(text: str) -> str:
-        return _outside_strings(text, lambda t: _MD_REF.sub(
-            lambda m: f"!{order[int(m.group(1))]}" if int(m.group(1)) in order else "!<debug>", t))
-
-    out = [renumber(line) for line in body]
-    out += [f"!{n} = {renumber(v)}" for n, v in named]
-    out += [f"!{order[k]} = {renumber(defs[k])}" for k in sorted(order, key=order.get)]
-    return out
-
-
-_NORMALIZERS = {"ttir": _normalize_mlir, "ttgir": _normalize_mlir, "llir": _normalize_llir, "ptx": _normalize_ptx,
-                "amdgcn": _normalize_amdgcn}
-
-
-def normalize(text: str, stage: str, repo: Optional[str] = REPO) -> str:
-    """``text`` (the compile tool's output for ``stage``) without debug info, comments, locations, paths and
-    blank lines; see the module docstring."""
-    lines = _NORMALIZERS[stage](text.splitlines())
-    out = []
-    for line in lines:
-        line = line.rstrip()
-        if not line.strip():
-            continue
-        if repo:
-            line = line.replace(repo, "<repo>")
-        out.append(line)
-    return "\n".join(out) + "\n" if out else ""
+def setup_steps(commands: List[Command]) -> List[Setup]:
+    """The setup steps the ``commands`` need, each once, in file and line order."""
+    return list({s.name: s for c in commands for s in c.setups}.values())
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # running
+
+
+@dataclass
+class SetupResult:
+    setup: Setup
+    rc: Optional[int]  # None: not run (an earlier setup step of its file failed)
+    stderr: str = ""
+    seconds: float = 0.0
+    state: Optional[str] = None  # the working directory as this step left it (when it succeeded)
 
 
 @dataclass
@@ -547,6 +372,7 @@ class Result:
     rc: int = 0
     stderr: str = ""
     seconds: float = 0.0
+    failed_setup: Optional[SetupResult] = None  # the setup step whose failure kept the command from running
 
 
 # What lit lets through to a test (its own short list, then test/lit/lit.cfg.py's): nothing else of the caller's
@@ -557,7 +383,8 @@ _PASS_ENV = ("PATH", "HOME", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "LD_LIBRARY_PAT
              "TRITON_DIST_NVSHMEM_BITCODE", "NVSHMEM_HOME")
 
 
-def _child_env(cmd: Command, repo: str) -> Dict[str, str]:
+def _child_env(cmd, repo: str) -> Dict[str, str]:
+    """The environment of a ``Command`` or ``Setup``."""
     env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(repo, "python")] +
                                         ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
@@ -566,31 +393,97 @@ def _child_env(cmd: Command, repo: str) -> Dict[str, str]:
     return env
 
 
-def run_command(cmd: Command, python: str, repo: str, timeout: float) -> Result:
+def _run(argv: List[str], cwd: str, env: Dict[str, str], timeout: float) -> Tuple[int, bytes, str]:
+    """(exit status, stdout, stderr) of ``argv``; status -1 when it ran past ``timeout`` seconds."""
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, b"", f"timed out after {timeout:.0f} s"
+    return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace")
+
+
+class SetupSteps:
+    """Runs the setup steps of each test file once, in line order, in one working directory per file (as lit runs
+    a test's RUN lines), keeping a copy of that directory as each step left it for the commands that follow the
+    step. Thread-safe: a command waits while another thread runs the steps it needs."""
+
+    def __init__(self, root: str, python: str, repo: str, timeout: float, quiet: bool = True):
+        self.root, self.python, self.repo, self.timeout, self.quiet = root, python, repo, timeout, quiet
+        self.results: Dict[str, SetupResult] = {}
+        self._lock = threading.Lock()
+        self._file_locks: Dict[str, threading.Lock] = {}
+        self._workdirs: Dict[str, str] = {}
+
+    def prepare(self, cmd: Command) -> SetupResult:
+        """The result of the last setup step ``cmd`` needs (run now if not yet), or of the first that failed."""
+        with self._lock:
+            file_lock = self._file_locks.setdefault(cmd.run.test, threading.Lock())
+        with file_lock:
+            for step in cmd.setups:
+                res = self.results.get(step.name)
+                if res is None:
+                    res = self.results[step.name] = self._run_step(step)
+                if res.rc != 0:
+                    return res
+            return res
+
+    def _run_step(self, step: Setup) -> SetupResult:
+        work = self._workdirs.get(step.run.test)
+        if work is None:
+            work = self._workdirs[step.run.test] = tempfile.mkdtemp(prefix="work_", dir=self.root)
+        t0 = time.monotonic()
+        rc, _, stderr = _run([self.python, step.run.test, *step.argv], work, _child_env(step, self.repo),
+                             self.timeout)
+        res = SetupResult(step, rc, stderr, time.monotonic() - t0)
+        if rc == 0:
+            res.state = os.path.join(self.root, step.name)
+            shutil.copytree(work, res.state, symlinks=True)
+        if not self.quiet:
+            print(f"[setup] {step.name} {'ok' if rc == 0 else f'FAILED (exit {rc})'} {res.seconds:.1f}s",
+                  file=sys.stderr, flush=True)
+        return res
+
+    def all_results(self, steps: List[Setup]) -> List[SetupResult]:
+        """A result for each of ``steps``: those never run (after a failed one) with rc None."""
+        return [self.results.get(s.name) or SetupResult(s, None, "not run: an earlier setup step failed")
+                for s in steps]
+
+
+def run_command(cmd: Command, python: str, repo: str, timeout: float,
+                setups: Optional[SetupSteps] = None) -> Result:
+    """Compile ``cmd`` in a temporary working directory; when it has setup steps, that directory starts as a copy
+    of the one its last setup step left (``setups`` runs the steps first if needed)."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernel_snapshot_") as tmp:
-        try:
-            proc = subprocess.run([python, "-m", COMPILE_MODULE, *cmd.argv], cwd=tmp, env=_child_env(cmd, repo),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return Result(cmd, None, -1, f"timed out after {timeout:.0f} s", time.monotonic() - t0)
+        if cmd.setups:
+            if setups is None:
+                raise ValueError(f"{cmd.name} has setup steps: run_command needs a SetupSteps")
+            ready = setups.prepare(cmd)
+            if ready.rc != 0:
+                return Result(cmd, None, ready.rc if ready.rc is not None else -1, ready.stderr, 0.0, ready)
+            t0 = time.monotonic()  # the command's own time, without its setup steps'
+            shutil.copytree(ready.state, tmp, symlinks=True, dirs_exist_ok=True)
+        rc, stdout, stderr = _run([python, "-m", COMPILE_MODULE, *cmd.argv], tmp, _child_env(cmd, repo), timeout)
     seconds = time.monotonic() - t0
-    stderr = proc.stderr.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        return Result(cmd, None, proc.returncode, stderr, seconds)
-    return Result(cmd, normalize(proc.stdout.decode("utf-8", "replace"), cmd.stage, repo), 0, stderr, seconds)
+    if rc != 0:
+        return Result(cmd, None, rc, stderr, seconds)
+    return Result(cmd, normalize(stdout.decode("utf-8", "replace"), cmd.stage, repo), 0, stderr, seconds)
 
 
 def run_all(commands: List[Command], jobs: int, python: str, repo: str, timeout: float, quiet: bool = False,
-            seconds: Optional[Dict[str, float]] = None):
+            seconds: Optional[Dict[str, float]] = None) -> Tuple[List[Result], List[SetupResult]]:
     """Run ``commands`` on ``jobs`` workers, the slowest first when ``seconds`` (name -> duration, from an earlier
-    snapshot's manifest) knows them; progress ``[n/total]`` on stderr. Results in the input order."""
+    snapshot's manifest) knows them, each setup step once before the commands after it; progress ``[n/total]`` on
+    stderr. (results in the input order, results of ``setup_steps(commands)``)."""
     results: Dict[str, Result] = {}
     lock, total = threading.Lock(), len(commands)
     seconds = seconds or {}
     ordered = sorted(commands, key=lambda c: -seconds.get(c.name, 0.0))  # stable: file order among the unknown
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(run_command, c, python, repo, timeout) for c in ordered]
+    with tempfile.TemporaryDirectory(prefix="kernel_snapshot_setup_") as root, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        setups = SetupSteps(root, python, repo, timeout, quiet)
+        futures = [pool.submit(run_command, c, python, repo, timeout, setups) for c in ordered]
         for fut in concurrent.futures.as_completed(futures):
             res = fut.result()
             with lock:
@@ -599,7 +492,18 @@ def run_all(commands: List[Command], jobs: int, python: str, repo: str, timeout:
                     status = "ok" if res.rc == 0 else f"FAILED (exit {res.rc})"
                     print(f"[{len(results):{len(str(total))}d}/{total}] {res.command.name} {status} "
                           f"{res.seconds:.1f}s", file=sys.stderr, flush=True)
-    return [results[c.name] for c in commands]
+    return [results[c.name] for c in commands], setups.all_results(setup_steps(commands))
+
+
+def failure_lines(r: Result, repo: str) -> List[str]:
+    """Why ``r`` failed: a headline (after ``FAIL <name> [<test>:<line>]: ``) and the last lines of the stderr of
+    the compile, or of the setup step whose failure kept it from running."""
+    excerpt = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
+    if r.failed_setup is None:
+        return [f"compile failed (exit {r.rc})"] + excerpt
+    s = r.failed_setup
+    status = "did not run" if s.rc is None else f"failed (exit {s.rc})"
+    return [f"setup step {s.setup.name} [{_rel(s.setup.run.test, repo)}:{s.setup.run.lineno}] {status}"] + excerpt
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -611,13 +515,18 @@ def _rel(path: str, repo: str) -> str:
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
-def _manifest(results: List[Result], skipped: List[Skipped], repo: str) -> dict:
+def _manifest(results: List[Result], skipped: List[Skipped], repo: str, setups: List[SetupResult]) -> dict:
+    def entry(run: RunLine, ok: bool, seconds: float, **extra) -> dict:
+        return {"test": _rel(run.test, repo), "line": run.lineno, "run": run.text, "ok": ok,
+                "seconds": round(seconds, 1), **extra}
+
     return {
         "format": 1,
-        "commands": {r.command.name: {"test": _rel(r.command.run.test, repo), "line": r.command.run.lineno,
-                                      "run": r.command.run.text, "ok": r.output is not None,
-                                      "seconds": round(r.seconds, 1)}
+        "commands": {r.command.name: entry(r.command.run, r.output is not None, r.seconds,
+                                           **({"setup": [s.name for s in r.command.setups]} if r.command.setups
+                                              else {}))
                      for r in results},
+        "setup": {s.setup.name: entry(s.setup.run, s.rc == 0, s.seconds) for s in setups},
         "skipped": [{"test": _rel(s.run.test, repo), "line": s.run.lineno, "run": s.run.text, "reason": s.reason}
                     for s in skipped],
     }
@@ -628,9 +537,11 @@ def read_manifest(directory: str) -> dict:
         return json.load(f)
 
 
-def write_snapshot(directory: str, results: List[Result], skipped: List[Skipped], repo: str) -> None:
-    """Write one file per successful command and MANIFEST.json. An existing snapshot there is replaced (only the
-    files its manifest names are removed); a non-empty directory that is not a snapshot is refused."""
+def write_snapshot(directory: str, results: List[Result], skipped: List[Skipped], repo: str,
+                   setups: Optional[List[SetupResult]] = None) -> None:
+    """Write one file per successful command and MANIFEST.json (which also lists the setup steps run, no file
+    each). An existing snapshot there is replaced (only the files its manifest names are removed); a non-empty
+    directory that is not a snapshot is refused."""
     if os.path.isdir(directory) and os.listdir(directory):
         try:
             old = read_manifest(directory)
@@ -648,7 +559,7 @@ def write_snapshot(directory: str, results: List[Result], skipped: List[Skipped]
             with open(os.path.join(directory, r.command.name), "w", encoding="utf-8", newline="\n") as f:
                 f.write(r.output)
     with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
-        json.dump(_manifest(results, skipped, repo), f, indent=1, sort_keys=True)
+        json.dump(_manifest(results, skipped, repo, setups or []), f, indent=1, sort_keys=True)
         f.write("\n")
 
 
@@ -676,9 +587,9 @@ def compare(directory: str, results: List[Result], scanned_tests: List[str], rep
         where = f"{_rel(r.command.run.test, repo)}:{r.command.run.lineno}"
         if r.output is None:
             differ += 1
-            last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
-            print(f"FAIL {name} [{where}]: compile failed (exit {r.rc})")
-            for ln in last:
+            head, *excerpt = failure_lines(r, repo)
+            print(f"FAIL {name} [{where}]: {head}")
+            for ln in excerpt:
                 print(f"    {ln}")
             continue
         path = os.path.join(directory, name)
@@ -748,15 +659,17 @@ def main(argv=None) -> int:
         print(f"kernel_snapshot: no such file or directory: {e}", file=sys.stderr)
         return 2
     tests = sorted({c.run.test for c in commands} | {s.run.test for s in skipped})
-    if args.mode == "list":
-        for c in commands:
+    setups = setup_steps(commands)
+    if args.mode == "list":  # setup steps (named <test>.<NN>.setup) among the commands, in file and line order
+        for c in sorted(commands + setups, key=lambda c: (c.run.test, c.run.index)):
             env = " ".join(f"{k}={_show(v)}" for k, v in c.env.items())
             shown = " ".join(_show(_rel(a, REPO) if a.startswith(REPO) else a) for a in c.argv)
-            print(f"{c.name}\t{_rel(c.run.test, REPO)}:{c.run.lineno}\t{env + ' ' if env else ''}%compile {shown}")
+            tool = "%python %s" if isinstance(c, Setup) else "%compile"
+            print(f"{c.name}\t{_rel(c.run.test, REPO)}:{c.run.lineno}\t{env + ' ' if env else ''}{tool} {shown}")
         for s in skipped:
             print(f"SKIPPED\t{_rel(s.run.test, REPO)}:{s.run.lineno}\t{s.reason}")
-        print(f"{len(commands)} commands, {len(skipped)} RUN lines skipped, {len(tests)} test files",
-              file=sys.stderr)
+        print(f"{len(commands)} commands, {len(setups)} setup steps, {len(skipped)} RUN lines skipped, "
+              f"{len(tests)} test files", file=sys.stderr)
         return 0
     if args.mode == "compare" and args.save and os.path.abspath(args.save) == os.path.abspath(args.dir):
         print("kernel_snapshot: --save must name another directory than the snapshot compared with",
@@ -765,30 +678,31 @@ def main(argv=None) -> int:
     if not args.quiet:
         for s in skipped:
             print(f"skipped {_rel(s.run.test, REPO)}:{s.run.lineno}: {s.reason}", file=sys.stderr)
-        print(f"{len(commands)} compile commands from {len(tests)} test files ({len(skipped)} RUN lines skipped), "
-              f"{args.jobs} at a time", file=sys.stderr)
+        print(f"{len(commands)} compile commands and {len(setups)} setup steps from {len(tests)} test files "
+              f"({len(skipped)} RUN lines skipped), {args.jobs} at a time", file=sys.stderr)
     try:  # durations recorded by an earlier snapshot: start the slowest commands first
         previous = {k: float(v.get("seconds", 0)) for k, v in read_manifest(args.dir)["commands"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         previous = {}
     t0 = time.monotonic()
-    results = run_all(commands, args.jobs, args.python, REPO, args.timeout, quiet=args.quiet, seconds=previous)
+    results, setup_results = run_all(commands, args.jobs, args.python, REPO, args.timeout, quiet=args.quiet,
+                                     seconds=previous)
     elapsed = time.monotonic() - t0
     failed = [r for r in results if r.output is None]
     if args.mode == "snapshot":
-        write_snapshot(args.dir, results, skipped, REPO)
+        write_snapshot(args.dir, results, skipped, REPO, setup_results)
         for r in failed:
-            last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
-            print(f"FAIL {r.command.name} [{_rel(r.command.run.test, REPO)}:{r.command.run.lineno}]: exit {r.rc}",
+            head, *excerpt = failure_lines(r, REPO)
+            print(f"FAIL {r.command.name} [{_rel(r.command.run.test, REPO)}:{r.command.run.lineno}]: {head}",
                   file=sys.stderr)
-            for ln in last:
+            for ln in excerpt:
                 print(f"    {ln}", file=sys.stderr)
         print(f"snapshot: {len(results) - len(failed)} of {len(results)} commands written to {args.dir} in "
               f"{elapsed:.1f} s ({len(skipped)} skipped, {len(failed)} failed)", file=sys.stderr)
         return 1 if failed else 0
     differ = compare(args.dir, results, tests, REPO, args.diff_lines)
     if args.save:
-        write_snapshot(args.save, results, skipped, REPO)
+        write_snapshot(args.save, results, skipped, REPO, setup_results)
     print(f"compare: {differ} of {len(results)} commands differ from {args.dir} ({len(skipped)} skipped, "
           f"{elapsed:.1f} s)")
     return 1 if differ else 0

@@ -1,4 +1,5 @@
-"""scripts/kernel_snapshot.py: RUN-line parsing, the normalizers, and one snapshot/compare round trip."""
+"""scripts/kernel_snapshot.py: RUN-line parsing (setup steps included), the normalizers, and snapshot/compare round
+trips."""
 import importlib.util
 import json
 import os
@@ -89,6 +90,53 @@ def test_plan_skips(ks, text, reason):
 def test_plan_substitutions_and_quoted_pipe(ks):
     cmd = _plan(ks, '%compile %S/other.py:k -s "a|b" -D X=100%%')
     assert cmd.argv == [os.path.join(LIT, "language", "other.py:k"), "-s", "a|b", "-D", "X=100%"]
+
+
+def test_plan_setup_step_shares_the_compile_lines_t(ks):
+    setup = _plan(ks, "env TRITON_DIST_BACKEND=sim %python %s %t.gen.py -o x 2>&1 | filecheck %s --check-prefix=GEN")
+    assert isinstance(setup, ks.Setup), getattr(setup, "reason", None)
+    assert setup.name == "language__t.03.setup" and setup.run.test == os.path.join(LIT, "language", "t.py")
+    assert setup.argv == ["./t.py.tmp.gen.py", "-o", "x"]  # the script's own -o stays; 2>&1 and filecheck go
+    assert setup.env == {"TRITON_DIST_BACKEND": "sim"}
+    cmd = _plan(ks, '%compile %t.gen.py:MEGA -s "*i32, 8" --target cuda:90 --stage ptx | filecheck %s')
+    assert isinstance(cmd, ks.Command) and cmd.argv[0] == setup.argv[0] + ":MEGA"
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("%python %s %t.gen.py > %t.out", "setup step redirecting its output to a file (>)"),
+    ("not %python %s %t.gen.py", "expects a failure (not ...)"),
+    ("%python %S/../Inputs/same_calls.py rocshmem_ %t.amd.ll", "not a compile command (%python)"),
+])
+def test_plan_setup_step_skips(ks, text, reason):
+    item = _plan(ks, text)
+    assert isinstance(item, ks.Skipped) and item.reason == reason
+
+
+def test_discover_attaches_setup_steps(ks, tmp_path):
+    lit_file = tmp_path / "gen.py"
+    lit_file.write_text(textwrap.dedent("""\
+        # RUN: %compile %s:k --stage ttir
+        # RUN: env A=1 %python %s %t.a.py | filecheck %s
+        # RUN: %compile %t.a.py:k --stage ptx
+        # RUN: %python %s %t.b.py
+        # RUN: %compile %t.b.py:k --stage llir
+        # RUN: %python %s %t.c.py
+        """))
+    commands, skipped = ks.discover([str(lit_file)], LIT)
+    assert [c.name for c in commands] == ["gen.01.ttir", "gen.03.ptx", "gen.05.llir"]
+    assert [[s.name for s in c.setups] for c in commands] == [[], ["gen.02.setup"], ["gen.02.setup", "gen.04.setup"]]
+    assert [s.name for s in ks.setup_steps(commands)] == ["gen.02.setup", "gen.04.setup"]
+    assert [(s.run.index, s.reason) for s in skipped] == [(6, "setup step with no compile command after it")]
+
+
+def test_discover_mega_chain_generates_before_compiling(ks):
+    commands, _ = ks.discover([os.path.join(LIT, "mega", "chain.py")], LIT)
+    setups = {c.name: [s.name for s in c.setups] for c in commands}
+    assert setups == {"mega__chain.02.ptx": ["mega__chain.01.setup"],
+                      "mega__chain.03.amdgcn": ["mega__chain.01.setup"],
+                      "mega__chain.05.ptx": ["mega__chain.01.setup", "mega__chain.04.setup"]}
+    gen = ks.setup_steps(commands)[0]
+    assert gen.env == {"TRITON_DIST_BACKEND": "sim"} and commands[0].argv[0] == gen.argv[0] + ":MEGA_TRITON_KERNEL"
 
 
 def test_child_env_is_lits(ks, monkeypatch):
@@ -375,3 +423,41 @@ def test_snapshot_then_compare(tmp_path):
     assert "DIFF copy_kernel.01.ptx" in res.stdout
     assert "-\tld.global.nc.b32 \t%r99, [%rd1];" in res.stdout
     assert "compare: 1 of 1 commands differ" in res.stdout
+
+
+# The test file as a generator: run as a script, it writes the kernel of KERNEL (RUN lines dropped) to argv[1]; with
+# "fail" it fails instead. Its compile lines read what it wrote (%t.gen.py).
+GENERATOR = """\
+# RUN: %python %s %t.gen.py{fail} | filecheck %s
+# RUN: %compile %t.gen.py:copy -s "*i32:16, *i32:16, 128" --target cuda:90 --stage ptx | filecheck %s
+import sys
+
+if sys.argv[2:] == ["fail"]:
+    sys.exit("generator broke")
+with open(sys.argv[1], "w") as f:
+    f.write({kernel!r})
+print("written")
+"""
+
+
+def test_setup_step_then_compile(tmp_path):
+    kernel = "".join(ln for ln in KERNEL.splitlines(keepends=True) if not ln.startswith("#"))
+    good, bad = tmp_path / "gen_good.py", tmp_path / "gen_bad.py"
+    good.write_text(GENERATOR.format(fail="", kernel=kernel))
+    bad.write_text(GENERATOR.format(fail=" fail", kernel=kernel))
+    snap = tmp_path / "snap"
+    res = _tool("snapshot", str(snap), str(good), str(bad), "-j", "2")
+    assert res.returncode == 1, res.stderr
+    assert "[setup] gen_good.01.setup ok" in res.stderr and "[setup] gen_bad.01.setup FAILED (exit 1)" in res.stderr
+    assert re.search(r"FAIL gen_bad\.02\.ptx \[.*gen_bad\.py:2\]: setup step gen_bad\.01\.setup \[.*gen_bad\.py:1\] "
+                     r"failed \(exit 1\)\n    generator broke", res.stderr), res.stderr
+    ptx = (snap / "gen_good.02.ptx").read_text()
+    assert ".target sm_90a" in ptx and "ld.global" in ptx
+    assert not (snap / "gen_bad.02.ptx").exists()
+    manifest = json.loads((snap / "MANIFEST.json").read_text())
+    assert manifest["commands"]["gen_good.02.ptx"]["setup"] == ["gen_good.01.setup"]
+    assert {k: v["ok"] for k, v in manifest["setup"].items()} == {"gen_bad.01.setup": False, "gen_good.01.setup": True}
+
+    res = _tool("compare", str(snap), str(good), "-q")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "compare: 0 of 1 commands differ" in res.stdout
