@@ -582,7 +582,8 @@ TRACE_CASES = ["gemm_rs:llama3-8b:2048:ce", "gemm_rs:llama3-8b:2048:ce@p1", "gem
 
 def parse_case(text):
     """``op:model:M:method[@f<frac>|@s<S>][:nomemops]`` -> ``(op, model, M, rule, nomemops)``."""
-    from bench_overlap import MODELS, method_of
+    from bench_overlap import MODELS
+    from triton_dist.ops.overlap_table import method_of
 
     parts = text.split(":")
     if len(parts) not in (4, 5) or parts[0] not in ("ag_gemm", "gemm_rs") or parts[1] not in MODELS:

@@ -115,3 +115,57 @@ def test_mega_probe_smoke_on_the_simulator():
     r = subprocess.run([sys.executable, os.path.join(BENCH, "bench_mega.py"), "--probe", "linear-chain", "--tiny"],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert r.returncode == 0 and "sim: 16 tasks" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+_IMPORT_CHECK = r'''
+import ast, importlib, os, sys
+scan, path = sys.argv[1].split(os.pathsep), sys.argv[2].split(os.pathsep)
+sys.path[:0] = path
+local = {f[:-3] for d in path for f in os.listdir(d) if f.endswith(".py")}
+bad = []
+for f in sorted(os.path.join(d, f) for d in scan for f in os.listdir(d) if f.endswith(".py")):
+    for node in ast.walk(ast.parse(open(f).read())):
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+            continue
+        if node.module.split(".")[0] not in local | {"triton_dist"}:
+            continue
+        try:
+            mod = importlib.import_module(node.module)
+        except Exception as exc:
+            bad.append(f"{f}:{node.lineno}: {node.module}: {exc}")
+            continue
+        for alias in node.names:
+            if alias.name == "*" or hasattr(mod, alias.name):
+                continue
+            try:
+                importlib.import_module(f"{node.module}.{alias.name}")
+            except ImportError:
+                bad.append(f"{f}:{node.lineno}: {node.module} has no {alias.name}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+'''
+
+
+def test_every_import_in_benchmarks_and_the_gpu_tier_resolves():
+    """Every ``from <module> import <name>`` in benchmarks/ and the GPU tier (test/python/gpu) -- also the ones
+    inside functions, which only a GPU run reaches -- names a module of triton_dist, benchmarks/ or the tests and a
+    name it has (a name that moved into the library left a probe importing it from its old bench, seen after the
+    2026-12-04 table refactor). In a subprocess: the benches set environment defaults when imported."""
+    gpu_tier = os.path.join(HERE, "gpu")
+    r = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, os.pathsep.join([BENCH, gpu_tier]),
+                        os.pathsep.join([BENCH, HERE, gpu_tier])], capture_output=True, text=True, env=ENV,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+
+
+def test_overlap_probe_cases_parse():
+    """``bench_overlap.py --probe timing``'s case strings: op, model, M, the rule of the method (with its variant),
+    and the no-memops flag; a bad case names the accepted form."""
+    import overlap_probes
+
+    assert overlap_probes.parse_case("ag_gemm:llama3-70b:2048:chunked@f0.25") == (
+        "ag_gemm", "llama3-70b", 2048, {"method": "chunked", "first_frac": 0.25}, False)
+    assert overlap_probes.parse_case("gemm_rs:llama3-8b:4096:ce@p4:nomemops")[3:] == (
+        {"method": "ce", "pieces": 4}, True)
+    with pytest.raises(ValueError, match="expected op:model:M:method"):
+        overlap_probes.parse_case("gemm_ar:llama3-8b:128:fused")
