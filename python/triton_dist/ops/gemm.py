@@ -18,13 +18,8 @@ from ..kernels.gemm_config import (GemmVariant, TileConfig, autotuned, ensure_tm
                                    use_tma_for)
 from ..kernels.gemm_table import device_name_of, select_matmul_launch
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES, dtype_names
-
-
-def _capturing() -> bool:
-    """Whether the current CUDA stream is being captured into a graph (no tuning, no synchronization then)."""
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+from .context import capturing as _capturing  # the ops' one capture predicate, a module global the CPU tests patch
+from .context import check_eager_only, traced_result
 
 
 def check_operands(op: str, a, b, dtypes=None) -> None:
@@ -74,8 +69,6 @@ def matmul(a, b, out=None, scale=None, config: TileConfig = None, autotune: bool
     import torch
 
     if torch.compiler.is_compiling():
-        from .context import check_eager_only, traced_result
-
         check_eager_only("matmul", config=config)
         return traced_result(torch.ops.triton_dist.matmul(a, b, scale, autotune, table), out)
     check_operands("matmul", a, b)

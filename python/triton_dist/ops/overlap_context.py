@@ -16,18 +16,13 @@ from ..kernels import common as _common
 from ..kernels import gemm_config as _gcfg
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES
 from .context import Context, check_method
+from .context import capturing as _capturing  # the ops' one capture predicate, a module global the CPU tests patch
 from .gemm import check_operands
 from .overlap_table import select_rule, table_config
 
 TAG_RANGE = _common.TAG_RANGE
 GEMM_DTYPES = HALF_DTYPES
 AG_GEMM_DTYPES = GEMM_DTYPES + FP8_DTYPES
-
-
-def _capturing() -> bool:
-    """Whether the current CUDA stream is being captured into a graph (no tuning, no synchronization, no
-    ``record_stream`` then)."""
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _scale_tensor(op, scale_a, scale_b, fp8: bool, device):
