@@ -718,22 +718,16 @@ def recv(shape: Sequence[int], src: int, ctx: P2PContext, out: Optional[torch.Te
     op = "recv"
     check_ctx(op, ctx, P2PContext, "create_p2p_ctx")
     _check_peer(op, ctx, src, "src")
-    if torch.compiler.is_compiling():  # the registered op (a new tensor; copied into ``out`` when given)
-        if out is not None:
-            ctx._check(op, out, "out")
-        shape = tuple(out.shape) if out is not None else tuple(int(s) for s in shape)
-        n = math.prod(shape)
-        if n > ctx.max_numel or n == 0:
-            raise ValueError(f"{op}: message has {n} elements; accepted: 1 .. {ctx.max_numel}")
-        got = torch.ops.triton_dist.recv(ctx.token, list(shape), ctx.handle, src)
-        return got if out is None else out.copy_(got)
-    if out is None:
-        shape = tuple(int(s) for s in shape)
-        out = torch.empty(shape, dtype=ctx.dtype, device=ctx.device)
-    ctx._check(op, out, "out")
-    n = _numel_of(out)
+    if out is not None:
+        ctx._check(op, out, "out")
+    shape = tuple(out.shape) if out is not None else tuple(int(s) for s in shape)
+    n = math.prod(shape)
     if n > ctx.max_numel or n == 0:
         raise ValueError(f"{op}: message has {n} elements; accepted: 1 .. {ctx.max_numel}")
+    if torch.compiler.is_compiling():  # the registered op (a new tensor; copied into ``out`` when given)
+        return traced_result(torch.ops.triton_dist.recv(ctx.token, list(shape), ctx.handle, src), out)
+    if out is None:
+        out = torch.empty(shape, dtype=ctx.dtype, device=ctx.device)
     ch = ctx.ch
     ctx._launch(_p2p.p2p_recv_kernel, ch, _bits(out), _bits(ch.buf), ch.ready, ch.done, ctx.recv_counter, n,
                 ctx.max_numel, src, _common.size_tag(n))
