@@ -15,8 +15,10 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
   the *slim* library (``runtime.bitcode.slim_nvshmem_library``): the NVSHMEM functions triton_dist calls and what
   they need, cut once per machine from NVSHMEM's whole bitcode, which Triton would otherwise parse (about 6 s) for
   every kernel it compiles; the PTX is the same. A kernel that calls an NVSHMEM function outside that set fails to
-  link against it and is compiled again, once, against the whole bitcode (:func:`missing_from_slim_library`);
-  ``TRITON_DIST_SLIM_BITCODE=0`` always links the whole bitcode. Triton links ``extern_libs`` only for modules
+  link against it and is compiled again against the *wide* library (every NVSHMEM function triton_dist calls, still
+  a fraction of a second), and only a kernel that misses a function there too against the whole bitcode
+  (:func:`missing_from_slim_library`, ``runtime.bitcode.SHMEM_LIBRARIES``); the level reached is kept per JIT
+  function. ``TRITON_DIST_SLIM_BITCODE=0`` always links the whole bitcode. Triton links ``extern_libs`` only for modules
   with external calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A
   DistJIT kernel that calls only libdevice functions links the library too: its PTX then also defines two unused
   constants (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``); its code is unchanged and it needs no
@@ -110,22 +112,23 @@ def lowering_fingerprint() -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # extern libraries
 # ----------------------------------------------------------------------------------------------------------------
-def shmem_extern_libs(backend: str, arch=None, full: bool = False) -> Dict[str, str]:
+def shmem_extern_libs(backend: str, arch=None, library: str = "slim") -> Dict[str, str]:
     """``{lib_name: path}`` of the SHMEM device library to offer for Triton backend ``backend`` ("cuda"/"hip") and
     GPU ``arch`` (HIP: rocSHMEM installs one bitcode per gfx arch; CUDA: NVSHMEM >= 3.7 installs one per sm arch);
     empty when it is not installed (kernels that need it then fail to link with the lookup error from
     :mod:`triton_dist.runtime.bitcode`) or when ``TRITON_DIST_NO_SHMEM_BITCODE=1`` (compile-only checks of PTX that
     want the SHMEM calls left unresolved, and faster). CUDA: the slim NVSHMEM library
-    (``runtime.bitcode.slim_nvshmem_library``: the functions triton_dist calls, same PTX, ~20x faster to link) unless
-    ``full`` or ``TRITON_DIST_SLIM_BITCODE=0``."""
+    (``runtime.bitcode.slim_nvshmem_library``: the functions triton_dist calls, same PTX, ~20x faster to link), or
+    the level ``library`` of ``runtime.bitcode.SHMEM_LIBRARIES`` ("wide", "whole"); the whole bitcode under
+    ``TRITON_DIST_SLIM_BITCODE=0``."""
     from .runtime import bitcode
 
     if bitcode.shmem_bitcode_disabled():
         return {}
     if backend == "cuda":
         path = bitcode.nvshmem_bitcode_or_none(arch)
-        if path and not full:
-            path = bitcode.nvshmem_link_library(path)
+        if path:
+            path = bitcode.nvshmem_link_library(path, library)
         return {NVSHMEM_LIB_NAME: path} if path else {}
     if backend == "hip":
         path = bitcode.rocshmem_bitcode_or_none(arch)
@@ -137,17 +140,17 @@ _launch_libs: Dict[Tuple[str, object, bool], Dict[str, str]] = {}
 _launch_target: Optional[Tuple[str, object]] = None
 
 
-def _libs_for_launch(full: bool = False) -> Dict[str, str]:
+def _libs_for_launch(library: str = "slim") -> Dict[str, str]:
     """:func:`shmem_extern_libs` for the active driver's target (backend, arch), computed once per process (launch
     hot path)."""
     global _launch_target
     if _launch_target is None:
         target = _compat.active_driver().get_current_target()
         _launch_target = (target.backend, target.arch)
-    key = _launch_target + (full, )
+    key = _launch_target + (library, )
     libs = _launch_libs.get(key)
     if libs is None:
-        libs = _launch_libs[key] = shmem_extern_libs(*_launch_target, full=full)
+        libs = _launch_libs[key] = shmem_extern_libs(*_launch_target, library=library)
     return libs
 
 
@@ -156,7 +159,7 @@ _UNRESOLVED_NVSHMEM = re.compile(r"Unresolved extern function '(nvshmemx?_\w+)'"
 
 def missing_from_slim_library(exc: BaseException) -> Optional[str]:
     """The NVSHMEM function a failed compile could not resolve (ptxas: ``Unresolved extern function 'nvshmem...'``),
-    or None: a kernel calling an NVSHMEM function outside the slim library's set needs the whole bitcode."""
+    or None: a kernel calling an NVSHMEM function outside the linked library's set needs the next, larger one."""
     m = _UNRESOLVED_NVSHMEM.search(str(exc))
     return m.group(1) if m else None
 
@@ -202,8 +205,9 @@ class DistJITFunction(JITFunction):
         #: None until the first checked launch; then whether this function's kernels call device collectives
         #: (libshmem_device barriers / broadcast / fcollect), which decides whether later launches are checked.
         self._calls_collectives = None
-        #: set once a kernel of this function called an NVSHMEM function the slim library lacks: link the full one
-        self._full_shmem_library = False
+        #: the NVSHMEM library this function's kernels link (``runtime.bitcode.SHMEM_LIBRARIES``): "slim" until a
+        #: kernel of it calls an NVSHMEM function the linked library lacks, then the next one
+        self._shmem_library = "slim"
         super().__init__(fn, **jit_kwargs)
 
     # -- caches keyed by bounded-wait mode ------------------------------------------------------------------------
@@ -252,15 +256,22 @@ class DistJITFunction(JITFunction):
         try:
             return self._run_compiled(args, grid, warmup, kwargs)
         except Exception as exc:
-            if self._full_shmem_library or missing_from_slim_library(exc) is None or \
-                    _libs_for_launch() == _libs_for_launch(full=True):
+            # an NVSHMEM function outside the linked library's set: compile again against the next, larger library
+            # (slim -> wide -> whole), skipping levels that are the same file (slimming off, HIP)
+            if missing_from_slim_library(exc) is None:
                 raise
-            self._full_shmem_library = True  # an NVSHMEM function outside triton_dist's set: whole bitcode
-            return self._run_compiled(args, grid, warmup, kwargs)
+            from .runtime.bitcode import SHMEM_LIBRARIES
+
+            current = _libs_for_launch(self._shmem_library)
+            for library in SHMEM_LIBRARIES[SHMEM_LIBRARIES.index(self._shmem_library) + 1:]:
+                if _libs_for_launch(library) != current:
+                    self._shmem_library = library
+                    return self.run(*args, grid=grid, warmup=warmup, **kwargs)
+            raise
 
     def _run_compiled(self, args, grid, warmup, kwargs):
         kwargs = dict(kwargs)
-        ours = _libs_for_launch(full=self._full_shmem_library)
+        ours = _libs_for_launch(self._shmem_library)
         if ours:
             kwargs["extern_libs"] = _merge_extern_libs(ours, kwargs.get("extern_libs"))
         if not warmup and not kwargs.get("launch_cooperative_grid") and self._calls_collectives is not False:
@@ -283,7 +294,7 @@ class DistJITFunction(JITFunction):
     def compile_options_for(self, target) -> dict:
         """Extra compile options for ``target`` (a :class:`triton_dist.target.Target`): the SHMEM bitcode in
         ``extern_libs`` when installed. Used by ``triton_dist.tools.compile``."""
-        return compile_options_for_target(target, full=self._full_shmem_library)
+        return compile_options_for_target(target, library=self._shmem_library)
 
     def bind_launch(self, grid, **kwargs) -> "BoundLaunch":
         """A lean launcher of this kernel with a fixed ``grid`` and fixed keyword arguments (constexprs and launch
@@ -388,13 +399,14 @@ __all__ = ["jit", "DistJITFunction", "BoundLaunch", "check_cooperative_launch", 
            "bounded_wait_key", "shmem_extern_libs"]
 
 
-def compile_options_for_target(target, full: bool = False) -> dict:
+def compile_options_for_target(target, library: str = "slim") -> dict:
     """Module-level form of :meth:`DistJITFunction.compile_options_for` (for kernels made by ``triton.jit``):
     ``extern_libs`` with the SHMEM bitcode of ``target`` (a :class:`triton_dist.target.Target`; the whole NVSHMEM
-    bitcode when ``full``, else the slim library) where installed; nothing for the simulator."""
+    bitcode at level ``library`` of ``runtime.bitcode.SHMEM_LIBRARIES``, the slim library by default) where
+    installed; nothing for the simulator."""
     if target.is_sim:
         return {}
-    libs = shmem_extern_libs(target.backend, target.arch, full=full)
+    libs = shmem_extern_libs(target.backend, target.arch, library=library)
     return {"extern_libs": libs} if libs else {}
 
 

@@ -1,5 +1,6 @@
 """Device-bitcode lookup and the compatibility check, with synthetic bitcode files (CPU)."""
 import os
+import sys
 
 import pytest
 
@@ -292,9 +293,10 @@ def test_slim_library_can_be_turned_off_and_falls_back_on_failure(tmp_path, monk
         assert bc.nvshmem_link_library(str(full)) == str(full)
 
 
-def test_kernel_calling_an_nvshmem_function_outside_the_slim_set_is_recompiled_with_the_whole_bitcode(monkeypatch):
-    """triton_dist.jit: a compile that fails on an NVSHMEM function the slim library lacks is retried, once, with the
-    whole bitcode; other failures propagate unchanged."""
+def test_kernel_calling_an_nvshmem_function_outside_the_slim_set_is_recompiled_with_the_next_library(monkeypatch):
+    """triton_dist.jit: a compile that fails on an NVSHMEM function the linked library lacks is retried with the next
+    library (slim -> wide -> whole), skipping a level that is the same file; the level reached is kept for the
+    function's later compiles; other failures propagate unchanged."""
     import triton.language as tl
 
     import importlib
@@ -303,24 +305,50 @@ def test_kernel_calling_an_nvshmem_function_outside_the_slim_set_is_recompiled_w
 
     J = importlib.import_module("triton_dist.jit")  # the module (the package attribute is the decorator)
 
+    monkeypatch.setattr(J._compat, "interpret_enabled", lambda: False)
+    files = {"slim": "slim.ll", "wide": "wide.ll", "whole": "whole.bc"}
+    monkeypatch.setattr(J, "_libs_for_launch", lambda library="slim": {"libnvshmem_device": files[library]})
+    seen = []
+    lacking = {"slim.ll": "nvshmem_float_p", "wide.ll": None, "whole.bc": None}
+
+    def fake(self, args, grid, warmup, kwargs):
+        path = J._libs_for_launch(self._shmem_library)["libnvshmem_device"]
+        seen.append(path)
+        if lacking[path]:
+            raise RuntimeError(f"PTXAS error\nptxas fatal   : Unresolved extern function '{lacking[path]}'")
+        return "launched"
+
+    monkeypatch.setattr(J.DistJITFunction, "_run_compiled", fake)
+
     @triton_dist.jit
     def k(x):
         tl.store(x, 1)
 
-    monkeypatch.setattr(J._compat, "interpret_enabled", lambda: False)
-    monkeypatch.setattr(J, "_libs_for_launch", lambda full=False: {"libnvshmem_device": "full" if full else "slim"})
-    seen = []
+    assert k[(1, )](None) == "launched" and seen == ["slim.ll", "wide.ll"] and k._shmem_library == "wide"
+    assert k[(1, )](None) == "launched" and seen == ["slim.ll", "wide.ll", "wide.ll"]
 
-    def fake(self, args, grid, warmup, kwargs):
-        libs = J._libs_for_launch(full=self._full_shmem_library)
-        seen.append(libs["libnvshmem_device"])
-        if libs["libnvshmem_device"] == "slim":
-            raise RuntimeError("PTXAS error\nptxas fatal   : Unresolved extern function 'nvshmem_int_p'")
-        return "launched"
+    # a function the wide library lacks too (a user's own NVSHMEM call): on to the whole bitcode
+    seen.clear()
+    lacking["wide.ll"] = "nvshmemx_something_else"
 
-    monkeypatch.setattr(J.DistJITFunction, "_run_compiled", fake)
-    assert k[(1, )](None) == "launched" and seen == ["slim", "full"]
-    assert k[(1, )](None) == "launched" and seen == ["slim", "full", "full"]
+    @triton_dist.jit
+    def k3(x):
+        tl.store(x, 1)
+
+    assert k3[(1, )](None) == "launched" and seen == ["slim.ll", "wide.ll", "whole.bc"]
+
+    # slimming off: every level is the whole bitcode, so a miss there is the real error
+    seen.clear()
+    files.update(slim="whole.bc", wide="whole.bc")
+    lacking["whole.bc"] = "nvshmem_missing"
+
+    @triton_dist.jit
+    def k4(x):
+        tl.store(x, 1)
+
+    with pytest.raises(RuntimeError, match="nvshmem_missing"):
+        k4[(1, )](None)
+    assert seen == ["whole.bc"] and k4._shmem_library == "slim"
     assert J.missing_from_slim_library(RuntimeError("Unresolved extern function 'nvshmemx_foo_block'")) == \
         "nvshmemx_foo_block"
 
@@ -334,13 +362,52 @@ def test_kernel_calling_an_nvshmem_function_outside_the_slim_set_is_recompiled_w
     monkeypatch.setattr(J.DistJITFunction, "_run_compiled", other)
     with pytest.raises(RuntimeError, match="__nv_foo"):
         k2[(1, )](None)
-    assert not k2._full_shmem_library
+    assert k2._shmem_library == "slim"
+
+
+def test_wide_library_holds_every_function_and_links_a_full_library_only_call(tmp_path, monkeypatch):
+    """The wide library defines every NVSHMEM function of the table (the slim set and ``FULL_LIBRARY_ONLY``),
+    externally; a kernel calling a typed put (outside the slim set) compiles against it to the same optimised LLVM IR
+    as against the whole bitcode, and ``shmem_link.libraries_for`` picks the smallest library that has a call."""
+    import re
+
+    from triton_dist.runtime import shmem_link
+    from triton_dist.target import parse_target
+    from triton_dist.tools.compile import CompileRequest, compile_kernel
+
+    monkeypatch.setenv("TRITON_DIST_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRITON_DIST_NO_SHMEM_BITCODE", raising=False)
+    full = bc.find_nvshmem_bitcode()
+    wide = bc.nvshmem_link_library(full, "wide")
+    assert wide != bc.nvshmem_link_library(full, "slim") and bc.nvshmem_link_library(full, "whole") == full
+    text = open(wide).read()
+    for sym in bc.nvshmem_functions(wide=True):
+        assert re.search(rf"^define (?!internal)[^@\n]*@{sym}\(", text, re.M), sym
+    with pytest.raises(ValueError, match="library must be one of"):
+        bc.nvshmem_link_library(full, "fat")
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_libshmem_sim import k_scalar_put
+
+    from triton_dist.language.extra import libshmem_device as shmem
+
+    def llir(path):
+        req = CompileRequest(k_scalar_put, parse_target("cuda:90"), ["*fp32:16", "fp32", "i32"],
+                             defines={"P": shmem.float_p}, stop_after="llir",
+                             options={"extern_libs": {"libnvshmem_device": path}})
+        return compile_kernel(req).asm["llir"]
+
+    assert llir(wide) == llir(full)
+    slim = bc.nvshmem_link_library(full)
+    assert shmem_link.libraries_for("cuda", 90, ["nvshmem_int_p"]) == {"libnvshmem_device": slim}
+    assert shmem_link.libraries_for("cuda", 90, ["nvshmem_float_p"]) == {"libnvshmem_device": wide}
+    assert shmem_link.libraries_for("cuda", 90, ["nvshmem_not_ours"]) == {"libnvshmem_device": full}
 
 
 def test_slim_function_set_leaves_out_the_full_library_only_functions():
     """The slim library holds every NVSHMEM function the lowerings call except ``FULL_LIBRARY_ONLY`` (most typed
     put / get, the thread / warp byte collectives: they would double its size); a kernel calling one of those is
-    recompiled against the whole bitcode (the test above)."""
+    recompiled against the wide library (the tests above)."""
     from triton_dist.backends.nvidia import libshmem as nv
 
     slim = set(bc.nvshmem_functions())

@@ -450,41 +450,51 @@ def cache_dir() -> str:
     return os.path.join(triton.knobs.cache.dir, "triton_dist")
 
 
-def nvshmem_functions() -> dict:
+#: the NVSHMEM library a kernel links, from the fastest to compile to the most complete: ``slim`` (the functions
+#: triton_dist's lowerings call but ``FULL_LIBRARY_ONLY``), ``wide`` (every function they call), ``whole`` (NVSHMEM's
+#: bitcode as installed). ``triton_dist.jit`` starts every function at ``slim`` and moves a function whose compile
+#: misses an NVSHMEM function to the next one.
+SHMEM_LIBRARIES = ("slim", "wide", "whole")
+
+
+def nvshmem_functions(wide: bool = False) -> dict:
     """``{symbol: (argument LLVM types, result LLVM type)}`` of the NVSHMEM functions triton_dist's lowerings call
-    that the slim library holds: ``backends.nvidia.libshmem.EXTERNS`` but its ``FULL_LIBRARY_ONLY`` (void functions
-    are declared with an ``i32`` result, as kernels declare them)."""
+    that the slim library holds: ``backends.nvidia.libshmem.EXTERNS`` but its ``FULL_LIBRARY_ONLY``, or all of them
+    when ``wide`` (void functions are declared with an ``i32`` result, as kernels declare them)."""
     from .. import _compat
     from ..backends.nvidia import libshmem as nv
 
     return {e.symbol: (tuple(_compat.llvm_type_name(t) for t in e.arg_types),
                        "i32" if e.ret is None else _compat.llvm_type_name(e.ret))
-            for name, e in nv.EXTERNS.items() if name not in nv.FULL_LIBRARY_ONLY}
+            for name, e in nv.EXTERNS.items() if wide or name not in nv.FULL_LIBRARY_ONLY}
 
 
 _slim_paths = {}
 
 
-def slim_nvshmem_library(full_path: str) -> str:
-    """Path of an LLVM IR file that defines every NVSHMEM function triton_dist calls (:func:`nvshmem_functions`)
-    exactly as ``full_path`` does, with everything they need and nothing else (``_compat.extract_library_functions``).
+def slim_nvshmem_library(full_path: str, wide: bool = False) -> str:
+    """Path of an LLVM IR file that defines the NVSHMEM functions triton_dist calls (:func:`nvshmem_functions`, all
+    of them when ``wide``) exactly as ``full_path`` does, with everything they need and nothing else
+    (``_compat.extract_library_functions``).
 
     Why: Triton parses every ``extern_libs`` file for each kernel it compiles; NVSHMEM's whole bitcode is 31-43 MB
     and costs about 6 s per compile, the slim file (about 5 MB of IR) a fraction of a second, and the kernels'
-    PTX is identical. Made once per (bitcode file, size, mtime, Triton version, function set) and kept in
-    :func:`cache_dir`; written atomically (several ranks may make it at once). Kernels that call an NVSHMEM
-    function outside the set are recompiled against ``full_path`` by ``triton_dist.jit``. Where the file cannot be
+    PTX is identical. The ``wide`` file adds ``FULL_LIBRARY_ONLY`` (about twice the IR): what a kernel calling one
+    of those links, a fraction of a second rather than the whole bitcode's 6 s. Made once per (bitcode file, size,
+    mtime, Triton version, function set) and kept in :func:`cache_dir`; written atomically (several ranks may make
+    it at once). Kernels that call an NVSHMEM function outside the set are recompiled against the next library of
+    :data:`SHMEM_LIBRARIES` by ``triton_dist.jit``. Where the file cannot be
     made, a warning is printed once and ``full_path`` is returned."""
     import hashlib
 
     import triton
 
     st = os.stat(full_path)
-    functions = nvshmem_functions()
+    functions = nvshmem_functions(wide)
     ident = repr((_SLIM_FORMAT, os.path.realpath(full_path), st.st_size, st.st_mtime_ns, triton.__version__,
                   sorted(functions.items())))
     key = hashlib.sha256(ident.encode()).hexdigest()[:24]
-    out = os.path.join(cache_dir(), f"libnvshmem_device-slim-{key}.ll")
+    out = os.path.join(cache_dir(), f"libnvshmem_device-{'wide' if wide else 'slim'}-{key}.ll")
     if out in _slim_paths:
         return _slim_paths[out]
     wanted = out
@@ -511,7 +521,11 @@ def slim_nvshmem_library(full_path: str) -> str:
     return out
 
 
-def nvshmem_link_library(full_path: str) -> str:
-    """The NVSHMEM library file kernels link: the slim one (:func:`slim_nvshmem_library`) unless ``SLIM_ENV`` turns it
-    off."""
-    return slim_nvshmem_library(full_path) if slim_enabled() else full_path
+def nvshmem_link_library(full_path: str, library: str = "slim") -> str:
+    """The NVSHMEM library file kernels link at level ``library`` of :data:`SHMEM_LIBRARIES`: the slim or wide file
+    (:func:`slim_nvshmem_library`), or ``full_path`` for ``whole`` and wherever ``SLIM_ENV`` turns slimming off."""
+    if library not in SHMEM_LIBRARIES:
+        raise ValueError(f"library must be one of {SHMEM_LIBRARIES}, not {library!r}")
+    if library == "whole" or not slim_enabled():
+        return full_path
+    return slim_nvshmem_library(full_path, wide=library == "wide")

@@ -81,17 +81,18 @@ def _lib_name(backend: str):
 
 def libraries_for(backend: str, arch, symbols) -> Dict[str, str]:
     """``{extern_libs name: path}`` to link into a module of ``backend`` / ``arch`` that calls the SHMEM functions
-    ``symbols``: what ``@triton_dist.jit`` offers (``triton_dist.jit.shmem_extern_libs``); on CUDA the whole NVSHMEM
-    bitcode when a function is outside the slim library's set. Empty when the library is not installed or
+    ``symbols``: what ``@triton_dist.jit`` offers (``triton_dist.jit.shmem_extern_libs``); on CUDA the smallest
+    library of ``runtime.bitcode.SHMEM_LIBRARIES`` that defines them all. Empty when the library is not installed or
     ``TRITON_DIST_NO_SHMEM_BITCODE=1``."""
     from ..jit import shmem_extern_libs
 
-    full = False
+    library = "slim"
     if backend == "cuda":
         from .bitcode import nvshmem_functions
 
-        full = not set(symbols) <= set(nvshmem_functions())
-    return shmem_extern_libs(backend, arch, full=full)
+        if not set(symbols) <= set(nvshmem_functions()):
+            library = "wide" if set(symbols) <= set(nvshmem_functions(wide=True)) else "whole"
+    return shmem_extern_libs(backend, arch, library=library)
 
 
 #: LLVM target triple of the SIMT tile scratch library, per Triton backend

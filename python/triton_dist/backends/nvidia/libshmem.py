@@ -44,7 +44,7 @@ EXTERNS = _libshmem.externs(_symbol)
 #: scalar put / get but ``int_p`` / ``int_g`` (each inlines NVSHMEM's transport paths: 3.3 MB of IR for the 50) and
 #: the thread / warp byte collectives (2.5 MB); with them the slim file would double (5.6 -> 11.8 MB) and every
 #: kernel compile parses it. A kernel calling one fails to link the slim file and ``triton_dist.jit`` compiles it
-#: again against the whole bitcode (``triton_dist.jit.missing_from_slim_library``).
+#: again against the wide file, which holds them (``runtime.bitcode.SHMEM_LIBRARIES``).
 FULL_LIBRARY_ONLY = frozenset(
     [n for n in EXTERNS if n.endswith(("_p", "_g")) and n not in ("int_p", "int_g")]
     + ["broadcastmem", "broadcastmem_warp", "fcollectmem", "fcollectmem_warp"])
