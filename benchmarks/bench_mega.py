@@ -2,7 +2,7 @@
 
     scripts/launch.sh --nproc_per_node {1,2} benchmarks/bench_mega.py [--preset qwen3-8b|qwen3-32b|toy]
         [--layers N] [--context 512] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
-        [--prefetch] [--ar-method one_shot|ll] [--profile DIR] [--out JSON]
+        [--prefetch] [--ar-method one_shot|ll] [--no-compile] [--profile DIR] [--out JSON]
     python benchmarks/bench_mega.py --preset toy --dry-run       # no GPU: the simulator, world 1, no timing
     python benchmarks/bench_mega.py --probe linear-chain [...]   # a one-off probe (benchmarks/mega_probes.py)
 
@@ -16,15 +16,23 @@ samples interleaved over the implementations, median / k, max over ranks: ``benc
 * ``mega``: ``Qwen3MegaModel.run()`` (one persistent kernel per step);
 * ``torch_nccl``: ``Qwen3TorchModel.run()`` with ``torch.distributed.all_reduce`` (NCCL) at world > 1;
 * ``torch_ours``: the same torch model with ``triton_dist.ops.all_reduce`` (``--ar-method``, default one_shot);
+* ``torch_compile``: the same torch model's step under ``torch.compile(run, mode=--compile-mode)`` (default
+  ``max-autotune-no-cudagraphs``: the graph is ours, captured like the others), with the torch + NCCL all-reduce
+  (where ranks share a GPU: ``--ar-method``'s, like ``torch_ours``); compiled in the capture's warm-up calls.
+  ``--no-compile`` leaves it out; a failure (compile or capture, on any rank) is recorded in the JSON's
+  ``skipped["torch_compile"]`` and the run goes on without it. No eager (uncaptured) column: every figure is a
+  graph replay;
 * ``copy``: a device-to-device copy of >= 1 GiB, for the HBM bandwidth ``2 * bytes / time`` (read + write), two
   ways: ``copy_`` (a D2D memcpy) and an elementwise kernel (``torch.neg(src, out=dst)``); the faster is the copy
   bandwidth (the memcpy moved 2.75 TB/s on an H200 where a read-only reduction streamed 4.3 TB/s, which made the
   roofline fraction exceed 1). Also a read-only probe (``sum`` of the same bytes): ``read_bandwidth_gbs``.
 
-Reported: step latencies, ratios torch / mega, the bytes a step must read per GPU (linear weights + KV cache +
-norms, ``models.qwen3.step_bytes``) and the roofline fraction ``bytes / step time / copy bandwidth``
-(``<name>_roofline``; ``<name>_roofline_read``: against the read-only bandwidth, the tighter bound for a step that
-reads far more than it writes). Before timing,
+Reported: step latencies ``<name>_us``, ratios ``<name>_over_mega`` (torch_nccl, torch_ours, torch_compile: > 1 =
+mega faster), the bytes a step must move per GPU (``models.qwen3.step_bytes``; the JSON's ``bytes_formula``: the
+linear weights read once + the KV cache read (each request's context) + the new k/v written + norm weights + input
+rows + fp32 logits written) and the roofline fraction ``bytes / step time / copy bandwidth``
+(``<name>_roofline_fraction``; ``<name>_roofline_read_fraction``: against the read-only bandwidth, the tighter bound
+for a step that reads far more than it writes). Before timing,
 a correctness pass (teacher-forced, ``--steps`` decode steps from an empty cache, mega vs torch_nccl logits): the
 issue's targets are cosine >= 0.999 every step and top-1 agreement >= 98%; the JSON records them and ``pass``.
 ``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, its SM activity, and
@@ -48,6 +56,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 PRESETS = ("qwen3-8b", "qwen3-32b", "toy")
 MIN_COSINE, MIN_TOP1 = 0.999, 0.98
+#: torch.compile mode of the torch_compile baseline: inductor's best kernels, no CUDA graphs of its own (the bench
+#: captures every implementation in its own graph the same way)
+COMPILE_MODE = "max-autotune-no-cudagraphs"
 #: where ranks share a GPU: why the torch + NCCL baseline is not timed
 NO_NCCL = ("skipped: ranks share a GPU (gloo-only process group, no NCCL); the torch baseline is torch_ours (our "
            "all-reduce), and the torch model with torch_collectives' all-reduce (gloo on host copies, eager) is only "
@@ -76,6 +87,9 @@ def parse_args(argv=None):
     ap.add_argument("--runtime-scheduler", action="store_true", help="dynamic task queue (enable_runtime_scheduler)")
     ap.add_argument("--ar-method", default="one_shot", choices=("one_shot", "ll"),
                     help="triton_dist all_reduce method of the torch_ours baseline")
+    ap.add_argument("--no-compile", action="store_true", help="do not time the torch.compile'd torch model")
+    ap.add_argument("--compile-mode", default=COMPILE_MODE,
+                    help=f"torch.compile mode of the torch_compile baseline (default {COMPILE_MODE})")
     ap.add_argument("--copy-gib", type=float, default=1.0, help="GiB copied by the bandwidth probe (>= 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", default=None, metavar="DIR", help="dump a profiled mega step's trace + Gantt here")
@@ -128,8 +142,8 @@ def main(argv=None):
     import torch.distributed as dist
 
     import triton_dist.utils as tdu
-    from triton_dist.mega_triton_kernel.models import (Qwen3MegaModel, Qwen3TorchModel, random_kv, random_weights,
-                                                       step_bytes, teacher_forced_check)
+    from triton_dist.mega_triton_kernel.models import (STEP_BYTES_FORMULA, Qwen3MegaModel, Qwen3TorchModel, random_kv,
+                                                       random_weights, step_bytes, teacher_forced_check)
     import harness
     from provenance import topology, topology_line
     from triton_dist.runtime import torch_collectives as TC
@@ -195,8 +209,19 @@ def main(argv=None):
 
     nbytes = step_bytes(cfg, world, args.context, w.embed.element_size())
     times, copy, profile = {}, {}, None
+    skipped = {"torch_nccl": NO_NCCL} if shared else {}
+    compiled = None
+    if args.no_compile:
+        skipped["torch_compile"] = "skipped: --no-compile"
+    elif not gpu:
+        skipped["torch_compile"] = "skipped: dry run (no timing)"
+    else:  # torch.compile is lazy: it compiles in the capture's warm-up calls, where a failure is caught
+        compiled = Qwen3TorchModel(cfg, w, rank, world, attn_window=window,
+                                   all_reduce=ours.all_reduce if shared and ours is not None else nccl_ar)
+        compiled.run = torch.compile(compiled.run, mode=args.compile_mode)
     if gpu:
-        times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log)
+        times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log,
+                                 compiled=compiled, skipped=skipped)
         if args.profile:
             profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
             for kind, k in sorted(profile["by_kind"].items(), key=lambda kv: -kv[1]["advance_us"]):
@@ -213,24 +238,29 @@ def main(argv=None):
         rbw = copy["read_bandwidth_gbs"] * 1e9
         for name, us in times.items():
             res[f"{name}_us"] = us
-            res[f"{name}_roofline"] = nbytes["total"] / (us * 1e-6) / bw if us > 0 else 0.0
-            res[f"{name}_roofline_read"] = nbytes["total"] / (us * 1e-6) / rbw if us > 0 else 0.0
-        for name in ("torch_nccl", "torch_ours"):
+            res[f"{name}_roofline_fraction"] = nbytes["total"] / (us * 1e-6) / bw if us > 0 else 0.0
+            res[f"{name}_roofline_read_fraction"] = nbytes["total"] / (us * 1e-6) / rbw if us > 0 else 0.0
+        for name in ("torch_nccl", "torch_ours", "torch_compile"):
             if name in times and times.get("mega"):
                 res[f"{name}_over_mega"] = times[name] / times["mega"]
         log(f"step: mega {times['mega']:.1f} us"
             + (f", torch+nccl {times['torch_nccl']:.1f} us" if "torch_nccl" in times else ", torch+nccl skipped")
             + (f", torch+ours({args.ar_method}) {times['torch_ours']:.1f} us" if "torch_ours" in times else "")
+            + (f", torch.compile {times['torch_compile']:.1f} us ({res['torch_compile_over_mega']:.3f}x)"
+               if "torch_compile" in times else ", torch.compile " + skipped.get("torch_compile", "-"))
             + f"; bytes/step {nbytes['total'] / 1e9:.3f} GB, copy bandwidth {copy['bandwidth_gbs']:.0f} GB/s, "
-            f"roofline fraction mega {res['mega_roofline']:.3f} ({res['mega_roofline_read']:.3f} of the read "
-            f"bandwidth {copy['read_bandwidth_gbs']:.0f} GB/s)"
-            + (f", torch+nccl {res['torch_nccl_roofline']:.3f}" if "torch_nccl_roofline" in res else ""))
+            f"roofline fraction mega {res['mega_roofline_fraction']:.3f} ({res['mega_roofline_read_fraction']:.3f} "
+            f"of the read bandwidth {copy['read_bandwidth_gbs']:.0f} GB/s)"
+            + "".join(f", {n} {res[f'{n}_roofline_fraction']:.3f}" for n in ("torch_nccl", "torch_ours",
+                                                                              "torch_compile")
+                      if f"{n}_roofline_fraction" in res))
 
     if rank == 0:
         stamp = harness.utc_stamp()
         doc = harness.result_header("bench_mega", topo, stamp)
         doc.update({
-            "skipped": {"torch_nccl": NO_NCCL} if shared else {},
+            "skipped": skipped, "bytes_formula": STEP_BYTES_FORMULA,
+            "compile_mode": None if args.no_compile else args.compile_mode,
             "preset": args.preset, "config": dataclasses.asdict(cfg),
             "context": args.context, "batch": 1,
             "mega": dict(tasks=len(mega.builder.tasks), num_workers=mega.builder.num_workers,
@@ -253,13 +283,15 @@ def main(argv=None):
     return 0 if chk["pass"] else 1
 
 
-def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
+def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, compiled=None, skipped=None):
     """Graph-replay step times (us) of the models at position ``context - 1``, and the copy bandwidth probe. ``ref``
-    None: no torch + NCCL timing (ranks share a GPU)."""
+    None: no torch + NCCL timing (ranks share a GPU). ``compiled``: the torch.compile'd torch model, compiled in its
+    capture's warm-up; where that or the capture fails on any rank it is left out and the error goes to
+    ``skipped["torch_compile"]``."""
     import torch
     import torch.distributed as dist
 
-    from harness import capture_calls, interleaved_medians
+    from harness import capture_agreed, capture_calls, interleaved_medians
 
     kvs = random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev)
     models = {"mega": mega}
@@ -267,6 +299,8 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
         models["torch_nccl"] = ref
     if ours is not None:
         models["torch_ours"] = ours
+    if compiled is not None:
+        models["torch_compile"] = compiled
     for m in models.values():
         m.load_kv(kvs)
         m.prepare(1)
@@ -277,7 +311,16 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
     acc = torch.empty((), dtype=torch.float32, device=dev)
     stream = torch.cuda.Stream()
     k = args.graph_steps
-    graphs = {name: capture_calls(m.run, k, stream) for name, m in models.items()}
+    graphs = {name: capture_calls(m.run, k, stream) for name, m in models.items() if name != "torch_compile"}
+    if compiled is not None:
+        t0, fails = time.time(), []
+        g = capture_agreed("torch_compile", compiled.run, k, stream, failures=fails)
+        if g is None:
+            skipped["torch_compile"] = f"failed: {fails[0]['error']}"
+            log(f"torch.compile({args.compile_mode}): {skipped['torch_compile']}")
+        else:
+            graphs["torch_compile"] = g
+            log(f"torch.compile({args.compile_mode}): compiled and captured in {time.time() - t0:.1f} s")
     kc = max(1, min(k, 4))
     probes = {"memcpy": lambda: dst.copy_(src), "kernel_copy": lambda: torch.neg(src, out=dst),
               "read": lambda: torch.sum(src, dim=0, dtype=torch.float32, out=acc)}

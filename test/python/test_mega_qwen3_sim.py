@@ -93,6 +93,14 @@ def test_presets_and_bytes():
     assert 15.1e9 < b1["weights"] < 15.2e9, b1
     assert b1["kv"] == 36 * 2 * 512 * 8 * 128 * 2 and b2["kv"] == b1["kv"] // 2
     assert b2["weights"] == (b1["weights"] - 151936 * 4096 * 2) // 2 + 151936 * 4096 * 2
+    assert b1["total"] == sum(b1[k] for k in ("weights", "kv", "kv_write", "norms", "io"))
+    # a batch reads the weights once, each request's own cache, and writes one row of fp32 logits per request
+    b4 = step_bytes(QWEN3_8B, 1, [512, 100, 4096, 7])
+    assert b4["weights"] == b1["weights"] and b4["kv"] == b1["kv"] // 512 * (512 + 100 + 4096 + 7)
+    assert b4["io"] == 4 * b1["io"] and b4["kv_write"] == 4 * b1["kv_write"]
+    for bad in (0, [], [3, 0], True):
+        with pytest.raises(ValueError, match="step_bytes: context must be"):
+            step_bytes(QWEN3_8B, 1, bad)
     cfg = Qwen3Config.toy()
     w = random_weights(cfg, 1, 2)
     assert w.linear_bytes() == step_bytes(cfg, 2, 1)["weights"]

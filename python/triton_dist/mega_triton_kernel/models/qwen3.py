@@ -38,7 +38,7 @@ from typing import Callable, List, Optional, Sequence
 import torch
 
 __all__ = ["Qwen3Config", "QWEN3_8B", "QWEN3_32B", "Qwen3Weights", "Qwen3LayerWeights", "random_weights",
-           "random_kv", "Qwen3MegaModel", "Qwen3TorchModel", "teacher_forced_check", "step_bytes"]
+           "random_kv", "Qwen3MegaModel", "Qwen3TorchModel", "teacher_forced_check", "step_bytes", "STEP_BYTES_FORMULA"]
 
 
 @dataclass(frozen=True)
@@ -244,19 +244,36 @@ def rope_tables(cfg: Qwen3Config, device) -> tuple:
             emb.sin().float().unsqueeze(0).to(device).contiguous())
 
 
-def step_bytes(cfg: Qwen3Config, world: int, context: int, dtype_bytes: int = 2) -> dict:
-    """Bytes one decode step must read per GPU at ``context`` cached tokens (the new one included): the linear
-    weights (every layer's qkv, o, gate/up, down shards and the replicated lm_head), the KV cache (k and v of
-    ``context`` positions of this rank's kv heads, every layer), and the small rest (norm weights). The roofline
-    of a memory-bound step is ``total / HBM bandwidth``."""
+#: What :func:`step_bytes` counts (recorded in bench_mega's JSON), all in bytes per GPU per step.
+STEP_BYTES_FORMULA = (
+    "weights + kv_read + kv_write + norms + io; weights = (L * ((Hq_l + 2 Hkv_l) D H + H Hq_l D + 2 I_l H + H I_l) + "
+    "V H) * e (every linear weight read once whatever the batch); kv_read = L * 2 * sum_b(context_b) * Hkv_l * D * e "
+    "(k and v of each request's positions, the new one included); kv_write = L * 2 * B * Hkv_l * D * e (the new "
+    "token's k and v); norms = (L * (2 H + 2 D) + H) * e; io = B * H * e (the input rows) + B * V * 4 (the fp32 "
+    "logits written); e = the weight dtype's bytes; activations between the step's ops (L2-resident) not counted")
+
+
+def step_bytes(cfg: Qwen3Config, world: int, context, dtype_bytes: int = 2) -> dict:
+    """Bytes one decode step must move per GPU (:data:`STEP_BYTES_FORMULA`): ``context`` is the tokens in the cache
+    at the step (the new one included), an int for batch 1 or one int per request. ``weights`` (every layer's qkv,
+    o, gate/up, down shards and the replicated lm_head: read once per step whatever the batch), ``kv`` (the KV cache
+    read), ``kv_write``, ``norms``, ``io`` and ``total``. The roofline of a memory-bound step is ``total / HBM
+    bandwidth``."""
     cfg.check_world(world)
-    H, D = cfg.hidden_size, cfg.head_dim
+    contexts = [context] if isinstance(context, int) else list(context)
+    if not contexts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts):
+        raise ValueError(f"step_bytes: context must be an int >= 1 or a non-empty sequence of them, got {context!r}")
+    H, D, L = cfg.hidden_size, cfg.head_dim, cfg.num_layers
     hq, hkv, il = cfg.local_q_heads(world), cfg.local_kv_heads(world), cfg.local_intermediate(world)
+    B = len(contexts)
     per_layer = ((hq + 2 * hkv) * D * H + H * hq * D + 2 * il * H + H * il) * dtype_bytes
-    weights = cfg.num_layers * per_layer + cfg.vocab_size * H * dtype_bytes
-    kv = cfg.num_layers * 2 * context * hkv * D * dtype_bytes
-    norms = (cfg.num_layers * (2 * H + 2 * D) + H) * dtype_bytes
-    return dict(weights=weights, kv=kv, norms=norms, total=weights + kv + norms)
+    weights = L * per_layer + cfg.vocab_size * H * dtype_bytes
+    kv = L * 2 * sum(contexts) * hkv * D * dtype_bytes
+    kv_write = L * 2 * B * hkv * D * dtype_bytes
+    norms = (L * (2 * H + 2 * D) + H) * dtype_bytes
+    io = B * H * dtype_bytes + B * cfg.vocab_size * 4
+    return dict(weights=weights, kv=kv, kv_write=kv_write, norms=norms, io=io,
+                total=weights + kv + kv_write + norms + io)
 
 
 class _DecodeState:
