@@ -1,14 +1,17 @@
 """Benchmark the Qwen3 decode step as ONE mega kernel against the same model in plain torch, in the same process.
 
     scripts/launch.sh --nproc_per_node {1,2} benchmarks/bench_mega.py [--preset qwen3-8b|qwen3-32b|toy]
-        [--layers N] [--context 512] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
+        [--layers N] [--context 512] [--batch B] [--contexts L1,L2,...] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
         [--prefetch] [--ar-method one_shot|ll] [--no-compile] [--profile DIR] [--out JSON]
-    python benchmarks/bench_mega.py --preset toy --dry-run       # no GPU: the simulator, world 1, no timing
+    python benchmarks/bench_mega.py --preset toy --dry-run [--batch 4 --contexts 9,40,3,20]  # no GPU: the
+                                                                 # simulator, world 1, no timing
     python benchmarks/bench_mega.py --probe linear-chain [...]   # a one-off probe (benchmarks/mega_probes.py)
 
-Tensor parallelism = the world size (1 or 2), batch 1, random weights at the preset's real shapes
-(``triton_dist.mega_triton_kernel.models.qwen3.random_weights``). The KV cache holds ``context - 1`` random positions
-and the step decodes position ``context - 1``; every timed replay recomputes that same step.
+Tensor parallelism = the world size (1 or 2), random weights at the preset's real shapes
+(``triton_dist.mega_triton_kernel.models.qwen3.random_weights``). Batch ``--batch`` B (default 1): B requests decoded
+in one step, request ``b`` at context ``--contexts``'s ``L_b`` (default: ``--context`` for all); its KV cache holds
+``L_b - 1`` random positions and the step decodes its position ``L_b - 1``; every timed replay recomputes that same
+step.
 
 Measured (CUDA-graph replays of ``k`` steps, CUDA events, each sample after a barrier and a device-side rendezvous,
 samples interleaved over the implementations, median / k, max over ranks: ``benchmarks/harness.py``):
@@ -33,8 +36,11 @@ linear weights read once + the KV cache read (each request's context) + the new 
 rows + fp32 logits written) and the roofline fraction ``bytes / step time / copy bandwidth``
 (``<name>_roofline_fraction``; ``<name>_roofline_read_fraction``: against the read-only bandwidth, the tighter bound
 for a step that reads far more than it writes). Before timing,
-a correctness pass (teacher-forced, ``--steps`` decode steps from an empty cache, mega vs torch_nccl logits): the
-issue's targets are cosine >= 0.999 every step and top-1 agreement >= 98%; the JSON records them and ``pass``.
+a correctness pass (teacher-forced, ``--steps`` decode steps, mega vs torch_nccl logits; at batch 1 from an empty
+cache, at batch > 1 request ``b``'s cache first filled with ``max(0, L_b - steps)`` random positions, so the requests
+sit at mixed lengths, and every request checked on its own, ``per_request`` in the JSON): the issue's targets are
+cosine >= 0.999 every step (and request) and top-1 agreement >= 98%; then the timed step itself (each request at its
+``L_b``), per request (``timed_step``: cosine >= 0.999 and the same top-1); the JSON records them and ``pass``.
 ``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, its SM activity, and
 where the step's time goes op by op (``ModelBuilder.op_timeline``) and per op kind (``timeline_by_kind``).
 Ranks that share a GPU (TP > 1 on fewer GPUs, CUDA MPS; the JSON's ``shared_gpu``: true, its ``topology`` says how
@@ -74,6 +80,10 @@ def parse_args(argv=None):
     ap.add_argument("--preset", default="qwen3-8b", choices=PRESETS, help="model shapes (default qwen3-8b)")
     ap.add_argument("--layers", type=int, default=None, help="keep only the first N layers (quick runs)")
     ap.add_argument("--context", type=int, default=512, help="tokens in the cache at the timed step (default 512)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="requests decoded per step (default: as many as --contexts names, else 1)")
+    ap.add_argument("--contexts", default=None, metavar="L1,L2,...",
+                    help="each request's context at the timed step (mixed lengths; default --context for all)")
     ap.add_argument("--steps", type=int, default=64, help="teacher-forced decode steps of the correctness pass")
     ap.add_argument("--reps", type=int, default=20, help="timed samples per implementation")
     ap.add_argument("--graph-steps", type=int, default=10, help="steps per CUDA graph (one timed sample)")
@@ -101,8 +111,22 @@ def parse_args(argv=None):
         ap.error("--probe must be the first option (the options after its name are the probe's)")
     if args.layers is not None and args.layers < 1:
         ap.error("--layers must be >= 1")
-    if args.context < 2:
-        ap.error("--context must be >= 2 (a cached prefix and the decoded token)")
+    if args.contexts is not None:
+        try:
+            args.contexts = [int(c) for c in args.contexts.split(",")]
+        except ValueError:
+            ap.error(f"--contexts must be comma-separated ints, got {args.contexts!r}")
+        if args.batch is not None and args.batch != len(args.contexts):
+            ap.error(f"--contexts names {len(args.contexts)} lengths, --batch is {args.batch}: one length per request")
+    if args.batch is not None and args.batch < 1:
+        ap.error("--batch must be >= 1")
+    if args.contexts is None:
+        args.contexts = [args.context] * (args.batch or 1)
+    args.batch = len(args.contexts)
+    if min(args.contexts + [args.context]) < 2:
+        ap.error("--context and --contexts must be >= 2 (a cached prefix and the decoded token)")
+    if args.batch > 1:  # the timed (longest) context, in the JSON and the tables
+        args.context = max(args.contexts)
     if args.steps < 1 or args.reps < 1 or args.graph_steps < 1:
         ap.error("--steps, --reps and --graph-steps must be >= 1")
     if args.copy_gib < 1.0 and not args.dry_run:
@@ -116,7 +140,9 @@ def make_config(args):
     from triton_dist.mega_triton_kernel.models import QWEN3_8B, QWEN3_32B, Qwen3Config
 
     cfg = {"qwen3-8b": QWEN3_8B, "qwen3-32b": QWEN3_32B, "toy": Qwen3Config.toy()}[args.preset]
-    ctx = max(args.context, args.steps + 1)  # the correctness pass decodes --steps tokens from an empty cache
+    # the correctness pass decodes --steps tokens (at batch 1 from an empty cache; at batch > 1 request b reaches
+    # max(L_b, steps)); the timed step is at the longest context
+    ctx = max(args.context, args.steps + 1)
     kw = dict(max_context=-(-ctx // cfg.page_size) * cfg.page_size if args.dry_run else ctx)
     if args.layers is not None:
         kw["num_layers"] = args.layers
@@ -167,8 +193,9 @@ def main(argv=None):
                enable_runtime_scheduler=args.runtime_scheduler, gemv_prefetch_bytes=args.gemv_prefetch)
     if args.num_workers is not None:
         bkw["num_workers"] = args.num_workers
-    mega = Qwen3MegaModel(cfg, w, rank, world, prefetch=args.prefetch, **bkw)
-    log(f"built {args.preset} ({cfg.num_layers} layers) TP={world}: {len(mega.builder.tasks)} tasks, "
+    B = args.batch
+    mega = Qwen3MegaModel(cfg, w, rank, world, batch=B, prefetch=args.prefetch, **bkw)
+    log(f"built {args.preset} ({cfg.num_layers} layers) TP={world} batch {B}: {len(mega.builder.tasks)} tasks, "
         f"{mega.builder.num_workers} workers, {time.time() - t0:.1f} s")
 
     def nccl_ar(t):
@@ -184,30 +211,42 @@ def main(argv=None):
 
     # the baseline attends over the timed context, not the whole max_context cache (a fair torch model)
     window = min(cfg.max_context, max(args.context, args.steps))
-    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=nccl_ar, attn_window=window)
+    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=nccl_ar, attn_window=window, batch=B)
     ours = None
     if world > 1 and gpu:
         from triton_dist import ops
 
-        ar_ctx = ops.create_allreduce_ctx(cfg.hidden_size, w.embed.dtype, methods=(args.ar_method, ))
-        ar_out = torch.empty(1, cfg.hidden_size, dtype=w.embed.dtype, device=dev)
-        ours = Qwen3TorchModel(cfg, w, rank, world, attn_window=window,
+        ar_ctx = ops.create_allreduce_ctx(B * cfg.hidden_size, w.embed.dtype, methods=(args.ar_method, ))
+        ar_out = torch.empty(B, cfg.hidden_size, dtype=w.embed.dtype, device=dev)
+        ours = Qwen3TorchModel(cfg, w, rank, world, attn_window=window, batch=B,
                                all_reduce=lambda t: ops.all_reduce(t, ar_ctx, out=ar_out, method=args.ar_method))
 
     # correctness: teacher-forced from an empty cache
     g = torch.Generator().manual_seed(args.seed + 1)
-    toks = torch.randint(0, cfg.vocab_size, (args.steps, ), generator=g).tolist()
+    toks = torch.randint(0, cfg.vocab_size, (args.steps, ) if B == 1 else (args.steps, B), generator=g).tolist()
     t0 = time.time()
-    chk = teacher_forced_check(mega, ref, toks)
-    chk["pass"] = bool(chk["min_cosine"] >= MIN_COSINE and chk["top1_rate"] >= MIN_TOP1)
+    if B == 1:
+        chk = teacher_forced_check(mega, ref, toks)
+    else:  # mixed lengths: request b starts from max(0, L_b - steps) random positions
+        for b, n in enumerate(args.contexts):
+            if n > args.steps:
+                kvs = random_kv(cfg, n - args.steps, rank, world, seed=args.seed + 3 + b, device=dev)
+                mega.load_kv(kvs, request=b)
+                ref.load_kv(kvs, request=b)
+        chk = teacher_forced_check(mega, ref, toks, reset=False)
+    chk["timed_step"] = timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv)
+    chk["pass"] = bool(chk["min_cosine"] >= MIN_COSINE and chk["top1_rate"] >= MIN_TOP1
+                       and min(chk["timed_step"]["cosine"]) >= MIN_COSINE and all(chk["timed_step"]["top1"]))
     chk["targets"] = dict(min_cosine=MIN_COSINE, top1_rate=MIN_TOP1)
     log(f"correctness ({args.steps} teacher-forced steps, {time.time() - t0:.1f} s): min cosine "
-        f"{chk['min_cosine']:.6f}, top-1 {chk['top1_rate']:.3f} -> {'PASS' if chk['pass'] else 'FAIL'}")
+        f"{chk['min_cosine']:.6f}, top-1 {chk['top1_rate']:.3f}; the timed step per request: cosine "
+        f"{min(chk['timed_step']['cosine']):.6f}, top-1 {sum(chk['timed_step']['top1'])}/{B} -> "
+        f"{'PASS' if chk['pass'] else 'FAIL'}")
     if ours is not None:
         ours_chk = teacher_forced_check(ours, ref, toks[:8])
         chk["torch_ours_vs_nccl_min_cosine"] = ours_chk["min_cosine"]
 
-    nbytes = step_bytes(cfg, world, args.context, w.embed.element_size())
+    nbytes = step_bytes(cfg, world, args.contexts if B > 1 else args.context, w.embed.element_size())
     times, copy, profile = {}, {}, None
     skipped = {"torch_nccl": NO_NCCL} if shared else {}
     compiled = None
@@ -216,7 +255,7 @@ def main(argv=None):
     elif not gpu:
         skipped["torch_compile"] = "skipped: dry run (no timing)"
     else:  # torch.compile is lazy: it compiles in the capture's warm-up calls, where a failure is caught
-        compiled = Qwen3TorchModel(cfg, w, rank, world, attn_window=window,
+        compiled = Qwen3TorchModel(cfg, w, rank, world, attn_window=window, batch=B,
                                    all_reduce=ours.all_reduce if shared and ours is not None else nccl_ar)
         compiled.run = torch.compile(compiled.run, mode=args.compile_mode)
     if gpu:
@@ -262,7 +301,7 @@ def main(argv=None):
             "skipped": skipped, "bytes_formula": STEP_BYTES_FORMULA,
             "compile_mode": None if args.no_compile else args.compile_mode,
             "preset": args.preset, "config": dataclasses.asdict(cfg),
-            "context": args.context, "batch": 1,
+            "context": args.context, "batch": B, "contexts": args.contexts,
             "mega": dict(tasks=len(mega.builder.tasks), num_workers=mega.builder.num_workers,
                          num_warps=args.num_warps, fused_mlp=args.fused_mlp, prefetch=args.prefetch,
                          runtime_scheduler=args.runtime_scheduler, ops=len(mega.builder.ops),
@@ -283,8 +322,33 @@ def main(argv=None):
     return 0 if chk["pass"] else 1
 
 
+def load_contexts(args, cfg, rank, world, dev, models, random_kv):
+    """Every model at the timed step: request ``b``'s cache holding ``L_b - 1`` random positions (the same values in
+    every model), token 1 decoded at position ``L_b - 1``."""
+    for b, n in enumerate(args.contexts):
+        kvs = random_kv(cfg, n - 1, rank, world, seed=args.seed + 2 + b, device=dev)
+        for m in models:
+            m.load_kv(kvs, request=b)
+    for m in models:
+        m.prepare(1 if args.batch == 1 else [1] * args.batch)
+
+
+def timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv):
+    """The timed step itself (:func:`load_contexts`: each request at its own context) in the mega model and the
+    reference: per request the logits' ``cosine`` and ``top1`` agreement (lists of B)."""
+    import torch
+
+    load_contexts(args, cfg, rank, world, dev, (mega, ref), random_kv)
+    mega.run()
+    ref.run()
+    lm, lr = mega.logits.float(), ref.logits.float()
+    cos = torch.nn.functional.cosine_similarity(lm, lr, dim=1).tolist()
+    return dict(cosine=[c if c == c else -1.0 for c in cos], top1=(lm.argmax(1) == lr.argmax(1)).tolist())
+
+
 def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, compiled=None, skipped=None):
-    """Graph-replay step times (us) of the models at position ``context - 1``, and the copy bandwidth probe. ``ref``
+    """Graph-replay step times (us) of the models at the timed step (:func:`load_contexts`), and the copy bandwidth
+    probe. ``ref``
     None: no torch + NCCL timing (ranks share a GPU). ``compiled``: the torch.compile'd torch model, compiled in its
     capture's warm-up; where that or the capture fails on any rank it is left out and the error goes to
     ``skipped["torch_compile"]``."""
@@ -293,7 +357,6 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, com
 
     from harness import capture_agreed, capture_calls, interleaved_medians
 
-    kvs = random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev)
     models = {"mega": mega}
     if ref is not None:
         models["torch_nccl"] = ref
@@ -301,10 +364,7 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, com
         models["torch_ours"] = ours
     if compiled is not None:
         models["torch_compile"] = compiled
-    for m in models.values():
-        m.load_kv(kvs)
-        m.prepare(1)
-    kvs = None
+    load_contexts(args, cfg, rank, world, dev, models.values(), random_kv)
     n = int(args.copy_gib * (1 << 30)) // 16 * 16
     src = torch.randn(n // 2, dtype=torch.bfloat16, device=dev)
     dst = torch.empty_like(src)
@@ -349,9 +409,8 @@ def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev):
     from triton_dist.mega_triton_kernel.models import Qwen3MegaModel
 
     os.environ["MEGA_KERNEL_PROFILER_DIR"] = args.profile
-    m = Qwen3MegaModel(cfg, w, rank, world, prefetch=args.prefetch, enable_profiling=True, **bkw)
-    m.load_kv(random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev))
-    m.prepare(1)
+    m = Qwen3MegaModel(cfg, w, rank, world, batch=args.batch, prefetch=args.prefetch, enable_profiling=True, **bkw)
+    load_contexts(args, cfg, rank, world, dev, [m], random_kv)
     for _ in range(3):
         m.run()
     torch.cuda.synchronize()
