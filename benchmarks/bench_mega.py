@@ -23,7 +23,8 @@ samples interleaved over the implementations, median / k, max over ranks: ``benc
   ``max-autotune-no-cudagraphs``: the graph is ours, captured like the others), with the torch + NCCL all-reduce
   (where ranks share a GPU: ``--ar-method``'s, like ``torch_ours``); compiled in the capture's warm-up calls.
   ``--no-compile`` leaves it out; a failure (compile or capture, on any rank) is recorded in the JSON's
-  ``skipped["torch_compile"]`` and the run goes on without it. No eager (uncaptured) column: every figure is a
+  ``skipped["torch_compile"]`` and the run goes on without it; its logits at the timed step against the eager
+  model's: ``correctness.torch_compile_vs_torch_min_cosine``. No eager (uncaptured) column: every figure is a
   graph replay;
 * ``copy``: a device-to-device copy of >= 1 GiB, for the HBM bandwidth ``2 * bytes / time`` (read + write), two
   ways: ``copy_`` (a D2D memcpy) and an elementwise kernel (``torch.neg(src, out=dst)``); the faster is the copy
@@ -261,6 +262,9 @@ def main(argv=None):
     if gpu:
         times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log,
                                  compiled=compiled, skipped=skipped)
+        if "torch_compile" in times:  # its replays computed the timed step: the same logits as the eager model's
+            chk["torch_compile_vs_torch_min_cosine"] = min(torch.nn.functional.cosine_similarity(
+                compiled.logits.float(), ref.logits.float(), dim=1).tolist())
         if args.profile:
             profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
             for kind, k in sorted(profile["by_kind"].items(), key=lambda kv: -kv[1]["advance_us"]):
