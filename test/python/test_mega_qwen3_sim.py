@@ -108,7 +108,7 @@ def test_batched_bad_input_is_refused_before_launch():
     for bad, msg in ((torch.tensor([3, 3, 3]), "int32 tensor \\[3\\]"),
                      (torch.tensor([3, 3], dtype=torch.int32), "int32 tensor \\[3\\]"),
                      (torch.tensor([3, 3, 3], dtype=torch.int32, device="meta"), "on cpu"),
-                     ([3, 3], "3 ints"), ([3, 0, 3], "must be >= 1"),
+                     ([3, 3], "3 ints"), (3, "3 ints"), ("333", "3 ints"), ([3, 0, 3], "must be >= 1"),
                      ([3, 65, 3], "request 1 would hold 65 tokens")):
         with pytest.raises(ValueError, match=msg):
             m.set_lengths(bad)

@@ -76,6 +76,17 @@ def test_qwen3_8b_shapes(group, kw):
     assert r["min_cosine"] >= MIN_COSINE and r["top1_rate"] >= MIN_TOP1, r
 
 
+def _capture(fn):
+    """One call of ``fn`` captured in a CUDA graph (side stream), not replayed."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        fn()
+    torch.cuda.synchronize()
+    return g
+
+
 def test_graph_replay_is_the_eager_step(group):
     cfg = _toy(max_context=128)
     mega, _ = _models(cfg)
@@ -83,11 +94,7 @@ def test_graph_replay_is_the_eager_step(group):
     mega.prepare(9)
     mega.run()
     eager = mega.logits.clone()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        mega.run()
+    g = _capture(mega.run)
     mega.logits.zero_()
     for _ in range(3):  # each replay recomputes the same position
         g.replay()
@@ -184,12 +191,7 @@ def test_batched_graph_serves_changing_lengths(group):
     cfg = _toy(max_context=128)
     mega, _ = _models(cfg, batch=4)
     mega.step([1, 2, 3, 4])
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        mega.run()
-    torch.cuda.synchronize()
+    g = _capture(mega.run)
     for lens in ([1, 1, 1, 1], [2, 1, 2, 1], [1, 2, 1, 2]):
         dev = torch.tensor(lens, dtype=torch.int32, device="cuda")
         mega.prepare([5, 6, 7, 8], lengths=dev)

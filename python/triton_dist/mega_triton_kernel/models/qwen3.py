@@ -364,7 +364,7 @@ class _DecodeState:
                                  f"{lengths.dtype} {list(lengths.shape)} on {lengths.device}")
             host = lengths.tolist()
         else:
-            host = list(lengths)
+            host = list(lengths) if isinstance(lengths, (list, tuple)) else [lengths]
             if len(host) != B or any(isinstance(n, bool) or not isinstance(n, int) for n in host):
                 raise ValueError(f"{name}.set_lengths: lengths must be {B} ints (one per request), got {lengths!r}")
         if any(n < 1 for n in host):

@@ -99,13 +99,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     rn = pn * ROWS + lane
     nmask = (lane < ROWS) & (rn < N)
     if BLOCK_M == 1:
-        rk = tl.arange(0, BLOCK_K)
-        wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
-        wmask = nmask[:, None] & (rk[None, :] < K)
-        w0 = tl.load(wp, mask=wmask, other=0.0)
-        u0 = w0
-        if SILU_MUL:
-            u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
+        wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
         if PF_ROW > 0:
             for r in tl.static_range(ROWS):
                 n = pn * ROWS + r
@@ -132,13 +126,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         if RES:
             tl.store(arg(args, 5, ODT) + pm * N + rn, (out.to(tl.float32) + r).to(ODT), mask=nmask)
     elif M <= 16:  # small M (batched decode): one 16-row tile, the weight streamed once for all the rows
-        rk = tl.arange(0, BLOCK_K)
-        wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
-        wmask = nmask[:, None] & (rk[None, :] < K)
-        w0 = tl.load(wp, mask=wmask, other=0.0)
-        u0 = w0
-        if SILU_MUL:
-            u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
+        wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
         tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
         x_ptr = dl.consume_token(x_ptr, tok)
         rm = tl.arange(0, BLOCK_M)
@@ -158,6 +146,21 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
             up = _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
             acc = silu_mul(acc, up)
         tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
+
+
+@triton_dist.jit
+def _first_chunks(w_ptr, rn, nmask, N: tl.constexpr, K: tl.constexpr, BLOCK_K: tl.constexpr, SILU_MUL: tl.constexpr):
+    """A streaming tile's first weight chunk, loaded before its wait: ``(wp, w0, u0)``, the pointers of the tile's
+    ``[BLOCK_N, BLOCK_K]`` first chunk (rows ``rn``), that chunk, and with ``SILU_MUL`` the up rows' first chunk
+    (``N`` rows further; else ``w0`` again)."""
+    rk = tl.arange(0, BLOCK_K)
+    wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
+    wmask = nmask[:, None] & (rk[None, :] < K)
+    w0 = tl.load(wp, mask=wmask, other=0.0)
+    u0 = w0
+    if SILU_MUL:
+        u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
+    return wp, w0, u0
 
 
 @triton_dist.jit
