@@ -125,26 +125,21 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         tl.store(o_ptr + pm * N + rn, out, mask=nmask)
         if RES:
             tl.store(arg(args, 5, ODT) + pm * N + rn, (out.to(tl.float32) + r).to(ODT), mask=nmask)
-    elif M <= 16:  # small M (batched decode): one 16-row tile, the weight streamed once for all the rows
-        wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
-        tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
-        x_ptr = dl.consume_token(x_ptr, tok)
-        rm = tl.arange(0, BLOCK_M)
-        mmask = rm < M
-        acc = _mm_stream(x_ptr, wp, w0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
-        if SILU_MUL:
-            up = _mm_stream(x_ptr, wp + N * K, u0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            acc = silu_mul(acc, up)
-        tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
     else:
+        if M <= 16:  # batched decode: the tile's first weight chunk(s) before the wait, as the GEMV
+            wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
         tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
         x_ptr = dl.consume_token(x_ptr, tok)
         rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
         mmask = rm < M
-        acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
-        if SILU_MUL:
-            up = _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            acc = silu_mul(acc, up)
+        if M <= 16:  # one 16-row tile: the weight streamed once for all the rows
+            acc = _mm_stream(x_ptr, wp, w0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            if SILU_MUL:
+                acc = silu_mul(acc, _mm_stream(x_ptr, wp + N * K, u0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K))
+        else:
+            acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            if SILU_MUL:
+                acc = silu_mul(acc, _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K))
         tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
 
 
