@@ -1,14 +1,17 @@
 """Benchmark the Qwen3 decode step as ONE mega kernel against the same model in plain torch, in the same process.
 
     scripts/launch.sh --nproc_per_node {1,2} benchmarks/bench_mega.py [--preset qwen3-8b|qwen3-32b|toy]
-        [--layers N] [--context 512] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
-        [--prefetch] [--ar-method one_shot|ll] [--profile DIR] [--out JSON]
-    python benchmarks/bench_mega.py --preset toy --dry-run       # no GPU: the simulator, world 1, no timing
+        [--layers N] [--context 512] [--batch B] [--contexts L1,L2,...] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
+        [--prefetch] [--ar-method one_shot|ll] [--no-compile] [--profile DIR] [--out JSON]
+    python benchmarks/bench_mega.py --preset toy --dry-run [--batch 4 --contexts 9,40,3,20]  # no GPU: the
+                                                                 # simulator, world 1, no timing
     python benchmarks/bench_mega.py --probe linear-chain [...]   # a one-off probe (benchmarks/mega_probes.py)
 
-Tensor parallelism = the world size (1 or 2), batch 1, random weights at the preset's real shapes
-(``triton_dist.mega_triton_kernel.models.qwen3.random_weights``). The KV cache holds ``context - 1`` random positions
-and the step decodes position ``context - 1``; every timed replay recomputes that same step.
+Tensor parallelism = the world size (1 or 2), random weights at the preset's real shapes
+(``triton_dist.mega_triton_kernel.models.qwen3.random_weights``). Batch ``--batch`` B (default 1): B requests decoded
+in one step, request ``b`` at context ``--contexts``'s ``L_b`` (default: ``--context`` for all); its KV cache holds
+``L_b - 1`` random positions and the step decodes its position ``L_b - 1``; every timed replay recomputes that same
+step.
 
 Measured (CUDA-graph replays of ``k`` steps, CUDA events, each sample after a barrier and a device-side rendezvous,
 samples interleaved over the implementations, median / k, max over ranks: ``benchmarks/harness.py``):
@@ -16,17 +19,29 @@ samples interleaved over the implementations, median / k, max over ranks: ``benc
 * ``mega``: ``Qwen3MegaModel.run()`` (one persistent kernel per step);
 * ``torch_nccl``: ``Qwen3TorchModel.run()`` with ``torch.distributed.all_reduce`` (NCCL) at world > 1;
 * ``torch_ours``: the same torch model with ``triton_dist.ops.all_reduce`` (``--ar-method``, default one_shot);
+* ``torch_compile``: the same torch model's step under ``torch.compile(run, mode=--compile-mode)`` (default
+  ``max-autotune-no-cudagraphs``: the graph is ours, captured like the others), with the torch + NCCL all-reduce
+  (where ranks share a GPU: ``--ar-method``'s, like ``torch_ours``); compiled in the capture's warm-up calls.
+  ``--no-compile`` leaves it out; a failure (compile or capture, on any rank) is recorded in the JSON's
+  ``skipped["torch_compile"]`` and the run goes on without it; its logits at the timed step against the eager
+  model's: ``correctness.torch_compile_vs_torch_min_cosine``. No eager (uncaptured) column: every figure is a
+  graph replay;
 * ``copy``: a device-to-device copy of >= 1 GiB, for the HBM bandwidth ``2 * bytes / time`` (read + write), two
   ways: ``copy_`` (a D2D memcpy) and an elementwise kernel (``torch.neg(src, out=dst)``); the faster is the copy
   bandwidth (the memcpy moved 2.75 TB/s on an H200 where a read-only reduction streamed 4.3 TB/s, which made the
   roofline fraction exceed 1). Also a read-only probe (``sum`` of the same bytes): ``read_bandwidth_gbs``.
 
-Reported: step latencies, ratios torch / mega, the bytes a step must read per GPU (linear weights + KV cache +
-norms, ``models.qwen3.step_bytes``) and the roofline fraction ``bytes / step time / copy bandwidth``
-(``<name>_roofline``; ``<name>_roofline_read``: against the read-only bandwidth, the tighter bound for a step that
-reads far more than it writes). Before timing,
-a correctness pass (teacher-forced, ``--steps`` decode steps from an empty cache, mega vs torch_nccl logits): the
-issue's targets are cosine >= 0.999 every step and top-1 agreement >= 98%; the JSON records them and ``pass``.
+Reported: step latencies ``<name>_us``, ratios ``<name>_over_mega`` (torch_nccl, torch_ours, torch_compile: > 1 =
+mega faster), the bytes a step must move per GPU (``models.qwen3.step_bytes``; the JSON's ``bytes_formula``: the
+linear weights read once + the KV cache read (each request's context) + the new k/v written + norm weights + input
+rows + fp32 logits written) and the roofline fraction ``bytes / step time / copy bandwidth``
+(``<name>_roofline_fraction``; ``<name>_roofline_read_fraction``: against the read-only bandwidth, the tighter bound
+for a step that reads far more than it writes). Before timing,
+a correctness pass (teacher-forced, ``--steps`` decode steps, mega vs torch_nccl logits; at batch 1 from an empty
+cache, at batch > 1 request ``b``'s cache first filled with ``max(0, L_b - steps)`` random positions, so the requests
+sit at mixed lengths, and every request checked on its own, ``per_request`` in the JSON): the issue's targets are
+cosine >= 0.999 every step (and request) and top-1 agreement >= 98%; then the timed step itself (each request at its
+``L_b``), per request (``timed_step``: cosine >= 0.999 and the same top-1); the JSON records them and ``pass``.
 ``--profile DIR``: a profiled mega step's per-SM trace (Perfetto JSON) and Gantt PNG under DIR, its SM activity, and
 where the step's time goes op by op (``ModelBuilder.op_timeline``) and per op kind (``timeline_by_kind``).
 Ranks that share a GPU (TP > 1 on fewer GPUs, CUDA MPS; the JSON's ``shared_gpu``: true, its ``topology`` says how
@@ -48,6 +63,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 PRESETS = ("qwen3-8b", "qwen3-32b", "toy")
 MIN_COSINE, MIN_TOP1 = 0.999, 0.98
+#: torch.compile mode of the torch_compile baseline: inductor's best kernels, no CUDA graphs of its own (the bench
+#: captures every implementation in its own graph the same way)
+COMPILE_MODE = "max-autotune-no-cudagraphs"
 #: where ranks share a GPU: why the torch + NCCL baseline is not timed
 NO_NCCL = ("skipped: ranks share a GPU (gloo-only process group, no NCCL); the torch baseline is torch_ours (our "
            "all-reduce), and the torch model with torch_collectives' all-reduce (gloo on host copies, eager) is only "
@@ -63,6 +81,10 @@ def parse_args(argv=None):
     ap.add_argument("--preset", default="qwen3-8b", choices=PRESETS, help="model shapes (default qwen3-8b)")
     ap.add_argument("--layers", type=int, default=None, help="keep only the first N layers (quick runs)")
     ap.add_argument("--context", type=int, default=512, help="tokens in the cache at the timed step (default 512)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="requests decoded per step (default: as many as --contexts names, else 1)")
+    ap.add_argument("--contexts", default=None, metavar="L1,L2,...",
+                    help="each request's context at the timed step (mixed lengths; default --context for all)")
     ap.add_argument("--steps", type=int, default=64, help="teacher-forced decode steps of the correctness pass")
     ap.add_argument("--reps", type=int, default=20, help="timed samples per implementation")
     ap.add_argument("--graph-steps", type=int, default=10, help="steps per CUDA graph (one timed sample)")
@@ -76,6 +98,9 @@ def parse_args(argv=None):
     ap.add_argument("--runtime-scheduler", action="store_true", help="dynamic task queue (enable_runtime_scheduler)")
     ap.add_argument("--ar-method", default="one_shot", choices=("one_shot", "ll"),
                     help="triton_dist all_reduce method of the torch_ours baseline")
+    ap.add_argument("--no-compile", action="store_true", help="do not time the torch.compile'd torch model")
+    ap.add_argument("--compile-mode", default=COMPILE_MODE,
+                    help=f"torch.compile mode of the torch_compile baseline (default {COMPILE_MODE})")
     ap.add_argument("--copy-gib", type=float, default=1.0, help="GiB copied by the bandwidth probe (>= 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", default=None, metavar="DIR", help="dump a profiled mega step's trace + Gantt here")
@@ -87,8 +112,22 @@ def parse_args(argv=None):
         ap.error("--probe must be the first option (the options after its name are the probe's)")
     if args.layers is not None and args.layers < 1:
         ap.error("--layers must be >= 1")
-    if args.context < 2:
-        ap.error("--context must be >= 2 (a cached prefix and the decoded token)")
+    if args.contexts is not None:
+        try:
+            args.contexts = [int(c) for c in args.contexts.split(",")]
+        except ValueError:
+            ap.error(f"--contexts must be comma-separated ints, got {args.contexts!r}")
+        if args.batch is not None and args.batch != len(args.contexts):
+            ap.error(f"--contexts names {len(args.contexts)} lengths, --batch is {args.batch}: one length per request")
+    if args.batch is not None and args.batch < 1:
+        ap.error("--batch must be >= 1")
+    if args.contexts is None:
+        args.contexts = [args.context] * (args.batch or 1)
+    args.batch = len(args.contexts)
+    if min(args.contexts + [args.context]) < 2:
+        ap.error("--context and --contexts must be >= 2 (a cached prefix and the decoded token)")
+    if args.batch > 1:  # the timed (longest) context, in the JSON and the tables
+        args.context = max(args.contexts)
     if args.steps < 1 or args.reps < 1 or args.graph_steps < 1:
         ap.error("--steps, --reps and --graph-steps must be >= 1")
     if args.copy_gib < 1.0 and not args.dry_run:
@@ -102,7 +141,9 @@ def make_config(args):
     from triton_dist.mega_triton_kernel.models import QWEN3_8B, QWEN3_32B, Qwen3Config
 
     cfg = {"qwen3-8b": QWEN3_8B, "qwen3-32b": QWEN3_32B, "toy": Qwen3Config.toy()}[args.preset]
-    ctx = max(args.context, args.steps + 1)  # the correctness pass decodes --steps tokens from an empty cache
+    # the correctness pass decodes --steps tokens (at batch 1 from an empty cache; at batch > 1 request b reaches
+    # max(L_b, steps)); the timed step is at the longest context
+    ctx = max(args.context, args.steps + 1)
     kw = dict(max_context=-(-ctx // cfg.page_size) * cfg.page_size if args.dry_run else ctx)
     if args.layers is not None:
         kw["num_layers"] = args.layers
@@ -128,8 +169,8 @@ def main(argv=None):
     import torch.distributed as dist
 
     import triton_dist.utils as tdu
-    from triton_dist.mega_triton_kernel.models import (Qwen3MegaModel, Qwen3TorchModel, random_kv, random_weights,
-                                                       step_bytes, teacher_forced_check)
+    from triton_dist.mega_triton_kernel.models import (STEP_BYTES_FORMULA, Qwen3MegaModel, Qwen3TorchModel, random_kv,
+                                                       random_weights, step_bytes, teacher_forced_check)
     import harness
     from provenance import topology, topology_line
     from triton_dist.runtime import torch_collectives as TC
@@ -153,8 +194,9 @@ def main(argv=None):
                enable_runtime_scheduler=args.runtime_scheduler, gemv_prefetch_bytes=args.gemv_prefetch)
     if args.num_workers is not None:
         bkw["num_workers"] = args.num_workers
-    mega = Qwen3MegaModel(cfg, w, rank, world, prefetch=args.prefetch, **bkw)
-    log(f"built {args.preset} ({cfg.num_layers} layers) TP={world}: {len(mega.builder.tasks)} tasks, "
+    B = args.batch
+    mega = Qwen3MegaModel(cfg, w, rank, world, batch=B, prefetch=args.prefetch, **bkw)
+    log(f"built {args.preset} ({cfg.num_layers} layers) TP={world} batch {B}: {len(mega.builder.tasks)} tasks, "
         f"{mega.builder.num_workers} workers, {time.time() - t0:.1f} s")
 
     def nccl_ar(t):
@@ -170,33 +212,59 @@ def main(argv=None):
 
     # the baseline attends over the timed context, not the whole max_context cache (a fair torch model)
     window = min(cfg.max_context, max(args.context, args.steps))
-    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=nccl_ar, attn_window=window)
+    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=nccl_ar, attn_window=window, batch=B)
     ours = None
     if world > 1 and gpu:
         from triton_dist import ops
 
-        ar_ctx = ops.create_allreduce_ctx(cfg.hidden_size, w.embed.dtype, methods=(args.ar_method, ))
-        ar_out = torch.empty(1, cfg.hidden_size, dtype=w.embed.dtype, device=dev)
-        ours = Qwen3TorchModel(cfg, w, rank, world, attn_window=window,
+        ar_ctx = ops.create_allreduce_ctx(B * cfg.hidden_size, w.embed.dtype, methods=(args.ar_method, ))
+        ar_out = torch.empty(B, cfg.hidden_size, dtype=w.embed.dtype, device=dev)
+        ours = Qwen3TorchModel(cfg, w, rank, world, attn_window=window, batch=B,
                                all_reduce=lambda t: ops.all_reduce(t, ar_ctx, out=ar_out, method=args.ar_method))
 
     # correctness: teacher-forced from an empty cache
     g = torch.Generator().manual_seed(args.seed + 1)
-    toks = torch.randint(0, cfg.vocab_size, (args.steps, ), generator=g).tolist()
+    toks = torch.randint(0, cfg.vocab_size, (args.steps, ) if B == 1 else (args.steps, B), generator=g).tolist()
     t0 = time.time()
-    chk = teacher_forced_check(mega, ref, toks)
-    chk["pass"] = bool(chk["min_cosine"] >= MIN_COSINE and chk["top1_rate"] >= MIN_TOP1)
+    if B == 1:
+        chk = teacher_forced_check(mega, ref, toks)
+    else:  # mixed lengths: request b starts from max(0, L_b - steps) random positions
+        for b, n in enumerate(args.contexts):
+            if n > args.steps:
+                kvs = random_kv(cfg, n - args.steps, rank, world, seed=args.seed + 3 + b, device=dev)
+                mega.load_kv(kvs, request=b)
+                ref.load_kv(kvs, request=b)
+        chk = teacher_forced_check(mega, ref, toks, reset=False)
+    chk["timed_step"] = timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv)
+    chk["pass"] = bool(chk["min_cosine"] >= MIN_COSINE and chk["top1_rate"] >= MIN_TOP1
+                       and min(chk["timed_step"]["cosine"]) >= MIN_COSINE and all(chk["timed_step"]["top1"]))
     chk["targets"] = dict(min_cosine=MIN_COSINE, top1_rate=MIN_TOP1)
     log(f"correctness ({args.steps} teacher-forced steps, {time.time() - t0:.1f} s): min cosine "
-        f"{chk['min_cosine']:.6f}, top-1 {chk['top1_rate']:.3f} -> {'PASS' if chk['pass'] else 'FAIL'}")
+        f"{chk['min_cosine']:.6f}, top-1 {chk['top1_rate']:.3f}; the timed step per request: cosine "
+        f"{min(chk['timed_step']['cosine']):.6f}, top-1 {sum(chk['timed_step']['top1'])}/{B} -> "
+        f"{'PASS' if chk['pass'] else 'FAIL'}")
     if ours is not None:
         ours_chk = teacher_forced_check(ours, ref, toks[:8])
         chk["torch_ours_vs_nccl_min_cosine"] = ours_chk["min_cosine"]
 
-    nbytes = step_bytes(cfg, world, args.context, w.embed.element_size())
+    nbytes = step_bytes(cfg, world, args.contexts if B > 1 else args.context, w.embed.element_size())
     times, copy, profile = {}, {}, None
+    skipped = {"torch_nccl": NO_NCCL} if shared else {}
+    compiled = None
+    if args.no_compile:
+        skipped["torch_compile"] = "skipped: --no-compile"
+    elif not gpu:
+        skipped["torch_compile"] = "skipped: dry run (no timing)"
+    else:  # torch.compile is lazy: it compiles in the capture's warm-up calls, where a failure is caught
+        compiled = Qwen3TorchModel(cfg, w, rank, world, attn_window=window, batch=B,
+                                   all_reduce=ours.all_reduce if shared and ours is not None else nccl_ar)
+        compiled.run = torch.compile(compiled.run, mode=args.compile_mode)
     if gpu:
-        times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log)
+        times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log,
+                                 compiled=compiled, skipped=skipped)
+        if "torch_compile" in times:  # its replays computed the timed step: the same logits as the eager model's
+            chk["torch_compile_vs_torch_min_cosine"] = min(torch.nn.functional.cosine_similarity(
+                compiled.logits.float(), ref.logits.float(), dim=1).tolist())
         if args.profile:
             profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
             for kind, k in sorted(profile["by_kind"].items(), key=lambda kv: -kv[1]["advance_us"]):
@@ -213,26 +281,31 @@ def main(argv=None):
         rbw = copy["read_bandwidth_gbs"] * 1e9
         for name, us in times.items():
             res[f"{name}_us"] = us
-            res[f"{name}_roofline"] = nbytes["total"] / (us * 1e-6) / bw if us > 0 else 0.0
-            res[f"{name}_roofline_read"] = nbytes["total"] / (us * 1e-6) / rbw if us > 0 else 0.0
-        for name in ("torch_nccl", "torch_ours"):
+            res[f"{name}_roofline_fraction"] = nbytes["total"] / (us * 1e-6) / bw if us > 0 else 0.0
+            res[f"{name}_roofline_read_fraction"] = nbytes["total"] / (us * 1e-6) / rbw if us > 0 else 0.0
+        for name in ("torch_nccl", "torch_ours", "torch_compile"):
             if name in times and times.get("mega"):
                 res[f"{name}_over_mega"] = times[name] / times["mega"]
         log(f"step: mega {times['mega']:.1f} us"
             + (f", torch+nccl {times['torch_nccl']:.1f} us" if "torch_nccl" in times else ", torch+nccl skipped")
             + (f", torch+ours({args.ar_method}) {times['torch_ours']:.1f} us" if "torch_ours" in times else "")
+            + (f", torch.compile {times['torch_compile']:.1f} us ({res['torch_compile_over_mega']:.3f}x)"
+               if "torch_compile" in times else ", torch.compile " + skipped.get("torch_compile", "-"))
             + f"; bytes/step {nbytes['total'] / 1e9:.3f} GB, copy bandwidth {copy['bandwidth_gbs']:.0f} GB/s, "
-            f"roofline fraction mega {res['mega_roofline']:.3f} ({res['mega_roofline_read']:.3f} of the read "
-            f"bandwidth {copy['read_bandwidth_gbs']:.0f} GB/s)"
-            + (f", torch+nccl {res['torch_nccl_roofline']:.3f}" if "torch_nccl_roofline" in res else ""))
+            f"roofline fraction mega {res['mega_roofline_fraction']:.3f} ({res['mega_roofline_read_fraction']:.3f} "
+            f"of the read bandwidth {copy['read_bandwidth_gbs']:.0f} GB/s)"
+            + "".join(f", {n} {res[f'{n}_roofline_fraction']:.3f}" for n in ("torch_nccl", "torch_ours",
+                                                                              "torch_compile")
+                      if f"{n}_roofline_fraction" in res))
 
     if rank == 0:
         stamp = harness.utc_stamp()
         doc = harness.result_header("bench_mega", topo, stamp)
         doc.update({
-            "skipped": {"torch_nccl": NO_NCCL} if shared else {},
+            "skipped": skipped, "bytes_formula": STEP_BYTES_FORMULA,
+            "compile_mode": None if args.no_compile else args.compile_mode,
             "preset": args.preset, "config": dataclasses.asdict(cfg),
-            "context": args.context, "batch": 1,
+            "context": args.context, "batch": B, "contexts": args.contexts,
             "mega": dict(tasks=len(mega.builder.tasks), num_workers=mega.builder.num_workers,
                          num_warps=args.num_warps, fused_mlp=args.fused_mlp, prefetch=args.prefetch,
                          runtime_scheduler=args.runtime_scheduler, ops=len(mega.builder.ops),
@@ -253,31 +326,65 @@ def main(argv=None):
     return 0 if chk["pass"] else 1
 
 
-def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log):
-    """Graph-replay step times (us) of the models at position ``context - 1``, and the copy bandwidth probe. ``ref``
-    None: no torch + NCCL timing (ranks share a GPU)."""
+def load_contexts(args, cfg, rank, world, dev, models, random_kv):
+    """Every model at the timed step: request ``b``'s cache holding ``L_b - 1`` random positions (the same values in
+    every model), token 1 decoded at position ``L_b - 1``."""
+    for b, n in enumerate(args.contexts):
+        kvs = random_kv(cfg, n - 1, rank, world, seed=args.seed + 2 + b, device=dev)
+        for m in models:
+            m.load_kv(kvs, request=b)
+    for m in models:
+        m.prepare(1 if args.batch == 1 else [1] * args.batch)
+
+
+def timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv):
+    """The timed step itself (:func:`load_contexts`: each request at its own context) in the mega model and the
+    reference: per request the logits' ``cosine`` and ``top1`` agreement (lists of B)."""
+    import torch
+
+    load_contexts(args, cfg, rank, world, dev, (mega, ref), random_kv)
+    mega.run()
+    ref.run()
+    lm, lr = mega.logits.float(), ref.logits.float()
+    cos = torch.nn.functional.cosine_similarity(lm, lr, dim=1).tolist()
+    return dict(cosine=[c if c == c else -1.0 for c in cos], top1=(lm.argmax(1) == lr.argmax(1)).tolist())
+
+
+def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, compiled=None, skipped=None):
+    """Graph-replay step times (us) of the models at the timed step (:func:`load_contexts`), and the copy bandwidth
+    probe. ``ref``
+    None: no torch + NCCL timing (ranks share a GPU). ``compiled``: the torch.compile'd torch model, compiled in its
+    capture's warm-up; where that or the capture fails on any rank it is left out and the error goes to
+    ``skipped["torch_compile"]``."""
     import torch
     import torch.distributed as dist
 
-    from harness import capture_calls, interleaved_medians
+    from harness import capture_agreed, capture_calls, interleaved_medians
 
-    kvs = random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev)
     models = {"mega": mega}
     if ref is not None:
         models["torch_nccl"] = ref
     if ours is not None:
         models["torch_ours"] = ours
-    for m in models.values():
-        m.load_kv(kvs)
-        m.prepare(1)
-    kvs = None
+    if compiled is not None:
+        models["torch_compile"] = compiled
+    load_contexts(args, cfg, rank, world, dev, models.values(), random_kv)
     n = int(args.copy_gib * (1 << 30)) // 16 * 16
     src = torch.randn(n // 2, dtype=torch.bfloat16, device=dev)
     dst = torch.empty_like(src)
     acc = torch.empty((), dtype=torch.float32, device=dev)
     stream = torch.cuda.Stream()
     k = args.graph_steps
-    graphs = {name: capture_calls(m.run, k, stream) for name, m in models.items()}
+    graphs = {name: capture_calls(m.run, k, stream) for name, m in models.items() if name != "torch_compile"}
+    if compiled is not None:
+        t0, fails = time.time(), []
+        g = capture_agreed("torch_compile", compiled.run, k, stream, failures=fails)
+        if g is None:
+            skipped["torch_compile"] = f"failed: {fails[0]['error']}"
+            log(f"torch.compile({args.compile_mode}): {skipped['torch_compile']}")
+        else:
+            graphs["torch_compile"] = g
+            log(f"torch.compile({args.compile_mode}): compiled and captured in {time.time() - t0:.1f} s")
     kc = max(1, min(k, 4))
     probes = {"memcpy": lambda: dst.copy_(src), "kernel_copy": lambda: torch.neg(src, out=dst),
               "read": lambda: torch.sum(src, dim=0, dtype=torch.float32, out=acc)}
@@ -306,9 +413,8 @@ def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev):
     from triton_dist.mega_triton_kernel.models import Qwen3MegaModel
 
     os.environ["MEGA_KERNEL_PROFILER_DIR"] = args.profile
-    m = Qwen3MegaModel(cfg, w, rank, world, prefetch=args.prefetch, enable_profiling=True, **bkw)
-    m.load_kv(random_kv(cfg, args.context - 1, rank, world, seed=args.seed + 2, device=dev))
-    m.prepare(1)
+    m = Qwen3MegaModel(cfg, w, rank, world, batch=args.batch, prefetch=args.prefetch, enable_profiling=True, **bkw)
+    load_contexts(args, cfg, rank, world, dev, [m], random_kv)
     for _ in range(3):
         m.run()
     torch.cuda.synchronize()

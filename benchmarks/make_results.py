@@ -471,32 +471,55 @@ def gemm_section(doc):
     return lines + [""]
 
 
+def _mega_roofline(r, name="mega", read=False):
+    """``<name>_roofline[_read]_fraction`` of a bench_mega result (``<name>_roofline[_read]`` in results written
+    before the key was renamed), or None."""
+    suffix = "_roofline_read" if read else "_roofline"
+    return r.get(f"{name}{suffix}_fraction", r.get(f"{name}{suffix}"))
+
+
+def _mega_compile(doc):
+    """The torch.compile cell pair of a bench_mega result: ``(us, x over mega)`` texts; where the run has no
+    torch.compile figure (results before it was measured, ``--no-compile``, a failed compile) the first says why."""
+    r = doc.get("results", {})
+    if r.get("torch_compile_us"):
+        return _f(r["torch_compile_us"], "{:.1f}"), _f(r.get("torch_compile_over_mega"))
+    why = (doc.get("skipped") or {}).get("torch_compile") or "not measured"
+    return why.replace("|", "/"), "-"
+
+
 def mega_section(doc):
-    """bench_mega: one row per run (preset, TP, context): the mega kernel step against the torch model under CUDA-graph
-    replay in the same process, the roofline fraction and the correctness pass."""
+    """bench_mega: one row per run (preset, TP, batch, context): the mega kernel step against the torch model under
+    CUDA-graph replay in the same process (eager ops, and torch.compile'd where the run has it), the roofline
+    fraction and the correctness pass."""
     r, c, m = doc.get("results", {}), doc.get("correctness", {}), doc.get("mega", {})
     cfg = doc.get("config", {})
     ours = r.get("torch_ours_us")
+    comp_us, comp_x = _mega_compile(doc)
+    roof_read = _mega_roofline(r, read=True)
+    ctx = doc.get("contexts") or doc.get("context")
+    ctx = ",".join(map(str, ctx)) if isinstance(ctx, list) else ctx
     row = (f"| {doc.get('preset')} ({cfg.get('num_layers', '?')} layers) | {doc.get('world_size')} | "
-           f"{doc.get('context')} | {_f(r.get('mega_us'), '{:.1f}')} | {_f(r.get('torch_nccl_us'), '{:.1f}')} | "
+           f"{doc.get('batch', 1)} | {ctx} | {_f(r.get('mega_us'), '{:.1f}')} | {comp_us} | {comp_x} | "
+           f"{_f(r.get('torch_nccl_us'), '{:.1f}')} | "
            f"{_f(r.get('torch_nccl_over_mega'))} | {_f(ours, '{:.1f}') if ours else '-'} | "
            f"{_f(r.get('torch_ours_over_mega')) if ours else '-'} | "
-           f"{r.get('bytes_per_step', {}).get('total', 0) / 1e9:.2f} | {_f(r.get('mega_roofline'))} | "
-           f"{_f(r.get('mega_roofline_read')) if 'mega_roofline_read' in r else '-'} | "
+           f"{r.get('bytes_per_step', {}).get('total', 0) / 1e9:.2f} | {_f(_mega_roofline(r))} | "
+           f"{'-' if roof_read is None else _f(roof_read)} | "
            f"{_f(c.get('min_cosine'), '{:.5f}')} / {_f(c.get('top1_rate'), '{:.3f}')} ({c.get('steps')} steps) |")
     pf = m.get("gemv_prefetch_bytes")
     return [f"`{doc['_path']}` (commit {doc.get('git_commit', '?')}, {m.get('tasks')} tasks on "
             f"{m.get('num_workers')} workers x {m.get('num_warps')} warps, fused MLP {m.get('fused_mlp')}"
             f"{'' if pf is None else f', GEMV L2 prefetch {pf} B'}):", "",
-            "| model | TP | context | mega us | torch+NCCL us | x torch | torch+ours us | x torch+ours | GB/step | "
-            "roofline (copy) | roofline (read) | min cosine / top-1 |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
+            "| model | TP | batch | context | mega us | torch.compile us | x torch.compile | torch+NCCL us | x torch | "
+            "torch+ours us | x torch+ours | GB/step | roofline (copy) | roofline (read) | min cosine / top-1 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
 
 
 def plot_mega(docs, png_path):
-    """Step latency of one ``bench_mega`` run per (preset, TP, layers), the newest of those that checked the most
+    """Step latency of one ``bench_mega`` run per (preset, TP, layers, batch), the newest of those that checked the most
     teacher-forced steps (a headline run checks 64, a sweep's variants fewer), one bar group per result file (mega,
-    torch, torch + ours), into ``png_path``. Returns False without matplotlib or without timed runs."""
+    torch.compile, torch, torch + ours), into ``png_path``. Returns False without matplotlib or without timed runs."""
     try:
         import matplotlib
 
@@ -504,27 +527,27 @@ def plot_mega(docs, png_path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    # per (preset, TP, layers): the newest of the runs that checked the most steps (every run is in the tables)
+    # per (preset, TP, layers, batch): the newest of the runs that checked the most steps (every run is in the tables)
     runs, seen = [], set()
     for d in sorted(docs, key=lambda d: (d.get("correctness", {}).get("steps") or 0, d.get("timestamp_utc", "")),
                     reverse=True):
-        key = (d.get("preset"), d.get("world_size"), d.get("config", {}).get("num_layers"))
+        key = (d.get("preset"), d.get("world_size"), d.get("config", {}).get("num_layers"), d.get("batch") or 1)
         if d.get("results", {}).get("mega_us") and key not in seen:
             seen.add(key)
             runs.append(d)
     if not runs:
         return False
-    names = [("mega_us", "mega kernel"), ("torch_nccl_us", "torch (+NCCL when TP > 1)"),
-             ("torch_ours_us", "torch + triton_dist all-reduce")]
+    names = [("mega_us", "mega kernel"), ("torch_compile_us", "torch.compile (max-autotune, no cudagraphs)"),
+             ("torch_nccl_us", "torch (+NCCL when TP > 1)"), ("torch_ours_us", "torch + triton_dist all-reduce")]
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs) + 2), 4.2))
     width = 0.8 / len(names)
     for i, (key, label) in enumerate(names):
-        xs = [j + (i - 1) * width for j, d in enumerate(runs) if d["results"].get(key)]
+        xs = [j + (i - (len(names) - 1) / 2) * width for j, d in enumerate(runs) if d["results"].get(key)]
         ys = [d["results"][key] / 1e3 for d in runs if d["results"].get(key)]
         if xs:
             ax.bar(xs, ys, width, label=label)
     ax.set_xticks(range(len(runs)))
-    ax.set_xticklabels([f"{os.path.basename(d['_path'])[:-5]}\nTP={d.get('world_size')}, "
+    ax.set_xticklabels([f"{os.path.basename(d['_path'])[:-5]}\nTP={d.get('world_size')}, b{d.get('batch') or 1}, "
                         f"{d.get('config', {}).get('num_layers')} layers" for d in runs], fontsize=7)
     ax.set_ylabel("decode step (ms), CUDA-graph replay")
     ax.legend(fontsize=8)
@@ -694,20 +717,29 @@ def _glance_mega(docs):
     check fewer, a quick run keeps fewer layers)."""
     rows = []
     timed = [d for d in docs if (d.get("results") or {}).get("mega_us")]
-    for preset, world in sorted({(str(d.get("preset")), d.get("world_size") or 1) for d in timed}):
-        d = max((d for d in timed if (str(d.get("preset")), d.get("world_size") or 1) == (preset, world)),
+    def key(d):
+        return str(d.get("preset")), d.get("world_size") or 1, d.get("batch") or 1
+
+    for preset, world, batch in sorted({key(d) for d in timed}):
+        d = max((d for d in timed if key(d) == (preset, world, batch)),
                 key=lambda d: ((d.get("config") or {}).get("num_layers") or 0,
                                (d.get("correctness") or {}).get("steps") or 0, doc_time(d)))
         r = d["results"]
         text = f"step {r['mega_us']:.0f} us"
+        # the headline: against the torch.compile'd model (what a user would run), where the run measured it
+        if r.get("torch_compile_over_mega"):
+            text += f", {r['torch_compile_over_mega']:.2f}x torch.compile"
+        else:
+            text += ", no torch.compile figure in this run"
         if r.get("torch_nccl_over_mega"):
             text += f", {r['torch_nccl_over_mega']:.2f}x torch" + (" + NCCL" if world > 1 else "")
         if r.get("torch_ours_over_mega"):
             text += f", {r['torch_ours_over_mega']:.2f}x torch + our all-reduce"
-        if r.get("mega_roofline") is not None:
-            text += f"; roofline {r['mega_roofline']:.2f} of copy bandwidth"
+        if _mega_roofline(r) is not None:
+            text += f"; roofline {_mega_roofline(r):.2f} of copy bandwidth"
         layers = (d.get("config") or {}).get("num_layers", "?")
-        rows.append((f"{preset} TP={world}", text + f" ({layers} layers, context {d.get('context')})", d))
+        rows.append((f"{preset} TP={world}" + (f" batch {batch}" if batch > 1 else ""),
+                     text + f" ({layers} layers, context {d.get('context')})", d))
     return rows
 
 

@@ -40,3 +40,41 @@ def teacher_forced(steps: int, ctx_fill: int, ctx_steps: int, fused: bool = Fals
     filled = teacher_forced_check(mega, ref, toks[steps:], reset=False)
     logits = mega.logits.clone()
     return dict(fresh=fresh, filled=filled, pos=mega.pos, tasks=len(mega.builder.tasks), logits=logits)
+
+
+def teacher_forced_batched(lens, steps: int, fused: bool = False, seed: int = 0):
+    """The toy Qwen3 on this rank at batch ``len(lens)``: request ``b``'s cache filled with ``lens[b]`` random
+    positions (0: empty), then ``steps`` teacher-forced steps of one token per request, mega kernel against the
+    batched torch reference (per request); then ``prepare(tokens, lengths=...)`` (a device tensor for the mega
+    model) sets every request back to its last position and that step runs again with other tokens. Returns the
+    :func:`teacher_forced_check` result, the re-run's per-request cosine / top-1 and the end positions."""
+    import triton_dist.utils as tdu
+    from triton_dist.mega_triton_kernel.models import (Qwen3Config, Qwen3MegaModel, Qwen3TorchModel, random_kv,
+                                                       random_weights, teacher_forced_check)
+
+    tdu.initialize_distributed()
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    cfg = Qwen3Config.toy()
+    B = len(lens)
+    w = random_weights(cfg, rank, world, seed=seed)
+    mega = Qwen3MegaModel(cfg, w, rank, world, batch=B, enable_mlp_fc1_silu_fusion=fused)
+    ref = Qwen3TorchModel(cfg, w, rank, world, all_reduce=_gloo_all_reduce, batch=B)
+    for b, n in enumerate(lens):
+        if n:
+            kvs = random_kv(cfg, n, rank, world, seed=seed + 1 + b)
+            mega.load_kv(kvs, request=b)
+            ref.load_kv(kvs, request=b)
+    g = torch.Generator().manual_seed(seed + 7)
+    toks = torch.randint(0, cfg.vocab_size, (steps + 1, B), generator=g).tolist()
+    stepped = teacher_forced_check(mega, ref, toks[:steps], reset=False)
+    # the lengths from a device tensor: every request's last position decoded again with other tokens
+    end = list(mega.pos)
+    mega.prepare(toks[steps], lengths=torch.tensor(end, dtype=torch.int32, device=mega.kv_lens.device))
+    ref.prepare(toks[steps], lengths=end)
+    mega.run()
+    ref.run()
+    cos = torch.nn.functional.cosine_similarity(mega.logits, ref.logits, dim=1).tolist()
+    top1 = (mega.logits.argmax(1) == ref.logits.argmax(1)).tolist()
+    return dict(stepped=stepped, again=dict(cosine=cos, top1=top1), pos=mega.pos, logits=mega.logits.clone())

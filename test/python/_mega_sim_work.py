@@ -132,6 +132,35 @@ def chain_runs():
     return fails
 
 
+def small_m_linears():
+    """The small-M Linear tile (batched decode, ``1 < M <= 16``) against torch: plain and fused (silu * up), row
+    counts that do not divide N (N = 200: two tiles of 100 rows on the simulator's one worker), K not a multiple
+    of the chunk; each op streams ``pick_gemv_rows`` rows per tile
+    for all M rows (``BLOCK_M`` 16), and M = 17 keeps the 64-row ``tl.dot`` tiles."""
+    from triton_dist.mega_triton_kernel import ModelBuilder
+    from triton_dist.mega_triton_kernel.tasks.linear import pick_gemv_rows
+
+    fails = []
+    torch.manual_seed(2)
+    for M, N, K, fused in ((3, 200, 1000, False), (8, 96, 320, True), (16, 70, 64, False), (17, 80, 96, False)):
+        x = torch.randn(M, K).bfloat16()
+        w = (torch.randn((2 if fused else 1) * N, K) * K ** -0.5).bfloat16()
+        out = torch.zeros(M, N).bfloat16()
+        b = ModelBuilder()
+        (b.make_fused_fc1_silu_mul_up if fused else b.make_linear)(x, w, out)
+        b.compile()
+        b.run()
+        ref = x.float() @ w.float().T
+        if fused:
+            ref = torch.nn.functional.silu(ref[:, :N]) * ref[:, N:]
+        _close(f"M={M} N={N} K={K} fused={fused}", out, ref.bfloat16(), fails)
+        c = b.compiled_ops[0].constexprs
+        want = pick_gemv_rows(N, b.num_workers, K * 2 * (2 if fused else 1)) if M <= 16 else 64
+        if c["BLOCK_M"] != (16 if M <= 16 else 32) or c["ROWS"] != want:
+            fails.append(f"M={M}: BLOCK_M {c['BLOCK_M']}, ROWS {c['ROWS']} (want {want})")
+    return fails
+
+
 def strict_error_names_tasks():
     """A queue whose order breaks a dependency (a task moved ahead of what it waits for) stops the step with an
     error naming both tasks."""

@@ -197,6 +197,13 @@ def test_results_open_with_one_screen_per_family(tmp_path):
         "benchmark": "bench_mega", "timestamp_utc": "20261201T112300Z", "world_size": 1, "preset": "qwen3-8b",
         "devices": ["NVIDIA H200"], "config": {"num_layers": 36}, "context": 512, "correctness": {"steps": 64},
         "results": {"mega_us": 4497.4, "torch_nccl_us": 9984.2, "torch_nccl_over_mega": 2.22, "mega_roofline": 0.79}})
+    # a batched run with the torch.compile baseline (its figure is the row's headline) and the renamed roofline key
+    _write(res / "m", "mega_20261201T113000Z.json", {
+        "benchmark": "bench_mega", "timestamp_utc": "20261201T113000Z", "world_size": 1, "preset": "qwen3-8b",
+        "devices": ["NVIDIA H200"], "config": {"num_layers": 36}, "context": 4096, "batch": 8,
+        "contexts": [4096, 100, 512, 7, 2048, 3000, 64, 1000], "correctness": {"steps": 8},
+        "results": {"mega_us": 5000.0, "torch_compile_us": 6750.0, "torch_compile_over_mega": 1.35,
+                    "torch_nccl_us": 12000.0, "torch_nccl_over_mega": 2.4, "mega_roofline_fraction": 0.81}})
     _write(res / "s", "shmem.json", {
         "benchmark": "bench_shmem", "world_size": 2, "time_utc": "2026-12-01T00:07:32+00:00", "versions": h200,
         "bandwidth": [{"bytes": 1 << 20, "peer_copy_GBps": 300.0, "putmem_block_GBps": 150.0,
@@ -225,13 +232,16 @@ def test_results_open_with_one_screen_per_family(tmp_path):
     row = rows[("Overlapped GEMMs", "GEMM+RS")]
     assert "auto 1.40x torch seq (NCCL + cuBLAS), 1.15x torch symm-mem; auto / bound 1.12 (1 shapes)" in row
     assert "2026-11-30 21:50 UTC" in row
-    assert "step 4497 us, 2.22x torch; roofline 0.79" in rows[("Mega kernel", "qwen3-8b TP=1")]
+    assert ("step 4497 us, no torch.compile figure in this run, 2.22x torch; roofline 0.79"
+            in rows[("Mega kernel", "qwen3-8b TP=1")])
+    assert ("step 5000 us, 1.35x torch.compile, 2.40x torch; roofline 0.81"
+            in rows[("Mega kernel", "qwen3-8b TP=1 batch 8")])
     assert "putmem_block 0.94x peer copy (256 MiB)" in rows[("SHMEM primitives", "put / get bandwidth")]
     assert "dl 1.49 us" in rows[("SHMEM primitives", "signal latency")]
     assert "2026-12-01 00:07 UTC" in rows[("SHMEM primitives", "signal latency")]
     row = rows[("Shared GPU", "1 results")]
     assert "2 ranks per GPU" in row and "suite steps 1 passed" in row and "2 ranks on 1 x NVIDIA H200" in row
-    assert len(rows) == 7
+    assert len(rows) == 8
     # every link leads to a heading below, and a family's run link to that run's own heading
     links = re.findall(r"\]\(#([^)]+)\)", screen)
     assert links and set(links) <= _all_anchors(text), set(links) - _all_anchors(text)

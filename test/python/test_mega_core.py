@@ -186,6 +186,12 @@ def test_chain_on_the_simulator(sim_ranks):  # noqa: F811
 
 
 @pytest.mark.sim
+def test_small_m_linear_on_the_simulator(sim_ranks):  # noqa: F811
+    fails = sim_ranks.run(1, work.small_m_linears, timeout=300)[0]
+    assert not fails, fails
+
+
+@pytest.mark.sim
 def test_strict_mode_names_the_unmet_dependency(sim_ranks):  # noqa: F811
     fails = sim_ranks.run(1, work.strict_error_names_tasks, timeout=300)[0]
     assert not fails, fails

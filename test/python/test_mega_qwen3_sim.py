@@ -43,6 +43,80 @@ def test_teacher_forced_logits_match_torch(sim_ranks, world, fused, prefetch):  
         assert torch.equal(res[0]["logits"], res[1]["logits"])
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("world, lens, steps, fused", [
+    (1, [13, 0, 30, 5], 3, False),                 # pages crossed at 16 and 32, one request from an empty cache
+    (1, [13, 0, 30, 5, 47, 1, 16, 60], 2, True),   # batch 8, up to the end of the cache (64)
+    (2, [13, 0, 30, 5], 2, False),
+], ids=["b4", "b8_fused", "b4_tp2"])
+def test_batched_decode_matches_torch_per_request(sim_ranks, world, lens, steps, fused):  # noqa: F811
+    """Batched decode (one mega kernel for B requests, each at its own context length) against the batched torch
+    reference, request by request; then the step re-run at lengths set from a device tensor."""
+    res = sim_ranks.run(world, work.teacher_forced_batched, lens, steps, fused, timeout=600, env=ENV)
+    for rank, r in enumerate(res):
+        chk = r["stepped"]
+        assert chk["steps"] == steps and len(chk["per_request"]) == len(lens)
+        for b, pr in enumerate(chk["per_request"]):
+            assert pr["min_cosine"] >= MIN_COSINE and pr["top1_rate"] >= MIN_TOP1, (world, rank, b, chk["cosine"])
+        assert min(r["again"]["cosine"]) >= MIN_COSINE and all(r["again"]["top1"]), (world, rank, r["again"])
+        assert r["pos"] == tuple(n + steps for n in lens)
+    if world > 1:
+        assert torch.equal(res[0]["logits"], res[1]["logits"])
+
+
+def test_batched_reference_is_the_per_request_model():
+    """Qwen3TorchModel at batch 4 (mixed lengths) gives each request the batch-1 model's logits: the reference the
+    batched mega kernel is checked against is itself right, request by request."""
+    cfg = Qwen3Config.toy()
+    w = random_weights(cfg)
+    lens = [13, 0, 30, 5]
+    batched = Qwen3TorchModel(cfg, w, batch=4)
+    singles = [Qwen3TorchModel(cfg, w) for _ in lens]
+    for b, (n, one) in enumerate(zip(lens, singles)):
+        if n:
+            kvs = random_kv(cfg, n, seed=10 + b)
+            batched.load_kv(kvs, request=b)
+            one.load_kv(kvs)
+    for toks in ([5, 6, 7, 8], [100, 200, 300, 400]):
+        got = batched.step(toks)
+        for b, one in enumerate(singles):
+            want = one.step(toks[b])
+            assert torch.nn.functional.cosine_similarity(want, got[b:b + 1]).item() > 0.99999
+            assert want.argmax() == got[b].argmax()
+    assert batched.pos == (15, 2, 32, 7) and singles[2].pos == 32
+
+
+def test_batched_bad_input_is_refused_before_launch():
+    cfg = Qwen3Config.toy()
+    w = random_weights(cfg)
+    with pytest.raises(ValueError, match="batch must be an int >= 1"):
+        Qwen3TorchModel(cfg, w, batch=0)
+    m = Qwen3TorchModel(cfg, w, batch=3)
+    with pytest.raises(ValueError, match="built for batch 3: a step takes 3 token"):
+        m.step([1, 2, 3, 4])
+    with pytest.raises(ValueError, match="built for batch 3: a step takes 3 token"):
+        m.step(1)
+    with pytest.raises(ValueError, match="3 int32/int64 elements"):
+        m.step(torch.tensor([1, 2], dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"request must be an int in \[0, batch=3\)"):
+        m.load_kv(random_kv(cfg, 4), request=3)
+    m.load_kv(random_kv(cfg, 63), request=1)
+    m.step([1, 2, 3])
+    with pytest.raises(ValueError, match="request 1 would hold 65 tokens, more than max_context=64"):
+        m.step([1, 2, 3])
+    assert m.pos == (1, 64, 1) and m.kv_lens.tolist() == [1, 64, 1]  # the refused step changed nothing
+    for bad, msg in ((torch.tensor([3, 3, 3]), "int32 tensor \\[3\\]"),
+                     (torch.tensor([3, 3], dtype=torch.int32), "int32 tensor \\[3\\]"),
+                     (torch.tensor([3, 3, 3], dtype=torch.int32, device="meta"), "on cpu"),
+                     ([3, 3], "3 ints"), (3, "3 ints"), ("333", "3 ints"), ([3, 0, 3], "must be >= 1"),
+                     ([3, 65, 3], "request 1 would hold 65 tokens")):
+        with pytest.raises(ValueError, match=msg):
+            m.set_lengths(bad)
+    assert m.pos == (1, 64, 1)
+    m.set_lengths(torch.tensor([5, 64, 2], dtype=torch.int32))
+    assert m.pos == (5, 64, 2) and m.kv_lens.tolist() == [5, 64, 2]
+
+
 
 def test_reference_shards_sum_to_the_unsharded_model():
     """Qwen3TorchModel at world 2 (two threads, the all-reduce a barrier-and-sum) computes the world-1 model's
@@ -93,6 +167,14 @@ def test_presets_and_bytes():
     assert 15.1e9 < b1["weights"] < 15.2e9, b1
     assert b1["kv"] == 36 * 2 * 512 * 8 * 128 * 2 and b2["kv"] == b1["kv"] // 2
     assert b2["weights"] == (b1["weights"] - 151936 * 4096 * 2) // 2 + 151936 * 4096 * 2
+    assert b1["total"] == sum(b1[k] for k in ("weights", "kv", "kv_write", "norms", "io"))
+    # a batch reads the weights once, each request's own cache, and writes one row of fp32 logits per request
+    b4 = step_bytes(QWEN3_8B, 1, [512, 100, 4096, 7])
+    assert b4["weights"] == b1["weights"] and b4["kv"] == b1["kv"] // 512 * (512 + 100 + 4096 + 7)
+    assert b4["io"] == 4 * b1["io"] and b4["kv_write"] == 4 * b1["kv_write"]
+    for bad in (0, [], [3, 0], True):
+        with pytest.raises(ValueError, match="step_bytes: context must be"):
+            step_bytes(QWEN3_8B, 1, bad)
     cfg = Qwen3Config.toy()
     w = random_weights(cfg, 1, 2)
     assert w.linear_bytes() == step_bytes(cfg, 2, 1)["weights"]
@@ -155,10 +237,15 @@ def test_bench_mega_help_and_bad_options():
     out = subprocess.run([sys.executable, BENCH, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     for opt in ("--preset", "--layers", "--steps", "--num-workers", "--num-warps", "--fused-mlp", "--profile",
-                "--out", "--dry-run"):
+                "--out", "--dry-run", "--batch", "--contexts", "--no-compile", "--compile-mode"):
         assert opt in out.stdout
-    bad = subprocess.run([sys.executable, BENCH, "--dry-run"], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "--dry-run runs on the simulator: use --preset toy" in bad.stderr
+    for argv, msg in ((["--dry-run"], "--dry-run runs on the simulator: use --preset toy"),
+                      (["--batch", "3", "--contexts", "5,6"], "--contexts names 2 lengths, --batch is 3"),
+                      (["--contexts", "5,x"], "--contexts must be comma-separated ints"),
+                      (["--contexts", "5,1"], "--contexts must be >= 2"),
+                      (["--batch", "0"], "--batch must be >= 1")):
+        bad = subprocess.run([sys.executable, BENCH] + argv, capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and msg in bad.stderr, (argv, bad.stderr)
 
 
 @pytest.mark.sim
@@ -175,3 +262,26 @@ def test_bench_mega_dry_run_on_the_simulator(tmp_path):
     assert chk["pass"] and chk["steps"] == 3 and chk["min_cosine"] >= MIN_COSINE, chk
     assert doc["results"]["bytes_per_step"] == step_bytes(Qwen3Config.toy(), 1, 512)
     assert doc["world_size"] == 1 and doc["devices"] == ["cpu-simulator"] and doc["mega"]["tasks"] > 0
+    assert doc["batch"] == 1 and doc["skipped"] == {"torch_compile": "skipped: dry run (no timing)"}
+    assert len(chk["timed_step"]["cosine"]) == 1 and chk["timed_step"]["top1"] == [True]
+
+
+@pytest.mark.sim
+def test_bench_mega_batched_dry_run_on_the_simulator(tmp_path):
+    """``--batch 3 --contexts 9,30,3``: three requests at mixed lengths in one step, each checked on its own (the
+    teacher-forced steps from caches filled to ``L_b - steps``, then the timed step at ``L_b``), the bytes per step
+    counting each request's cache."""
+    out = tmp_path / "mega.json"
+    env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, BENCH, "--preset", "toy", "--dry-run", "--batch", "3", "--contexts",
+                           "9,30,3", "--steps", "3", "--no-compile", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    chk = doc["correctness"]
+    assert chk["pass"] and chk["steps"] == 3 and len(chk["cosine"]) == 9
+    assert [r["min_cosine"] >= MIN_COSINE for r in chk["per_request"]] == [True] * 3, chk["per_request"]
+    assert min(chk["timed_step"]["cosine"]) >= MIN_COSINE and chk["timed_step"]["top1"] == [True] * 3
+    assert (doc["batch"], doc["contexts"], doc["context"]) == (3, [9, 30, 3], 30)
+    assert doc["results"]["bytes_per_step"] == step_bytes(Qwen3Config.toy(), 1, [9, 30, 3])
+    assert doc["skipped"] == {"torch_compile": "skipped: --no-compile"} and doc["compile_mode"] is None

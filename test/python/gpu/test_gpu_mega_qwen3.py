@@ -5,8 +5,10 @@ GPU, the mega kernel's workers then being the rank's SM share).
     torchrun --nproc_per_node 2 -m pytest -q test/python/gpu/test_gpu_mega_qwen3.py
 
 The toy config (several decode steps from an empty cache and from a filled one), Qwen3-8B's real layer shapes with
-two layers (plain, fused MLP + prefetch, dynamic scheduler), and CUDA-graph replay of a step giving the eager
-step's logits bit for bit. The torch reference's all-reduce (``Qwen3TorchModel``'s default) is torch.distributed's
+two layers (plain, fused MLP + prefetch, dynamic scheduler), CUDA-graph replay of a step giving the eager
+step's logits bit for bit, and batched decode (batch 4, each request at its own context length: the toy and
+Qwen3-8B's shapes against the batched torch reference per request, and one graph replayed at lengths changed
+through the device tensor). The torch reference's all-reduce (``Qwen3TorchModel``'s default) is torch.distributed's
 through ``runtime.torch_collectives`` -- NCCL, or gloo on host copies where ranks share a GPU -- and runs eagerly
 only; the graph captures the mega kernel alone (its all-reduce is its own task).
 """
@@ -24,14 +26,15 @@ group = shmem_group(11)
 MIN_COSINE, MIN_TOP1 = 0.999, 0.98
 
 
-def _models(cfg, **kw):
+def _models(cfg, batch=1, **kw):
     import torch.distributed as dist
 
     from triton_dist.mega_triton_kernel.models import Qwen3MegaModel, Qwen3TorchModel, random_weights
 
     rank = dist.get_rank()
     w = random_weights(cfg, rank, WORLD, seed=3, device=torch.device("cuda", torch.cuda.current_device()))
-    return Qwen3MegaModel(cfg, w, rank, WORLD, **kw), Qwen3TorchModel(cfg, w, rank, WORLD)
+    return (Qwen3MegaModel(cfg, w, rank, WORLD, batch=batch, **kw),
+            Qwen3TorchModel(cfg, w, rank, WORLD, batch=batch))
 
 
 def _toy(**kw):
@@ -73,6 +76,17 @@ def test_qwen3_8b_shapes(group, kw):
     assert r["min_cosine"] >= MIN_COSINE and r["top1_rate"] >= MIN_TOP1, r
 
 
+def _capture(fn):
+    """One call of ``fn`` captured in a CUDA graph (side stream), not replayed."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        fn()
+    torch.cuda.synchronize()
+    return g
+
+
 def test_graph_replay_is_the_eager_step(group):
     cfg = _toy(max_context=128)
     mega, _ = _models(cfg)
@@ -80,11 +94,7 @@ def test_graph_replay_is_the_eager_step(group):
     mega.prepare(9)
     mega.run()
     eager = mega.logits.clone()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        mega.run()
+    g = _capture(mega.run)
     mega.logits.zero_()
     for _ in range(3):  # each replay recomputes the same position
         g.replay()
@@ -129,3 +139,66 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
         assert torch.equal(a, b)
     for a, b in zip(results[0][1], results[1][1]):
         assert torch.equal(a, b)
+
+
+def _fill(mega, ref, cfg, lens):
+    from triton_dist.mega_triton_kernel.models import random_kv
+
+    for b, n in enumerate(lens):
+        if n:
+            kvs = random_kv(cfg, n, torch.distributed.get_rank(), WORLD, seed=20 + b, device="cuda")
+            mega.load_kv(kvs, request=b)
+            ref.load_kv(kvs, request=b)
+
+
+def _check_per_request(r, min_cosine):
+    for b, pr in enumerate(r["per_request"]):
+        assert pr["min_cosine"] >= min_cosine and pr["top1_rate"] >= MIN_TOP1, (b, r)
+
+
+@pytest.mark.parametrize("kw", [{}, dict(enable_mlp_fc1_silu_fusion=True)], ids=["plain", "fused"])
+def test_batched_toy_mixed_contexts(group, kw):
+    """Batch 4, one mega kernel: requests at 60 (crossing page 4 -> 5), 0 (an empty cache), 17 and 100 cached
+    positions, 8 teacher-forced steps, each request's logits against the batched torch reference."""
+    from triton_dist.mega_triton_kernel.models import teacher_forced_check
+
+    cfg = _toy(max_context=128)
+    lens = [60, 0, 17, 100]
+    mega, ref = _models(cfg, batch=4, **kw)
+    _fill(mega, ref, cfg, lens)
+    toks = torch.randint(0, cfg.vocab_size, (8, 4), generator=torch.Generator().manual_seed(4)).tolist()
+    r = teacher_forced_check(mega, ref, toks, reset=False)
+    _check_per_request(r, 0.9999)
+    assert mega.pos == tuple(n + 8 for n in lens)
+
+
+def test_batched_qwen3_8b_shapes(group):
+    """Batch 4 at Qwen3-8B's layer shapes (two layers, fused MLP), mixed contexts up to 700 positions."""
+    from triton_dist.mega_triton_kernel.models import QWEN3_8B, teacher_forced_check
+
+    cfg = QWEN3_8B.replace(num_layers=2, max_context=1024)
+    lens = [700, 3, 256, 64]
+    mega, ref = _models(cfg, batch=4, enable_mlp_fc1_silu_fusion=True)
+    _fill(mega, ref, cfg, lens)
+    toks = torch.randint(0, cfg.vocab_size, (4, 4), generator=torch.Generator().manual_seed(5)).tolist()
+    r = teacher_forced_check(mega, ref, toks, reset=False)
+    _check_per_request(r, MIN_COSINE)
+
+
+def test_batched_graph_serves_changing_lengths(group):
+    """One CUDA graph of the batched step replayed at lengths set through the device tensor (``set_lengths``)
+    gives the eager step's logits at those lengths, bit for bit."""
+    cfg = _toy(max_context=128)
+    mega, _ = _models(cfg, batch=4)
+    mega.step([1, 2, 3, 4])
+    g = _capture(mega.run)
+    for lens in ([1, 1, 1, 1], [2, 1, 2, 1], [1, 2, 1, 2]):
+        dev = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        mega.prepare([5, 6, 7, 8], lengths=dev)
+        mega.run()
+        eager = mega.logits.clone()
+        mega.logits.zero_()
+        mega.prepare([5, 6, 7, 8], lengths=dev)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(mega.logits, eager), lens

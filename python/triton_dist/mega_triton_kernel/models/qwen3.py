@@ -1,5 +1,6 @@
-"""The Qwen3 dense decoder: one decode step (batch 1) as ONE mega kernel (:class:`Qwen3MegaModel`), and the same
-model in plain torch (:class:`Qwen3TorchModel`) as the correctness reference and the benchmark's baseline.
+"""The Qwen3 dense decoder: one decode step of a batch of requests (``batch``, default 1; each request with its own
+context length) as ONE mega kernel (:class:`Qwen3MegaModel`), and the same model in plain torch
+(:class:`Qwen3TorchModel`) as the correctness reference and the benchmark's baseline.
 
 Per layer (pre-norm, tensor parallel over ``world`` ranks)::
 
@@ -22,11 +23,15 @@ Weights are random (:func:`random_weights`: deterministic, real shapes, scales t
 one over many layers) so no checkpoint is needed; the tensor-parallel shards of one seed are slices of the same
 full weights whatever ``world`` is.
 
-Decode protocol (both models): ``kv_lens`` counts the tokens in the cache INCLUDING the one being decoded, so the
-new token sits at position ``kv_lens - 1``. ``step(token)`` = ``prepare(token)`` (writes the embedding row and
-advances ``kv_lens`` with device-side ops) + ``run()`` (the step alone: CUDA-graph capturable, replaying it
-recomputes the same position) and returns the logits. ``reset()`` starts a new sequence; ``load_kv`` fills the
-cache with given values (e.g. :func:`random_kv`, to time decode at a long context).
+Decode protocol (both models): ``kv_lens [batch]`` (int32, on the device) counts the tokens in each request's cache
+INCLUDING the one being decoded, so request ``b``'s new token sits at position ``kv_lens[b] - 1``.
+``step(tokens)`` = ``prepare(tokens)`` (one token per request: writes the embedding rows and advances ``kv_lens``
+with device-side ops) + ``run()`` (the step alone: CUDA-graph capturable, replaying it recomputes the same positions;
+the kernel reads ``kv_lens`` at run time, so a graph serves whatever lengths ``set_lengths`` puts there) and returns
+the logits ``[batch, V]``. ``reset()`` starts new sequences; ``load_kv(kvs, request)`` fills one request's cache
+with given values (e.g. :func:`random_kv`, to time decode at a long context). Errors (a step with more or fewer
+tokens than the batch the model was built for, a length past ``max_context``, a lengths tensor of the wrong
+shape, dtype or device) are ValueErrors raised before anything is written or launched.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ from typing import Callable, List, Optional, Sequence
 import torch
 
 __all__ = ["Qwen3Config", "QWEN3_8B", "QWEN3_32B", "Qwen3Weights", "Qwen3LayerWeights", "random_weights",
-           "random_kv", "Qwen3MegaModel", "Qwen3TorchModel", "teacher_forced_check", "step_bytes"]
+           "random_kv", "Qwen3MegaModel", "Qwen3TorchModel", "teacher_forced_check", "step_bytes", "STEP_BYTES_FORMULA"]
 
 
 @dataclass(frozen=True)
@@ -244,65 +249,138 @@ def rope_tables(cfg: Qwen3Config, device) -> tuple:
             emb.sin().float().unsqueeze(0).to(device).contiguous())
 
 
-def step_bytes(cfg: Qwen3Config, world: int, context: int, dtype_bytes: int = 2) -> dict:
-    """Bytes one decode step must read per GPU at ``context`` cached tokens (the new one included): the linear
-    weights (every layer's qkv, o, gate/up, down shards and the replicated lm_head), the KV cache (k and v of
-    ``context`` positions of this rank's kv heads, every layer), and the small rest (norm weights). The roofline
-    of a memory-bound step is ``total / HBM bandwidth``."""
+#: What :func:`step_bytes` counts (recorded in bench_mega's JSON), all in bytes per GPU per step.
+STEP_BYTES_FORMULA = (
+    "weights + kv_read + kv_write + norms + io; weights = (L * ((Hq_l + 2 Hkv_l) D H + H Hq_l D + 2 I_l H + H I_l) + "
+    "V H) * e (every linear weight read once whatever the batch); kv_read = L * 2 * sum_b(context_b) * Hkv_l * D * e "
+    "(k and v of each request's positions, the new one included); kv_write = L * 2 * B * Hkv_l * D * e (the new "
+    "token's k and v); norms = (L * (2 H + 2 D) + H) * e; io = B * H * e (the input rows) + B * V * 4 (the fp32 "
+    "logits written); e = the weight dtype's bytes; activations between the step's ops (L2-resident) not counted")
+
+
+def step_bytes(cfg: Qwen3Config, world: int, context, dtype_bytes: int = 2) -> dict:
+    """Bytes one decode step must move per GPU (:data:`STEP_BYTES_FORMULA`): ``context`` is the tokens in the cache
+    at the step (the new one included), an int for batch 1 or one int per request. ``weights`` (every layer's qkv,
+    o, gate/up, down shards and the replicated lm_head: read once per step whatever the batch), ``kv`` (the KV cache
+    read), ``kv_write``, ``norms``, ``io`` and ``total``. The roofline of a memory-bound step is ``total / HBM
+    bandwidth``."""
     cfg.check_world(world)
-    H, D = cfg.hidden_size, cfg.head_dim
+    contexts = [context] if isinstance(context, int) else list(context)
+    if not contexts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts):
+        raise ValueError(f"step_bytes: context must be an int >= 1 or a non-empty sequence of them, got {context!r}")
+    H, D, L = cfg.hidden_size, cfg.head_dim, cfg.num_layers
     hq, hkv, il = cfg.local_q_heads(world), cfg.local_kv_heads(world), cfg.local_intermediate(world)
+    B = len(contexts)
     per_layer = ((hq + 2 * hkv) * D * H + H * hq * D + 2 * il * H + H * il) * dtype_bytes
-    weights = cfg.num_layers * per_layer + cfg.vocab_size * H * dtype_bytes
-    kv = cfg.num_layers * 2 * context * hkv * D * dtype_bytes
-    norms = (cfg.num_layers * (2 * H + 2 * D) + H) * dtype_bytes
-    return dict(weights=weights, kv=kv, norms=norms, total=weights + kv + norms)
+    weights = L * per_layer + cfg.vocab_size * H * dtype_bytes
+    kv = L * 2 * sum(contexts) * hkv * D * dtype_bytes
+    kv_write = L * 2 * B * hkv * D * dtype_bytes
+    norms = (L * (2 * H + 2 * D) + H) * dtype_bytes
+    io = B * H * dtype_bytes + B * cfg.vocab_size * 4
+    return dict(weights=weights, kv=kv, kv_write=kv_write, norms=norms, io=io,
+                total=weights + kv + kv_write + norms + io)
 
 
 class _DecodeState:
-    """Shared decode bookkeeping: the host-side position and checks."""
+    """Shared decode bookkeeping of a model built for ``batch`` requests: the host mirror of ``kv_lens`` and the
+    checks (every error is raised before anything is written or launched)."""
 
-    def _init_state(self, cfg: Qwen3Config):
+    def _init_state(self, cfg: Qwen3Config, batch: int):
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"{type(self).__name__}: batch must be an int >= 1, got {batch!r}")
         self.cfg = cfg
-        self.pos = 0  # tokens in the cache (host mirror of kv_lens)
+        self.batch = batch
+        self.lens = [0] * batch  # tokens in each request's cache (host mirror of kv_lens)
 
-    def _check_token(self, token):
-        if isinstance(token, torch.Tensor):
-            if token.numel() != 1 or token.dtype not in (torch.int32, torch.int64):
-                raise ValueError(f"{type(self).__name__}: token must be one int32/int64 element, got "
-                                 f"{token.dtype} {list(token.shape)}")
-            return
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.cfg.vocab_size:
-            raise ValueError(f"{type(self).__name__}: token must be an int in [0, vocab_size={self.cfg.vocab_size}), "
-                             f"got {token!r}")
+    @property
+    def pos(self):
+        """Tokens in the cache (the host mirror of ``kv_lens``): an int at batch 1, a tuple (one per request)."""
+        return self.lens[0] if self.batch == 1 else tuple(self.lens)
+
+    def _check_tokens(self, tokens):
+        """``tokens``: one per request, as ints (an int alone at batch 1) or an int32/int64 tensor of ``batch``
+        elements (its values are not range-checked, which would synchronise)."""
+        name, B = type(self).__name__, self.batch
+        if isinstance(tokens, torch.Tensor):
+            if tokens.numel() != B or tokens.dtype not in (torch.int32, torch.int64):
+                what = "one int32/int64 element" if B == 1 else f"{B} int32/int64 elements (one per request)"
+                raise ValueError(f"{name}: token must be {what}, got {tokens.dtype} {list(tokens.shape)}")
+            return tokens.reshape(B)
+        seq = list(tokens) if isinstance(tokens, (list, tuple)) else [tokens]
+        if len(seq) != B:
+            raise ValueError(f"{name}: the model was built for batch {B}: a step takes {B} token(s), one per "
+                             f"request, got {len(seq)}")
+        for t in seq:
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.cfg.vocab_size:
+                raise ValueError(f"{name}: token must be an int in [0, vocab_size={self.cfg.vocab_size}), got {t!r}")
+        return seq
 
     def reset(self):
-        """Start a new sequence (the cache content is kept but no longer counted)."""
+        """Start new sequences (the cache content is kept but no longer counted)."""
         self.kv_lens.zero_()
-        self.pos = 0
+        self.lens = [0] * self.batch
 
-    def _take_token(self, token, attn_window: Optional[int] = None):
-        """The host side of ``prepare(token)``: check it, advance the position (refusing one past ``max_context``,
-        or past ``attn_window`` when given), put it in ``self.token`` and count it in ``kv_lens`` (device ops only)."""
-        self._check_token(token)
-        if attn_window is not None and attn_window < self.pos + 1 <= self.cfg.max_context:
-            raise ValueError(f"{type(self).__name__}: the step would attend over {self.pos + 1} positions, more "
-                             f"than attn_window={attn_window}; build the reference with a larger attn_window")
-        self._advance()
-        if isinstance(token, torch.Tensor):
-            self.token.copy_(token.reshape(1))
+    def _take_token(self, tokens, attn_window: Optional[int] = None, lengths=None):
+        """The host side of ``prepare(tokens, lengths)``: check them, advance every request's position (refusing one
+        past ``max_context``, or past ``attn_window`` when given), put them in ``self.token`` and count them in
+        ``kv_lens`` (device ops only); ``lengths`` given: :meth:`set_lengths` instead of the advance."""
+        toks = self._check_tokens(tokens)
+        if lengths is not None:
+            self.set_lengths(lengths)
         else:
-            self.token.fill_(token)
-        self.kv_lens.add_(1)
+            new = [n + 1 for n in self.lens]
+            self._check_lens(new, attn_window)
+            self.lens = new
+        if isinstance(toks, torch.Tensor):
+            self.token.copy_(toks)
+        elif self.batch == 1:
+            self.token.fill_(toks[0])
+        else:
+            self.token.copy_(torch.tensor(toks, dtype=self.token.dtype))
+        if lengths is None:
+            self.kv_lens.add_(1)
 
-    def _advance(self, n: int = 1):
-        if self.pos + n > self.cfg.max_context:
-            raise ValueError(f"{type(self).__name__}: the sequence would hold {self.pos + n} tokens, more than "
-                             f"max_context={self.cfg.max_context}; reset() or build with a larger max_context")
-        self.pos += n
+    def _check_lens(self, lens, attn_window: Optional[int] = None):
+        for b, n in enumerate(lens):
+            which = "the sequence" if self.batch == 1 else f"request {b}"
+            if n > self.cfg.max_context:
+                raise ValueError(f"{type(self).__name__}: {which} would hold {n} tokens, more than "
+                                 f"max_context={self.cfg.max_context}; reset() or build with a larger max_context")
+            if attn_window is not None and n > attn_window:
+                raise ValueError(f"{type(self).__name__}: the step would attend over {n} positions, more than "
+                                 f"attn_window={attn_window}; build the reference with a larger attn_window")
 
-    def _check_kv(self, kvs):
+    def set_lengths(self, lengths):
+        """Set every request's context length: ``kv_lens := lengths``, the tokens in each cache counting the one the
+        next :meth:`run` decodes (at position ``lengths[b] - 1``). ``lengths``: ``batch`` ints, or an int32 tensor
+        ``[batch]`` on the model's device (copied on the device; its values are checked on the host, one
+        synchronisation: each in ``[1, max_context]``). The step reads ``kv_lens`` on the device at run time, so a
+        CUDA graph of :meth:`run` serves whatever lengths are set before each replay. Positions the cache does not
+        hold (below ``lengths[b] - 1`` and never written) read as what the cache holds there."""
+        name, B, dev = type(self).__name__, self.batch, self.kv_lens.device
+        if isinstance(lengths, torch.Tensor):
+            if lengths.dtype != torch.int32 or list(lengths.shape) != [B] or lengths.device != dev:
+                raise ValueError(f"{name}.set_lengths: lengths must be an int32 tensor [{B}] on {dev}, got "
+                                 f"{lengths.dtype} {list(lengths.shape)} on {lengths.device}")
+            host = lengths.tolist()
+        else:
+            host = list(lengths) if isinstance(lengths, (list, tuple)) else [lengths]
+            if len(host) != B or any(isinstance(n, bool) or not isinstance(n, int) for n in host):
+                raise ValueError(f"{name}.set_lengths: lengths must be {B} ints (one per request), got {lengths!r}")
+        if any(n < 1 for n in host):
+            raise ValueError(f"{name}.set_lengths: every length must be >= 1 (it counts the decoded token), got "
+                             f"{host}")
+        self._check_lens(host, getattr(self, "attn_window", None))
+        if isinstance(lengths, torch.Tensor):
+            self.kv_lens.copy_(lengths)
+        else:
+            self.kv_lens.copy_(torch.tensor(host, dtype=torch.int32))
+        self.lens = host
+
+    def _check_kv(self, kvs, request: int = 0):
         cfg = self.cfg
+        if isinstance(request, bool) or not isinstance(request, int) or not 0 <= request < self.batch:
+            raise ValueError(f"load_kv: request must be an int in [0, batch={self.batch}), got {request!r}")
         if len(kvs) != cfg.num_layers:
             raise ValueError(f"load_kv: expected {cfg.num_layers} layers of (k, v), got {len(kvs)}")
         n = kvs[0][0].shape[0]
@@ -316,32 +394,43 @@ class _DecodeState:
                              f"{cfg.max_context})")
         return n
 
-    def step(self, token) -> torch.Tensor:
-        """Decode ``token`` at the next position; returns the fp32 logits ``[1, V]`` (a copy)."""
-        self.prepare(token)
+    def step(self, tokens) -> torch.Tensor:
+        """Decode ``tokens`` (one per request) at each request's next position; returns the fp32 logits
+        ``[batch, V]`` (a copy)."""
+        self.prepare(tokens)
         self.run()
         return self.logits.clone()
 
 
 class Qwen3MegaModel(_DecodeState):
-    """One Qwen3 decode step (batch 1) on rank ``rank`` of ``world_size`` as one mega kernel.
+    """One Qwen3 decode step of ``batch`` requests on rank ``rank`` of ``world_size`` as one mega kernel.
 
     ``weights``: this rank's :class:`Qwen3Weights` (on the builder's device). ``prefetch``: add a ``make_prefetch``
     of each next layer's linear weights (pulled into L2 by otherwise idle workers). ``block_table_seed``: the
-    sequence's pages are a permutation of the cache's (seeded; None = in order). Other keyword arguments go to
+    requests' pages are a permutation of the cache's (seeded; None = in order).
+
+    Batched decode (``batch`` B > 1): every step decodes one token for each of the B requests, each at its own
+    position ``kv_lens[b] - 1`` with its own pages of the cache (``block_tables [B, pages per request]``, the cache
+    ``B * pages per request`` pages), all in the same kernel: the linear layers take the B rows at once (each weight
+    read once per step: see ``tasks/linear.py``), ``qk_norm_rope_update_kvcache`` and ``flash_decode`` run one task
+    per request and kv head (splits over each request's own length). ``kv_lens`` is a device tensor read by the
+    kernel at run time (:meth:`set_lengths`, or ``prepare``'s ``+= 1``), so one CUDA graph of :meth:`run` serves
+    changing lengths. The kernel is built for exactly B rows: a step takes B tokens. Batch 1 builds the same
+    kernel as before batching existed. Other keyword arguments go to
     :class:`~triton_dist.mega_triton_kernel.ModelBuilder` (``num_workers``, ``num_warps``,
     ``enable_mlp_fc1_silu_fusion`` (fused fc1 + silu * up), ``enable_profiling``, ...). Collective at
     ``world_size > 1`` (the all-reduce staging is symmetric memory): every rank constructs it in the same order.
     """
 
     def __init__(self, cfg: Qwen3Config, weights: Qwen3Weights, rank: int = 0, world_size: int = 1, *,
-                 prefetch: bool = False, block_table_seed: Optional[int] = 0, **builder_kwargs):
+                 batch: int = 1, prefetch: bool = False, block_table_seed: Optional[int] = 0, **builder_kwargs):
         from ..builder import ModelBuilder
 
         cfg.check_world(world_size)
         _check_rank(rank, world_size)
         _check_weights(cfg, weights, rank, world_size)
-        self._init_state(cfg)
+        self._init_state(cfg, batch)
+        B = batch
         self.rank, self.world = rank, world_size
         self.weights = weights
         b = ModelBuilder(rank, world_size, **builder_kwargs)
@@ -359,28 +448,28 @@ class Qwen3MegaModel(_DecodeState):
         def act(*shape, dtype=dt):
             return torch.zeros(shape, dtype=dtype, device=dev)
 
-        self.token = torch.zeros(1, dtype=torch.int64, device=dev)
-        self.x = act(1, H)  # the embedding row of the token being decoded
-        self.kv_lens = torch.zeros(1, dtype=torch.int32, device=dev)
+        self.token = torch.zeros(B, dtype=torch.int64, device=dev)
+        self.x = act(B, H)  # the embedding rows of the tokens being decoded
+        self.kv_lens = torch.zeros(B, dtype=torch.int32, device=dev)
         if block_table_seed is None:
-            order = torch.arange(nblocks)
+            order = torch.arange(B * nblocks)
         else:
-            order = torch.randperm(nblocks, generator=torch.Generator().manual_seed(block_table_seed))
-        self.block_tables = order.to(torch.int32).reshape(1, nblocks).to(dev)
+            order = torch.randperm(B * nblocks, generator=torch.Generator().manual_seed(block_table_seed))
+        self.block_tables = order.to(torch.int32).reshape(B, nblocks).to(dev)
         # one cache tensor per layer: a logical region names its storage, so layers sharing one would depend on
         # each other
-        self.key_caches = [act(nblocks, P, hkv, D) for _ in range(L)]
-        self.value_caches = [act(nblocks, P, hkv, D) for _ in range(L)]
+        self.key_caches = [act(B * nblocks, P, hkv, D) for _ in range(L)]
+        self.value_caches = [act(B * nblocks, P, hkv, D) for _ in range(L)]
         self.cos, self.sin = rope_tables(cfg, dev)
-        self.logits = act(1, V, dtype=torch.float32)
+        self.logits = act(B, V, dtype=torch.float32)
         fused = bool(builder_kwargs.get("enable_mlp_fc1_silu_fusion", False))
         self.fused_mlp, self.prefetch = fused, bool(prefetch)
 
         x = self.x
         for li, lw in enumerate(weights.layers):
-            h1, qkv = act(1, H), act(1, (hq + 2 * hkv) * D)
-            q, attn, o = act(1, 1, hq, D), act(1, 1, hq, D), act(1, H)
-            x_mid, h2, a, d, x_out = act(1, H), act(1, H), act(1, il), act(1, H), act(1, H)
+            h1, qkv = act(B, H), act(B, (hq + 2 * hkv) * D)
+            q, attn, o = act(B, 1, hq, D), act(B, 1, hq, D), act(B, H)
+            x_mid, h2, a, d, x_out = act(B, H), act(B, H), act(B, il), act(B, H), act(B, H)
             b.make_rms_norm(x, lw.ln1, h1, rms_eps=cfg.rms_eps, layer_id=li)
             if prefetch and li + 1 < L:
                 nxt = weights.layers[li + 1]
@@ -388,14 +477,14 @@ class Qwen3MegaModel(_DecodeState):
                     b.make_prefetch(w, layer_id=li + 1)
             b.make_qkv_proj(h1, lw.wqkv, qkv, layer_id=li)
             b.make_qk_norm_rope_update_kvcache(
-                qkv.view(1, 1, hq + 2 * hkv, D), self.key_caches[li], self.value_caches[li], self.block_tables,
+                qkv.view(B, 1, hq + 2 * hkv, D), self.key_caches[li], self.value_caches[li], self.block_tables,
                 self.kv_lens, lw.q_norm, lw.k_norm, self.cos, self.sin, q, q_rms_eps=cfg.rms_eps,
                 k_rms_eps=cfg.rms_eps, rope_theta=cfg.rope_theta, layer_id=li)
             b.make_flash_decode(q, self.key_caches[li], self.value_caches[li], self.block_tables, self.kv_lens, attn,
                                 layer_id=li)
-            b.make_o_proj(attn.view(1, hq * D), lw.wo, o, layer_id=li)
+            b.make_o_proj(attn.view(B, hq * D), lw.wo, o, layer_id=li)
             if world_size > 1:
-                o_red = act(1, H)
+                o_red = act(B, H)
                 b.make_allreduce(o, o_red, layer_id=li)
                 o = o_red
             b.make_add(o, x, x_mid, layer_id=li)
@@ -403,39 +492,41 @@ class Qwen3MegaModel(_DecodeState):
             if fused:
                 b.make_fused_fc1_silu_mul_up(h2, lw.w1, a, layer_id=li)
             else:
-                f = act(1, 2 * il)
+                f = act(B, 2 * il)
                 b.make_fc1(h2, lw.w1, f, layer_id=li)
                 b.make_silu_mul_up(f, a, layer_id=li)
             b.make_fc2(a, lw.w2, d, layer_id=li)
             if world_size > 1:
-                d_red = act(1, H)
+                d_red = act(B, H)
                 b.make_allreduce(d, d_red, layer_id=li)
                 d = d_red
             b.make_add(d, x_mid, x_out, layer_id=li)
             x = x_out
-        hf = act(1, H)
+        hf = act(B, H)
         b.make_rms_norm(x, weights.final_norm, hf, rms_eps=cfg.rms_eps, layer_id=L)
         b.make_linear(hf, weights.lm_head, self.logits, layer_id=L)
         b.compile()
 
-    def load_kv(self, kvs):
-        """Start a sequence whose first ``n`` positions hold ``kvs`` (per layer ``(k, v)``, ``[n, Hkv_l, D]``)."""
-        n = self._check_kv(kvs)
+    def load_kv(self, kvs, request: int = 0):
+        """Start request ``request``'s sequence with its first ``n`` positions holding ``kvs`` (per layer ``(k, v)``,
+        ``[n, Hkv_l, D]``); the other requests are left as they are."""
+        n = self._check_kv(kvs, request)
         P = self.cfg.page_size
         pos = torch.arange(n, device=self.builder.device)
-        page = self.block_tables[0].long()[pos // P]
+        page = self.block_tables[request].long()[pos // P]
         slot = pos % P
         for li, (k, v) in enumerate(kvs):
             self.key_caches[li][page, slot] = k.to(self.key_caches[li].dtype)
             self.value_caches[li][page, slot] = v.to(self.value_caches[li].dtype)
-        self.kv_lens.fill_(n)
-        self.pos = n
+        self.kv_lens[request] = n
+        self.lens[request] = n
 
-    def prepare(self, token):
-        """Set up the next step: the token's embedding row into the step's input, ``kv_lens += 1`` (device-side ops
-        only when ``token`` is a one-element int tensor on the device; its value is not range-checked, which would
-        synchronise: an out-of-range id fails in ``index_select``)."""
-        self._take_token(token)
+    def prepare(self, token, lengths=None):
+        """Set up the next step: the tokens' embedding rows (one token per request) into the step's input,
+        ``kv_lens += 1`` (device-side ops only when ``token`` is an int tensor on the device; its values are not
+        range-checked, which would synchronise: an out-of-range id fails in ``index_select``). ``lengths``: set
+        every request's length instead (:meth:`set_lengths`, counting the token decoded)."""
+        self._take_token(token, lengths=lengths)
         torch.index_select(self.weights.embed, 0, self.token, out=self.x)
 
     def run(self):
@@ -462,8 +553,9 @@ def _nccl_all_reduce(t: torch.Tensor) -> torch.Tensor:
 
 
 class Qwen3TorchModel(_DecodeState):
-    """The same decode step in plain torch: bf16 weights and activations, fp32 math in norms, RoPE and softmax,
-    fp32 logits; the KV cache is contiguous ``[max_context, Hkv_l, D]`` per layer, the attention runs over the first
+    """The same decode step in plain torch, for ``batch`` requests (each at its own position, as
+    :class:`Qwen3MegaModel`): bf16 weights and activations, fp32 math in norms, RoPE and softmax, fp32 logits
+    ``[batch, V]``; the KV cache is contiguous ``[batch, max_context, Hkv_l, D]`` per layer, the attention runs over the first
     ``attn_window`` positions (default ``max_context``) with the ones at or past ``kv_lens`` masked (static shapes:
     ``run()`` is CUDA-graph capturable). A step past ``attn_window`` is refused by ``prepare()`` (a ValueError, never
     a silently truncated attention); a benchmark at context ``c`` sets ``attn_window`` to ``c`` so the baseline does
@@ -472,7 +564,7 @@ class Qwen3TorchModel(_DecodeState):
 
     def __init__(self, cfg: Qwen3Config, weights: Qwen3Weights, rank: int = 0, world_size: int = 1, *,
                  all_reduce: Optional[Callable[[torch.Tensor], torch.Tensor]] = None, device=None,
-                 attn_window: Optional[int] = None):
+                 attn_window: Optional[int] = None, batch: int = 1):
         cfg.check_world(world_size)
         _check_rank(rank, world_size)
         _check_weights(cfg, weights, rank, world_size)
@@ -482,7 +574,7 @@ class Qwen3TorchModel(_DecodeState):
             raise ValueError(f"Qwen3TorchModel: attn_window must be an int in [1, max_context={cfg.max_context}], "
                              f"got {attn_window!r}")
         self.attn_window = attn_window
-        self._init_state(cfg)
+        self._init_state(cfg, batch)
         self.rank, self.world = rank, world_size
         self.weights = weights
         dev = torch.device(device) if device is not None else weights.embed.device
@@ -490,26 +582,29 @@ class Qwen3TorchModel(_DecodeState):
         self.all_reduce = all_reduce if all_reduce is not None else _nccl_all_reduce
         dt = weights.embed.dtype
         hkv = cfg.local_kv_heads(world_size)
-        self.token = torch.zeros(1, dtype=torch.int64, device=dev)
-        self.kv_lens = torch.zeros(1, dtype=torch.int32, device=dev)
-        self.key_caches = [torch.zeros(cfg.max_context, hkv, cfg.head_dim, dtype=dt, device=dev)
+        self.token = torch.zeros(batch, dtype=torch.int64, device=dev)
+        self.kv_lens = torch.zeros(batch, dtype=torch.int32, device=dev)
+        self.key_caches = [torch.zeros(batch, cfg.max_context, hkv, cfg.head_dim, dtype=dt, device=dev)
                            for _ in range(cfg.num_layers)]
         self.value_caches = [torch.zeros_like(k) for k in self.key_caches]
         self.cos, self.sin = rope_tables(cfg, dev)
-        self.logits = torch.zeros(1, cfg.vocab_size, dtype=torch.float32, device=dev)
+        self.logits = torch.zeros(batch, cfg.vocab_size, dtype=torch.float32, device=dev)
         self._positions = torch.arange(cfg.max_context, device=dev)
+        self._requests = torch.arange(batch, device=dev)
         self._mm_out_dtype = dev.type == "cuda"
 
-    def load_kv(self, kvs):
-        n = self._check_kv(kvs)
+    def load_kv(self, kvs, request: int = 0):
+        """As :meth:`Qwen3MegaModel.load_kv`."""
+        n = self._check_kv(kvs, request)
         for li, (k, v) in enumerate(kvs):
-            self.key_caches[li][:n] = k
-            self.value_caches[li][:n] = v
-        self.kv_lens.fill_(n)
-        self.pos = n
+            self.key_caches[li][request, :n] = k
+            self.value_caches[li][request, :n] = v
+        self.kv_lens[request] = n
+        self.lens[request] = n
 
-    def prepare(self, token):
-        self._take_token(token, self.attn_window)
+    def prepare(self, token, lengths=None):
+        """As :meth:`Qwen3MegaModel.prepare` (the embedding rows are gathered inside :meth:`run`)."""
+        self._take_token(token, self.attn_window, lengths)
 
     def _rms(self, x, w, eps):
         xf = x.float()
@@ -529,32 +624,32 @@ class Qwen3TorchModel(_DecodeState):
         cfg, w = self.cfg, self.weights
         D, eps = cfg.head_dim, cfg.rms_eps
         hq, hkv = cfg.local_q_heads(self.world), cfg.local_kv_heads(self.world)
-        g = hq // hkv
-        pos = (self.kv_lens.long() - 1)  # [1]
-        cos = self.cos[0].index_select(0, pos)  # [1, D]
-        sin = self.sin[0].index_select(0, pos)
+        g, B = hq // hkv, self.batch
+        pos = (self.kv_lens.long() - 1)  # [B]
+        cos = self.cos[0].index_select(0, pos)[:, None]  # [B, 1, D]
+        sin = self.sin[0].index_select(0, pos)[:, None]
         win = self.attn_window
-        mask = self._positions[None, :win] > pos[:, None]  # [1, win]: True = not attended
-        x = w.embed.index_select(0, self.token)  # [1, H]
+        mask = self._positions[None, :win] > pos[:, None]  # [B, win]: True = not attended
+        x = w.embed.index_select(0, self.token)  # [B, H]
 
-        def rope(t):  # t [n, D] fp32
-            rot = torch.cat([-t[:, D // 2:], t[:, :D // 2]], dim=-1)
+        def rope(t):  # t [B, n, D] fp32
+            rot = torch.cat([-t[..., D // 2:], t[..., :D // 2]], dim=-1)
             return t * cos + rot * sin
 
         for li, lw in enumerate(w.layers):
             h = self._rms(x, lw.ln1, eps)
-            qkv = torch.nn.functional.linear(h, lw.wqkv).view(hq + 2 * hkv, D)
-            q = rope(self._rms(qkv[:hq], lw.q_norm, eps).float())
-            k = rope(self._rms(qkv[hq:hq + hkv], lw.k_norm, eps).float()).to(x.dtype)
-            v = qkv[hq + hkv:]
+            qkv = torch.nn.functional.linear(h, lw.wqkv).view(B, hq + 2 * hkv, D)
+            q = rope(self._rms(qkv[:, :hq], lw.q_norm, eps).float())
+            k = rope(self._rms(qkv[:, hq:hq + hkv], lw.k_norm, eps).float()).to(x.dtype)
+            v = qkv[:, hq + hkv:]
             kc, vc = self.key_caches[li], self.value_caches[li]
-            kc.index_copy_(0, pos, k.unsqueeze(0))
-            vc.index_copy_(0, pos, v.unsqueeze(0))
-            qg = q.to(x.dtype).float().view(hkv, g, D)
-            s = torch.einsum("hgd,thd->hgt", qg, kc[:win].float()) * (D ** -0.5)
-            s = s.masked_fill(mask.view(1, 1, -1), float("-inf"))
+            kc.index_put_((self._requests, pos), k)  # request b's new k / v at its own position
+            vc.index_put_((self._requests, pos), v)
+            qg = q.to(x.dtype).float().view(B, hkv, g, D)
+            s = torch.einsum("bhgd,bthd->bhgt", qg, kc[:, :win].float()) * (D ** -0.5)
+            s = s.masked_fill(mask.view(B, 1, 1, -1), float("-inf"))
             p = torch.softmax(s, dim=-1)
-            a = torch.einsum("hgt,thd->hgd", p, vc[:win].float()).to(x.dtype).reshape(1, hq * D)
+            a = torch.einsum("bhgt,bthd->bhgd", p, vc[:, :win].float()).to(x.dtype).reshape(B, hq * D)
             o = torch.nn.functional.linear(a, lw.wo)
             if self.world > 1:
                 o = self.all_reduce(o)
@@ -571,22 +666,34 @@ class Qwen3TorchModel(_DecodeState):
         self.logits.copy_(self._logits(self._rms(x, w.final_norm, eps)))
 
 
-def teacher_forced_check(mega, ref, tokens: Sequence[int], reset: bool = True) -> dict:
-    """Decode ``tokens`` one by one in both models (teacher forcing: each step gets the given token, not the
-    model's prediction) and compare the logits per step: ``cosine`` (list), ``top1`` (list of bools: same argmax),
-    and their summaries ``min_cosine``, ``top1_rate``. ``reset``: start both from an empty cache (else continue from
-    their current, equal, state, e.g. after :meth:`load_kv`)."""
+def teacher_forced_check(mega, ref, tokens: Sequence, reset: bool = True) -> dict:
+    """Decode ``tokens`` step by step in both models (teacher forcing: each step gets the given tokens, not the
+    model's prediction; a step is an int at batch 1, else one int per request) and compare the logits per step and
+    request: ``cosine`` (list), ``top1`` (list of bools: same argmax), step-major (at batch B, step ``i``'s request
+    ``b`` is entry ``i * B + b``), and their summaries ``min_cosine``, ``top1_rate``; at batch > 1 also
+    ``per_request`` (each request's ``min_cosine`` and ``top1_rate``). ``reset``: start both from an empty cache
+    (else continue from their current, equal, state, e.g. after :meth:`load_kv`)."""
     if reset:
         mega.reset()
         ref.reset()
     if mega.pos != ref.pos:
         raise ValueError(f"teacher_forced_check: the models are at different positions ({mega.pos} != {ref.pos})")
+    B = mega.batch
+    if ref.batch != B:
+        raise ValueError(f"teacher_forced_check: the models have different batches ({B} != {ref.batch})")
     cos, top1 = [], []
     for t in tokens:
-        lm = mega.step(int(t)).float().reshape(-1)
-        lr = ref.step(int(t)).float().reshape(-1)
-        c = torch.nn.functional.cosine_similarity(lm, lr, dim=0).item()
-        cos.append(c if math.isfinite(c) else -1.0)
-        top1.append(bool(lm.argmax().item() == lr.argmax().item()))
-    return dict(cosine=cos, top1=top1, min_cosine=min(cos) if cos else float("nan"),
-                top1_rate=sum(top1) / len(top1) if top1 else float("nan"), steps=len(cos))
+        t = int(t) if B == 1 and not isinstance(t, (list, tuple)) else [int(x) for x in t]
+        lm = mega.step(t).float().reshape(B, -1)
+        lr = ref.step(t).float().reshape(B, -1)
+        for b in range(B):
+            c = torch.nn.functional.cosine_similarity(lm[b], lr[b], dim=0).item()
+            cos.append(c if math.isfinite(c) else -1.0)
+            top1.append(bool(lm[b].argmax().item() == lr[b].argmax().item()))
+    out = dict(cosine=cos, top1=top1, min_cosine=min(cos) if cos else float("nan"),
+               top1_rate=sum(top1) / len(top1) if top1 else float("nan"), steps=len(cos) // B)
+    if B > 1:
+        out["per_request"] = [dict(min_cosine=min(cos[b::B]) if cos else float("nan"),
+                                   top1_rate=sum(top1[b::B]) / len(top1[b::B]) if top1 else float("nan"))
+                              for b in range(B)]
+    return out

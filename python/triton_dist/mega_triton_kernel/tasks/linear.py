@@ -7,7 +7,17 @@ streams its ``ROWS`` weight rows in ``BLOCK_K`` chunks with the next chunk's loa
 from L2) issued before the current one is reduced (two chunks in flight per program), ``ROWS`` chosen by
 :func:`pick_gemv_rows` so that the op's tiles fill whole waves of the workers, each tile's fixed cost counted
 (a ``BLOCK_N = next_power_of_2(ROWS)`` block, the lanes past ``ROWS`` masked off).
-``M > 1`` uses ``tl.dot`` on ``16 <= BLOCK_M`` row tiles. A tile reads its input rows (all of K) and weight rows
+``1 < M <= 16`` (batched decode, one row per request) is the same streaming tile with the ``M`` rows' products on
+the tensor cores: a step of a memory-bound decoder must read every weight once whatever the batch, so the tile
+keeps the GEMV's shape (``ROWS`` from :func:`pick_gemv_rows`, ~32 KB weight chunks, the next chunk's load issued
+before the current one's MMA, the first chunk loaded before the wait) and multiplies each chunk by all ``M`` input
+rows at once (``tl.dot`` of the rows padded to 16, ``[16, BLOCK_K] x [BLOCK_K, BLOCK_N]``): each weight byte is
+read once per step for all the requests. Chosen over a register-FMA GEMV over ``M`` rows (``M`` fp32 accumulators
+of the chunk's size: the registers run out at a few rows, or the chunk shrinks and the stream slows) and over the
+plain ``tl.dot`` tiles below (64 rows, 64-column chunks, no wave fill: ~100 tiles for a 6K-row weight on a
+132-SM GPU, and one 8 KB load in flight per program). The M = 1 tile is untouched (its FMA path and the norm /
+residual fusions stay GEMV-only).
+``M > 16`` uses ``tl.dot`` on ``16 <= BLOCK_M`` row tiles. A tile reads its input rows (all of K) and weight rows
 and writes its output tile, so it waits only for the tasks that wrote those input rows.
 """
 from __future__ import annotations
@@ -89,13 +99,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     rn = pn * ROWS + lane
     nmask = (lane < ROWS) & (rn < N)
     if BLOCK_M == 1:
-        rk = tl.arange(0, BLOCK_K)
-        wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
-        wmask = nmask[:, None] & (rk[None, :] < K)
-        w0 = tl.load(wp, mask=wmask, other=0.0)
-        u0 = w0
-        if SILU_MUL:
-            u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
+        wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
         if PF_ROW > 0:
             for r in tl.static_range(ROWS):
                 n = pn * ROWS + r
@@ -122,15 +126,36 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         if RES:
             tl.store(arg(args, 5, ODT) + pm * N + rn, (out.to(tl.float32) + r).to(ODT), mask=nmask)
     else:
+        if M <= 16:  # batched decode: the tile's first weight chunk(s) before the wait, as the GEMV
+            wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
         tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
         x_ptr = dl.consume_token(x_ptr, tok)
         rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
         mmask = rm < M
-        acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
-        if SILU_MUL:
-            up = _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
-            acc = silu_mul(acc, up)
+        if M <= 16:  # one 16-row tile: the weight streamed once for all the rows
+            acc = _mm_stream(x_ptr, wp, w0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            if SILU_MUL:
+                acc = silu_mul(acc, _mm_stream(x_ptr, wp + N * K, u0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K))
+        else:
+            acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            if SILU_MUL:
+                acc = silu_mul(acc, _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K))
         tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
+
+
+@triton_dist.jit
+def _first_chunks(w_ptr, rn, nmask, N: tl.constexpr, K: tl.constexpr, BLOCK_K: tl.constexpr, SILU_MUL: tl.constexpr):
+    """A streaming tile's first weight chunk, loaded before its wait: ``(wp, w0, u0)``, the pointers of the tile's
+    ``[BLOCK_N, BLOCK_K]`` first chunk (rows ``rn``), that chunk, and with ``SILU_MUL`` the up rows' first chunk
+    (``N`` rows further; else ``w0`` again)."""
+    rk = tl.arange(0, BLOCK_K)
+    wp = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
+    wmask = nmask[:, None] & (rk[None, :] < K)
+    w0 = tl.load(wp, mask=wmask, other=0.0)
+    u0 = w0
+    if SILU_MUL:
+        u0 = tl.load(wp + N * K, mask=wmask, other=0.0)
+    return wp, w0, u0
 
 
 @triton_dist.jit
@@ -177,6 +202,24 @@ def _x_chunk(x_ptr, g_ptr, rstd, k0, K: tl.constexpr, BLOCK_K: tl.constexpr, DT:
 
 
 @triton_dist.jit
+def _mm_stream(x_ptr, wp, w, rm, mmask, nmask, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """``x[rm, :] @ W[rn, :].T`` as fp32 ``[BLOCK_M, BLOCK_N]`` (the small-M tile): ``wp`` points at the tile's
+    ``[BLOCK_N, BLOCK_K]`` first weight chunk, already loaded as ``w``; the next chunk's load is issued before this
+    one's MMA (two chunks in flight, as in :func:`_gemv`); the input rows' chunk comes from L2."""
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kn = k0 + BLOCK_K + rk
+        w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
+        kk = k0 + rk
+        a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
+        acc = tl.dot(a, tl.trans(w), acc)
+        w = w_next
+    return acc
+
+
+@triton_dist.jit
 def _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         BLOCK_K: tl.constexpr):
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -216,6 +259,11 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
         # chunk, in whole 16-byte units, never past the row's end
         per_row = builder.gemv_prefetch_bytes // (rows_ * (2 if fused else 1))
         pf_row = max(0, min(per_row, (K - bk) * input.element_size())) // 16 * 16
+    elif M <= 16:  # batched decode: the GEMV's streaming tile, the rows' products on the tensor cores
+        bm = 16
+        rows_ = pick_gemv_rows(N, builder.num_workers, K * input.element_size() * (2 if fused else 1))
+        bn = max(16, triton.next_power_of_2(rows_))
+        bk = min(max(16, triton.next_power_of_2(K)), max(64, GEMV_CHUNK_BYTES // (bn * input.element_size())))
     else:
         bm = 16 if M <= 16 else (32 if M <= 32 else 64)
         bn = rows_ = 64
