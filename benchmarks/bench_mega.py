@@ -169,8 +169,9 @@ def main(argv=None):
     import torch.distributed as dist
 
     import triton_dist.utils as tdu
-    from triton_dist.mega_triton_kernel.models import (STEP_BYTES_FORMULA, Qwen3MegaModel, Qwen3TorchModel, random_kv,
-                                                       random_weights, step_bytes, teacher_forced_check)
+    from triton_dist.mega_triton_kernel.models import (STEP_BYTES_FORMULA, Qwen3MegaModel, Qwen3TorchModel,
+                                                       logits_agreement, random_kv, random_weights, step_bytes,
+                                                       teacher_forced_check)
     import harness
     from provenance import topology, topology_line
     from triton_dist.runtime import torch_collectives as TC
@@ -263,8 +264,7 @@ def main(argv=None):
         times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log,
                                  compiled=compiled, skipped=skipped)
         if "torch_compile" in times:  # its replays computed the timed step: the same logits as the eager model's
-            chk["torch_compile_vs_torch_min_cosine"] = min(torch.nn.functional.cosine_similarity(
-                compiled.logits.float(), ref.logits.float(), dim=1).tolist())
+            chk["torch_compile_vs_torch_min_cosine"] = min(logits_agreement(compiled.logits, ref.logits)[0])
         if args.profile:
             profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
             for kind, k in sorted(profile["by_kind"].items(), key=lambda kv: -kv[1]["advance_us"]):
@@ -340,14 +340,13 @@ def load_contexts(args, cfg, rank, world, dev, models, random_kv):
 def timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv):
     """The timed step itself (:func:`load_contexts`: each request at its own context) in the mega model and the
     reference: per request the logits' ``cosine`` and ``top1`` agreement (lists of B)."""
-    import torch
+    from triton_dist.mega_triton_kernel.models import logits_agreement
 
     load_contexts(args, cfg, rank, world, dev, (mega, ref), random_kv)
     mega.run()
     ref.run()
-    lm, lr = mega.logits.float(), ref.logits.float()
-    cos = torch.nn.functional.cosine_similarity(lm, lr, dim=1).tolist()
-    return dict(cosine=[c if c == c else -1.0 for c in cos], top1=(lm.argmax(1) == lr.argmax(1)).tolist())
+    cos, top1 = logits_agreement(mega.logits, ref.logits)
+    return dict(cosine=cos, top1=top1)
 
 
 def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, compiled=None, skipped=None):

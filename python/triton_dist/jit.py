@@ -136,7 +136,7 @@ def shmem_extern_libs(backend: str, arch=None, library: str = "slim") -> Dict[st
     return {}
 
 
-_launch_libs: Dict[Tuple[str, object, bool], Dict[str, str]] = {}
+_launch_libs: Dict[Tuple[str, object, str], Dict[str, str]] = {}  # (backend, arch, library level)
 _launch_target: Optional[Tuple[str, object]] = None
 
 

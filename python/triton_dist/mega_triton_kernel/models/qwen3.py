@@ -43,7 +43,8 @@ from typing import Callable, List, Optional, Sequence
 import torch
 
 __all__ = ["Qwen3Config", "QWEN3_8B", "QWEN3_32B", "Qwen3Weights", "Qwen3LayerWeights", "random_weights",
-           "random_kv", "Qwen3MegaModel", "Qwen3TorchModel", "teacher_forced_check", "step_bytes", "STEP_BYTES_FORMULA"]
+           "random_kv", "Qwen3MegaModel", "Qwen3TorchModel", "teacher_forced_check", "logits_agreement", "step_bytes",
+           "STEP_BYTES_FORMULA"]
 
 
 @dataclass(frozen=True)
@@ -285,6 +286,9 @@ class _DecodeState:
     """Shared decode bookkeeping of a model built for ``batch`` requests: the host mirror of ``kv_lens`` and the
     checks (every error is raised before anything is written or launched)."""
 
+    #: positions a step may attend over (None: up to ``max_context``); the torch model's ``attn_window``
+    attn_window: Optional[int] = None
+
     def _init_state(self, cfg: Qwen3Config, batch: int):
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"{type(self).__name__}: batch must be an int >= 1, got {batch!r}")
@@ -320,16 +324,16 @@ class _DecodeState:
         self.kv_lens.zero_()
         self.lens = [0] * self.batch
 
-    def _take_token(self, tokens, attn_window: Optional[int] = None, lengths=None):
+    def _take_token(self, tokens, lengths=None):
         """The host side of ``prepare(tokens, lengths)``: check them, advance every request's position (refusing one
-        past ``max_context``, or past ``attn_window`` when given), put them in ``self.token`` and count them in
+        past ``max_context``, or past :attr:`attn_window` when set), put them in ``self.token`` and count them in
         ``kv_lens`` (device ops only); ``lengths`` given: :meth:`set_lengths` instead of the advance."""
         toks = self._check_tokens(tokens)
         if lengths is not None:
             self.set_lengths(lengths)
         else:
             new = [n + 1 for n in self.lens]
-            self._check_lens(new, attn_window)
+            self._check_lens(new)
             self.lens = new
         if isinstance(toks, torch.Tensor):
             self.token.copy_(toks)
@@ -340,7 +344,8 @@ class _DecodeState:
         if lengths is None:
             self.kv_lens.add_(1)
 
-    def _check_lens(self, lens, attn_window: Optional[int] = None):
+    def _check_lens(self, lens):
+        attn_window = self.attn_window
         for b, n in enumerate(lens):
             which = "the sequence" if self.batch == 1 else f"request {b}"
             if n > self.cfg.max_context:
@@ -370,7 +375,7 @@ class _DecodeState:
         if any(n < 1 for n in host):
             raise ValueError(f"{name}.set_lengths: every length must be >= 1 (it counts the decoded token), got "
                              f"{host}")
-        self._check_lens(host, getattr(self, "attn_window", None))
+        self._check_lens(host)
         if isinstance(lengths, torch.Tensor):
             self.kv_lens.copy_(lengths)
         else:
@@ -604,7 +609,7 @@ class Qwen3TorchModel(_DecodeState):
 
     def prepare(self, token, lengths=None):
         """As :meth:`Qwen3MegaModel.prepare` (the embedding rows are gathered inside :meth:`run`)."""
-        self._take_token(token, self.attn_window, lengths)
+        self._take_token(token, lengths)
 
     def _rms(self, x, w, eps):
         xf = x.float()
@@ -666,6 +671,14 @@ class Qwen3TorchModel(_DecodeState):
         self.logits.copy_(self._logits(self._rms(x, w.final_norm, eps)))
 
 
+def logits_agreement(lm: torch.Tensor, lr: torch.Tensor) -> tuple:
+    """Per request (row) of two ``[B, V]`` logits: ``(cosine, top1)``, the rows' cosine similarities (a non-finite
+    one counted as -1.0) and whether their argmaxes agree, as lists of B."""
+    lm, lr = lm.float().reshape(lr.shape[0], -1), lr.float().reshape(lr.shape[0], -1)
+    cos = [c if math.isfinite(c) else -1.0 for c in torch.nn.functional.cosine_similarity(lm, lr, dim=1).tolist()]
+    return cos, (lm.argmax(1) == lr.argmax(1)).tolist()
+
+
 def teacher_forced_check(mega, ref, tokens: Sequence, reset: bool = True) -> dict:
     """Decode ``tokens`` step by step in both models (teacher forcing: each step gets the given tokens, not the
     model's prediction; a step is an int at batch 1, else one int per request) and compare the logits per step and
@@ -684,12 +697,9 @@ def teacher_forced_check(mega, ref, tokens: Sequence, reset: bool = True) -> dic
     cos, top1 = [], []
     for t in tokens:
         t = int(t) if B == 1 and not isinstance(t, (list, tuple)) else [int(x) for x in t]
-        lm = mega.step(t).float().reshape(B, -1)
-        lr = ref.step(t).float().reshape(B, -1)
-        for b in range(B):
-            c = torch.nn.functional.cosine_similarity(lm[b], lr[b], dim=0).item()
-            cos.append(c if math.isfinite(c) else -1.0)
-            top1.append(bool(lm[b].argmax().item() == lr[b].argmax().item()))
+        c, agree = logits_agreement(mega.step(t).reshape(B, -1), ref.step(t).reshape(B, -1))
+        cos += c
+        top1 += agree
     out = dict(cosine=cos, top1=top1, min_cosine=min(cos) if cos else float("nan"),
                top1_rate=sum(top1) / len(top1) if top1 else float("nan"), steps=len(cos) // B)
     if B > 1:
