@@ -259,6 +259,14 @@ def test_slim_library_gives_the_same_ptx_as_the_whole_bitcode(tmp_path, monkeypa
             re.search(rf"^define [^\n]*@{sym}\(", text, re.M).group(0), sym
     assert re.search(r"^@nvshmemi_device_state_d = ", text, re.M)
     assert bc.slim_nvshmem_library(full) == slim  # made once
+    # named by the bitcode's bytes: a reinstall elsewhere (new path, new mtime) keeps the kernels' cache keys
+    import shutil
+
+    moved = str(tmp_path / "reinstalled" / "libnvshmem_device.bc")
+    os.makedirs(os.path.dirname(moved))
+    shutil.copyfile(full, moved)
+    os.utime(moved, ns=(1, 1))
+    assert bc.slim_nvshmem_library(moved) == slim
 
     here = os.path.dirname(__file__)
     every_call = load_kernel(os.path.join(here, "..", "lit", "libshmem", "all_functions.py") + ":all_calls")

@@ -21,7 +21,7 @@ import mmap
 import os
 import re
 import struct
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 NVSHMEM_BITCODE_NAME = "libnvshmem_device.bc"
 ROCSHMEM_BITCODE_NAME = "librocshmem_device.bc"
@@ -472,6 +472,25 @@ def nvshmem_functions(wide: bool = False) -> dict:
 _slim_paths = {}
 
 
+_content_digests: Dict[tuple, str] = {}
+
+
+def _content_digest(path: str) -> str:
+    """SHA-256 of a file's bytes, computed once per (path, size, mtime) in this process (~0.1 s for NVSHMEM's
+    bitcode)."""
+    import hashlib
+
+    st = os.stat(path)
+    memo = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    if memo not in _content_digests:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        _content_digests[memo] = h.hexdigest()
+    return _content_digests[memo]
+
+
 def slim_nvshmem_library(full_path: str, wide: bool = False) -> str:
     """Path of an LLVM IR file that defines the NVSHMEM functions triton_dist calls (:func:`nvshmem_functions`, all
     of them when ``wide``) exactly as ``full_path`` does, with everything they need and nothing else
@@ -480,19 +499,18 @@ def slim_nvshmem_library(full_path: str, wide: bool = False) -> str:
     Why: Triton parses every ``extern_libs`` file for each kernel it compiles; NVSHMEM's whole bitcode is 31-43 MB
     and costs about 6 s per compile, the slim file (about 5 MB of IR) a fraction of a second, and the kernels'
     PTX is identical. The ``wide`` file adds ``FULL_LIBRARY_ONLY`` (about twice the IR): what a kernel calling one
-    of those links, a fraction of a second rather than the whole bitcode's 6 s. Made once per (bitcode file, size,
-    mtime, Triton version, function set) and kept in :func:`cache_dir`; written atomically (several ranks may make
-    it at once). Kernels that call an NVSHMEM function outside the set are recompiled against the next library of
-    :data:`SHMEM_LIBRARIES` by ``triton_dist.jit``. Where the file cannot be
-    made, a warning is printed once and ``full_path`` is returned."""
+    of those links, a fraction of a second rather than the whole bitcode's 6 s. Made once per (bitcode content,
+    Triton version, function set) and kept in :func:`cache_dir`; named by the bitcode's bytes, not its path or mtime,
+    so kernels compiled against it keep their Triton cache keys across reinstalls and machines (a carried cache
+    stays warm). Written atomically (several ranks may make it at once). Kernels that call an NVSHMEM function
+    outside the set are recompiled against the next library of :data:`SHMEM_LIBRARIES` by ``triton_dist.jit``.
+    Where the file cannot be made, a warning is printed once and ``full_path`` is returned."""
     import hashlib
 
     import triton
 
-    st = os.stat(full_path)
     functions = nvshmem_functions(wide)
-    ident = repr((_SLIM_FORMAT, os.path.realpath(full_path), st.st_size, st.st_mtime_ns, triton.__version__,
-                  sorted(functions.items())))
+    ident = repr((_SLIM_FORMAT, _content_digest(full_path), triton.__version__, sorted(functions.items())))
     key = hashlib.sha256(ident.encode()).hexdigest()[:24]
     out = os.path.join(cache_dir(), f"libnvshmem_device-{'wide' if wide else 'slim'}-{key}.ll")
     if out in _slim_paths:
