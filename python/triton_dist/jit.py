@@ -14,11 +14,12 @@ tool, ``triton.autotune`` and ``triton.heuristics`` treat it as a normal JIT fun
   an entry only into modules calling a function whose name contains the key) when it is installed. On CUDA that is
   the *slim* library (``runtime.bitcode.slim_nvshmem_library``): the NVSHMEM functions triton_dist calls and what
   they need, cut once per machine from NVSHMEM's whole bitcode, which Triton would otherwise parse (about 6 s) for
-  every kernel it compiles; the PTX is the same. A kernel that calls an NVSHMEM function outside that set fails to
-  link against it and is compiled again against the *wide* library (every NVSHMEM function triton_dist calls, still
-  a fraction of a second), and only a kernel that misses a function there too against the whole bitcode
-  (:func:`missing_from_slim_library`, ``runtime.bitcode.SHMEM_LIBRARIES``); the level reached is kept per JIT
-  function. ``TRITON_DIST_SLIM_BITCODE=0`` always links the whole bitcode. Triton links ``extern_libs`` only for modules
+  every kernel it compiles; the PTX is the same. A kernel that calls an NVSHMEM function outside that set links the
+  *wide* library instead (every NVSHMEM function triton_dist calls, still a fraction of a second), or the whole
+  bitcode for a function none of our lowerings calls: the link step reads the calls in the TTGIR
+  (``runtime.shmem_link.larger_offered_library``), so it compiles once. A compile that still stops at ptxas on an
+  unresolved NVSHMEM function is retried against the next level (:func:`missing_from_slim_library`,
+  ``runtime.bitcode.SHMEM_LIBRARIES``), and the level reached is kept per JIT function. ``TRITON_DIST_SLIM_BITCODE=0`` always links the whole bitcode. Triton links ``extern_libs`` only for modules
   with external calls (``has_extern_deps``), so a kernel with no extern call compiles to exactly the same PTX. A
   DistJIT kernel that calls only libdevice functions links the library too: its PTX then also defines two unused
   constants (``nvshmemi_device_state_d``, ``nvshmemi_device_lib_version_d``); its code is unchanged and it needs no

@@ -407,6 +407,15 @@ def test_wide_library_holds_every_function_and_links_a_full_library_only_call(tm
 
     assert llir(wide) == llir(full)
     slim = bc.nvshmem_link_library(full)
+    # offered the slim file (what @triton_dist.jit offers first), the link step reads the typed put in the TTGIR and
+    # links the wide one: one compile, no ptxas failure and retry
+    assert llir(slim) == llir(wide)
+    assert shmem_link.larger_offered_library("cuda", 90, slim, ["nvshmem_float_p"]) == wide
+    assert shmem_link.larger_offered_library("cuda", 90, slim, ["nvshmem_int_p"]) is None  # slim has it
+    assert shmem_link.larger_offered_library("cuda", 90, wide, ["nvshmem_int_p"]) is None  # never a smaller level
+    assert shmem_link.larger_offered_library("cuda", 90, slim, ["nvshmem_not_ours"]) == full
+    assert shmem_link.larger_offered_library("cuda", 90, "/a/users/own.bc", ["nvshmem_float_p"]) is None
+    assert shmem_link.larger_offered_library("hip", "gfx942", slim, ["nvshmem_float_p"]) is None
     assert shmem_link.libraries_for("cuda", 90, ["nvshmem_int_p"]) == {"libnvshmem_device": slim}
     assert shmem_link.libraries_for("cuda", 90, ["nvshmem_float_p"]) == {"libnvshmem_device": wide}
     assert shmem_link.libraries_for("cuda", 90, ["nvshmem_not_ours"]) == {"libnvshmem_device": full}

@@ -9,8 +9,9 @@ SHMEM calls stay unresolved (``ptxas fatal: Unresolved extern function 'nvshmem_
   the TTGIR -> LLVM IR stage of every module is wrapped. When the module's TTGIR calls an NVSHMEM function
   (``nvshmem_*`` / ``nvshmemx_*``, CUDA target) or a rocSHMEM one (``rocshmem_*``, HIP target) and its options carry
   no SHMEM library yet, the stage runs with the target's SHMEM bitcode added to ``extern_libs`` -- the same library
-  ``@triton_dist.jit`` would offer (CUDA: the slim library when every called function is in it, else the whole
-  bitcode; HIP: the target arch's rocSHMEM bitcode). Any other module runs the backend's own stage unchanged, so
+  ``@triton_dist.jit`` would offer (CUDA: the smallest of the slim library, the wide one and the whole bitcode
+  that has every called function; HIP: the target arch's rocSHMEM bitcode). A module that was offered our slim
+  library but calls functions outside it gets the level that has them instead (:func:`larger_offered_library`). Any other module runs the backend's own stage unchanged, so
   its LLVM IR, PTX and cubin are identical; the one extra step is a scan of its TTGIR text, once per compile (a
   cache hit runs no stage at all). Launches never pass through this code. Where the bitcode is not installed the
   stage is left alone and the link fails naming the function, as for ``@triton_dist.jit``;
@@ -21,8 +22,7 @@ SHMEM calls stay unresolved (``ptxas fatal: Unresolved extern function 'nvshmem_
   (``.extern .func nvshmem_*``: no library resolved them) on a machine where the NVSHMEM device bitcode cannot be
   found raises :class:`~triton_dist.runtime.bitcode.BitcodeError` naming the functions and what to install
   (:func:`check_nvshmem_resolvable`), instead of ptxas's ``Unresolved extern function 'nvshmem_my_pe'``. Where the
-  bitcode is found, ptxas runs as before (a function outside the slim library: ``triton_dist.jit`` retries with the
-  whole bitcode); ``TRITON_DIST_NO_SHMEM_BITCODE=1`` skips the check (the calls are left unresolved on purpose).
+  bitcode is found, ptxas runs as before; ``TRITON_DIST_NO_SHMEM_BITCODE=1`` skips the check (the calls are left unresolved on purpose).
 * **Initialise, at load time** (``knobs.runtime.kernel_load_end_hook``): :func:`module_init.install_hooks`, so a
   loaded module that uses the library is initialised once per device (``nvshmemx_cumodule_init`` /
   ``rocshmem_hipmodule_init``), whoever compiled it. A module that does not is recognised from its PTX / AMDGCN once
@@ -44,12 +44,12 @@ NVSHMEM / rocSHMEM, clear Triton's cache (``TRITON_CACHE_DIR``) for plain ``trit
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 from .. import _compat
 from . import module_init
 
-__all__ = ["install", "shmem_symbols", "libraries_for", "simt_tile_sizes", "simt_tiles_library_text",
+__all__ = ["install", "shmem_symbols", "libraries_for", "larger_offered_library", "simt_tile_sizes", "simt_tiles_library_text",
            "simt_tiles_library", "unresolved_nvshmem", "check_nvshmem_resolvable", "move_simt_scratch_to_dynamic_shared",
            "LINK_HOOK_MARK"]
 
@@ -93,6 +93,30 @@ def libraries_for(backend: str, arch, symbols) -> Dict[str, str]:
         if not set(symbols) <= set(nvshmem_functions()):
             library = "wide" if set(symbols) <= set(nvshmem_functions(wide=True)) else "whole"
     return shmem_extern_libs(backend, arch, library=library)
+
+
+def larger_offered_library(backend: str, arch, offered_path: str, symbols) -> Optional[str]:
+    """The NVSHMEM library to link *instead of* ``offered_path`` into a module calling ``symbols``, or None to keep
+    it. ``@triton_dist.jit`` offers the slim library (its own level, ``DistJITFunction._shmem_library``); a module
+    calling a function outside it (``FULL_LIBRARY_ONLY``: typed put / get, thread / warp byte collectives) would fail
+    at ptxas and be compiled a second time against the next level. Reading the calls in the TTGIR, the link step
+    takes the level that has them at once (:func:`libraries_for`), so the module compiles once. Only ever a larger
+    level of *our* libraries: a path that is not one of them (a user's own file) is kept, and so is a level already
+    large enough. The kernel's Triton cache key still names the offered file (the request), and the result is the
+    same for that request every time."""
+    if backend != "cuda" or not symbols:
+        return None
+    from ..jit import shmem_extern_libs
+    from .bitcode import SHMEM_LIBRARIES
+
+    name = _lib_name(backend)
+    levels = [shmem_extern_libs(backend, arch, library=lvl).get(name) for lvl in SHMEM_LIBRARIES]
+    if offered_path not in levels:
+        return None
+    needed = libraries_for(backend, arch, symbols).get(name)
+    if needed is None or levels.index(needed) <= levels.index(offered_path):
+        return None
+    return needed
 
 
 #: LLVM target triple of the SIMT tile scratch library, per Triton backend
@@ -232,10 +256,14 @@ def _wrap_llir_stage(backend, stages, options, capability) -> None:
     def llir(src, metadata):
         text = str(src)
         libs = {}
+        symbols = shmem_symbols(text, kind)
         if lib_name not in offered:  # @triton_dist.jit and the compile tool offer the SHMEM library themselves
-            symbols = shmem_symbols(text, kind)
             if symbols:
                 libs.update(libraries_for(kind, backend.target.arch, symbols))
+        else:  # offered: the slim level unless the kernel needs more (one compile, not a failed one and a retry)
+            larger = larger_offered_library(kind, backend.target.arch, offered[lib_name], symbols)
+            if larger:
+                libs[lib_name] = larger
         sizes = simt_tile_sizes(text)
         if sizes:
             from ..language._simt_tiles import LIB_NAME as SIMT_LIB
