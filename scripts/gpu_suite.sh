@@ -31,6 +31,8 @@
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
+# Every part records its kernel compile requests into $OUT/compiles; PRECOMPILE_FROM="DIR ..." compiles earlier
+# recordings into Triton's cache in parallel first (python -m triton_dist.tools.precompile, docs/runtime.md).
 # Each part fits one device call: SUITE_BUDGET_S (default 560) bounds the whole part; a step gets
 # min(its own timeout, what is left), and steps that no longer fit are recorded as skipped, so the JSON of every
 # step that ran comes back even when something hangs. record_run ends every process of a step (torchrun's workers
@@ -52,6 +54,9 @@ export TRITON_DIST_PG_TIMEOUT_S=${TRITON_DIST_PG_TIMEOUT_S:-150}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # what torchrun sets anyway, minus its warning banner in every log
 export PYTHONPATH="$PWD/python:$PWD/test/python${PYTHONPATH:+:$PYTHONPATH}"
 export TRITON_DIST_RESULTS_DIR="$OUT"
+# every kernel compile request of the part is recorded under $OUT/compiles (runtime/compile_record.py): a later run
+# first compiles them all in parallel (PRECOMPILE_FROM below) instead of one after another inside each rank
+export TRITON_DIST_COMPILE_RECORD=${TRITON_DIST_COMPILE_RECORD:-$(cd "$OUT" && pwd)/compiles}
 NP=${NPROC:-2}
 PY=${PYTHON:-python3}
 export PYTHON="$PY"
@@ -78,6 +83,15 @@ rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE
   echo "$name: exit $rc in $((SECONDS - t0)) s (limit ${t} s) ($(grep -ho '[0-9]* \(passed\|failed\|skipped\)[^"=]*' "$OUT/$name.log" | tail -1))"
 }
 failed=0
+# PRECOMPILE_FROM="DIR ...": compile the requests earlier runs recorded (their $OUT/compiles) into Triton's cache,
+# PRECOMPILE_JOBS processes at once (default: CPUs - 2), before the part's steps; a request that fails to compile
+# here is compiled by the step itself, as without it (log: $OUT/precompile.log; not a step of the part)
+if [[ -n ${PRECOMPILE_FROM:-} ]]; then
+  # shellcheck disable=SC2086
+  TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile $PRECOMPILE_FROM \
+    --jobs "${PRECOMPILE_JOBS:-$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))}" > "$OUT/precompile.log" 2>&1
+  echo "precompile: exit $? ($(tail -1 "$OUT/precompile.log"))"
+fi
 eager_rules() {  # eager_rules TAG: the final run's eager winners into the table's eager overrides, copied to $OUT
   "$PY" benchmarks/bench_overlap.py --eager-rules-from "$OUT"/overlap-*-"$1".json && \
     cp python/triton_dist/ops/overlap_table.json "$OUT/" || failed=$((failed + 1))

@@ -56,6 +56,7 @@ from typing import Callable, Dict, Optional, Tuple
 from triton import JITFunction
 
 from . import _compat
+from .runtime import compile_record
 from .runtime.cooperative import check_cooperative_launch, collective_calls
 from .runtime.module_init import install_hooks
 # re-exported: their home is runtime/module_init.py (importable from here as before)
@@ -286,6 +287,17 @@ class DistJITFunction(JITFunction):
             if kernel is not None:
                 _check_launch(self, kernel, grid, args, kwargs)
         return super().run(*args, grid=grid, warmup=warmup, **kwargs)
+
+    def _do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
+        # Triton's per-specialization compile step (the first launch of a specialization in this process, a cache
+        # hit or not; assumption tested in test_compat.py): with TRITON_DIST_COMPILE_RECORD set, record the request
+        # for a later parallel replay (runtime.compile_record, tools/precompile.py)
+        directory = compile_record.record_dir()
+        if directory:
+            target = self.device_caches[device][2]
+            compile_record.record(directory, compile_record.request_of(self, target, signature, constexprs, attrs,
+                                                                       options, bounded_wait_key()))
+        return super()._do_compile(key, signature, device, constexprs, options, attrs, warmup)
 
     def __call__(self, *args, **kwargs):
         if _compat.interpret_enabled():

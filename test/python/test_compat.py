@@ -939,6 +939,23 @@ def test_jit_function_cache_key_and_device_caches_are_overridable():
     assert "self.device_caches[device]" in inspect.getsource(JITFunction.run)
 
 
+def test_jit_function_do_compile_is_the_per_specialization_compile_step():
+    """DistJITFunction overrides ``_do_compile(key, signature, device, constexprs, options, attrs, warmup)`` to record
+    compile requests (``runtime.compile_record``): ``run`` calls it on an in-memory cache miss, and it compiles
+    ``ASTSource(self, signature, constexprs, attrs)`` with ``options.__dict__`` for the device's target -- what
+    ``compile_record.compile_request`` replays."""
+    import inspect
+
+    from triton.runtime.jit import JITFunction
+
+    params = list(inspect.signature(JITFunction._do_compile).parameters)
+    assert params == ["self", "key", "signature", "device", "constexprs", "options", "attrs", "warmup"]
+    src = inspect.getsource(JITFunction._do_compile)
+    assert "self.ASTSource(self, signature, constexprs, attrs)" in src
+    assert "self.compile(src, target=target, options=options.__dict__" in src
+    assert "self._do_compile(" in inspect.getsource(JITFunction.run)
+
+
 def test_allocator_is_unset_until_set_allocator():
     """``allocator_is_unset`` reads Triton's allocator context variable: True on a fresh context, False after
     ``triton.set_allocator`` (inside a fresh context, so nothing leaks to other tests)."""

@@ -1,5 +1,6 @@
 """Developer tools: ``compile`` (compile a kernel for any target and print a stage), ``profiler`` (intra-kernel
-profiler with Perfetto export), ``aot`` (ahead-of-time compilation into C launchers).
+profiler with Perfetto export), ``aot`` (ahead-of-time compilation into C launchers), ``precompile`` (compile the
+kernel requests a job recorded into Triton's cache, in parallel: ``python -m triton_dist.tools.precompile DIR``).
 
 Public names are loaded lazily, so ``import triton_dist.tools`` imports nothing heavy (no torch, no matplotlib, no
 compiler) until one is used.
@@ -37,7 +38,7 @@ def apply_triton340_inductor_patch():
 def __getattr__(name):
     sub = _EXPORTS.get(name)
     if sub is None:
-        if name in ("compile", "profiler", "aot"):
+        if name in ("compile", "profiler", "aot", "precompile"):
             return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
