@@ -294,9 +294,13 @@ class DistJITFunction(JITFunction):
         # for a later parallel replay (runtime.compile_record, tools/precompile.py)
         directory = compile_record.record_dir()
         if directory:
-            target = self.device_caches[device][2]
-            compile_record.record(directory, compile_record.request_of(self, target, signature, constexprs, attrs,
-                                                                       options, bounded_wait_key()))
+            try:
+                target = self.device_caches[device][2]
+                compile_record.record(directory, compile_record.request_of(self, target, signature, constexprs,
+                                                                           attrs, options, bounded_wait_key()))
+            except Exception as exc:  # a record that cannot be written must never fail the launch
+                compile_record.warn_once(f"triton_dist: could not record a compile request in {directory} ({exc}); "
+                                         f"launches go on unrecorded")
         return super()._do_compile(key, signature, device, constexprs, options, attrs, warmup)
 
     def __call__(self, *args, **kwargs):

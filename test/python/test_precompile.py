@@ -84,6 +84,17 @@ def _record_through_do_compile(monkeypatch, tmp_path, fn, args, kwargs):
     return (signature, constexprs, attrs, options, target), json.loads(line)
 
 
+def test_a_record_that_cannot_be_written_never_fails_the_launch(monkeypatch, tmp_path):
+    args, kwargs = _launch_args()
+    signature, constexprs, attrs, options, target = _jit_request(k_scale, args, kwargs)
+    monkeypatch.setattr(triton.JITFunction, "_do_compile", lambda self, *a: "compiled")
+    monkeypatch.setitem(k_scale.__dict__, "_caches_by_mode", {"": {0: ({}, {}, target, None, None)}})
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(cr.RECORD_ENV, str(tmp_path / "file" / "rec"))  # under a file: cannot be made
+    with pytest.warns(RuntimeWarning, match="could not record a compile request"):
+        assert k_scale._do_compile("key", signature, 0, constexprs, options, attrs, False) == "compiled"
+
+
 def test_a_recorded_request_replays_under_the_jit_cache_key(monkeypatch, tmp_path):
     """The request DistJITFunction._do_compile records, compiled by ``compile_request``, is the kernel Triton's
     ``_do_compile`` would compile for that launch (``triton.compile(ASTSource(...), target, options.__dict__)``):

@@ -34,6 +34,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 __all__ = ["RECORD_ENV", "RECORD_FORMAT", "Unrecordable", "record_dir", "encode", "decode", "request_of", "record",
+           "warn_once",
            "load_requests", "local_extern_libs", "compile_request", "kernel_of"]
 
 #: where compile requests are recorded (a directory; unset or empty: nothing is recorded)
@@ -151,6 +152,18 @@ def request_of(fn, target, signature, constexprs, attrs, options, bounded_wait: 
         rec = {"format": RECORD_FORMAT, "kernel": {"module": fn.fn.__module__, "qualname": fn.fn.__qualname__},
                "unrecordable": str(exc)}
     return rec
+
+
+_warned = set()
+
+
+def warn_once(message: str) -> None:
+    """A RuntimeWarning with ``message``, once per process and message."""
+    if message not in _warned:
+        import warnings
+
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def record(directory: str, request: dict) -> None:
