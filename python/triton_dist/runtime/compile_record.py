@@ -34,8 +34,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 __all__ = ["RECORD_ENV", "RECORD_FORMAT", "Unrecordable", "record_dir", "encode", "decode", "request_of", "record",
-           "warn_once",
-           "load_requests", "local_extern_libs", "compile_request", "kernel_of"]
+           "warn_once", "load_requests", "local_extern_libs", "compile_request", "kernel_of"]
 
 #: where compile requests are recorded (a directory; unset or empty: nothing is recorded)
 RECORD_ENV = "TRITON_DIST_COMPILE_RECORD"
