@@ -327,7 +327,8 @@ def keep_incumbent_rules(op: str, old_rules, new_rules, records, margin: float):
     rule replaced by the old rule of its shape (``n``, ``k``, ``max_m``) where the run timed that old rule's method
     with its parameters too and the new rule's method does not beat it there by more than ``margin``
     (:func:`~triton_dist.runtime.dispatch_table.keep_incumbent`); ``kept``: those shapes. An old rule whose method
-    the run did not time (e.g. a variant it did not sweep) is replaced, as with ``margin=0``."""
+    the run did not time (e.g. a variant it did not sweep) is replaced, as with ``margin=0``; ``ours/auto`` does not
+    count as its timing (unlike the GEMM table's records, a record does not say which rule ``auto`` ran)."""
     if margin <= 0:
         return list(new_rules), set()
     nn, kn = _record_shape_keys(op)
