@@ -40,7 +40,9 @@ Ratios per record: ``bound`` = max(t_cuBLAS GEMM, t_NCCL comm); ``auto_over_boun
 ``--sweep``: the fused kernels' tilings (``TRITON_DIST_OVERLAP_CONFIG`` candidates) are timed per shape and the best
 one is used for the ``ours/*`` timings (GEMM+AR: ``fused`` and ``ll`` each swept over the same tilings);
 ``--write-table`` (rank 0) then writes the fastest method per measured shape (and that method's tiling) into
-``overlap_table.json`` (``status: measured``), which ``method="auto"`` reads.
+``overlap_table.json`` (``status: measured``), which ``method="auto"`` reads; ``--margin F`` keeps a shape's old
+rule (and tiling) that the run timed too unless the winner beats it by more than the fraction F (as bench_gemm.py's
+``--margin``; default 0: the winner always replaces it).
 ``--profile DIR``: one profiled call of AG+GEMM and GEMM+RS (Llama-3-70B, M=8192) -> Perfetto JSON + Gantt PNG.
 ``--mlp``: ``TPMLP`` (Llama-3-70B MLP, TP=2) against the same MLP with torch.matmul + NCCL.
 
@@ -668,6 +670,7 @@ def plot(records, path, shared=False):
 
 def main(argv=None):
     from triton_dist.ops.overlap_table import method_rules
+    from triton_dist.runtime.dispatch_table import check_margin
 
     from overlap_probes import PROBES
 
@@ -691,6 +694,10 @@ def main(argv=None):
     ap.add_argument("--no-eager", dest="eager", action="store_false", help="skip the eager column")
     ap.add_argument("--sweep", action="store_true", help="time the fused kernels' tilings per shape, use the best")
     ap.add_argument("--write-table", action="store_true", help="write the measured dispatch table (rank 0)")
+    ap.add_argument("--margin", type=float, default=0.0,
+                    help="--write-table / --table-from: keep a shape's rule the run timed too unless the winner beats "
+                         "it by more than this fraction (bench_gemm.py's option; default 0: the winner always "
+                         "replaces it)")
     ap.add_argument("--profile", default=None, metavar="DIR", help="profiled AG+GEMM / GEMM+RS calls -> DIR")
     ap.add_argument("--mlp", action="store_true", help="TPMLP end to end against torch")
     ap.add_argument("--mlp-m", default="128,2048,8192")
@@ -704,6 +711,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.probe:
         ap.error("--probe must be the first option (the options after its name are the probe's)")
+    try:
+        check_margin(args.margin, "--margin")
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.eager_rules_from:
         path, count = add_eager_rules(args.eager_rules_from)
         print(f"dispatch table: {path} ({count} shape rules updated)")
@@ -716,7 +727,7 @@ def main(argv=None):
         # the rules are derived again from the records (the current method_rules), not copied from the file
         doc["dispatch_rules"], doc["dispatch_configs"] = method_rules(
             [r for r in doc.get("records", []) if r.get("op") != "tp_mlp"], doc.get("world_size", 2))
-        print("dispatch table:", write_table(doc, os.path.basename(args.table_from)))
+        print("dispatch table:", write_table(doc, os.path.basename(args.table_from), args.margin))
         return
     unknown = [op for op in args.ops.split(",") if op and op not in ("ag_gemm", "gemm_rs", "gemm_ar")]
     if unknown:
@@ -815,7 +826,7 @@ def main(argv=None):
         print("results:", base + ".json")
         summary(records)
         if args.write_table and rules:
-            print("dispatch table:", write_table(doc, os.path.basename(base) + ".json"))
+            print("dispatch table:", write_table(doc, os.path.basename(base) + ".json", args.margin))
     dist.barrier()
     if seq is not None:
         seq.close()
@@ -851,16 +862,16 @@ def add_eager_rules(paths):
     return otab.OVERLAP_TABLE.write(table), count
 
 
-def write_table(doc, source):
+def write_table(doc, source, margin=0.0):
     """Write the overlap dispatch table (``triton_dist.ops.overlap_table.OVERLAP_TABLE``'s file) from a results
     document (its ``dispatch_rules`` / ``dispatch_configs``), merged into the table already there
-    (``overlap_table.build_overlap_table``). Returns the path. Refuses (SystemExit) a document from ranks that shared
-    a GPU (``shared_gpu``)."""
+    (``overlap_table.build_overlap_table``, with its ``margin``). Returns the path. Refuses (SystemExit) a document
+    from ranks that shared a GPU (``shared_gpu``)."""
     from triton_dist.ops import overlap_table as otab
 
     if doc.get("shared_gpu"):
         raise SystemExit(f"bench_overlap --write-table: {NO_TABLE}")
-    table = otab.build_overlap_table(doc, source, otab.OVERLAP_TABLE.document(reload=True))
+    table = otab.build_overlap_table(doc, source, otab.OVERLAP_TABLE.document(reload=True), margin)
     return otab.OVERLAP_TABLE.write(table)
 
 

@@ -191,8 +191,9 @@ def capture_guard():
 
 def conventions():
     """docs/ops.md's convention on live contexts: the context's default method and the torch / nccl alias, the
-    capacity aliases (``max_m_per_rank``, the reference's ``max_M``), the dtype default, ``finalize`` as ``close``,
-    and a default method that differs across ranks refused at creation on every rank."""
+    capacity aliases (``max_m_per_rank``, the reference's ``max_M``), the dtype default and gemm_rs's ``output_dtype``
+    alias, ``finalize`` as ``close``, and a default method that differs across ranks refused at creation on every
+    rank."""
     from triton_dist import ops
 
     rank, W = _init()
@@ -227,6 +228,18 @@ def conventions():
         ctx.close()
     expect_error(fails, "two capacities", lambda: ops.create_ag_gemm_context(8, 32, max_m_per_rank=8), "max_m",
                  "max_m_per_rank")
+    # the reference's output_dtype for gemm_rs's dtype: a live fp16 context, and a call in that dtype
+    rsg = ops.create_gemm_rs_context(max_M=8 * W, n=16, output_dtype=torch.float16)
+    if rsg.dtype != torch.float16 or rsg.output_dtype != torch.float16:
+        fails.append(f"create_gemm_rs_context(output_dtype=float16): dtype {rsg.dtype}")
+    a16, b16 = _rand(30 + rank, (8 * W, 16), torch.float16), _rand(40 + rank, (16, 16), torch.float16)
+    got = ops.gemm_rs(a16, b16, rsg, method="torch")
+    if got.dtype != torch.float16 or got.shape != (8, 16):
+        fails.append(f"gemm_rs on the output_dtype=float16 context: {got.dtype} {tuple(got.shape)}")
+    rsg.close()
+    expect_error(fails, "two dtypes", lambda: ops.create_gemm_rs_context(8 * W, 16, torch.bfloat16,
+                                                                         output_dtype=torch.float16),
+                 "dtype", "output_dtype")
     expect_error(fails, "method per rank", lambda: ops.create_allreduce_context(
         64, method="one_shot" if rank == 0 else "two_shot"), "ranks disagree")
     return fails

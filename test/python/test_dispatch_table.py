@@ -182,6 +182,59 @@ def test_overlap_table_build_merges_and_round_trips(tmp_path):
     assert ot.OVERLAP_TABLE.read(str(path))[0] == table
 
 
+def _rs_rule(m, method, **params):
+    return {"n": 8, "k": 8, "max_m": m, "method": method, **params}
+
+
+def _margin_case():
+    """An old measured gemm_rs table and a run over its three shapes: at M=128 the winner (fused) beats the old rule
+    (ce, timed too) by 1%, at M=256 by 10% (old: chunked with sub_chunks 2, timed as ``ours/chunked@s2``), at M=512
+    by 0.5% over plain ce, but the old rule (ce with 4 pieces) was not timed."""
+    from triton_dist.ops import overlap_table as ot
+
+    old = {"format": ot.TABLE_FORMAT, "status": "measured", "note": "", "ops": {"gemm_rs": {"2": [
+        _rs_rule(128, "ce", us=10.1), _rs_rule(256, "chunked", sub_chunks=2, us=10.0), _rs_rule(512, "ce", pieces=4),
+        {"max_m": None, "method": "fused"}]}},
+        "configs": {"gemm_rs": {"2": [{"n": 8, "k": 8, "max_m": 128, "config": "64x64x64x4x4"}]}}}
+    recs = [{"op": "gemm_rs", "M": m, "K_per_rank": 8, "N": 8, "results": res, "configs": {"fused": "128x64x64x4x3"}}
+            for m, res in ((128, {"ours/fused": 9.9, "ours/ce": 10.0, "torch_seq": 20.0}),
+                           (256, {"ours/fused": 9.0, "ours/chunked@s2": 10.0, "ours/ce": 11.0, "torch_seq": 20.0}),
+                           (512, {"ours/fused": 9.95, "ours/ce": 10.0, "torch_seq": 20.0}))]
+    rules, configs = ot.method_rules(recs, 2)
+    return old, {"dispatch_rules": rules, "dispatch_configs": configs, "world_size": 2, "records": recs}
+
+
+def test_overlap_table_margin_keeps_a_timed_incumbent_within_noise():
+    """build_overlap_table(margin=): a shape's old rule stays, with its tiling, where the run timed its method (with
+    its parameters) and the winner is not faster by more than the margin; a winner faster by more, or an old rule the
+    run did not time, replaces it; margin 0 (the default) is the merge without it; the margin is checked."""
+    import copy
+
+    from triton_dist.ops import overlap_table as ot
+
+    old, doc = _margin_case()
+    fresh = ot.build_overlap_table(doc, "run.json", copy.deepcopy(old))
+    assert [(r.get("max_m"), r["method"]) for r in fresh["ops"]["gemm_rs"]["2"]][:3] == [
+        (128, "fused"), (256, "fused"), (512, "fused")]
+    assert ot.build_overlap_table(doc, "run.json", copy.deepcopy(old), margin=0.0) == fresh
+    table = ot.build_overlap_table(doc, "run.json", copy.deepcopy(old), margin=0.015)
+    rs = table["ops"]["gemm_rs"]["2"]
+    assert rs[0] == _rs_rule(128, "ce", us=10.1)  # 1% is noise: the old rule, untouched
+    assert rs[1]["method"] == "fused" and rs[2]["method"] == "fused"  # 10% faster; ce@p4 not timed
+    assert rs[3:] == fresh["ops"]["gemm_rs"]["2"][3:]  # the generic rules as without a margin
+    cfgs = {c["max_m"]: c["config"] for c in table["configs"]["gemm_rs"]["2"]}
+    assert cfgs == {128: "64x64x64x4x4", 256: "128x64x64x4x3", 512: "128x64x64x4x3"}  # the kept shape's old tiling
+    # the incumbent is matched with its parameters: timed as chunked@s2 within the margin, chunked@s2 stays
+    doc["records"][1]["results"]["ours/chunked@s2"] = 9.1
+    table = ot.build_overlap_table(doc, "run.json", copy.deepcopy(old), margin=0.015)
+    assert table["ops"]["gemm_rs"]["2"][1] == _rs_rule(256, "chunked", sub_chunks=2, us=10.0)
+    assert ot.build_overlap_table({**doc, "records": []}, "run.json", copy.deepcopy(old), margin=0.2) == \
+        ot.build_overlap_table({**doc, "records": []}, "run.json", copy.deepcopy(old))  # no timings: no keeping
+    for bad in (-0.1, 0.5, True, "0.01"):
+        with pytest.raises(ValueError, match=r"build_overlap_table: margin=.* must be a fraction in \[0, 0.5\)"):
+            ot.build_overlap_table(doc, "run.json", copy.deepcopy(old), margin=bad)
+
+
 # ------------------------------------------------------------------------------------------------ capture
 def test_ce_own_gemm_in_capture_launches_untuned(monkeypatch):
     """gemm_rs ``ce``: a first call of a shape inside a capture launches the deterministic tiling (no tuning, no

@@ -135,6 +135,38 @@ def test_capacity_aliases_and_the_fallback_method_name():
     assert overlap.AGGemmContext.fallback_method == "torch" and "torch" in overlap.AG_GEMM_METHODS
 
 
+def test_output_dtype_is_the_references_name_for_gemm_rs_dtype(monkeypatch):
+    """docs/ops.md: create_gemm_rs_context takes the reference's ``output_dtype`` for ``dtype`` (bf16 when neither
+    is given, one value when both agree); two different values raise ValueError naming both, before any context
+    is built."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from triton_dist.ops import gemm_reduce_scatter as rs
+    from triton_dist.ops.context import alias_arg
+
+    ctx_cls = rs.GemmRSContext
+    built = []
+    monkeypatch.setattr(rs, "GemmRSContext", lambda max_m, n, dtype, **kw: built.append((max_m, n, dtype, kw)))
+    bf, f16 = torch.bfloat16, torch.float16
+    for kw, want in ((dict(), bf), (dict(dtype=f16), f16), (dict(output_dtype=f16), f16),
+                     (dict(dtype=f16, output_dtype=f16), f16)):
+        built.clear()
+        rs.create_gemm_rs_context(8, 16, **kw)
+        assert built == [(8, 16, want, {})], (kw, built)
+    built.clear()
+    rs.create_gemm_rs_context(max_M=8, n=16, output_dtype=f16, method="torch")
+    assert built == [(8, 16, f16, {"method": "torch"})], built
+    built.clear()
+    with pytest.raises(ValueError, match=r"create_gemm_rs_context: dtype=torch.bfloat16 and "
+                                         r"output_dtype=torch.float16 name the same argument"):
+        rs.create_gemm_rs_context(8, 16, bf, output_dtype=f16)
+    assert built == []
+    assert alias_arg("f", "dtype", None, "output_dtype", None, bf) is bf
+    assert ctx_cls.output_dtype.fget(SimpleNamespace(dtype=f16)) is f16  # the context reads it back by both names
+
+
 def test_every_context_names_its_real_factory_in_errors():
     """Construction errors name the factory the user called (create_*_ctx for collectives, create_*_context for
     the overlapped GEMMs); each named factory exists in the module that defines the context."""

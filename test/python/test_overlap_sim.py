@@ -669,6 +669,37 @@ def test_partial_run_updates_only_its_shapes_in_the_table(monkeypatch, tmp_path)
         ov.dispatch_table(reload=True)
 
 
+def test_bench_overlap_passes_its_margin_to_the_table(monkeypatch, tmp_path):
+    """``bench_overlap.py --table-from JSON --margin F`` (bench_gemm.py's option name) merges with that margin into
+    the table in use (overlap_table.build_overlap_table): a winner 1% faster than the old rule's method keeps the old
+    rule at 1.5% and replaces it at 0; a margin outside [0, 0.5) is refused before anything is read."""
+    import json
+
+    from triton_dist.ops import overlap as ov
+    from triton_dist.ops import overlap_table as otab
+
+    bench = _load_bench(monkeypatch, "bench_overlap_for_margin")
+    old = {"format": otab.TABLE_FORMAT, "status": "measured",
+           "ops": {"gemm_rs": {"2": [{"n": 8, "k": 8, "max_m": 128, "method": "ce"}, {"max_m": None,
+                                                                                     "method": "fused"}]}}}
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"world_size": 2, "records": [
+        {"op": "gemm_rs", "M": 128, "K_per_rank": 8, "N": 8,
+         "results": {"ours/fused": 9.9, "ours/ce": 10.0, "torch_seq": 20.0}}]}))
+    path = tmp_path / "overlap_table.json"
+    monkeypatch.setenv(otab.TABLE_ENV, str(path))
+    try:
+        for margin, want in (("0.015", "ce"), ("0", "fused")):
+            path.write_text(json.dumps(old))
+            bench.main(["--table-from", str(run), "--margin", margin])
+            assert json.loads(path.read_text())["ops"]["gemm_rs"]["2"][0]["method"] == want, margin
+        with pytest.raises(SystemExit):
+            bench.main(["--table-from", str(tmp_path / "missing.json"), "--margin", "0.5"])
+    finally:
+        monkeypatch.undo()
+        ov.dispatch_table(reload=True)
+
+
 def test_gemm_ar_default_tiling_covers_the_sms():
     """Without a table entry the GEMM+AR kernel takes the measured decode rule: 16x64 tiles up to 16 rows (N / 64
     tiles already cover the SMs: no split), 64x128 tiles with K split so that the units cover the SMs up to 128 rows,

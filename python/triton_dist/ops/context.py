@@ -82,6 +82,16 @@ def capacity_arg(factory: str, name: str, value, aliases: dict):
     return next(iter(given.values()))
 
 
+def alias_arg(factory: str, name: str, value, alias: str, alias_value, default):
+    """A keyword of ``factory`` that the reference spells ``alias`` (e.g. ``create_gemm_rs_context``'s ``dtype``,
+    the reference's ``output_dtype``): the value given under either name (None = not given; the same value under
+    both is accepted), ``default`` when neither; two different values raise ``ValueError`` naming both keywords."""
+    if value is not None and alias_value is not None and value != alias_value:
+        raise ValueError(f"{factory}: {name}={value} and {alias}={alias_value} name the same argument; give one "
+                         f"of them")
+    return next((v for v in (value, alias_value) if v is not None), default)
+
+
 def sm_count(device) -> int:
     """SMs of this rank on ``device`` (its share where ranks share a GPU: ``runtime.device_info.rank_sm_count``);
     1 on the simulator."""

@@ -11,7 +11,7 @@ import torch
 from ..kernels import ag_gemm as _agk
 from ..kernels import gemm_rs as _rsk
 from ..runtime import torch_collectives as _torch_coll
-from .context import capacity_arg, check_ctx, check_eager_only, traced_result
+from .context import alias_arg, capacity_arg, check_ctx, check_eager_only, traced_result
 from .overlap_context import (TAG_RANGE, _flag_raise, _flag_wait_reset, _PartialsContext,
                               _partials_checks, _run_partials, _tiles)
 from .overlap_tuner import CE_PIECES_MAX, _rs_ce_tune, _rs_own_gemm
@@ -69,6 +69,11 @@ class GemmRSContext(_PartialsContext):
         # (M, K) of the eager auto calls whose graph rule was looked up (ce tuned before a capture needs it)
         self._graph_rule_seen = set()
 
+    @property
+    def output_dtype(self) -> torch.dtype:
+        """The reference's name for :attr:`dtype`: the output's dtype, which is the inputs'."""
+        return self.dtype
+
     def _warm_graph_rule(self, a, b, method: str) -> None:
         """The graph rule's ``ce`` tunes its GEMM on a shape's first call, which a capture cannot do (it would run
         the untuned tiling): this eager ``auto`` call running another ``method`` tunes it. Looked up once per
@@ -81,12 +86,17 @@ class GemmRSContext(_PartialsContext):
             _rs_ce_tune(self, a, b)
 
 
-def create_gemm_rs_context(max_m: Optional[int] = None, n: Optional[int] = None, dtype: torch.dtype = torch.bfloat16,
-                           *, max_M: Optional[int] = None, **kw) -> GemmRSContext:
-    """Collective: context for :func:`gemm_rs` (bf16 / fp16): inputs of up to ``max_m`` rows (a multiple of the world
-    size) and exactly ``n`` output columns. Symmetric memory: ``2 * world * (max_m / world) * n`` elements of
+def create_gemm_rs_context(max_m: Optional[int] = None, n: Optional[int] = None, dtype: Optional[torch.dtype] = None,
+                           *, max_M: Optional[int] = None, output_dtype: Optional[torch.dtype] = None,
+                           **kw) -> GemmRSContext:
+    """Collective: context for :func:`gemm_rs` (bf16 / fp16, default bf16): inputs of up to ``max_m`` rows (a
+    multiple of the world size) and exactly ``n`` output columns. ``dtype`` is the inputs' and the output's dtype;
+    the reference's ``output_dtype`` is accepted for it (one of them, or both with the same value), as is its
+    ``max_M`` for ``max_m`` (docs/ops.md). Symmetric memory: ``2 * world * (max_m / world) * n`` elements of
     ``dtype`` + signals (``fused``), and on GPU the ``chunked`` / ``ce`` stagings."""
-    return GemmRSContext(capacity_arg("create_gemm_rs_context", "max_m", max_m, {"max_M": max_M}), n, dtype, **kw)
+    factory = "create_gemm_rs_context"
+    return GemmRSContext(capacity_arg(factory, "max_m", max_m, {"max_M": max_M}), n,
+                         alias_arg(factory, "dtype", dtype, "output_dtype", output_dtype, torch.bfloat16), **kw)
 
 
 FUSED_METHODS = ("auto", "fused", "torch")

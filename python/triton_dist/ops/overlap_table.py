@@ -23,7 +23,7 @@ import os
 from typing import Optional
 
 from ..kernels.gemm_config import TileConfig
-from ..runtime.dispatch_table import DispatchTable, TableError
+from ..runtime.dispatch_table import DispatchTable, TableError, check_margin, keep_incumbent
 
 #: The measured table shipped with the package, written by ``benchmarks/bench_overlap.py --sweep --write-table`` (or
 #: ``--table-from JSON``). ``$TRITON_DIST_OVERLAP_TABLE`` names another file instead.
@@ -192,6 +192,26 @@ def method_of(impl):
     return rule
 
 
+def _record_shape_keys(op: str):
+    """The record fields of ``op``'s rule shape: ``(n, k)`` (per rank)."""
+    return ("N_per_rank", "K") if op == "ag_gemm" else ("N", "K_per_rank")
+
+
+def _candidates(timings: dict) -> dict:
+    """``{method or method@variant: us}`` of one record's timings (``results``: graph replay, or ``eager``): the
+    ``ours/<method>[@<variant>]`` entries but ``ours/auto``, and ``torch_seq`` as ``torch``."""
+    cand = {k.split("/", 1)[1]: v for k, v in timings.items() if k.startswith("ours/") and k != "ours/auto"
+            and isinstance(v, (int, float))}
+    if isinstance(timings.get("torch_seq"), (int, float)):
+        cand["torch"] = timings["torch_seq"]
+    return cand
+
+
+def _method_fields(rule: dict) -> dict:
+    """A rule's method and its parameters: what :func:`method_of` gives for the timed name it came from."""
+    return {k: v for k, v in rule.items() if k not in ("n", "k", "max_m", "us", "eager")}
+
+
 #: a candidate within this fraction of the fastest counts as a tie (the run-to-run spread of one timing is 1-3%)
 TIE = 0.01
 
@@ -214,17 +234,12 @@ def eager_rule(rec, graph_rule=None):
     """The fastest of a record's ``ours/<method>`` and ``torch_seq`` *eager* timings (k back-to-back calls without a
     graph: host launch cost included) as a rule's ``"eager"`` entry ``{"method", <parameter>, "us"}``; None without
     eager timings, or when it names the same method and parameters as ``graph_rule`` (nothing to override)."""
-    ev = rec.get("eager") or {}
-    cand = {k.split("/", 1)[1]: v for k, v in ev.items() if k.startswith("ours/") and k != "ours/auto"
-            and isinstance(v, (int, float))}
-    if isinstance(ev.get("torch_seq"), (int, float)):
-        cand["torch"] = ev["torch_seq"]
+    cand = _candidates(rec.get("eager") or {})
     if not cand:
         return None
     best = pick_robust(cand)
     sub = method_of(best)
-    if graph_rule is not None and sub == {k: v for k, v in graph_rule.items() if k not in ("n", "k", "max_m", "us",
-                                                                                         "eager")}:
+    if graph_rule is not None and sub == _method_fields(graph_rule):
         return None
     return {**sub, "us": round(cand[best], 1)}
 
@@ -239,14 +254,10 @@ def method_rules(records, world):
         if not rs:
             continue
         rules, cfgs = [], []
-        kn = "K" if op == "ag_gemm" else "K_per_rank"
-        nn = "N_per_rank" if op == "ag_gemm" else "N"
+        nn, kn = _record_shape_keys(op)
         wins = {}
         for r in sorted(rs, key=lambda r: (r[nn], r[kn], r["M"])):
-            cand = {k.split("/", 1)[1]: v for k, v in r["results"].items() if k.startswith("ours/")
-                    and k != "ours/auto"}
-            if "torch_seq" in r["results"]:
-                cand["torch"] = r["results"]["torch_seq"]
+            cand = _candidates(r["results"])
             if not cand:
                 continue
             best = pick_robust(cand)
@@ -303,28 +314,77 @@ def merge_shapes(old, new):
     return merged, kept
 
 
-def build_overlap_table(doc: dict, source: str, old: Optional[dict] = None) -> dict:
+def _timed_us(rec: Optional[dict], rule: dict) -> Optional[float]:
+    """The graph-replay time that record ``rec`` holds for ``rule``'s method with its parameters (``ours/<method>
+    [@<variant>]``, ``torch_seq`` for ``torch``); None when the run did not time it."""
+    want = _method_fields(rule)
+    cand = _candidates((rec or {}).get("results") or {})
+    return next((float(t) for name, t in cand.items() if method_of(name) == want), None)
+
+
+def keep_incumbent_rules(op: str, old_rules, new_rules, records, margin: float):
+    """``(rules, kept)``: ``new_rules`` (one world size's, from :func:`method_rules` over ``records``) with each shape
+    rule replaced by the old rule of its shape (``n``, ``k``, ``max_m``) where the run timed that old rule's method
+    with its parameters too and the new rule's method does not beat it there by more than ``margin``
+    (:func:`~triton_dist.runtime.dispatch_table.keep_incumbent`); ``kept``: those shapes. An old rule whose method
+    the run did not time (e.g. a variant it did not sweep) is replaced, as with ``margin=0``; ``ours/auto`` does not
+    count as its timing (unlike the GEMM table's records, a record does not say which rule ``auto`` ran)."""
+    if margin <= 0:
+        return list(new_rules), set()
+    nn, kn = _record_shape_keys(op)
+    by_shape = {(r[nn], r[kn], r["M"]): r for r in records if r.get("op") == op}
+    old_by_shape = {_shape_key(r): r for r in old_rules if "n" in r}
+    rules, kept = [], set()
+    for rule in new_rules:
+        held = old_by_shape.get(_shape_key(rule)) if "n" in rule else None
+        rec = by_shape.get(_shape_key(rule))
+        t_new = _timed_us(rec, rule)
+        if held is not None and keep_incumbent(rule.get("us", 0.0) if t_new is None else t_new,
+                                               _timed_us(rec, held), margin):
+            rules.append(copy.deepcopy(held))
+            kept.add(_shape_key(rule))
+        else:
+            rules.append(rule)
+    return rules, kept
+
+
+def build_overlap_table(doc: dict, source: str, old: Optional[dict] = None, margin: float = 0.0) -> dict:
     """A table document from a ``bench_overlap`` results document ``doc`` (its ``dispatch_rules`` /
     ``dispatch_configs``, from :func:`method_rules`; recorded as coming from ``source``), merged into the table
     document ``old`` (None or an unmeasured one: the built-in default): other ops are kept, and within an op the
     shapes this run did not measure keep their rules and tilings (:func:`merge_rules`), so a run over some ops or
-    some M updates only those."""
+    some M updates only those. ``margin`` (a fraction in [0, 0.5), e.g. 0.015; the GEMM table's,
+    :func:`~triton_dist.kernels.gemm_table.build_gemm_table`): a measured shape whose old rule's method (with its
+    parameters) the run timed too (``doc["records"]``) keeps its old rule and tiling unless the run's winner beats
+    that method by more than the margin (:func:`keep_incumbent_rules`), so timing noise between near-equal methods
+    does not rewrite the table; where the run did not time the old rule's method, or ``doc`` has no records, the
+    run's rule replaces it. 0 (the default): the run's rules always replace the old ones. The generic crossover
+    rules are merged as without a margin."""
+    check_margin(margin, "build_overlap_table")
     measured = bool(old) and old.get("status") == "measured"
     if measured:
         OVERLAP_TABLE.parse(old, "old table")
     old_ops = old.get("ops", {}) if measured else {}
     old_cfgs = old.get("configs", {}) if measured else {}
     ops = {**copy.deepcopy(DEFAULT_TABLE["ops"]), **copy.deepcopy(old_ops)}
+    kept = {}  # (op, world) -> shapes whose old rule (and tiling) stays
     for op, by_world in doc["dispatch_rules"].items():
         merged = dict(old_ops.get(op, {}))
         for world, rules in by_world.items():
-            merged[world] = merge_rules(old_ops.get(op, {}).get(world, []), rules) if world != "default" else rules
+            if world == "default":
+                merged[world] = rules
+                continue
+            old_rules = old_ops.get(op, {}).get(world, [])
+            rules, kept[op, world] = keep_incumbent_rules(op, old_rules, rules, doc.get("records", []), margin)
+            merged[world] = merge_rules(old_rules, rules)
         ops[op] = merged
     cfgs = copy.deepcopy(old_cfgs)
     for op, by_world in doc.get("dispatch_configs", {}).items():
         merged = dict(old_cfgs.get(op, {}))
         for world, entries in by_world.items():
-            merged[world], _ = merge_shapes(old_cfgs.get(op, {}).get(world, []), entries)
+            held = kept.get((op, world), set())  # a kept shape keeps its old tiling, or none if it had none
+            merged[world], _ = merge_shapes(old_cfgs.get(op, {}).get(world, []),
+                                            [e for e in entries if _shape_key(e) not in held])
         cfgs[op] = merged
     table = OVERLAP_TABLE.build(
         ops, "fastest method per measured shape (CUDA-graph replay timing) from benchmarks/bench_overlap.py "
@@ -352,8 +412,7 @@ def apply_eager_rules(table: dict, docs, sources: str) -> int:
             op = rec.get("op")
             if op not in TABLE_METHODS or not rec.get("eager"):
                 continue
-            kn = "K" if op == "ag_gemm" else "K_per_rank"
-            nn = "N_per_rank" if op == "ag_gemm" else "N"
+            nn, kn = _record_shape_keys(op)
             for rule in table["ops"].get(op, {}).get(world, []):
                 if rule.get("n") == rec.get(nn) and rule.get("k") == rec.get(kn) and rule.get("max_m") == rec["M"]:
                     sub = eager_rule(rec, rule)
@@ -369,4 +428,4 @@ def apply_eager_rules(table: dict, docs, sources: str) -> int:
 __all__ = ["OVERLAP_TABLE", "OverlapTableError", "TABLE_PATH", "TABLE_ENV", "TABLE_FORMAT", "TABLE_METHODS",
            "DEFAULT_TABLE", "parse_overlap_table", "dispatch_table", "select_rule", "select_method", "table_config",
            "TIE", "method_of", "pick_robust", "eager_rule", "method_rules", "merge_rules", "merge_shapes",
-           "build_overlap_table", "apply_eager_rules"]
+           "keep_incumbent_rules", "build_overlap_table", "apply_eager_rules"]

@@ -15,11 +15,11 @@ import ipaddress
 import os
 import socket
 import struct
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 
-from .backend import ShmemBackend
+from .backend import LibraryHeapBackend
 from .device_memory import malloc_tensor, wrap_device_pointer
 
 _NOT_INSTALLED = ("nvshmem4py is not installed: pip install nvshmem4py-cu12 (CUDA 12) or nvshmem4py-cu13 (CUDA 13), "
@@ -113,18 +113,18 @@ def finalized_elsewhere(core) -> bool:
         return False
 
 
-class NvshmemBackend(ShmemBackend):
-    """NVSHMEM host runtime (one PE per process, bound to ``torch.cuda.current_device()``)."""
+class NvshmemBackend(LibraryHeapBackend):
+    """NVSHMEM host runtime (one PE per process, bound to ``torch.cuda.current_device()``). Exit is clean after the
+    script's own ``nvshmem.core.finalize()`` (wrapped while NVSHMEM is up) or a finalize seen through
+    ``nvshmem.core.init_status()`` (:class:`~triton_dist.runtime.backend.LibraryHeapBackend`)."""
 
     name = "nvshmem"
 
     def __init__(self):
-        self._initialized = False
-        self._allocs: Dict[int, int] = {}  # base pointer -> bytes, freed at finalize
+        super().__init__()
         self._device: Optional[int] = None
         self._core = None
         self._bindings = None
-        self._library_finalize = None  # nvshmem.core.finalize as found, while ours wraps it
         self.module_inits = 0
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
@@ -150,40 +150,11 @@ class NvshmemBackend(ShmemBackend):
         core.init(device=dev, uid=objs[0], rank=rank, nranks=nranks, initializer_method="uid")
         self._core, self._bindings = core, bindings
         self._initialized = True
-        self._hook_library_finalize()
+        self._hook_library_finalize(core, "finalize")
         dist.barrier(group=group)
 
-    def _hook_library_finalize(self) -> None:
-        """Scripts written for the reference end with their own ``nvshmem.core.finalize()``. NVSHMEM's finalize
-        releases the whole symmetric heap; freeing our tensors after it (at exit) aborts the process in NVSHMEM
-        ("mutex lock failed", status 255). So ``nvshmem.core.finalize`` is wrapped while we are initialised: a call
-        first makes this backend forget its allocations and count as finalised, then runs NVSHMEM's finalize; our own
-        finalize puts the original back."""
-        core, original = self._core, self._core.finalize
-
-        def finalize(*args, **kwargs):
-            self._forget_heap()
-            return original(*args, **kwargs)
-
-        finalize.__wrapped__ = original
-        self._library_finalize = original
-        core.finalize = finalize
-
-    def _unhook_library_finalize(self) -> None:
-        if self._library_finalize is not None:
-            if getattr(self._core.finalize, "__wrapped__", None) is self._library_finalize:
-                self._core.finalize = self._library_finalize
-            self._library_finalize = None
-
-    def _forget_heap(self) -> None:
-        """NVSHMEM was (or is being) finalised by someone else: its heap is gone with it, so nothing of ours may
-        be freed or finalised again."""
-        self._unhook_library_finalize()
-        self._allocs.clear()
-        self._initialized = False
-
-    def is_initialized(self) -> bool:
-        return self._initialized
+    def _finalized_elsewhere(self) -> bool:
+        return finalized_elsewhere(self._core)
 
     def my_pe(self) -> int:
         return int(self._bindings.my_pe())
@@ -231,25 +202,11 @@ class NvshmemBackend(ShmemBackend):
         handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
         self._bindings.barrier_all_on_stream(int(handle))
 
-    def finalize(self) -> None:
-        """Free our symmetric tensors and finalise NVSHMEM, unless NVSHMEM was finalised already (the script's own
-        ``nvshmem.core.finalize()``, seen through the wrapper or through ``init_status``): then nothing is left to
-        free and calling NVSHMEM again would abort the process."""
-        if not self._initialized:
-            return
-        if finalized_elsewhere(self._core):
-            self._forget_heap()
-            return
-        self._unhook_library_finalize()
-        try:
-            torch.cuda.synchronize()
-        except Exception:
-            pass
-        for ptr in list(self._allocs):
-            self._bindings.free(ptr)
-            del self._allocs[ptr]
+    def _free_allocation(self, ptr: int) -> None:
+        self._bindings.free(ptr)
+
+    def _finalize_library(self) -> None:
         self._core.finalize()
-        self._initialized = False
 
     # -- modules -------------------------------------------------------------------------------------------------
     def module_init(self, module_handle: int) -> None:

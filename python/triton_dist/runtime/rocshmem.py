@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Dict, List, Optional, Sequence
+import sys
+from typing import List, Optional, Sequence
 
 import torch
 
-from .backend import ShmemBackend
+from .backend import LibraryHeapBackend
 from .bitcode import rocshmem_lib_dirs
 from .device_memory import malloc_tensor, wrap_device_pointer
 
@@ -35,6 +36,9 @@ HIPMODULE_INIT_SYMBOLS = ("rocshmem_hipmodule_init",
 #: Functions load_librocshmem binds when the library has them (else the attribute is None): rocSHMEM releases
 #: without ``rocshmem_hipmodule_init`` still load; module_init then says what is missing.
 _OPTIONAL_SYMBOLS = {"rocshmem_hipmodule_init": HIPMODULE_INIT_SYMBOLS}
+#: (module, function) a script finalises rocSHMEM with itself: the reference's Python binding, whose scripts end
+#: with ``pyrocshmem.rocshmem_finalize()``; wrapped while rocSHMEM is up when the script has imported that module
+SCRIPT_FINALIZE = ("pyrocshmem", "rocshmem_finalize")
 
 
 def find_librocshmem() -> str:
@@ -83,15 +87,18 @@ def load_librocshmem(path: Optional[str] = None):
     return lib
 
 
-class RocshmemBackend(ShmemBackend):
-    """rocSHMEM host runtime (one PE per process)."""
+class RocshmemBackend(LibraryHeapBackend):
+    """rocSHMEM host runtime (one PE per process). Exit is clean after the script's own
+    ``pyrocshmem.rocshmem_finalize()`` (:data:`SCRIPT_FINALIZE`, wrapped while rocSHMEM is up when the script
+    imported ``pyrocshmem`` before :func:`~triton_dist.utils.initialize_distributed`;
+    :class:`~triton_dist.runtime.backend.LibraryHeapBackend`). rocSHMEM's host API has no status query (NVSHMEM's
+    ``init_status``), so a finalize by another path (e.g. ``rocshmem_finalize`` called through ctypes) is not seen."""
 
     name = "rocshmem"
 
     def __init__(self):
+        super().__init__()
         self._lib = None
-        self._initialized = False
-        self._allocs: Dict[int, int] = {}
         self._device = None
         self.module_inits = 0
 
@@ -117,10 +124,10 @@ class RocshmemBackend(ShmemBackend):
         if rc:
             raise RuntimeError(f"rocSHMEM unique-id init failed ({rc})")
         self._initialized = True
+        module, attr = SCRIPT_FINALIZE
+        if callable(getattr(sys.modules.get(module), attr, None)):
+            self._hook_library_finalize(sys.modules[module], attr)
         dist.barrier(group=group)
-
-    def is_initialized(self) -> bool:
-        return self._initialized
 
     def my_pe(self) -> int:
         return int(self._lib.rocshmem_my_pe())
@@ -184,12 +191,8 @@ class RocshmemBackend(ShmemBackend):
             torch.cuda.synchronize()  # the null stream handle means hipStreamPerThread inside rocSHMEM
         self.module_inits += 1
 
-    def finalize(self) -> None:
-        if not self._initialized:
-            return
-        torch.cuda.synchronize()
-        for ptr in list(self._allocs):
-            self._lib.rocshmem_free(ptr)
-            del self._allocs[ptr]
+    def _free_allocation(self, ptr: int) -> None:
+        self._lib.rocshmem_free(ptr)
+
+    def _finalize_library(self) -> None:
         self._lib.rocshmem_finalize()
-        self._initialized = False
