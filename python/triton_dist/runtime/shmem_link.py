@@ -107,16 +107,19 @@ def larger_offered_library(backend: str, arch, offered_path: str, symbols) -> Op
     if backend != "cuda" or not symbols:
         return None
     from ..jit import shmem_extern_libs
-    from .bitcode import SHMEM_LIBRARIES
+    from .bitcode import SHMEM_LIBRARIES, nvshmem_functions
 
+    symbols = set(symbols)
+    if symbols <= set(nvshmem_functions()):
+        return None  # the slim level has them: any level offered does (nothing else is made or read)
+    needed = SHMEM_LIBRARIES.index("wide" if symbols <= set(nvshmem_functions(wide=True)) else "whole")
     name = _lib_name(backend)
-    levels = [shmem_extern_libs(backend, arch, library=lvl).get(name) for lvl in SHMEM_LIBRARIES]
-    if offered_path not in levels:
-        return None
-    needed = libraries_for(backend, arch, symbols).get(name)
-    if needed is None or levels.index(needed) <= levels.index(offered_path):
-        return None
-    return needed
+    for library in SHMEM_LIBRARIES[:needed]:  # offered one of our smaller levels: move up
+        path = shmem_extern_libs(backend, arch, library=library).get(name)
+        if path is not None and path == offered_path:
+            bigger = shmem_extern_libs(backend, arch, library=SHMEM_LIBRARIES[needed]).get(name)
+            return bigger if bigger != path else None
+    return None
 
 
 #: LLVM target triple of the SIMT tile scratch library, per Triton backend
