@@ -85,11 +85,14 @@ rec() {  # rec NAME TIMEOUT_S CMD...  (TIMEOUT_S is cut to what is left of SUITE
 failed=0
 # PRECOMPILE_FROM="DIR ...": compile the requests earlier runs recorded (their $OUT/compiles) into Triton's cache,
 # PRECOMPILE_JOBS processes at once (default: CPUs - 2), before the part's steps; a request that fails to compile
-# here is compiled by the step itself, as without it (log: $OUT/precompile.log; not a step of the part)
+# here is compiled by the step itself, as without it (log: $OUT/precompile.log; not a step of the part).
+# PRECOMPILE_WORLD=N: the recordings are of another world size: compile the kernels with a WORLD constexpr for N
+# ranks (tools/precompile.py --world; a guess that saves most of a first run at a new rank count)
 if [[ -n ${PRECOMPILE_FROM:-} ]]; then
   # shellcheck disable=SC2086
   TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile $PRECOMPILE_FROM \
-    --jobs "${PRECOMPILE_JOBS:-$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))}" > "$OUT/precompile.log" 2>&1
+    --jobs "${PRECOMPILE_JOBS:-$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))}" ${PRECOMPILE_WORLD:+--world "$PRECOMPILE_WORLD"} \
+    > "$OUT/precompile.log" 2>&1
   echo "precompile: exit $? ($(tail -1 "$OUT/precompile.log"))"
 fi
 eager_rules() {  # eager_rules TAG: the final run's eager winners into the table's eager overrides, copied to $OUT

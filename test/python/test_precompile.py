@@ -30,6 +30,12 @@ def k_scale(x, y, n, alpha, DT: tl.constexpr, BLOCK: tl.constexpr, FLAGS: tl.con
     tl.store(y + offs, v.to(DT), mask=offs < n)
 
 
+@triton_dist.jit
+def k_ring(x, n, WORLD: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x + offs, tl.load(x + offs, mask=offs < n) * WORLD, mask=offs < n)
+
+
 def _jit_request(fn, args, kwargs):
     """(signature, constexprs, attrs, options, target) exactly as ``JITFunction.run`` hands them to ``_do_compile``
     for this launch on an H100/H200 (the binder ``run`` uses, then ``_pack_args``)."""
@@ -174,5 +180,24 @@ def test_precompile_cli_fills_the_cache_the_jit_reads(monkeypatch, tmp_path):
     monkeypatch.delenv(cr.RECORD_ENV)
     triton.compile(_compat.ast_source(k_scale, signature, constexprs, attrs), target=target, options=options.__dict__)
     assert set(os.listdir(cache)) == entries  # a hit: the replay wrote the entry the JIT looks up
+    at4 = subprocess.run(cmd + ["--world", "4"], env=env, capture_output=True, text=True, timeout=600)
+    assert ("precompile: 2 requests for WORLD=4 (1 without a WORLD constexpr skipped): 0 compiled, 1 failed, "
+            "1 unreplayable") in at4.stdout, at4.stdout + at4.stderr
     bad = subprocess.run(cmd[:-2] + ["--jobs", "0"], env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--jobs must be >= 1" in bad.stderr
+
+
+def test_world_replays_a_request_for_another_world_size(monkeypatch, tmp_path):
+    """``compile_request(rec, world=4)`` of a launch recorded at WORLD=2 is the JIT's compile of the same launch at
+    WORLD=4; a kernel without a WORLD constexpr is skipped (None)."""
+    x = torch.empty(64, dtype=torch.float32)
+    (_, rec2) = _record_through_do_compile(monkeypatch, tmp_path / "2", k_ring, (x, 50), dict(WORLD=2, BLOCK=64))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(cr.RECORD_ENV)
+    signature, constexprs, attrs, options, target = _jit_request(k_ring, (x, 50), dict(WORLD=4, BLOCK=64))
+    jit_at_4 = triton.compile(_compat.ast_source(k_ring, signature, constexprs, attrs), target=target,
+                              options=options.__dict__)
+    assert cr.compile_request(rec2, world=4).hash == jit_at_4.hash != cr.compile_request(rec2).hash
+    args, kwargs = _launch_args()
+    (_, rec) = _record_through_do_compile(monkeypatch, tmp_path / "s", k_scale, args, kwargs)
+    assert cr.compile_request(rec, world=4) is None

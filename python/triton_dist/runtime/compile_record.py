@@ -34,7 +34,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 __all__ = ["RECORD_ENV", "RECORD_FORMAT", "Unrecordable", "record_dir", "encode", "decode", "request_of", "record",
-           "warn_once", "load_requests", "local_extern_libs", "compile_request", "kernel_of"]
+           "warn_once", "load_requests", "local_extern_libs", "compile_request", "kernel_of", "WORLD_CONSTEXPR"]
 
 #: where compile requests are recorded (a directory; unset or empty: nothing is recorded)
 RECORD_ENV = "TRITON_DIST_COMPILE_RECORD"
@@ -234,16 +234,34 @@ def local_extern_libs(recorded, backend: str, arch) -> Dict[str, str]:
     return out
 
 
-def compile_request(rec: dict):
+#: the constexpr parameter name :func:`compile_request`'s ``world`` sets (what the library's kernels call the number
+#: of ranks they are specialised for)
+WORLD_CONSTEXPR = "WORLD"
+
+
+def compile_request(rec: dict, world: Optional[int] = None):
     """Compile one recorded request (:func:`load_requests`) into Triton's cache, as the JIT would on this machine;
-    returns Triton's compiled kernel (a cache hit when it was there). Sets ``TRITON_DIST_BOUNDED_WAIT`` to the
-    recorded mode for the compile (the lowering reads it) and restores it after."""
+    returns Triton's compiled kernel (a cache hit when it was there), or None when ``world`` is given and the kernel
+    has no ``WORLD`` constexpr (nothing to compile for another world size). Sets ``TRITON_DIST_BOUNDED_WAIT`` to the
+    recorded mode for the compile (the lowering reads it) and restores it after.
+
+    ``world``: compile the request for that many ranks instead -- its ``WORLD`` constexpr (:data:`WORLD_CONSTEXPR`)
+    set to ``world``. A guess, for a job about to run at another world size than the one recorded: a kernel whose
+    other specialisations depend on the world size too (sizes per rank, divisibility) is compiled in vain, and the
+    job compiles the right one itself."""
     import triton
 
     from .. import _compat
     from ..jit import bounded_wait_key, _bounded_wait_env
 
     fn = kernel_of(rec["kernel"])
+    constexprs = decode(rec["constexprs"])
+    if world is not None:
+        names = list(getattr(fn, "arg_names", ()))
+        path = (names.index(WORLD_CONSTEXPR), ) if WORLD_CONSTEXPR in names else None
+        if path not in constexprs:
+            return None
+        constexprs[path] = world
     backend, arch, warp_size = rec["target"]
     arch = decode(arch)
     options = decode(rec["options"])
@@ -254,7 +272,7 @@ def compile_request(rec: dict):
     else:
         os.environ.pop(env, None)
     try:
-        src = _compat.ast_source(fn, decode(rec["signature"]), decode(rec["constexprs"]), decode(rec["attrs"]))
+        src = _compat.ast_source(fn, decode(rec["signature"]), constexprs, decode(rec["attrs"]))
         return triton.compile(src, target=_compat.gpu_target(backend, arch, warp_size), options=options)
     finally:
         if before:

@@ -10,6 +10,10 @@ library at the recorded level -- into ``TRITON_CACHE_DIR`` (Triton's default cac
 at a time; no GPU is needed. A request compiled before is a cache hit (fast). Requests recorded as unreplayable
 (a kernel defined inside a function, a constexpr value that cannot be rebuilt) are counted and skipped.
 
+``--world N`` compiles the requests of kernels with a ``WORLD`` constexpr for ``N`` ranks instead of the recorded
+number (a guess for a run at another world size: kernels whose other specialisations depend on it too are compiled in
+vain and the job compiles them itself); requests of kernels without one are skipped.
+
 Prints one line per failed request (``precompile: FAILED module:kernel: error``) and a summary line
 (``precompile: N requests: C compiled, F failed, U unreplayable in S s (J processes)``). Exit status 0 when none
 failed, 1 when some did (the job then compiles those itself, as without this tool), 2 for bad arguments.
@@ -26,11 +30,10 @@ from typing import List, Optional
 from ..runtime import compile_record
 
 
-def _compile_one(rec: dict) -> Optional[str]:
-    """Worker: compile one request; None, or the error as one line."""
+def _compile_one(rec: dict, world: Optional[int] = None) -> Optional[str]:
+    """Worker: compile one request; None (compiled), "skip" (no WORLD constexpr to set), or the error as one line."""
     try:
-        compile_record.compile_request(rec)
-        return None
+        return None if compile_record.compile_request(rec, world) is not None or world is None else "skip"
     except Exception as exc:  # reported per request: one kernel failing must not stop the others
         text = " ".join(str(exc).split())
         return f"{type(exc).__name__}: {text[:300]}"
@@ -54,10 +57,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="compiling processes (default: CPU count - 1)")
     ap.add_argument("--path", action="append", default=[],
                     help="a directory to import kernels from, before sys.path (repeatable)")
+    ap.add_argument("--world", type=int, default=None,
+                    help="compile the requests of kernels with a WORLD constexpr for this many ranks instead (a guess "
+                         "for a run at another world size than the recorded one; the others are skipped)")
     ap.add_argument("--list", action="store_true", help="print the requests and compile nothing")
     a = ap.parse_args(argv)
     if a.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {a.jobs}")
+    if a.world is not None and a.world < 1:
+        ap.error(f"--world must be >= 1, got {a.world}")
     try:
         requests, unreplayable = compile_record.load_requests(a.records)
     except (OSError, ValueError) as exc:
@@ -70,17 +78,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     t0 = time.time()
     paths = [os.path.abspath(p) for p in a.path]
-    failed = 0
+    failed = skipped = 0
     if requests:
         jobs = min(a.jobs, len(requests))
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(paths, )) as pool:
-            for rec, err in zip(requests, pool.map(_compile_one, requests)):
-                if err is not None:
+            for rec, err in zip(requests, pool.map(_compile_one, requests, [a.world] * len(requests))):
+                if err == "skip":
+                    skipped += 1
+                elif err is not None:
                     failed += 1
                     print(f"precompile: FAILED {_name(rec)}: {err}", flush=True)
     else:
         jobs = 0
-    print(f"precompile: {len(requests)} requests: {len(requests) - failed} compiled, {failed} failed, "
+    at = "" if a.world is None else f" for WORLD={a.world} ({skipped} without a WORLD constexpr skipped)"
+    print(f"precompile: {len(requests)} requests{at}: {len(requests) - failed - skipped} compiled, {failed} failed, "
           f"{len(unreplayable)} unreplayable in {time.time() - t0:.1f} s ({jobs} processes)", flush=True)
     return 1 if failed else 0
 
