@@ -56,13 +56,18 @@ def _launch_args():
 
 def test_codec_round_trips_every_kind_of_value_exactly():
     from triton_dist.kernels.allreduce import allreduce_one_shot_kernel
+    from triton_dist.language.extra import libshmem_device as shmem
 
     values = [None, True, 0, -7, 2.5, float("inf"), "s", (1, (True, None)), [1, (2, )], {(0, ): [["tt.divisibility", 16]]},
-              tl.float16, tl.constexpr(4), allreduce_one_shot_kernel, {"extern_libs": (("libdevice", "/p"), )}]
+              tl.float16, tl.constexpr(4), allreduce_one_shot_kernel, {"extern_libs": (("libdevice", "/p"), )},
+              shmem.float_p]
     for v in values:
         back = cr.decode(json.loads(json.dumps(cr.encode(v))))
         assert repr(back) == repr(v) and type(back) is type(v), v
     assert cr.decode(cr.encode(tl.float16)) == tl.float16
+    assert cr.decode(cr.encode(shmem.float_p)) is shmem.float_p  # a libshmem function passed as a constexpr
+    assert cr.encode(shmem.float_p)["function"]["file"] is None  # defined by a wrapper elsewhere: import by name only
+    assert cr.encode(k_scale)["jit"]["file"] == os.path.abspath(__file__)
 
     @triton_dist.jit
     def local(x):

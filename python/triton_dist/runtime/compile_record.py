@@ -17,7 +17,8 @@ It needs no GPU. Recording costs one JSON line per specialization and process, n
 
 Not replayable (recorded as such, with the reason, and counted by the replay): a kernel that cannot be imported by
 name (defined inside a function), and a constexpr value other than plain data (None, bool, int, float, str, tuples
-and lists of them), a ``tl.dtype``, a ``tl.constexpr`` or an importable ``@jit`` function. Plain ``@triton.jit``
+and lists of them), a ``tl.dtype``, a ``tl.constexpr`` or an importable function (``@jit`` or not: e.g. a
+``libshmem_device`` function a test passes as a constexpr). Plain ``@triton.jit``
 kernels are not recorded.
 """
 from __future__ import annotations
@@ -53,15 +54,23 @@ def record_dir() -> Optional[str]:
 
 # ---- the codec: the request's Python values <-> JSON, exactly (tuples stay tuples, dtypes stay dtypes) --------------
 def _jit_name(fn) -> dict:
-    py = fn.fn
+    return _function_name(fn.fn, "@jit function")
+
+
+def _function_name(py, what: str = "function") -> dict:
+    """How a replay finds ``py``: its module and qualified name, and the file that module was loaded from (for a
+    test module pytest imported by path), when ``py`` was defined there (not a wrapper made elsewhere)."""
     qualname = py.__qualname__
-    if "<locals>" in qualname:
-        raise Unrecordable(f"@jit function {qualname} is defined inside a function: a replay cannot import it")
+    if "<locals>" in qualname or "<lambda>" in qualname:
+        raise Unrecordable(f"{what} {qualname} is defined inside a function: a replay cannot import it")
+    module = sys.modules.get(py.__module__)
+    path = getattr(module, "__file__", None)
     try:
-        path = inspect.getsourcefile(py)
+        defined_in = inspect.getsourcefile(py)
     except TypeError:
-        path = None
-    return {"module": py.__module__, "qualname": qualname, "file": os.path.abspath(path) if path else None}
+        defined_in = None
+    same = path and defined_in and os.path.abspath(path) == os.path.abspath(defined_in)
+    return {"module": py.__module__, "qualname": qualname, "file": os.path.abspath(path) if same else None}
 
 
 def encode(value):
@@ -84,6 +93,8 @@ def encode(value):
         return {"constexpr": encode(value.value)}
     if isinstance(value, triton.JITFunction):
         return {"jit": _jit_name(value)}
+    if inspect.isfunction(value):  # e.g. a libshmem_device function passed as a constexpr
+        return {"function": _function_name(value)}
     raise Unrecordable(f"a {type(value).__name__} value ({value!r:.80})")
 
 
@@ -106,7 +117,7 @@ def decode(obj):
         import triton.language as tl
 
         return tl.constexpr(decode(body))
-    if tag == "jit":
+    if tag in ("jit", "function"):
         return kernel_of(body)
     raise ValueError(f"compile record: unknown value tag {tag!r}")
 
