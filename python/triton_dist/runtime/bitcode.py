@@ -472,6 +472,22 @@ def nvshmem_functions(wide: bool = False) -> dict:
 _slim_paths = {}
 
 
+#: the file name of a slim / wide library (:func:`slim_nvshmem_library`), and what tells its level from a name
+_SLIM_FILE = "libnvshmem_device-{level}-{key}.ll"
+_SLIM_FILE_RE = re.compile(r"^libnvshmem_device-(slim|wide)-[0-9a-f]+\.ll$")
+
+
+def nvshmem_library_level(path: str) -> Optional[str]:
+    """The level of :data:`SHMEM_LIBRARIES` a library file is, from its name wherever it lies (another machine's
+    cache, too): "slim" / "wide" for the files :func:`slim_nvshmem_library` writes, "whole" for NVSHMEM's own bitcode
+    (``libnvshmem_device.bc``, or a per-arch ``libnvshmem_device_sm_XX.bc``); None for any other file."""
+    base = os.path.basename(path)
+    m = _SLIM_FILE_RE.match(base)
+    if m:
+        return m.group(1)
+    return "whole" if base.startswith("libnvshmem_device") and base.endswith(".bc") else None
+
+
 _content_digests: Dict[tuple, str] = {}
 
 
@@ -512,7 +528,7 @@ def slim_nvshmem_library(full_path: str, wide: bool = False) -> str:
     functions = nvshmem_functions(wide)
     ident = repr((_SLIM_FORMAT, _content_digest(full_path), triton.__version__, sorted(functions.items())))
     key = hashlib.sha256(ident.encode()).hexdigest()[:24]
-    out = os.path.join(cache_dir(), f"libnvshmem_device-{'wide' if wide else 'slim'}-{key}.ll")
+    out = os.path.join(cache_dir(), _SLIM_FILE.format(level="wide" if wide else "slim", key=key))
     if out in _slim_paths:
         return _slim_paths[out]
     wanted = out

@@ -29,7 +29,6 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 import socket
 import sys
 from typing import Dict, List, Optional, Tuple
@@ -217,26 +216,21 @@ def load_requests(paths) -> Tuple[List[dict], List[dict]]:
 
 
 # ---- replay -------------------------------------------------------------------------------------------------------
-_OUR_NVSHMEM_FILE = re.compile(r"^libnvshmem_device-(slim|wide)-[0-9a-f]+\.ll$")
-
-
 def local_extern_libs(recorded, backend: str, arch) -> Dict[str, str]:
     """The recorded ``extern_libs`` as the JIT would offer them on this machine: our SHMEM library at the recorded
     level (slim / wide file, or NVSHMEM's whole bitcode ``libnvshmem_device*.bc``; HIP: the arch's rocSHMEM bitcode)
     at this machine's path, libdevice left to the backend's default; any other entry (a user's own file) as
     recorded."""
     from ..jit import NVSHMEM_LIB_NAME, ROCSHMEM_LIB_NAME, shmem_extern_libs
+    from .bitcode import nvshmem_library_level
 
     out = {}
     for name, path in dict(recorded or ()).items():
         if name == "libdevice":
             continue
-        base = os.path.basename(path)
         level = None
         if name == NVSHMEM_LIB_NAME:
-            m = _OUR_NVSHMEM_FILE.match(base)
-            level = m.group(1) if m else "whole" if base.startswith("libnvshmem_device") and base.endswith(".bc") \
-                else None
+            level = nvshmem_library_level(path)
         elif name == ROCSHMEM_LIB_NAME:
             level = "slim"
         if level is not None:
@@ -263,7 +257,7 @@ def compile_request(rec: dict, world: Optional[int] = None):
     import triton
 
     from .. import _compat
-    from ..jit import bounded_wait_key, _bounded_wait_env
+    from ..jit import _bounded_wait_env
 
     fn = kernel_of(rec["kernel"])
     constexprs = decode(rec["constexprs"])
@@ -277,7 +271,8 @@ def compile_request(rec: dict, world: Optional[int] = None):
     arch = decode(arch)
     options = decode(rec["options"])
     options["extern_libs"] = local_extern_libs(options.get("extern_libs"), backend, arch)
-    env, before = _bounded_wait_env(), bounded_wait_key()
+    env = _bounded_wait_env()
+    before = os.environ.get(env)
     if rec["bounded_wait"]:
         os.environ[env] = rec["bounded_wait"]
     else:
@@ -286,7 +281,7 @@ def compile_request(rec: dict, world: Optional[int] = None):
         src = _compat.ast_source(fn, decode(rec["signature"]), constexprs, decode(rec["attrs"]))
         return triton.compile(src, target=_compat.gpu_target(backend, arch, warp_size), options=options)
     finally:
-        if before:
-            os.environ[env] = before
-        else:
+        if before is None:
             os.environ.pop(env, None)
+        else:
+            os.environ[env] = before

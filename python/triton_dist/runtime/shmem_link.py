@@ -86,13 +86,20 @@ def libraries_for(backend: str, arch, symbols) -> Dict[str, str]:
     ``TRITON_DIST_NO_SHMEM_BITCODE=1``."""
     from ..jit import shmem_extern_libs
 
-    library = "slim"
-    if backend == "cuda":
-        from .bitcode import nvshmem_functions
+    return shmem_extern_libs(backend, arch, library=_smallest_library(backend, symbols))
 
-        if not set(symbols) <= set(nvshmem_functions()):
-            library = "wide" if set(symbols) <= set(nvshmem_functions(wide=True)) else "whole"
-    return shmem_extern_libs(backend, arch, library=library)
+
+def _smallest_library(backend: str, symbols) -> str:
+    """The smallest level of ``runtime.bitcode.SHMEM_LIBRARIES`` defining every function of ``symbols`` ("slim"
+    outside CUDA, where there is one library)."""
+    if backend != "cuda":
+        return "slim"
+    from .bitcode import nvshmem_functions
+
+    symbols = set(symbols)
+    if symbols <= set(nvshmem_functions()):
+        return "slim"
+    return "wide" if symbols <= set(nvshmem_functions(wide=True)) else "whole"
 
 
 def larger_offered_library(backend: str, arch, offered_path: str, symbols) -> Optional[str]:
@@ -107,12 +114,11 @@ def larger_offered_library(backend: str, arch, offered_path: str, symbols) -> Op
     if backend != "cuda" or not symbols:
         return None
     from ..jit import shmem_extern_libs
-    from .bitcode import SHMEM_LIBRARIES, nvshmem_functions
+    from .bitcode import SHMEM_LIBRARIES
 
-    symbols = set(symbols)
-    if symbols <= set(nvshmem_functions()):
+    needed = SHMEM_LIBRARIES.index(_smallest_library(backend, symbols))
+    if needed == 0:
         return None  # the slim level has them: any level offered does (nothing else is made or read)
-    needed = SHMEM_LIBRARIES.index("wide" if symbols <= set(nvshmem_functions(wide=True)) else "whole")
     name = _lib_name(backend)
     for library in SHMEM_LIBRARIES[:needed]:  # offered one of our smaller levels: move up
         path = shmem_extern_libs(backend, arch, library=library).get(name)

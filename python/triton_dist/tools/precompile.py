@@ -33,7 +33,7 @@ from ..runtime import compile_record
 def _compile_one(rec: dict, world: Optional[int] = None) -> Optional[str]:
     """Worker: compile one request; None (compiled), "skip" (no WORLD constexpr to set), or the error as one line."""
     try:
-        return None if compile_record.compile_request(rec, world) is not None or world is None else "skip"
+        return "skip" if compile_record.compile_request(rec, world) is None else None
     except Exception as exc:  # reported per request: one kernel failing must not stop the others
         text = " ".join(str(exc).split())
         return f"{type(exc).__name__}: {text[:300]}"
