@@ -78,3 +78,36 @@ def teacher_forced_batched(lens, steps: int, fused: bool = False, seed: int = 0)
     cos = torch.nn.functional.cosine_similarity(mega.logits, ref.logits, dim=1).tolist()
     top1 = (mega.logits.argmax(1) == ref.logits.argmax(1)).tolist()
     return dict(stepped=stepped, again=dict(cosine=cos, top1=top1), pos=mega.pos, logits=mega.logits.clone())
+
+
+def idle_prefetch_same_bits(batch: int, steps: int = 2, seed: int = 0):
+    """The toy Qwen3 (fused MLP) at ``batch`` with and without the idle-tile L2 prefetch: the logits of ``steps``
+    decode steps from a cache of 5 positions per request, compared bit for bit. One simulator worker has no idle
+    tile, so here every tile of a planned op counts as idle (the planner's choice of tiles is tested apart): each
+    lists slabs and the prefetch path of the kernel runs (the simulator checks its arguments; the prefetch itself
+    is a hint with no effect there). Returns the names of the ops that got a table, whether the logits were equal
+    at every step, and the steps run."""
+    from unittest import mock
+
+    import triton_dist.utils as tdu
+    import triton_dist.mega_triton_kernel.tasks.linear as linear
+    from triton_dist.mega_triton_kernel.models import Qwen3Config, Qwen3MegaModel, random_kv, random_weights
+
+    tdu.initialize_distributed()
+    cfg = Qwen3Config.toy()
+    w = random_weights(cfg, seed=seed)
+    base = Qwen3MegaModel(cfg, w, batch=batch, enable_mlp_fc1_silu_fusion=True)
+    with mock.patch.object(linear, "idle_tiles", lambda ops, tasks, queues, i, chain: list(range(len(ops[i].tiles)))):
+        pf = Qwen3MegaModel(cfg, w, batch=batch, enable_mlp_fc1_silu_fusion=True, gemv_idle_prefetch_bytes=1 << 29)
+    planned = [op.name for op in pf.builder.compiled_ops if op.constexprs.get("PF_SLABS")]
+    for b in range(batch):
+        kvs = random_kv(cfg, 5, seed=seed + 1 + b)
+        base.load_kv(kvs, request=b)
+        pf.load_kv(kvs, request=b)
+    g = torch.Generator().manual_seed(seed + 7)
+    equal = True
+    for _ in range(steps):
+        toks = torch.randint(0, cfg.vocab_size, (batch, ), generator=g).tolist()
+        t = toks[0] if batch == 1 else toks
+        equal = equal and torch.equal(base.step(t), pf.step(t))
+    return dict(planned=planned, equal=equal, steps=steps)

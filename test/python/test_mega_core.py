@@ -178,6 +178,87 @@ def test_gemv_prefetch_budget_from_the_environment(monkeypatch):
         ModelBuilder()
 
 
+def test_idle_prefetch_budget_from_the_environment(monkeypatch):
+    from triton_dist.mega_triton_kernel import ModelBuilder
+    from triton_dist.mega_triton_kernel.builder import GEMV_IDLE_PREFETCH_BYTES
+
+    assert ModelBuilder().gemv_idle_prefetch_bytes == GEMV_IDLE_PREFETCH_BYTES
+    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH", "33554432")
+    assert ModelBuilder().gemv_idle_prefetch_bytes == 1 << 25
+    assert ModelBuilder(gemv_idle_prefetch_bytes=0).gemv_idle_prefetch_bytes == 0  # the argument wins
+    with pytest.raises(ValueError, match=r"gemv_idle_prefetch_bytes must be an int in \[0, 2\*\*30\), got 1.5"):
+        ModelBuilder(gemv_idle_prefetch_bytes=1.5)
+    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH", "32M")
+    with pytest.raises(ValueError, match="TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH='32M' is not an integer"):
+        ModelBuilder()
+
+
+def _placed_qwen3(monkeypatch, budget, **kw):
+    """A toy Qwen3 (8 q / 2 kv heads, hidden 512, fused MLP) compiled for 16 workers: queues and tables only, on the
+    CPU (the builder told it targets NVIDIA; nothing is launched)."""
+    import triton_dist.mega_triton_kernel.builder as bmod
+    from triton_dist.mega_triton_kernel.models import Qwen3Config, Qwen3MegaModel, random_weights
+
+    monkeypatch.setattr(bmod, "_backend_name", lambda: "nvidia")
+    cfg = Qwen3Config.toy(num_q_heads=8, hidden_size=512, intermediate_size=1024)
+    return Qwen3MegaModel(cfg, random_weights(cfg), num_workers=16, device="cpu", enable_mlp_fc1_silu_fusion=True,
+                          gemv_prefetch_bytes=0, gemv_idle_prefetch_bytes=budget, **kw).builder
+
+
+def _late_tiles(b, i):
+    """Op ``i``'s tiles whose worker ran an attention task right before them (worked out from the queues here, not
+    with the planner's code)."""
+    late = set()
+    for q in b.queues:
+        for a, t in zip(q, q[1:]):
+            if b.tasks[t].op == i and b.compiled_ops[b.tasks[a].op].family == "FlashDecode":
+                late.add(b.tasks[t].tile)
+    return late
+
+
+def test_idle_prefetch_plan_covers_the_busy_workers_tiles_first(monkeypatch):
+    """o_proj's tiles on workers that ran no attention task before it list, in their prefetch table, every tile's
+    weight rows exactly once, the rows of the tiles behind attention first; the tiles behind attention and every
+    other GEMV (waiting for GEMVs) prefetch nothing."""
+    b = _placed_qwen3(monkeypatch, 1 << 29)
+    planned = [i for i, op in enumerate(b.compiled_ops) if op.constexprs.get("PF_SLABS")]
+    assert [b.compiled_ops[i].op_type for i in planned] == ["o_proj", "o_proj"], [b.compiled_ops[i].name
+                                                                                 for i in planned]
+    for i in planned:
+        op = b.compiled_ops[i]
+        c = op.constexprs
+        table = op.tensors[c["PF_ARG"]]
+        assert c["PF_ARG"] == len(op.tensors) - 1 and table.dtype == torch.int32
+        assert table.shape == (len(op.tiles), c["PF_SLABS"])
+        late = _late_tiles(b, i)
+        assert 0 < len(late) < len(op.tiles), late  # the toy has both kinds
+        listed = [s for row in table.tolist() for s in row if s >= 0]
+        assert sorted(listed) == list(range(len(op.tiles)))  # every tile's rows, once
+        for t, row in enumerate(table.tolist()):
+            if t in late:
+                assert row == [-1] * c["PF_SLABS"], (t, row)
+            else:
+                assert t in row, (t, row)  # its own rows too (the budget covers the whole weight)
+            # an idle tile lists busy workers' tiles, then its own
+            others = [s for s in row if s >= 0 and s != t]
+            assert set(others) <= late and (t not in row or row.index(t) == len(others)), (t, row)
+
+
+def test_idle_prefetch_plan_keeps_to_the_budget(monkeypatch):
+    b = _placed_qwen3(monkeypatch, 1 << 29)
+    op = next(op for op in b.compiled_ops if op.constexprs.get("PF_SLABS"))
+    i = b.compiled_ops.index(op)
+    late = sorted(_late_tiles(b, i))
+    slab = op.constexprs["ROWS"] * op.constexprs["K"] * 2  # bf16 rows, all tiles equal here
+    assert op.constexprs["N"] % op.constexprs["ROWS"] == 0
+    small = _placed_qwen3(monkeypatch, 2 * slab + slab // 2)
+    op2 = small.compiled_ops[i]
+    listed = [s for row in op2.tensors[op2.constexprs["PF_ARG"]].tolist() for s in row if s >= 0]
+    assert listed == late[:2], (listed, late)  # two whole slabs fit, the busy workers' tiles first
+    for off in (_placed_qwen3(monkeypatch, 0), _placed_qwen3(monkeypatch, 1 << 29, enable_runtime_scheduler=True)):
+        assert not any(op.constexprs.get("PF_SLABS") for op in off.compiled_ops)
+
+
 # ------------------------------------------------------------------------------------------------ simulator runs
 @pytest.mark.sim
 def test_chain_on_the_simulator(sim_ranks):  # noqa: F811

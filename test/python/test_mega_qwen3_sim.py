@@ -44,6 +44,20 @@ def test_teacher_forced_logits_match_torch(sim_ranks, world, fused, prefetch):  
 
 
 @pytest.mark.sim
+def test_idle_prefetch_leaves_the_logits_bit_identical(sim_ranks):  # noqa: F811
+    """The GEMV idle-tile L2 prefetch (``gemv_idle_prefetch_bytes``) is a hint: with its table in every planned
+    tile of a GEMV waiting for a non-GEMV op, at batch 1 (the GEMV: o_proj after attention) and 3 (the small-M tile,
+    without the norm / residual fusions: qkv, fc1 and lm_head wait for a norm task too), the logits are the same bits as
+    without it."""
+    for batch, planned in ((1, ["L0.o_proj+L0.add", "L1.o_proj+L1.add"]),
+                           (3, ["L0.qkv_proj", "L0.o_proj", "L0.mlp_fc1_silu_mul_up", "L1.qkv_proj", "L1.o_proj",
+                                "L1.mlp_fc1_silu_mul_up", "L2.linear"])):
+        res = sim_ranks.run(1, work.idle_prefetch_same_bits, batch, timeout=600, env=ENV)[0]
+        assert res["planned"] == planned, (batch, res["planned"])
+        assert res["equal"] and res["steps"] == 2, res
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize("world, lens, steps, fused", [
     (1, [13, 0, 30, 5], 3, False),                 # pages crossed at 16 and 32, one request from an empty cache
     (1, [13, 0, 30, 5, 47, 1, 16, 60], 2, True),   # batch 8, up to the end of the cache (64)

@@ -33,13 +33,32 @@ from .core.registry import task_type
 from .core.task import Op, Task
 from . import tasks as _builtin_tasks  # noqa: F401  (the built-in task families register into core.registry)
 
-__all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES"]
+__all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES", "GEMV_IDLE_PREFETCH_BYTES"]
 
 #: Default of ``ModelBuilder(gemv_prefetch_bytes=...)``: weight bytes a GEMV tile prefetches into L2 before its wait
 #: (where it waits for a non-GEMV op). Qwen3-8B TP=1 on an H200 (2026-12-01, same process as torch): 0: 5018 us,
 #: 64 KiB: 4887, 128 KiB: 4905, 256 KiB: 4947 (`benchmarks/results/2026-12-01-mega-r2/`).
 GEMV_PREFETCH_BYTES = 65536
 GEMV_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_PREFETCH"
+#: Default of ``ModelBuilder(gemv_idle_prefetch_bytes=...)``: off until an A/B run on a GPU says otherwise (the
+#: planner, ``tasks.linear.plan_idle_prefetch``, was written from the Qwen3-8B trace of 2026-12-01: 64 of o_proj's
+#: 128 tiles wait ~9 us for attention with HBM idle while the other 64 start only when attention ends).
+GEMV_IDLE_PREFETCH_BYTES = 0
+GEMV_IDLE_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH"
+
+
+def _budget(name: str, value: Optional[int], env_name: str, default: int) -> int:
+    """A prefetch budget in bytes: ``value``, else the environment's ``env_name``, else ``default``; an int in
+    [0, 2**30)."""
+    if value is None:
+        env = os.environ.get(env_name)
+        try:
+            value = default if env in (None, "") else int(env)
+        except ValueError:
+            raise ValueError(f"ModelBuilder: {env_name}={env!r} is not an integer") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**30:
+        raise ValueError(f"ModelBuilder: {name} must be an int in [0, 2**30), got {value!r}")
+    return value
 
 
 class MegaKernelDependencyError(RuntimeError):
@@ -62,13 +81,17 @@ class ModelBuilder:
     bit-identical compile-time fusions of ``core/fusion.py``), ``gemv_prefetch_bytes`` (bytes of its weights a GEMV
     tile asks L2 for, with ``dl.prefetch_l2``, before it waits for its input, in the GEMVs that wait for a
     latency-bound op such as attention or an all-reduce (``tasks.linear.gate_prefetch``); 0: off; ``None``:
-    :data:`GEMV_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_PREFETCH``)."""
+    :data:`GEMV_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_PREFETCH``), ``gemv_idle_prefetch_bytes``
+    (static queues only: bytes of such a GEMV's weight that its tiles on workers idle during the latency-bound op
+    ask L2 for before their wait, the other tiles' rows first (``tasks.linear.plan_idle_prefetch``); 0: off;
+    ``None``: :data:`GEMV_IDLE_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH``). Both
+    prefetches are hints: the step computes the same bits with or without them."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
                  policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True,
-                 gemv_prefetch_bytes: Optional[int] = None):
+                 gemv_prefetch_bytes: Optional[int] = None, gemv_idle_prefetch_bytes: Optional[int] = None):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -108,17 +131,10 @@ class ModelBuilder:
         self._enable_runtime_scheduler = bool(enable_runtime_scheduler)
         self._enable_mlp_fc1_silu_fusion = bool(enable_mlp_fc1_silu_fusion)
         self._enable_fusion = bool(enable_fusion)
-        if gemv_prefetch_bytes is None:
-            env = os.environ.get(GEMV_PREFETCH_ENV)
-            try:
-                gemv_prefetch_bytes = GEMV_PREFETCH_BYTES if env in (None, "") else int(env)
-            except ValueError:
-                raise ValueError(f"ModelBuilder: {GEMV_PREFETCH_ENV}={env!r} is not an integer") from None
-        if isinstance(gemv_prefetch_bytes, bool) or not isinstance(gemv_prefetch_bytes, int) or \
-                not 0 <= gemv_prefetch_bytes < 2**30:
-            raise ValueError(f"ModelBuilder: gemv_prefetch_bytes must be an int in [0, 2**30), got "
-                             f"{gemv_prefetch_bytes!r}")
-        self.gemv_prefetch_bytes = gemv_prefetch_bytes
+        self.gemv_prefetch_bytes = _budget("gemv_prefetch_bytes", gemv_prefetch_bytes, GEMV_PREFETCH_ENV,
+                                           GEMV_PREFETCH_BYTES)
+        self.gemv_idle_prefetch_bytes = _budget("gemv_idle_prefetch_bytes", gemv_idle_prefetch_bytes,
+                                                GEMV_IDLE_PREFETCH_ENV, GEMV_IDLE_PREFETCH_BYTES)
         self.ops: List[Op] = []
         self.all_symm_tensors: List[torch.Tensor] = []
         self._compiled = False
@@ -257,9 +273,15 @@ class ModelBuilder:
         tasks = graph.build_tasks(ops)
         if not self._enable_dep_opt:
             tasks = _op_level_deps(ops, tasks)
-        from .tasks.linear import gate_prefetch
+        from .tasks.linear import gate_prefetch, plan_idle_prefetch
 
         ops = gate_prefetch(ops, tasks)  # GEMV L2 prefetch only after latency-bound producers
+        if self._enable_runtime_scheduler:
+            queues = [[t.index for t in tasks]]
+        else:
+            queues = scheduler.assign(tasks, self.num_workers, self.policy)
+            # (after placement: which tiles wait on an idle worker is a property of the queues)
+            ops = plan_idle_prefetch(ops, tasks, queues, self.gemv_idle_prefetch_bytes)
         self.compiled_ops = ops
         self.tasks = tasks
         # branches
@@ -286,10 +308,6 @@ class ModelBuilder:
             firsts.append(len(runs))
             counts.append(len(r))
             runs.extend(r)
-        if self._enable_runtime_scheduler:
-            queues = [[t.index for t in tasks]]
-        else:
-            queues = scheduler.assign(tasks, self.num_workers, self.policy)
         cap = max(1, max(len(q) for q in queues))
         rows = torch.zeros((len(queues), cap, codegen.ROW), dtype=torch.int32)
         for w, q in enumerate(queues):

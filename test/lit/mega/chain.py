@@ -16,6 +16,17 @@
 # PFGEN: branches 2
 # PF: cp.async.bulk.prefetch.L2.global
 #
+# RUN: env TRITON_DIST_BACKEND=sim %python %s %t.idle.py idle | filecheck %s --check-prefix=IDLEGEN
+# RUN: %compile %t.idle.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 4, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=IDLE
+# RUN: %compile %t.idle.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 4, False, False, False" --target hip:gfx942 --num-warps 8 --stage amdgcn | filecheck %s --check-prefix=IDLEAMD
+#
+# With an idle-tile budget (ModelBuilder gemv_idle_prefetch_bytes; per-row budget 0), placed on 16 workers: the
+# GEMV's tiles on workers idle during the add read their slab table (the op's 4th tensor) and ask L2 for whole
+# tiles' rows; gfx942 has no such hint and compiles the same kernel without it.
+# IDLEGEN: slabs 2 idle 15
+# IDLE: cp.async.bulk.prefetch.L2.global
+# IDLEAMD: .amdgcn_target
+#
 # GEN: branches 5
 # GEN: L0.rms_norm+L0.qkv_proj
 # GEN: L0.o_proj+L0.add
@@ -44,6 +55,24 @@ if sys.argv[2:] == ["prefetch"]:  # one GEMV whose rows are longer than its firs
     b.make_linear(s, torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
     b.compile()
     assert b.compiled_ops[1].constexprs["PF_ROW"] > 0, b.compiled_ops[1].constexprs
+elif sys.argv[2:] == ["idle"]:  # the same GEMV placed on 16 workers (queues and tables only: nothing runs here)
+    from unittest import mock
+
+    import torch
+
+    import triton_dist.mega_triton_kernel.builder as builder_module
+    from triton_dist.mega_triton_kernel import ModelBuilder
+
+    with mock.patch.object(builder_module, "_backend_name", lambda: "nvidia"):
+        b = ModelBuilder(num_workers=16, device="cpu", gemv_prefetch_bytes=0, gemv_idle_prefetch_bytes=1 << 20)
+        x, s = torch.ones(1, 1024).bfloat16(), torch.zeros(1, 1024).bfloat16()
+        b.make_add(x, x, s)
+        b.make_linear(s, torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
+        b.compile()
+    c = b.compiled_ops[1].constexprs
+    table = b.compiled_ops[1].tensors[c["PF_ARG"]]
+    assert b.queue_cap <= 8 and b.num_args == 4 and c["PF_ROW"] == 0, (b.queue_cap, b.num_args, c)
+    print("slabs", c["PF_SLABS"], "idle", sum(1 for row in table.tolist() if max(row) >= 0))
 else:
     b, _, _ = _chain()
     b.compile()

@@ -36,7 +36,7 @@ from ..core.registry import register_fusion, register_task
 from ..core.task import Op, Tile, region, same_tensor
 from .activation import silu_mul
 
-__all__ = ["linear_task", "pick_gemv_rows", "gate_prefetch"]
+__all__ = ["linear_task", "pick_gemv_rows", "gate_prefetch", "plan_idle_prefetch", "idle_tiles"]
 
 def _dtypes():
     import torch
@@ -76,7 +76,8 @@ def pick_gemv_rows(N: int, num_workers: int, row_bytes: int) -> int:
 def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr, M: tl.constexpr, N: tl.constexpr,
                 K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
-                RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0):
+                RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0,
+                PF_SLABS: tl.constexpr = 0, PF_ARG: tl.constexpr = 0):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, ROWS)`` column tiles of ``ROWS <= BLOCK_N`` columns, the
     lanes of the ``BLOCK_N`` block past ``ROWS`` masked off). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
@@ -88,7 +89,11 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
       output, recomputed per tile from the L2-resident row: the sum of squares in the norm task's own ``NORM_BLOCK``
       chunks, hence the same fp32 order).
     * ``RES`` (fused residual add epilogue, GEMV only): besides the output tile, stores ``sum = output + residual``
-      (the output rounded to ``ODT`` first, fp32 add: bit-identical to the add task)."""
+      (the output rounded to ``ODT`` first, fp32 add: bit-identical to the add task).
+    * ``PF_SLABS`` (streaming tiles, :func:`plan_idle_prefetch`): ``args[PF_ARG]`` is an int32 ``[tiles, PF_SLABS]``
+      table; before its wait the tile asks L2 for the weight rows of each tile listed in its row (-1: none), its
+      own or another's, so that a worker idle while the op's input is computed streams the rows that workers busy
+      until then will read."""
     x_ptr = arg(args, 0, DT)
     w_ptr = arg(args, 1, DT)
     o_ptr = arg(args, 2, ODT)
@@ -98,6 +103,8 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     lane = tl.arange(0, BLOCK_N)
     rn = pn * ROWS + lane
     nmask = (lane < ROWS) & (rn < N)
+    if PF_SLABS > 0:  # before the first chunk: the other tiles' rows are the ones no worker streams yet
+        _prefetch_slabs(w_ptr, arg(args, PF_ARG, tl.int32) + tile * PF_SLABS, N, K, ROWS, PF_SLABS, SILU_MUL, DT)
     if BLOCK_M == 1:
         wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
         if PF_ROW > 0:
@@ -141,6 +148,22 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
             if SILU_MUL:
                 acc = silu_mul(acc, _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K))
         tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
+
+
+@triton_dist.jit
+def _prefetch_slabs(w_ptr, slab_ptr, N: tl.constexpr, K: tl.constexpr, ROWS: tl.constexpr, SLABS: tl.constexpr,
+                    SILU_MUL: tl.constexpr, DT: tl.constexpr):
+    """Ask L2 for the weight rows of the tiles ``slab_ptr[0:SLABS]`` (int32 tile indices, -1 = none): tile ``s``'s
+    rows ``[s * ROWS, min(N, (s + 1) * ROWS))`` are one contiguous range of the ``[N, K]`` (``SILU_MUL``: ``[2N,
+    K]``, the up rows ``N`` rows further: a second range) weight, so each costs one bulk prefetch."""
+    ES: tl.constexpr = DT.primitive_bitwidth // 8
+    for j in tl.static_range(SLABS):
+        s = tl.load(slab_ptr + j)
+        r0 = tl.maximum(s, 0) * ROWS
+        nbytes = tl.minimum(N - r0, ROWS) * (K * ES)
+        dl.prefetch_l2(w_ptr + r0.to(tl.int64) * K, nbytes, mask=s >= 0)
+        if SILU_MUL:
+            dl.prefetch_l2(w_ptr + (r0 + N).to(tl.int64) * K, nbytes, mask=s >= 0)
 
 
 @triton_dist.jit
@@ -304,6 +327,100 @@ def gate_prefetch(ops: List[Op], tasks) -> List[Op]:
         producers = deps_of.get(i, set()) - {i}
         if not producers or all(ops[o].family == "Linear" for o in producers):
             out[i] = dataclasses.replace(op, constexprs=dict(op.constexprs, PF_ROW=0))
+    return out
+
+
+def _streams(op: Op) -> bool:
+    """``op`` is a Linear op of streaming tiles (the GEMV, or the small-M tile of batched decode): one row tile,
+    tile ``t`` reading weight rows ``[t * ROWS, (t + 1) * ROWS)``."""
+    c = op.constexprs
+    return op.family == "Linear" and (c["BLOCK_M"] == 1 or c["M"] <= 16)
+
+
+def _latency_chain(ops: List[Op], deps_of: dict, i: int) -> set:
+    """The non-Linear ops op ``i`` waits for, directly or through other non-Linear ops (attention after the qkv
+    GEMV, an all-reduce and its norm, ...): the latency-bound stretch between the previous GEMV and this one."""
+    chain, todo = set(), [o for o in deps_of.get(i, ()) if ops[o].family != "Linear"]
+    while todo:
+        o = todo.pop()
+        if o in chain or o == i:
+            continue
+        chain.add(o)
+        todo.extend(d for d in deps_of.get(o, ()) if ops[d].family != "Linear")
+    return chain
+
+
+def idle_tiles(ops: List[Op], tasks, queues, i: int, chain: set) -> List[int]:
+    """The tiles of op ``i`` whose worker is idle while the op's input is computed: the task before the tile in its
+    worker's queue (``queues``: static per-worker task lists) belongs neither to ``chain`` (the latency-bound ops the
+    op waits for) nor to op ``i`` itself (a second tile of a worker starts after its first). Such a tile's program
+    reaches its wait early and would wait there with HBM idle."""
+    prev = {}
+    for q in queues:
+        for a, b in zip([None] + list(q[:-1]), q):
+            prev[b] = a
+    out = []
+    for t in tasks:
+        if t.op != i:
+            continue
+        p = prev.get(t.index)
+        if p is None or (tasks[p].op not in chain and tasks[p].op != i):
+            out.append(t.tile)
+    return out
+
+
+def plan_idle_prefetch(ops: List[Op], tasks, queues, budget: int) -> List[Op]:
+    """``ops`` where each streaming GEMV that waits for a latency-bound op (attention, an all-reduce) has its idle
+    tiles (:func:`idle_tiles`) prefetch, before their wait, up to ``budget`` bytes of the op's weight into L2: first
+    the rows of the other tiles (whose workers run the latency-bound ops and reach this op only when its input is
+    nearly ready), then their own; each listed range a whole tile's rows, spread so that the idle tiles get about
+    the same bytes. Such an op gets the int32 table ``[tiles, PF_SLABS]`` as its last tensor (``PF_ARG``) and
+    constexpr ``PF_SLABS`` (see :func:`linear_task`); ops without idle tiles, or other ops, are unchanged.
+    ``budget``: bytes per op (0: no change), at most what L2 holds until the op reads it. A hint only: the results
+    are the same bits with or without it. Returns a new list (changed ops are new objects)."""
+    import torch
+
+    if budget <= 0:
+        return list(ops)
+    deps_of: dict = {}
+    for t in tasks:
+        deps_of.setdefault(t.op, set()).update(tasks[d].op for d in t.deps)
+    out = list(ops)
+    for i, op in enumerate(ops):
+        if not _streams(op) or op.constexprs.get("PF_SLABS"):
+            continue
+        chain = _latency_chain(ops, deps_of, i)
+        if not chain:
+            continue
+        early = idle_tiles(ops, tasks, queues, i, chain)
+        if not early:
+            continue
+        c = op.constexprs
+        n_tiles, rows, es = len(op.tiles), c["ROWS"], op.tensors[1].element_size()
+        row_bytes = c["K"] * es * (2 if c["SILU_MUL"] else 1)
+        size = [(min(c["N"], (t + 1) * rows) - t * rows) * row_bytes for t in range(n_tiles)]
+        early_set = set(early)
+        order = [t for t in range(n_tiles) if t not in early_set] + list(early)
+        lists = {t: [] for t in early}
+        load = {t: 0 for t in early}
+        left = budget
+        for s in order:
+            if size[s] > left:
+                break
+            # the slab to the idle tile with the fewest bytes so far (its own slab to itself)
+            who = s if s in early_set else min(early, key=lambda t: (load[t], t))
+            lists[who].append(s)
+            load[who] += size[s]
+            left -= size[s]
+        width = max(len(v) for v in lists.values())
+        if width == 0:
+            continue
+        table = torch.full((n_tiles, width), -1, dtype=torch.int32)
+        for t, v in lists.items():
+            table[t, :len(v)] = torch.tensor(v, dtype=torch.int32)
+        tensors = list(op.tensors) + [table.to(op.tensors[1].device)]
+        out[i] = dataclasses.replace(op, tensors=tensors,
+                                     constexprs=dict(c, PF_SLABS=width, PF_ARG=len(tensors) - 1))
     return out
 
 
