@@ -2,7 +2,8 @@
 
     scripts/launch.sh --nproc_per_node {1,2} benchmarks/bench_mega.py [--preset qwen3-8b|qwen3-32b|toy]
         [--layers N] [--context 512] [--batch B] [--contexts L1,L2,...] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
-        [--prefetch] [--ar-method one_shot|ll] [--no-compile] [--profile DIR] [--out JSON]
+        [--prefetch] [--gemv-idle-prefetch BYTES] [--variant NAME:KEY=VALUE[,KEY=VALUE]]... [--ar-method one_shot|ll]
+        [--no-compile] [--profile DIR] [--out JSON]
     python benchmarks/bench_mega.py --preset toy --dry-run [--batch 4 --contexts 9,40,3,20]  # no GPU: the
                                                                  # simulator, world 1, no timing
     python benchmarks/bench_mega.py --probe linear-chain [...]   # a one-off probe (benchmarks/mega_probes.py)
@@ -26,6 +27,12 @@ samples interleaved over the implementations, median / k, max over ranks: ``benc
   ``skipped["torch_compile"]`` and the run goes on without it; its logits at the timed step against the eager
   model's: ``correctness.torch_compile_vs_torch_min_cosine``. No eager (uncaptured) column: every figure is a
   graph replay;
+* ``--variant NAME:KEY=VALUE,...`` (repeatable): another mega model whose builder (or model) options differ from
+  ``mega``'s by the given ones (:data:`VARIANT_KEYS`), timed in the same interleaved samples as ``NAME``, so that
+  a change is A/B-measured in one process: ``NAME_us``, ``NAME_speedup_over_mega`` (> 1: the variant is faster),
+  its roofline fractions; checked at the timed step against the torch model (``correctness.variants[NAME]``:
+  cosine, top-1, and ``same_bits_as_mega``, expected true for hints such as the prefetch budgets); with
+  ``--profile``, a trace of each variant too;
 * ``copy``: a device-to-device copy of >= 1 GiB, for the HBM bandwidth ``2 * bytes / time`` (read + write), two
   ways: ``copy_`` (a D2D memcpy) and an elementwise kernel (``torch.neg(src, out=dst)``); the faster is the copy
   bandwidth (the memcpy moved 2.75 TB/s on an H200 where a read-only reduction streamed 4.3 TB/s, which made the
@@ -72,6 +79,40 @@ NO_NCCL = ("skipped: ranks share a GPU (gloo-only process group, no NCCL); the t
            "the correctness reference")
 
 
+#: Options a ``--variant`` may change: builder keyword arguments, and ``prefetch`` (the model's whole-layer prefetch)
+VARIANT_KEYS = {"gemv_prefetch_bytes": int, "gemv_idle_prefetch_bytes": int, "policy": str, "enable_fusion": bool,
+                "enable_dep_opt": bool, "enable_runtime_scheduler": bool, "num_warps": int, "prefetch": bool}
+
+
+def parse_variant(spec: str):
+    """``NAME:KEY=VALUE[,KEY=VALUE]`` -> ``(NAME, {KEY: value})`` (values typed by :data:`VARIANT_KEYS`; booleans
+    ``true`` / ``false``); ValueError with the reason otherwise."""
+    name, sep, body = spec.partition(":")
+    if not sep or not name.isidentifier() or not body:
+        raise ValueError(f"--variant {spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE] with NAME an identifier")
+    if name in ("mega", "torch_nccl", "torch_ours", "torch_compile", "copy"):
+        raise ValueError(f"--variant {spec!r}: {name!r} is taken by a built-in column")
+    kw = {}
+    for item in body.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or key not in VARIANT_KEYS:
+            raise ValueError(f"--variant {spec!r}: {item!r} is not KEY=VALUE with KEY one of "
+                             f"{', '.join(sorted(VARIANT_KEYS))}")
+        typ = VARIANT_KEYS[key]
+        if typ is bool:
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"--variant {spec!r}: {key} takes true or false, got {value!r}")
+            kw[key] = value.lower() == "true"
+        elif typ is int:
+            try:
+                kw[key] = int(value, 0)
+            except ValueError:
+                raise ValueError(f"--variant {spec!r}: {key} takes an integer, got {value!r}") from None
+        else:
+            kw[key] = value
+    return name, kw
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -95,6 +136,12 @@ def parse_args(argv=None):
     ap.add_argument("--gemv-prefetch", type=int, default=None, metavar="BYTES",
                     help="weight bytes a GEMV tile prefetches into L2 before its wait (ModelBuilder "
                          "gemv_prefetch_bytes; default: the builder's)")
+    ap.add_argument("--gemv-idle-prefetch", type=int, default=None, metavar="BYTES",
+                    help="bytes of a GEMV's weight its tiles on idle workers prefetch into L2 while the op waits for "
+                         "attention / an all-reduce (ModelBuilder gemv_idle_prefetch_bytes; default: the builder's)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+                    help="another mega model with these options changed, timed beside mega in the same samples "
+                         f"(repeatable; keys: {', '.join(sorted(VARIANT_KEYS))})")
     ap.add_argument("--runtime-scheduler", action="store_true", help="dynamic task queue (enable_runtime_scheduler)")
     ap.add_argument("--ar-method", default="one_shot", choices=("one_shot", "ll"),
                     help="triton_dist all_reduce method of the torch_ours baseline")
@@ -134,6 +181,16 @@ def parse_args(argv=None):
         ap.error("--copy-gib must be >= 1 (the bandwidth probe must not fit in L2)")
     if args.dry_run and args.preset != "toy":
         ap.error("--dry-run runs on the simulator: use --preset toy")
+    variants = {}
+    for spec in args.variant:
+        try:
+            name, kw = parse_variant(spec)
+        except ValueError as e:
+            ap.error(str(e))
+        if name in variants:
+            ap.error(f"--variant {name!r} is given twice")
+        variants[name] = kw
+    args.variants = variants
     return args
 
 
@@ -192,13 +249,16 @@ def main(argv=None):
     t0 = time.time()
     w = random_weights(cfg, rank, world, seed=args.seed, device=dev)
     bkw = dict(num_warps=args.num_warps, enable_mlp_fc1_silu_fusion=args.fused_mlp,
-               enable_runtime_scheduler=args.runtime_scheduler, gemv_prefetch_bytes=args.gemv_prefetch)
+               enable_runtime_scheduler=args.runtime_scheduler, gemv_prefetch_bytes=args.gemv_prefetch,
+               gemv_idle_prefetch_bytes=args.gemv_idle_prefetch, prefetch=args.prefetch)
     if args.num_workers is not None:
         bkw["num_workers"] = args.num_workers
     B = args.batch
-    mega = Qwen3MegaModel(cfg, w, rank, world, batch=B, prefetch=args.prefetch, **bkw)
+    mega = Qwen3MegaModel(cfg, w, rank, world, batch=B, **bkw)
     log(f"built {args.preset} ({cfg.num_layers} layers) TP={world} batch {B}: {len(mega.builder.tasks)} tasks, "
         f"{mega.builder.num_workers} workers, {time.time() - t0:.1f} s")
+    variants = {name: Qwen3MegaModel(cfg, w, rank, world, batch=B, **dict(bkw, **kw))
+                for name, kw in args.variants.items()}
 
     def nccl_ar(t):
         if shared:  # the correctness reference only: host copies over gloo, never captured
@@ -239,6 +299,14 @@ def main(argv=None):
     chk["timed_step"] = timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv)
     chk["pass"] = bool(chk["min_cosine"] >= MIN_COSINE and chk["top1_rate"] >= MIN_TOP1
                        and min(chk["timed_step"]["cosine"]) >= MIN_COSINE and all(chk["timed_step"]["top1"]))
+    if variants:
+        chk["variants"] = {name: variant_check(args, cfg, rank, world, dev, mega, v, ref, random_kv)
+                           for name, v in variants.items()}
+        chk["pass"] = chk["pass"] and all(min(v["cosine"]) >= MIN_COSINE and all(v["top1"])
+                                          for v in chk["variants"].values())
+        for name, v in chk["variants"].items():
+            log(f"variant {name} {args.variants[name]}: timed step cosine {min(v['cosine']):.6f}, top-1 "
+                f"{sum(v['top1'])}/{B}, same bits as mega: {v['same_bits_as_mega']}")
     chk["targets"] = dict(min_cosine=MIN_COSINE, top1_rate=MIN_TOP1)
     log(f"correctness ({args.steps} teacher-forced steps, {time.time() - t0:.1f} s): min cosine "
         f"{chk['min_cosine']:.6f}, top-1 {chk['top1_rate']:.3f}; the timed step per request: cosine "
@@ -262,11 +330,15 @@ def main(argv=None):
         compiled.run = torch.compile(compiled.run, mode=args.compile_mode)
     if gpu:
         times, copy = time_steps(args, cfg, world, rank, dev, mega, None if shared else ref, ours, random_kv, log,
-                                 compiled=compiled, skipped=skipped)
+                                 compiled=compiled, skipped=skipped, variants=variants)
         if "torch_compile" in times:  # its replays computed the timed step: the same logits as the eager model's
             chk["torch_compile_vs_torch_min_cosine"] = min(logits_agreement(compiled.logits, ref.logits)[0])
         if args.profile:
             profile = profile_step(args, cfg, w, rank, world, bkw, random_kv, dev)
+            if variants:  # each variant's own trace beside mega's
+                profile["variants"] = {name: profile_step(args, cfg, w, rank, world, dict(bkw, **kw), random_kv, dev,
+                                                          prefix=f"MEGA_KERNEL_TRACE_{name}")
+                                       for name, kw in args.variants.items()}
             for kind, k in sorted(profile["by_kind"].items(), key=lambda kv: -kv[1]["advance_us"]):
                 tile = "-" if k["tile_us"] is None else f"{k['tile_us']:.2f}"
                 gbs = "-" if k["gbs"] is None else f"{k['gbs']:.0f}"
@@ -286,6 +358,11 @@ def main(argv=None):
         for name in ("torch_nccl", "torch_ours", "torch_compile"):
             if name in times and times.get("mega"):
                 res[f"{name}_over_mega"] = times[name] / times["mega"]
+        for name in variants:
+            if times.get(name):
+                res[f"{name}_speedup_over_mega"] = times["mega"] / times[name]
+                log(f"variant {name}: {times[name]:.1f} us, {res[f'{name}_speedup_over_mega']:.4f}x mega's "
+                    f"{times['mega']:.1f} us (roofline fraction {res[f'{name}_roofline_fraction']:.3f})")
         log(f"step: mega {times['mega']:.1f} us"
             + (f", torch+nccl {times['torch_nccl']:.1f} us" if "torch_nccl" in times else ", torch+nccl skipped")
             + (f", torch+ours({args.ar_method}) {times['torch_ours']:.1f} us" if "torch_ours" in times else "")
@@ -309,7 +386,10 @@ def main(argv=None):
             "mega": dict(tasks=len(mega.builder.tasks), num_workers=mega.builder.num_workers,
                          num_warps=args.num_warps, fused_mlp=args.fused_mlp, prefetch=args.prefetch,
                          runtime_scheduler=args.runtime_scheduler, ops=len(mega.builder.ops),
-                         gemv_prefetch_bytes=mega.builder.gemv_prefetch_bytes),
+                         gemv_prefetch_bytes=mega.builder.gemv_prefetch_bytes,
+                         gemv_idle_prefetch_bytes=mega.builder.gemv_idle_prefetch_bytes),
+            "variants": {name: dict(options=args.variants[name], tasks=len(v.builder.tasks))
+                         for name, v in variants.items()},
             "ar_method": args.ar_method if ours is not None else None,
             "timing": ("CUDA-graph replay of graph_steps steps at a fixed position, CUDA events, each sample after a "
                        "barrier and a device-side rendezvous, samples interleaved over implementations, median / "
@@ -349,7 +429,23 @@ def timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv):
     return dict(cosine=cos, top1=top1)
 
 
-def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, compiled=None, skipped=None):
+def variant_check(args, cfg, rank, world, dev, mega, var, ref, random_kv):
+    """A ``--variant`` model at the timed step against the reference (per request ``cosine``, ``top1``) and
+    against ``mega`` (``same_bits_as_mega``: the logits equal bit for bit)."""
+    import torch
+
+    from triton_dist.mega_triton_kernel.models import logits_agreement
+
+    load_contexts(args, cfg, rank, world, dev, (mega, var, ref), random_kv)
+    mega.run()
+    var.run()
+    ref.run()
+    cos, top1 = logits_agreement(var.logits, ref.logits)
+    return dict(cosine=cos, top1=top1, same_bits_as_mega=bool(torch.equal(var.logits, mega.logits)))
+
+
+def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, compiled=None, skipped=None,
+               variants=None):
     """Graph-replay step times (us) of the models at the timed step (:func:`load_contexts`), and the copy bandwidth
     probe. ``ref``
     None: no torch + NCCL timing (ranks share a GPU). ``compiled``: the torch.compile'd torch model, compiled in its
@@ -361,6 +457,7 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, com
     from harness import capture_agreed, capture_calls, interleaved_medians
 
     models = {"mega": mega}
+    models.update(variants or {})
     if ref is not None:
         models["torch_nccl"] = ref
     if ours is not None:
@@ -405,19 +502,20 @@ def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, com
     return times, copy
 
 
-def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev):
-    """A profiled mega model (separate builder) at the timed position: trace + Gantt under ``--profile``."""
+def profile_step(args, cfg, w, rank, world, bkw, random_kv, dev, prefix="MEGA_KERNEL_TRACE"):
+    """A profiled mega model (separate builder, options ``bkw``) at the timed position: trace + Gantt under
+    ``--profile`` (files named ``prefix``)."""
     import torch
 
     from triton_dist.mega_triton_kernel.models import Qwen3MegaModel
 
     os.environ["MEGA_KERNEL_PROFILER_DIR"] = args.profile
-    m = Qwen3MegaModel(cfg, w, rank, world, batch=args.batch, prefetch=args.prefetch, enable_profiling=True, **bkw)
+    m = Qwen3MegaModel(cfg, w, rank, world, batch=args.batch, enable_profiling=True, **bkw)
     load_contexts(args, cfg, rank, world, dev, [m], random_kv)
     for _ in range(3):
         m.run()
     torch.cuda.synchronize()
-    path = m.builder.dump_trace()
+    path = m.builder.dump_trace(prefix)
     from provenance import label_json
 
     label_json(path)  # the trace says where it ran (ranks sharing a GPU: no NVLink)

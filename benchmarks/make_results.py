@@ -513,7 +513,27 @@ def mega_section(doc):
             f"{'' if pf is None else f', GEMV L2 prefetch {pf} B'}):", "",
             "| model | TP | batch | context | mega us | torch.compile us | x torch.compile | torch+NCCL us | x torch | "
             "torch+ours us | x torch+ours | GB/step | roofline (copy) | roofline (read) | min cosine / top-1 |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", row, ""]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", row, ""] + _mega_variants(doc)
+
+
+def _mega_variants(doc):
+    """The ``--variant`` rows of a bench_mega result (other mega builds timed in the same samples as ``mega``):
+    options, step us, speedup over mega (> 1: faster), roofline fraction, and whether its logits were mega's bits;
+    nothing for a run without variants."""
+    variants, r = doc.get("variants") or {}, doc.get("results", {})
+    if not variants:
+        return []
+    checks = (doc.get("correctness") or {}).get("variants") or {}
+    lines = ["A/B in the same samples (`--variant`):", "",
+             "| variant | options | us | x mega (> 1: faster) | roofline (copy) | same bits as mega |",
+             "|---|---|---|---|---|---|"]
+    for name, v in variants.items():
+        opts = ", ".join(f"{k}={val}" for k, val in (v.get("options") or {}).items())
+        same = (checks.get(name) or {}).get("same_bits_as_mega")
+        lines.append(f"| {name} | {opts} | {_f(r.get(f'{name}_us'), '{:.1f}')} | "
+                     f"{_f(r.get(f'{name}_speedup_over_mega'), '{:.4f}')} | {_f(_mega_roofline(r, name))} | "
+                     f"{'-' if same is None else same} |")
+    return lines + [""]
 
 
 def plot_mega(docs, png_path):

@@ -251,13 +251,20 @@ def test_bench_mega_help_and_bad_options():
     out = subprocess.run([sys.executable, BENCH, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     for opt in ("--preset", "--layers", "--steps", "--num-workers", "--num-warps", "--fused-mlp", "--profile",
-                "--out", "--dry-run", "--batch", "--contexts", "--no-compile", "--compile-mode"):
+                "--out", "--dry-run", "--batch", "--contexts", "--no-compile", "--compile-mode", "--variant",
+                "--gemv-idle-prefetch"):
         assert opt in out.stdout
     for argv, msg in ((["--dry-run"], "--dry-run runs on the simulator: use --preset toy"),
                       (["--batch", "3", "--contexts", "5,6"], "--contexts names 2 lengths, --batch is 3"),
                       (["--contexts", "5,x"], "--contexts must be comma-separated ints"),
                       (["--contexts", "5,1"], "--contexts must be >= 2"),
-                      (["--batch", "0"], "--batch must be >= 1")):
+                      (["--batch", "0"], "--batch must be >= 1"),
+                      (["--variant", "x"], "expected NAME:KEY=VALUE"),
+                      (["--variant", "mega:policy=round_robin"], "'mega' is taken by a built-in column"),
+                      (["--variant", "a:colour=red"], "'colour=red' is not KEY=VALUE with KEY one of"),
+                      (["--variant", "a:gemv_idle_prefetch_bytes=32M"], "gemv_idle_prefetch_bytes takes an integer"),
+                      (["--variant", "a:enable_fusion=yes"], "enable_fusion takes true or false"),
+                      (["--variant", "a:policy=round_robin", "--variant", "a:num_warps=4"], "'a' is given twice")):
         bad = subprocess.run([sys.executable, BENCH] + argv, capture_output=True, text=True, timeout=120)
         assert bad.returncode == 2 and msg in bad.stderr, (argv, bad.stderr)
 
@@ -268,11 +275,15 @@ def test_bench_mega_dry_run_on_the_simulator(tmp_path):
     written with the correctness record and the bytes per step."""
     out = tmp_path / "mega.json"
     env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, BENCH, "--preset", "toy", "--dry-run", "--steps", "3", "--out", str(out)],
+    proc = subprocess.run([sys.executable, BENCH, "--preset", "toy", "--dry-run", "--steps", "3", "--out", str(out),
+                           "--variant", "rr:policy=round_robin,gemv_idle_prefetch_bytes=0x2000000"],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     chk = doc["correctness"]
+    # the variant: built with its options, checked at the timed step (a placement and a hint: mega's bits)
+    assert doc["variants"]["rr"]["options"] == {"policy": "round_robin", "gemv_idle_prefetch_bytes": 1 << 25}
+    assert chk["variants"]["rr"]["same_bits_as_mega"] and chk["variants"]["rr"]["top1"] == [True], chk["variants"]
     assert chk["pass"] and chk["steps"] == 3 and chk["min_cosine"] >= MIN_COSINE, chk
     assert doc["results"]["bytes_per_step"] == step_bytes(Qwen3Config.toy(), 1, 512)
     assert doc["world_size"] == 1 and doc["devices"] == ["cpu-simulator"] and doc["mega"]["tasks"] > 0
