@@ -28,8 +28,8 @@
 #                                       512, 64 teacher-forced steps, against torch and torch.compile)
 #   scripts/gpu_suite.sh mega-b8        one GPU: bench_mega TP=1 at batch 8, mixed contexts up to 4K, with torch.compile
 #   scripts/gpu_suite.sh mega-pf        one GPU: bench_mega TP=1 at the GEMV L2-prefetch budgets PF_BYTES
-#   scripts/gpu_suite.sh mega-idle      one GPU: bench_mega TP=1, the idle-tile L2 prefetch off vs IDLE_BYTES budgets
-#                                       as --variant columns of one process (batch 1 with traces, then batch 8)
+#   scripts/gpu_suite.sh mega-ab        one GPU: bench_mega TP=1, candidate builder options (MEGA_VARIANTS) as
+#                                       --variant columns beside the default build (batch 1 with traces, batch 8)
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
@@ -185,16 +185,18 @@ case $part in
       rec bench_mega_pf"$pf" 120 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 \
         --reps 10 --gemv-prefetch "$pf" --out "$OUT/mega_tp1_pf$pf.json"
     done ;;
-  mega-idle)  # one GPU: the idle-tile L2 prefetch (ModelBuilder gemv_idle_prefetch_bytes) A/B in one process per
-    # shape: mega (off) and variants at IDLE_BYTES (default 16 and 32 MiB) timed in the same interleaved samples, each
-    # checked at the timed step (same bits as mega expected); batch 1 with traces of every variant, then batch 8
+  mega-ab)  # one GPU: candidate builder options A/B-timed against the default build in one process per shape
+    # (bench_mega --variant: the same interleaved samples, each variant checked at the timed step, same bits as mega
+    # expected): MEGA_VARIANTS (space-separated NAME:KEY=VALUE[,KEY=VALUE]; default the idle-tile L2 prefetch at
+    # 32 MiB, the split's loads ahead of its wait, both); batch 1 with every variant's trace, then batch 8
     variants=()
-    for b in ${IDLE_BYTES:-16777216 33554432}; do variants+=(--variant "idle$((b >> 20))m:gemv_idle_prefetch_bytes=$b"); done
-    rec bench_mega_idle_b1 200 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
-      --no-compile --gemv-idle-prefetch 0 "${variants[@]}" --profile "$OUT/mega_idle_prof" --out "$OUT/mega_idle_b1.json"
-    rec bench_mega_idle_b8 200 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
-      --no-compile --gemv-idle-prefetch 0 "${variants[@]}" --batch 8 --contexts 4096,512,1024,128,2048,3000,64,700 \
-      --out "$OUT/mega_idle_b8.json" ;;
+    for v in ${MEGA_VARIANTS:-idle32m:gemv_idle_prefetch_bytes=33554432 ahead:split_loads_ahead=true \
+               both:gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true}; do variants+=(--variant "$v"); done
+    rec bench_mega_ab_b1 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
+      --no-compile "${variants[@]}" --profile "$OUT/mega_ab_prof" --out "$OUT/mega_ab_b1.json"
+    rec bench_mega_ab_b8 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
+      --no-compile "${variants[@]}" --batch 8 --contexts 4096,512,1024,128,2048,3000,64,700 \
+      --out "$OUT/mega_ab_b8.json" ;;
   gemm-quality)  # one GPU: our GEMM against cuBLAS at the overlapped GEMMs' shapes with M >= 2048 (per rank, TP=2:
     # AG+GEMM 70B / 8B, GEMM+RS 70B / 8B), the issue's "GEMM quality" target
     # (--write-table merges the run into the tree's kernels/gemm_table.json, copied to $OUT)
@@ -260,7 +262,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-idle|gemm-quality|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|gemm-quality|changed" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

@@ -100,11 +100,27 @@ def rank_rope_fusion_is_bit_identical(Hq, Hkv, splits, steps):
     return fails
 
 
-def _decode_chain(Hq, Hkv, splits, steps, fusion):
+def rank_split_loads_ahead_is_bit_identical(Hq, Hkv, splits, steps, lens=(3, 6, 1), maxb=4):
+    """The fused chain of :func:`rank_decode_chain` with the split's loads issued ahead of its wait
+    (``split_loads_ahead``) against the same chain without: every output of every step equal bit for bit, the
+    newest position taken from the stored values where it lies in a split's first K/V block and read back where
+    it lies in a later one (``lens`` / ``maxb`` long enough for one split to hold several blocks)."""
+    fails, ahead = _decode_chain(Hq, Hkv, splits, steps, True, ahead=True, lens=lens, maxb=maxb)
+    fails2, plain = _decode_chain(Hq, Hkv, splits, steps, True, lens=lens, maxb=maxb)
+    fails += fails2
+    for step, (a, b) in enumerate(zip(ahead, plain)):
+        for name, x, y in zip(("qkv", "q_norm_rope", "key_cache", "value_cache", "out"), a, b):
+            if not torch.equal(x, y):
+                fails.append(f"step {step} {name}: loads ahead differ by {(x.float() - y.float()).abs().max().item()}")
+    return fails
+
+
+def _decode_chain(Hq, Hkv, splits, steps, fusion, ahead=False, lens=(3, 6, 1), maxb=4):
     from triton_dist.mega_triton_kernel import ModelBuilder
+    from triton_dist.mega_triton_kernel.tasks.flash_decode import flash_decode_rope_split_ahead_task
 
     g = torch.Generator().manual_seed(Hq * 10 + Hkv)
-    B, D, PAGE, MAXB, K = 3, 64, 4, 4, 32
+    B, D, PAGE, MAXB, K = 3, 64, 4, maxb, 32
     NB = B * MAXB + 3
     H = Hq + 2 * Hkv
     fails = []
@@ -115,13 +131,13 @@ def _decode_chain(Hq, Hkv, splits, steps, fusion):
     kc = torch.randn(NB, PAGE, Hkv, D, generator=g).bfloat16()  # history: whatever the pages hold
     vc = torch.randn(NB, PAGE, Hkv, D, generator=g).bfloat16()
     bt = torch.randperm(NB, generator=g)[:B * MAXB].reshape(B, MAXB).int().contiguous()
-    kv_lens = torch.tensor([3, 6, 1], dtype=torch.int32)  # after the first step: 4 (page boundary), 7, 2
+    kv_lens = torch.tensor(lens, dtype=torch.int32)  # default: after the first step 4 (page boundary), 7, 2
     q_w = (1 + 0.2 * torch.randn(D, generator=g)).bfloat16()
     k_w = (1 + 0.2 * torch.randn(D, generator=g)).bfloat16()
     cos, sin = _rope_tables(1, MAXB * PAGE, D, 10000.0)
     qo = torch.empty(B, 1, Hq, D).bfloat16()
     out = torch.empty(B, 1, Hq, D).bfloat16()
-    b = ModelBuilder(enable_fusion=fusion)
+    b = ModelBuilder(enable_fusion=fusion, split_loads_ahead=ahead)
     b.make_linear(x, w_qkv, qkv2)
     b.make_qk_norm_rope_update_kvcache(qkv, kc, vc, bt, kv_lens, q_w, k_w, cos, sin, qo)
     b._add("flash_decode", 0, qo, kc, vc, bt, kv_lens, out, num_kv_splits=splits)
@@ -138,6 +154,10 @@ def _decode_chain(Hq, Hkv, splits, steps, fusion):
         # only the step's new positions, which only it reads)
         if names != ["L0.linear", "L0.qk_norm_rope_update_kvcache+L0.flash_decode.split", "L0.flash_decode.combine"]:
             fails.append(f"rope prologue not fused: {names}")
+        split_op = b.compiled_ops[1]
+        if (split_op.kernel is flash_decode_rope_split_ahead_task) != ahead or split_op.waits_inside != ahead:
+            fails.append(f"split_loads_ahead={ahead}: the split runs {split_op.kernel.fn.__name__}, waits inside "
+                         f"{split_op.waits_inside}")
         splits_at = first[1]
         for t in b.tasks[first[1]:first[2]]:
             if not t.deps or any(d >= first[1] for d in t.deps):
@@ -285,8 +305,9 @@ def rank_flash_attn():
     return fails
 
 
-def rank_generated_source():
-    """The generated kernel source of a builder holding every op type of these families."""
+def rank_generated_source(ahead=False):
+    """The generated kernel source of a builder holding every op type of these families (``ahead``: the fused
+    split with its loads ahead of its wait)."""
     from triton_dist.mega_triton_kernel import ModelBuilder
 
     B, Hq, Hkv, D, PAGE, NB, MAXB, S = 1, 8, 2, 128, 16, 8, 4, 40
@@ -301,7 +322,7 @@ def rank_generated_source():
     q, kk, vv, o = (torch.zeros(B, S, h, D, dtype=bf) for h in (Hq, Hkv, Hkv, Hq))
     kc2, vc2 = torch.zeros_like(kc), torch.zeros_like(vc)
     qo2, out2 = torch.zeros_like(qo), torch.zeros_like(out)
-    b = ModelBuilder()
+    b = ModelBuilder(split_loads_ahead=ahead)
     b.make_qk_norm_rope_update_kvcache(qkv, kc, vc, bt, lens, w, w, cos, sin, qo)
     b._add("flash_decode", 0, qo, kc, vc, bt, lens, out, soft_cap=30.0, num_kv_splits=4)  # fused
     b.make_qk_norm_rope_update_kvcache(qkv, kc2, vc2, bt, lens, w, w, cos, sin, qo2)
@@ -390,6 +411,9 @@ def rank_argument_checks():
     ("rank_decode_chain", (8, 2, 5, 3, True)),   # the rope fused into the split
     ("rank_rope_fusion_is_bit_identical", (8, 2, 5, 3)),
     ("rank_rope_fusion_is_bit_identical", (2, 2, 1, 2)),  # one split: it writes q and the cache
+    ("rank_split_loads_ahead_is_bit_identical", (8, 2, 5, 3)),  # the newest position in the last split's block
+    # one split of up to 2 blocks of 64 positions: the newest in the second block for the first two sequences
+    ("rank_split_loads_ahead_is_bit_identical", (2, 2, 1, 2, (70, 100, 20), 32)),
     ("rank_decode_variants", ()),
     ("rank_flash_attn", ()),
     ("rank_argument_checks", ()),
@@ -400,14 +424,16 @@ def test_mega_attention_on_simulator(sim_ranks, fn, args):  # noqa: F811
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("target,stage,needle", [("cuda:90", "ptx", ".target sm_90a"),
-                                                 ("hip:gfx942", "amdgcn", '.amdgcn_target "amd')])
-def test_mega_attention_kernel_compiles(sim_ranks, tmp_path, capsys, target, stage, needle):  # noqa: F811
+@pytest.mark.parametrize("target,stage,needle,ahead", [("cuda:90", "ptx", ".target sm_90a", False),
+                                                       ("hip:gfx942", "amdgcn", '.amdgcn_target "amd', False),
+                                                       ("cuda:90", "ptx", ".target sm_90a", True),
+                                                       ("hip:gfx942", "amdgcn", '.amdgcn_target "amd', True)])
+def test_mega_attention_kernel_compiles(sim_ranks, tmp_path, capsys, target, stage, needle, ahead):  # noqa: F811
     from triton_dist.tools import compile as ctool
 
-    source, cap, nargs = sim_ranks.run(1, rank_generated_source, timeout=300, env=ENV)[0]
-    for fn in ("qk_norm_rope_task", "flash_decode_split_task", "flash_decode_rope_split_task",
-               "flash_decode_combine_task", "flash_attn_task"):
+    source, cap, nargs = sim_ranks.run(1, rank_generated_source, ahead, timeout=300, env=ENV)[0]
+    fused = "flash_decode_rope_split_ahead_task" if ahead else "flash_decode_rope_split_task"
+    for fn in ("qk_norm_rope_task", "flash_decode_split_task", fused, "flash_decode_combine_task", "flash_attn_task"):
         assert fn in source, fn
     path = tmp_path / "mega_attn_kernel.py"
     path.write_text(source)

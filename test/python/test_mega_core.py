@@ -163,6 +163,8 @@ def test_builder_checks_arguments():
         ModelBuilder(policy="x")
     with pytest.raises(ValueError, match=r"gemv_prefetch_bytes must be an int in \[0, 2\*\*30\), got -1"):
         ModelBuilder(gemv_prefetch_bytes=-1)
+    with pytest.raises(ValueError, match="split_loads_ahead must be a bool, got 1"):
+        ModelBuilder(split_loads_ahead=1)
 
 
 def test_gemv_prefetch_budget_from_the_environment(monkeypatch):

@@ -276,13 +276,16 @@ def test_bench_mega_dry_run_on_the_simulator(tmp_path):
     out = tmp_path / "mega.json"
     env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, BENCH, "--preset", "toy", "--dry-run", "--steps", "3", "--out", str(out),
-                           "--variant", "rr:policy=round_robin,gemv_idle_prefetch_bytes=0x2000000"],
+                           "--variant", "rr:policy=round_robin,gemv_idle_prefetch_bytes=0x2000000,"
+                                        "split_loads_ahead=true"],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     chk = doc["correctness"]
-    # the variant: built with its options, checked at the timed step (a placement and a hint: mega's bits)
-    assert doc["variants"]["rr"]["options"] == {"policy": "round_robin", "gemv_idle_prefetch_bytes": 1 << 25}
+    # the variant: built with its options, checked at the timed step (a placement, a hint and the same loads
+    # earlier: mega's bits)
+    assert doc["variants"]["rr"]["options"] == {"policy": "round_robin", "gemv_idle_prefetch_bytes": 1 << 25,
+                                                "split_loads_ahead": True}
     assert chk["variants"]["rr"]["same_bits_as_mega"] and chk["variants"]["rr"]["top1"] == [True], chk["variants"]
     assert chk["pass"] and chk["steps"] == 3 and chk["min_cosine"] >= MIN_COSINE, chk
     assert doc["results"]["bytes_per_step"] == step_bytes(Qwen3Config.toy(), 1, 512)

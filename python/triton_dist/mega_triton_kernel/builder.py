@@ -85,13 +85,17 @@ class ModelBuilder:
     (static queues only: bytes of such a GEMV's weight that its tiles on workers idle during the latency-bound op
     ask L2 for before their wait, the other tiles' rows first (``tasks.linear.plan_idle_prefetch``); 0: off;
     ``None``: :data:`GEMV_IDLE_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH``). Both
-    prefetches are hints: the step computes the same bits with or without them."""
+    prefetches are hints: the step computes the same bits with or without them. ``split_loads_ahead`` (default
+    False until measured): the fused rope + flash-decode split tasks issue their loads that need no task of the
+    step (their range, first K/V block, rope row) before waiting for the qkv tiles
+    (``tasks.flash_decode.flash_decode_rope_split_ahead_task``; same bits)."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
                  policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True,
-                 gemv_prefetch_bytes: Optional[int] = None, gemv_idle_prefetch_bytes: Optional[int] = None):
+                 gemv_prefetch_bytes: Optional[int] = None, gemv_idle_prefetch_bytes: Optional[int] = None,
+                 split_loads_ahead: bool = False):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -131,6 +135,9 @@ class ModelBuilder:
         self._enable_runtime_scheduler = bool(enable_runtime_scheduler)
         self._enable_mlp_fc1_silu_fusion = bool(enable_mlp_fc1_silu_fusion)
         self._enable_fusion = bool(enable_fusion)
+        if not isinstance(split_loads_ahead, bool):
+            raise ValueError(f"ModelBuilder: split_loads_ahead must be a bool, got {split_loads_ahead!r}")
+        self.split_loads_ahead = split_loads_ahead
         self.gemv_prefetch_bytes = _budget("gemv_prefetch_bytes", gemv_prefetch_bytes, GEMV_PREFETCH_ENV,
                                            GEMV_PREFETCH_BYTES)
         self.gemv_idle_prefetch_bytes = _budget("gemv_idle_prefetch_bytes", gemv_idle_prefetch_bytes,
@@ -270,6 +277,10 @@ class ModelBuilder:
         if not self.ops:
             raise RuntimeError("ModelBuilder.compile: no ops were added")
         ops = fusion.fuse(self.ops) if self._enable_fusion else list(self.ops)
+        if self.split_loads_ahead:
+            from .tasks.flash_decode import split_loads_ahead
+
+            ops = split_loads_ahead(ops)
         tasks = graph.build_tasks(ops)
         if not self._enable_dep_opt:
             tasks = _op_level_deps(ops, tasks)

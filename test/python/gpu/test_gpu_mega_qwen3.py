@@ -108,7 +108,9 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
     GEMV sums the row's squares in the norm task's own chunks (rows of 4096: one chunk), not in its weight chunks;
     with 300 cached positions every one of the KV splits (16 where the rank has enough SMs: the kernel's workers are
     its SMs, its share where ranks share a GPU) holds positions, and only the last one (which writes the new k / v,
-    then reads them back) holds the newest. (Run as a script on one H200, 2026-12-01: bit-identical.)"""
+    then reads them back) holds the newest. (Run as a script on one H200, 2026-12-01: bit-identical.) The same for
+    the fused build with the split's loads ahead of its wait (the newest position taken from the values the last
+    split stored) and the idle-tile L2 prefetch on (a hint), both off by default until measured."""
     import torch.distributed as dist
 
     from triton_dist.mega_triton_kernel.models import QWEN3_8B, Qwen3MegaModel, random_kv, random_weights
@@ -120,8 +122,8 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
     w = random_weights(cfg, rank, WORLD, seed=5, device=dev)
     kvs = random_kv(cfg, 300, rank, WORLD, seed=6, device=dev)
     results = []
-    for fusion in (False, True):
-        m = Qwen3MegaModel(cfg, w, rank, WORLD, enable_fusion=fusion)
+    for fusion, extra in ((False, {}), (True, {}), (True, dict(split_loads_ahead=True, gemv_idle_prefetch_bytes=1 << 25))):
+        m = Qwen3MegaModel(cfg, w, rank, WORLD, enable_fusion=fusion, **extra)
         names = [op.name for op in m.builder.compiled_ops]
         assert any("+" in n for n in names) == fusion, names
         split = next(op for op in m.builder.compiled_ops if "flash_decode.split" in op.name)
@@ -135,10 +137,11 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
         m.load_kv(kvs)
         logits = [m.step(tok).clone() for tok in (3, 17, 400)]
         results.append((logits, [c.clone() for c in m.key_caches + m.value_caches]))
-    for a, b in zip(results[0][0], results[1][0]):
-        assert torch.equal(a, b)
-    for a, b in zip(results[0][1], results[1][1]):
-        assert torch.equal(a, b)
+    for other in results[1:]:
+        for a, b in zip(results[0][0], other[0]):
+            assert torch.equal(a, b)
+        for a, b in zip(results[0][1], other[1]):
+            assert torch.equal(a, b)
 
 
 def _fill(mega, ref, cfg, lens):

@@ -28,15 +28,17 @@ import triton
 import triton.language as tl
 
 import triton_dist
+import triton_dist.language as dl
 from ..core.checks import check_tensor
-from ..core.device import arg
+from ..core.device import arg, wait_deps
 from ..core.registry import register_fusion, register_task
 from ..core.task import Op, Tile, region, same_tensor
 from ._attn_checks import check_gqa, check_head_dim, check_scale, check_soft_cap, check_paged_tables
-from .qk_norm_rope import cache_space, norm_rope_group
+from .qk_norm_rope import cache_space, norm_rope_group, norm_rope_store, rope_row
 
-__all__ = ["flash_decode_split_task", "flash_decode_rope_split_task", "flash_decode_combine_task",
-           "pick_num_kv_splits", "pick_block_n", "can_fuse_rope", "fuse_rope_prologue"]
+__all__ = ["flash_decode_split_task", "flash_decode_rope_split_task", "flash_decode_rope_split_ahead_task",
+           "flash_decode_combine_task", "pick_num_kv_splits", "pick_block_n", "can_fuse_rope", "fuse_rope_prologue",
+           "split_loads_ahead"]
 
 LOG2E = 1.4426950408889634
 #: Elements of one K (or V) block a split task loads per iteration (``BLOCK_N x BLOCK_D``).
@@ -113,33 +115,57 @@ def _split_attend(q, kc, vc, bt, kvl, po, pl, b, h, split, HQ: tl.constexpr, HKV
                   NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
                   SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr, DT: tl.constexpr):
     """Split ``split`` of ``(b, h)`` for the group's queries ``q [BLOCK_G, BLOCK_D]``: the online softmax over its
-    positions, then its partial output and lse. Splits are laid from the end: split ``SPLITS - 1`` holds the
-    newest position ``kv_len - 1`` (``chunk = cdiv(kv_len, SPLITS)`` positions each, the first ones empty when
-    ``kv_len < SPLITS * chunk``), so only that split reads the step's new positions."""
+    positions (:func:`_split_range`), then its partial output and lse. Splits are laid from the end: split
+    ``SPLITS - 1`` holds the newest position ``kv_len - 1``, so only that split reads the step's new positions."""
+    start, end = _split_range(kvl, b, split, PAGE, MAX_BLOCKS, SPLITS)
+    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+    for n0 in range(start, end, BLOCK_N):
+        k, v, pm = _kv_block(kc, vc, bt, b, h, n0, end, HKV, D, BLOCK_D, PAGE, NUM_BLOCKS, MAX_BLOCKS, BLOCK_N)
+        m, l_sum, acc = online_softmax_block(q, k, v, pm[None, :], m, l_sum, acc, SM_SCALE, SOFT_CAP, DT)
+    _split_store(po, pl, m, l_sum, acc, b, h, split, HQ, D, BLOCK_D, G, BLOCK_G, SPLITS)
+
+
+@triton_dist.jit
+def _split_range(kvl, b, split, PAGE: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr):
+    """Positions ``[start, end)`` of split ``split`` of sequence ``b``: ``chunk = cdiv(kv_len, SPLITS)`` each, laid
+    from the end (the first splits empty when ``kv_len < SPLITS * chunk``); ``kv_len`` clamped to the table."""
     kv_len = tl.maximum(tl.minimum(tl.load(kvl + b), MAX_BLOCKS * PAGE), 0)
     chunk = (kv_len + SPLITS - 1) // SPLITS
     end = tl.maximum(kv_len - (SPLITS - 1 - split) * chunk, 0)
     start = tl.maximum(end - chunk, 0)
+    return start, end
+
+
+@triton_dist.jit
+def _kv_block(kc, vc, bt, b, h, n0, end, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+              PAGE: tl.constexpr, NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Positions ``n0 .. n0 + BLOCK_N`` (below ``end``) of kv head ``h`` of sequence ``b``: ``(k, v, pm)``, the
+    ``[BLOCK_N, BLOCK_D]`` K and V rows (0 where masked) and the positions' mask (in range, on a valid page)."""
+    n = tl.arange(0, BLOCK_N)
+    d = tl.arange(0, BLOCK_D)
+    dm = d < D
+    p = n0 + n
+    pm = p < end
+    page = tl.load(bt + b * MAX_BLOCKS + p // PAGE, mask=pm, other=0)
+    pm = pm & (page >= 0) & (page < NUM_BLOCKS)
+    off = ((tl.where(pm, page, 0).to(tl.int64) * PAGE + p % PAGE) * HKV + h) * D
+    kvm = pm[:, None] & dm[None, :]
+    k = tl.load(kc + off[:, None] + d[None, :], mask=kvm, other=0.0)
+    v = tl.load(vc + off[:, None] + d[None, :], mask=kvm, other=0.0)
+    return k, v, pm
+
+
+@triton_dist.jit
+def _split_store(po, pl, m, l_sum, acc, b, h, split, HQ: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                 G: tl.constexpr, BLOCK_G: tl.constexpr, SPLITS: tl.constexpr):
+    """The split's partial output (normalised; 0 for an empty split) and its log2-sum-exp (-inf when empty)."""
     g = tl.arange(0, BLOCK_G)
     d = tl.arange(0, BLOCK_D)
     gm = g < G
     dm = d < D
     heads = b * HQ + h * G + g
-    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
-    l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
-    n = tl.arange(0, BLOCK_N)
-    bt_row = bt + b * MAX_BLOCKS
-    for n0 in range(start, end, BLOCK_N):
-        p = n0 + n
-        pm = p < end
-        page = tl.load(bt_row + p // PAGE, mask=pm, other=0)
-        pm = pm & (page >= 0) & (page < NUM_BLOCKS)
-        off = ((tl.where(pm, page, 0).to(tl.int64) * PAGE + p % PAGE) * HKV + h) * D
-        kvm = pm[:, None] & dm[None, :]
-        k = tl.load(kc + off[:, None] + d[None, :], mask=kvm, other=0.0)
-        v = tl.load(vc + off[:, None] + d[None, :], mask=kvm, other=0.0)
-        m, l_sum, acc = online_softmax_block(q, k, v, pm[None, :], m, l_sum, acc, SM_SCALE, SOFT_CAP, DT)
     nonempty = l_sum > 0
     out = tl.where(nonempty[:, None], acc / tl.where(nonempty, l_sum, 1.0)[:, None], 0.0)
     lse = tl.where(nonempty, m + tl.log2(tl.where(nonempty, l_sum, 1.0)), float("-inf"))
@@ -178,6 +204,60 @@ def flash_decode_rope_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.con
     tl.debug_barrier()  # the new k / v rows this program stored are read back by its other threads
     _split_attend(q, kc, vc, bt, kvl, arg(args, 5, tl.float32), arg(args, 6, tl.float32), b, h, split, HQ, HKV, D,
                   BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS, MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT)
+
+
+@triton_dist.jit
+def flash_decode_rope_split_ahead_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr,
+                                       HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                                       G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
+                                       NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
+                                       BLOCK_N: tl.constexpr, SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr,
+                                       DT: tl.constexpr, MAX_POS: tl.constexpr, COS_PER_SEQ: tl.constexpr,
+                                       Q_EPS: tl.constexpr, K_EPS: tl.constexpr, SKIP_Q: tl.constexpr,
+                                       SKIP_K: tl.constexpr, WDT: tl.constexpr):
+    """:func:`flash_decode_rope_split_task` with its loads that need no task of the step issued before it waits
+    for the qkv tiles (``waits_inside``; ``ModelBuilder(split_loads_ahead=True)``, :func:`split_loads_ahead`): the
+    split's range, its first K/V block (the cache's older positions: no task of the step writes them), the rope
+    row. After the wait only the qkv row is read, so the chain qkv -> split -> combine no longer pays the lengths
+    -> table -> K/V and lengths -> cos / sin round trips after the qkv GEMV ends. The newest position, which this
+    task writes when it is the last split, is taken from the values it stored where it lies in the first block
+    (a later block reads it back as before). The same bits as :func:`flash_decode_rope_split_task` (same values,
+    same order), unless one sequence's table names the same page twice (unsupported: a page holds one
+    sequence's positions)."""
+    split = tile % SPLITS
+    bh = tile // SPLITS
+    h = bh % HKV
+    b = bh // HKV
+    kc = arg(args, 1, DT)
+    vc = arg(args, 2, DT)
+    bt = arg(args, 3, tl.int32)
+    kvl = arg(args, 4, tl.int32)
+    start, end = _split_range(kvl, b, split, PAGE, MAX_BLOCKS, SPLITS)
+    k0, v0, pm0 = _kv_block(kc, vc, bt, b, h, start, end, HKV, D, BLOCK_D, PAGE, NUM_BLOCKS, MAX_BLOCKS, BLOCK_N)
+    pos, pos_ok, posc, c, sn = rope_row(kvl, arg(args, 9, tl.float32), arg(args, 10, tl.float32), b, 0, 1, D,
+                                        BLOCK_D, MAX_POS, COS_PER_SEQ)
+    tok = wait_deps(deps_ptr, dep_first, dep_count, scoreboard_ptr, step)
+    q, k_new, v_new, stored = norm_rope_store(
+        dl.consume_token(arg(args, 0, DT), tok), kc, vc, bt, arg(args, 7, WDT), arg(args, 8, WDT),
+        dl.consume_token(arg(args, 11, DT), tok), b, 0, h, (split == 0).to(tl.int32),
+        (split == SPLITS - 1).to(tl.int32), pos_ok, posc, c, sn, 1, HQ, HKV, D, BLOCK_D, G, BLOCK_G, PAGE,
+        NUM_BLOCKS, MAX_BLOCKS, Q_EPS, K_EPS, SKIP_Q, SKIP_K, DT)
+    # the newest position in the first block holds, once stored, exactly k_new / v_new (masks from vectors)
+    p0 = start + tl.arange(0, BLOCK_N)
+    new = (p0 == pos) & ((p0 * 0 + stored.to(tl.int32)) != 0)
+    k0 = tl.where(new[:, None], k_new[None, :], k0)
+    v0 = tl.where(new[:, None], v_new[None, :], v0)
+    tl.debug_barrier()  # a later block may read back the new k / v rows this program stored
+    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+    if start < end:
+        m, l_sum, acc = online_softmax_block(q, k0, v0, pm0[None, :], m, l_sum, acc, SM_SCALE, SOFT_CAP, DT)
+    for n0 in range(start + BLOCK_N, end, BLOCK_N):
+        k, v, pm = _kv_block(kc, vc, bt, b, h, n0, end, HKV, D, BLOCK_D, PAGE, NUM_BLOCKS, MAX_BLOCKS, BLOCK_N)
+        m, l_sum, acc = online_softmax_block(q, k, v, pm[None, :], m, l_sum, acc, SM_SCALE, SOFT_CAP, DT)
+    _split_store(arg(args, 5, tl.float32), arg(args, 6, tl.float32), m, l_sum, acc, b, h, split, HQ, D, BLOCK_D,
+                 G, BLOCK_G, SPLITS)
 
 
 @triton_dist.jit
@@ -319,6 +399,17 @@ def fuse_rope_prologue(rope: Op, split: Op) -> Op:
     return Op(split.family, split.op_type, split.layer_id, flash_decode_rope_split_task,
               [qkv, kc, vc, bt, kvl, part_o, part_l, qw, kw, cos, sin, qo], consts, tiles,
               name=f"{rope.name}+{split.name}")
+
+
+def split_loads_ahead(ops):
+    """``ops`` with every fused rope + split op (:func:`fuse_rope_prologue`) running
+    :func:`flash_decode_rope_split_ahead_task`, which waits for its qkv tiles itself after issuing the loads that
+    need no task of the step (``ModelBuilder(split_loads_ahead=True)``). Same tiles, regions and dependencies;
+    returns a new list (changed ops are new objects)."""
+    import dataclasses
+
+    return [dataclasses.replace(op, kernel=flash_decode_rope_split_ahead_task, waits_inside=True)
+            if op.kernel is flash_decode_rope_split_task else op for op in ops]
 
 
 @register_fusion(order=30)

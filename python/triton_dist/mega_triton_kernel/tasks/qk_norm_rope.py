@@ -34,7 +34,7 @@ from ..core.registry import register_task
 from ..core.task import Op, Tile, logical_region, region
 from ._attn_checks import check_bool, check_eps, check_gqa, check_head_dim, check_paged_tables
 
-__all__ = ["qk_norm_rope_task", "norm_rope_group", "cache_space"]
+__all__ = ["qk_norm_rope_task", "norm_rope_group", "rope_row", "norm_rope_store", "cache_space"]
 
 
 def cache_space(cache, unit: int, part: str):
@@ -76,22 +76,51 @@ def norm_rope_group(qkv, kc, vc, bt, kvl, qw, kw, cos, sin, qo, b, s, h, store_q
     rotated, rounded to ``DT`` (``[BLOCK_G, BLOCK_D]``, rows past ``G`` and columns past ``D`` zero); stores them to
     ``q_norm_rope`` where ``store_q != 0`` and k (normed, rotated) / v to the cache where ``store_kv != 0`` (ints,
     runtime or constant, so that a fused caller, the rope prologue of ``flash_decode``'s split, can leave each
-    store to one of its tasks)."""
-    bs = b * S + s
+    store to one of its tasks). :func:`rope_row` then :func:`norm_rope_store`, which a caller may also call apart
+    (the first needs nothing another task of the step writes)."""
+    pos, pos_ok, posc, c, sn = rope_row(kvl, cos, sin, b, s, S, D, BLOCK_D, MAX_POS, COS_PER_SEQ)
+    q, k, v, stored = norm_rope_store(qkv, kc, vc, bt, qw, kw, qo, b, s, h, store_q, store_kv, pos_ok, posc, c, sn,
+                                      S, HQ, HKV, D, BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS, MAX_BLOCKS, Q_EPS, K_EPS,
+                                      SKIP_Q, SKIP_K, DT)
+    return q
+
+
+@triton_dist.jit
+def rope_row(kvl, cos, sin, b, s, S: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, MAX_POS: tl.constexpr,
+             COS_PER_SEQ: tl.constexpr):
+    """Token ``(b, s)``'s position and rope row: ``(pos, pos_ok, posc, cos, sin)``, ``pos = kv_lens[b] - S + s``,
+    ``pos_ok`` whether it is in ``[0, MAX_POS)``, ``posc`` it or 0, and the fp32 ``[BLOCK_D]`` cos / sin rows (0
+    past ``D`` and where ``pos`` is out of range). Reads only what the host set before the step."""
     pos = tl.load(kvl + b) - S + s
     pos_ok = (pos >= 0) & (pos < MAX_POS)
     posc = tl.where(pos_ok, pos, 0)
-    HALF: tl.constexpr = D // 2
     d = tl.arange(0, BLOCK_D)
     # masks are built from vectors: Triton 3.9's interpreter rejects a scalar bool broadcast into a mask
     pv = d * 0 + pos
     dm = d < D
-    dr = tl.where(d < HALF, d + HALF, d - HALF)
-    sign = tl.where(d < HALF, -1.0, 1.0)
     trow = (b * COS_PER_SEQ * MAX_POS + posc).to(tl.int64) * D
     tm = dm & (pv >= 0) & (pv < MAX_POS)
     c = tl.load(cos + trow + d, mask=tm, other=0.0)
     sn = tl.load(sin + trow + d, mask=tm, other=0.0)
+    return pos, pos_ok, posc, c, sn
+
+
+@triton_dist.jit
+def norm_rope_store(qkv, kc, vc, bt, qw, kw, qo, b, s, h, store_q, store_kv, pos_ok, posc, c, sn, S: tl.constexpr,
+                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, G: tl.constexpr,
+                    BLOCK_G: tl.constexpr, PAGE: tl.constexpr, NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr,
+                    Q_EPS: tl.constexpr, K_EPS: tl.constexpr, SKIP_Q: tl.constexpr, SKIP_K: tl.constexpr,
+                    DT: tl.constexpr):
+    """Given :func:`rope_row`'s ``pos_ok, posc, c, sn``: the group's queries (returned, ``DT``; stored where
+    ``store_q != 0``) and k / v of kv head ``h`` (stored to the cache where ``store_kv != 0`` and the position has a
+    page). Returns ``(q, k, v, stored)``: ``k`` / ``v`` the ``[BLOCK_D]`` rows in ``DT``, exactly the bits stored,
+    ``stored`` whether they were."""
+    bs = b * S + s
+    HALF: tl.constexpr = D // 2
+    d = tl.arange(0, BLOCK_D)
+    dm = d < D
+    dr = tl.where(d < HALF, d + HALF, d - HALF)
+    sign = tl.where(d < HALF, -1.0, 1.0)
     row = bs.to(tl.int64) * ((HQ + 2 * HKV) * D)
     # the group's query heads, together
     g = tl.arange(0, BLOCK_G)
@@ -111,7 +140,7 @@ def norm_rope_group(qkv, kc, vc, bt, kvl, qw, kw, cos, sin, qo, b, s, h, store_q
     cm = dm & ((d * 0 + ok.to(tl.int32)) != 0)
     tl.store(kc + coff + d, k.to(DT), mask=cm)
     tl.store(vc + coff + d, v, mask=cm)
-    return q
+    return q, k.to(DT), v, ok
 
 
 @triton_dist.jit
