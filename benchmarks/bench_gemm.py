@@ -41,6 +41,7 @@ import harness  # noqa: E402
 from triton_dist.kernels import gemm_config as gc  # noqa: E402
 from triton_dist.kernels import gemm_table as gt  # noqa: E402
 from triton_dist.ops.gemm import matmul  # noqa: E402
+from triton_dist.runtime.dispatch_table import check_margin  # noqa: E402
 
 #: (M, N, K): AG+GEMM 8B M=2048/4096 and 70B M=2048 (gathered rows, N and K per rank), GEMM+RS 8B at M=2048 and the
 #: own halves of M=2048/8192, GEMM+RS 70B at the own halves of M=2048/4096 (TP=2, K per rank)
@@ -143,8 +144,10 @@ def main():
                     help=f"keep an existing entry the run timed unless the fastest beats it by more than this "
                          f"fraction (default {MARGIN}; 0: the fastest always wins)")
     args = ap.parse_args()
-    if not 0.0 <= args.margin < 0.5:
-        raise SystemExit(f"bench_gemm: --margin {args.margin}: a fraction in [0, 0.5)")
+    try:
+        check_margin(args.margin, "--margin")  # the range every table merge accepts (runtime.dispatch_table)
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.table_from:
         with open(args.table_from) as f:
             doc = json.load(f)

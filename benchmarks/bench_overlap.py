@@ -42,7 +42,8 @@ one is used for the ``ours/*`` timings (GEMM+AR: ``fused`` and ``ll`` each swept
 ``--write-table`` (rank 0) then writes the fastest method per measured shape (and that method's tiling) into
 ``overlap_table.json`` (``status: measured``), which ``method="auto"`` reads; ``--margin F`` keeps a shape's old
 rule (and tiling) that the run timed too unless the winner beats it by more than the fraction F (as bench_gemm.py's
-``--margin``; default 0: the winner always replaces it).
+``--margin``; default 0: the winner always replaces it; not bench_gemm's 0.015, because the committed
+``overlap_table.json`` was derived at 0).
 ``--profile DIR``: one profiled call of AG+GEMM and GEMM+RS (Llama-3-70B, M=8192) -> Perfetto JSON + Gantt PNG.
 ``--mlp``: ``TPMLP`` (Llama-3-70B MLP, TP=2) against the same MLP with torch.matmul + NCCL.
 
@@ -696,8 +697,9 @@ def main(argv=None):
     ap.add_argument("--write-table", action="store_true", help="write the measured dispatch table (rank 0)")
     ap.add_argument("--margin", type=float, default=0.0,
                     help="--write-table / --table-from: keep a shape's rule the run timed too unless the winner beats "
-                         "it by more than this fraction (bench_gemm.py's option; default 0: the winner always "
-                         "replaces it)")
+                         "it by more than this fraction (bench_gemm.py's option). Default 0, the winner always "
+                         "replaces it: unlike bench_gemm's 0.015, because the committed overlap_table.json was "
+                         "derived at 0")
     ap.add_argument("--profile", default=None, metavar="DIR", help="profiled AG+GEMM / GEMM+RS calls -> DIR")
     ap.add_argument("--mlp", action="store_true", help="TPMLP end to end against torch")
     ap.add_argument("--mlp-m", default="128,2048,8192")

@@ -11,7 +11,7 @@
 #                              only and no network: no matrix). With fewer GPUs than ranks the ranks share GPUs
 #                              (--ranks-per-gpu auto: CUDA MPS, each rank 1/N of the SMs; docs/runtime.md, "Develop
 #                              on one GPU"): NPROC=2 and NPROC=4 on one GPU are the one-GPU machine's GPU tier.
-# Extra arguments go to pytest.
+# Extra arguments go to pytest. --help (first) prints this text and runs nothing.
 # The CPU tier's pytest runs in TEST_WORKERS processes (pytest-xdist, default 2: one per core of the CI machine;
 # TEST_WORKERS=0 runs it in this process), tests handed out one at a time as workers free up (--dist worksteal): the
 # slowest tests are single 4-rank simulator runs of 80-160 s, which a per-file split would leave on one worker.
@@ -19,6 +19,9 @@
 # running count ("[ 120/519]"), and every step ends with its time. On the 2-core CI machine (2026-12-01, before the
 # workers and the matrix's job pool) the whole run took 68 min: pinned pytest 877 s, the matrix about 33 min.
 set -uo pipefail
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0   # (not passed on to pytest: it would set up first)
+fi
 cd "$(dirname "$0")/.."
 mode=cpu
 if [[ "${1:-}" == "--gpu" ]]; then mode=gpu; shift; fi

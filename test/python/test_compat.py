@@ -1050,6 +1050,22 @@ def test_active_driver_is_the_slot_set_active_fills(monkeypatch):
     assert _compat.active_driver() is fake
 
 
+def test_active_driver_without_a_gpu_names_the_simulator(monkeypatch):
+    """No active GPU backend (a laptop): ``active_driver()`` raises one RuntimeError saying how to run on the CPU
+    simulator, instead of Triton's "0 active drivers" (what a compiled ``@triton_dist.jit`` launch hit there)."""
+    from triton.backends import backends
+    from triton.runtime import driver
+
+    for b in backends.values():
+        monkeypatch.setattr(b.driver, "is_active", staticmethod(lambda: False))
+    monkeypatch.setattr(driver, "_active", None)
+    monkeypatch.setattr(driver, "_default", None, raising=False)  # the default driver slot (3.6), where there is one
+    with pytest.raises(RuntimeError) as err:
+        _compat.active_driver()
+    assert str(err.value) == _compat.launcher.NO_GPU_DRIVER
+    assert "TRITON_DIST_BACKEND=sim" in str(err.value) and "scripts/launch.sh" in str(err.value)
+
+
 # ---- _compat/interpreter.py: the switch, values, raw memory, one launch, device calls, hook points ------------------
 
 def test_interpreter_semantic_is_recognised():

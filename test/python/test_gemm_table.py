@@ -422,3 +422,18 @@ def test_bench_gemm_help():
     assert proc.returncode == 0, proc.stderr
     for flag in ("--shapes", "--configs", "--write-table", "--table-out", "--table-from", "ours/autotune"):
         assert flag in proc.stdout
+
+
+@pytest.mark.parametrize("margin", ["0.5", "-0.01", "nan"])
+def test_bench_gemm_margin_out_of_range_is_refused_by_the_shared_check(tmp_path, margin):
+    """``bench_gemm.py --margin`` is checked by ``runtime.dispatch_table.check_margin`` (the range every table merge
+    accepts, as ``bench_overlap.py --margin``): a usage error naming the option, before any file is read."""
+    from triton_dist.runtime.dispatch_table import check_margin
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    missing = tmp_path / "never-read.json"
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "bench_gemm.py"), "--margin", margin, "--table-from",
+                           str(missing)], capture_output=True, text=True, timeout=120, env=env)
+    with pytest.raises(ValueError) as shared:
+        check_margin(float(margin), "--margin")
+    assert proc.returncode == 2 and f"bench_gemm.py: error: {shared.value}" in proc.stderr, proc.stderr

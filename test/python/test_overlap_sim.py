@@ -793,6 +793,9 @@ def test_eager_calls_take_the_rules_eager_winner(monkeypatch, tmp_path):
         assert ov.select_rule("gemm_rs", 2, 2048, True, 4096, 3584, eager=True)["pieces"] == 8
         assert ov.select_rule("gemm_rs", 2, 5000, True, 4096, 3584, eager=True) == {"max_m": None, "method": "fused"}
         assert ov.select_rule("gemm_rs", 2, 4096, False, 4096, 3584, eager=True) == {"method": "fused"}
+        before = path.read_text()
+        assert bench.add_eager_rules([str(res)])[1] == 2  # the same results again: the same table, note included
+        assert path.read_text() == before and json.loads(before)["note"].count("Eager overrides") == 1
     finally:
         monkeypatch.undo()
         ov.dispatch_table(reload=True)

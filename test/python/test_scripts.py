@@ -88,3 +88,16 @@ def test_bench_collectives_smoke_on_the_simulator_writes_json_and_table(tmp_path
     assert {k for k in parsed} == {(op, 2, dt) for op in ("all_reduce", "all_gather", "reduce_scatter")
                                    for dt in ("bfloat16", "float32")}
     assert open(C.TABLE_PATH).read() == before  # the committed table is untouched
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_test_sh_help_prints_usage_and_runs_nothing(flag):
+    """``scripts/test.sh --help`` prints its header (as ``launch.sh --help`` does) instead of setting up a venv and
+    running ruff, lit and pytest with ``--help`` passed on to pytest. The interpreter is one that cannot run anything,
+    so a run that goes past the usage fails."""
+    env = dict(os.environ, TRITON_DIST_PYTHON="/bin/false", TRITON_MATRIX="0")
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "test.sh"), flag], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("Sets up (scripts/setup.sh") and "scripts/test.sh --gpu" in proc.stdout
+    assert "== ruff" not in proc.stdout

@@ -73,11 +73,25 @@ def compiled_kernel_launcher(kernel):
     return launch
 
 
+#: what a compiled launch on a machine without a GPU raises (Triton's own words are "0 active drivers")
+NO_GPU_DRIVER = ("triton_dist: no GPU here (Triton has no active CUDA / ROCm driver), so a kernel cannot be compiled "
+                 "for this machine and launched. Without a GPU, kernels run on the CPU simulator: start the script "
+                 "with scripts/launch.sh or torchrun, or set TRITON_DIST_BACKEND=sim, or call "
+                 "triton_dist.utils.initialize_distributed() before the first launch")
+
+
 def active_driver():
     """Triton's driver of the installed GPU backend (``get_current_target()``, ``get_current_device()``,
-    ``get_current_stream(index)``, ...), chosen on first use (without a GPU backend: ``RuntimeError``, "0 active
-    drivers"). Assumption: ``triton.runtime.driver.active`` is the slot that holds it (``driver.set_active``
-    replaces it)."""
+    ``get_current_stream(index)``, ...), chosen on first use. Without a GPU backend: ``RuntimeError``
+    (:data:`NO_GPU_DRIVER`, naming the simulator's switches, instead of Triton's "0 active drivers"). Assumptions:
+    ``triton.runtime.driver.active`` is the slot that holds it (``driver.set_active`` replaces it), and Triton
+    chooses it among the drivers of ``triton.backends.backends`` whose ``is_active()`` is true."""
+    from triton.backends import backends
     from triton.runtime import driver
 
-    return driver.active
+    try:
+        return driver.active
+    except RuntimeError:
+        if any(b.driver.is_active() for b in backends.values()):
+            raise
+        raise RuntimeError(NO_GPU_DRIVER) from None

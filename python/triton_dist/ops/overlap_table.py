@@ -400,8 +400,8 @@ def apply_eager_rules(table: dict, docs, sources: str) -> int:
     """Set, in place, the ``"eager"`` entries of the measured ``table``'s shape rules from the eager timings of the
     results documents ``docs`` (later documents win for a shape they share): a rule gets its shape's eager winner
     where it differs from the rule's method (:func:`eager_rule`) and loses a stale entry where it does not. Shapes
-    without a rule of their own, or without eager timings, are left alone; the note names ``sources``. Returns the
-    number of rules updated. :class:`OverlapTableError` when ``table`` is not a measured table."""
+    without a rule of their own, or without eager timings, are left alone; the note names ``sources`` (once: a run
+    with the same sources adds nothing). Returns the number of rules updated. :class:`OverlapTableError` when ``table`` is not a measured table."""
     OVERLAP_TABLE.parse(table, "table")
     if table.get("status") != "measured":
         raise OverlapTableError("eager rules: the table is not a measured one (write it from a --sweep run first)")
@@ -420,7 +420,9 @@ def apply_eager_rules(table: dict, docs, sources: str) -> int:
                     if sub is not None:
                         rule["eager"] = sub
                     count += 1
-    table["note"] = table.get("note", "") + f" Eager overrides (rule['eager']) from: {sources}."
+    sentence = f" Eager overrides (rule['eager']) from: {sources}."
+    if sentence not in table.get("note", ""):  # the same sources again (a repeated run) are named once
+        table["note"] = table.get("note", "") + sentence
     OVERLAP_TABLE.parse(table, "new table")
     return count
 
