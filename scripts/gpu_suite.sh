@@ -48,6 +48,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
+PARTS="1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
+overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|gemm-quality|changed"
+if [[ "$part" == "-h" || "$part" == "--help" ]]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
+fi
+if [[ "|$PARTS|" != *"|$part|"* ]]; then  # before anything is created (no empty results folder)
+  echo "usage: $0 $PARTS" >&2; exit 2
+fi
 OUT=${OUT:-benchmarks/results/gpu-$(date -u +%Y%m%d-%H%M)}
 mkdir -p "$OUT"
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
@@ -262,7 +270,7 @@ case $part in
     tier gpu_libshmem 150 test/python/gpu/test_gpu_libshmem.py test/python/gpu/test_gpu_libshmem_scope.py ;;
   overlap-bench)
     rec bench_overlap_final 480 torchrun --nproc_per_node "$NP" benchmarks/bench_overlap.py --mlp --tag final ;;
-  *) echo "usage: $0 1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|gemm-quality|changed" >&2; exit 2 ;;
+  *) echo "usage: $0 $PARTS" >&2; exit 2 ;;
 esac
 ls -la "$OUT"
 exit $failed

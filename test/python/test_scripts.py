@@ -101,3 +101,20 @@ def test_test_sh_help_prints_usage_and_runs_nothing(flag):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("Sets up (scripts/setup.sh") and "scripts/test.sh --gpu" in proc.stdout
     assert "== ruff" not in proc.stdout
+
+
+def test_gpu_suite_names_its_parts_once_and_refuses_others_before_creating_anything(tmp_path):
+    """scripts/gpu_suite.sh's PARTS (its usage line) are exactly its case labels, and an unknown part exits 2 with
+    the usage before anything is created (it used to leave an empty results folder behind)."""
+    text = _read("scripts", "gpu_suite.sh")
+    parts = re.search(r'^PARTS="(.*?)"$', text.replace("\\\n", ""), flags=re.M).group(1).split("|")
+    labels = re.findall(r"^  ([a-z0-9-]+)\)", text, flags=re.M)
+    assert sorted(parts) == sorted(labels) and len(set(parts)) == len(parts), (parts, labels)
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_suite.sh"), "no-such-part"], capture_output=True,
+                       text=True, env=dict(os.environ, OUT=str(out)), cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and "usage:" in r.stderr and "mega-ab" in r.stderr, r.stderr
+    assert not out.exists()
+    h = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_suite.sh"), "--help"], capture_output=True,
+                       text=True, env=dict(os.environ, OUT=str(out)), timeout=60)
+    assert h.returncode == 0 and "mega-ab" in h.stdout and not out.exists()
