@@ -196,10 +196,13 @@ case $part in
   mega-ab)  # one GPU: candidate builder options A/B-timed against the default build in one process per shape
     # (bench_mega --variant: the same interleaved samples, each variant checked at the timed step, same bits as mega
     # expected): MEGA_VARIANTS (space-separated NAME:KEY=VALUE[,KEY=VALUE]; default the idle-tile L2 prefetch at
-    # 32 MiB, the split's loads ahead of its wait, both); batch 1 with every variant's trace, then batch 8
+    # 32 MiB, the split's loads ahead of its wait, the GEMV through the software pipeliner at 4 stages, all three);
+    # batch 1 with every variant's trace, then batch 8
     variants=()
     for v in ${MEGA_VARIANTS:-idle32m:gemv_idle_prefetch_bytes=33554432 ahead:split_loads_ahead=true \
-               both:gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true}; do variants+=(--variant "$v"); done
+               st4:gemv_stages=4 all:gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true,gemv_stages=4}; do
+      variants+=(--variant "$v")
+    done
     rec bench_mega_ab_b1 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
       --no-compile "${variants[@]}" --profile "$OUT/mega_ab_prof" --out "$OUT/mega_ab_b1.json"
     rec bench_mega_ab_b8 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \

@@ -80,13 +80,14 @@ def teacher_forced_batched(lens, steps: int, fused: bool = False, seed: int = 0)
     return dict(stepped=stepped, again=dict(cosine=cos, top1=top1), pos=mega.pos, logits=mega.logits.clone())
 
 
-def idle_prefetch_same_bits(batch: int, steps: int = 2, seed: int = 0):
-    """The toy Qwen3 (fused MLP) at ``batch`` with and without the idle-tile L2 prefetch: the logits of ``steps``
-    decode steps from a cache of 5 positions per request, compared bit for bit. One simulator worker has no idle
-    tile, so here every tile of a planned op counts as idle (the planner's choice of tiles is tested apart): each
-    lists slabs and the prefetch path of the kernel runs (the simulator checks its arguments; the prefetch itself
-    is a hint with no effect there). Returns the names of the ops that got a table, whether the logits were equal
-    at every step, and the steps run."""
+def same_bits_as_default(batch: int, options: dict, every_tile_idle: bool = False, steps: int = 2, seed: int = 0):
+    """The toy Qwen3 (fused MLP) at ``batch`` built with the builder ``options`` and without: the logits of ``steps``
+    decode steps from a cache of 5 positions per request, compared bit for bit. ``every_tile_idle``: one simulator
+    worker has no idle tile, so for the idle-tile prefetch every tile of a planned op counts as idle (the planner's
+    choice of tiles is tested apart): each lists slabs and the kernel's prefetch path runs (the simulator checks its
+    arguments; the prefetch itself is a hint with no effect there). Returns the names of the ops that got a prefetch
+    table, whether the logits were equal at every step, and the steps run."""
+    import contextlib
     from unittest import mock
 
     import triton_dist.utils as tdu
@@ -97,17 +98,19 @@ def idle_prefetch_same_bits(batch: int, steps: int = 2, seed: int = 0):
     cfg = Qwen3Config.toy()
     w = random_weights(cfg, seed=seed)
     base = Qwen3MegaModel(cfg, w, batch=batch, enable_mlp_fc1_silu_fusion=True)
-    with mock.patch.object(linear, "idle_tiles", lambda ops, tasks, queues, i, chain: list(range(len(ops[i].tiles)))):
-        pf = Qwen3MegaModel(cfg, w, batch=batch, enable_mlp_fc1_silu_fusion=True, gemv_idle_prefetch_bytes=1 << 29)
-    planned = [op.name for op in pf.builder.compiled_ops if op.constexprs.get("PF_SLABS")]
+    idle = (mock.patch.object(linear, "idle_tiles", lambda ops, tasks, queues, i, chain: list(range(len(ops[i].tiles))))
+            if every_tile_idle else contextlib.nullcontext())
+    with idle:
+        other = Qwen3MegaModel(cfg, w, batch=batch, enable_mlp_fc1_silu_fusion=True, **options)
+    planned = [op.name for op in other.builder.compiled_ops if op.constexprs.get("PF_SLABS")]
     for b in range(batch):
         kvs = random_kv(cfg, 5, seed=seed + 1 + b)
         base.load_kv(kvs, request=b)
-        pf.load_kv(kvs, request=b)
+        other.load_kv(kvs, request=b)
     g = torch.Generator().manual_seed(seed + 7)
     equal = True
     for _ in range(steps):
         toks = torch.randint(0, cfg.vocab_size, (batch, ), generator=g).tolist()
         t = toks[0] if batch == 1 else toks
-        equal = equal and torch.equal(base.step(t), pf.step(t))
+        equal = equal and torch.equal(base.step(t), other.step(t))
     return dict(planned=planned, equal=equal, steps=steps)

@@ -165,6 +165,9 @@ def test_builder_checks_arguments():
         ModelBuilder(gemv_prefetch_bytes=-1)
     with pytest.raises(ValueError, match="split_loads_ahead must be a bool, got 1"):
         ModelBuilder(split_loads_ahead=1)
+    for bad in (1, 9, True, 2.0):
+        with pytest.raises(ValueError, match=r"gemv_stages must be 0 or an int in \[2, 8\]"):
+            ModelBuilder(gemv_stages=bad)
 
 
 def test_gemv_prefetch_budget_from_the_environment(monkeypatch):

@@ -52,9 +52,20 @@ def test_idle_prefetch_leaves_the_logits_bit_identical(sim_ranks):  # noqa: F811
     for batch, planned in ((1, ["L0.o_proj+L0.add", "L1.o_proj+L1.add"]),
                            (3, ["L0.qkv_proj", "L0.o_proj", "L0.mlp_fc1_silu_mul_up", "L1.qkv_proj", "L1.o_proj",
                                 "L1.mlp_fc1_silu_mul_up", "L2.linear"])):
-        res = sim_ranks.run(1, work.idle_prefetch_same_bits, batch, timeout=600, env=ENV)[0]
+        res = sim_ranks.run(1, work.same_bits_as_default, batch, dict(gemv_idle_prefetch_bytes=1 << 29), True,
+                            timeout=600, env=ENV)[0]
         assert res["planned"] == planned, (batch, res["planned"])
         assert res["equal"] and res["steps"] == 2, res
+
+
+@pytest.mark.sim
+def test_pipelined_gemv_stages_leave_the_logits_bit_identical(sim_ranks):  # noqa: F811
+    """``gemv_stages=3``: the streaming tiles' chunks after the first go through Triton's pipeliner (the simulator
+    runs the loop as written; the same products summed in the same order) at batch 1 (GEMV) and 3 (small-M tile):
+    the logits are the default build's bits."""
+    for batch in (1, 3):
+        res = sim_ranks.run(1, work.same_bits_as_default, batch, dict(gemv_stages=3), timeout=600, env=ENV)[0]
+        assert res["equal"] and res["steps"] == 2 and res["planned"] == [], res
 
 
 @pytest.mark.sim
@@ -277,7 +288,7 @@ def test_bench_mega_dry_run_on_the_simulator(tmp_path):
     env = dict(os.environ, TRITON_DIST_BACKEND="sim", OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, BENCH, "--preset", "toy", "--dry-run", "--steps", "3", "--out", str(out),
                            "--variant", "rr:policy=round_robin,gemv_idle_prefetch_bytes=0x2000000,"
-                                        "split_loads_ahead=true"],
+                                        "split_loads_ahead=true,gemv_stages=3"],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -285,7 +296,7 @@ def test_bench_mega_dry_run_on_the_simulator(tmp_path):
     # the variant: built with its options, checked at the timed step (a placement, a hint and the same loads
     # earlier: mega's bits)
     assert doc["variants"]["rr"]["options"] == {"policy": "round_robin", "gemv_idle_prefetch_bytes": 1 << 25,
-                                                "split_loads_ahead": True}
+                                                "split_loads_ahead": True, "gemv_stages": 3}
     assert chk["variants"]["rr"]["same_bits_as_mega"] and chk["variants"]["rr"]["top1"] == [True], chk["variants"]
     assert chk["pass"] and chk["steps"] == 3 and chk["min_cosine"] >= MIN_COSINE, chk
     assert doc["results"]["bytes_per_step"] == step_bytes(Qwen3Config.toy(), 1, 512)

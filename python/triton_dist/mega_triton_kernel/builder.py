@@ -88,14 +88,17 @@ class ModelBuilder:
     prefetches are hints: the step computes the same bits with or without them. ``split_loads_ahead`` (default
     False until measured): the fused rope + flash-decode split tasks issue their loads that need no task of the
     step (their range, first K/V block, rope row) before waiting for the qkv tiles
-    (``tasks.flash_decode.flash_decode_rope_split_ahead_task``; same bits)."""
+    (``tasks.flash_decode.flash_decode_rope_split_ahead_task``; same bits). ``gemv_stages`` (default 0 until
+    measured): 0, a streaming Linear tile (GEMV, small-M) keeps one weight chunk in flight in registers beside the
+    one it reduces; 2..8, its chunks after the first go through Triton's software pipeliner with that many stages
+    (asynchronous copies into shared memory; same bits)."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
                  policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True,
                  gemv_prefetch_bytes: Optional[int] = None, gemv_idle_prefetch_bytes: Optional[int] = None,
-                 split_loads_ahead: bool = False):
+                 split_loads_ahead: bool = False, gemv_stages: int = 0):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -138,6 +141,10 @@ class ModelBuilder:
         if not isinstance(split_loads_ahead, bool):
             raise ValueError(f"ModelBuilder: split_loads_ahead must be a bool, got {split_loads_ahead!r}")
         self.split_loads_ahead = split_loads_ahead
+        if isinstance(gemv_stages, bool) or not isinstance(gemv_stages, int) or not (gemv_stages == 0
+                                                                                     or 2 <= gemv_stages <= 8):
+            raise ValueError(f"ModelBuilder: gemv_stages must be 0 or an int in [2, 8], got {gemv_stages!r}")
+        self.gemv_stages = gemv_stages
         self.gemv_prefetch_bytes = _budget("gemv_prefetch_bytes", gemv_prefetch_bytes, GEMV_PREFETCH_ENV,
                                            GEMV_PREFETCH_BYTES)
         self.gemv_idle_prefetch_bytes = _budget("gemv_idle_prefetch_bytes", gemv_idle_prefetch_bytes,

@@ -23,6 +23,16 @@
 # With an idle-tile budget (ModelBuilder gemv_idle_prefetch_bytes; per-row budget 0), placed on 16 workers: the
 # GEMV's tiles on workers idle during the add read their slab table (the op's 4th tensor) and ask L2 for whole
 # tiles' rows; gfx942 has no such hint and compiles the same kernel without it.
+# RUN: env TRITON_DIST_BACKEND=sim %python %s %t.stages.py stages | filecheck %s --check-prefix=STGEN
+# RUN: %compile %t.stages.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 3, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=STAGES
+# RUN: %compile %t.stages.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 3, False, False, False" --target hip:gfx942 --num-warps 8 --stage amdgcn | filecheck %s --check-prefix=IDLEAMD
+#
+# With gemv_stages=4 the GEMV's chunks after the first go through Triton's software pipeliner: asynchronous 16-byte
+# copies into shared memory (the chain above, rows of 128-256, has too few chunks to pipeline; this GEMV has 8).
+# STGEN: stages 4 chunks 8
+# STAGES: cp.async.cg.shared.global
+# STAGES: cp.async.wait_group
+#
 # IDLEGEN: slabs 2 idle 15
 # IDLE: cp.async.bulk.prefetch.L2.global
 # IDLEAMD: .amdgcn_target
@@ -55,6 +65,17 @@ if sys.argv[2:] == ["prefetch"]:  # one GEMV whose rows are longer than its firs
     b.make_linear(s, torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
     b.compile()
     assert b.compiled_ops[1].constexprs["PF_ROW"] > 0, b.compiled_ops[1].constexprs
+elif sys.argv[2:] == ["stages"]:  # one GEMV of 8 chunks per row, streamed through the software pipeliner
+    import torch
+
+    from triton_dist.mega_triton_kernel import ModelBuilder
+
+    b = ModelBuilder(gemv_prefetch_bytes=0, gemv_stages=4)
+    b.make_linear(torch.ones(1, 1024).bfloat16(), torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
+    b.compile()
+    c = b.compiled_ops[0].constexprs
+    assert b.queue_cap <= 8 and b.num_args == 3, (b.queue_cap, b.num_args)
+    print("stages", c["STAGES"], "chunks", c["K"] // c["BLOCK_K"])
 elif sys.argv[2:] == ["idle"]:  # the same GEMV placed on 16 workers (queues and tables only: nothing runs here)
     from unittest import mock
 

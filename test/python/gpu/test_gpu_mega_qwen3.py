@@ -110,7 +110,8 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
     its SMs, its share where ranks share a GPU) holds positions, and only the last one (which writes the new k / v,
     then reads them back) holds the newest. (Run as a script on one H200, 2026-12-01: bit-identical.) The same for
     the fused build with the split's loads ahead of its wait (the newest position taken from the values the last
-    split stored) and the idle-tile L2 prefetch on (a hint), both off by default until measured."""
+    split stored), the idle-tile L2 prefetch on (a hint) and the GEMVs through the software pipeliner (4 stages),
+    all off by default until measured."""
     import torch.distributed as dist
 
     from triton_dist.mega_triton_kernel.models import QWEN3_8B, Qwen3MegaModel, random_kv, random_weights
@@ -122,7 +123,8 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
     w = random_weights(cfg, rank, WORLD, seed=5, device=dev)
     kvs = random_kv(cfg, 300, rank, WORLD, seed=6, device=dev)
     results = []
-    for fusion, extra in ((False, {}), (True, {}), (True, dict(split_loads_ahead=True, gemv_idle_prefetch_bytes=1 << 25))):
+    candidates = dict(split_loads_ahead=True, gemv_idle_prefetch_bytes=1 << 25, gemv_stages=4)
+    for fusion, extra in ((False, {}), (True, {}), (True, candidates)):
         m = Qwen3MegaModel(cfg, w, rank, WORLD, enable_fusion=fusion, **extra)
         names = [op.name for op in m.builder.compiled_ops]
         assert any("+" in n for n in names) == fusion, names

@@ -77,7 +77,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
                 K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
                 RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0,
-                PF_SLABS: tl.constexpr = 0, PF_ARG: tl.constexpr = 0):
+                PF_SLABS: tl.constexpr = 0, PF_ARG: tl.constexpr = 0, STAGES: tl.constexpr = 0):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, ROWS)`` column tiles of ``ROWS <= BLOCK_N`` columns, the
     lanes of the ``BLOCK_N`` block past ``ROWS`` masked off). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
@@ -93,7 +93,11 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     * ``PF_SLABS`` (streaming tiles, :func:`plan_idle_prefetch`): ``args[PF_ARG]`` is an int32 ``[tiles, PF_SLABS]``
       table; before its wait the tile asks L2 for the weight rows of each tile listed in its row (-1: none), its
       own or another's, so that a worker idle while the op's input is computed streams the rows that workers busy
-      until then will read."""
+      until then will read.
+    * ``STAGES`` (streaming tiles, ``ModelBuilder(gemv_stages=...)``): 0, the chunks after the first streamed through
+      registers one chunk ahead (:func:`_gemv`); ``>= 2``, through Triton's software pipeliner with that many
+      stages (asynchronous 16-byte copies into shared memory, ``STAGES - 1`` chunks in flight, no register
+      cost). The same products summed in the same order: the same bits."""
     x_ptr = arg(args, 0, DT)
     w_ptr = arg(args, 1, DT)
     o_ptr = arg(args, 2, ODT)
@@ -124,9 +128,9 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         if NORM:
             g_ptr = arg(args, 3, DT)
             rstd = _row_rstd(x_ptr, K, EPS, NORM_BLOCK)
-        acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
+        acc = _gemv(x_ptr, g_ptr, rstd, wp, w0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM, STAGES)
         if SILU_MUL:
-            up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM)
+            up = _gemv(x_ptr, g_ptr, rstd, wp + N * K, u0, nmask, K, BLOCK_N, BLOCK_K, DT, NORM, STAGES)
             acc = silu_mul(acc, up)
         out = acc.to(ODT)
         tl.store(o_ptr + pm * N + rn, out, mask=nmask)
@@ -140,9 +144,10 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
         mmask = rm < M
         if M <= 16:  # one 16-row tile: the weight streamed once for all the rows
-            acc = _mm_stream(x_ptr, wp, w0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
+            acc = _mm_stream(x_ptr, wp, w0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
             if SILU_MUL:
-                acc = silu_mul(acc, _mm_stream(x_ptr, wp + N * K, u0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K))
+                acc = silu_mul(acc, _mm_stream(x_ptr, wp + N * K, u0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K,
+                                               STAGES))
         else:
             acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
             if SILU_MUL:
@@ -195,21 +200,29 @@ def _row_rstd(x_ptr, K: tl.constexpr, EPS: tl.constexpr, BLOCK_K: tl.constexpr):
 
 @triton_dist.jit
 def _gemv(x_ptr, g_ptr, rstd, wp, w, nmask, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-          DT: tl.constexpr, NORM: tl.constexpr):
+          DT: tl.constexpr, NORM: tl.constexpr, STAGES: tl.constexpr = 0):
     """``sum_k x[k] * w[rn, k]`` as fp32 ``[BLOCK_N]``; ``wp`` points at the tile's ``[BLOCK_N, BLOCK_K]`` first
-    chunk, already loaded as ``w``; the next chunk's loads (weight and input) are issued before this one's FMAs."""
+    chunk, already loaded as ``w``. ``STAGES == 0``: the next chunk's loads (weight and input) are issued before
+    this one's FMAs; ``STAGES >= 2``: the chunks after the first through Triton's pipeliner (``STAGES`` stages)."""
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    # the input's chunk is loaded one iteration ahead too: loaded in the iteration that uses it, its L2 latency
-    # was exposed every iteration (Qwen3-8B TP=1 on an H200: 4,636 -> 4,568 us)
-    xv = _x_chunk(x_ptr, g_ptr, rstd, 0, K, BLOCK_K, DT, NORM)
-    for k0 in range(0, K, BLOCK_K):
-        kn = k0 + BLOCK_K + rk
-        w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
-        x_next = _x_chunk(x_ptr, g_ptr, rstd, k0 + BLOCK_K, K, BLOCK_K, DT, NORM)
-        acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
-        w = w_next
-        xv = x_next
+    if STAGES == 0:
+        # the input's chunk is loaded one iteration ahead too: loaded in the iteration that uses it, its L2 latency
+        # was exposed every iteration (Qwen3-8B TP=1 on an H200: 4,636 -> 4,568 us)
+        xv = _x_chunk(x_ptr, g_ptr, rstd, 0, K, BLOCK_K, DT, NORM)
+        for k0 in range(0, K, BLOCK_K):
+            kn = k0 + BLOCK_K + rk
+            w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
+            x_next = _x_chunk(x_ptr, g_ptr, rstd, k0 + BLOCK_K, K, BLOCK_K, DT, NORM)
+            acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
+            w = w_next
+            xv = x_next
+    else:
+        acc += w.to(tl.float32) * _x_chunk(x_ptr, g_ptr, rstd, 0, K, BLOCK_K, DT, NORM).to(tl.float32)[None, :]
+        for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=STAGES):
+            kk = k0 + rk
+            wk = tl.load(wp + k0, mask=nmask[:, None] & (kk[None, :] < K), other=0.0)
+            acc += wk.to(tl.float32) * _x_chunk(x_ptr, g_ptr, rstd, k0, K, BLOCK_K, DT, NORM).to(tl.float32)[None, :]
     return tl.sum(acc, axis=1)
 
 
@@ -226,19 +239,29 @@ def _x_chunk(x_ptr, g_ptr, rstd, k0, K: tl.constexpr, BLOCK_K: tl.constexpr, DT:
 
 @triton_dist.jit
 def _mm_stream(x_ptr, wp, w, rm, mmask, nmask, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr):
+               BLOCK_K: tl.constexpr, STAGES: tl.constexpr = 0):
     """``x[rm, :] @ W[rn, :].T`` as fp32 ``[BLOCK_M, BLOCK_N]`` (the small-M tile): ``wp`` points at the tile's
-    ``[BLOCK_N, BLOCK_K]`` first weight chunk, already loaded as ``w``; the next chunk's load is issued before this
-    one's MMA (two chunks in flight, as in :func:`_gemv`); the input rows' chunk comes from L2."""
+    ``[BLOCK_N, BLOCK_K]`` first weight chunk, already loaded as ``w``; ``STAGES == 0``: the next chunk's load is
+    issued before this one's MMA (two chunks in flight, as in :func:`_gemv`); ``STAGES >= 2``: the chunks after the
+    first through Triton's pipeliner. The input rows' chunk comes from L2."""
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kn = k0 + BLOCK_K + rk
-        w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
-        kk = k0 + rk
-        a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
+    if STAGES == 0:
+        for k0 in range(0, K, BLOCK_K):
+            kn = k0 + BLOCK_K + rk
+            w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
+            kk = k0 + rk
+            a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
+            acc = tl.dot(a, tl.trans(w), acc)
+            w = w_next
+    else:
+        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=mmask[:, None] & (rk[None, :] < K), other=0.0)
         acc = tl.dot(a, tl.trans(w), acc)
-        w = w_next
+        for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=STAGES):
+            kk = k0 + rk
+            wk = tl.load(wp + k0, mask=nmask[:, None] & (kk[None, :] < K), other=0.0)
+            a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
+            acc = tl.dot(a, tl.trans(wk), acc)
     return acc
 
 
@@ -304,9 +327,12 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
             wbytes = (c1 - c0) * K * es * (2 if fused else 1)
             tiles.append(Tile(reads=reads, writes=region(output, slice(r0, r1), slice(c0, c1)),
                               cost=wbytes + (r1 - r0) * K * es))
-    return Op("Linear", op_type, layer_id, linear_task, [input, weight, output],
-              dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, ROWS=rows_, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
-                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row), tiles, waits_inside=True)
+    consts = dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, ROWS=rows_, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
+                  SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row)
+    stages = getattr(builder, "gemv_stages", 0)
+    if stages and M <= 16:  # the streaming tiles only (the M > 16 tiles keep their own loop)
+        consts["STAGES"] = stages
+    return Op("Linear", op_type, layer_id, linear_task, [input, weight, output], consts, tiles, waits_inside=True)
 
 
 # ---------------------------------------------------------------------------------------------------- prefetch
