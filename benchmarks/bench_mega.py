@@ -82,7 +82,7 @@ NO_NCCL = ("skipped: ranks share a GPU (gloo-only process group, no NCCL); the t
 #: Options a ``--variant`` may change: builder keyword arguments, and ``prefetch`` (the model's whole-layer prefetch)
 VARIANT_KEYS = {"gemv_prefetch_bytes": int, "gemv_idle_prefetch_bytes": int, "policy": str, "enable_fusion": bool,
                 "enable_dep_opt": bool, "enable_runtime_scheduler": bool, "num_warps": int, "prefetch": bool,
-                "split_loads_ahead": bool, "gemv_stages": int}
+                "split_loads_ahead": bool, "gemv_stages": int, "kv_split_positions": int}
 
 
 def parse_variant(spec: str):

@@ -194,19 +194,26 @@ case $part in
         --reps 10 --gemv-prefetch "$pf" --out "$OUT/mega_tp1_pf$pf.json"
     done ;;
   mega-ab)  # one GPU: candidate builder options A/B-timed against the default build in one process per shape
-    # (bench_mega --variant: the same interleaved samples, each variant checked at the timed step, same bits as mega
-    # expected): MEGA_VARIANTS (space-separated NAME:KEY=VALUE[,KEY=VALUE]; default the idle-tile L2 prefetch at
-    # 32 MiB, the split's loads ahead of its wait, the GEMV through the software pipeliner at 4 stages, all three);
-    # batch 1 with every variant's trace, then batch 8
+    # (bench_mega --variant: the same interleaved samples, each variant checked at the timed step; hints and
+    # reorderings must give mega's bits, a new KV partition only the reference's values). MEGA_VARIANTS
+    # (space-separated NAME:KEY=VALUE[,KEY=VALUE]): the idle-tile L2 prefetch at 32 MiB, the split's loads ahead of
+    # its wait, the GEMV through the software pipeliner at 4 stages, all three; batch 1 with every variant's trace.
+    # Batch 8 (mixed contexts up to 4K) adds MEGA_B8_VARIANTS: splits of about 256 positions (kv_split_positions),
+    # alone and with all three.
+    all3=gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true,gemv_stages=4
     variants=()
-    for v in ${MEGA_VARIANTS:-idle32m:gemv_idle_prefetch_bytes=33554432 ahead:split_loads_ahead=true \
-               st4:gemv_stages=4 all:gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true,gemv_stages=4}; do
+    for v in ${MEGA_VARIANTS:-idle32m:gemv_idle_prefetch_bytes=33554432 ahead:split_loads_ahead=true st4:gemv_stages=4 \
+               all:$all3}; do
       variants+=(--variant "$v")
+    done
+    b8=("${variants[@]}")
+    for v in ${MEGA_B8_VARIANTS:-sp256:kv_split_positions=256 allsp:$all3,kv_split_positions=256}; do
+      b8+=(--variant "$v")
     done
     rec bench_mega_ab_b1 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
       --no-compile "${variants[@]}" --profile "$OUT/mega_ab_prof" --out "$OUT/mega_ab_b1.json"
     rec bench_mega_ab_b8 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
-      --no-compile "${variants[@]}" --batch 8 --contexts 4096,512,1024,128,2048,3000,64,700 \
+      --no-compile "${b8[@]}" --batch 8 --contexts 4096,512,1024,128,2048,3000,64,700 \
       --out "$OUT/mega_ab_b8.json" ;;
   gemm-quality)  # one GPU: our GEMM against cuBLAS at the overlapped GEMMs' shapes with M >= 2048 (per rank, TP=2:
     # AG+GEMM 70B / 8B, GEMM+RS 70B / 8B), the issue's "GEMM quality" target

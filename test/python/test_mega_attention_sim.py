@@ -86,6 +86,24 @@ def rank_decode_chain(Hq, Hkv, splits, steps, fusion=False):
     return fails
 
 
+def rank_decode_chain_min_chunk(Hq, Hkv, steps):
+    """:func:`rank_decode_chain` fused, with ``kv_split_positions=64`` over a 256-position cache: the split count
+    from the policy (4: one per 64 positions of the longest possible sequence) and every split at least one K/V
+    block (64 positions) long, so the short sequences' front splits are empty; the outputs against the torch
+    reference at lengths 71, 101 and 21 (two, two and one non-empty splits: the split log-sum-exps say which), and
+    with the split's loads ahead."""
+    from triton_dist.mega_triton_kernel.tasks.flash_decode import pick_num_kv_splits
+
+    fails = []
+    if pick_num_kv_splits(3, Hkv, 1, 256, 64, 64) != 4:
+        fails.append(f"policy: {pick_num_kv_splits(3, Hkv, 1, 256, 64, 64)} splits, expected 4")
+    for ahead in (False, True):
+        f, _ = _decode_chain(Hq, Hkv, None, steps, True, ahead=ahead, lens=(70, 100, 20), maxb=64,
+                             builder_kw=dict(kv_split_positions=64), want_splits=4, want_min_chunk=64)
+        fails += [f"ahead={ahead}: {m}" for m in f]
+    return fails
+
+
 def rank_rope_fusion_is_bit_identical(Hq, Hkv, splits, steps):
     """The chain of :func:`rank_decode_chain` built with and without the rope prologue fusion, same inputs: every
     output of every step (qkv, q_norm_rope, both caches, the attention output) equal bit for bit."""
@@ -115,7 +133,8 @@ def rank_split_loads_ahead_is_bit_identical(Hq, Hkv, splits, steps, lens=(3, 6, 
     return fails
 
 
-def _decode_chain(Hq, Hkv, splits, steps, fusion, ahead=False, lens=(3, 6, 1), maxb=4):
+def _decode_chain(Hq, Hkv, splits, steps, fusion, ahead=False, lens=(3, 6, 1), maxb=4, builder_kw=None,
+                  want_splits=None, want_min_chunk=None):
     from triton_dist.mega_triton_kernel import ModelBuilder
     from triton_dist.mega_triton_kernel.tasks.flash_decode import flash_decode_rope_split_ahead_task
 
@@ -137,11 +156,16 @@ def _decode_chain(Hq, Hkv, splits, steps, fusion, ahead=False, lens=(3, 6, 1), m
     cos, sin = _rope_tables(1, MAXB * PAGE, D, 10000.0)
     qo = torch.empty(B, 1, Hq, D).bfloat16()
     out = torch.empty(B, 1, Hq, D).bfloat16()
-    b = ModelBuilder(enable_fusion=fusion, split_loads_ahead=ahead)
+    b = ModelBuilder(enable_fusion=fusion, split_loads_ahead=ahead, **(builder_kw or {}))
     b.make_linear(x, w_qkv, qkv2)
     b.make_qk_norm_rope_update_kvcache(qkv, kc, vc, bt, kv_lens, q_w, k_w, cos, sin, qo)
     b._add("flash_decode", 0, qo, kc, vc, bt, kv_lens, out, num_kv_splits=splits)
     b.compile()
+    if splits is None:  # the builder's policy
+        splits = b.ops[-2].constexprs["SPLITS"]
+        if splits != want_splits or b.ops[-2].constexprs.get("MIN_CHUNK") != want_min_chunk:
+            fails.append(f"split policy: {b.ops[-2].constexprs}, expected SPLITS={want_splits}, "
+                         f"MIN_CHUNK={want_min_chunk}")
     if b.ops[-2].constexprs["SPLITS"] != splits:
         fails.append(f"num_kv_splits={splits} not applied: {b.ops[-2].constexprs}")
     first = [0]
@@ -205,6 +229,14 @@ def _decode_chain(Hq, Hkv, splits, steps, fusion, ahead=False, lens=(3, 6, 1), m
         _close(kc, kc_ref, f"step {step} key_cache", fails)
         if not torch.equal(vc, vc_ref):
             fails.append(f"step {step} value_cache: {(vc.float() - vc_ref.float()).abs().max().item()}")
+        if want_min_chunk:  # the splits a sequence fills: those of chunk max(cdiv(L, S), MIN_CHUNK) from the end
+            lse = b.ops[-2].tensors[6]  # [B, Hq, SPLITS] (the fused op writes the split op's buffers)
+            for s_, L in enumerate(kv_lens.tolist()):
+                used = -(-L // max(-(-L // splits), want_min_chunk))
+                filled = torch.isfinite(lse[s_]).all(0).tolist()
+                if filled != [i >= splits - used for i in range(splits)]:
+                    fails.append(f"step {step} seq {s_} (kv_len {L}): splits filled {filled}, expected the last "
+                                 f"{used}")
         ref = _ref_decode(qo, kc, vc, bt, kv_lens, D ** -0.5, 0.0)
         _close(out, ref, f"step {step} flash_decode (kv_lens {kv_lens.tolist()})", fails, atol=1e-2, rtol=1e-2)
     return fails, outputs
@@ -414,6 +446,7 @@ def rank_argument_checks():
     ("rank_split_loads_ahead_is_bit_identical", (8, 2, 5, 3)),  # the newest position in the last split's block
     # one split of up to 2 blocks of 64 positions: the newest in the second block for the first two sequences
     ("rank_split_loads_ahead_is_bit_identical", (2, 2, 1, 2, (70, 100, 20), 32)),
+    ("rank_decode_chain_min_chunk", (4, 2, 2)),
     ("rank_decode_variants", ()),
     ("rank_flash_attn", ()),
     ("rank_argument_checks", ()),

@@ -168,6 +168,21 @@ def test_builder_checks_arguments():
     for bad in (1, 9, True, 2.0):
         with pytest.raises(ValueError, match=r"gemv_stages must be 0 or an int in \[2, 8\]"):
             ModelBuilder(gemv_stages=bad)
+    for bad in (-1, True, 256.0):
+        with pytest.raises(ValueError, match="kv_split_positions must be an int >= 0"):
+            ModelBuilder(kv_split_positions=bad)
+
+
+def test_kv_split_count_policy():
+    """Splits per (request, kv head): enough to fill the workers, with kv_split_positions at least one per that many
+    positions of the longest possible sequence; never more than one per block, nor 128."""
+    from triton_dist.mega_triton_kernel.tasks.flash_decode import pick_num_kv_splits
+
+    assert pick_num_kv_splits(1, 8, 132, 512, 64) == 8 == pick_num_kv_splits(1, 8, 132, 512, 64, 256)
+    assert pick_num_kv_splits(8, 8, 132, 4096, 64) == 2  # batch 8: a 4K request's split streams 2,048 positions
+    assert pick_num_kv_splits(8, 8, 132, 4096, 64, 256) == 16
+    assert pick_num_kv_splits(8, 8, 132, 4096, 64, 16) == 64  # one per block at most
+    assert pick_num_kv_splits(1, 1, 1, 1 << 20, 64, 64) == 128
 
 
 def test_gemv_prefetch_budget_from_the_environment(monkeypatch):

@@ -91,14 +91,19 @@ class ModelBuilder:
     (``tasks.flash_decode.flash_decode_rope_split_ahead_task``; same bits). ``gemv_stages`` (default 0 until
     measured): 0, a streaming Linear tile (GEMV, small-M) keeps one weight chunk in flight in registers beside the
     one it reduces; 2..8, its chunks after the first go through Triton's software pipeliner with that many stages
-    (asynchronous copies into shared memory; same bits)."""
+    (asynchronous copies into shared memory; same bits). ``kv_split_positions`` (default 0 until measured): 0, a
+    flash-decode op splits each (request, kv head) into enough splits to fill the workers; N > 0, also into at
+    least ``cdiv(max_len, N)`` (so that in a batch of mixed lengths the longest request's splits stream about N
+    positions each instead of half its length), each split at least one K/V block long (a short request's front
+    splits are empty and load nothing). A different partition of the positions: equal to the reference within
+    rounding, not bit-identical to the default where the split count changes."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, local_world_size: Optional[int] = None, num_warps: int = 4,
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
                  policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True,
                  gemv_prefetch_bytes: Optional[int] = None, gemv_idle_prefetch_bytes: Optional[int] = None,
-                 split_loads_ahead: bool = False, gemv_stages: int = 0):
+                 split_loads_ahead: bool = False, gemv_stages: int = 0, kv_split_positions: int = 0):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -145,6 +150,9 @@ class ModelBuilder:
                                                                                      or 2 <= gemv_stages <= 8):
             raise ValueError(f"ModelBuilder: gemv_stages must be 0 or an int in [2, 8], got {gemv_stages!r}")
         self.gemv_stages = gemv_stages
+        if isinstance(kv_split_positions, bool) or not isinstance(kv_split_positions, int) or kv_split_positions < 0:
+            raise ValueError(f"ModelBuilder: kv_split_positions must be an int >= 0, got {kv_split_positions!r}")
+        self.kv_split_positions = kv_split_positions
         self.gemv_prefetch_bytes = _budget("gemv_prefetch_bytes", gemv_prefetch_bytes, GEMV_PREFETCH_ENV,
                                            GEMV_PREFETCH_BYTES)
         self.gemv_idle_prefetch_bytes = _budget("gemv_idle_prefetch_bytes", gemv_idle_prefetch_bytes,

@@ -16,8 +16,9 @@
   (``m`` their maximum); a sequence with ``kv_lens[b] == 0`` gives 0, not NaN.
 
 ``NUM_KV_SPLITS`` (a constexpr) makes ``B * Hkv * splits`` about ``builder.num_workers`` (at least 1, at most one
-split per ``BLOCK_N`` positions of the longest possible sequence); the build function also takes ``num_kv_splits``
-to force it. The split tasks read the caches as ``qk_norm_rope.cache_space(cache, b * Hkv + h, "all")`` (the
+split per ``BLOCK_N`` positions of the longest possible sequence; with ``builder.kv_split_positions = P > 0`` at
+least ``cdiv(max_len, P)``, and then every split at least ``MIN_CHUNK = BLOCK_N`` positions long, the front splits
+of a short sequence empty); the build function also takes ``num_kv_splits`` to force it. The split tasks read the caches as ``qk_norm_rope.cache_space(cache, b * Hkv + h, "all")`` (the
 writers of the cache, ``qk_norm_rope``, describe their writes in the same space: per sequence and kv head, the
 step's new positions apart). ``kv_lens[b]`` is clamped to ``max_blocks * page_size`` and positions on
 a page index outside ``[0, num_blocks)`` are skipped, so bad tables never read outside the caches.
@@ -50,9 +51,16 @@ def pick_block_n(block_d: int) -> int:
     return max(16, min(64, KV_BLOCK_ELEMS // block_d))
 
 
-def pick_num_kv_splits(B: int, Hkv: int, num_workers: int, max_len: int, block_n: int) -> int:
-    """Splits per ``(b, kv head)`` so that ``B * Hkv * splits`` about fills ``num_workers``."""
-    return max(1, min(num_workers // max(1, B * Hkv), triton.cdiv(max_len, block_n), 128))
+def pick_num_kv_splits(B: int, Hkv: int, num_workers: int, max_len: int, block_n: int,
+                       split_positions: int = 0) -> int:
+    """Splits per ``(b, kv head)`` so that ``B * Hkv * splits`` about fills ``num_workers``; with
+    ``split_positions > 0`` also at least ``cdiv(max_len, split_positions)``, so that no split of the longest
+    possible sequence streams more than about that many positions (at most one split per ``block_n`` positions and
+    128 splits either way)."""
+    fill = num_workers // max(1, B * Hkv)
+    if split_positions > 0:
+        fill = max(fill, triton.cdiv(max_len, split_positions))
+    return max(1, min(fill, triton.cdiv(max_len, block_n), 128))
 
 
 @triton_dist.jit
@@ -83,7 +91,7 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
                             BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
                             NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
                             BLOCK_N: tl.constexpr, SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr,
-                            DT: tl.constexpr):
+                            DT: tl.constexpr, MIN_CHUNK: tl.constexpr = 0):
     """Split ``tile % SPLITS`` of ``(b, h) = divmod(tile // SPLITS, HKV)``. ``args``: query, key_cache,
     value_cache, block_tables, kv_lens, partial output ``[B, HQ, SPLITS, D]`` fp32, partial lse ``[B, HQ,
     SPLITS]`` fp32 (base 2)."""
@@ -106,18 +114,18 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
     # the group's query heads as the rows of one MMA operand (BLOCK_G >= 16 rows, padding rows masked)
     q = tl.load(q_ptr + heads[:, None] * D + d[None, :], mask=gm[:, None] & dm[None, :], other=0.0)
     _split_attend(q, kc, vc, bt, kvl, po, pl, b, h, split, HQ, HKV, D, BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS,
-                  MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT)
+                  MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT, MIN_CHUNK)
 
 
 @triton_dist.jit
 def _split_attend(q, kc, vc, bt, kvl, po, pl, b, h, split, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
                   BLOCK_D: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, PAGE: tl.constexpr,
                   NUM_BLOCKS: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr,
-                  SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr, DT: tl.constexpr):
+                  SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr, DT: tl.constexpr, MIN_CHUNK: tl.constexpr = 0):
     """Split ``split`` of ``(b, h)`` for the group's queries ``q [BLOCK_G, BLOCK_D]``: the online softmax over its
     positions (:func:`_split_range`), then its partial output and lse. Splits are laid from the end: split
     ``SPLITS - 1`` holds the newest position ``kv_len - 1``, so only that split reads the step's new positions."""
-    start, end = _split_range(kvl, b, split, PAGE, MAX_BLOCKS, SPLITS)
+    start, end = _split_range(kvl, b, split, PAGE, MAX_BLOCKS, SPLITS, MIN_CHUNK)
     m = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
@@ -128,11 +136,15 @@ def _split_attend(q, kc, vc, bt, kvl, po, pl, b, h, split, HQ: tl.constexpr, HKV
 
 
 @triton_dist.jit
-def _split_range(kvl, b, split, PAGE: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr):
-    """Positions ``[start, end)`` of split ``split`` of sequence ``b``: ``chunk = cdiv(kv_len, SPLITS)`` each, laid
-    from the end (the first splits empty when ``kv_len < SPLITS * chunk``); ``kv_len`` clamped to the table."""
+def _split_range(kvl, b, split, PAGE: tl.constexpr, MAX_BLOCKS: tl.constexpr, SPLITS: tl.constexpr,
+                 MIN_CHUNK: tl.constexpr = 0):
+    """Positions ``[start, end)`` of split ``split`` of sequence ``b``: ``chunk = cdiv(kv_len, SPLITS)`` each (at
+    least ``MIN_CHUNK``), laid from the end (the first splits empty when ``kv_len < SPLITS * chunk``); ``kv_len``
+    clamped to the table."""
     kv_len = tl.maximum(tl.minimum(tl.load(kvl + b), MAX_BLOCKS * PAGE), 0)
     chunk = (kv_len + SPLITS - 1) // SPLITS
+    if MIN_CHUNK > 0:
+        chunk = tl.maximum(chunk, MIN_CHUNK)
     end = tl.maximum(kv_len - (SPLITS - 1 - split) * chunk, 0)
     start = tl.maximum(end - chunk, 0)
     return start, end
@@ -181,7 +193,7 @@ def flash_decode_rope_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.con
                                  BLOCK_N: tl.constexpr, SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr,
                                  DT: tl.constexpr, MAX_POS: tl.constexpr, COS_PER_SEQ: tl.constexpr,
                                  Q_EPS: tl.constexpr, K_EPS: tl.constexpr, SKIP_Q: tl.constexpr,
-                                 SKIP_K: tl.constexpr, WDT: tl.constexpr):
+                                 SKIP_K: tl.constexpr, WDT: tl.constexpr, MIN_CHUNK: tl.constexpr = 0):
     """The split of :func:`flash_decode_split_task` with the decode step's ``qk_norm_rope_update_kvcache`` as its
     prologue (fusion 3 of ``core/fusion.py``): the task computes its group's queries from ``qkv`` itself (the
     rope task's code, so the same bits), split 0 also stores them to ``q_norm_rope`` and the last split, the one
@@ -203,7 +215,8 @@ def flash_decode_rope_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.con
                         DT)
     tl.debug_barrier()  # the new k / v rows this program stored are read back by its other threads
     _split_attend(q, kc, vc, bt, kvl, arg(args, 5, tl.float32), arg(args, 6, tl.float32), b, h, split, HQ, HKV, D,
-                  BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS, MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT)
+                  BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS, MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT,
+                  MIN_CHUNK)
 
 
 @triton_dist.jit
@@ -214,7 +227,7 @@ def flash_decode_rope_split_ahead_task(args, tile, step, deps_ptr, dep_first, de
                                        BLOCK_N: tl.constexpr, SM_SCALE: tl.constexpr, SOFT_CAP: tl.constexpr,
                                        DT: tl.constexpr, MAX_POS: tl.constexpr, COS_PER_SEQ: tl.constexpr,
                                        Q_EPS: tl.constexpr, K_EPS: tl.constexpr, SKIP_Q: tl.constexpr,
-                                       SKIP_K: tl.constexpr, WDT: tl.constexpr):
+                                       SKIP_K: tl.constexpr, WDT: tl.constexpr, MIN_CHUNK: tl.constexpr = 0):
     """:func:`flash_decode_rope_split_task` with its loads that need no task of the step issued before it waits
     for the qkv tiles (``waits_inside``; ``ModelBuilder(split_loads_ahead=True)``, :func:`split_loads_ahead`): the
     split's range, its first K/V block (the cache's older positions: no task of the step writes them), the rope
@@ -232,7 +245,7 @@ def flash_decode_rope_split_ahead_task(args, tile, step, deps_ptr, dep_first, de
     vc = arg(args, 2, DT)
     bt = arg(args, 3, tl.int32)
     kvl = arg(args, 4, tl.int32)
-    start, end = _split_range(kvl, b, split, PAGE, MAX_BLOCKS, SPLITS)
+    start, end = _split_range(kvl, b, split, PAGE, MAX_BLOCKS, SPLITS, MIN_CHUNK)
     k0, v0, pm0 = _kv_block(kc, vc, bt, b, h, start, end, HKV, D, BLOCK_D, PAGE, NUM_BLOCKS, MAX_BLOCKS, BLOCK_N)
     pos, pos_ok, posc, c, sn = rope_row(kvl, arg(args, 9, tl.float32), arg(args, 10, tl.float32), b, 0, 1, D,
                                         BLOCK_D, MAX_POS, COS_PER_SEQ)
@@ -317,8 +330,9 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
     cap = check_soft_cap(name, soft_cap)
     BG, BD = triton.next_power_of_2(G), max(16, triton.next_power_of_2(D))
     bn = pick_block_n(BD)
+    split_positions = getattr(builder, "kv_split_positions", 0)
     if num_kv_splits is None:
-        splits = pick_num_kv_splits(B, HKV, builder.num_workers, MAXB * PAGE, bn)
+        splits = pick_num_kv_splits(B, HKV, builder.num_workers, MAXB * PAGE, bn, split_positions)
     elif isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1:
         raise ValueError(f"{name}: num_kv_splits must be None or an int >= 1, got {num_kv_splits!r}")
     else:
@@ -344,11 +358,13 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
             comb_tiles.append(Tile(reads=region(part_o, b, heads) + region(part_l, b, heads),
                                    writes=region(output, b, 0, heads), cost=G * D * (splits * 4 + es)))
     common = dict(HQ=HQ, HKV=HKV, D=D, BLOCK_D=BD, G=G, BLOCK_G=BG)
+    split_consts = dict(common, BLOCK_G=max(16, BG), PAGE=PAGE, NUM_BLOCKS=NB, MAX_BLOCKS=MAXB, SPLITS=splits,
+                        BLOCK_N=bn, SM_SCALE=scale, SOFT_CAP=cap, DT=query.dtype)
+    if split_positions > 0:  # a short sequence's splits: one block at least, the front ones empty (no load)
+        split_consts["MIN_CHUNK"] = bn
     split_op = Op("FlashDecode", "flash_decode", layer_id, flash_decode_split_task,
-                  [query, key_cache, value_cache, block_tables, kv_lens, part_o, part_l],
-                  dict(common, BLOCK_G=max(16, BG), PAGE=PAGE, NUM_BLOCKS=NB, MAX_BLOCKS=MAXB, SPLITS=splits,
-                       BLOCK_N=bn, SM_SCALE=scale,
-                       SOFT_CAP=cap, DT=query.dtype), split_tiles, name=f"L{layer_id}.flash_decode.split")
+                  [query, key_cache, value_cache, block_tables, kv_lens, part_o, part_l], split_consts, split_tiles,
+                  name=f"L{layer_id}.flash_decode.split")
     comb_op = Op("FlashDecode", "flash_decode", layer_id, flash_decode_combine_task, [part_o, part_l, output],
                  dict(common, SPLITS=splits, BLOCK_S=triton.next_power_of_2(splits), DT=output.dtype), comb_tiles,
                  name=f"L{layer_id}.flash_decode.combine")
