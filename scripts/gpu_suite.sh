@@ -30,6 +30,7 @@
 #   scripts/gpu_suite.sh mega-pf        one GPU: bench_mega TP=1 at the GEMV L2-prefetch budgets PF_BYTES
 #   scripts/gpu_suite.sh mega-ab        one GPU: bench_mega TP=1, candidate builder options (MEGA_VARIANTS) as
 #                                       --variant columns beside the default build (batch 1 with traces, batch 8)
+#   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
@@ -49,7 +50,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
 PARTS="1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
-overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|gemm-quality|changed"
+overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
 fi
@@ -112,6 +113,19 @@ eager_rules() {  # eager_rules TAG: the final run's eager winners into the table
 tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
   rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
 }
+# mega-ab's candidates as bench_mega --variant arguments, into the array "variants" (MEGA_VARIANTS overrides the
+# list; "all3" is the three candidates together): the idle-tile L2 prefetch at 32 MiB, the split's loads ahead of its
+# wait, the GEMV through the software pipeliner at 4 stages, all three
+all3=gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true,gemv_stages=4
+mega_variants() {
+  variants=()
+  local v
+  for v in ${MEGA_VARIANTS:-idle32m:gemv_idle_prefetch_bytes=33554432 ahead:split_loads_ahead=true st4:gemv_stages=4 \
+             all:$all3}; do
+    variants+=(--variant "$v")
+  done
+}
+
 case $part in
   1)
     tier gpu_runtime 100 test/python/gpu/test_gpu_runtime.py
@@ -196,16 +210,10 @@ case $part in
   mega-ab)  # one GPU: candidate builder options A/B-timed against the default build in one process per shape
     # (bench_mega --variant: the same interleaved samples, each variant checked at the timed step; hints and
     # reorderings must give mega's bits, a new KV partition only the reference's values). MEGA_VARIANTS
-    # (space-separated NAME:KEY=VALUE[,KEY=VALUE]): the idle-tile L2 prefetch at 32 MiB, the split's loads ahead of
-    # its wait, the GEMV through the software pipeliner at 4 stages, all three; batch 1 with every variant's trace.
+    # (space-separated NAME:KEY=VALUE[,KEY=VALUE]; mega_variants above) at batch 1 with every variant's trace.
     # Batch 8 (mixed contexts up to 4K) adds MEGA_B8_VARIANTS: splits of about 256 positions (kv_split_positions),
     # alone and with all three.
-    all3=gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true,gemv_stages=4
-    variants=()
-    for v in ${MEGA_VARIANTS:-idle32m:gemv_idle_prefetch_bytes=33554432 ahead:split_loads_ahead=true st4:gemv_stages=4 \
-               all:$all3}; do
-      variants+=(--variant "$v")
-    done
+    mega_variants
     b8=("${variants[@]}")
     for v in ${MEGA_B8_VARIANTS:-sp256:kv_split_positions=256 allsp:$all3,kv_split_positions=256}; do
       b8+=(--variant "$v")
@@ -215,6 +223,10 @@ case $part in
     rec bench_mega_ab_b8 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
       --no-compile "${b8[@]}" --batch 8 --contexts 4096,512,1024,128,2048,3000,64,700 \
       --out "$OUT/mega_ab_b8.json" ;;
+  mega-ab-32b)  # one GPU with room for Qwen3-32B's 64 GB of weights (an H200): mega-ab's batch-1 variants at 32B
+    mega_variants
+    rec bench_mega_ab_32b 400 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --preset qwen3-32b --fused-mlp \
+      --steps 16 --reps 10 --no-compile "${variants[@]}" --out "$OUT/mega_ab_32b.json" ;;
   gemm-quality)  # one GPU: our GEMM against cuBLAS at the overlapped GEMMs' shapes with M >= 2048 (per rank, TP=2:
     # AG+GEMM 70B / 8B, GEMM+RS 70B / 8B), the issue's "GEMM quality" target
     # (--write-table merges the run into the tree's kernels/gemm_table.json, copied to $OUT)
