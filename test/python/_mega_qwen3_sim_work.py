@@ -98,7 +98,7 @@ def same_bits_as_default(batch: int, options: dict, every_tile_idle: bool = Fals
     cfg = Qwen3Config.toy()
     w = random_weights(cfg, seed=seed)
     base = Qwen3MegaModel(cfg, w, batch=batch, enable_mlp_fc1_silu_fusion=True)
-    idle = (mock.patch.object(linear, "idle_tiles", lambda ops, tasks, queues, i, chain: list(range(len(ops[i].tiles))))
+    idle = (mock.patch.object(linear, "idle_tiles", lambda tasks, op_tasks, prev, i, chain: [t.tile for t in op_tasks])
             if every_tile_idle else contextlib.nullcontext())
     with idle:
         other = Qwen3MegaModel(cfg, w, batch=batch, enable_mlp_fc1_silu_fusion=True, **options)

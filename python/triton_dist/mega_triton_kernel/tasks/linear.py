@@ -376,19 +376,14 @@ def _latency_chain(ops: List[Op], deps_of: dict, i: int) -> set:
     return chain
 
 
-def idle_tiles(ops: List[Op], tasks, queues, i: int, chain: set) -> List[int]:
-    """The tiles of op ``i`` whose worker is idle while the op's input is computed: the task before the tile in its
-    worker's queue (``queues``: static per-worker task lists) belongs neither to ``chain`` (the latency-bound ops the
-    op waits for) nor to op ``i`` itself (a second tile of a worker starts after its first). Such a tile's program
-    reaches its wait early and would wait there with HBM idle."""
-    prev = {}
-    for q in queues:
-        for a, b in zip([None] + list(q[:-1]), q):
-            prev[b] = a
+def idle_tiles(tasks, op_tasks, prev: dict, i: int, chain: set) -> List[int]:
+    """The tiles of op ``i`` (its tasks ``op_tasks``) whose worker is idle while the op's input is computed: the
+    task before the tile in its worker's queue (``prev``: task index -> the previous task index of its worker, None
+    for a queue's first) belongs neither to ``chain`` (the latency-bound ops the op waits for) nor to op ``i`` itself
+    (a second tile of a worker starts after its first). Such a tile's program reaches its wait early and would wait
+    there with HBM idle."""
     out = []
-    for t in tasks:
-        if t.op != i:
-            continue
+    for t in op_tasks:
         p = prev.get(t.index)
         if p is None or (tasks[p].op not in chain and tasks[p].op != i):
             out.append(t.tile)
@@ -409,8 +404,11 @@ def plan_idle_prefetch(ops: List[Op], tasks, queues, budget: int) -> List[Op]:
     if budget <= 0:
         return list(ops)
     deps_of: dict = {}
+    op_tasks: dict = {}
     for t in tasks:
         deps_of.setdefault(t.op, set()).update(tasks[d].op for d in t.deps)
+        op_tasks.setdefault(t.op, []).append(t)
+    prev = {b: a for q in queues for a, b in zip([None] + list(q[:-1]), q)}
     out = list(ops)
     for i, op in enumerate(ops):
         if not _streams(op) or op.constexprs.get("PF_SLABS"):
@@ -418,7 +416,7 @@ def plan_idle_prefetch(ops: List[Op], tasks, queues, budget: int) -> List[Op]:
         chain = _latency_chain(ops, deps_of, i)
         if not chain:
             continue
-        early = idle_tiles(ops, tasks, queues, i, chain)
+        early = idle_tiles(tasks, op_tasks.get(i, []), prev, i, chain)
         if not early:
             continue
         c = op.constexprs
