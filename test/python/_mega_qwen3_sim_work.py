@@ -80,13 +80,15 @@ def teacher_forced_batched(lens, steps: int, fused: bool = False, seed: int = 0)
     return dict(stepped=stepped, again=dict(cosine=cos, top1=top1), pos=mega.pos, logits=mega.logits.clone())
 
 
-def same_bits_as_default(batch: int, options: dict, every_tile_idle: bool = False, steps: int = 2, seed: int = 0):
+def same_bits_as_default(batch: int, options: dict, every_tile_idle: bool = False, steps: int = 2, seed: int = 0,
+                         names: bool = False):
     """The toy Qwen3 (fused MLP) at ``batch`` built with the builder ``options`` and without: the logits of ``steps``
     decode steps from a cache of 5 positions per request, compared bit for bit. ``every_tile_idle``: one simulator
     worker has no idle tile, so for the idle-tile prefetch every tile of a planned op counts as idle (the planner's
     choice of tiles is tested apart): each lists slabs and the kernel's prefetch path runs (the simulator checks its
     arguments; the prefetch itself is a hint with no effect there). Returns the names of the ops that got a prefetch
-    table, whether the logits were equal at every step, and the steps run."""
+    table, whether the logits were equal at every step, the steps run, and with ``names`` the default build's op
+    names (``base_ops``)."""
     import contextlib
     from unittest import mock
 
@@ -113,4 +115,7 @@ def same_bits_as_default(batch: int, options: dict, every_tile_idle: bool = Fals
         toks = torch.randint(0, cfg.vocab_size, (batch, ), generator=g).tolist()
         t = toks[0] if batch == 1 else toks
         equal = equal and torch.equal(base.step(t), other.step(t))
-    return dict(planned=planned, equal=equal, steps=steps)
+    out = dict(planned=planned, equal=equal, steps=steps)
+    if names:
+        out["base_ops"] = [op.name for op in base.builder.compiled_ops]
+    return out

@@ -46,16 +46,29 @@ def test_teacher_forced_logits_match_torch(sim_ranks, world, fused, prefetch):  
 @pytest.mark.sim
 def test_idle_prefetch_leaves_the_logits_bit_identical(sim_ranks):  # noqa: F811
     """The GEMV idle-tile L2 prefetch (``gemv_idle_prefetch_bytes``) is a hint: with its table in every planned
-    tile of a GEMV waiting for a non-GEMV op, at batch 1 (the GEMV: o_proj after attention) and 3 (the small-M tile,
-    without the norm / residual fusions: qkv, fc1 and lm_head wait for a norm task too), the logits are the same bits as
-    without it."""
-    for batch, planned in ((1, ["L0.o_proj+L0.add", "L1.o_proj+L1.add"]),
-                           (3, ["L0.qkv_proj", "L0.o_proj", "L0.mlp_fc1_silu_mul_up", "L1.qkv_proj", "L1.o_proj",
-                                "L1.mlp_fc1_silu_mul_up", "L2.linear"])):
-        res = sim_ranks.run(1, work.same_bits_as_default, batch, dict(gemv_idle_prefetch_bytes=1 << 29), True,
-                            timeout=600, env=ENV)[0]
+    tile of a GEMV waiting for a non-GEMV op (o_proj after attention; the others wait for GEMVs, their norms fused),
+    at batch 1 (the GEMV) and 3 (the small-M tile), the logits are the same bits as without it; and without the
+    fusions at batch 3 qkv, fc1 and lm_head wait for a norm task too and are planned as well."""
+    for batch, options, planned in (
+            (1, {}, ["L0.o_proj+L0.add", "L1.o_proj+L1.add"]), (3, {}, ["L0.o_proj+L0.add", "L1.o_proj+L1.add"]),
+            (3, dict(enable_fusion=False), ["L0.qkv_proj", "L0.o_proj", "L0.mlp_fc1_silu_mul_up", "L1.qkv_proj",
+                                            "L1.o_proj", "L1.mlp_fc1_silu_mul_up", "L2.linear"])):
+        res = sim_ranks.run(1, work.same_bits_as_default, batch, dict(gemv_idle_prefetch_bytes=1 << 29, **options),
+                            True, timeout=600, env=ENV)[0]
         assert res["planned"] == planned, (batch, res["planned"])
         assert res["equal"] and res["steps"] == 2, res
+
+
+@pytest.mark.sim
+def test_batched_norm_and_residual_fusions_are_bit_identical(sim_ranks):  # noqa: F811
+    """At batch 3 the norm prologue and residual epilogue fuse into the small-M tiles (each tile recomputes its
+    rows' norms in the norm task's order): the ops named as fused, the logits of the fused build the unfused
+    build's bits."""
+    res = sim_ranks.run(1, work.same_bits_as_default, 3, dict(enable_fusion=False), False, 2, 0, True, timeout=600,
+                        env=ENV)[0]
+    assert res["equal"] and res["steps"] == 2, res
+    assert {"L0.rms_norm+L0.qkv_proj", "L0.o_proj+L0.add", "L0.rms_norm+L0.mlp_fc1_silu_mul_up", "L0.mlp_fc2+L0.add",
+            "L2.rms_norm+L2.linear"} <= set(res["base_ops"]), res["base_ops"]
 
 
 @pytest.mark.sim

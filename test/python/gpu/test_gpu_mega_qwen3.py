@@ -102,7 +102,8 @@ def test_graph_replay_is_the_eager_step(group):
     assert torch.equal(mega.logits, eager)
 
 
-def test_fusions_are_bit_identical_at_real_shapes(group):
+@pytest.mark.parametrize("batch", [1, 4])
+def test_fusions_are_bit_identical_at_real_shapes(group, batch):
     """The compile-time fusions (the norm prologue of qkv / fc1, the residual epilogues, the rope prologue of the
     flash-decode split) give the unfused build's logits and caches bit for bit at Qwen3-8B's layer shapes: the fused
     GEMV sums the row's squares in the norm task's own chunks (rows of 4096: one chunk), not in its weight chunks;
@@ -111,7 +112,8 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
     then reads them back) holds the newest. (Run as a script on one H200, 2026-12-01: bit-identical.) The same for
     the fused build with the split's loads ahead of its wait (the newest position taken from the values the last
     split stored), the idle-tile L2 prefetch on (a hint) and the GEMVs through the software pipeliner (4 stages),
-    all off by default until measured."""
+    all off by default until measured. At batch 4 the norm prologue and residual epilogue run in the small-M tiles
+    (each recomputing its 4 rows' norms)."""
     import torch.distributed as dist
 
     from triton_dist.mega_triton_kernel.models import QWEN3_8B, Qwen3MegaModel, random_kv, random_weights
@@ -125,19 +127,20 @@ def test_fusions_are_bit_identical_at_real_shapes(group):
     results = []
     candidates = dict(split_loads_ahead=True, gemv_idle_prefetch_bytes=1 << 25, gemv_stages=4)
     for fusion, extra in ((False, {}), (True, {}), (True, candidates)):
-        m = Qwen3MegaModel(cfg, w, rank, WORLD, enable_fusion=fusion, **extra)
+        m = Qwen3MegaModel(cfg, w, rank, WORLD, batch=batch, enable_fusion=fusion, **extra)
         names = [op.name for op in m.builder.compiled_ops]
         assert any("+" in n for n in names) == fusion, names
         split = next(op for op in m.builder.compiled_ops if "flash_decode.split" in op.name)
         # min(16, workers // local kv heads): 16 on a whole H200 (132 SMs) and on its share at TP=2 or TP=4
         cache_len = -(-cfg.max_context // cfg.page_size) * cfg.page_size
-        want = pick_num_kv_splits(1, cfg.local_kv_heads(WORLD), m.builder.num_workers, cache_len,
+        want = pick_num_kv_splits(batch, cfg.local_kv_heads(WORLD), m.builder.num_workers, cache_len,
                                   pick_block_n(cfg.head_dim))
-        assert split.constexprs["SPLITS"] == want and want >= 8, (split.constexprs["SPLITS"], want,
-                                                                   m.builder.num_workers)
+        assert split.constexprs["SPLITS"] == want and want >= 8 // batch, (split.constexprs["SPLITS"], want,
+                                                                            m.builder.num_workers)
         assert ("qk_norm_rope_update_kvcache+" in split.name) == fusion, split.name
-        m.load_kv(kvs)
-        logits = [m.step(tok).clone() for tok in (3, 17, 400)]
+        for b in range(batch):
+            m.load_kv(kvs, request=b)
+        logits = [m.step(tok if batch == 1 else [tok + i for i in range(batch)]).clone() for tok in (3, 17, 400)]
         results.append((logits, [c.clone() for c in m.key_caches + m.value_caches]))
     for other in results[1:]:
         for a, b in zip(results[0][0], other[0]):

@@ -1,11 +1,12 @@
 """Compile-time fusions of adjacent ops (``ModelBuilder(enable_fusion=True)``, the default). Each removes a
-single-task op from the critical path of a decode step (the one-row RMS norm and residual add: a handful of
-microseconds each, during which every other worker waits) and is bit-identical to the unfused ops:
+few-task op from the critical path of a decode step (the RMS norm and residual add of the step's rows: a handful
+of microseconds each, during which every other worker waits) and is bit-identical to the unfused ops:
 
-1. **norm prologue** -- ``rms_norm`` of one row immediately followed by a one-row Linear reading its output: the
-   Linear's tiles compute the normalised row themselves (from the norm's input, rounded as the norm task rounds)
-   and no longer wait for the norm task, which still runs (its output may have other readers);
-2. **residual epilogue** -- a one-row Linear immediately followed by an ``add`` of its output and another tensor:
+1. **norm prologue** -- ``rms_norm`` immediately followed by a streaming Linear (the one-row GEMV, or the small-M
+   tile of batched decode: up to 16 rows) reading its output: the Linear's tiles compute the normalised rows
+   themselves (from the norm's input, rounded as the norm task rounds) and no longer wait for the norm task, which
+   still runs (its output may have other readers);
+2. **residual epilogue** -- a streaming Linear immediately followed by an ``add`` of its output and another tensor:
    the Linear's tiles also store the sum of their columns; the add op is removed;
 3. **rope prologue** -- a decode step's ``qk_norm_rope_update_kvcache`` (one token per sequence) immediately
    followed by the flash-decode split reading its queries and caches: each split task computes its group's queries

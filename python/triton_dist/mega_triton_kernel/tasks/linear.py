@@ -15,8 +15,8 @@ rows at once (``tl.dot`` of the rows padded to 16, ``[16, BLOCK_K] x [BLOCK_K, B
 read once per step for all the requests. Chosen over a register-FMA GEMV over ``M`` rows (``M`` fp32 accumulators
 of the chunk's size: the registers run out at a few rows, or the chunk shrinks and the stream slows) and over the
 plain ``tl.dot`` tiles below (64 rows, 64-column chunks, no wave fill: ~100 tiles for a 6K-row weight on a
-132-SM GPU, and one 8 KB load in flight per program). The M = 1 tile is untouched (its FMA path and the norm /
-residual fusions stay GEMV-only).
+132-SM GPU, and one 8 KB load in flight per program). The M = 1 tile is untouched (its FMA path); the norm /
+residual fusions apply to both streaming tiles (the small-M tile recomputes each of its rows' norm).
 ``M > 16`` uses ``tl.dot`` on ``16 <= BLOCK_M`` row tiles. A tile reads its input rows (all of K) and weight rows
 and writes its output tile, so it waits only for the tasks that wrote those input rows.
 """
@@ -84,12 +84,12 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     issues its first weight chunk(s) before the wait, so a program waiting for the input already streams.
 
     * ``SILU_MUL``: weight has ``2 N`` rows (gate, then up); the tile stores ``silu(gate) * up``.
-    * ``NORM`` (fused RMS-norm prologue, GEMV only): ``args[0]`` is the norm's input ``h``; the GEMV input is
+    * ``NORM`` (fused RMS-norm prologue, streaming tiles): ``args[0]`` is the norm's input ``h``; the input is
       ``(h * rsqrt(mean(h**2) + EPS) * norm_weight)`` rounded to ``DT`` (bit-identical to the rms_norm task's
-      output, recomputed per tile from the L2-resident row: the sum of squares in the norm task's own ``NORM_BLOCK``
-      chunks, hence the same fp32 order).
-    * ``RES`` (fused residual add epilogue, GEMV only): besides the output tile, stores ``sum = output + residual``
-      (the output rounded to ``ODT`` first, fp32 add: bit-identical to the add task).
+      output, recomputed per tile from the L2-resident rows, each row's sum of squares in the norm task's own
+      ``NORM_BLOCK`` chunks, hence the same fp32 order).
+    * ``RES`` (fused residual add epilogue, streaming tiles): besides the output tile, stores ``sum = output +
+      residual`` (the output rounded to ``ODT`` first, fp32 add: bit-identical to the add task).
     * ``PF_SLABS`` (streaming tiles, :func:`plan_idle_prefetch`): ``args[PF_ARG]`` is an int32 ``[tiles, PF_SLABS]``
       table; before its wait the tile asks L2 for the weight rows of each tile listed in its row (-1: none), its
       own or another's, so that a worker idle while the op's input is computed streams the rows that workers busy
@@ -143,16 +143,30 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         x_ptr = dl.consume_token(x_ptr, tok)
         rm = pm * BLOCK_M + tl.arange(0, BLOCK_M)
         mmask = rm < M
+        omask = mmask[:, None] & nmask[None, :]
+        r = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         if M <= 16:  # one 16-row tile: the weight streamed once for all the rows
-            acc = _mm_stream(x_ptr, wp, w0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES)
+            if RES:  # the residual right after the wait, as the GEMV
+                r = tl.load(dl.consume_token(arg(args, 4, ODT), tok) + rm[:, None] * N + rn[None, :], mask=omask,
+                            other=0.0).to(tl.float32)
+            rstd = tl.full([BLOCK_M], 1.0, tl.float32)
+            g_ptr = x_ptr
+            if NORM:
+                g_ptr = arg(args, 3, DT)
+                rstd = _rows_rstd(x_ptr, M, BLOCK_M, K, EPS, NORM_BLOCK)
+            acc = _mm_stream(x_ptr, g_ptr, rstd, wp, w0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, DT,
+                             NORM)
             if SILU_MUL:
-                acc = silu_mul(acc, _mm_stream(x_ptr, wp + N * K, u0, rm, mmask, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K,
-                                               STAGES))
+                acc = silu_mul(acc, _mm_stream(x_ptr, g_ptr, rstd, wp + N * K, u0, rm, mmask, nmask, K, BLOCK_M,
+                                               BLOCK_N, BLOCK_K, STAGES, DT, NORM))
         else:
             acc = _mm(x_ptr, w_ptr, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K)
             if SILU_MUL:
                 acc = silu_mul(acc, _mm(x_ptr, w_ptr + N * K, rm, mmask, rn, nmask, K, BLOCK_M, BLOCK_N, BLOCK_K))
-        tl.store(o_ptr + rm[:, None] * N + rn[None, :], acc.to(ODT), mask=mmask[:, None] & nmask[None, :])
+        out = acc.to(ODT)
+        tl.store(o_ptr + rm[:, None] * N + rn[None, :], out, mask=omask)
+        if RES:
+            tl.store(arg(args, 5, ODT) + rm[:, None] * N + rn[None, :], (out.to(tl.float32) + r).to(ODT), mask=omask)
 
 
 @triton_dist.jit
@@ -199,6 +213,18 @@ def _row_rstd(x_ptr, K: tl.constexpr, EPS: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton_dist.jit
+def _rows_rstd(x_ptr, M: tl.constexpr, BLOCK_M: tl.constexpr, K: tl.constexpr, EPS: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """:func:`_row_rstd` of each of the ``M`` rows of ``x [M, K]`` (the rms_norm task's order per row), as fp32
+    ``[BLOCK_M]`` (1 past ``M``)."""
+    rows = tl.arange(0, BLOCK_M)
+    rstd = tl.full([BLOCK_M], 1.0, tl.float32)
+    for m in tl.static_range(M):
+        rstd = tl.where(rows == m, _row_rstd(x_ptr + m * K, K, EPS, BLOCK_K), rstd)
+    return rstd
+
+
+@triton_dist.jit
 def _gemv(x_ptr, g_ptr, rstd, wp, w, nmask, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
           DT: tl.constexpr, NORM: tl.constexpr, STAGES: tl.constexpr = 0):
     """``sum_k x[k] * w[rn, k]`` as fp32 ``[BLOCK_N]``; ``wp`` points at the tile's ``[BLOCK_N, BLOCK_K]`` first
@@ -238,31 +264,43 @@ def _x_chunk(x_ptr, g_ptr, rstd, k0, K: tl.constexpr, BLOCK_K: tl.constexpr, DT:
 
 
 @triton_dist.jit
-def _mm_stream(x_ptr, wp, w, rm, mmask, nmask, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr, STAGES: tl.constexpr = 0):
+def _mm_stream(x_ptr, g_ptr, rstd, wp, w, rm, mmask, nmask, K: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr, DT: tl.constexpr,
+               NORM: tl.constexpr):
     """``x[rm, :] @ W[rn, :].T`` as fp32 ``[BLOCK_M, BLOCK_N]`` (the small-M tile): ``wp`` points at the tile's
     ``[BLOCK_N, BLOCK_K]`` first weight chunk, already loaded as ``w``; ``STAGES == 0``: the next chunk's load is
     issued before this one's MMA (two chunks in flight, as in :func:`_gemv`); ``STAGES >= 2``: the chunks after the
-    first through Triton's pipeliner. The input rows' chunk comes from L2."""
+    first through Triton's pipeliner. The input rows' chunk comes from L2, normalised as the rms_norm task rounds
+    them when ``NORM`` (:func:`_rows_chunk`)."""
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if STAGES == 0:
         for k0 in range(0, K, BLOCK_K):
             kn = k0 + BLOCK_K + rk
             w_next = tl.load(wp + k0 + BLOCK_K, mask=nmask[:, None] & (kn[None, :] < K), other=0.0)
-            kk = k0 + rk
-            a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
+            a = _rows_chunk(x_ptr, g_ptr, rstd, rm, mmask, k0, K, BLOCK_K, DT, NORM)
             acc = tl.dot(a, tl.trans(w), acc)
             w = w_next
     else:
-        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=mmask[:, None] & (rk[None, :] < K), other=0.0)
-        acc = tl.dot(a, tl.trans(w), acc)
+        acc = tl.dot(_rows_chunk(x_ptr, g_ptr, rstd, rm, mmask, 0, K, BLOCK_K, DT, NORM), tl.trans(w), acc)
         for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=STAGES):
             kk = k0 + rk
             wk = tl.load(wp + k0, mask=nmask[:, None] & (kk[None, :] < K), other=0.0)
-            a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
-            acc = tl.dot(a, tl.trans(wk), acc)
+            acc = tl.dot(_rows_chunk(x_ptr, g_ptr, rstd, rm, mmask, k0, K, BLOCK_K, DT, NORM), tl.trans(wk), acc)
     return acc
+
+
+@triton_dist.jit
+def _rows_chunk(x_ptr, g_ptr, rstd, rm, mmask, k0, K: tl.constexpr, BLOCK_K: tl.constexpr, DT: tl.constexpr,
+                NORM: tl.constexpr):
+    """Rows ``rm`` of the input, columns ``k0 .. k0 + BLOCK_K`` (0 where masked); with ``NORM`` each row
+    normalised as the rms_norm task rounds it (``rstd [BLOCK_M]`` per row, ``g`` the norm weight)."""
+    kk = k0 + tl.arange(0, BLOCK_K)
+    a = tl.load(x_ptr + rm[:, None] * K + kk[None, :], mask=mmask[:, None] & (kk[None, :] < K), other=0.0)
+    if NORM:
+        g = tl.load(g_ptr + kk, mask=kk < K, other=0.0).to(tl.float32)
+        a = (a.to(tl.float32) * rstd[:, None] * g[None, :]).to(DT)
+    return a
 
 
 @triton_dist.jit
@@ -449,20 +487,19 @@ def plan_idle_prefetch(ops: List[Op], tasks, queues, budget: int) -> List[Op]:
 
 
 # ---------------------------------------------------------------------------------------------------- fusions
-def _is_gemv(op: Op) -> bool:
-    return op.family == "Linear" and op.constexprs["BLOCK_M"] == 1
-
-
 def _col_regions(op: Op, t, tile: int):
-    bn, n = op.constexprs["ROWS"], op.constexprs["N"]
+    """The columns of tile ``tile`` of ``op`` (a streaming Linear op: one row tile) in each of the ``M`` rows of
+    ``t`` (``[M, N]`` elements)."""
+    bn, n, m = op.constexprs["ROWS"], op.constexprs["N"], op.constexprs["M"]
     c0 = tile * bn
-    return region(t.reshape(-1), slice(c0, min(n, c0 + bn)))
+    return region(t.reshape(m, n), slice(0, m), slice(c0, min(n, c0 + bn)))
 
 
 def can_fuse_norm(norm: Op, lin: Op) -> bool:
-    """``lin`` (a GEMV, not fused with a norm yet) reads exactly the one-row output of ``norm``."""
+    """``lin`` (a streaming Linear op, GEMV or small-M, not fused with a norm yet) reads exactly the output of
+    ``norm``, whose rows are its ``M`` input rows."""
     x2, w, o2 = norm.tensors
-    return (_is_gemv(lin) and not lin.constexprs["NORM"] and norm.constexprs["M"] == 1
+    return (_streams(lin) and not lin.constexprs["NORM"] and norm.constexprs["M"] == lin.constexprs["M"]
             and same_tensor(lin.tensors[0], o2) and w.dtype == o2.dtype)
 
 
@@ -482,8 +519,8 @@ def fuse_norm_prologue(norm: Op, lin: Op) -> Op:
 
 
 def can_fuse_residual(lin: Op, add: Op) -> bool:
-    """``add`` sums the whole one-row output of ``lin`` (a GEMV) with another tensor."""
-    if not _is_gemv(lin) or lin.constexprs["RES"]:
+    """``add`` sums the whole output of ``lin`` (a streaming Linear op, GEMV or small-M) with another tensor."""
+    if not _streams(lin) or lin.constexprs["RES"]:
         return False
     o = lin.tensors[2]
     a, b, s = add.tensors
@@ -512,8 +549,9 @@ def fuse_residual_epilogue(lin: Op, add: Op) -> Op:
 
 @register_fusion(order=10)
 def norm_prologue_rule(prev: Op, op: Op):
-    """Fusion 1 of ``core/fusion.py``: a one-row ``rms_norm`` then a GEMV reading its output -> the norm (kept: its
-    output may have other readers) and the GEMV computing the normalised row itself."""
+    """Fusion 1 of ``core/fusion.py``: an ``rms_norm`` then a streaming Linear op (GEMV or small-M) reading its
+    output -> the norm (kept: its output may have other readers) and the Linear computing the normalised rows
+    itself."""
     if (op.op_type != "rms_norm" and op.family == "Linear" and prev.op_type == "rms_norm"
             and can_fuse_norm(prev, op)):
         return [prev, fuse_norm_prologue(prev, op)]
@@ -522,7 +560,8 @@ def norm_prologue_rule(prev: Op, op: Op):
 
 @register_fusion(order=20)
 def residual_epilogue_rule(prev: Op, op: Op):
-    """Fusion 2 of ``core/fusion.py``: a GEMV then an ``add`` of its output -> the GEMV also storing the sum."""
+    """Fusion 2 of ``core/fusion.py``: a streaming Linear op then an ``add`` of its output -> the Linear also storing
+    the sum."""
     if op.op_type == "add" and prev.family == "Linear" and can_fuse_residual(prev, op):
         return [fuse_residual_epilogue(prev, op)]
     return None
