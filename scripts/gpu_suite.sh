@@ -212,10 +212,11 @@ case $part in
     # reorderings must give mega's bits, a new KV partition only the reference's values). MEGA_VARIANTS
     # (space-separated NAME:KEY=VALUE[,KEY=VALUE]; mega_variants above) at batch 1 with every variant's trace.
     # Batch 8 (mixed contexts up to 4K) adds MEGA_B8_VARIANTS: splits of about 256 positions (kv_split_positions),
-    # alone and with all three.
+    # alone and with all three, and the build without fusions (whose norm / residual fusions at B > 1 are new).
     mega_variants
     b8=("${variants[@]}")
-    for v in ${MEGA_B8_VARIANTS:-sp256:kv_split_positions=256 allsp:$all3,kv_split_positions=256}; do
+    for v in ${MEGA_B8_VARIANTS:-sp256:kv_split_positions=256 allsp:$all3,kv_split_positions=256 \
+               nofuse:enable_fusion=false}; do
       b8+=(--variant "$v")
     done
     rec bench_mega_ab_b1 240 torchrun --nproc_per_node 1 benchmarks/bench_mega.py --fused-mlp --steps 16 --reps 20 \
