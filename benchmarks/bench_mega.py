@@ -2,7 +2,7 @@
 
     scripts/launch.sh --nproc_per_node {1,2} benchmarks/bench_mega.py [--preset qwen3-8b|qwen3-32b|toy]
         [--layers N] [--context 512] [--batch B] [--contexts L1,L2,...] [--steps 64] [--reps 20] [--num-workers N] [--num-warps 8] [--fused-mlp]
-        [--prefetch] [--gemv-idle-prefetch BYTES] [--variant NAME:KEY=VALUE[,KEY=VALUE]]... [--ar-method one_shot|ll]
+        [--prefetch] [--gemv-early-prefetch BYTES] [--variant NAME:KEY=VALUE[,KEY=VALUE]]... [--ar-method one_shot|ll]
         [--no-compile] [--profile DIR] [--out JSON]
     python benchmarks/bench_mega.py --preset toy --dry-run [--batch 4 --contexts 9,40,3,20]  # no GPU: the
                                                                  # simulator, world 1, no timing
@@ -80,7 +80,7 @@ NO_NCCL = ("skipped: ranks share a GPU (gloo-only process group, no NCCL); the t
 
 
 #: Options a ``--variant`` may change: builder keyword arguments, and ``prefetch`` (the model's whole-layer prefetch)
-VARIANT_KEYS = {"gemv_prefetch_bytes": int, "gemv_idle_prefetch_bytes": int, "policy": str, "enable_fusion": bool,
+VARIANT_KEYS = {"gemv_prefetch_bytes": int, "gemv_early_prefetch_bytes": int, "policy": str, "enable_fusion": bool,
                 "enable_dep_opt": bool, "enable_runtime_scheduler": bool, "num_warps": int, "prefetch": bool,
                 "split_loads_ahead": bool, "gemv_stages": int, "kv_split_positions": int}
 
@@ -137,9 +137,9 @@ def parse_args(argv=None):
     ap.add_argument("--gemv-prefetch", type=int, default=None, metavar="BYTES",
                     help="weight bytes a GEMV tile prefetches into L2 before its wait (ModelBuilder "
                          "gemv_prefetch_bytes; default: the builder's)")
-    ap.add_argument("--gemv-idle-prefetch", type=int, default=None, metavar="BYTES",
-                    help="bytes of a GEMV's weight its tiles on idle workers prefetch into L2 while the op waits for "
-                         "attention / an all-reduce (ModelBuilder gemv_idle_prefetch_bytes; default: the builder's)")
+    ap.add_argument("--gemv-early-prefetch", type=int, default=None, metavar="BYTES",
+                    help="bytes of a GEMV's weight the workers prefetch into L2 as they enter the attention / "
+                         "all-reduce before it (ModelBuilder gemv_early_prefetch_bytes; default: the builder's)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="another mega model with these options changed, timed beside mega in the same samples "
                          f"(repeatable; keys: {', '.join(sorted(VARIANT_KEYS))})")
@@ -251,7 +251,7 @@ def main(argv=None):
     w = random_weights(cfg, rank, world, seed=args.seed, device=dev)
     bkw = dict(num_warps=args.num_warps, enable_mlp_fc1_silu_fusion=args.fused_mlp,
                enable_runtime_scheduler=args.runtime_scheduler, gemv_prefetch_bytes=args.gemv_prefetch,
-               gemv_idle_prefetch_bytes=args.gemv_idle_prefetch, prefetch=args.prefetch)
+               gemv_early_prefetch_bytes=args.gemv_early_prefetch, prefetch=args.prefetch)
     if args.num_workers is not None:
         bkw["num_workers"] = args.num_workers
     B = args.batch
@@ -388,7 +388,7 @@ def main(argv=None):
                          num_warps=args.num_warps, fused_mlp=args.fused_mlp, prefetch=args.prefetch,
                          runtime_scheduler=args.runtime_scheduler, ops=len(mega.builder.ops),
                          gemv_prefetch_bytes=mega.builder.gemv_prefetch_bytes,
-                         gemv_idle_prefetch_bytes=mega.builder.gemv_idle_prefetch_bytes),
+                         gemv_early_prefetch_bytes=mega.builder.gemv_early_prefetch_bytes),
             "variants": {name: dict(options=args.variants[name], tasks=len(v.builder.tasks))
                          for name, v in variants.items()},
             "ar_method": args.ar_method if ours is not None else None,

@@ -114,13 +114,13 @@ tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
   rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
 }
 # mega-ab's candidates as bench_mega --variant arguments, into the array "variants" (MEGA_VARIANTS overrides the
-# list; "all3" is the three candidates together): the idle-tile L2 prefetch at 32 MiB, the split's loads ahead of its
+# list; "all3" is the three candidates together): the early L2 prefetch of the GEMV after attention at 32 MiB, the split's loads ahead of its
 # wait, the GEMV through the software pipeliner at 4 stages, all three
-all3=gemv_idle_prefetch_bytes=33554432,split_loads_ahead=true,gemv_stages=4
+all3=gemv_early_prefetch_bytes=33554432,split_loads_ahead=true,gemv_stages=4
 mega_variants() {
   variants=()
   local v
-  for v in ${MEGA_VARIANTS:-idle32m:gemv_idle_prefetch_bytes=33554432 ahead:split_loads_ahead=true st4:gemv_stages=4 \
+  for v in ${MEGA_VARIANTS:-early32m:gemv_early_prefetch_bytes=33554432 ahead:split_loads_ahead=true st4:gemv_stages=4 \
              all:$all3}; do
     variants+=(--variant "$v")
   done

@@ -204,10 +204,10 @@ def test_results_open_with_one_screen_per_family(tmp_path):
         "contexts": [4096, 100, 512, 7, 2048, 3000, 64, 1000],
         "results": {"mega_us": 5000.0, "torch_compile_us": 6750.0, "torch_compile_over_mega": 1.35,
                     "torch_nccl_us": 12000.0, "torch_nccl_over_mega": 2.4, "mega_roofline_fraction": 0.81,
-                    "idle32m_us": 4800.0, "idle32m_speedup_over_mega": 5000 / 4800.0,
-                    "idle32m_roofline_fraction": 0.84},
-        "variants": {"idle32m": {"options": {"gemv_idle_prefetch_bytes": 33554432}, "tasks": 100}},
-        "correctness": {"steps": 8, "variants": {"idle32m": {"same_bits_as_mega": True}}}})
+                    "early32m_us": 4800.0, "early32m_speedup_over_mega": 5000 / 4800.0,
+                    "early32m_roofline_fraction": 0.84},
+        "variants": {"early32m": {"options": {"gemv_early_prefetch_bytes": 33554432}, "tasks": 100}},
+        "correctness": {"steps": 8, "variants": {"early32m": {"same_bits_as_mega": True}}}})
     _write(res / "s", "shmem.json", {
         "benchmark": "bench_shmem", "world_size": 2, "time_utc": "2026-12-01T00:07:32+00:00", "versions": h200,
         "bandwidth": [{"bytes": 1 << 20, "peer_copy_GBps": 300.0, "putmem_block_GBps": 150.0,
@@ -241,7 +241,7 @@ def test_results_open_with_one_screen_per_family(tmp_path):
     assert ("step 5000 us, 1.35x torch.compile, 2.40x torch; roofline 0.81"
             in rows[("Mega kernel", "qwen3-8b TP=1 batch 8")])
     # a run's --variant A/B: its own rows under the run's table, never the headline
-    assert "| idle32m | gemv_idle_prefetch_bytes=33554432 | 4800.0 | 1.0417 | 0.84 | True |" in text
+    assert "| early32m | gemv_early_prefetch_bytes=33554432 | 4800.0 | 1.0417 | 0.84 | True |" in text
     assert "4800" not in screen
     assert "putmem_block 0.94x peer copy (256 MiB)" in rows[("SHMEM primitives", "put / get bandwidth")]
     assert "dl 1.49 us" in rows[("SHMEM primitives", "signal latency")]

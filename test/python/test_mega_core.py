@@ -198,18 +198,18 @@ def test_gemv_prefetch_budget_from_the_environment(monkeypatch):
         ModelBuilder()
 
 
-def test_idle_prefetch_budget_from_the_environment(monkeypatch):
+def test_early_prefetch_budget_from_the_environment(monkeypatch):
     from triton_dist.mega_triton_kernel import ModelBuilder
-    from triton_dist.mega_triton_kernel.builder import GEMV_IDLE_PREFETCH_BYTES
+    from triton_dist.mega_triton_kernel.builder import GEMV_EARLY_PREFETCH_BYTES
 
-    assert ModelBuilder().gemv_idle_prefetch_bytes == GEMV_IDLE_PREFETCH_BYTES
-    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH", "33554432")
-    assert ModelBuilder().gemv_idle_prefetch_bytes == 1 << 25
-    assert ModelBuilder(gemv_idle_prefetch_bytes=0).gemv_idle_prefetch_bytes == 0  # the argument wins
-    with pytest.raises(ValueError, match=r"gemv_idle_prefetch_bytes must be an int in \[0, 2\*\*30\), got 1.5"):
-        ModelBuilder(gemv_idle_prefetch_bytes=1.5)
-    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH", "32M")
-    with pytest.raises(ValueError, match="TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH='32M' is not an integer"):
+    assert ModelBuilder().gemv_early_prefetch_bytes == GEMV_EARLY_PREFETCH_BYTES
+    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_EARLY_PREFETCH", "33554432")
+    assert ModelBuilder().gemv_early_prefetch_bytes == 1 << 25
+    assert ModelBuilder(gemv_early_prefetch_bytes=0).gemv_early_prefetch_bytes == 0  # the argument wins
+    with pytest.raises(ValueError, match=r"gemv_early_prefetch_bytes must be an int in \[0, 2\*\*30\), got 1.5"):
+        ModelBuilder(gemv_early_prefetch_bytes=1.5)
+    monkeypatch.setenv("TRITON_DIST_MEGA_GEMV_EARLY_PREFETCH", "32M")
+    with pytest.raises(ValueError, match="TRITON_DIST_MEGA_GEMV_EARLY_PREFETCH='32M' is not an integer"):
         ModelBuilder()
 
 
@@ -222,61 +222,79 @@ def _placed_qwen3(monkeypatch, budget, **kw):
     monkeypatch.setattr(bmod, "_backend_name", lambda: "nvidia")
     cfg = Qwen3Config.toy(num_q_heads=8, hidden_size=512, intermediate_size=1024)
     return Qwen3MegaModel(cfg, random_weights(cfg), num_workers=16, device="cpu", enable_mlp_fc1_silu_fusion=True,
-                          gemv_prefetch_bytes=0, gemv_idle_prefetch_bytes=budget, **kw).builder
+                          gemv_prefetch_bytes=0, gemv_early_prefetch_bytes=budget, **kw).builder
 
 
-def _late_tiles(b, i):
-    """Op ``i``'s tiles whose worker ran an attention task right before them (worked out from the queues here, not
-    with the planner's code)."""
-    late = set()
+def _entry_slots(b, i):
+    """Op ``i``'s tiles -> the task whose slot should carry the tile's prefetch: the first of the run of attention
+    tasks its worker runs right before it, else the tile's own task (worked out here from the queues, not with the
+    planner's code); and the set of tiles behind attention."""
+    slot, behind = {}, set()
     for q in b.queues:
-        for a, t in zip(q, q[1:]):
-            if b.tasks[t].op == i and b.compiled_ops[b.tasks[a].op].family == "FlashDecode":
-                late.add(b.tasks[t].tile)
-    return late
+        for k, t in enumerate(q):
+            if b.tasks[t].op != i:
+                continue
+            j = k
+            while j > 0 and b.compiled_ops[b.tasks[q[j - 1]].op].family == "FlashDecode":
+                j -= 1
+            slot[b.tasks[t].tile] = q[j]
+            if j != k:
+                behind.add(b.tasks[t].tile)
+    return slot, behind
 
 
-def test_idle_prefetch_plan_covers_the_busy_workers_tiles_first(monkeypatch):
-    """o_proj's tiles on workers that ran no attention task before it list, in their prefetch table, every tile's
-    weight rows exactly once, the rows of the tiles behind attention first; the tiles behind attention and every
-    other GEMV (waiting for GEMVs) prefetch nothing."""
+def _decoded_slots(b):
+    """The prefetch ranges the queue tensor holds, per task: ``{task: [(address, bytes), ...]}``."""
+    out = {}
+    rows = b.queue_tensor.cpu()
+    for w, q in enumerate(b.queues):
+        for k, t in enumerate(q):
+            r = rows[w, k].tolist()
+            ranges = [((r[9 + 3 * j] << 32) | (r[8 + 3 * j] & 0xFFFFFFFF), r[10 + 3 * j]) for j in range(2)
+                      if r[10 + 3 * j]]
+            if ranges:
+                out[t] = ranges
+    return out
+
+
+def test_early_prefetch_plan_puts_each_tile_where_its_worker_starts_waiting(monkeypatch):
+    """o_proj (the GEMV after attention) of each layer: every tile's weight rows are asked for exactly once, in the
+    slot of the first attention task its worker runs before it (a worker that runs none: the tile's own slot); no
+    other GEMV (they wait for GEMVs) is planned; the queue rows carry exactly the planned ranges."""
+    from triton_dist.mega_triton_kernel.tasks.linear import tile_ranges
+
     b = _placed_qwen3(monkeypatch, 1 << 29)
-    planned = [i for i, op in enumerate(b.compiled_ops) if op.constexprs.get("PF_SLABS")]
-    assert [b.compiled_ops[i].op_type for i in planned] == ["o_proj", "o_proj"], [b.compiled_ops[i].name
-                                                                                 for i in planned]
-    for i in planned:
+    assert b.queue_row == 16 and _decoded_slots(b) == b.slot_prefetches
+    weights = {i: (op.tensors[1].data_ptr(), op.tensors[1].data_ptr() + op.tensors[1].nbytes)
+               for i, op in enumerate(b.compiled_ops) if op.family == "Linear"}
+    planned_ops = sorted({i for ranges in b.slot_prefetches.values() for addr, _ in ranges
+                          for i, (lo, hi) in weights.items() if lo <= addr < hi})
+    assert [b.compiled_ops[i].op_type for i in planned_ops] == ["o_proj", "o_proj"], planned_ops
+    for i in planned_ops:
         op = b.compiled_ops[i]
-        c = op.constexprs
-        table = op.tensors[c["PF_ARG"]]
-        assert c["PF_ARG"] == len(op.tensors) - 1 and table.dtype == torch.int32
-        assert table.shape == (len(op.tiles), c["PF_SLABS"])
-        late = _late_tiles(b, i)
-        assert 0 < len(late) < len(op.tiles), late  # the toy has both kinds
-        listed = [s for row in table.tolist() for s in row if s >= 0]
-        assert sorted(listed) == list(range(len(op.tiles)))  # every tile's rows, once
-        for t, row in enumerate(table.tolist()):
-            if t in late:
-                assert row == [-1] * c["PF_SLABS"], (t, row)
-            else:
-                assert t in row, (t, row)  # its own rows too (the budget covers the whole weight)
-            # an idle tile lists busy workers' tiles, then its own
-            others = [s for s in row if s >= 0 and s != t]
-            assert set(others) <= late and (t not in row or row.index(t) == len(others)), (t, row)
+        slot, behind = _entry_slots(b, i)
+        assert 0 < len(behind) < len(op.tiles), behind  # the toy has both kinds
+        for tile, task in slot.items():
+            assert b.slot_prefetches.get(task) == tile_ranges(op, tile), (tile, task)
+    every = sorted(r for ranges in b.slot_prefetches.values() for r in ranges)
+    assert len(every) == len(set(every)) == sum(len(b.compiled_ops[i].tiles) for i in planned_ops)
 
 
-def test_idle_prefetch_plan_keeps_to_the_budget(monkeypatch):
+def test_early_prefetch_plan_keeps_to_the_budget(monkeypatch):
     b = _placed_qwen3(monkeypatch, 1 << 29)
-    op = next(op for op in b.compiled_ops if op.constexprs.get("PF_SLABS"))
-    i = b.compiled_ops.index(op)
-    late = sorted(_late_tiles(b, i))
-    slab = op.constexprs["ROWS"] * op.constexprs["K"] * 2  # bf16 rows, all tiles equal here
+    i = next(i for i, op in enumerate(b.compiled_ops) if op.op_type == "o_proj")
+    op = b.compiled_ops[i]
+    slot, behind = _entry_slots(b, i)
+    tile_bytes = op.constexprs["ROWS"] * op.constexprs["K"] * 2  # bf16 rows, all tiles equal here
     assert op.constexprs["N"] % op.constexprs["ROWS"] == 0
-    small = _placed_qwen3(monkeypatch, 2 * slab + slab // 2)
-    op2 = small.compiled_ops[i]
-    listed = [s for row in op2.tensors[op2.constexprs["PF_ARG"]].tolist() for s in row if s >= 0]
-    assert listed == late[:2], (listed, late)  # two whole slabs fit, the busy workers' tiles first
+    small = _placed_qwen3(monkeypatch, 2 * tile_bytes + tile_bytes // 2)
+    # per op: two whole tiles fit, the tiles behind attention first
+    first = sorted(behind)[:2]
+    assert sorted(t for t in small.slot_prefetches if small.tasks[t].index in {slot[x] for x in first}) == \
+        sorted(slot[x] for x in first)
+    assert len(small.slot_prefetches) == 2 * 2  # two tiles in each of the two layers
     for off in (_placed_qwen3(monkeypatch, 0), _placed_qwen3(monkeypatch, 1 << 29, enable_runtime_scheduler=True)):
-        assert not any(op.constexprs.get("PF_SLABS") for op in off.compiled_ops)
+        assert off.slot_prefetches == {} and off.queue_row == 8
 
 
 # ------------------------------------------------------------------------------------------------ simulator runs

@@ -33,18 +33,18 @@ from .core.registry import task_type
 from .core.task import Op, Task
 from . import tasks as _builtin_tasks  # noqa: F401  (the built-in task families register into core.registry)
 
-__all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES", "GEMV_IDLE_PREFETCH_BYTES"]
+__all__ = ["ModelBuilder", "MegaKernelDependencyError", "GEMV_PREFETCH_BYTES", "GEMV_EARLY_PREFETCH_BYTES"]
 
 #: Default of ``ModelBuilder(gemv_prefetch_bytes=...)``: weight bytes a GEMV tile prefetches into L2 before its wait
 #: (where it waits for a non-GEMV op). Qwen3-8B TP=1 on an H200 (2026-12-01, same process as torch): 0: 5018 us,
 #: 64 KiB: 4887, 128 KiB: 4905, 256 KiB: 4947 (`benchmarks/results/2026-12-01-mega-r2/`).
 GEMV_PREFETCH_BYTES = 65536
 GEMV_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_PREFETCH"
-#: Default of ``ModelBuilder(gemv_idle_prefetch_bytes=...)``: off until an A/B run on a GPU says otherwise (the
-#: planner, ``tasks.linear.plan_idle_prefetch``, was written from the Qwen3-8B trace of 2026-12-01: 64 of o_proj's
+#: Default of ``ModelBuilder(gemv_early_prefetch_bytes=...)``: off until an A/B run on a GPU says otherwise (the
+#: planner, ``tasks.linear.plan_early_prefetch``, was written from the Qwen3-8B trace of 2026-12-01: 64 of o_proj's
 #: 128 tiles wait ~9 us for attention with HBM idle while the other 64 start only when attention ends).
-GEMV_IDLE_PREFETCH_BYTES = 0
-GEMV_IDLE_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH"
+GEMV_EARLY_PREFETCH_BYTES = 0
+GEMV_EARLY_PREFETCH_ENV = "TRITON_DIST_MEGA_GEMV_EARLY_PREFETCH"
 
 
 def _budget(name: str, value: Optional[int], env_name: str, default: int) -> int:
@@ -81,11 +81,13 @@ class ModelBuilder:
     bit-identical compile-time fusions of ``core/fusion.py``), ``gemv_prefetch_bytes`` (bytes of its weights a GEMV
     tile asks L2 for, with ``dl.prefetch_l2``, before it waits for its input, in the GEMVs that wait for a
     latency-bound op such as attention or an all-reduce (``tasks.linear.gate_prefetch``); 0: off; ``None``:
-    :data:`GEMV_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_PREFETCH``), ``gemv_idle_prefetch_bytes``
-    (static queues only: bytes of such a GEMV's weight that its tiles on workers idle during the latency-bound op
-    ask L2 for before their wait, the other tiles' rows first (``tasks.linear.plan_idle_prefetch``); 0: off;
-    ``None``: :data:`GEMV_IDLE_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_IDLE_PREFETCH``). Both
-    prefetches are hints: the step computes the same bits with or without them. ``split_loads_ahead`` (default
+    :data:`GEMV_PREFETCH_BYTES`, or the environment's ``TRITON_DIST_MEGA_GEMV_PREFETCH``), ``gemv_early_prefetch_bytes``
+    (static queues only: bytes of such a GEMV's weight that the workers ask L2 for as soon as they enter the
+    latency-bound stretch before it, each tile's rows issued by the first latency-bound task its worker runs before
+    the tile, or by the tile itself on a worker that runs none (``tasks.linear.plan_early_prefetch``; queue rows
+    then carry the ranges, ``core/codegen.py``); 0: off; ``None``: :data:`GEMV_EARLY_PREFETCH_BYTES`, or the
+    environment's ``TRITON_DIST_MEGA_GEMV_EARLY_PREFETCH``). Both prefetches are hints: the step computes the same
+    bits with or without them. ``split_loads_ahead`` (default
     False until measured): the fused rope + flash-decode split tasks issue their loads that need no task of the
     step (their range, first K/V block, rope row) before waiting for the qkv tiles
     (``tasks.flash_decode.flash_decode_rope_split_ahead_task``; same bits). ``gemv_stages`` (default 0 until
@@ -102,7 +104,7 @@ class ModelBuilder:
                  enable_profiling: bool = False, enable_dep_opt: bool = True, enable_runtime_scheduler: bool = False,
                  enable_mlp_fc1_silu_fusion: bool = False, *, num_workers: Optional[int] = None,
                  policy: str = "balanced", strict: Optional[bool] = None, device=None, enable_fusion: bool = True,
-                 gemv_prefetch_bytes: Optional[int] = None, gemv_idle_prefetch_bytes: Optional[int] = None,
+                 gemv_prefetch_bytes: Optional[int] = None, gemv_early_prefetch_bytes: Optional[int] = None,
                  split_loads_ahead: bool = False, gemv_stages: int = 0, kv_split_positions: int = 0):
         local_world_size = world_size if local_world_size is None else local_world_size
         for name, v in (("world_size", world_size), ("local_world_size", local_world_size), ("num_warps", num_warps)):
@@ -155,8 +157,8 @@ class ModelBuilder:
         self.kv_split_positions = kv_split_positions
         self.gemv_prefetch_bytes = _budget("gemv_prefetch_bytes", gemv_prefetch_bytes, GEMV_PREFETCH_ENV,
                                            GEMV_PREFETCH_BYTES)
-        self.gemv_idle_prefetch_bytes = _budget("gemv_idle_prefetch_bytes", gemv_idle_prefetch_bytes,
-                                                GEMV_IDLE_PREFETCH_ENV, GEMV_IDLE_PREFETCH_BYTES)
+        self.gemv_early_prefetch_bytes = _budget("gemv_early_prefetch_bytes", gemv_early_prefetch_bytes,
+                                                 GEMV_EARLY_PREFETCH_ENV, GEMV_EARLY_PREFETCH_BYTES)
         self.ops: List[Op] = []
         self.all_symm_tensors: List[torch.Tensor] = []
         self._compiled = False
@@ -299,15 +301,16 @@ class ModelBuilder:
         tasks = graph.build_tasks(ops)
         if not self._enable_dep_opt:
             tasks = _op_level_deps(ops, tasks)
-        from .tasks.linear import gate_prefetch, plan_idle_prefetch
+        from .tasks.linear import gate_prefetch, plan_early_prefetch
 
         ops = gate_prefetch(ops, tasks)  # GEMV L2 prefetch only after latency-bound producers
         if self._enable_runtime_scheduler:
             queues = [[t.index for t in tasks]]
+            self.slot_prefetches = {}
         else:
             queues = scheduler.assign(tasks, self.num_workers, self.policy)
-            # (after placement: which tiles wait on an idle worker is a property of the queues)
-            ops = plan_idle_prefetch(ops, tasks, queues, self.gemv_idle_prefetch_bytes)
+            # (after placement: where a worker enters the latency-bound stretch is a property of its queue)
+            self.slot_prefetches = plan_early_prefetch(ops, tasks, queues, self.gemv_early_prefetch_bytes)
         self.compiled_ops = ops
         self.tasks = tasks
         # branches
@@ -335,11 +338,16 @@ class ModelBuilder:
             counts.append(len(r))
             runs.extend(r)
         cap = max(1, max(len(q) for q in queues))
-        rows = torch.zeros((len(queues), cap, codegen.ROW), dtype=torch.int32)
+        self.queue_row = codegen.ROW_PREFETCH if self.slot_prefetches else codegen.ROW
+        rows = torch.zeros((len(queues), cap, self.queue_row), dtype=torch.int32)
         for w, q in enumerate(queues):
             for i, ti in enumerate(q):
                 t = tasks[ti]
                 rows[w, i, :6] = torch.tensor([self.branch_of_op[t.op], t.op, t.tile, firsts[ti], counts[ti], ti])
+                for j, (addr, nbytes) in enumerate(self.slot_prefetches.get(ti, ())):
+                    lo = addr & 0xFFFFFFFF
+                    rows[w, i, 8 + 3 * j:11 + 3 * j] = torch.tensor([lo - (1 << 32) if lo >= 1 << 31 else lo, addr >> 32,
+                                                                      nbytes])
         qlen = torch.tensor([len(q) for q in queues] + [0] * (self.num_workers - len(queues)), dtype=torch.int32)
         dev = self.device
         self.queues = queues
@@ -363,7 +371,7 @@ class ModelBuilder:
         # the launch's arguments never change between steps: built once here, not on every run()
         self._launch_args = (self.queue_tensor, self.queue_len, self.op_table, self.deps_tensor, self.scoreboard,
                              self.counter, self.error, self.profile_buf)
-        self._launch_kwargs = dict(QUEUE_CAP=self.queue_cap, ROW=codegen.ROW, NUM_ARGS=self.num_args,
+        self._launch_kwargs = dict(QUEUE_CAP=self.queue_cap, ROW=self.queue_row, NUM_ARGS=self.num_args,
                                    DYNAMIC=self._enable_runtime_scheduler, STRICT=self.strict,
                                    PROFILE=self._enable_profiling, num_warps=self.num_warps)
         if not self.on_sim and self.num_workers > 1:

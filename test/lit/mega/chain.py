@@ -16,16 +16,9 @@
 # PFGEN: branches 2
 # PF: cp.async.bulk.prefetch.L2.global
 #
-# RUN: env TRITON_DIST_BACKEND=sim %python %s %t.idle.py idle | filecheck %s --check-prefix=IDLEGEN
-# RUN: %compile %t.idle.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 4, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=IDLE
-# RUN: %compile %t.idle.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 4, False, False, False" --target hip:gfx942 --num-warps 8 --stage amdgcn | filecheck %s --check-prefix=IDLEAMD
-#
-# With an idle-tile budget (ModelBuilder gemv_idle_prefetch_bytes; per-row budget 0), placed on 16 workers: the
-# GEMV's tiles on workers idle during the add read their slab table (the op's 4th tensor) and ask L2 for whole
-# tiles' rows; gfx942 has no such hint and compiles the same kernel without it.
 # RUN: env TRITON_DIST_BACKEND=sim %python %s %t.stages.py stages | filecheck %s --check-prefix=STGEN
 # RUN: %compile %t.stages.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 3, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=STAGES
-# RUN: %compile %t.stages.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 3, False, False, False" --target hip:gfx942 --num-warps 8 --stage amdgcn | filecheck %s --check-prefix=IDLEAMD
+# RUN: %compile %t.stages.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 8, 3, False, False, False" --target hip:gfx942 --num-warps 8 --stage amdgcn | filecheck %s --check-prefix=AMDOK
 #
 # With gemv_stages=4 the GEMV's chunks after the first go through Triton's software pipeliner: asynchronous 16-byte
 # copies into shared memory (the chain above, rows of 128-256, has too few chunks to pipeline; this GEMV has 8).
@@ -33,9 +26,17 @@
 # STAGES: cp.async.cg.shared.global
 # STAGES: cp.async.wait_group
 #
-# IDLEGEN: slabs 2 idle 15
-# IDLE: cp.async.bulk.prefetch.L2.global
-# IDLEAMD: .amdgcn_target
+# RUN: env TRITON_DIST_BACKEND=sim %python %s %t.early.py early | filecheck %s --check-prefix=EARLYGEN
+# RUN: %compile %t.early.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 16, 3, False, False, False" --target cuda:90 --num-warps 8 --stage ptx | filecheck %s --check-prefix=EARLY
+# RUN: %compile %t.early.py:MEGA_TRITON_KERNEL -s "*i32, *i32, *i64, *i32, *i32, *i32, *i32, *i64, 8, 16, 3, False, False, False" --target hip:gfx942 --num-warps 8 --stage amdgcn | filecheck %s --check-prefix=AMDOK
+#
+# With an early-prefetch budget (ModelBuilder gemv_early_prefetch_bytes; per-row budget 0), placed on 16 workers:
+# each GEMV tile's rows are asked for in the slot where its worker enters the wait (the add's slot for the tile
+# behind the add, the tile's own elsewhere): 16-int queue rows, the worker issuing a slot's ranges as it reads the
+# row; gfx942 has no such hint and compiles the same kernel without it.
+# EARLYGEN: slots 16 row 16 behind 1
+# EARLY: cp.async.bulk.prefetch.L2.global
+# AMDOK: .amdgcn_target
 #
 # GEN: branches 5
 # GEN: L0.rms_norm+L0.qkv_proj
@@ -76,7 +77,7 @@ elif sys.argv[2:] == ["stages"]:  # one GEMV of 8 chunks per row, streamed throu
     c = b.compiled_ops[0].constexprs
     assert b.queue_cap <= 8 and b.num_args == 3, (b.queue_cap, b.num_args)
     print("stages", c["STAGES"], "chunks", c["K"] // c["BLOCK_K"])
-elif sys.argv[2:] == ["idle"]:  # the same GEMV placed on 16 workers (queues and tables only: nothing runs here)
+elif sys.argv[2:] == ["early"]:  # the same GEMV placed on 16 workers (queues and tables only: nothing runs here)
     from unittest import mock
 
     import torch
@@ -85,15 +86,15 @@ elif sys.argv[2:] == ["idle"]:  # the same GEMV placed on 16 workers (queues and
     from triton_dist.mega_triton_kernel import ModelBuilder
 
     with mock.patch.object(builder_module, "_backend_name", lambda: "nvidia"):
-        b = ModelBuilder(num_workers=16, device="cpu", gemv_prefetch_bytes=0, gemv_idle_prefetch_bytes=1 << 20)
+        b = ModelBuilder(num_workers=16, device="cpu", gemv_prefetch_bytes=0, gemv_early_prefetch_bytes=1 << 20)
         x, s = torch.ones(1, 1024).bfloat16(), torch.zeros(1, 1024).bfloat16()
         b.make_add(x, x, s)
         b.make_linear(s, torch.ones(128, 1024).bfloat16(), torch.zeros(1, 128).bfloat16())
         b.compile()
-    c = b.compiled_ops[1].constexprs
-    table = b.compiled_ops[1].tensors[c["PF_ARG"]]
-    assert b.queue_cap <= 8 and b.num_args == 4 and c["PF_ROW"] == 0, (b.queue_cap, b.num_args, c)
-    print("slabs", c["PF_SLABS"], "idle", sum(1 for row in table.tolist() if max(row) >= 0))
+    assert b.queue_cap <= 8 and b.num_args == 3 and b.compiled_ops[1].constexprs["PF_ROW"] == 0, (b.queue_cap,
+                                                                                                   b.num_args)
+    behind = sum(1 for t in b.slot_prefetches if b.tasks[t].op == 0)
+    print("slots", len(b.slot_prefetches), "row", b.queue_row, "behind", behind)
 else:
     b, _, _ = _chain()
     b.compile()

@@ -111,7 +111,7 @@ def test_fusions_are_bit_identical_at_real_shapes(group, batch):
     its SMs, its share where ranks share a GPU) holds positions, and only the last one (which writes the new k / v,
     then reads them back) holds the newest. (Run as a script on one H200, 2026-12-01: bit-identical.) The same for
     the fused build with the split's loads ahead of its wait (the newest position taken from the values the last
-    split stored), the idle-tile L2 prefetch on (a hint) and the GEMVs through the software pipeliner (4 stages),
+    split stored), the early L2 prefetch on (a hint) and the GEMVs through the software pipeliner (4 stages),
     all off by default until measured. At batch 4 the norm prologue and residual epilogue run in the small-M tiles
     (each recomputing its 4 rows' norms)."""
     import torch.distributed as dist
@@ -125,7 +125,7 @@ def test_fusions_are_bit_identical_at_real_shapes(group, batch):
     w = random_weights(cfg, rank, WORLD, seed=5, device=dev)
     kvs = random_kv(cfg, 300, rank, WORLD, seed=6, device=dev)
     results = []
-    candidates = dict(split_loads_ahead=True, gemv_idle_prefetch_bytes=1 << 25, gemv_stages=4)
+    candidates = dict(split_loads_ahead=True, gemv_early_prefetch_bytes=1 << 25, gemv_stages=4)
     for fusion, extra in ((False, {}), (True, {}), (True, candidates)):
         m = Qwen3MegaModel(cfg, w, rank, WORLD, batch=batch, enable_fusion=fusion, **extra)
         names = [op.name for op in m.builder.compiled_ops]

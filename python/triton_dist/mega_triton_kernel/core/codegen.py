@@ -19,7 +19,10 @@ scoreboard_ptr, ...)``; it calls :func:`.device.wait_deps` itself, after issuing
 tasks, e.g. a GEMV's first weight chunk); in strict mode the generated code has checked the dependencies already
 and passes ``dep_count = 0``.
 
-Queue rows are int32 ``[branch, op, tile, dep_first, dep_count, task, 0, 0]``. The source is written to the cache
+Queue rows are int32 ``[branch, op, tile, dep_first, dep_count, task, 0, 0]``; with ``ROW = ROW_PREFETCH`` (a
+builder that planned L2 prefetches for some slots) each row also holds two prefetch ranges ``(address low, address
+high, bytes)`` in slots 8..13 (bytes 0: none), which the worker issues as soon as it has read the row, before the
+task's wait (:func:`.device.slot_prefetch`). The source is written to the cache
 directory (``TRITON_DIST_CACHE_DIR`` or ``~/.cache/triton_dist``) under ``mega/`` and imported, since Triton reads a
 kernel's source from its file.
 """
@@ -36,9 +39,11 @@ import triton.language as tl
 
 from .task import Op
 
-__all__ = ["ROW", "WAIT_TASK_TYPE", "branch_key", "render_constexpr", "generate_source", "load_kernel"]
+__all__ = ["ROW", "ROW_PREFETCH", "WAIT_TASK_TYPE", "branch_key", "render_constexpr", "generate_source", "load_kernel"]
 
 ROW = 8
+#: Queue row width with the two prefetch ranges (slots 8..13, padded to 16).
+ROW_PREFETCH = 16
 #: Profiler task type of the dependency waits; branch ``b`` records as ``b + 1``.
 WAIT_TASK_TYPE = 0
 
@@ -132,6 +137,8 @@ def generate_source(branches: Sequence[Tuple], branch_names: Sequence[str]) -> s
         "        dep_first = tl.load(q + 3)",
         "        dep_count = tl.load(q + 4)",
         "        task = tl.load(q + 5)",
+        "        if ROW > 8:",
+        "            _dev.slot_prefetch(q + 8)",
         "        args = op_tbl_ptr + op.to(tl.int64) * NUM_ARGS",
         "        ok = True",
         "        if STRICT:",

@@ -19,7 +19,7 @@ import triton.language as tl
 import triton_dist
 import triton_dist.language as dl
 
-__all__ = ["arg", "step_epoch", "finish_step", "fetch", "wait_deps", "check_deps", "release"]
+__all__ = ["arg", "step_epoch", "finish_step", "fetch", "wait_deps", "check_deps", "release", "slot_prefetch"]
 
 
 @triton_dist.jit
@@ -96,3 +96,15 @@ def release(scoreboard_ptr, task, e):
     """Publish that ``task`` finished step ``e``: CTA barrier, then one release store (GPU scope)."""
     tl.debug_barrier()
     tl.atomic_xchg(scoreboard_ptr + task, e, sem="release", scope="gpu")
+
+
+@triton_dist.jit
+def slot_prefetch(p):
+    """Ask L2 for the (up to two) ranges of a queue row's prefetch slots ``p[0:6]``: ``(address low, address high,
+    bytes)`` each, bytes 0 for none (``dl.prefetch_l2``: one bulk prefetch per range, by the program's first
+    thread; a hint, ordered with nothing). The builder plans them (``ModelBuilder(gemv_early_prefetch_bytes=...)``)."""
+    for r in tl.static_range(2):
+        lo = tl.load(p + 3 * r).to(tl.int64) & 0xFFFFFFFF
+        hi = tl.load(p + 3 * r + 1).to(tl.int64)
+        nbytes = tl.load(p + 3 * r + 2)
+        dl.prefetch_l2(((hi << 32) | lo).to(tl.pointer_type(tl.int8)), nbytes, mask=nbytes > 0)

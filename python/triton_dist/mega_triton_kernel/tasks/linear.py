@@ -36,7 +36,7 @@ from ..core.registry import register_fusion, register_task
 from ..core.task import Op, Tile, region, same_tensor
 from .activation import silu_mul
 
-__all__ = ["linear_task", "pick_gemv_rows", "gate_prefetch", "plan_idle_prefetch", "idle_tiles"]
+__all__ = ["linear_task", "pick_gemv_rows", "gate_prefetch", "plan_early_prefetch", "tile_ranges"]
 
 def _dtypes():
     import torch
@@ -77,7 +77,7 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
                 K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                 DT: tl.constexpr, ODT: tl.constexpr, SILU_MUL: tl.constexpr, NORM: tl.constexpr, EPS: tl.constexpr,
                 RES: tl.constexpr, PF_ROW: tl.constexpr = 0, NORM_BLOCK: tl.constexpr = 0,
-                PF_SLABS: tl.constexpr = 0, PF_ARG: tl.constexpr = 0, STAGES: tl.constexpr = 0):
+                STAGES: tl.constexpr = 0):
     """Output tile ``tile`` (row-tile major over ``cdiv(N, ROWS)`` column tiles of ``ROWS <= BLOCK_N`` columns, the
     lanes of the ``BLOCK_N`` block past ``ROWS`` masked off). ``args``: input, weight,
     output, [norm weight], [residual, sum]. Waits for its dependencies itself (``waits_inside``): a GEMV tile
@@ -90,10 +90,6 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
       ``NORM_BLOCK`` chunks, hence the same fp32 order).
     * ``RES`` (fused residual add epilogue, streaming tiles): besides the output tile, stores ``sum = output +
       residual`` (the output rounded to ``ODT`` first, fp32 add: bit-identical to the add task).
-    * ``PF_SLABS`` (streaming tiles, :func:`plan_idle_prefetch`): ``args[PF_ARG]`` is an int32 ``[tiles, PF_SLABS]``
-      table; before its wait the tile asks L2 for the weight rows of each tile listed in its row (-1: none), its
-      own or another's, so that a worker idle while the op's input is computed streams the rows that workers busy
-      until then will read.
     * ``STAGES`` (streaming tiles, ``ModelBuilder(gemv_stages=...)``): 0, the chunks after the first streamed through
       registers one chunk ahead (:func:`_gemv`); ``>= 2``, through Triton's software pipeliner with that many
       stages (asynchronous 16-byte copies into shared memory, ``STAGES - 1`` chunks in flight, no register
@@ -107,8 +103,6 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
     lane = tl.arange(0, BLOCK_N)
     rn = pn * ROWS + lane
     nmask = (lane < ROWS) & (rn < N)
-    if PF_SLABS > 0:  # before the first chunk: the other tiles' rows are the ones no worker streams yet
-        _prefetch_slabs(w_ptr, arg(args, PF_ARG, tl.int32) + tile * PF_SLABS, N, K, ROWS, PF_SLABS, SILU_MUL, DT)
     if BLOCK_M == 1:
         wp, w0, u0 = _first_chunks(w_ptr, rn, nmask, N, K, BLOCK_K, SILU_MUL)
         if PF_ROW > 0:
@@ -167,22 +161,6 @@ def linear_task(args, tile, step, deps_ptr, dep_first, dep_count, scoreboard_ptr
         tl.store(o_ptr + rm[:, None] * N + rn[None, :], out, mask=omask)
         if RES:
             tl.store(arg(args, 5, ODT) + rm[:, None] * N + rn[None, :], (out.to(tl.float32) + r).to(ODT), mask=omask)
-
-
-@triton_dist.jit
-def _prefetch_slabs(w_ptr, slab_ptr, N: tl.constexpr, K: tl.constexpr, ROWS: tl.constexpr, SLABS: tl.constexpr,
-                    SILU_MUL: tl.constexpr, DT: tl.constexpr):
-    """Ask L2 for the weight rows of the tiles ``slab_ptr[0:SLABS]`` (int32 tile indices, -1 = none): tile ``s``'s
-    rows ``[s * ROWS, min(N, (s + 1) * ROWS))`` are one contiguous range of the ``[N, K]`` (``SILU_MUL``: ``[2N,
-    K]``, the up rows ``N`` rows further: a second range) weight, so each costs one bulk prefetch."""
-    ES: tl.constexpr = DT.primitive_bitwidth // 8
-    for j in tl.static_range(SLABS):
-        s = tl.load(slab_ptr + j)
-        r0 = tl.maximum(s, 0) * ROWS
-        nbytes = tl.minimum(N - r0, ROWS) * (K * ES)
-        dl.prefetch_l2(w_ptr + r0.to(tl.int64) * K, nbytes, mask=s >= 0)
-        if SILU_MUL:
-            dl.prefetch_l2(w_ptr + (r0 + N).to(tl.int64) * K, nbytes, mask=s >= 0)
 
 
 @triton_dist.jit
@@ -414,76 +392,65 @@ def _latency_chain(ops: List[Op], deps_of: dict, i: int) -> set:
     return chain
 
 
-def idle_tiles(tasks, op_tasks, prev: dict, i: int, chain: set) -> List[int]:
-    """The tiles of op ``i`` (its tasks ``op_tasks``) whose worker is idle while the op's input is computed: the
-    task before the tile in its worker's queue (``prev``: task index -> the previous task index of its worker, None
-    for a queue's first) belongs neither to ``chain`` (the latency-bound ops the op waits for) nor to op ``i`` itself
-    (a second tile of a worker starts after its first). Such a tile's program reaches its wait early and would wait
-    there with HBM idle."""
-    out = []
-    for t in op_tasks:
-        p = prev.get(t.index)
-        if p is None or (tasks[p].op not in chain and tasks[p].op != i):
-            out.append(t.tile)
+def tile_ranges(op: Op, tile: int) -> List[tuple]:
+    """The weight bytes tile ``tile`` of a streaming Linear op reads, as ``(address, bytes)`` ranges: its rows
+    ``[tile * ROWS, min(N, (tile + 1) * ROWS))`` of the ``[N, K]`` weight, contiguous (and with ``SILU_MUL`` the up
+    rows ``N`` rows further: a second range)."""
+    c = op.constexprs
+    w = op.tensors[1]
+    row = c["K"] * w.element_size()
+    r0, r1 = tile * c["ROWS"], min(c["N"], (tile + 1) * c["ROWS"])
+    out = [(w.data_ptr() + r0 * row, (r1 - r0) * row)]
+    if c["SILU_MUL"]:
+        out.append((w.data_ptr() + (c["N"] + r0) * row, (r1 - r0) * row))
     return out
 
 
-def plan_idle_prefetch(ops: List[Op], tasks, queues, budget: int) -> List[Op]:
-    """``ops`` where each streaming GEMV that waits for a latency-bound op (attention, an all-reduce) has its idle
-    tiles (:func:`idle_tiles`) prefetch, before their wait, up to ``budget`` bytes of the op's weight into L2: first
-    the rows of the other tiles (whose workers run the latency-bound ops and reach this op only when its input is
-    nearly ready), then their own; each listed range a whole tile's rows, spread so that the idle tiles get about
-    the same bytes. Such an op gets the int32 table ``[tiles, PF_SLABS]`` as its last tensor (``PF_ARG``) and
-    constexpr ``PF_SLABS`` (see :func:`linear_task`); ops without idle tiles, or other ops, are unchanged.
-    ``budget``: bytes per op (0: no change), at most what L2 holds until the op reads it. A hint only: the results
-    are the same bits with or without it. Returns a new list (changed ops are new objects)."""
-    import torch
-
+def plan_early_prefetch(ops: List[Op], tasks, queues, budget: int) -> dict:
+    """L2 prefetches for the queue slots (``core/codegen.py``: a worker issues a slot's ranges as soon as it reads
+    the slot, before the task's wait): for each streaming GEMV that waits for a latency-bound op (attention, an
+    all-reduce: :func:`_latency_chain`), each tile's weight rows (:func:`tile_ranges`) go to the slot where its worker
+    enters the wait for that op: the first of the latency-bound tasks its worker runs right before the tile (a
+    flash-decode split, say), or the tile itself where the worker runs none (it waits idle). Up to ``budget`` bytes
+    per op, the tiles behind latency-bound tasks first (they reach their own wait last); one slot holds one tile's
+    ranges. ``queues``: the static per-worker task lists. Returns ``{task index: [(address, bytes), ...]}``
+    (empty for ``budget`` 0). A hint only: the results are the same bits with or without it."""
     if budget <= 0:
-        return list(ops)
+        return {}
     deps_of: dict = {}
     op_tasks: dict = {}
     for t in tasks:
         deps_of.setdefault(t.op, set()).update(tasks[d].op for d in t.deps)
         op_tasks.setdefault(t.op, []).append(t)
     prev = {b: a for q in queues for a, b in zip([None] + list(q[:-1]), q)}
-    out = list(ops)
+    plan: dict = {}
     for i, op in enumerate(ops):
-        if not _streams(op) or op.constexprs.get("PF_SLABS"):
+        if not _streams(op):
             continue
         chain = _latency_chain(ops, deps_of, i)
         if not chain:
             continue
-        early = idle_tiles(tasks, op_tasks.get(i, []), prev, i, chain)
-        if not early:
-            continue
-        c = op.constexprs
-        n_tiles, rows, es = len(op.tiles), c["ROWS"], op.tensors[1].element_size()
-        row_bytes = c["K"] * es * (2 if c["SILU_MUL"] else 1)
-        size = [(min(c["N"], (t + 1) * rows) - t * rows) * row_bytes for t in range(n_tiles)]
-        early_set = set(early)
-        order = [t for t in range(n_tiles) if t not in early_set] + list(early)
-        lists = {t: [] for t in early}
-        load = {t: 0 for t in early}
+        entry, behind = {}, []
+        for t in op_tasks.get(i, []):
+            e, p = t.index, prev.get(t.index)
+            while p is not None and tasks[p].op in chain:  # back to the first of the run of chain tasks
+                e, p = p, prev.get(p)
+            entry[t.index] = e
+            if e != t.index:
+                behind.append(t)
+        behind_set = {t.index for t in behind}
         left = budget
-        for s in order:
-            if size[s] > left:
+        for t in behind + [t for t in op_tasks.get(i, []) if t.index not in behind_set]:
+            ranges = tile_ranges(op, t.tile)
+            size = sum(n for _, n in ranges)
+            if size > left:
                 break
-            # the slab to the idle tile with the fewest bytes so far (its own slab to itself)
-            who = s if s in early_set else min(early, key=lambda t: (load[t], t))
-            lists[who].append(s)
-            load[who] += size[s]
-            left -= size[s]
-        width = max(len(v) for v in lists.values())
-        if width == 0:
-            continue
-        table = torch.full((n_tiles, width), -1, dtype=torch.int32)
-        for t, v in lists.items():
-            table[t, :len(v)] = torch.tensor(v, dtype=torch.int32)
-        tensors = list(op.tensors) + [table.to(op.tensors[1].device)]
-        out[i] = dataclasses.replace(op, tensors=tensors,
-                                     constexprs=dict(c, PF_SLABS=width, PF_ARG=len(tensors) - 1))
-    return out
+            slot = entry[t.index] if entry[t.index] not in plan else t.index
+            if slot in plan:
+                continue
+            plan[slot] = ranges
+            left -= size
+    return plan
 
 
 # ---------------------------------------------------------------------------------------------------- fusions
