@@ -297,12 +297,11 @@ def main(argv=None):
                 mega.load_kv(kvs, request=b)
                 ref.load_kv(kvs, request=b)
         chk = teacher_forced_check(mega, ref, toks, reset=False)
-    chk["timed_step"] = timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv)
+    chk["timed_step"], var_chk = timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv, variants)
     chk["pass"] = bool(chk["min_cosine"] >= MIN_COSINE and chk["top1_rate"] >= MIN_TOP1
                        and min(chk["timed_step"]["cosine"]) >= MIN_COSINE and all(chk["timed_step"]["top1"]))
     if variants:
-        chk["variants"] = {name: variant_check(args, cfg, rank, world, dev, mega, v, ref, random_kv)
-                           for name, v in variants.items()}
+        chk["variants"] = var_chk
         chk["pass"] = chk["pass"] and all(min(v["cosine"]) >= MIN_COSINE and all(v["top1"])
                                           for v in chk["variants"].values())
         for name, v in chk["variants"].items():
@@ -418,31 +417,26 @@ def load_contexts(args, cfg, rank, world, dev, models, random_kv):
         m.prepare(1 if args.batch == 1 else [1] * args.batch)
 
 
-def timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv):
-    """The timed step itself (:func:`load_contexts`: each request at its own context) in the mega model and the
-    reference: per request the logits' ``cosine`` and ``top1`` agreement (lists of B)."""
-    from triton_dist.mega_triton_kernel.models import logits_agreement
-
-    load_contexts(args, cfg, rank, world, dev, (mega, ref), random_kv)
-    mega.run()
-    ref.run()
-    cos, top1 = logits_agreement(mega.logits, ref.logits)
-    return dict(cosine=cos, top1=top1)
-
-
-def variant_check(args, cfg, rank, world, dev, mega, var, ref, random_kv):
-    """A ``--variant`` model at the timed step against the reference (per request ``cosine``, ``top1``) and
-    against ``mega`` (``same_bits_as_mega``: the logits equal bit for bit)."""
+def timed_step_check(args, cfg, rank, world, dev, mega, ref, random_kv, variants=None):
+    """The timed step itself (:func:`load_contexts`: each request at its own context) in the mega model, the
+    reference and every ``--variant`` model, each run once: ``(mega's, {name: the variant's})``, per request the
+    logits' ``cosine`` and ``top1`` agreement with the reference (lists of B), for a variant also
+    ``same_bits_as_mega`` (its logits equal mega's bit for bit)."""
     import torch
 
     from triton_dist.mega_triton_kernel.models import logits_agreement
 
-    load_contexts(args, cfg, rank, world, dev, (mega, var, ref), random_kv)
-    mega.run()
-    var.run()
-    ref.run()
-    cos, top1 = logits_agreement(var.logits, ref.logits)
-    return dict(cosine=cos, top1=top1, same_bits_as_mega=bool(torch.equal(var.logits, mega.logits)))
+    variants = variants or {}
+    models = (mega, ref, *variants.values())
+    load_contexts(args, cfg, rank, world, dev, models, random_kv)
+    for m in models:
+        m.run()
+    cos, top1 = logits_agreement(mega.logits, ref.logits)
+    checks = {}
+    for name, v in variants.items():
+        vcos, vtop1 = logits_agreement(v.logits, ref.logits)
+        checks[name] = dict(cosine=vcos, top1=vtop1, same_bits_as_mega=bool(torch.equal(v.logits, mega.logits)))
+    return dict(cosine=cos, top1=top1), checks
 
 
 def time_steps(args, cfg, world, rank, dev, mega, ref, ours, random_kv, log, compiled=None, skipped=None,
