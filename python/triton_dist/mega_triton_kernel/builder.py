@@ -344,10 +344,8 @@ class ModelBuilder:
             for i, ti in enumerate(q):
                 t = tasks[ti]
                 rows[w, i, :6] = torch.tensor([self.branch_of_op[t.op], t.op, t.tile, firsts[ti], counts[ti], ti])
-                for j, (addr, nbytes) in enumerate(self.slot_prefetches.get(ti, ())):
-                    lo = addr & 0xFFFFFFFF
-                    rows[w, i, 8 + 3 * j:11 + 3 * j] = torch.tensor([lo - (1 << 32) if lo >= 1 << 31 else lo, addr >> 32,
-                                                                      nbytes])
+                if ti in self.slot_prefetches:
+                    rows[w, i, 8:14] = torch.tensor(codegen.prefetch_slots(self.slot_prefetches[ti]))
         qlen = torch.tensor([len(q) for q in queues] + [0] * (self.num_workers - len(queues)), dtype=torch.int32)
         dev = self.device
         self.queues = queues

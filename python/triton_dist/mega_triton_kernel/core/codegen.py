@@ -39,11 +39,25 @@ import triton.language as tl
 
 from .task import Op
 
-__all__ = ["ROW", "ROW_PREFETCH", "WAIT_TASK_TYPE", "branch_key", "render_constexpr", "generate_source", "load_kernel"]
+__all__ = ["ROW", "ROW_PREFETCH", "prefetch_slots", "WAIT_TASK_TYPE", "branch_key", "render_constexpr", "generate_source", "load_kernel"]
 
 ROW = 8
 #: Queue row width with the two prefetch ranges (slots 8..13, padded to 16).
 ROW_PREFETCH = 16
+
+
+def prefetch_slots(ranges) -> List[int]:
+    """The int32 words of a queue row's prefetch slots 8..13 for up to two ``(address, bytes)`` ranges: ``(address
+    low, address high, bytes)`` each (the low word as a signed int32), zeros where there is no range; what
+    :func:`.device.slot_prefetch` reads."""
+    ranges = list(ranges)
+    if len(ranges) > 2:
+        raise ValueError(f"a queue row holds at most two prefetch ranges, got {len(ranges)}")
+    words = []
+    for addr, nbytes in ranges:
+        lo = addr & 0xFFFFFFFF
+        words += [lo - (1 << 32) if lo >= 1 << 31 else lo, addr >> 32, nbytes]
+    return words + [0] * (6 - len(words))
 #: Profiler task type of the dependency waits; branch ``b`` records as ``b + 1``.
 WAIT_TASK_TYPE = 0
 

@@ -359,9 +359,7 @@ def gate_prefetch(ops: List[Op], tasks) -> List[Op]:
     for nothing gets ``PF_ROW = 0``: there its prefetch would only compete with the streams it waits for (measured
     on an H200: Qwen3-8B, prefetching in every GEMV made the step 1-5% slower, in o_proj alone faster).
     ``tasks``: the step's tasks (``core.graph.build_tasks``); returns a new list (changed ops are new objects)."""
-    deps_of: dict = {}
-    for t in tasks:
-        deps_of.setdefault(t.op, set()).update(tasks[d].op for d in t.deps)
+    deps_of = _op_deps(tasks)
     out = list(ops)
     for i, op in enumerate(ops):
         if op.family != "Linear" or not op.constexprs.get("PF_ROW"):
@@ -370,6 +368,14 @@ def gate_prefetch(ops: List[Op], tasks) -> List[Op]:
         if not producers or all(ops[o].family == "Linear" for o in producers):
             out[i] = dataclasses.replace(op, constexprs=dict(op.constexprs, PF_ROW=0))
     return out
+
+
+def _op_deps(tasks) -> dict:
+    """Op index -> the set of op indices its tasks wait for (the task graph folded to ops)."""
+    deps_of: dict = {}
+    for t in tasks:
+        deps_of.setdefault(t.op, set()).update(tasks[d].op for d in t.deps)
+    return deps_of
 
 
 def _streams(op: Op) -> bool:
@@ -417,10 +423,9 @@ def plan_early_prefetch(ops: List[Op], tasks, queues, budget: int) -> dict:
     (empty for ``budget`` 0). A hint only: the results are the same bits with or without it."""
     if budget <= 0:
         return {}
-    deps_of: dict = {}
+    deps_of = _op_deps(tasks)
     op_tasks: dict = {}
     for t in tasks:
-        deps_of.setdefault(t.op, set()).update(tasks[d].op for d in t.deps)
         op_tasks.setdefault(t.op, []).append(t)
     prev = {b: a for q in queues for a, b in zip([None] + list(q[:-1]), q)}
     plan: dict = {}
