@@ -96,16 +96,9 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
     value_cache, block_tables, kv_lens, partial output ``[B, HQ, SPLITS, D]`` fp32, partial lse ``[B, HQ,
     SPLITS]`` fp32 (base 2)."""
     q_ptr = arg(args, 0, DT)
-    kc = arg(args, 1, DT)
-    vc = arg(args, 2, DT)
-    bt = arg(args, 3, tl.int32)
-    kvl = arg(args, 4, tl.int32)
+    split, h, b, kc, vc, bt, kvl = _split_unit(args, tile, HKV, SPLITS, DT)
     po = arg(args, 5, tl.float32)
     pl = arg(args, 6, tl.float32)
-    split = tile % SPLITS
-    bh = tile // SPLITS
-    h = bh % HKV
-    b = bh // HKV
     g = tl.arange(0, BLOCK_G)
     d = tl.arange(0, BLOCK_D)
     gm = g < G
@@ -115,6 +108,17 @@ def flash_decode_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.constexp
     q = tl.load(q_ptr + heads[:, None] * D + d[None, :], mask=gm[:, None] & dm[None, :], other=0.0)
     _split_attend(q, kc, vc, bt, kvl, po, pl, b, h, split, HQ, HKV, D, BLOCK_D, G, BLOCK_G, PAGE, NUM_BLOCKS,
                   MAX_BLOCKS, SPLITS, BLOCK_N, SM_SCALE, SOFT_CAP, DT, MIN_CHUNK)
+
+
+@triton_dist.jit
+def _split_unit(args, tile, HKV: tl.constexpr, SPLITS: tl.constexpr, DT: tl.constexpr):
+    """A split task's unit: ``(split, h, b)`` of tile ``tile % SPLITS`` of ``(b, h) = divmod(tile // SPLITS,
+    HKV)``, and its op's cache arguments ``(key_cache, value_cache, block_tables, kv_lens)`` (``args[1:5]``, the
+    same places in the plain and the fused split ops)."""
+    split = tile % SPLITS
+    bh = tile // SPLITS
+    return (split, bh % HKV, bh // HKV, arg(args, 1, DT), arg(args, 2, DT), arg(args, 3, tl.int32),
+            arg(args, 4, tl.int32))
 
 
 @triton_dist.jit
@@ -200,14 +204,7 @@ def flash_decode_rope_split_task(args, tile, step, HQ: tl.constexpr, HKV: tl.con
     holding the new position, stores the new k / v to the cache, then a CTA barrier, then reads it back like the
     other positions. ``args``: qkv, key_cache, value_cache, block_tables, kv_lens, partial output, partial lse,
     q_rms_weight, k_rms_weight, cos_cache, sin_cache, q_norm_rope."""
-    split = tile % SPLITS
-    bh = tile // SPLITS
-    h = bh % HKV
-    b = bh // HKV
-    kc = arg(args, 1, DT)
-    vc = arg(args, 2, DT)
-    bt = arg(args, 3, tl.int32)
-    kvl = arg(args, 4, tl.int32)
+    split, h, b, kc, vc, bt, kvl = _split_unit(args, tile, HKV, SPLITS, DT)
     q = norm_rope_group(arg(args, 0, DT), kc, vc, bt, kvl, arg(args, 7, WDT), arg(args, 8, WDT),
                         arg(args, 9, tl.float32), arg(args, 10, tl.float32), arg(args, 11, DT), b, 0, h,
                         (split == 0).to(tl.int32), (split == SPLITS - 1).to(tl.int32), 1, HQ, HKV, D, BLOCK_D, G,
@@ -237,14 +234,7 @@ def flash_decode_rope_split_ahead_task(args, tile, step, deps_ptr, dep_first, de
     (a later block reads it back as before). The same bits as :func:`flash_decode_rope_split_task` (same values,
     same order), unless one sequence's table names the same page twice (unsupported: a page holds one
     sequence's positions)."""
-    split = tile % SPLITS
-    bh = tile // SPLITS
-    h = bh % HKV
-    b = bh // HKV
-    kc = arg(args, 1, DT)
-    vc = arg(args, 2, DT)
-    bt = arg(args, 3, tl.int32)
-    kvl = arg(args, 4, tl.int32)
+    split, h, b, kc, vc, bt, kvl = _split_unit(args, tile, HKV, SPLITS, DT)
     start, end = _split_range(kvl, b, split, PAGE, MAX_BLOCKS, SPLITS, MIN_CHUNK)
     k0, v0, pm0 = _kv_block(kc, vc, bt, b, h, start, end, HKV, D, BLOCK_D, PAGE, NUM_BLOCKS, MAX_BLOCKS, BLOCK_N)
     pos, pos_ok, posc, c, sn = rope_row(kvl, arg(args, 9, tl.float32), arg(args, 10, tl.float32), b, 0, 1, D,
