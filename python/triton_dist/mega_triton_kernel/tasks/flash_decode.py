@@ -320,7 +320,7 @@ def build_flash_decode(builder, layer_id, query, key_cache, value_cache, block_t
     cap = check_soft_cap(name, soft_cap)
     BG, BD = triton.next_power_of_2(G), max(16, triton.next_power_of_2(D))
     bn = pick_block_n(BD)
-    split_positions = getattr(builder, "kv_split_positions", 0)
+    split_positions = builder.kv_split_positions
     if num_kv_splits is None:
         splits = pick_num_kv_splits(B, HKV, builder.num_workers, MAXB * PAGE, bn, split_positions)
     elif isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1:

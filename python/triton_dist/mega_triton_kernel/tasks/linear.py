@@ -345,7 +345,7 @@ def _build(op_type: str, builder, layer_id: int, input, weight, output, fused: b
                               cost=wbytes + (r1 - r0) * K * es))
     consts = dict(M=M, N=N, K=K, BLOCK_M=bm, BLOCK_N=bn, ROWS=rows_, BLOCK_K=bk, DT=input.dtype, ODT=output.dtype,
                   SILU_MUL=fused, NORM=False, EPS=0.0, RES=False, PF_ROW=pf_row)
-    stages = getattr(builder, "gemv_stages", 0)
+    stages = builder.gemv_stages
     if stages and M <= 16:  # the streaming tiles only (the M > 16 tiles keep their own loop)
         consts["STAGES"] = stages
     return Op("Linear", op_type, layer_id, linear_task, [input, weight, output], consts, tiles, waits_inside=True)
