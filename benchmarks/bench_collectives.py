@@ -478,14 +478,14 @@ def bench_op(op, dtname, dtype, esize, sizes, maxb, reps, stream, world, args, o
             out = torch.empty(n, dtype=dtype, device=DEV)
             ref = torch.empty(n, dtype=dtype, device=DEV)
             nccl = ((lambda: TC.all_gather_into_tensor(ref, x)) if shared else  # noqa: E731
-                    (lambda: dist.all_gather_into_tensor(ref, x)))
+                    (lambda: TC.dist_all_gather_single(ref, x)))
             ours = lambda m: ops.all_gather(x, ctx, out=out, method=m)  # noqa: E731
         elif op == "reduce_scatter":
             x = torch.randn(n, device=DEV).to(dtype)
             out = torch.empty(n // world, dtype=dtype, device=DEV)
             ref = torch.empty(n // world, dtype=dtype, device=DEV)
             nccl = ((lambda: TC.reduce_scatter_tensor(ref, x)) if shared else  # noqa: E731
-                    (lambda: dist.reduce_scatter_tensor(ref, x)))
+                    (lambda: TC.dist_reduce_scatter_single(ref, x)))
             ours = lambda m: ops.reduce_scatter(x, ctx, out=out, method=m)  # noqa: E731
         else:
             x = torch.randn(n, device=DEV).to(dtype)

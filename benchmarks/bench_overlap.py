@@ -88,6 +88,7 @@ from harness import (close, max_over_ranks as _max_over_ranks, min_over_ranks as
 import harness  # noqa: E402
 from provenance import label_json, topology, topology_line  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from triton_dist.runtime import torch_collectives as TC  # noqa: E402
 
 #: name: (K for AG+GEMM, N total for AG+GEMM, K total for GEMM+RS, N for GEMM+RS)
 MODELS = {
@@ -411,7 +412,7 @@ def bench_ag(model, M, args, rank, W, gname, out, seq=None):
         base = {"gemm_ours": (lambda: matmul(full, io["b"]), None),
                 "gemm_cublas": (lambda: torch.matmul(full, io["b"]), None)}
         if seq is None:
-            base["comm_nccl"] = (lambda: dist.all_gather_into_tensor(full, io["a"]), None)
+            base["comm_nccl"] = (lambda: TC.dist_all_gather_single(full, io["a"]), None)
         else:
             base["comm_seq"] = (lambda: seq.all_gather(io["a"], out=full), None)
         run_impls(rec, impls, lambda: ag_gemm(io["a"], io["b"], ctx, method="torch"), args, fresh, base, "ours_seq")
@@ -485,7 +486,7 @@ def bench_partials(op, model, M, args, rank, W, gname, out, shape=None, seq=None
         if rs:
             shard = torch.empty((M // W, N), dtype=torch.bfloat16, device="cuda")
             if seq is None:
-                base["comm_nccl"] = (lambda: dist.reduce_scatter_tensor(shard, c), None)
+                base["comm_nccl"] = (lambda: TC.dist_reduce_scatter_single(shard, c), None)
             else:
                 base["comm_seq"] = (lambda: seq.reduce_scatter(c, out=shard), None)
         else:

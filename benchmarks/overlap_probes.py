@@ -528,6 +528,7 @@ reduce-scatter, auto) and ``ours_seq`` (cuBLAS + it) are timed in their place. P
     from triton_dist import ops
     from triton_dist.ops.gemm import matmul
     from triton_dist.ops import overlap as ov
+    from triton_dist.runtime import torch_collectives as TC
 
     rank, W, stamp = start(args.out, "timing")
     shared = no_nccl()
@@ -547,7 +548,7 @@ reduce-scatter, auto) and ``ours_seq`` (cuBLAS + it) are timed in their place. P
             base = {"ours_rs": lambda: ops.reduce_scatter(c, rs_ctx, out=shard),
                     "ours_seq": lambda: ops.reduce_scatter(torch.matmul(a, b), rs_ctx)}
         else:
-            base = {"nccl_rs": lambda: dist.reduce_scatter_tensor(shard, c),
+            base = {"nccl_rs": lambda: TC.dist_reduce_scatter_single(shard, c),
                     "torch_seq": lambda: ov.gemm_rs(a, b, ctx, method="torch")}
         if gname is not None:
             base["torch_symm"] = lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname)

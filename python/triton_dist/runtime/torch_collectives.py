@@ -17,7 +17,27 @@ from __future__ import annotations
 import torch
 
 __all__ = ["group_has_nccl", "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce",
-           "host_all_gather_into_tensor", "host_reduce_scatter_tensor", "host_all_reduce"]
+           "host_all_gather_into_tensor", "host_reduce_scatter_tensor", "host_all_reduce",
+           "dist_all_gather_single", "dist_reduce_scatter_single"]
+
+
+def dist_all_gather_single(out: torch.Tensor, x: torch.Tensor, group=None):
+    """torch.distributed's one-tensor all-gather under the name the installed torch prefers: ``all_gather_single``
+    where it exists (torch 2.13 deprecates ``all_gather_into_tensor`` with a FutureWarning per call site), else
+    ``all_gather_into_tensor``. Same semantics either way; the backend (NCCL) runs it, no host path."""
+    import torch.distributed as dist
+
+    fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    return fn(out, x, group=group)
+
+
+def dist_reduce_scatter_single(out: torch.Tensor, x: torch.Tensor, group=None):
+    """torch.distributed's one-tensor sum reduce-scatter: ``reduce_scatter_single`` where the installed torch has it,
+    else ``reduce_scatter_tensor`` (see :func:`dist_all_gather_single`)."""
+    import torch.distributed as dist
+
+    fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    return fn(out, x, group=group)
 
 
 def group_has_nccl(group=None) -> bool:
@@ -52,13 +72,12 @@ def _reduce_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def all_gather_into_tensor(out: torch.Tensor, x: torch.Tensor, group=None) -> torch.Tensor:
     """``out`` (``world * x.numel()`` elements) <- every rank's ``x`` in rank order; returns ``out``. Any dtype."""
-    import torch.distributed as dist
 
     if group_has_nccl(group) or not x.is_cuda:
         if x.element_size() == 1 and x.dtype != torch.uint8 and x.dtype != torch.int8:
-            dist.all_gather_into_tensor(out.view(torch.uint8), x.view(torch.uint8), group=group)
+            dist_all_gather_single(out.view(torch.uint8), x.view(torch.uint8), group=group)
         else:
-            dist.all_gather_into_tensor(out, x, group=group)
+            dist_all_gather_single(out, x, group=group)
         return out
     _refuse_capture("all_gather_into_tensor")
     return host_all_gather_into_tensor(out, x, group)
@@ -103,10 +122,9 @@ def host_all_reduce(t: torch.Tensor, group=None) -> torch.Tensor:
 def reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, group=None) -> torch.Tensor:
     """``out`` (``x.numel() / world`` elements) <- this rank's slice of the sum of every rank's ``x``; returns
     ``out``."""
-    import torch.distributed as dist
 
     if group_has_nccl(group) or not x.is_cuda:
-        dist.reduce_scatter_tensor(out, x, group=group)
+        dist_reduce_scatter_single(out, x, group=group)
         return out
     _refuse_capture("reduce_scatter_tensor")
     return host_reduce_scatter_tensor(out, x, group)
