@@ -70,7 +70,8 @@ def main():
         if not torch.equal(full, want):
             raise SystemExit(f"rank {rank}: round {epoch}: gathered data differs from what peers sent")
     backend = "simulator (CPU rank processes)" if device == "cpu" else f"{torch.cuda.get_device_name()} x{world}"
-    utils.dist_print(f"allgather_demo: {world} ranks on {backend}: {rounds} rounds of a push all-gather "
+    ranks = f"{world} rank" + ("s" if world != 1 else "")
+    utils.dist_print(f"allgather_demo: {ranks} on {backend}: {rounds} rounds of a push all-gather "
                      f"({n} int32 per rank) via dl.symm_at/notify/wait/consume_token verified on every rank",
                      allowed_ranks=[0], need_sync=True)
     utils.nvshmem_free_tensor_sync(gathered)
