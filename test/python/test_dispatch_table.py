@@ -108,6 +108,18 @@ def test_shipped_overlap_table_has_a_header_and_parses():
     assert ot.OVERLAP_TABLE.read(ot.TABLE_PATH)[1]["ops"].keys() == {"ag_gemm", "gemm_rs", "gemm_ar"}
 
 
+def test_shipped_tables_are_stored_as_the_tools_write_them():
+    """Every table in the tree is in dispatch_table.dump's compact form, so a sweep that rewrites one changes only the
+    entries it measured (the overlap table was once indented by hand: its first rewrite would have churned 400 lines)."""
+    from triton_dist.kernels import gemm_table
+    from triton_dist.ops import collectives_table, overlap_table
+
+    for path in (gemm_table.GEMM_TABLE_PATH, collectives_table.TABLE_PATH, overlap_table.TABLE_PATH):
+        with open(path) as f:
+            text = f.read()
+        assert dt.dump(json.loads(text)) == text, f"{path} is not in dispatch_table.dump's form: rewrite it with dump"
+
+
 @pytest.mark.parametrize("mutate,words", [
     (lambda d: d.pop("format"), ["format None", "triton_dist.overlap_table/1"]),
     (lambda d: d["ops"]["gemm_rs"]["2"][0].update(method="nope"), ["ops.gemm_rs.2[0]", "'nope'", "accepted"]),
