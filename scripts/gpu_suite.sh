@@ -32,6 +32,8 @@
 #                                       --variant columns beside the default build (batch 1 with traces, batch 8)
 #   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
+#   scripts/gpu_suite.sh moe            the MoE grouped GEMM's GPU tier, then bench_group_gemm (one GPU: vs
+#                                       torch._grouped_mm and a per-expert matmul loop, Qwen3-30B-A3B / DeepSeek-V3)
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Every part records its kernel compile requests into $OUT/compiles; PRECOMPILE_FROM="DIR ..." compiles earlier
@@ -50,7 +52,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
 PARTS="1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
-overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|changed"
+overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
 fi
@@ -236,6 +238,10 @@ case $part in
     rec bench_gemm_quality 300 "$PY" benchmarks/bench_gemm.py --out "$OUT" --write-table --shapes \
       2048x14336x8192,4096x14336x8192,8192x14336x8192,2048x7168x4096,4096x7168x4096,8192x7168x4096,2048x8192x7168,4096x8192x7168,8192x8192x7168,2048x4096x3584,4096x4096x3584,8192x4096x3584
     cp python/triton_dist/kernels/gemm_table.json "$OUT/" ;;
+  moe)  # the MoE family on one GPU: the grouped GEMM's tier (at NPROC ranks: each checks its own device), then its
+    # benchmark against torch._grouped_mm and the per-expert loop (one process; MOE_BENCH_ARGS adds options, e.g. --fp8)
+    tier gpu_group_gemm 180 test/python/gpu/test_gpu_group_gemm.py
+    rec bench_group_gemm 420 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" ${MOE_BENCH_ARGS:-} ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py

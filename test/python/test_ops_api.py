@@ -71,7 +71,7 @@ def test_ops_importable_without_runtime():
     from triton_dist import ops
 
     for name in ("all_gather", "reduce_scatter", "all_reduce", "send", "recv", "ag_gemm", "gemm_rs", "gemm_ar",
-                 "matmul"):
+                 "matmul", "group_gemm"):
         assert hasattr(torch.ops.triton_dist, name), name
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_allreduce_ctx(16, torch.bfloat16)
@@ -95,7 +95,8 @@ def test_ops_exports_every_family():
         "p2p": ["P2PContext", "send", "recv"],
         "overlap": ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context",
                     "create_gemm_rs_context", "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar"],
-        "matmul": ["matmul"]}
+        "matmul": ["matmul"],
+        "moe": ["group_gemm"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
         assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")
@@ -105,10 +106,10 @@ def test_ops_exports_every_family():
     for name in ops.__all__:
         assert getattr(ops, name) is not None, name
     for name, module in (("ag_gemm", "allgather_gemm"), ("gemm_rs", "gemm_reduce_scatter"),
-                         ("gemm_ar", "gemm_allreduce"), ("matmul", "gemm")):
+                         ("gemm_ar", "gemm_allreduce"), ("matmul", "gemm"), ("group_gemm", "moe_gemm")):
         impl = getattr(importlib.import_module(f"triton_dist.ops.{module}"), name)
         assert getattr(ops, name) is impl, name
-        assert name == "matmul" or getattr(overlap, name) is impl, name
+        assert name in ("matmul", "group_gemm") or getattr(overlap, name) is impl, name
 
 
 def test_capacity_aliases_and_the_fallback_method_name():

@@ -1,5 +1,5 @@
 """torch.library registration of every op (``torch.ops.triton_dist.*``) so that torch.compile (fullgraph) traces a
-model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul.
+model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul, group_gemm.
 
 Each op that needs a context takes the context's integer ``handle`` (:func:`~triton_dist.ops.context.get_context`
 finds the live context) and the call's method, already resolved from ``None`` / an alias by the public function.
@@ -22,6 +22,7 @@ import torch
 
 from . import collectives as _c
 from . import gemm as _gemm
+from . import moe_gemm as _moe_gemm
 from . import overlap as _ov
 from .context import FP8_DTYPES, get_context
 
@@ -142,9 +143,22 @@ def _matmul_fake(a, b, scale, autotune, table):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=matmul_out_dtype(a.dtype))
 
 
+# ------------------------------------------------------------------------------------------------ MoE
+@torch.library.custom_op("triton_dist::group_gemm", mutates_args=())
+def group_gemm_op(a: torch.Tensor, b: torch.Tensor, expert_offsets: torch.Tensor, scale_a: Optional[torch.Tensor],
+                  scale_b: Optional[torch.Tensor]) -> torch.Tensor:
+    # traced graphs may be captured: the offsets are not read on the host (the kernel stays memory-safe)
+    return _moe_gemm.group_gemm(a, b, expert_offsets, scale_a=scale_a, scale_b=scale_b, check_offsets=False)
+
+
+@group_gemm_op.register_fake
+def _group_gemm_fake(a, b, expert_offsets, scale_a, scale_b):
+    return a.new_empty((a.shape[0], b.shape[2]), dtype=_moe_gemm.group_gemm_out_dtype(a.dtype))
+
+
 #: the registered op of each public function (``torch.ops.triton_dist.<name>``)
 OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
        "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
-       "matmul": matmul_op}
+       "matmul": matmul_op, "group_gemm": group_gemm_op}
 
 __all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

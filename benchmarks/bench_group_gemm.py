@@ -1,0 +1,234 @@
+"""The MoE grouped GEMM (``ops.group_gemm``) against ``torch._grouped_mm`` and a per-expert ``torch.matmul`` loop on
+one GPU, at the expert shapes of Qwen3-30B-A3B and DeepSeek-V3 (expert parallelism 1: every expert local).
+
+    python benchmarks/bench_group_gemm.py [--models qwen3-30b-a3b,deepseek-v3] [--tokens 128,1024,8192]
+        [--projections gate_up,down] [--configs BMxBNxBKxWARPSxSTAGES,...] [--fp8] [--quick] [--out DIR]
+
+For every (model, projection, tokens): ``tokens`` tokens routed top-8 over all experts by random scores (so
+``rows = 8 * tokens``, a few hundred experts with uneven and sometimes zero rows), the activations ``[rows, K]``
+grouped by expert and the weights ``[E, K, N]`` (gate_up: ``K = hidden``, ``N = 2 x intermediate``; down: ``K =
+intermediate``, ``N = hidden``). Implementations, each checked first against an fp32 per-expert reference:
+
+* ``ours``: ``ops.group_gemm`` as users get it (the tiling ``pick_group_config`` chooses), ``check_offsets=False``
+  (the check reads the offsets on the host: one synchronisation, what a capture skips anyway);
+  ``ours/<tiling>``: each ``--configs`` tiling; ``ours/nk``: weights stored ``[E, N, K]`` (``nn.Linear``'s layout)
+  and passed transposed;
+* ``grouped_mm`` / ``grouped_mm/nk``: ``torch._grouped_mm`` with the two weight layouts; the faster of the two is the
+  baseline the ratios use (the strongest a user would pick);
+* ``loop``: one ``torch.matmul`` per expert with rows, the offsets known on the host in advance (the loop's best
+  case: no synchronisation inside the timing);
+* with ``--fp8``: ``ours/fp8`` (e4m3 with 128-channel block scales; informational: a different precision).
+
+Timing (benchmarks/harness.py): CUDA-graph replay of ``k`` back-to-back calls for every implementation, interleaved
+round-robin, median; and an eager column (``k`` back-to-back eager calls, host launch cost included) for each.
+Ratios: ``grouped_mm_over_ours`` (> 1: ours faster) and ``loop_over_ours``. The floor: HBM bytes (weights of the
+experts with rows + activations + output) over the bandwidth ceiling ``--hbm-tbs``, and the flops
+``2 x rows x K x N`` over ``--tflops``. Writes ``group_gemm-<stamp>.json`` and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import harness  # noqa: E402
+
+#: expert shapes: experts, top-k, hidden, expert intermediate
+MODELS = {"qwen3-30b-a3b": dict(experts=128, topk=8, hidden=2048, inter=768),
+          "deepseek-v3": dict(experts=256, topk=8, hidden=7168, inter=2048)}
+TOKENS = [128, 1024, 8192]
+PROJECTIONS = ["gate_up", "down"]
+SAMPLE_US = 2000
+REPS = 9
+#: H200 figures used for the floor unless given (HBM3e 4.8 TB/s nominal; dense bf16 989 TFLOP/s)
+HBM_TBS = 4.8
+TFLOPS = 989.0
+
+
+def projection_shape(model: dict, projection: str):
+    """``(K, N)`` of one expert's matrix."""
+    if projection == "gate_up":
+        return model["hidden"], 2 * model["inter"]
+    return model["inter"], model["hidden"]
+
+
+def routing_counts(tokens: int, topk: int, experts: int, seed: int) -> torch.Tensor:
+    """Rows per expert (int64, CPU) of a random top-k routing of ``tokens`` tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    scores = torch.rand(tokens, experts, generator=gen)
+    return torch.bincount(scores.topk(topk, dim=1).indices.flatten(), minlength=experts)
+
+
+def floor_us(counts, K, N, rows, elem_bytes, hbm_tbs, tflops):
+    """``(bytes, us)``: the HBM bytes a grouped GEMM must move (each expert with rows reads its weights once; the
+    activations are read and the output written once) and the larger of the bandwidth and compute times."""
+    used = int((counts > 0).sum())
+    nbytes = used * K * N * elem_bytes + rows * K * elem_bytes + rows * N * 2
+    return nbytes, max(nbytes / (hbm_tbs * 1e12), 2.0 * rows * K * N / (tflops * 1e12)) * 1e6
+
+
+def calls_per_sample(fn) -> int:
+    """Calls per timed sample: about SAMPLE_US of work, 3 to 50."""
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    fn()
+    e1.record()
+    e1.synchronize()
+    return max(3, min(50, int(SAMPLE_US / max(e0.elapsed_time(e1) * 1e3, 1.0))))
+
+
+def bench_one(name, model, projection, tokens, configs, fp8, hbm_tbs, tflops, seed=0):
+    from triton_dist.kernels.gemm_config import TileConfig
+    from triton_dist.ops import group_gemm
+    from triton_dist.ops.moe_gemm import pick_group_config
+
+    E, topk = model["experts"], model["topk"]
+    K, N = projection_shape(model, projection)
+    counts = routing_counts(tokens, topk, E, seed)
+    rows = int(counts.sum())
+    ends = counts.cumsum(0)
+    offs = ends.to(torch.int32).cuda()
+    bounds = [0] + ends.tolist()
+    a = harness.rand((rows, K), seed + 1)
+    w = harness.rand((E, K, N), seed + 2)
+    w_nk = w.transpose(1, 2).contiguous()  # [E, N, K] storage
+    out = torch.empty(rows, N, dtype=torch.bfloat16, device="cuda")
+    ref = torch.empty(rows, N, dtype=torch.float32, device="cuda")
+    for e in range(E):
+        if bounds[e + 1] > bounds[e]:
+            ref[bounds[e]:bounds[e + 1]] = a[bounds[e]:bounds[e + 1]].float() @ w[e].float()
+
+    def loop():
+        for e in range(E):
+            s, t = bounds[e], bounds[e + 1]
+            if t > s:
+                torch.matmul(a[s:t], w[e], out=out[s:t])
+        return out
+
+    fns = {"ours": lambda: group_gemm(a, w, offs, out=out, check_offsets=False),
+           "ours/nk": lambda: group_gemm(a, w_nk.transpose(1, 2), offs, out=out, check_offsets=False),
+           "loop": loop}
+    for cfg in configs:
+        tc = TileConfig.parse(cfg)
+        fns[f"ours/{cfg}"] = lambda tc=tc: group_gemm(a, w, offs, out=out, config=tc, check_offsets=False)
+    if hasattr(torch, "_grouped_mm"):
+        fns["grouped_mm"] = lambda: torch._grouped_mm(a, w, offs=offs, out_dtype=torch.bfloat16)
+        fns["grouped_mm/nk"] = lambda: torch._grouped_mm(a, w_nk.transpose(1, 2), offs=offs, out_dtype=torch.bfloat16)
+    if fp8:
+        f8 = torch.float8_e4m3fn
+        kb, nb = K // 128, N // 128
+        a8 = (a.float() * 64).to(f8)
+        w8 = (w.float() * 64).to(f8)
+        sa = torch.full((rows, kb), 1 / 64, device="cuda")
+        sb = torch.full((E, kb, nb), 1 / 64, device="cuda")
+        fns["ours/fp8"] = lambda: group_gemm(a8, w8, offs, out=out, scale_a=sa, scale_b=sb, check_offsets=False)
+    errors = {}
+    for impl, fn in list(fns.items()):
+        try:
+            got = fn()
+            torch.cuda.synchronize()
+            err = harness.rel_error(got, ref)
+            if err > (5e-2 if impl == "ours/fp8" else 1e-2):
+                errors[impl] = f"wrong result: relative error {err:.3g}"
+        except Exception as exc:  # noqa: BLE001 - reported beside the timings
+            errors[impl] = f"{type(exc).__name__}: {exc}"[:300]
+        if impl in errors:
+            fns.pop(impl)
+    k = calls_per_sample(fns["ours"]) if "ours" in fns else 3
+    graphed = harness.time_interleaved(fns, k, REPS)
+    eager = {impl: harness.time_eager(fn, k, REPS) for impl, fn in fns.items()}
+    nbytes, floor = floor_us(counts, K, N, rows, 2, hbm_tbs, tflops)
+    rec = {"name": name, "projection": projection, "tokens": tokens, "rows": rows, "experts": E, "K": K, "N": N,
+           "experts_with_rows": int((counts > 0).sum()), "max_rows_per_expert": int(counts.max()),
+           "config": str(pick_group_config(rows, E, N, K, on_gpu=True)), "calls_per_sample": k,
+           "us": {impl: t for impl, (t, _) in graphed.items()},
+           "graphed": {impl: g for impl, (_, g) in graphed.items()}, "eager_us": eager, "errors": errors,
+           "floor_bytes": nbytes, "floor_us": floor}
+    us = rec["us"]
+    base = min((us[n] for n in ("grouped_mm", "grouped_mm/nk") if n in us), default=None)
+    if "ours" in us:
+        rec["ours_over_floor"] = us["ours"] / floor
+        rec["ours_tbs"] = nbytes / us["ours"] / 1e6
+        if base is not None:
+            rec["grouped_mm_over_ours"] = base / us["ours"]
+        if "loop" in us:
+            rec["loop_over_ours"] = us["loop"] / us["ours"]
+        eb = min((eager[n] for n in ("grouped_mm", "grouped_mm/nk") if n in eager), default=None)
+        if eb is not None:
+            rec["eager_grouped_mm_over_ours"] = eb / eager["ours"]
+    return rec
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="tokens per call (rows = top-k x tokens)")
+    ap.add_argument("--projections", default=",".join(PROJECTIONS), help="gate_up, down")
+    ap.add_argument("--configs", default="", help="extra tilings of ours to time, BMxBNxBKxWARPSxSTAGES,...")
+    ap.add_argument("--fp8", action="store_true", help="also time ours with fp8 e4m3 block-scaled operands")
+    ap.add_argument("--quick", action="store_true", help="qwen3-30b-a3b only, 128 and 8192 tokens")
+    ap.add_argument("--hbm-tbs", type=float, default=HBM_TBS, help=f"HBM bandwidth for the floor (default {HBM_TBS})")
+    ap.add_argument("--tflops", type=float, default=TFLOPS, help=f"bf16 TFLOP/s for the floor (default {TFLOPS})")
+    ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
+                                                "benchmarks/results)")
+    args = ap.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    for m in models:
+        if m not in MODELS:
+            ap.error(f"--models: unknown model {m!r}; known: {', '.join(MODELS)}")
+    projections = [p for p in args.projections.split(",") if p]
+    for p in projections:
+        if p not in PROJECTIONS:
+            ap.error(f"--projections: unknown projection {p!r}; known: {', '.join(PROJECTIONS)}")
+    try:
+        tokens = [int(t) for t in args.tokens.split(",") if t]
+    except ValueError:
+        ap.error(f"--tokens: expected integers, got {args.tokens!r}")
+    if any(t < 1 for t in tokens):
+        ap.error("--tokens: every count must be >= 1")
+    configs = [c for c in args.configs.split(",") if c]
+    from triton_dist.kernels.gemm_config import TileConfig
+
+    for c in configs:
+        try:
+            TileConfig.parse(c)
+        except ValueError as exc:
+            ap.error(f"--configs: {exc}")
+    if args.quick:
+        models, tokens = ["qwen3-30b-a3b"], [128, 8192]
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_group_gemm: needs a CUDA GPU (the baselines are CUDA kernels)")
+    from provenance import topology, topology_line
+
+    topo = topology()
+    print(f"bench_group_gemm: {topology_line(topo)}", flush=True)
+    records = []
+    for m in models:
+        for p in projections:
+            for t in tokens:
+                rec = bench_one(m, MODELS[m], p, t, configs, args.fp8, args.hbm_tbs, args.tflops)
+                records.append(rec)
+                us = rec["us"]
+                cols = "  ".join(f"{n} {v:9.1f}" for n, v in us.items())
+                print(f"{m:14s} {p:8s} T={t:5d} rows={rec['rows']:6d}  {cols}  floor {rec['floor_us']:8.1f}  "
+                      f"grouped_mm/ours {rec.get('grouped_mm_over_ours', float('nan')):.3f}  "
+                      f"loop/ours {rec.get('loop_over_ours', float('nan')):.2f}"
+                      + (f"  errors {rec['errors']}" if rec["errors"] else ""), flush=True)
+                torch.cuda.empty_cache()
+    stamp = harness.utc_stamp()
+    doc = harness.result_header("bench_group_gemm", topo=topo, stamp=stamp, hbm_tbs=args.hbm_tbs,
+                                tflops=args.tflops, records=records)
+    path = harness.write_json(os.path.join(harness.results_dir(args.out), f"group_gemm-{stamp}.json"), doc)
+    print(f"bench_group_gemm: wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""The grouped GEMM op of the MoE family: ``group_gemm(a, b, expert_offsets)`` multiplies each local expert's rows of
+the routing layout by that expert's matrix, on one device (:mod:`triton_dist.kernels.group_gemm`; docs/moe.md).
+
+The routing layout: ``a [rows, K]`` holds the tokens grouped by local expert, expert ``e`` owning rows
+``[expert_offsets[e - 1], expert_offsets[e])`` (``expert_offsets[-1]`` read as 0): int32 cumulative *end* offsets
+on the device, the ``offs`` convention of ``torch._grouped_mm``. ``rows`` is a static capacity: rows at or past
+``expert_offsets[E - 1]`` are padding, never read for a product and never written in the result. Experts may have
+no rows. Nothing about the routing is read on the host by the launch, so a call can be captured into a CUDA graph
+(the optional offsets check below is skipped inside a capture).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import triton
+
+from ..kernels.gemm_config import TileConfig, ensure_tma_allocator, num_sms, use_tma_for
+from ..kernels.group_gemm import SCALE_BLOCK, group_gemm_kernel
+from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES, dtype_names
+from .context import capturing as _capturing
+from .context import check_eager_only, traced_result
+
+#: Simulator tiling (the interpreter runs each tile with numpy: small tiles keep the tests fast)
+SIM_CONFIG = TileConfig(16, 16, 16, 1, 4, 1)
+
+
+def group_gemm_out_dtype(a_dtype):
+    """The result's dtype without ``out``: bf16 for fp8 inputs, else ``a``'s."""
+    import torch
+
+    return torch.bfloat16 if a_dtype in FP8_DTYPES else a_dtype
+
+
+def pick_group_config(rows: int, num_experts: int, N: int, K: int, *, on_gpu: bool, elem_bytes: int = 2,
+                      block_scaled: bool = False) -> TileConfig:
+    """Deterministic tiling of :func:`group_gemm` from what the host knows (the capacity ``rows``, not the routing):
+    ``BLOCK_M`` 64 when an expert averages at most 64 rows of the capacity (decode: tiles mostly padding, the
+    weights' bandwidth is the bound), else 128; ``BLOCK_N`` 128; ``BLOCK_K`` 64 (bf16 / fp16) or 128 (fp8, and
+    always 128 with block scales, one scale block per step). The simulator: :data:`SIM_CONFIG`."""
+    if not on_gpu:
+        return SIM_CONFIG
+    per_expert = rows / max(1, num_experts)
+    block_m = 64 if per_expert <= 64 else 128
+    block_k = 128 if (elem_bytes == 1 or block_scaled) else 64
+    return TileConfig(block_m, 128, block_k, 1, 4 if block_m == 64 else 8, 4)
+
+
+def _check_scales(op: str, a, b, scale_a, scale_b, num_experts: int, N: int, K: int) -> None:
+    import torch
+
+    fp8 = a.dtype in FP8_DTYPES
+    if not fp8:
+        if scale_a is not None or scale_b is not None:
+            raise ValueError(f"{op}: scale_a / scale_b apply to fp8 inputs only (a.dtype={a.dtype})")
+        return
+    if scale_a is None or scale_b is None:
+        raise ValueError(f"{op}: fp8 inputs need both block scales: scale_a [rows, cdiv(K, {SCALE_BLOCK})] and "
+                         f"scale_b [E, cdiv(K, {SCALE_BLOCK}), cdiv(N, {SCALE_BLOCK})], float32")
+    kb, nb = triton.cdiv(K, SCALE_BLOCK), triton.cdiv(N, SCALE_BLOCK)
+    for name, t, shape in (("scale_a", scale_a, (a.shape[0], kb)), ("scale_b", scale_b, (num_experts, kb, nb))):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+            raise ValueError(f"{op}: {name} must be a float32 tensor, got "
+                             f"{getattr(t, 'dtype', type(t).__name__)}")
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{op}: {name} has shape {tuple(t.shape)}, expected {shape} (one scale per "
+                             f"{SCALE_BLOCK} channels of K{'' if name == 'scale_a' else ' x 128 columns of N'})")
+        if t.device != a.device:
+            raise ValueError(f"{op}: {name} is on {t.device}, a on {a.device}")
+        if t.stride(-1) != 1:
+            raise ValueError(f"{op}: {name} must have a unit last stride (call .contiguous())")
+
+
+def check_group_operands(op: str, a, b, expert_offsets, scale_a=None, scale_b=None) -> None:
+    """Host checks of :func:`group_gemm`'s operands before any launch (shapes, dtypes, devices, layouts, scales);
+    the offsets' *values* are :func:`check_expert_offsets`'. Raises ValueError naming ``op``, the bad value and what
+    is accepted."""
+    import torch
+
+    for name, t in (("a", a), ("b", b), ("expert_offsets", expert_offsets)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if a.dim() != 2:
+        raise ValueError(f"{op}: a must be 2-D [rows, K], got shape {tuple(a.shape)}")
+    if b.dim() != 3:
+        raise ValueError(f"{op}: b must be 3-D [E, K, N] (one [K, N] matrix per local expert), got shape "
+                         f"{tuple(b.shape)}")
+    accepted = HALF_DTYPES + FP8_DTYPES
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype not in accepted:
+            raise ValueError(f"{op}: {name}.dtype={t.dtype} is not supported; accepted: {dtype_names(accepted)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"{op}: a.dtype={a.dtype} and b.dtype={b.dtype} differ")
+    E, K, N = b.shape
+    if a.shape[1] != K:
+        raise ValueError(f"{op}: a has K={a.shape[1]} columns, b's experts take K={K} ([E, K, N] = {tuple(b.shape)})")
+    if E < 1:
+        raise ValueError(f"{op}: b has no experts (shape {tuple(b.shape)})")
+    if expert_offsets.dim() != 1 or expert_offsets.shape[0] != E or expert_offsets.dtype != torch.int32:
+        raise ValueError(f"{op}: expert_offsets must be int32 [E={E}] (cumulative end row of each expert), got "
+                         f"{expert_offsets.dtype} {tuple(expert_offsets.shape)}")
+    for name, t in (("b", b), ("expert_offsets", expert_offsets)):
+        if t.device != a.device:
+            raise ValueError(f"{op}: {name} is on {t.device}, a on {a.device}")
+    align = 16 // a.element_size()
+    if K % align or N % align:
+        raise ValueError(f"{op}: K={K} and N={N} must be multiples of {align} ({a.dtype}: 16-byte rows for the "
+                         f"tensor-memory loads)")
+    if a.stride(1) != 1 or a.stride(0) % align:
+        raise ValueError(f"{op}: a must be row-major with unit column stride and 16-byte aligned rows (stride "
+                         f"{tuple(a.stride())}; call .contiguous())")
+    if not (b.stride(2) == 1 or b.stride(1) == 1):
+        raise ValueError(f"{op}: b [E, K, N] needs a unit stride along N (row-major [E, K, N]) or along K (an "
+                         f"[E, N, K] tensor seen through .transpose(1, 2)); got strides {tuple(b.stride())}")
+    if any(s % align for s in b.stride() if s != 1):
+        raise ValueError(f"{op}: b's strides {tuple(b.stride())} must be multiples of {align} elements (16 bytes)")
+    _check_scales(op, a, b, scale_a, scale_b, E, N, K)
+
+
+def check_expert_offsets(op: str, expert_offsets, rows: int) -> None:
+    """The offsets' values: non-negative, non-decreasing, the last at most ``rows`` (reads the tensor: one device
+    synchronisation for device offsets). ValueError naming the first bad expert otherwise."""
+    import torch
+
+    offs = expert_offsets.detach().to("cpu").to(torch.int64)
+    prev = 0
+    for e, end in enumerate(offs.tolist()):
+        if end < prev:
+            raise ValueError(f"{op}: expert_offsets[{e}]={end} is below "
+                             f"{'0' if e == 0 else f'expert_offsets[{e - 1}]={prev}'}: offsets are cumulative end "
+                             f"rows, non-decreasing")
+        prev = end
+    if prev > rows:
+        raise ValueError(f"{op}: expert_offsets[{len(offs) - 1}]={prev} is past a's {rows} rows: the experts' rows "
+                         f"must fit in a")
+
+
+def group_gemm(a, b, expert_offsets, *, out=None, scale_a=None, scale_b=None, config: Optional[TileConfig] = None,
+               check_offsets: bool = True):
+    """``out[r] = a[r] @ b[e]`` for every row ``r`` of expert ``e`` (the routing layout, module docstring); returns
+    ``out [rows, N]``.
+
+    ``a [rows, K]`` and ``b [E, K, N]`` of one dtype among bf16, fp16, fp8 e4m3 / e5m2 (``b`` row-major, or with
+    unit stride along K: per-expert ``[N, K]`` weights passed as ``w.transpose(1, 2)``); ``expert_offsets`` int32
+    ``[E]``; fp32 accumulation. FP8 needs the block scales ``scale_a [rows, cdiv(K, 128)]`` and ``scale_b [E,
+    cdiv(K, 128), cdiv(N, 128)]`` (float32: ``a[r, k]`` means ``a[r, k] * scale_a[r, k // 128]``, ``b[e, k, n]``
+    means ``b[e, k, n] * scale_b[e, k // 128, n // 128]``) and gives bf16. Rows of ``out`` at or past
+    ``expert_offsets[E - 1]`` are not written (an ``out`` allocated here holds whatever memory held there).
+
+    ``check_offsets`` (default True): read the offsets on the host and refuse bad ones (:func:`check_expert_offsets`:
+    one device synchronisation) before the launch; skipped inside a CUDA-graph capture and under torch.compile,
+    where nothing may synchronise. Whatever the offsets hold, the kernel never reads or writes outside the tensors.
+    ``config``: a :class:`~triton_dist.kernels.gemm_config.TileConfig` instead of :func:`pick_group_config`'s
+    (block sizes, warps, stages; its other fields are ignored). Raises ValueError on bad input before any launch.
+    Under torch.compile the call is the registered ``torch.ops.triton_dist.group_gemm`` (``config`` is refused
+    there; ``out`` receives a copy)."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        check_eager_only("group_gemm", config=config)
+        return traced_result(torch.ops.triton_dist.group_gemm(a, b, expert_offsets, scale_a, scale_b), out)
+    check_group_operands("group_gemm", a, b, expert_offsets, scale_a, scale_b)
+    rows, K = a.shape
+    E, _, N = b.shape
+    if out is None:
+        out = torch.empty((rows, N), dtype=group_gemm_out_dtype(a.dtype), device=a.device)
+    elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, N) or out.device != a.device or \
+            out.dtype not in HALF_DTYPES or out.stride(1) != 1:
+        raise ValueError(f"group_gemm: out must be a bf16 / fp16 [{rows}, {N}] tensor on {a.device} with unit column "
+                         f"stride, got {getattr(out, 'dtype', type(out).__name__)} "
+                         f"{tuple(getattr(out, 'shape', ()))}")
+    if check_offsets and not _capturing():
+        check_expert_offsets("group_gemm", expert_offsets, rows)
+    if rows == 0 or N == 0:
+        return out
+    block_scaled = a.dtype in FP8_DTYPES
+    on_gpu = a.device.type == "cuda"
+    cfg = config or pick_group_config(rows, E, N, K, on_gpu=on_gpu, elem_bytes=a.element_size(),
+                                      block_scaled=block_scaled)
+    if block_scaled and SCALE_BLOCK % cfg.BLOCK_K:
+        raise ValueError(f"group_gemm: config {cfg} has BLOCK_K={cfg.BLOCK_K}; with block scales one step must lie "
+                         f"in one scale block ({SCALE_BLOCK} % BLOCK_K == 0)")
+    b_k_contiguous = b.stride(2) != 1
+    use_tma = use_tma_for(a.device) and not cfg.pointer_loads
+    if use_tma:
+        ensure_tma_allocator()
+    sms = num_sms(a.device)
+    # an upper bound of the tiles (each expert adds at most one partial row tile): never more programs than work
+    bound = (triton.cdiv(rows, cfg.BLOCK_M) + E) * triton.cdiv(N, cfg.BLOCK_N)
+    sa = scale_a if block_scaled else out
+    sb = scale_b if block_scaled else out
+    group_gemm_kernel[(min(sms, bound), )](
+        a, b, out, expert_offsets, sa, sb, rows, E, N, K, a.stride(0), b.stride(0), b.stride(1), b.stride(2),
+        out.stride(0), sa.stride(0) if block_scaled else 0, sb.stride(0) if block_scaled else 0,
+        sb.stride(1) if block_scaled else 0, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+        USE_TMA=use_tma, B_K_CONTIGUOUS=b_k_contiguous, BLOCK_SCALED=block_scaled,
+        **cfg.launch())
+    return out
+
+
+__all__ = ["group_gemm", "group_gemm_out_dtype", "pick_group_config", "check_group_operands", "check_expert_offsets",
+           "SIM_CONFIG"]
