@@ -71,7 +71,7 @@ def test_ops_importable_without_runtime():
     from triton_dist import ops
 
     for name in ("all_gather", "reduce_scatter", "all_reduce", "send", "recv", "ag_gemm", "gemm_rs", "gemm_ar",
-                 "matmul", "group_gemm"):
+                 "matmul", "group_gemm", "moe_route", "moe_combine"):
         assert hasattr(torch.ops.triton_dist, name), name
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_allreduce_ctx(16, torch.bfloat16)
@@ -96,7 +96,7 @@ def test_ops_exports_every_family():
         "overlap": ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context",
                     "create_gemm_rs_context", "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar"],
         "matmul": ["matmul"],
-        "moe": ["group_gemm"]}
+        "moe": ["group_gemm", "moe_route", "moe_combine", "MoERouting"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
         assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")

@@ -1,9 +1,9 @@
 """Torch-facing distributed ops, one pattern for every family (docs/ops.md): create a context once (it owns the
 symmetric buffers; ``close()`` frees them), then call the op with it. Families: the collectives (all_gather,
 reduce_scatter, all_reduce), point-to-point (send / recv), the overlapped GEMMs (ag_gemm, gemm_rs, gemm_ar), the
-single-device ``matmul`` and the MoE family's ``group_gemm``. Every op is also registered as
-``torch.ops.triton_dist.<op>`` with a fake implementation, and the functions here emit those ops under torch.compile
-(:mod:`._library`)."""
+single-device ``matmul`` and the MoE family (``moe_route``, ``group_gemm``, ``moe_combine``). Every op is also
+registered as ``torch.ops.triton_dist.<op>`` with a fake implementation, and the functions here emit those ops under
+torch.compile (:mod:`._library`)."""
 from .collectives import (AllGatherContext, AllReduceContext, P2PContext, ReduceScatterContext,  # noqa: F401
                           all_gather, all_reduce, create_allgather_ctx, create_allreduce_ctx, create_p2p_ctx,
                           create_reduce_scatter_ctx, get_context, recv, reduce_scatter, send)
@@ -11,6 +11,7 @@ from .overlap import (AGGemmContext, GemmARContext, GemmRSContext, ag_gemm, crea
                       create_gemm_ar_context, create_gemm_rs_context, gemm_ar, gemm_rs)
 from .gemm import matmul  # noqa: E402  (the module is ``triton_dist.ops.gemm``; ``ops.matmul`` is the function)
 from .moe_gemm import group_gemm  # noqa: E402  (MoE: the grouped GEMM over the routing layout, docs/moe.md)
+from .moe_layout import MoERouting, moe_combine, moe_route  # noqa: E402  (MoE: the routing layout on one device)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -33,7 +34,7 @@ __all__ = [
     # single-device GEMM
     "matmul",
     # mixture of experts
-    "group_gemm",
+    "group_gemm", "moe_route", "moe_combine", "MoERouting",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]

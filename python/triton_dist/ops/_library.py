@@ -1,5 +1,6 @@
 """torch.library registration of every op (``torch.ops.triton_dist.*``) so that torch.compile (fullgraph) traces a
-model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul, group_gemm.
+model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul, and the
+MoE family's group_gemm, moe_route, moe_combine.
 
 Each op that needs a context takes the context's integer ``handle`` (:func:`~triton_dist.ops.context.get_context`
 finds the live context) and the call's method, already resolved from ``None`` / an alias by the public function.
@@ -16,13 +17,14 @@ code by the compiler, leaving the peer waiting; the declared mutation keeps both
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
 from . import collectives as _c
 from . import gemm as _gemm
 from . import moe_gemm as _moe_gemm
+from . import moe_layout as _moe_layout
 from . import overlap as _ov
 from .context import FP8_DTYPES, get_context
 
@@ -156,9 +158,37 @@ def _group_gemm_fake(a, b, expert_offsets, scale_a, scale_b):
     return a.new_empty((a.shape[0], b.shape[2]), dtype=_moe_gemm.group_gemm_out_dtype(a.dtype))
 
 
+@torch.library.custom_op("triton_dist::moe_route", mutates_args=())
+def moe_route_op(x: torch.Tensor, topk_idx: torch.Tensor, num_experts: int) -> Tuple[torch.Tensor, torch.Tensor,
+                                                                                      torch.Tensor]:
+    # the weights only travel to combine: a placeholder of the right shape keeps the checks meaningful
+    weights = torch.zeros(topk_idx.shape, dtype=torch.float32, device=x.device)
+    tokens, offsets, routing = _moe_layout.moe_route(x, topk_idx, weights, num_experts, check_ids=False)
+    return tokens, offsets, routing.dest_rows
+
+
+@moe_route_op.register_fake
+def _moe_route_fake(x, topk_idx, num_experts):
+    rows = topk_idx.shape[0] * topk_idx.shape[1]
+    return (x.new_empty((rows, x.shape[1])), x.new_empty((num_experts, ), dtype=torch.int32),
+            x.new_empty(tuple(topk_idx.shape), dtype=torch.int32))
+
+
+@torch.library.custom_op("triton_dist::moe_combine", mutates_args=())
+def moe_combine_op(expert_out: torch.Tensor, dest_rows: torch.Tensor, topk_idx: torch.Tensor,
+                   topk_weights: torch.Tensor, num_experts: int) -> torch.Tensor:
+    routing = _moe_layout.MoERouting(dest_rows, topk_idx, topk_weights, num_experts)
+    return _moe_layout.moe_combine(expert_out, routing)
+
+
+@moe_combine_op.register_fake
+def _moe_combine_fake(expert_out, dest_rows, topk_idx, topk_weights, num_experts):
+    return expert_out.new_empty((dest_rows.shape[0], expert_out.shape[1]))
+
+
 #: the registered op of each public function (``torch.ops.triton_dist.<name>``)
 OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
        "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
-       "matmul": matmul_op, "group_gemm": group_gemm_op}
+       "matmul": matmul_op, "group_gemm": group_gemm_op, "moe_route": moe_route_op, "moe_combine": moe_combine_op}
 
 __all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

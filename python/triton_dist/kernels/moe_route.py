@@ -1,0 +1,117 @@
+"""Device code of the MoE routing layout on one device: group each token's top-k copies by expert (route), and sum
+the experts' outputs back per token with the top-k weights (combine). The host side is
+:mod:`triton_dist.ops.moe_layout`; the layout is described in docs/moe.md.
+
+A *pair* is one (token ``t``, slot ``j``) of ``topk_idx [T, k]``, flattened as ``p = t * k + j``. Routing is a
+stable counting sort of the pairs by expert, in three launches that never read anything on the host:
+
+1. :func:`route_count_kernel` (one program per ``BLOCK`` pairs): how many pairs of the block go to each expert
+   (``counts [blocks, E + 1]``; the last column counts pairs whose expert id is out of range).
+2. :func:`route_scan_kernel` (one program): exclusive prefix sums, expert-major then block-major: ``base[b, e]`` =
+   the first row of block ``b``'s pairs of expert ``e``; ``offsets[e]`` = the cumulative end row of expert ``e``.
+   Out-of-range pairs get rows after every expert's (``[offsets[E - 1], T * k)``): they exist, they are never an
+   expert's rows, and combine leaves them out.
+3. :func:`route_scatter_kernel` (grid ``blocks x column chunks``): each pair's row is ``base[b, e]`` plus the number
+   of earlier pairs of its block with the same expert, so within an expert the rows follow the pairs' order (token
+   order, then slot): the same layout every run. It writes ``dest_rows[p]`` and copies ``x[t]`` there.
+
+:func:`combine_kernel` (grid ``tokens x column chunks``): ``out[t] = sum_j w[t, j] * expert_out[dest_rows[t, j]]``
+over the in-range slots, in slot order, accumulated in fp32: deterministic.
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+import triton_dist
+
+
+@triton_dist.jit
+def _expert_of(ids_ptr, p, P, E):
+    """Expert id of pairs ``p`` as int32 (``E`` for an id out of ``[0, E)`` -- compared in the ids' own width, so a
+    wide id never wraps into range -- and for ``p >= P``)."""
+    e = tl.load(ids_ptr + p, mask=p < P, other=E)
+    return tl.where((e >= 0) & (e < E) & (p < P), e, E).to(tl.int32)
+
+
+@triton_dist.jit
+def route_count_kernel(ids_ptr, counts_ptr, P, E, BLOCK: tl.constexpr, EXPERTS_CHUNK: tl.constexpr):
+    """``counts[b, e]`` (int32 ``[blocks, E + 1]``) = pairs of block ``b`` (pairs ``[b * BLOCK, (b + 1) * BLOCK)``
+    of ``P``) routed to expert ``e``; column ``E``: out-of-range ids."""
+    b = tl.program_id(0)
+    p = b * BLOCK + tl.arange(0, BLOCK)
+    e = _expert_of(ids_ptr, p, P, E)
+    for c0 in range(0, E + 1, EXPERTS_CHUNK):
+        cols = c0 + tl.arange(0, EXPERTS_CHUNK)
+        hits = (e[:, None] == cols[None, :]) & (p < P)[:, None]
+        tl.store(counts_ptr + b * (E + 1) + cols, tl.sum(hits.to(tl.int32), axis=0), mask=cols < E + 1)
+
+
+@triton_dist.jit
+def route_scan_kernel(counts_ptr, base_ptr, offs_ptr, NB, E, BLOCKS_CHUNK: tl.constexpr,
+                      EXPERTS_CHUNK: tl.constexpr):
+    """One program: ``base[b, e]`` = rows of every (expert < e, any block) plus (expert e, block < b) pairs;
+    ``offs[e]`` (int32 ``[E]``) = rows of every expert <= e. ``counts`` / ``base`` int32 ``[NB, E + 1]``."""
+    run = 0
+    for e0 in range(0, E + 1, EXPERTS_CHUNK):
+        e = e0 + tl.arange(0, EXPERTS_CHUNK)
+        e_ok = e < E + 1
+        total = tl.zeros((EXPERTS_CHUNK, ), dtype=tl.int32)
+        for b0 in range(0, NB, BLOCKS_CHUNK):
+            b = b0 + tl.arange(0, BLOCKS_CHUNK)
+            m = (b < NB)[:, None] & e_ok[None, :]
+            total += tl.sum(tl.load(counts_ptr + b[:, None] * (E + 1) + e[None, :], mask=m, other=0), axis=0)
+        first = tl.cumsum(total, axis=0) - total + run  # first row of each expert of the chunk
+        tl.store(offs_ptr + e, first + total, mask=e < E)
+        acc = first
+        for b0 in range(0, NB, BLOCKS_CHUNK):
+            b = b0 + tl.arange(0, BLOCKS_CHUNK)
+            m = (b < NB)[:, None] & e_ok[None, :]
+            c = tl.load(counts_ptr + b[:, None] * (E + 1) + e[None, :], mask=m, other=0)
+            tl.store(base_ptr + b[:, None] * (E + 1) + e[None, :], acc[None, :] + tl.cumsum(c, axis=0) - c, mask=m)
+            acc += tl.sum(c, axis=0)
+        run += tl.sum(total, axis=0)
+
+
+@triton_dist.jit
+def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, tokens_ptr, dest_ptr, P, TOPK, E, H, stride_x, stride_tok,
+                         BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Program ``(b, h)``: the rows of block ``b``'s pairs (stable within each expert), stored to ``dest_rows`` by
+    the ``h == 0`` programs, and columns ``[h * BLOCK_H, +BLOCK_H)`` of each pair's token copied to its row."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    i = tl.arange(0, BLOCK)
+    p = b * BLOCK + i
+    valid = p < P
+    e = _expert_of(ids_ptr, p, P, E)
+    earlier = (e[:, None] == e[None, :]) & (i[None, :] < i[:, None]) & valid[None, :]
+    rank = tl.sum(earlier.to(tl.int32), axis=1)
+    dest = tl.load(base_ptr + b * (E + 1) + e, mask=valid, other=0) + rank
+    if h == 0:
+        tl.store(dest_ptr + p, dest, mask=valid)
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    m = valid[:, None] & (cols < H)[None, :]
+    t = (p // TOPK).to(tl.int64)
+    vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=m)
+    tl.store(tokens_ptr + dest.to(tl.int64)[:, None] * stride_tok + cols[None, :], vals, mask=m)
+
+
+@triton_dist.jit
+def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, TOPK, E, H, stride_eo, stride_w, stride_out,
+                   BLOCK_H: tl.constexpr):
+    """Program ``(t, h)``: ``out[t, cols] = sum_j w[t, j] * expert_out[dest[t, j], cols]`` over the slots whose
+    expert id is in range, ``j`` in order, fp32 accumulation, stored in ``out``'s dtype."""
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    acc = tl.zeros((BLOCK_H, ), dtype=tl.float32)
+    for j in range(0, TOPK):
+        e = tl.load(ids_ptr + t * TOPK + j)
+        if (e >= 0) & (e < E):
+            row = tl.load(dest_ptr + t * TOPK + j).to(tl.int64)
+            w = tl.load(w_ptr + t * stride_w + j).to(tl.float32)
+            acc += w * tl.load(eo_ptr + row * stride_eo + cols, mask=cm, other=0.0).to(tl.float32)
+    tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
+
+
+__all__ = ["route_count_kernel", "route_scan_kernel", "route_scatter_kernel", "combine_kernel"]

@@ -1,0 +1,188 @@
+"""The MoE routing layout on one device (ops.moe_route / ops.moe_combine) and the MoE layer at expert parallelism 1
+(layers.moe_forward: route -> group_gemm -> SiLU gate -> group_gemm -> combine) under the interpreter: the layout
+against a stable sort done in torch (several routing blocks, more experts than one scan step, experts without
+tokens, every token to one expert, top-1 and top-8), per-expert distinct functions (expert e scales by e + 1), so a
+token sent to the wrong expert or combined with the wrong weight fails; out-of-range ids refused, or left out of the
+sum when the check is skipped; torch.compile over the registered ops; compilation for cuda:90 and hip:gfx942."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+_INTERP_SCRIPT = r"""
+import os
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+from triton_dist import ops
+from triton_dist.layers import moe_forward, moe_reference
+
+fails = []
+torch.manual_seed(0)
+
+def q(shape, dtype=torch.bfloat16):
+    return (torch.randint(-4, 5, shape).float() / 4).to(dtype)
+
+def routing(T, k, E, gen, empty=(), only=None, dtype=torch.int64):
+    if only is not None:
+        return torch.full((T, k), only, dtype=dtype)
+    scores = torch.rand(T, E, generator=gen)
+    scores[:, list(empty)] = -1.0
+    return scores.topk(k, dim=1).indices.to(dtype)
+
+def check_layout(name, T, k, E, H, **kw):
+    gen = torch.Generator().manual_seed(T * 31 + k)
+    idx = routing(T, k, E, gen, **kw)
+    x = q((T, H))
+    w = torch.rand(T, k, generator=gen)
+    tokens, offs, r = ops.moe_route(x, idx, w, E)
+    flat = idx.flatten()
+    order = torch.sort(flat, stable=True).indices      # pairs by expert, in pair order within an expert
+    want_dest = torch.empty_like(order)
+    want_dest[order] = torch.arange(order.numel())
+    want_offs = torch.bincount(flat, minlength=E).cumsum(0).to(torch.int32)
+    if not torch.equal(offs, want_offs):
+        fails.append(f"{name}: offsets {offs.tolist()[:8]} want {want_offs.tolist()[:8]}")
+    if not torch.equal(r.dest_rows.flatten().long(), want_dest):
+        fails.append(f"{name}: dest rows differ from the stable sort")
+    if not torch.equal(tokens, x.repeat_interleave(k, dim=0)[order]):
+        fails.append(f"{name}: token rows differ")
+    # expert e scales by (e + 1): combine must give sum_j w[t, j] * (idx[t, j] + 1) * x[t]
+    scale = torch.repeat_interleave(torch.arange(E) + 1, torch.bincount(flat, minlength=E))
+    eo = (tokens.float() * scale[:, None]).to(torch.float32)
+    got = ops.moe_combine(eo, r)
+    want = (w * (idx.float() + 1)).sum(1, keepdim=True) * x.float()
+    if not torch.allclose(got, want, rtol=1e-5, atol=1e-5):
+        fails.append(f"{name}: combine max err {(got - want).abs().max().item()}")
+
+check_layout("3 blocks, top-4", 40, 4, 9, 24)
+check_layout("70 experts (two scan steps), empty experts", 37, 8, 70, 16, empty=(0, 5, 69))
+check_layout("every token to expert 6", 21, 2, 7, 16, only=6)
+check_layout("top-1, int32 ids", 50, 1, 5, 16, dtype=torch.int32)
+check_layout("69 blocks (two block steps of the scan)", 1100, 4, 6, 8)
+check_layout("one token", 1, 3, 4, 300)
+
+# out-of-range ids: refused by default; with the check skipped, left out of the sum (never out of bounds)
+x, w = q((6, 16)), torch.ones(6, 2)
+idx = torch.tensor([[0, 1], [1, 9], [2, -1], [0, 2], [5, 1], [2, 2]])
+try:
+    ops.moe_route(x, idx, w, 3)
+    fails.append("bad ids not refused")
+except ValueError as exc:
+    if "topk_idx[1, 1]=9" not in str(exc):
+        fails.append(f"bad ids message: {exc}")
+tokens, offs, r = ops.moe_route(x, idx, w, 3, check_ids=False)
+ok = (idx >= 0) & (idx < 3)
+want_offs = torch.bincount(idx[ok], minlength=3).cumsum(0).to(torch.int32)
+got = ops.moe_combine(tokens.float(), r)
+if not torch.equal(offs, want_offs) or not torch.equal(got, ok.sum(1, keepdim=True).float() * x.float()):
+    fails.append("out-of-range ids with the check skipped")
+
+# the MoE layer at EP=1 against the plain torch reference
+T, k, E, H, I = 24, 4, 6, 32, 16
+gen = torch.Generator().manual_seed(7)
+idx = routing(T, k, E, gen, empty=(3, ))
+w = torch.softmax(torch.rand(T, k, generator=gen), dim=1)
+x = q((T, H))
+wgu, wd = q((E, H, 2 * I)) / 4, q((E, I, H)) / 4
+got = moe_forward(x, idx, w, wgu, wd)
+want = moe_reference(x, idx, w, wgu, wd)
+err = ((got.float() - want).norm() / want.norm()).item()
+if got.dtype != torch.bfloat16 or err > 1e-2:
+    fails.append(f"moe_forward vs reference: rel err {err}")
+print("FAILS", fails)
+"""
+
+_COMPILE_SCRIPT = r"""
+import os
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+from triton_dist import ops
+
+def layer(x, idx, w, wgt):
+    tokens, offs, r = ops.moe_route(x, idx, w, wgt.shape[0])
+    return ops.moe_combine(ops.group_gemm(tokens, wgt, offs), r)
+
+torch.manual_seed(0)
+x = (torch.randint(-4, 5, (10, 32)).float() / 4).to(torch.bfloat16)
+idx = torch.rand(10, 3).argsort(1)[:, :2].contiguous()
+w = torch.rand(10, 2)
+wgt = (torch.randint(-4, 5, (3, 32, 16)).float() / 4).to(torch.bfloat16)
+eager = layer(x, idx, w, wgt)
+compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)(x, idx, w, wgt)
+print("SAME", torch.equal(eager, compiled))
+"""
+
+
+def _run(script):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("TRITON_DIST_BACKEND", None)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
+
+
+def test_route_combine_and_the_layer_under_interpreter():
+    res = _run(_INTERP_SCRIPT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "FAILS []", res.stdout[-3000:]
+
+
+def test_route_and_combine_under_torch_compile_fullgraph():
+    res = _run(_COMPILE_SCRIPT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "SAME True", res.stdout[-2000:]
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda o: o.moe_route(torch.zeros(4, 8), torch.zeros(4, 2, dtype=torch.int64), torch.ones(4, 3), 2),
+     ["topk_weights has shape (4, 3)"]),
+    (lambda o: o.moe_route(torch.zeros(4, 8), torch.zeros(5, 2, dtype=torch.int64), torch.ones(5, 2), 2),
+     ["topk_idx must be [tokens=4, k]"]),
+    (lambda o: o.moe_route(torch.zeros(4, 8), torch.zeros(4, 2), torch.ones(4, 2), 2), ["topk_idx.dtype"]),
+    (lambda o: o.moe_route(torch.zeros(4, 8), torch.zeros(4, 2, dtype=torch.int64), torch.ones(4, 2), 0),
+     ["num_experts=0"]),
+    (lambda o: o.moe_route(torch.zeros(4, 8), torch.zeros(4, 2, dtype=torch.int64),
+                           torch.ones(4, 2, dtype=torch.int32), 2), ["topk_weights.dtype"]),
+    (lambda o: o.moe_route(torch.zeros(4, 8), torch.tensor([[0, 1], [1, 2], [0, 0], [1, 1]]), torch.ones(4, 2), 2),
+     ["topk_idx[1, 1]=2", "[0, 2)"]),
+    (lambda o: o.moe_combine(torch.zeros(8, 8), "not a routing"), ["MoERouting"]),
+])
+def test_bad_input_is_refused_before_launch(call, words):
+    from triton_dist import ops
+
+    with pytest.raises(ValueError) as err:
+        call(ops)
+    for w in words:
+        assert w in str(err.value), (w, str(err.value))
+
+
+def test_combine_checks_the_rows():
+    from triton_dist import ops
+    from triton_dist.ops.moe_layout import MoERouting
+
+    r = MoERouting(torch.zeros(4, 2, dtype=torch.int32), torch.zeros(4, 2, dtype=torch.int64), torch.ones(4, 2), 2)
+    with pytest.raises(ValueError, match=r"expert_out must be \[8, H\]"):
+        ops.moe_combine(torch.zeros(7, 8), r)
+    with pytest.raises(ValueError, match="bf16 / fp16 / fp32"):
+        ops.moe_combine(torch.zeros(8, 8, dtype=torch.int32), r)
+
+
+# ids, counts, P, E, BLOCK, EXPERTS_CHUNK / counts, base, offs, NB, E, chunks / the scatter / combine
+@pytest.mark.parametrize("kernel,sig", [
+    ("route_count_kernel", "*i64:16, *i32:16, i32, i32, 64, 64"),
+    ("route_scan_kernel", "*i32:16, *i32:16, *i32:16, i32, i32, 64, 64"),
+    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *bf16:16, *i32:16, i32, i32, i32, i32:16, i32:16, i32:16, "
+                             "64, 256"),
+    ("combine_kernel", "*bf16:16, *i32:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32:16, i32:16, i32, i32:16, 256"),
+])
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_route_kernels_compile_for_every_target(kernel, sig, target):
+    path = os.path.join(ROOT, "python", "triton_dist", "kernels", "moe_route.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", f"{path}:{kernel}", "-s", sig,
+                          "--target", target, "--stage", "amdgcn" if target.startswith("hip") else "ptx",
+                          "--num-warps", "4"], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
