@@ -32,7 +32,7 @@
 #                                       --variant columns beside the default build (batch 1 with traces, batch 8)
 #   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
-#   scripts/gpu_suite.sh moe            the MoE grouped GEMM's GPU tier, then bench_group_gemm (one GPU: vs
+#   scripts/gpu_suite.sh moe            the MoE family's GPU tier, then bench_group_gemm (one GPU: vs
 #                                       torch._grouped_mm and a per-expert matmul loop, Qwen3-30B-A3B / DeepSeek-V3)
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
@@ -238,9 +238,10 @@ case $part in
     rec bench_gemm_quality 300 "$PY" benchmarks/bench_gemm.py --out "$OUT" --write-table --shapes \
       2048x14336x8192,4096x14336x8192,8192x14336x8192,2048x7168x4096,4096x7168x4096,8192x7168x4096,2048x8192x7168,4096x8192x7168,8192x8192x7168,2048x4096x3584,4096x4096x3584,8192x4096x3584
     cp python/triton_dist/kernels/gemm_table.json "$OUT/" ;;
-  moe)  # the MoE family on one GPU: the grouped GEMM's tier (at NPROC ranks: each checks its own device), then its
-    # benchmark against torch._grouped_mm and the per-expert loop (one process; MOE_BENCH_ARGS adds options, e.g. --fp8)
-    tier gpu_group_gemm 180 test/python/gpu/test_gpu_group_gemm.py
+  moe)  # the MoE family on one GPU: its tier (grouped GEMM, route / combine, the layer at EP=1; at NPROC ranks, each
+    # checking its own device), then the grouped GEMM's benchmark against torch._grouped_mm and the per-expert loop
+    # (one process; MOE_BENCH_ARGS adds options, e.g. --fp8)
+    tier gpu_moe 240 test/python/gpu/test_gpu_moe.py
     rec bench_group_gemm 420 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" ${MOE_BENCH_ARGS:-} ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"

@@ -1,11 +1,13 @@
-"""GPU tier for ``ops.group_gemm`` (the MoE grouped GEMM) at real model shapes: random routings with empty experts,
+"""GPU tier of the MoE family on one device: ``ops.group_gemm`` at real model shapes: random routings with empty experts,
 every row to one expert, both weight layouts, fp8 with block scales, against per-expert fp32 matmuls and against
 ``torch._grouped_mm``; determinism; CUDA-graph capture with the routing changed between replays (nothing is read on
-the host); padding rows left untouched. No communication: ``torchrun --nproc_per_node 2 -m pytest
-test/python/gpu/test_gpu_group_gemm.py`` (each rank checks its own device; ranks may share a GPU), or on one GPU as a
+the host); padding rows left untouched. ``ops.moe_route`` / ``ops.moe_combine`` against a stable sort in torch, and
+the MoE layer at expert parallelism 1 (``layers.moe_forward``) against the plain torch reference, eager and replayed
+from one CUDA graph with new routings. No communication: ``torchrun --nproc_per_node 2 -m pytest
+test/python/gpu/test_gpu_moe.py`` (each rank checks its own device; ranks may share a GPU), or on one GPU as a
 script::
 
-    python test/python/gpu/test_gpu_group_gemm.py
+    python test/python/gpu/test_gpu_moe.py
 """
 import os
 import sys
@@ -13,6 +15,8 @@ import sys
 import pytest
 import torch
 
+from triton_dist import ops
+from triton_dist.layers import moe_forward, moe_reference
 from triton_dist.ops import group_gemm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # as a script: test/python
@@ -143,10 +147,64 @@ def test_graph_replay_follows_the_routing_on_the_device():
         assert _rel(out, reference(a, w, offs), rows) < 1e-2, seed
 
 
+def topk_routing(T, k, E, dev, seed, empty=()):
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    scores = torch.rand(T, E, device=dev, generator=gen)
+    scores[:, list(empty)] = -1.0
+    top = scores.topk(k, dim=1)
+    return top.indices, torch.softmax(top.values, dim=1)
+
+
+@pytest.mark.parametrize("T,k,E,H", [(128, 8, 128, 2048), (4096, 8, 256, 7168), (1, 1, 4, 256), (333, 2, 7, 136)])
+def test_route_and_combine(T, k, E, H):
+    dev = _device()
+    idx, w = topk_routing(T, k, E, dev, seed=T + E, empty=(1, ))
+    x = torch.randn(T, H, device=dev).to(torch.bfloat16)
+    tokens, offs, r = ops.moe_route(x, idx, w, E)
+    flat = idx.flatten()
+    order = torch.sort(flat, stable=True).indices
+    assert torch.equal(offs, torch.bincount(flat, minlength=E).cumsum(0).to(torch.int32))
+    assert torch.equal(tokens, x.repeat_interleave(k, dim=0)[order])
+    scale = torch.repeat_interleave(torch.arange(E, device=dev) + 1, torch.bincount(flat, minlength=E))
+    got = ops.moe_combine(tokens.float() * scale[:, None], r)
+    want = (w * (idx.float() + 1)).sum(1, keepdim=True) * x.float()
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-4), (got - want).abs().max().item()
+
+
+def test_moe_layer_eager_and_replayed_with_new_routings():
+    """Qwen3-30B-A3B's expert shapes at 64 tokens: moe_forward against moe_reference eagerly, then captured once and
+    replayed with three routings written into the same index / weight tensors."""
+    dev = _device()
+    T, k, E, H, inter = 64, 8, 128, 2048, 768
+    x = (torch.randn(T, H, device=dev) / 4).to(torch.bfloat16)
+    wgu = (torch.randn(E, H, 2 * inter, device=dev) / 32).to(torch.bfloat16)
+    wd = (torch.randn(E, inter, H, device=dev) / 32).to(torch.bfloat16)
+    idx, w = topk_routing(T, k, E, dev, seed=0)
+    got = moe_forward(x, idx, w, wgu, wd)
+    want = moe_reference(x, idx, w, wgu, wd)
+    assert ((got.float() - want).norm() / want.norm()).item() < 2e-2
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        out = moe_forward(x, idx, w, wgu, wd)
+    for seed in (1, 2, 3):
+        new_idx, new_w = topk_routing(T, k, E, dev, seed=seed, empty=(seed, ))
+        idx.copy_(new_idx)
+        w.copy_(new_w)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = moe_reference(x, idx, w, wgu, wd)
+        assert ((out.float() - want).norm() / want.norm()).item() < 2e-2, seed
+
+
 if __name__ == "__main__":
     for shape in SHAPES:
         test_group_gemm_matches_per_expert_matmuls(*shape)
     test_every_row_to_one_expert_and_no_rows()
     test_fp8_block_scales()
     test_graph_replay_follows_the_routing_on_the_device()
-    print("test_gpu_group_gemm: all passed")
+    for case in [(128, 8, 128, 2048), (4096, 8, 256, 7168), (1, 1, 4, 256), (333, 2, 7, 136)]:
+        test_route_and_combine(*case)
+    test_moe_layer_eager_and_replayed_with_new_routings()
+    print("test_gpu_moe: all passed")
