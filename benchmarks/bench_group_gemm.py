@@ -3,6 +3,7 @@ one GPU, at the expert shapes of Qwen3-30B-A3B and DeepSeek-V3 (expert paralleli
 
     python benchmarks/bench_group_gemm.py [--models qwen3-30b-a3b,deepseek-v3] [--tokens 128,1024,8192]
         [--projections gate_up,down] [--configs BMxBNxBKxWARPSxSTAGES,...] [--fp8] [--quick] [--out DIR]
+    python benchmarks/bench_group_gemm.py --layer [--models ...] [--tokens ...] [--no-compile]
 
 For every (model, projection, tokens): ``tokens`` tokens routed top-8 over all experts by random scores (so
 ``rows = 8 * tokens``, a few hundred experts with uneven and sometimes zero rows), the activations ``[rows, K]``
@@ -18,6 +19,11 @@ intermediate``, ``N = hidden``). Implementations, each checked first against an 
 * ``loop``: one ``torch.matmul`` per expert with rows, the offsets known on the host in advance (the loop's best
   case: no synchronisation inside the timing);
 * with ``--fp8``: ``ours/fp8`` (e4m3 with 128-channel block scales; informational: a different precision).
+
+``--layer``: the whole MoE layer at expert parallelism 1 instead (route, gate_up, SiLU gate, down, combine), ours
+(``layers.moe_forward``) against ``torch``: the same layer written with torch ops a user would pick and that a CUDA
+graph can hold (a stable argsort of the slots, ``index_select``, ``torch._grouped_mm`` twice, ``index_add_`` of the
+weighted rows), and ``torch.compile`` of it (unless ``--no-compile``); all checked against ``layers.moe_reference``.
 
 Timing (benchmarks/harness.py): CUDA-graph replay of ``k`` back-to-back calls for every implementation, interleaved
 round-robin, median; and an eager column (``k`` back-to-back eager calls, host launch cost included) for each.
@@ -167,6 +173,53 @@ def bench_one(name, model, projection, tokens, configs, fp8, hbm_tbs, tflops, se
     return rec
 
 
+def torch_moe_layer(x, idx, w, wgu, wd):
+    """The MoE layer at EP=1 in torch ops, capturable (no shape depends on the routing)."""
+    T, k = idx.shape
+    E, inter = wgu.shape[0], wd.shape[1]
+    flat = idx.flatten()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.zeros(E, dtype=torch.int64, device=x.device).scatter_add_(0, flat, torch.ones_like(flat))
+    offs = torch.cumsum(counts, 0).to(torch.int32)
+    src = order // k
+    h = torch._grouped_mm(x.index_select(0, src), wgu, offs=offs, out_dtype=x.dtype)
+    a = (torch.nn.functional.silu(h[:, :inter].float()) * h[:, inter:].float()).to(x.dtype)
+    y = torch._grouped_mm(a, wd, offs=offs, out_dtype=x.dtype)
+    out = torch.zeros(T, wd.shape[2], dtype=torch.float32, device=x.device)
+    out.index_add_(0, src, y.float() * w.flatten()[order].float()[:, None])
+    return out.to(x.dtype)
+
+
+def bench_layer(name, model, tokens, compile_torch, seed=0):
+    from triton_dist.layers import moe_forward, moe_reference
+
+    E, k, H, inter = model["experts"], model["topk"], model["hidden"], model["inter"]
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    top = torch.rand(tokens, E, device="cuda", generator=gen).topk(k, dim=1)
+    idx, w = top.indices, torch.softmax(top.values, dim=1)
+    x = harness.rand((tokens, H), seed + 1)
+    wgu = harness.rand((E, H, 2 * inter), seed + 2) / 4
+    wd = harness.rand((E, inter, H), seed + 3) / 4
+    ref = moe_reference(x, idx, w, wgu, wd)
+    fns = {"ours": lambda: moe_forward(x, idx, w, wgu, wd), "torch": lambda: torch_moe_layer(x, idx, w, wgu, wd)}
+    if compile_torch:
+        fns["torch.compile"] = torch.compile(lambda: torch_moe_layer(x, idx, w, wgu, wd))
+    errors = harness.drop_failing(fns, ref)
+    k_calls = calls_per_sample(fns["ours"]) if "ours" in fns else 3
+    graphed = harness.time_interleaved(fns, k_calls, REPS)
+    eager = {impl: harness.time_eager(fn, k_calls, REPS) for impl, fn in fns.items()}
+    rec = {"name": name, "layer": True, "tokens": tokens, "experts": E, "topk": k, "hidden": H, "inter": inter,
+           "calls_per_sample": k_calls, "us": {i: t for i, (t, _) in graphed.items()},
+           "graphed": {i: g for i, (_, g) in graphed.items()}, "eager_us": eager, "errors": errors}
+    us = rec["us"]
+    if "ours" in us:
+        for base in ("torch", "torch.compile"):
+            if base in us:
+                rec[f"{base}_over_ours"] = us[base] / us["ours"]
+                rec[f"eager_{base}_over_ours"] = eager[base] / eager["ours"]
+    return rec
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
@@ -175,6 +228,8 @@ def main(argv=None):
     ap.add_argument("--configs", default="", help="extra tilings of ours to time, BMxBNxBKxWARPSxSTAGES,...")
     ap.add_argument("--fp8", action="store_true", help="also time ours with fp8 e4m3 block-scaled operands")
     ap.add_argument("--quick", action="store_true", help="qwen3-30b-a3b only, 128 and 8192 tokens")
+    ap.add_argument("--layer", action="store_true", help="time the MoE layer at EP=1 (route, GEMMs, combine) instead")
+    ap.add_argument("--no-compile", action="store_true", help="--layer: leave out the torch.compile column")
     ap.add_argument("--hbm-tbs", type=float, default=HBM_TBS, help=f"HBM bandwidth for the floor (default {HBM_TBS})")
     ap.add_argument("--tflops", type=float, default=TFLOPS, help=f"bf16 TFLOP/s for the floor (default {TFLOPS})")
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
@@ -211,7 +266,16 @@ def main(argv=None):
     topo = topology()
     print(f"bench_group_gemm: {topology_line(topo)}", flush=True)
     records = []
-    for m in models:
+    for m in models if args.layer else []:
+        for t in tokens:
+            rec = bench_layer(m, MODELS[m], t, not args.no_compile)
+            records.append(rec)
+            cols = "  ".join(f"{n} {v:9.1f}" for n, v in rec["us"].items())
+            print(f"{m:14s} layer    T={t:5d}  {cols}  torch/ours {rec.get('torch_over_ours', float('nan')):.3f}  "
+                  f"torch.compile/ours {rec.get('torch.compile_over_ours', float('nan')):.3f}"
+                  + (f"  errors {rec['errors']}" if rec["errors"] else ""), flush=True)
+            torch.cuda.empty_cache()
+    for m in [] if args.layer else models:
         for p in projections:
             for t in tokens:
                 rec = bench_one(m, MODELS[m], p, t, configs, args.fp8, args.hbm_tbs, args.tflops)

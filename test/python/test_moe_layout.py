@@ -186,3 +186,23 @@ def test_route_kernels_compile_for_every_target(kernel, sig, target):
                           "--target", target, "--stage", "amdgcn" if target.startswith("hip") else "ptx",
                           "--num-warps", "4"], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_benchmark_torch_baseline_layer_matches_the_reference():
+    """bench_group_gemm --layer's torch baseline (argsort, index_select, torch._grouped_mm, index_add_) computes the
+    layer moe_reference defines (on the CPU, where torch._grouped_mm has a CPU path)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from bench_group_gemm import torch_moe_layer
+
+    from triton_dist.layers import moe_reference
+
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip("torch._grouped_mm: not in this torch")
+    torch.manual_seed(0)
+    T, k, E, H, inter = 20, 4, 6, 32, 16
+    top = torch.rand(T, E).topk(k, dim=1)
+    idx, w = top.indices, torch.softmax(top.values, 1)
+    x = torch.randn(T, H).bfloat16()
+    wgu, wd = (torch.randn(E, H, 2 * inter) / 8).bfloat16(), (torch.randn(E, inter, H) / 8).bfloat16()
+    got, ref = torch_moe_layer(x, idx, w, wgu, wd), moe_reference(x, idx, w, wgu, wd)
+    assert ((got.float() - ref).norm() / ref.norm()).item() < 1e-2
