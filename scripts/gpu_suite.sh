@@ -32,8 +32,10 @@
 #                                       --variant columns beside the default build (batch 1 with traces, batch 8)
 #   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
-#   scripts/gpu_suite.sh moe            the MoE family's GPU tier, then bench_group_gemm (one GPU: vs
-#                                       torch._grouped_mm and a per-expert matmul loop, Qwen3-30B-A3B / DeepSeek-V3)
+#   scripts/gpu_suite.sh moe            the MoE family's GPU tier, then bench_group_gemm at Qwen3-30B-A3B's expert
+#                                       shapes (one GPU: vs torch._grouped_mm and a per-expert matmul loop; the EP=1
+#                                       layer vs torch and torch.compile)
+#   scripts/gpu_suite.sh moe-ds         one GPU: the same two benchmarks at DeepSeek-V3's expert shapes
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Every part records its kernel compile requests into $OUT/compiles; PRECOMPILE_FROM="DIR ..." compiles earlier
@@ -52,7 +54,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
 PARTS="1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
-overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|changed"
+overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-ds|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
 fi
@@ -241,8 +243,13 @@ case $part in
   moe)  # the MoE family on one GPU: its tier (grouped GEMM, route / combine, the layer at EP=1; at NPROC ranks, each
     # checking its own device), then the grouped GEMM's benchmark against torch._grouped_mm and the per-expert loop
     # (one process; MOE_BENCH_ARGS adds options, e.g. --fp8)
-    tier gpu_moe 240 test/python/gpu/test_gpu_moe.py
-    rec bench_group_gemm 420 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" ${MOE_BENCH_ARGS:-} ;;
+    tier gpu_moe 200 test/python/gpu/test_gpu_moe.py
+    rec bench_group_gemm 200 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models qwen3-30b-a3b ${MOE_BENCH_ARGS:-}
+    rec bench_moe_layer 150 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --layer --models qwen3-30b-a3b ;;
+  moe-ds)  # one GPU: the MoE benchmarks at DeepSeek-V3's expert shapes (256 experts, hidden 7168: 22 GB of weights)
+    rec bench_group_gemm_ds 330 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models deepseek-v3 ${MOE_BENCH_ARGS:-}
+    rec bench_moe_layer_ds 200 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --layer --models deepseek-v3 \
+      --tokens 128,1024 ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py
