@@ -180,7 +180,8 @@ def group_gemm(a, b, expert_offsets, *, out=None, scale_a=None, scale_b=None, co
         raise ValueError(f"group_gemm: config {cfg} has BLOCK_K={cfg.BLOCK_K}; with block scales one step must lie "
                          f"in one scale block ({SCALE_BLOCK} % BLOCK_K == 0)")
     b_k_contiguous = b.stride(2) != 1
-    use_tma = use_tma_for(a.device) and not cfg.pointer_loads
+    # tensor descriptors need 16-byte aligned bases (a view that starts mid-row may not be): else pointer loads
+    use_tma = use_tma_for(a.device) and not cfg.pointer_loads and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
     if use_tma:
         ensure_tma_allocator()
     sms = num_sms(a.device)

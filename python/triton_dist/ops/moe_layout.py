@@ -138,9 +138,9 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, out=None, check_id
     route_count_kernel[(blocks, )](topk_idx, counts, P, num_experts, BLOCK=ROUTE_BLOCK, EXPERTS_CHUNK=EXPERTS_CHUNK)
     route_scan_kernel[(1, )](counts, base, offsets, blocks, num_experts, BLOCKS_CHUNK=BLOCKS_CHUNK,
                              EXPERTS_CHUNK=EXPERTS_CHUNK)
-    route_scatter_kernel[(blocks, triton.cdiv(H, BLOCK_H))](x, topk_idx, base, out, dest, P, k, num_experts, H,
-                                                             x.stride(0), out.stride(0), BLOCK=ROUTE_BLOCK,
-                                                             BLOCK_H=BLOCK_H)
+    grid = (blocks, max(1, triton.cdiv(H, BLOCK_H)))  # column chunks; one (that copies nothing) when H is 0
+    route_scatter_kernel[grid](x, topk_idx, base, out, dest, P, k, num_experts, H, x.stride(0), out.stride(0),
+                               BLOCK=ROUTE_BLOCK, BLOCK_H=BLOCK_H)
     return out, offsets, MoERouting(dest, topk_idx, topk_weights, num_experts)
 
 
