@@ -1467,6 +1467,38 @@ def test_interpreter_bf16_elementwise(tmp_path):
     assert out == "True True True True", out
 
 
+def test_interpreter_fp8_casts(tmp_path):
+    """wrap_interpreter_builder_ops (through install_interpreter_fp8_cast_fix): InterpreterBuilder.create_fp_to_fp(src,
+    dst_type, rounding_mode) still exists and converts to and from fp8, fp8 is still stored as uint8, and with the fix
+    fp32 -> e4m3 / e5m2 under the interpreter rounds as torch does with finite values saturated (the GPU's
+    cvt.rn.satfinite), and back exactly (stock 3.6 loses a rounding's carry into the exponent: 127.5 -> 64)."""
+    import inspect
+
+    from triton.runtime import interpreter as _it
+
+    assert list(inspect.signature(_it.InterpreterBuilder.create_fp_to_fp).parameters) == \
+        ["self", "src", "dst_type", "rounding_mode"]
+    out = _run_with_interpreter_fix(tmp_path / "fp8.py", "install_interpreter_fp8_cast_fix", """
+        @triton.jit
+        def k(x_ptr, y_ptr, z_ptr):
+            r = tl.arange(0, 16)
+            y = tl.load(x_ptr + r).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + r, y)
+            tl.store(z_ptr + r, y.to(tl.float32))
+
+        x = torch.tensor([1.0, 3.0, 100.0, 127.5, 200.0, 300.0, 448.0, 0.01, 0.001, 1000.0, -float("inf"), 0.0,
+                          -0.5, 2.0 ** -9, 57344.0, 1e6])
+        ok = []
+        for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+            y, z = torch.empty(16, dtype=dt), torch.empty(16)
+            k[(1,)](x, y, z)
+            top = torch.finfo(dt).max
+            ok.append(torch.equal(y.float(), x.clamp(-top, top).to(dt).float()) and torch.equal(z, y.float()))
+        print(ok)
+    """)
+    assert out == "[True, True]", out
+
+
 def test_interpreter_block_bool_refused(tmp_path):
     """override_interpreter_tensor_attr("__bool__") (through install_interpreter_block_bool_fix): the interpreter
     still installs tl.tensor.__bool__ per launch (stock: True for every block), and with the fix `a and b` between

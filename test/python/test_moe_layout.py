@@ -38,7 +38,7 @@ def check_layout(name, T, k, E, H, **kw):
     idx = routing(T, k, E, gen, **kw)
     x = q((T, H))
     w = torch.rand(T, k, generator=gen)
-    tokens, offs, r = ops.moe_route(x, idx, w, E)
+    tokens, offs, _, r = ops.moe_route(x, idx, w, E)
     flat = idx.flatten()
     order = torch.sort(flat, stable=True).indices      # pairs by expert, in pair order within an expert
     want_dest = torch.empty_like(order)
@@ -74,12 +74,36 @@ try:
 except ValueError as exc:
     if "topk_idx[1, 1]=9" not in str(exc):
         fails.append(f"bad ids message: {exc}")
-tokens, offs, r = ops.moe_route(x, idx, w, 3, check_ids=False)
+tokens, offs, _, r = ops.moe_route(x, idx, w, 3, check_ids=False)
 ok = (idx >= 0) & (idx < 3)
 want_offs = torch.bincount(idx[ok], minlength=3).cumsum(0).to(torch.int32)
 got = ops.moe_combine(tokens.float(), r)
 if not torch.equal(offs, want_offs) or not torch.equal(got, ok.sum(1, keepdim=True).float() * x.float()):
     fails.append("out-of-range ids with the check skipped")
+
+# fp8 routing: e4m3 rows with one scale per 128 columns (the group_gemm's scale_a), then the fp8 grouped GEMM
+T, k, E, H, N = 9, 2, 3, 256, 32
+gen = torch.Generator().manual_seed(3)
+idx = routing(T, k, E, gen)
+x = (torch.randn(T, H, generator=gen) * torch.linspace(0.01, 30, H)).to(torch.bfloat16)
+x[2, :128] = 0  # an all-zero group: zero codes, a tiny scale
+w = torch.rand(T, k, generator=gen)
+t8, offs, sc, r = ops.moe_route(x, idx, w, E, quant="fp8")
+plain, offs2, none, r2 = ops.moe_route(x, idx, w, E)
+deq = t8.float() * sc.repeat_interleave(128, dim=1)
+# e4m3: half an ulp is 2**-4 of a normal value; below 2**-6 (subnormal codes) the step is 2**-9 of the scale
+excess = (deq - plain.float()).abs() - plain.float().abs() * 2.0 ** -4 - sc.repeat_interleave(128, dim=1) * 2.0 ** -10
+if t8.dtype != torch.float8_e4m3fn or sc.shape != (T * k, 2) or none is not None or not torch.equal(offs, offs2):
+    fails.append(f"fp8 route: dtype {t8.dtype}, scales {tuple(sc.shape)}")
+elif excess.max().item() > 0 or bool((deq[plain.float() == 0] != 0).any()):
+    fails.append(f"fp8 route: dequantized rows off by {excess.max().item()} more than e4m3 rounds")
+w8 = (torch.randn(E, H, N, generator=gen)).to(torch.float8_e4m3fn)
+sb = torch.rand(E, 2, 1, generator=gen) + 0.5
+got = ops.group_gemm(t8, w8, offs, scale_a=sc, scale_b=sb)
+w_deq = w8.float() * sb.repeat_interleave(128, dim=1)[:, :, :1]
+want = torch.cat([deq[s:e] @ w_deq[i] for i, (s, e) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+if ((got.float() - want).norm() / want.norm()).item() > 1e-2:
+    fails.append("fp8 route -> fp8 group_gemm")
 
 # the MoE layer at EP=1 against the plain torch reference
 T, k, E, H, I = 24, 4, 6, 32, 16
@@ -103,7 +127,7 @@ import torch
 from triton_dist import ops
 
 def layer(x, idx, w, wgt):
-    tokens, offs, r = ops.moe_route(x, idx, w, wgt.shape[0])
+    tokens, offs, _, r = ops.moe_route(x, idx, w, wgt.shape[0])
     return ops.moe_combine(ops.group_gemm(tokens, wgt, offs), r)
 
 torch.manual_seed(0)
@@ -148,6 +172,10 @@ def test_route_and_combine_under_torch_compile_fullgraph():
     (lambda o: o.moe_route(torch.zeros(4, 8), torch.tensor([[0, 1], [1, 2], [0, 0], [1, 1]]), torch.ones(4, 2), 2),
      ["topk_idx[1, 1]=2", "[0, 2)"]),
     (lambda o: o.moe_combine(torch.zeros(8, 8), "not a routing"), ["MoERouting"]),
+    (lambda o: o.moe_route(torch.zeros(4, 200), torch.zeros(4, 2, dtype=torch.int64), torch.ones(4, 2), 2,
+                           quant="fp8"), ["H (200)", "multiple of 128"]),
+    (lambda o: o.moe_route(torch.zeros(4, 128), torch.zeros(4, 2, dtype=torch.int64), torch.ones(4, 2), 2,
+                           quant="int8"), ["quant='int8'"]),
 ])
 def test_bad_input_is_refused_before_launch(call, words):
     from triton_dist import ops
@@ -173,8 +201,11 @@ def test_combine_checks_the_rows():
 @pytest.mark.parametrize("kernel,sig", [
     ("route_count_kernel", "*i64:16, *i32:16, i32, i32, 64, 64"),
     ("route_scan_kernel", "*i32:16, *i32:16, *i32:16, i32, i32, 64, 64"),
-    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *bf16:16, *i32:16, i32, i32, i32, i32:16, i32:16, i32:16, "
-                             "64, 256"),
+    # x, ids, base, tokens, dest, scales, P, TOPK, E, H, strides (x, tokens, scales), BLOCK, BLOCK_H, QUANT_FP8
+    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *bf16:16, *i32:16, *bf16:16, i32, i32, i32, i32:16, "
+                             "i32:16, i32:16, i32:16, 64, 256, False"),
+    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *fp8e4nv:16, *i32:16, *fp32:16, i32, i32, i32, i32:16, "
+                             "i32:16, i32:16, i32, 64, 256, True"),
     ("combine_kernel", "*bf16:16, *i32:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32:16, i32:16, i32, i32:16, 256"),
 ])
 @pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])

@@ -24,6 +24,11 @@ import triton.language as tl
 
 import triton_dist
 
+#: columns per fp8 scale of the quantizing route (the grouped GEMM's ``SCALE_BLOCK``: its block scales read these)
+QUANT_GROUP = tl.constexpr(128)
+#: e4m3's largest finite value
+FP8_E4M3_MAX = tl.constexpr(448.0)
+
 
 @triton_dist.jit
 def _expert_of(ids_ptr, p, P, E):
@@ -73,10 +78,16 @@ def route_scan_kernel(counts_ptr, base_ptr, offs_ptr, NB, E, BLOCKS_CHUNK: tl.co
 
 
 @triton_dist.jit
-def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, tokens_ptr, dest_ptr, P, TOPK, E, H, stride_x, stride_tok,
-                         BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
+def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, tokens_ptr, dest_ptr, scales_ptr, P, TOPK, E, H, stride_x,
+                         stride_tok, stride_scales, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr,
+                         QUANT_FP8: tl.constexpr = False):
     """Program ``(b, h)``: the rows of block ``b``'s pairs (stable within each expert), stored to ``dest_rows`` by
-    the ``h == 0`` programs, and columns ``[h * BLOCK_H, +BLOCK_H)`` of each pair's token copied to its row."""
+    the ``h == 0`` programs, and columns ``[h * BLOCK_H, +BLOCK_H)`` of each pair's token copied to its row.
+
+    ``QUANT_FP8`` (``BLOCK_H`` and ``H`` multiples of :data:`QUANT_GROUP`): the row is stored as fp8 e4m3 with one
+    fp32 scale per ``QUANT_GROUP`` columns, ``scale = max(|x|) / 448`` over the group (448: e4m3's largest finite
+    value; an all-zero group gets the scale of 1e-12 / 448 and zeros), ``q = x / scale`` rounded to e4m3, so
+    ``x ~ q * scale``; the scales go to ``scales[row, column // QUANT_GROUP]``."""
     b = tl.program_id(0)
     h = tl.program_id(1)
     i = tl.arange(0, BLOCK)
@@ -91,8 +102,20 @@ def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, tokens_ptr, dest_ptr, P, TOPK
     cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
     m = valid[:, None] & (cols < H)[None, :]
     t = (p // TOPK).to(tl.int64)
-    vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=m)
-    tl.store(tokens_ptr + dest.to(tl.int64)[:, None] * stride_tok + cols[None, :], vals, mask=m)
+    row = dest.to(tl.int64)
+    vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=m, other=0.0)
+    if QUANT_FP8:
+        GROUPS: tl.constexpr = BLOCK_H // QUANT_GROUP
+        v = vals.to(tl.float32)
+        amax = tl.max(tl.reshape(tl.abs(v), (BLOCK, GROUPS, QUANT_GROUP)), axis=2)
+        scale = tl.maximum(amax, 1e-12) / FP8_E4M3_MAX
+        q = tl.reshape(tl.reshape(v, (BLOCK, GROUPS, QUANT_GROUP)) / scale[:, :, None], (BLOCK, BLOCK_H))
+        tl.store(tokens_ptr + row[:, None] * stride_tok + cols[None, :], q.to(tokens_ptr.dtype.element_ty), mask=m)
+        g = h * GROUPS + tl.arange(0, GROUPS)
+        tl.store(scales_ptr + row[:, None] * stride_scales + g[None, :], scale,
+                 mask=valid[:, None] & (g * QUANT_GROUP < H)[None, :])
+    else:
+        tl.store(tokens_ptr + row[:, None] * stride_tok + cols[None, :], vals, mask=m)
 
 
 @triton_dist.jit
@@ -114,4 +137,5 @@ def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, TOPK, E, H, stride
     tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
-__all__ = ["route_count_kernel", "route_scan_kernel", "route_scatter_kernel", "combine_kernel"]
+__all__ = ["route_count_kernel", "route_scan_kernel", "route_scatter_kernel", "combine_kernel", "QUANT_GROUP",
+           "FP8_E4M3_MAX"]

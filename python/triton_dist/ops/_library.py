@@ -159,18 +159,26 @@ def _group_gemm_fake(a, b, expert_offsets, scale_a, scale_b):
 
 
 @torch.library.custom_op("triton_dist::moe_route", mutates_args=())
-def moe_route_op(x: torch.Tensor, topk_idx: torch.Tensor, num_experts: int) -> Tuple[torch.Tensor, torch.Tensor,
-                                                                                      torch.Tensor]:
-    # the weights only travel to combine: a placeholder of the right shape keeps the checks meaningful
+def moe_route_op(x: torch.Tensor, topk_idx: torch.Tensor, num_experts: int,
+                 quant: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # the weights only travel to combine: a placeholder of the right shape keeps the checks meaningful; ``quant``
+    # "none" or "fp8"; without quantization the scales are an empty tensor (the public function returns None)
     weights = torch.zeros(topk_idx.shape, dtype=torch.float32, device=x.device)
-    tokens, offsets, routing = _moe_layout.moe_route(x, topk_idx, weights, num_experts, check_ids=False)
-    return tokens, offsets, routing.dest_rows
+    tokens, offsets, scales, routing = _moe_layout.moe_route(x, topk_idx, weights, num_experts,
+                                                             quant=None if quant == "none" else quant,
+                                                             check_ids=False)
+    if scales is None:
+        scales = torch.empty((0, ), dtype=torch.float32, device=x.device)
+    return tokens, offsets, scales, routing.dest_rows
 
 
 @moe_route_op.register_fake
-def _moe_route_fake(x, topk_idx, num_experts):
+def _moe_route_fake(x, topk_idx, num_experts, quant):
     rows = topk_idx.shape[0] * topk_idx.shape[1]
-    return (x.new_empty((rows, x.shape[1])), x.new_empty((num_experts, ), dtype=torch.int32),
+    fp8 = quant == "fp8"
+    return (x.new_empty((rows, x.shape[1]), dtype=torch.float8_e4m3fn if fp8 else x.dtype),
+            x.new_empty((num_experts, ), dtype=torch.int32),
+            x.new_empty((rows, x.shape[1] // 128) if fp8 else (0, ), dtype=torch.float32),
             x.new_empty(tuple(topk_idx.shape), dtype=torch.int32))
 
 

@@ -15,11 +15,14 @@ from typing import Optional
 import triton
 
 from ..kernels.gemm_config import TileConfig, ensure_tma_allocator, num_sms, use_tma_for
-from ..kernels.group_gemm import SCALE_BLOCK, group_gemm_kernel
+from ..kernels import group_gemm as _k
+from ..kernels.group_gemm import group_gemm_kernel
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES, dtype_names
 from .context import capturing as _capturing
 from .context import check_eager_only, traced_result
 
+#: channels per FP8 block scale (the kernel's constexpr, as a host int)
+SCALE_BLOCK = int(_k.SCALE_BLOCK.value)
 #: Simulator tiling (the interpreter runs each tile with numpy: small tiles keep the tests fast)
 SIM_CONFIG = TileConfig(16, 16, 16, 1, 4, 1)
 

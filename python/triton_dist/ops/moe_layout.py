@@ -9,12 +9,16 @@ and no token is ever dropped: the layout has a row for every (token, slot) pair.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import triton
 
+from ..kernels import moe_route as _k
 from ..kernels.moe_route import combine_kernel, route_count_kernel, route_scan_kernel, route_scatter_kernel
 from .context import capturing as _capturing
 
+#: columns per fp8 scale (the kernels' constexpr, as a host int)
+QUANT_GROUP = int(_k.QUANT_GROUP.value)
 #: pairs per routing block (the stable rank of a pair is counted within its block: a BLOCK x BLOCK comparison)
 ROUTE_BLOCK = 64
 #: experts per step of the count and scan loops
@@ -91,47 +95,68 @@ def check_expert_ids(op: str, topk_idx, num_experts: int) -> None:
         raise ValueError(f"{op}: topk_idx[{t}, {j}]={int(topk_idx[t, j])} is not an expert id in [0, {num_experts})")
 
 
-def moe_route(x, topk_idx, topk_weights, num_experts: int, *, out=None, check_ids: bool = True):
-    """Group each token's top-k copies by expert. Returns ``(tokens, expert_offsets, routing)``:
+#: the ``quant`` values of :func:`moe_route`
+QUANT_MODES = (None, "fp8")
 
-    * ``tokens [T * k, H]`` (``x``'s dtype; ``out=`` receives it): row ``routing.dest_rows[t, j]`` holds ``x[t]``
-      for slot ``j`` of token ``t``; the rows of expert ``e`` are ``[expert_offsets[e - 1], expert_offsets[e])``,
-      in token order, then slot order (a stable sort: the same layout every run);
+
+def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[str] = None, out=None,
+              check_ids: bool = True):
+    """Group each token's top-k copies by expert. Returns ``(tokens, expert_offsets, scales, routing)``:
+
+    * ``tokens [T * k, H]`` (``out=`` receives it): row ``routing.dest_rows[t, j]`` holds ``x[t]`` for slot ``j`` of
+      token ``t``; the rows of expert ``e`` are ``[expert_offsets[e - 1], expert_offsets[e])``, in token order, then
+      slot order (a stable sort: the same layout every run). ``x``'s dtype, or fp8 e4m3 with ``quant="fp8"``;
     * ``expert_offsets [num_experts]`` int32: the cumulative end row of each expert (``torch._grouped_mm``'s
       ``offs``);
+    * ``scales``: None, or with ``quant="fp8"`` float32 ``[T * k, H / 128]``: row ``r``'s columns ``[128 g, 128 (g +
+      1))`` are ``tokens[r] * scales[r, g]`` (``scale = max |x| / 448`` over the group), the ``scale_a`` that
+      ``group_gemm`` takes;
     * ``routing``: a :class:`MoERouting` for :func:`moe_combine`.
 
-    ``x [T, H]`` (any dtype); ``topk_idx [T, k]`` int32 / int64 expert ids; ``topk_weights [T, k]`` floating (kept
-    for combine). ``check_ids`` (default True): refuse ids outside ``[0, num_experts)`` before the launch (one
-    device synchronisation; skipped inside a CUDA-graph capture and under torch.compile). Where it is skipped, a
-    slot with such an id gets a row after every expert's (``[expert_offsets[-1], T * k)``), which ``group_gemm``
-    does not compute and ``moe_combine`` leaves out of the token's sum; nothing is read or written out of bounds.
-    Three launches (count, scan, scatter), none reading anything on the host."""
+    ``x [T, H]`` (bf16 / fp16 / fp32 to quantize, any dtype to copy); ``topk_idx [T, k]`` int32 / int64 expert ids;
+    ``topk_weights [T, k]`` floating (kept for combine). ``check_ids`` (default True): refuse ids outside ``[0,
+    num_experts)`` before the launch (one device synchronisation; skipped inside a CUDA-graph capture and under
+    torch.compile). Where it is skipped, a slot with such an id gets a row after every expert's (``[expert_offsets[-1],
+    T * k)``), which ``group_gemm`` does not compute and ``moe_combine`` leaves out of the token's sum; nothing is read
+    or written out of bounds. Three launches (count, scan, scatter; the scatter quantizes), none reading anything on
+    the host."""
     import torch
 
+    if quant not in QUANT_MODES:
+        raise ValueError(f"moe_route: quant={quant!r}; accepted: None, 'fp8' (e4m3, one scale per {QUANT_GROUP} "
+                         f"columns)")
     if torch.compiler.is_compiling():
-        tokens, offsets, dest = torch.ops.triton_dist.moe_route(x, topk_idx, num_experts)
+        tokens, offsets, scales, dest = torch.ops.triton_dist.moe_route(x, topk_idx, num_experts, quant or "none")
         if out is not None:
             out.copy_(tokens)
             tokens = out
-        return tokens, offsets, MoERouting(dest, topk_idx, topk_weights, num_experts)
+        return tokens, offsets, scales if quant else None, MoERouting(dest, topk_idx, topk_weights, num_experts)
     check_routing("moe_route", x, topk_idx, topk_weights, num_experts)
     T, H = x.shape
     k = topk_idx.shape[1]
     P = T * k
+    tok_dtype = torch.float8_e4m3fn if quant == "fp8" else x.dtype
+    if quant == "fp8":
+        if x.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            raise ValueError(f"moe_route: quant='fp8' quantizes bf16 / fp16 / fp32 tokens, x.dtype={x.dtype}")
+        if H % QUANT_GROUP:
+            raise ValueError(f"moe_route: quant='fp8' needs H ({H}) to be a multiple of {QUANT_GROUP} (one scale per "
+                             f"{QUANT_GROUP} columns)")
     if out is None:
-        out = torch.empty((P, H), dtype=x.dtype, device=x.device)
-    elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (P, H) or out.dtype != x.dtype or \
+        out = torch.empty((P, H), dtype=tok_dtype, device=x.device)
+    elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (P, H) or out.dtype != tok_dtype or \
             out.device != x.device or out.stride(1) != 1:
-        raise ValueError(f"moe_route: out must be a {x.dtype} [{P}, {H}] tensor on {x.device} with unit column "
+        raise ValueError(f"moe_route: out must be a {tok_dtype} [{P}, {H}] tensor on {x.device} with unit column "
                          f"stride, got {getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}")
     if check_ids and not _capturing():
         check_expert_ids("moe_route", topk_idx, num_experts)
     offsets = torch.empty(num_experts, dtype=torch.int32, device=x.device)
     dest = torch.empty((T, k), dtype=torch.int32, device=x.device)
+    scales = torch.empty((P, H // QUANT_GROUP), dtype=torch.float32, device=x.device) if quant else None
+    routing = MoERouting(dest, topk_idx, topk_weights, num_experts)
     if P == 0:
         offsets.zero_()
-        return out, offsets, MoERouting(dest, topk_idx, topk_weights, num_experts)
+        return out, offsets, scales, routing
     blocks = triton.cdiv(P, ROUTE_BLOCK)
     counts = torch.empty((blocks, num_experts + 1), dtype=torch.int32, device=x.device)
     base = torch.empty_like(counts)
@@ -139,9 +164,10 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, out=None, check_id
     route_scan_kernel[(1, )](counts, base, offsets, blocks, num_experts, BLOCKS_CHUNK=BLOCKS_CHUNK,
                              EXPERTS_CHUNK=EXPERTS_CHUNK)
     grid = (blocks, max(1, triton.cdiv(H, BLOCK_H)))  # column chunks; one (that copies nothing) when H is 0
-    route_scatter_kernel[grid](x, topk_idx, base, out, dest, P, k, num_experts, H, x.stride(0), out.stride(0),
-                               BLOCK=ROUTE_BLOCK, BLOCK_H=BLOCK_H)
-    return out, offsets, MoERouting(dest, topk_idx, topk_weights, num_experts)
+    sc = scales if quant else out
+    route_scatter_kernel[grid](x, topk_idx, base, out, dest, sc, P, k, num_experts, H, x.stride(0), out.stride(0),
+                               sc.stride(0), BLOCK=ROUTE_BLOCK, BLOCK_H=BLOCK_H, QUANT_FP8=quant == "fp8")
+    return out, offsets, scales, routing
 
 
 def moe_combine(expert_out, routing: MoERouting, *, out=None):
@@ -187,4 +213,4 @@ def moe_combine(expert_out, routing: MoERouting, *, out=None):
     return out
 
 
-__all__ = ["MoERouting", "moe_route", "moe_combine", "check_routing", "check_expert_ids"]
+__all__ = ["MoERouting", "moe_route", "moe_combine", "check_routing", "check_expert_ids", "QUANT_MODES"]

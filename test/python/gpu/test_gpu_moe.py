@@ -160,7 +160,7 @@ def test_route_and_combine(T, k, E, H):
     dev = _device()
     idx, w = topk_routing(T, k, E, dev, seed=T + E, empty=(1, ))
     x = torch.randn(T, H, device=dev).to(torch.bfloat16)
-    tokens, offs, r = ops.moe_route(x, idx, w, E)
+    tokens, offs, _, r = ops.moe_route(x, idx, w, E)
     flat = idx.flatten()
     order = torch.sort(flat, stable=True).indices
     assert torch.equal(offs, torch.bincount(flat, minlength=E).cumsum(0).to(torch.int32))

@@ -279,6 +279,59 @@ def install_interpreter_bf16_arith_fix() -> None:
     _compat.wrap_interpreter_reduce_sum(_wrap_bf16_sum)
 
 
+def _fp8_torch_dtypes() -> dict:
+    """Triton's fp8 types that torch also has -> the torch dtype (fp8e4b15 has no torch twin)."""
+    import torch
+    import triton.language as tl
+
+    return {tl.float8e4nv: torch.float8_e4m3fn, tl.float8e5: torch.float8_e5m2,
+            tl.float8e4b8: torch.float8_e4m3fnuz, tl.float8e5b16: torch.float8_e5m2fnuz}
+
+
+def _wrap_fp8_cast(orig):
+    """``create_fp_to_fp(src, dst_type, rounding_mode)`` with an fp8 type on either side computed through torch:
+    fp8 -> wider exactly; a wider float -> fp8 rounded to nearest even with finite values beyond the format's range
+    saturated to its largest value (the GPU's ``cvt.rn.satfinite``; NaN stays NaN). The stock interpreter loses the
+    carry of a rounding into the exponent (fp32 127.5 -> e4m3 gave 64, not 128) and flushes e4m3 subnormals."""
+    import numpy as np
+    import torch
+    import triton.language as tl
+
+    fp8 = _fp8_torch_dtypes()
+
+    def to_f32(handle):
+        kind = handle.dtype.scalar
+        if kind in fp8:
+            return torch.from_numpy(np.ascontiguousarray(handle.data).view(np.uint8)).view(fp8[kind]).float().numpy()
+        if kind == tl.bfloat16:
+            return _bf16_bits_to_f32(handle.data)
+        return np.asarray(handle.data).astype(np.float32)
+
+    def conv(self, src, dst_type, rounding_mode=None):
+        s, d = src.dtype.scalar, dst_type.scalar
+        if (s not in fp8 and d not in fp8) or (d in fp8 and rounding_mode is not None and
+                                                 "RTZ" in str(rounding_mode)):
+            return orig(self, src, dst_type, rounding_mode)
+        vals = to_f32(src)
+        if d in fp8:
+            t = torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32))
+            top = torch.finfo(fp8[d]).max
+            t = torch.where(torch.isnan(t), t, t.clamp(-top, top))
+            return _compat.interpreter_handle(t.to(fp8[d]).view(torch.uint8).numpy(), d)
+        if d == tl.bfloat16:
+            return _compat.interpreter_handle(_f32_to_bf16_bits(vals), tl.bfloat16)
+        return _compat.interpreter_handle(vals.astype(_compat.interpreter_np_dtype(d)), d)
+
+    return conv
+
+
+def install_interpreter_fp8_cast_fix() -> None:
+    """Make float <-> fp8 conversions (``.to(tl.float8e4nv)``, ``.to(tl.float32)`` of an e4m3 / e5m2 value) exact
+    under the interpreter, as the GPU rounds them (:func:`_wrap_fp8_cast`, through
+    ``_compat.wrap_interpreter_builder_ops``). Other conversions go to the stock op unchanged. Idempotent."""
+    _compat.wrap_interpreter_builder_ops(("create_fp_to_fp", ), _wrap_fp8_cast)
+
+
 class BlockTruthValueError(TypeError):
     """Python's ``and`` / ``or`` / ``not`` / ``if`` / ``while`` asked for the truth value of a block tensor."""
 
@@ -349,7 +402,8 @@ _fixes_lock = threading.Lock()
 
 def install_interpreter_fixes() -> None:
     """Install everything the simulator adds to Triton's interpreter: :func:`install_interpreter_index_fix`,
-    :func:`install_interpreter_bf16_dot_fix` and ``_compat.install_interpreted_jit_calls`` (a plain ``@triton.jit``
+    :func:`install_interpreter_bf16_dot_fix`, :func:`install_interpreter_bf16_arith_fix`,
+    :func:`install_interpreter_fp8_cast_fix` and ``_compat.install_interpreted_jit_calls`` (a plain ``@triton.jit``
     function made while the interpreter was off -- ``tl.cdiv``, a user's helper -- runs when an interpreted kernel
     calls it). Each only changes what the interpreter does; compiled launches are unaffected. Idempotent and cheap
     after the first call (called on every interpreted launch)."""
@@ -362,6 +416,7 @@ def install_interpreter_fixes() -> None:
         install_interpreter_index_fix()
         install_interpreter_bf16_dot_fix()
         install_interpreter_bf16_arith_fix()
+        install_interpreter_fp8_cast_fix()
         install_interpreter_block_bool_fix()
         install_interpreter_simt_tile_indexing()
         _compat.install_interpreted_jit_calls()
