@@ -171,6 +171,26 @@ def test_route_and_combine(T, k, E, H):
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-4), (got - want).abs().max().item()
 
 
+def test_fp8_route_feeds_the_fp8_grouped_gemm():
+    """moe_route(quant="fp8") -> group_gemm with the route's scales as scale_a: against the bf16 route and an fp32
+    reference of the dequantized operands."""
+    dev = _device()
+    T, k, E, H, N = 256, 8, 64, 2048, 1536
+    idx, w = topk_routing(T, k, E, dev, seed=9)
+    x = torch.randn(T, H, device=dev).to(torch.bfloat16)
+    t8, offs, sc, r = ops.moe_route(x, idx, w, E, quant="fp8")
+    plain, offs2, none, _ = ops.moe_route(x, idx, w, E)
+    assert none is None and torch.equal(offs, offs2) and t8.dtype == torch.float8_e4m3fn
+    deq = t8.float() * sc.repeat_interleave(128, dim=1)
+    excess = (deq - plain.float()).abs() - plain.float().abs() * 2.0 ** -4 - sc.repeat_interleave(128, 1) * 2.0 ** -10
+    assert excess.max().item() <= 0
+    w8 = torch.randn(E, H, N, device=dev).to(torch.float8_e4m3fn)
+    sb = torch.rand(E, H // 128, N // 128, device=dev) / 16 + 1e-3
+    got = group_gemm(t8, w8, offs, scale_a=sc, scale_b=sb)
+    w_deq = w8.float() * sb.repeat_interleave(128, dim=1).repeat_interleave(128, dim=2)
+    assert _rel(got, reference(deq, w_deq, offs), T * k) < 1e-2
+
+
 def test_moe_layer_eager_and_replayed_with_new_routings():
     """Qwen3-30B-A3B's expert shapes at 64 tokens: moe_forward against moe_reference eagerly, then captured once and
     replayed with three routings written into the same index / weight tensors."""
@@ -206,5 +226,6 @@ if __name__ == "__main__":
     test_graph_replay_follows_the_routing_on_the_device()
     for case in [(128, 8, 128, 2048), (4096, 8, 256, 7168), (1, 1, 4, 256), (333, 2, 7, 136)]:
         test_route_and_combine(*case)
+    test_fp8_route_feeds_the_fp8_grouped_gemm()
     test_moe_layer_eager_and_replayed_with_new_routings()
     print("test_gpu_moe: all passed")
