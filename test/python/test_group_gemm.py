@@ -50,7 +50,7 @@ case("one expert", [21], 48, 16)
 case("no rows at all", [0, 0, 0], 16, 16)
 case("top-1 / top-8 like counts, fp16", [1, 8, 0, 2, 16, 0, 0, 3], 24, 32, dtype=torch.float16, pad=0)
 case("[E, N, K] weights through transpose", [7, 0, 18], 40, 24, transposed=True)
-case("descriptor path", [9, 0, 20, 2], 48, 40, config=TileConfig(16, 16, 16, 1, 4, 1))
+case("an explicit 16x16x16 config", [9, 0, 20, 2], 48, 40, config=TileConfig(16, 16, 16, 1, 4, 1))
 case("32-row tiles, K not a multiple of BLOCK_K", [33, 1, 0, 40], 40, 56,
      config=TileConfig(32, 32, 32, 1, 4, 1, pointer_loads=True))
 
@@ -70,6 +70,12 @@ n_valid = sum(counts)
 err = (got[:n_valid].float() - want[:n_valid]).abs() - 2.0 ** -7 * want[:n_valid].abs() - 1e-3
 if got.dtype != torch.bfloat16 or bool((err > 0).any()):
     fails.append(f"fp8 block scales: max err {(got[:n_valid].float() - want[:n_valid]).abs().max().item()}")
+# the same with [E, N, K] weights and [E, N / 128, K / 128] scales, both passed transposed (any scale strides)
+w8_nk = w8.transpose(1, 2).contiguous()
+sb_nk = sb.transpose(1, 2).contiguous()
+got2 = group_gemm(a8, w8_nk.transpose(1, 2), offs, scale_a=sa, scale_b=sb_nk.transpose(1, 2))
+if not torch.equal(got[:n_valid], got2[:n_valid]):
+    fails.append("fp8 with transposed weights and scales")
 print("FAILS", fails)
 """
 
@@ -105,6 +111,10 @@ def _operands(E=3, K=32, N=16, rows=10, dtype=torch.bfloat16):
     (lambda a, b, o: (a, b.permute(0, 2, 1).contiguous().permute(0, 2, 1)[:, :, :8].contiguous()
                       .as_strided((3, 32, 8), (1, 24, 3)), o), ["unit stride"]),
     (lambda a, b, o: (a, b, torch.tensor([2, 1, 9], dtype=torch.int32)), ["expert_offsets[1]=1", "non-decreasing"]),
+    (lambda a, b, o: (a, b, torch.tensor([2, 0, 5, 0, 9, 0], dtype=torch.int32)[::2]), ["contiguous"]),
+    (lambda a, b, o: (a, b, torch.tensor([9], dtype=torch.int32).expand(3)), ["contiguous"]),
+    (lambda a, b, o: (torch.zeros(10, 0, dtype=torch.bfloat16), torch.zeros(3, 0, 16, dtype=torch.bfloat16), o),
+     ["K=0"]),
     (lambda a, b, o: (a, b, torch.tensor([-1, 1, 9], dtype=torch.int32)), ["expert_offsets[0]=-1"]),
     (lambda a, b, o: (a, b, torch.tensor([2, 5, 11], dtype=torch.int32)), ["expert_offsets[2]=11", "10 rows"]),
 ])
@@ -173,9 +183,9 @@ def test_group_gemm_under_torch_compile_fullgraph():
 
 
 # a, b, c, offsets, scale_a, scale_b, ROWS, E, N, K, stride_am, stride_be, stride_bk, stride_bn (1), stride_cm,
-# stride_sam, stride_sbe, stride_sbk
+# stride_sam, stride_sak, stride_sbe, stride_sbk, stride_sbn
 SIG = "*bf16:16, *bf16:16, *bf16:16, *i32:16, *fp32, *fp32, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, 1, " \
-      "i32:16, i32, i32, i32"
+      "i32:16, i32, i32, i32, i32, i32"
 
 
 @pytest.mark.parametrize("target,sig,extra,expect", [

@@ -51,14 +51,16 @@ def expert_b_tile(b_desc, b_ptr, e, off_n, k, N, K, stride_be, stride_bk, stride
     else:
         offs_k = k * BLOCK_K + tl.arange(0, BLOCK_K)
         offs_n = off_n + tl.arange(0, BLOCK_N)
-        ptrs = b_ptr + e * stride_be.to(tl.int64) + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+        ptrs = (b_ptr + e * stride_be.to(tl.int64) + offs_k[:, None].to(tl.int64) * stride_bk +
+                offs_n[None, :].to(tl.int64) * stride_bn)  # 64-bit: a strided view's offsets may pass 2**31
         b = tl.load(ptrs, mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
     return b
 
 
 @triton_dist.jit
 def expert_tile_acc(a_desc, b_desc, a_ptr, b_ptr, sa_ptr, sb_ptr, e, off_m, m_end, off_n, N, K, stride_am, stride_be,
-                    stride_bk, stride_bn, stride_sam, stride_sbe, stride_sbk, BLOCK_M: tl.constexpr,
+                    stride_bk, stride_bn, stride_sam, stride_sak, stride_sbe, stride_sbk, stride_sbn,
+                    BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
                     B_K_CONTIGUOUS: tl.constexpr, BLOCK_SCALED: tl.constexpr):
     """fp32 ``A[off_m:+BLOCK_M, :] @ B[e][:, off_n:+BLOCK_N]`` (rows ``>= m_end`` count as zero on the pointer
@@ -78,8 +80,8 @@ def expert_tile_acc(a_desc, b_desc, a_ptr, b_ptr, sa_ptr, sb_ptr, e, off_m, m_en
                           B_K_CONTIGUOUS, BLOCK_N, BLOCK_K)
         if BLOCK_SCALED:
             kb = (k * BLOCK_K) // SCALE_BLOCK
-            sa = tl.load(sa_ptr + offs_m.to(tl.int64) * stride_sam + kb, mask=m_ok, other=0.0)
-            sb = tl.load(sb_ptr + e * stride_sbe.to(tl.int64) + kb * stride_sbk + offs_n // SCALE_BLOCK,
+            sa = tl.load(sa_ptr + offs_m.to(tl.int64) * stride_sam + kb * stride_sak, mask=m_ok, other=0.0)
+            sb = tl.load(sb_ptr + e * stride_sbe.to(tl.int64) + kb * stride_sbk + (offs_n // SCALE_BLOCK) * stride_sbn,
                          mask=offs_n < N, other=0.0)
             acc += tl.dot(a, b) * (sa[:, None] * sb[None, :])
         else:
@@ -89,14 +91,15 @@ def expert_tile_acc(a_desc, b_desc, a_ptr, b_ptr, sa_ptr, sb_ptr, e, off_m, m_en
 
 @triton_dist.jit
 def group_gemm_kernel(a_ptr, b_ptr, c_ptr, offs_ptr, sa_ptr, sb_ptr, ROWS, E, N, K, stride_am, stride_be, stride_bk,
-                      stride_bn, stride_cm, stride_sam, stride_sbe, stride_sbk, BLOCK_M: tl.constexpr,
+                      stride_bn, stride_cm, stride_sam, stride_sak, stride_sbe, stride_sbk, stride_sbn,
+                      BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr, B_K_CONTIGUOUS: tl.constexpr, BLOCK_SCALED: tl.constexpr):
     """Persistent grouped GEMM over the routing layout (module docstring). Grid: any number of programs (the
     host launches one per SM, or fewer when there are fewer tiles); program ``p`` of ``P`` takes tiles ``p, p + P,
     ...`` of the global list. ``A [ROWS, K]`` and ``C [ROWS, N]`` row-major with unit
     column strides; ``B`` any strides (``B_K_CONTIGUOUS``: ``stride_bk == 1``; with ``USE_TMA`` the other unit
-    stride is ``stride_bn``'s); ``offsets`` int32 ``[E]``; ``scale_a`` / ``scale_b`` read only when
-    ``BLOCK_SCALED`` (``stride_sbn == 1``)."""
+    stride is ``stride_bn``'s); ``offsets`` int32 ``[E]``, contiguous; ``scale_a`` / ``scale_b`` (any strides) read
+    only when ``BLOCK_SCALED``."""
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -124,8 +127,8 @@ def group_gemm_kernel(a_ptr, b_ptr, c_ptr, offs_ptr, sa_ptr, sb_ptr, ROWS, E, N,
             off_m = start + (local % m_tiles) * BLOCK_M
             off_n = (local // m_tiles) * BLOCK_N
             acc = expert_tile_acc(a_desc, b_desc, a_ptr, b_ptr, sa_ptr, sb_ptr, e, off_m, end, off_n, N, K,
-                                  stride_am, stride_be, stride_bk, stride_bn, stride_sam, stride_sbe, stride_sbk,
-                                  BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, B_K_CONTIGUOUS, BLOCK_SCALED)
+                                  stride_am, stride_be, stride_bk, stride_bn, stride_sam, stride_sak, stride_sbe,
+                                  stride_sbk, stride_sbn, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, B_K_CONTIGUOUS, BLOCK_SCALED)
             offs_m = off_m + tl.arange(0, BLOCK_M)
             offs_n = off_n + tl.arange(0, BLOCK_N)
             ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]

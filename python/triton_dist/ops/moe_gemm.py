@@ -69,8 +69,6 @@ def _check_scales(op: str, a, b, scale_a, scale_b, num_experts: int, N: int, K: 
                              f"{SCALE_BLOCK} channels of K{'' if name == 'scale_a' else ' x 128 columns of N'})")
         if t.device != a.device:
             raise ValueError(f"{op}: {name} is on {t.device}, a on {a.device}")
-        if t.stride(-1) != 1:
-            raise ValueError(f"{op}: {name} must have a unit last stride (call .contiguous())")
 
 
 def check_group_operands(op: str, a, b, expert_offsets, scale_a=None, scale_b=None) -> None:
@@ -101,6 +99,11 @@ def check_group_operands(op: str, a, b, expert_offsets, scale_a=None, scale_b=No
     if expert_offsets.dim() != 1 or expert_offsets.shape[0] != E or expert_offsets.dtype != torch.int32:
         raise ValueError(f"{op}: expert_offsets must be int32 [E={E}] (cumulative end row of each expert), got "
                          f"{expert_offsets.dtype} {tuple(expert_offsets.shape)}")
+    if E > 1 and expert_offsets.stride(0) != 1:
+        raise ValueError(f"{op}: expert_offsets must be contiguous (stride {expert_offsets.stride(0)}; call "
+                         f".contiguous())")
+    if K < 1:
+        raise ValueError(f"{op}: K={K}: the experts' matrices have no rows (b is {tuple(b.shape)})")
     for name, t in (("b", b), ("expert_offsets", expert_offsets)):
         if t.device != a.device:
             raise ValueError(f"{op}: {name} is on {t.device}, a on {a.device}")
@@ -146,7 +149,8 @@ def group_gemm(a, b, expert_offsets, *, out=None, scale_a=None, scale_b=None, co
     unit stride along K: per-expert ``[N, K]`` weights passed as ``w.transpose(1, 2)``); ``expert_offsets`` int32
     ``[E]``; fp32 accumulation. FP8 needs the block scales ``scale_a [rows, cdiv(K, 128)]`` and ``scale_b [E,
     cdiv(K, 128), cdiv(N, 128)]`` (float32: ``a[r, k]`` means ``a[r, k] * scale_a[r, k // 128]``, ``b[e, k, n]``
-    means ``b[e, k, n] * scale_b[e, k // 128, n // 128]``) and gives bf16. Rows of ``out`` at or past
+    means ``b[e, k, n] * scale_b[e, k // 128, n // 128]``; any strides, e.g. ``[E, N / 128, K / 128]`` scales of
+    ``[E, N, K]`` weights passed as ``.transpose(1, 2)`` too) and gives bf16. Rows of ``out`` at or past
     ``expert_offsets[E - 1]`` are not written (an ``out`` allocated here holds whatever memory held there).
 
     ``check_offsets`` (default True): read the offsets on the host and refuse bad ones (:func:`check_expert_offsets`:
@@ -192,10 +196,11 @@ def group_gemm(a, b, expert_offsets, *, out=None, scale_a=None, scale_b=None, co
     bound = (triton.cdiv(rows, cfg.BLOCK_M) + E) * triton.cdiv(N, cfg.BLOCK_N)
     sa = scale_a if block_scaled else out
     sb = scale_b if block_scaled else out
+    sa_strides = tuple(sa.stride()) if block_scaled else (0, 0)
+    sb_strides = tuple(sb.stride()) if block_scaled else (0, 0, 0)
     group_gemm_kernel[(min(sms, bound), )](
         a, b, out, expert_offsets, sa, sb, rows, E, N, K, a.stride(0), b.stride(0), b.stride(1), b.stride(2),
-        out.stride(0), sa.stride(0) if block_scaled else 0, sb.stride(0) if block_scaled else 0,
-        sb.stride(1) if block_scaled else 0, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
+        out.stride(0), *sa_strides, *sb_strides, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
         USE_TMA=use_tma, B_K_CONTIGUOUS=b_k_contiguous, BLOCK_SCALED=block_scaled,
         **cfg.launch())
     return out
