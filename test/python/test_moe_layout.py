@@ -97,6 +97,16 @@ if t8.dtype != torch.float8_e4m3fn or sc.shape != (T * k, 2) or none is not None
     fails.append(f"fp8 route: dtype {t8.dtype}, scales {tuple(sc.shape)}")
 elif excess.max().item() > 0 or bool((deq[plain.float() == 0] != 0).any()):
     fails.append(f"fp8 route: dequantized rows off by {excess.max().item()} more than e4m3 rounds")
+# more than one routing block and column chunk (the second partial): codes and scales as torch computes them
+xb = torch.randn(40, 384, generator=gen).to(torch.bfloat16)
+ib = routing(40, 2, 5, gen)
+t8b, _, scb, _ = ops.moe_route(xb, ib, torch.ones(40, 2), 5, quant="fp8")
+rows_b, _, _, _ = ops.moe_route(xb, ib, torch.ones(40, 2), 5)
+want_sc = rows_b.float().abs().view(80, 3, 128).amax(2).clamp_min(1e-12) / 448
+want_q = (rows_b.float().view(80, 3, 128) / want_sc[:, :, None]).view(80, 384).to(torch.float8_e4m3fn)
+if not torch.allclose(scb, want_sc, rtol=1e-6, atol=0) or \
+        (t8b.float() - want_q.float()).abs().gt(want_q.float().abs() * 2.0 ** -3).any():
+    fails.append("fp8 route over two blocks and column chunks")
 w8 = (torch.randn(E, H, N, generator=gen)).to(torch.float8_e4m3fn)
 sb = torch.rand(E, 2, 1, generator=gen) + 0.5
 got = ops.group_gemm(t8, w8, offs, scale_a=sc, scale_b=sb)
@@ -186,6 +196,41 @@ def test_bad_input_is_refused_before_launch(call, words):
         assert w in str(err.value), (w, str(err.value))
 
 
+def test_combine_refuses_a_routing_it_cannot_read():
+    from triton_dist import ops
+    from triton_dist.ops.moe_layout import MoERouting
+
+    idx, w = torch.zeros(4, 2, dtype=torch.int64), torch.ones(4, 2)
+    for bad, words in ((MoERouting(torch.zeros(4, 2, dtype=torch.int64), idx, w, 2), "dest_rows"),
+                       (MoERouting(torch.zeros(4, 2, dtype=torch.int32), idx[:3], w, 2), "topk_idx"),
+                       (MoERouting(torch.zeros(4, 2, dtype=torch.int32), idx, torch.ones(2, 4).t(), 2),
+                        "topk_weights"),
+                       (MoERouting(torch.zeros(4, 2, dtype=torch.int32), idx, torch.ones(4, 1), 2), "topk_weights")):
+        with pytest.raises(ValueError, match=words):
+            ops.moe_combine(torch.zeros(8, 8), bad)
+
+
+_ROWS_SCRIPT = r"""
+import os
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+from triton_dist import ops
+from triton_dist.ops.moe_layout import MoERouting
+
+# a hand-made routing whose rows lie outside expert_out: those slots are left out, nothing is read out of bounds
+dest = torch.tensor([[0, 10 ** 6], [-5, 3]], dtype=torch.int32)
+r = MoERouting(dest, torch.zeros(2, 2, dtype=torch.int64), torch.ones(2, 2), 1)
+eo = torch.arange(4 * 8, dtype=torch.float32).view(4, 8)
+print(ops.moe_combine(eo, r).tolist() == [eo[0].tolist(), eo[3].tolist()])
+"""
+
+
+def test_combine_leaves_out_rows_outside_expert_out():
+    res = _run(_ROWS_SCRIPT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "True", res.stdout[-2000:]
+
+
 def test_combine_checks_the_rows():
     from triton_dist import ops
     from triton_dist.ops.moe_layout import MoERouting
@@ -206,7 +251,8 @@ def test_combine_checks_the_rows():
                              "i32:16, i32:16, i32:16, 64, 256, False"),
     ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *fp8e4nv:16, *i32:16, *fp32:16, i32, i32, i32, i32:16, "
                              "i32:16, i32:16, i32, 64, 256, True"),
-    ("combine_kernel", "*bf16:16, *i32:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32:16, i32:16, i32, i32:16, 256"),
+    ("combine_kernel", "*bf16:16, *i32:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32, i32:16, "
+                       "256"),
 ])
 @pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
 def test_route_kernels_compile_for_every_target(kernel, sig, target):

@@ -119,10 +119,11 @@ def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, tokens_ptr, dest_ptr, scales_
 
 
 @triton_dist.jit
-def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, TOPK, E, H, stride_eo, stride_w, stride_out,
+def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, ROWS, TOPK, E, H, stride_eo, stride_w, stride_out,
                    BLOCK_H: tl.constexpr):
     """Program ``(t, h)``: ``out[t, cols] = sum_j w[t, j] * expert_out[dest[t, j], cols]`` over the slots whose
-    expert id is in range, ``j`` in order, fp32 accumulation, stored in ``out``'s dtype."""
+    expert id is in range (and whose row is one of ``expert_out``'s ``ROWS``: a routing from elsewhere can never make
+    it read outside), ``j`` in order, fp32 accumulation, stored in ``out``'s dtype."""
     t = tl.program_id(0)
     h = tl.program_id(1)
     cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -130,8 +131,8 @@ def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, TOPK, E, H, stride
     acc = tl.zeros((BLOCK_H, ), dtype=tl.float32)
     for j in range(0, TOPK):
         e = tl.load(ids_ptr + t * TOPK + j)
-        if (e >= 0) & (e < E):
-            row = tl.load(dest_ptr + t * TOPK + j).to(tl.int64)
+        row = tl.load(dest_ptr + t * TOPK + j).to(tl.int64)
+        if (e >= 0) & (e < E) & (row >= 0) & (row < ROWS):
             w = tl.load(w_ptr + t * stride_w + j).to(tl.float32)
             acc += w * tl.load(eo_ptr + row * stride_eo + cols, mask=cm, other=0.0).to(tl.float32)
     tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)

@@ -32,11 +32,11 @@ def moe_reference(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.T
 
 
 def moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, w_gate_up: torch.Tensor,
-                w_down: torch.Tensor) -> torch.Tensor:
+                w_down: torch.Tensor, check_ids: bool = True) -> torch.Tensor:
     """The MoE layer at expert parallelism 1 with this library's ops; ``[T, H]`` in ``x``'s dtype. The gated
     activation runs in torch between the two grouped GEMMs (on rows of the layout; padding-free: the layout has
-    exactly ``T * k`` rows)."""
-    tokens, offsets, _, routing = _ops.moe_route(x, topk_idx, topk_weights, w_gate_up.shape[0])
+    exactly ``T * k`` rows). ``check_ids``: ``moe_route``'s (one host synchronisation per eager call)."""
+    tokens, offsets, _, routing = _ops.moe_route(x, topk_idx, topk_weights, w_gate_up.shape[0], check_ids=check_ids)
     h = _ops.group_gemm(tokens, w_gate_up, offsets, check_offsets=False)
     inter = w_down.shape[1]
     a = (torch.nn.functional.silu(h[:, :inter].float()) * h[:, inter:].float()).to(x.dtype)

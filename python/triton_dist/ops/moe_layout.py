@@ -126,6 +126,7 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[st
         raise ValueError(f"moe_route: quant={quant!r}; accepted: None, 'fp8' (e4m3, one scale per {QUANT_GROUP} "
                          f"columns)")
     if torch.compiler.is_compiling():
+        check_routing("moe_route", x, topk_idx, topk_weights, num_experts)  # shapes, dtypes, strides: fake tensors do
         tokens, offsets, scales, dest = torch.ops.triton_dist.moe_route(x, topk_idx, num_experts, quant or "none")
         if out is not None:
             out.copy_(tokens)
@@ -170,6 +171,31 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[st
     return out, offsets, scales, routing
 
 
+def check_combine_routing(op: str, routing: MoERouting) -> None:
+    """The parts of a :class:`MoERouting` that combine reads: ``dest_rows`` int32 ``[T, k]`` contiguous,
+    ``topk_idx`` int32 / int64 of that shape contiguous, ``topk_weights`` floating of that shape with a unit column
+    stride, all on one device (a routing built by hand, or rebuilt by the torch.library op, gets the checks
+    moe_route's arguments got). ValueError naming the field otherwise."""
+    import torch
+
+    d, i, w = routing.dest_rows, routing.topk_idx, routing.topk_weights
+    for name, t in (("dest_rows", d), ("topk_idx", i), ("topk_weights", w)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{op}: routing.{name} must be a torch.Tensor, got {type(t).__name__}")
+    if d.dim() != 2 or d.dtype != torch.int32 or not d.is_contiguous():
+        raise ValueError(f"{op}: routing.dest_rows must be a contiguous int32 [T, k] tensor, got {d.dtype} "
+                         f"{tuple(d.shape)}")
+    if tuple(i.shape) != tuple(d.shape) or i.dtype not in (torch.int32, torch.int64) or not i.is_contiguous():
+        raise ValueError(f"{op}: routing.topk_idx must be a contiguous int32 / int64 {tuple(d.shape)} tensor, got "
+                         f"{i.dtype} {tuple(i.shape)}")
+    if tuple(w.shape) != tuple(d.shape) or not w.dtype.is_floating_point or w.dtype.itemsize == 1 or \
+            (w.numel() and w.stride(1) != 1):
+        raise ValueError(f"{op}: routing.topk_weights must be a float32 / bf16 / fp16 {tuple(d.shape)} tensor with "
+                         f"unit column stride, got {w.dtype} {tuple(w.shape)}")
+    if i.device != d.device or w.device != d.device:
+        raise ValueError(f"{op}: the routing's tensors are on {d.device}, {i.device}, {w.device}: one device")
+
+
 def moe_combine(expert_out, routing: MoERouting, *, out=None):
     """``out[t] = sum_j topk_weights[t, j] * expert_out[routing.dest_rows[t, j]]`` for every token ``t`` of the
     :func:`moe_route` call that made ``routing`` (slots whose expert id was out of range left out), summed in slot
@@ -180,6 +206,7 @@ def moe_combine(expert_out, routing: MoERouting, *, out=None):
     if not isinstance(routing, MoERouting):
         raise ValueError(f"moe_combine: routing must be the MoERouting that moe_route returned, got "
                          f"{type(routing).__name__}")
+    check_combine_routing("moe_combine", routing)
     if torch.compiler.is_compiling():
         res = torch.ops.triton_dist.moe_combine(expert_out, routing.dest_rows, routing.topk_idx,
                                                 routing.topk_weights, routing.num_experts)
@@ -207,10 +234,11 @@ def moe_combine(expert_out, routing: MoERouting, *, out=None):
     if T == 0 or H == 0:
         return out
     w = routing.topk_weights
-    combine_kernel[(T, triton.cdiv(H, BLOCK_H))](expert_out, routing.dest_rows, routing.topk_idx, w, out, k,
+    combine_kernel[(T, triton.cdiv(H, BLOCK_H))](expert_out, routing.dest_rows, routing.topk_idx, w, out, T * k, k,
                                                  routing.num_experts, H, expert_out.stride(0), w.stride(0),
                                                  out.stride(0), BLOCK_H=BLOCK_H)
     return out
 
 
-__all__ = ["MoERouting", "moe_route", "moe_combine", "check_routing", "check_expert_ids", "QUANT_MODES"]
+__all__ = ["MoERouting", "moe_route", "moe_combine", "check_routing", "check_expert_ids", "check_combine_routing",
+           "QUANT_MODES"]

@@ -171,6 +171,27 @@ def test_route_and_combine(T, k, E, H):
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-4), (got - want).abs().max().item()
 
 
+def test_route_and_combine_past_2_31_elements():
+    """40,000 tokens x top-8 at hidden 7168: the layout has 2.3e9 elements (64-bit row offsets); spot checks of the
+    rows and a combine that scales each expert by e + 1."""
+    dev = _device()
+    T, k, E, H = 40000, 8, 256, 7168
+    idx, w = topk_routing(T, k, E, dev, seed=4)
+    x = torch.randn(T, H, device=dev).to(torch.bfloat16)
+    tokens, offs, _, r = ops.moe_route(x, idx, w, E)
+    assert tokens.numel() > 2 ** 31
+    for t in (0, 1, T // 2, T - 1):
+        for j in range(k):
+            assert torch.equal(tokens[int(r.dest_rows[t, j])], x[t]), (t, j)
+    counts = torch.bincount(idx.flatten(), minlength=E)
+    assert torch.equal(offs, counts.cumsum(0).to(torch.int32))
+    scale = torch.repeat_interleave(torch.arange(E, device=dev, dtype=torch.bfloat16) + 1, counts)
+    tokens.mul_(scale[:, None])  # in bf16 (one rounding per element): compared with a tolerance
+    got = ops.moe_combine(tokens, r)
+    want = (w * (idx.float() + 1)).sum(1, keepdim=True) * x.float()
+    assert ((got.float() - want).norm() / want.norm()).item() < 1e-2
+
+
 def test_fp8_route_feeds_the_fp8_grouped_gemm():
     """moe_route(quant="fp8") -> group_gemm with the route's scales as scale_a: against the bf16 route and an fp32
     reference of the dequantized operands."""
@@ -226,6 +247,7 @@ if __name__ == "__main__":
     test_graph_replay_follows_the_routing_on_the_device()
     for case in [(128, 8, 128, 2048), (4096, 8, 256, 7168), (1, 1, 4, 256), (333, 2, 7, 136)]:
         test_route_and_combine(*case)
+    test_route_and_combine_past_2_31_elements()
     test_fp8_route_feeds_the_fp8_grouped_gemm()
     test_moe_layer_eager_and_replayed_with_new_routings()
     print("test_gpu_moe: all passed")
