@@ -244,7 +244,9 @@ case $part in
     # checking its own device), then the grouped GEMM's benchmark against torch._grouped_mm and the per-expert loop
     # (one process; MOE_BENCH_ARGS adds options, e.g. --fp8)
     tier gpu_moe 200 test/python/gpu/test_gpu_moe.py
-    rec bench_group_gemm 200 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models qwen3-30b-a3b ${MOE_BENCH_ARGS:-}
+    # the first measured sweep of tilings beside the default rule (the data a group_gemm table would be built from)
+    rec bench_group_gemm 240 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models qwen3-30b-a3b \
+      --configs "${MOE_CONFIGS:-32x128x128x4x4,64x128x128x4x4,64x256x64x8x3,128x256x64x8x3}" ${MOE_BENCH_ARGS:-}
     rec bench_moe_layer 150 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --layer --models qwen3-30b-a3b ;;
   moe-ds)  # one GPU: the MoE benchmarks at DeepSeek-V3's expert shapes (256 experts, hidden 7168: 22 GB of weights)
     rec bench_group_gemm_ds 330 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models deepseek-v3 ${MOE_BENCH_ARGS:-}
