@@ -59,10 +59,10 @@ def check_layout(name, T, k, E, H, **kw):
         fails.append(f"{name}: combine max err {(got - want).abs().max().item()}")
 
 check_layout("3 blocks, top-4", 40, 4, 9, 24)
-check_layout("70 experts (two scan steps), empty experts", 37, 8, 70, 16, empty=(0, 5, 69))
+check_layout("70 experts (two steps of the totals' scan), empty experts", 37, 8, 70, 16, empty=(0, 5, 69))
 check_layout("every token to expert 6", 21, 2, 7, 16, only=6)
 check_layout("top-1, int32 ids", 50, 1, 5, 16, dtype=torch.int32)
-check_layout("69 blocks (two block steps of the scan)", 1100, 4, 6, 8)
+check_layout("260 blocks (two steps of an expert's block scan)", 4150, 4, 6, 8)
 check_layout("one token", 1, 3, 4, 300)
 
 # out-of-range ids: refused by default; with the check skipped, left out of the sum (never out of bounds)
@@ -242,15 +242,18 @@ def test_combine_checks_the_rows():
         ops.moe_combine(torch.zeros(8, 8, dtype=torch.int32), r)
 
 
-# ids, counts, P, E, BLOCK, EXPERTS_CHUNK / counts, base, offs, NB, E, chunks / the scatter / combine
+# ids, counts, P, E, NB, BLOCK, EXPERTS_CHUNK / counts, base, totals, NB, chunk / totals, starts, offs, E, chunk /
+# the scatter / combine
 @pytest.mark.parametrize("kernel,sig", [
-    ("route_count_kernel", "*i64:16, *i32:16, i32, i32, 64, 64"),
-    ("route_scan_kernel", "*i32:16, *i32:16, *i32:16, i32, i32, 64, 64"),
-    # x, ids, base, tokens, dest, scales, P, TOPK, E, H, strides (x, tokens, scales), BLOCK, BLOCK_H, QUANT_FP8
-    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *bf16:16, *i32:16, *bf16:16, i32, i32, i32, i32:16, "
-                             "i32:16, i32:16, i32:16, 64, 256, False"),
-    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *fp8e4nv:16, *i32:16, *fp32:16, i32, i32, i32, i32:16, "
-                             "i32:16, i32:16, i32, 64, 256, True"),
+    ("route_count_kernel", "*i64:16, *i32:16, i32, i32, i32, 64, 64"),
+    ("route_block_scan_kernel", "*i32:16, *i32:16, *i32:16, i32, 256"),
+    ("route_expert_scan_kernel", "*i32:16, *i32:16, *i32:16, i32, 64"),
+    # x, ids, base, starts, tokens, dest, scales, P, TOPK, E, NB, H, strides (x, tokens, scales), BLOCK, BLOCK_H,
+    # QUANT_FP8
+    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *i32:16, *bf16:16, *i32:16, *bf16:16, i32, i32, i32, i32, "
+                             "i32:16, i32:16, i32:16, i32:16, 64, 256, False"),
+    ("route_scatter_kernel", "*bf16:16, *i64:16, *i32:16, *i32:16, *fp8e4nv:16, *i32:16, *fp32:16, i32, i32, i32, "
+                             "i32, i32:16, i32:16, i32:16, i32, 64, 256, True"),
     ("combine_kernel", "*bf16:16, *i32:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32, i32:16, "
                        "256"),
 ])

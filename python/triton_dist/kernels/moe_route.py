@@ -6,14 +6,15 @@ A *pair* is one (token ``t``, slot ``j``) of ``topk_idx [T, k]``, flattened as `
 stable counting sort of the pairs by expert, in three launches that never read anything on the host:
 
 1. :func:`route_count_kernel` (one program per ``BLOCK`` pairs): how many pairs of the block go to each expert
-   (``counts [blocks, E + 1]``; the last column counts pairs whose expert id is out of range).
-2. :func:`route_scan_kernel` (one program): exclusive prefix sums, expert-major then block-major: ``base[b, e]`` =
-   the first row of block ``b``'s pairs of expert ``e``; ``offsets[e]`` = the cumulative end row of expert ``e``.
+   (``counts [E + 1, blocks]``, expert-major; the last row counts pairs whose expert id is out of range).
+2. :func:`route_block_scan_kernel` (one program per expert, in parallel): ``base[e, b]`` = the pairs of expert ``e``
+   in the blocks before ``b``, and the expert's total; then :func:`route_expert_scan_kernel` (one program over the
+   ``E + 1`` totals): ``starts[e]`` = the first row of expert ``e``, ``offsets[e]`` = its cumulative end row.
    Out-of-range pairs get rows after every expert's (``[offsets[E - 1], T * k)``): they exist, they are never an
    expert's rows, and combine leaves them out.
-3. :func:`route_scatter_kernel` (grid ``blocks x column chunks``): each pair's row is ``base[b, e]`` plus the number
-   of earlier pairs of its block with the same expert, so within an expert the rows follow the pairs' order (token
-   order, then slot): the same layout every run. It writes ``dest_rows[p]`` and copies ``x[t]`` there.
+3. :func:`route_scatter_kernel` (grid ``blocks x column chunks``): each pair's row is ``starts[e] + base[e, b]`` plus
+   the number of earlier pairs of its block with the same expert, so within an expert the rows follow the pairs'
+   order (token order, then slot): the same layout every run. It writes ``dest_rows[p]`` and copies ``x[t]`` there.
 
 :func:`combine_kernel` (grid ``tokens x column chunks``): ``out[t] = sum_j w[t, j] * expert_out[dest_rows[t, j]]``
 over the in-range slots, in slot order, accumulated in fp32: deterministic.
@@ -39,47 +40,51 @@ def _expert_of(ids_ptr, p, P, E):
 
 
 @triton_dist.jit
-def route_count_kernel(ids_ptr, counts_ptr, P, E, BLOCK: tl.constexpr, EXPERTS_CHUNK: tl.constexpr):
-    """``counts[b, e]`` (int32 ``[blocks, E + 1]``) = pairs of block ``b`` (pairs ``[b * BLOCK, (b + 1) * BLOCK)``
-    of ``P``) routed to expert ``e``; column ``E``: out-of-range ids."""
+def route_count_kernel(ids_ptr, counts_ptr, P, E, NB, BLOCK: tl.constexpr, EXPERTS_CHUNK: tl.constexpr):
+    """``counts[e, b]`` (int32 ``[E + 1, NB]``, expert-major) = pairs of block ``b`` (pairs ``[b * BLOCK, (b + 1) *
+    BLOCK)`` of ``P``) routed to expert ``e``; row ``E``: out-of-range ids."""
     b = tl.program_id(0)
     p = b * BLOCK + tl.arange(0, BLOCK)
     e = _expert_of(ids_ptr, p, P, E)
     for c0 in range(0, E + 1, EXPERTS_CHUNK):
         cols = c0 + tl.arange(0, EXPERTS_CHUNK)
         hits = (e[:, None] == cols[None, :]) & (p < P)[:, None]
-        tl.store(counts_ptr + b * (E + 1) + cols, tl.sum(hits.to(tl.int32), axis=0), mask=cols < E + 1)
+        tl.store(counts_ptr + cols * NB + b, tl.sum(hits.to(tl.int32), axis=0), mask=cols < E + 1)
 
 
 @triton_dist.jit
-def route_scan_kernel(counts_ptr, base_ptr, offs_ptr, NB, E, BLOCKS_CHUNK: tl.constexpr,
-                      EXPERTS_CHUNK: tl.constexpr):
-    """One program: ``base[b, e]`` = rows of every (expert < e, any block) plus (expert e, block < b) pairs;
-    ``offs[e]`` (int32 ``[E]``) = rows of every expert <= e. ``counts`` / ``base`` int32 ``[NB, E + 1]``."""
+def route_block_scan_kernel(counts_ptr, base_ptr, totals_ptr, NB, BLOCKS_CHUNK: tl.constexpr):
+    """Program ``e`` (one per expert, and one for the out-of-range row ``E``): ``base[e, b]`` = pairs of expert ``e``
+    in the blocks before ``b`` (int32 ``[E + 1, NB]``), ``totals[e]`` = all of them."""
+    e = tl.program_id(0)
+    run = 0
+    for b0 in range(0, NB, BLOCKS_CHUNK):
+        b = b0 + tl.arange(0, BLOCKS_CHUNK)
+        m = b < NB
+        c = tl.load(counts_ptr + e * NB + b, mask=m, other=0)
+        tl.store(base_ptr + e * NB + b, run + tl.cumsum(c, axis=0) - c, mask=m)
+        run += tl.sum(c, axis=0)
+    tl.store(totals_ptr + e, run)
+
+
+@triton_dist.jit
+def route_expert_scan_kernel(totals_ptr, starts_ptr, offs_ptr, E, EXPERTS_CHUNK: tl.constexpr):
+    """One program: ``starts[e]`` = pairs of the experts before ``e`` (``e`` in ``[0, E]``: the out-of-range pairs
+    start after every expert's), ``offs[e]`` = ``starts[e] + totals[e]`` for ``e < E``."""
     run = 0
     for e0 in range(0, E + 1, EXPERTS_CHUNK):
         e = e0 + tl.arange(0, EXPERTS_CHUNK)
-        e_ok = e < E + 1
-        total = tl.zeros((EXPERTS_CHUNK, ), dtype=tl.int32)
-        for b0 in range(0, NB, BLOCKS_CHUNK):
-            b = b0 + tl.arange(0, BLOCKS_CHUNK)
-            m = (b < NB)[:, None] & e_ok[None, :]
-            total += tl.sum(tl.load(counts_ptr + b[:, None] * (E + 1) + e[None, :], mask=m, other=0), axis=0)
-        first = tl.cumsum(total, axis=0) - total + run  # first row of each expert of the chunk
-        tl.store(offs_ptr + e, first + total, mask=e < E)
-        acc = first
-        for b0 in range(0, NB, BLOCKS_CHUNK):
-            b = b0 + tl.arange(0, BLOCKS_CHUNK)
-            m = (b < NB)[:, None] & e_ok[None, :]
-            c = tl.load(counts_ptr + b[:, None] * (E + 1) + e[None, :], mask=m, other=0)
-            tl.store(base_ptr + b[:, None] * (E + 1) + e[None, :], acc[None, :] + tl.cumsum(c, axis=0) - c, mask=m)
-            acc += tl.sum(c, axis=0)
-        run += tl.sum(total, axis=0)
+        m = e < E + 1
+        t = tl.load(totals_ptr + e, mask=m, other=0)
+        first = run + tl.cumsum(t, axis=0) - t
+        tl.store(starts_ptr + e, first, mask=m)
+        tl.store(offs_ptr + e, first + t, mask=e < E)
+        run += tl.sum(t, axis=0)
 
 
 @triton_dist.jit
-def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, tokens_ptr, dest_ptr, scales_ptr, P, TOPK, E, H, stride_x,
-                         stride_tok, stride_scales, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr,
+def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, starts_ptr, tokens_ptr, dest_ptr, scales_ptr, P, TOPK, E, NB, H,
+                         stride_x, stride_tok, stride_scales, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr,
                          QUANT_FP8: tl.constexpr = False):
     """Program ``(b, h)``: the rows of block ``b``'s pairs (stable within each expert), stored to ``dest_rows`` by
     the ``h == 0`` programs, and columns ``[h * BLOCK_H, +BLOCK_H)`` of each pair's token copied to its row.
@@ -96,7 +101,7 @@ def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, tokens_ptr, dest_ptr, scales_
     e = _expert_of(ids_ptr, p, P, E)
     earlier = (e[:, None] == e[None, :]) & (i[None, :] < i[:, None]) & valid[None, :]
     rank = tl.sum(earlier.to(tl.int32), axis=1)
-    dest = tl.load(base_ptr + b * (E + 1) + e, mask=valid, other=0) + rank
+    dest = tl.load(starts_ptr + e, mask=valid, other=0) + tl.load(base_ptr + e * NB + b, mask=valid, other=0) + rank
     if h == 0:
         tl.store(dest_ptr + p, dest, mask=valid)
     cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -138,5 +143,6 @@ def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, ROWS, TOPK, E, H, 
     tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
-__all__ = ["route_count_kernel", "route_scan_kernel", "route_scatter_kernel", "combine_kernel", "QUANT_GROUP",
+__all__ = ["route_count_kernel", "route_block_scan_kernel", "route_expert_scan_kernel", "route_scatter_kernel",
+           "combine_kernel", "QUANT_GROUP",
            "FP8_E4M3_MAX"]

@@ -14,7 +14,8 @@ from typing import Optional
 import triton
 
 from ..kernels import moe_route as _k
-from ..kernels.moe_route import combine_kernel, route_count_kernel, route_scan_kernel, route_scatter_kernel
+from ..kernels.moe_route import (combine_kernel, route_block_scan_kernel, route_count_kernel,
+                                 route_expert_scan_kernel, route_scatter_kernel)
 from .context import capturing as _capturing
 
 #: columns per fp8 scale (the kernels' constexpr, as a host int)
@@ -23,8 +24,8 @@ QUANT_GROUP = int(_k.QUANT_GROUP.value)
 ROUTE_BLOCK = 64
 #: experts per step of the count and scan loops
 EXPERTS_CHUNK = 64
-#: blocks per step of the scan loop
-BLOCKS_CHUNK = 64
+#: blocks per step of an expert's scan loop
+BLOCKS_CHUNK = 256
 #: columns per program of the token copy and of combine
 BLOCK_H = 256
 
@@ -118,8 +119,8 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[st
     num_experts)`` before the launch (one device synchronisation; skipped inside a CUDA-graph capture and under
     torch.compile). Where it is skipped, a slot with such an id gets a row after every expert's (``[expert_offsets[-1],
     T * k)``), which ``group_gemm`` does not compute and ``moe_combine`` leaves out of the token's sum; nothing is read
-    or written out of bounds. Three launches (count, scan, scatter; the scatter quantizes), none reading anything on
-    the host."""
+    or written out of bounds. Four launches (count, per-expert scan, scan of the totals, scatter; the scatter
+    quantizes), none reading anything on the host."""
     import torch
 
     if quant not in QUANT_MODES:
@@ -159,15 +160,19 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[st
         offsets.zero_()
         return out, offsets, scales, routing
     blocks = triton.cdiv(P, ROUTE_BLOCK)
-    counts = torch.empty((blocks, num_experts + 1), dtype=torch.int32, device=x.device)
+    counts = torch.empty((num_experts + 1, blocks), dtype=torch.int32, device=x.device)
     base = torch.empty_like(counts)
-    route_count_kernel[(blocks, )](topk_idx, counts, P, num_experts, BLOCK=ROUTE_BLOCK, EXPERTS_CHUNK=EXPERTS_CHUNK)
-    route_scan_kernel[(1, )](counts, base, offsets, blocks, num_experts, BLOCKS_CHUNK=BLOCKS_CHUNK,
-                             EXPERTS_CHUNK=EXPERTS_CHUNK)
+    totals = torch.empty(num_experts + 1, dtype=torch.int32, device=x.device)
+    starts = torch.empty_like(totals)
+    route_count_kernel[(blocks, )](topk_idx, counts, P, num_experts, blocks, BLOCK=ROUTE_BLOCK,
+                                   EXPERTS_CHUNK=EXPERTS_CHUNK)
+    route_block_scan_kernel[(num_experts + 1, )](counts, base, totals, blocks, BLOCKS_CHUNK=BLOCKS_CHUNK)
+    route_expert_scan_kernel[(1, )](totals, starts, offsets, num_experts, EXPERTS_CHUNK=EXPERTS_CHUNK)
     grid = (blocks, max(1, triton.cdiv(H, BLOCK_H)))  # column chunks; one (that copies nothing) when H is 0
     sc = scales if quant else out
-    route_scatter_kernel[grid](x, topk_idx, base, out, dest, sc, P, k, num_experts, H, x.stride(0), out.stride(0),
-                               sc.stride(0), BLOCK=ROUTE_BLOCK, BLOCK_H=BLOCK_H, QUANT_FP8=quant == "fp8")
+    route_scatter_kernel[grid](x, topk_idx, base, starts, out, dest, sc, P, k, num_experts, blocks, H, x.stride(0),
+                               out.stride(0), sc.stride(0), BLOCK=ROUTE_BLOCK, BLOCK_H=BLOCK_H,
+                               QUANT_FP8=quant == "fp8")
     return out, offsets, scales, routing
 
 
