@@ -2,13 +2,10 @@
 descriptors), tiling choice, autotune config list, and compilation for cuda:90 (TMA + wgmma), cuda:80 (mma.sync)
 and hip:gfx942 (MFMA) in fresh processes."""
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from _subprocess_runs import assert_script_says, compile_kernel
 
 _INTERP_SCRIPT = r"""
 import os, sys
@@ -75,16 +72,8 @@ print("FAILS", fails)
 """
 
 
-def _run(script):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("TRITON_DIST_BACKEND", None)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
-
-
 def test_matmul_under_interpreter():
-    res = _run(_INTERP_SCRIPT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip().splitlines()[-1] == "FAILS []", res.stdout[-3000:]
+    assert_script_says(_INTERP_SCRIPT, "FAILS []")
 
 
 def test_split_k_rejects_offsets_beyond_32_bits():
@@ -152,14 +141,8 @@ SIG = "*bf16:16, *bf16:16, *bf16:16, *fp32, i32:16, i32:16, i32:16, i32:16, 1, i
     ("hip:gfx942", ", 128, 128, 64, 8, 304, False, False", ["v_mfma_f32"]),
 ])
 def test_gemm_compiles_for_every_target(target, extra, expect):
-    stage = "amdgcn" if target.startswith("hip") else "ptx"
-    path = os.path.join(ROOT, "python", "triton_dist", "kernels", "gemm.py")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", f"{path}:gemm_kernel", "-s", SIG + extra,
-                          "--target", target, "--stage", stage, "--num-warps", "8" if target != "cuda:80" else "4",
-                          "--num-stages", "3" if target != "hip:gfx942" else "2"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    res = compile_kernel("gemm.py", "gemm_kernel", SIG + extra, target, "--num-warps",
+                         "8" if target != "cuda:80" else "4", "--num-stages", "3" if target != "hip:gfx942" else "2")
     assert res.returncode == 0, res.stderr[-3000:]
     for s in expect:
         assert s in res.stdout, (target, s)
@@ -175,13 +158,8 @@ SIG_SPLIT = "*bf16:16, *bf16:16, *bf16:16, *fp32, *fp32:16, *i32:16, i32, i32:16
     ("hip:gfx942", ", 16, 64, 128, 8, 304, False, False, 4", ["v_mfma_f32", "global_atomic_add"]),
 ])
 def test_split_k_gemm_compiles(target, extra, expect):
-    stage = "amdgcn" if target.startswith("hip") else "ptx"
-    path = os.path.join(ROOT, "python", "triton_dist", "kernels", "gemm.py")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", f"{path}:gemm_split_k_kernel", "-s",
-                          SIG_SPLIT + extra, "--target", target, "--stage", stage, "--num-warps", "4",
-                          "--num-stages", "4"], capture_output=True, text=True, env=env, timeout=600)
+    res = compile_kernel("gemm.py", "gemm_split_k_kernel", SIG_SPLIT + extra, target, "--num-warps", "4",
+                         "--num-stages", "4")
     assert res.returncode == 0, res.stderr[-3000:]
     for s in expect:
         assert s in res.stdout, (target, s)

@@ -2,14 +2,9 @@
 interpreter against per-expert torch matmuls (empty experts, every row to one expert, one expert, padding rows left
 untouched, both weight layouts, the descriptor path, fp8 with block scales), the host checks, the torch.library op
 under torch.compile, and compilation for cuda:90 (TMA + wgmma) and hip:gfx942 (MFMA) in fresh processes."""
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from _subprocess_runs import assert_script_says, compile_kernel
 
 _INTERP_SCRIPT = r"""
 import os
@@ -80,16 +75,8 @@ print("FAILS", fails)
 """
 
 
-def _run(script):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("TRITON_DIST_BACKEND", None)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
-
-
 def test_group_gemm_under_interpreter():
-    res = _run(_INTERP_SCRIPT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip().splitlines()[-1] == "FAILS []", res.stdout[-3000:]
+    assert_script_says(_INTERP_SCRIPT, "FAILS []")
 
 
 def _operands(E=3, K=32, N=16, rows=10, dtype=torch.bfloat16):
@@ -177,9 +164,7 @@ print("SAME", torch.equal(eager[:10], compiled[:10]))
 
 
 def test_group_gemm_under_torch_compile_fullgraph():
-    res = _run(_COMPILE_SCRIPT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip().splitlines()[-1] == "SAME True", res.stdout[-2000:]
+    assert_script_says(_COMPILE_SCRIPT, "SAME True")
 
 
 # a, b, c, offsets, scale_a, scale_b, ROWS, E, N, K, stride_am, stride_be, stride_bk, stride_bn (1), stride_cm,
@@ -200,14 +185,8 @@ SIG = "*bf16:16, *bf16:16, *bf16:16, *i32:16, *fp32, *fp32, i32, i32, i32:16, i3
     ("hip:gfx942", SIG, ", 128, 128, 64, False, False, False", ["v_mfma_f32"]),
 ])
 def test_group_gemm_compiles_for_every_target(target, sig, extra, expect):
-    stage = "amdgcn" if target.startswith("hip") else "ptx"
-    path = os.path.join(ROOT, "python", "triton_dist", "kernels", "group_gemm.py")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", f"{path}:group_gemm_kernel", "-s",
-                          sig + extra, "--target", target, "--stage", stage, "--num-warps", "8", "--num-stages",
-                          "3" if target != "hip:gfx942" else "2"], capture_output=True, text=True, env=env,
-                         timeout=600)
+    res = compile_kernel("group_gemm.py", "group_gemm_kernel", sig + extra, target, "--num-warps", "8",
+                         "--num-stages", "3" if target != "hip:gfx942" else "2")
     assert res.returncode == 0, res.stderr[-3000:]
     for s in expect:
         assert s in res.stdout, (target, s)

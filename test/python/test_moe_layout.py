@@ -5,13 +5,11 @@ tokens, every token to one expert, top-1 and top-8), per-expert distinct functio
 token sent to the wrong expert or combined with the wrong weight fails; out-of-range ids refused, or left out of the
 sum when the check is skipped; torch.compile over the registered ops; compilation for cuda:90 and hip:gfx942."""
 import os
-import subprocess
 import sys
 
 import pytest
 import torch
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from _subprocess_runs import ROOT, assert_script_says, compile_kernel
 
 _INTERP_SCRIPT = r"""
 import os
@@ -151,22 +149,12 @@ print("SAME", torch.equal(eager, compiled))
 """
 
 
-def _run(script):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("TRITON_DIST_BACKEND", None)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
-
-
 def test_route_combine_and_the_layer_under_interpreter():
-    res = _run(_INTERP_SCRIPT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip().splitlines()[-1] == "FAILS []", res.stdout[-3000:]
+    assert_script_says(_INTERP_SCRIPT, "FAILS []", timeout=900)
 
 
 def test_route_and_combine_under_torch_compile_fullgraph():
-    res = _run(_COMPILE_SCRIPT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip().splitlines()[-1] == "SAME True", res.stdout[-2000:]
+    assert_script_says(_COMPILE_SCRIPT, "SAME True", timeout=900)
 
 
 @pytest.mark.parametrize("call,words", [
@@ -226,9 +214,7 @@ print(ops.moe_combine(eo, r).tolist() == [eo[0].tolist(), eo[3].tolist()])
 
 
 def test_combine_leaves_out_rows_outside_expert_out():
-    res = _run(_ROWS_SCRIPT)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip().splitlines()[-1] == "True", res.stdout[-2000:]
+    assert_script_says(_ROWS_SCRIPT, "True", timeout=900)
 
 
 def test_combine_checks_the_rows():
@@ -259,12 +245,7 @@ def test_combine_checks_the_rows():
 ])
 @pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
 def test_route_kernels_compile_for_every_target(kernel, sig, target):
-    path = os.path.join(ROOT, "python", "triton_dist", "kernels", "moe_route.py")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("TRITON_INTERPRET", None)
-    res = subprocess.run([sys.executable, "-m", "triton_dist.tools.compile", f"{path}:{kernel}", "-s", sig,
-                          "--target", target, "--stage", "amdgcn" if target.startswith("hip") else "ptx",
-                          "--num-warps", "4"], capture_output=True, text=True, env=env, timeout=600)
+    res = compile_kernel("moe_route.py", kernel, sig, target, "--num-warps", "4")
     assert res.returncode == 0, res.stderr[-3000:]
 
 
