@@ -109,16 +109,7 @@ def print_table_written(path, report):
 def time_variants(fns):
     """``{name: median us per call}``: each ``fns[name]`` captured ``k`` times in one CUDA graph (k from a timed
     eager call, the same for all), then ``ROUNDS`` rounds, one replay of each per round in rotated order."""
-    ref = next(iter(fns.values()))
-    for _ in range(3):
-        ref()
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    ref()
-    e1.record()
-    e1.synchronize()
-    k = max(3, min(50, int(SAMPLE_US / max(e0.elapsed_time(e1) * 1e3, 1.0))))
+    k = harness.calls_per_sample(next(iter(fns.values())), SAMPLE_US, warmup=3)
     graphs = {}
     stream = torch.cuda.Stream()
     for name, fn in fns.items():

@@ -79,19 +79,6 @@ def floor_us(counts, K, N, rows, elem_bytes, hbm_tbs, tflops):
     return nbytes, max(nbytes / (hbm_tbs * 1e12), 2.0 * rows * K * N / (tflops * 1e12)) * 1e6
 
 
-def calls_per_sample(fn) -> int:
-    """Calls per timed sample: about SAMPLE_US of work, 3 to 50."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    fn()
-    e1.record()
-    e1.synchronize()
-    return max(3, min(50, int(SAMPLE_US / max(e0.elapsed_time(e1) * 1e3, 1.0))))
-
-
 def bench_one(name, model, projection, tokens, configs, fp8, hbm_tbs, tflops, seed=0):
     from triton_dist.kernels.gemm_config import TileConfig
     from triton_dist.ops import group_gemm
@@ -150,7 +137,7 @@ def bench_one(name, model, projection, tokens, configs, fp8, hbm_tbs, tflops, se
             errors[impl] = f"{type(exc).__name__}: {exc}"[:300]
         if impl in errors:
             fns.pop(impl)
-    k = calls_per_sample(fns["ours"]) if "ours" in fns else 3
+    k = harness.calls_per_sample(fns["ours"], SAMPLE_US) if "ours" in fns else 3
     graphed = harness.time_interleaved(fns, k, REPS)
     eager = {impl: harness.time_eager(fn, k, REPS) for impl, fn in fns.items()}
     nbytes, floor = floor_us(counts, K, N, rows, 2, hbm_tbs, tflops)
@@ -209,7 +196,7 @@ def bench_layer(name, model, tokens, compile_torch, seed=0):
     if compile_torch:
         fns["torch.compile"] = torch.compile(lambda: torch_moe_layer(x, idx, w, wgu, wd))
     errors = harness.drop_failing(fns, ref)
-    k_calls = calls_per_sample(fns["ours"]) if "ours" in fns else 3
+    k_calls = harness.calls_per_sample(fns["ours"], SAMPLE_US) if "ours" in fns else 3
     graphed = harness.time_interleaved(fns, k_calls, REPS)
     eager = {impl: harness.time_eager(fn, k_calls, REPS) for impl, fn in fns.items()}
     rec = {"name": name, "layer": True, "tokens": tokens, "experts": E, "topk": k, "hidden": H, "inter": inter,

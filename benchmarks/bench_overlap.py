@@ -187,15 +187,7 @@ def calls_per_sample(ref_fn, args):
     back-to-back calls that is amortized as it is in a model's steady state, for every implementation alike."""
     if args.k:
         return args.k
-    ref_fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(3):
-        ref_fn()
-    b.record()
-    b.synchronize()
-    t = _max_over_ranks(a.elapsed_time(b) * 1e3 / 3)
+    t = _max_over_ranks(harness.eager_call_us(ref_fn, warmup=1, calls=3))
     return int(min(40, max(5, -(-SAMPLE_US // max(t, 1.0)))))
 
 

@@ -141,6 +141,27 @@ def interleaved_medians(runs: dict, k: int, reps: int) -> dict:
     return {n: max_over_ranks(statistics.median(samples[n])) for n in names}
 
 
+def eager_call_us(fn, warmup: int = 2, calls: int = 1) -> float:
+    """This rank's us per eager call of ``fn``: ``warmup`` calls (compile, allocate), then ``calls`` back-to-back
+    calls between two CUDA events. A quick size estimate (what sets ``k``), not a measurement."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
+
+
+def calls_per_sample(fn, sample_us: float, lo: int = 3, hi: int = 50, warmup: int = 2) -> int:
+    """``k`` for the timing helpers: enough back-to-back calls of ``fn`` that one sample lasts about ``sample_us``
+    (:func:`eager_call_us`, at least 1 us per call), clamped to ``[lo, hi]``."""
+    return max(lo, min(hi, int(sample_us / max(eager_call_us(fn, warmup), 1.0))))
+
+
 def time_eager(fn, k: int, reps: int, warmup: int = 2) -> float:
     """The eager column: ``warmup`` calls, then the median us per call of ``k`` back-to-back eager calls (CUDA events,
     host launch cost included), max over ranks."""
