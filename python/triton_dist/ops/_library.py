@@ -161,15 +161,14 @@ def _group_gemm_fake(a, b, expert_offsets, scale_a, scale_b):
 @torch.library.custom_op("triton_dist::moe_route", mutates_args=())
 def moe_route_op(x: torch.Tensor, topk_idx: torch.Tensor, num_experts: int,
                  quant: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    # the weights only travel to combine: a placeholder of the right shape keeps the checks meaningful; ``quant``
-    # "none" or "fp8"; without quantization the scales are an empty tensor (the public function returns None)
-    weights = torch.zeros(topk_idx.shape, dtype=torch.float32, device=x.device)
-    tokens, offsets, scales, routing = _moe_layout.moe_route(x, topk_idx, weights, num_experts,
-                                                             quant=None if quant == "none" else quant,
-                                                             check_ids=False)
+    # the weights only travel to combine, so the op routes without them; ``quant`` "none" or "fp8"; without
+    # quantization the scales are an empty tensor (the public function returns None)
+    _moe_layout.check_routing("moe_route", x, topk_idx, None, num_experts)
+    tokens, offsets, scales, dest = _moe_layout.route_tokens(x, topk_idx, num_experts,
+                                                             None if quant == "none" else quant, None, False)
     if scales is None:
         scales = torch.empty((0, ), dtype=torch.float32, device=x.device)
-    return tokens, offsets, scales, routing.dest_rows
+    return tokens, offsets, scales, dest
 
 
 @moe_route_op.register_fake

@@ -56,10 +56,12 @@ class MoERouting:
 
 def check_routing(op: str, x, topk_idx, topk_weights, num_experts: int) -> None:
     """Host checks of :func:`moe_route`'s arguments' shapes, dtypes and devices before any launch (ValueError
-    naming ``op``, the argument and what is accepted); the ids' *values* are :func:`check_expert_ids`'."""
+    naming ``op``, the argument and what is accepted); the ids' *values* are :func:`check_expert_ids`'.
+    ``topk_weights`` None: the routing alone (the torch.library op, which never sees the weights)."""
     import torch
 
-    for name, t in (("x", x), ("topk_idx", topk_idx), ("topk_weights", topk_weights)):
+    for name, t in (("x", x), ("topk_idx", topk_idx)) + ((("topk_weights", topk_weights), ) if topk_weights is not None
+                                                          else ()):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts < 1:
@@ -70,19 +72,23 @@ def check_routing(op: str, x, topk_idx, topk_weights, num_experts: int) -> None:
         raise ValueError(f"{op}: topk_idx must be [tokens={x.shape[0]}, k], got shape {tuple(topk_idx.shape)}")
     if topk_idx.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"{op}: topk_idx.dtype={topk_idx.dtype}; accepted: int32, int64")
+    if topk_idx.shape[1] < 1:
+        raise ValueError(f"{op}: topk_idx has no slots (shape {tuple(topk_idx.shape)})")
+    if topk_idx.device != x.device:
+        raise ValueError(f"{op}: topk_idx is on {topk_idx.device}, x on {x.device}")
+    if x.stride(1) != 1 or not topk_idx.is_contiguous():
+        raise ValueError(f"{op}: x needs a unit column stride and topk_idx must be contiguous (call .contiguous())")
+    if topk_weights is None:
+        return
     if tuple(topk_weights.shape) != tuple(topk_idx.shape):
         raise ValueError(f"{op}: topk_weights has shape {tuple(topk_weights.shape)}, topk_idx "
                          f"{tuple(topk_idx.shape)}: one weight per routed slot")
     if not topk_weights.dtype.is_floating_point or topk_weights.dtype.itemsize == 1:
         raise ValueError(f"{op}: topk_weights.dtype={topk_weights.dtype}; accepted: float32, bfloat16, float16")
-    if topk_idx.shape[1] < 1:
-        raise ValueError(f"{op}: topk_idx has no slots (shape {tuple(topk_idx.shape)})")
-    for name, t in (("topk_idx", topk_idx), ("topk_weights", topk_weights)):
-        if t.device != x.device:
-            raise ValueError(f"{op}: {name} is on {t.device}, x on {x.device}")
-    if x.stride(1) != 1 or not topk_idx.is_contiguous() or topk_weights.stride(1) != 1:
-        raise ValueError(f"{op}: x and topk_weights need a unit column stride and topk_idx must be contiguous "
-                         f"(call .contiguous())")
+    if topk_weights.device != x.device:
+        raise ValueError(f"{op}: topk_weights is on {topk_weights.device}, x on {x.device}")
+    if topk_weights.stride(1) != 1:
+        raise ValueError(f"{op}: topk_weights needs a unit column stride (call .contiguous())")
 
 
 def check_expert_ids(op: str, topk_idx, num_experts: int) -> None:
@@ -126,14 +132,22 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[st
     if quant not in QUANT_MODES:
         raise ValueError(f"moe_route: quant={quant!r}; accepted: None, 'fp8' (e4m3, one scale per {QUANT_GROUP} "
                          f"columns)")
+    check_routing("moe_route", x, topk_idx, topk_weights, num_experts)  # under torch.compile too: fake tensors do
     if torch.compiler.is_compiling():
-        check_routing("moe_route", x, topk_idx, topk_weights, num_experts)  # shapes, dtypes, strides: fake tensors do
         tokens, offsets, scales, dest = torch.ops.triton_dist.moe_route(x, topk_idx, num_experts, quant or "none")
         if out is not None:
             out.copy_(tokens)
             tokens = out
         return tokens, offsets, scales if quant else None, MoERouting(dest, topk_idx, topk_weights, num_experts)
-    check_routing("moe_route", x, topk_idx, topk_weights, num_experts)
+    tokens, offsets, scales, dest = route_tokens(x, topk_idx, num_experts, quant, out, check_ids)
+    return tokens, offsets, scales, MoERouting(dest, topk_idx, topk_weights, num_experts)
+
+
+def route_tokens(x, topk_idx, num_experts: int, quant: Optional[str], out, check_ids: bool):
+    """The launches of :func:`moe_route` on arguments :func:`check_routing` accepted: ``(tokens, expert_offsets,
+    scales or None, dest_rows)``. Also what the torch.library op runs (it has no weights to carry)."""
+    import torch
+
     T, H = x.shape
     k = topk_idx.shape[1]
     P = T * k
@@ -155,10 +169,9 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[st
     offsets = torch.empty(num_experts, dtype=torch.int32, device=x.device)
     dest = torch.empty((T, k), dtype=torch.int32, device=x.device)
     scales = torch.empty((P, H // QUANT_GROUP), dtype=torch.float32, device=x.device) if quant else None
-    routing = MoERouting(dest, topk_idx, topk_weights, num_experts)
     if P == 0:
         offsets.zero_()
-        return out, offsets, scales, routing
+        return out, offsets, scales, dest
     blocks = triton.cdiv(P, ROUTE_BLOCK)
     counts = torch.empty((num_experts + 1, blocks), dtype=torch.int32, device=x.device)
     base = torch.empty_like(counts)
@@ -173,7 +186,7 @@ def moe_route(x, topk_idx, topk_weights, num_experts: int, *, quant: Optional[st
     route_scatter_kernel[grid](x, topk_idx, base, starts, out, dest, sc, P, k, num_experts, blocks, H, x.stride(0),
                                out.stride(0), sc.stride(0), BLOCK=ROUTE_BLOCK, BLOCK_H=BLOCK_H,
                                QUANT_FP8=quant == "fp8")
-    return out, offsets, scales, routing
+    return out, offsets, scales, dest
 
 
 def check_combine_routing(op: str, routing: MoERouting) -> None:
@@ -245,5 +258,6 @@ def moe_combine(expert_out, routing: MoERouting, *, out=None):
     return out
 
 
-__all__ = ["MoERouting", "moe_route", "moe_combine", "check_routing", "check_expert_ids", "check_combine_routing",
+__all__ = ["MoERouting", "moe_route", "moe_combine", "route_tokens", "check_routing", "check_expert_ids",
+           "check_combine_routing",
            "QUANT_MODES"]
