@@ -104,9 +104,11 @@ failed=0
 # PRECOMPILE_WORLD=N: the recordings are of another world size: compile the kernels with a WORLD constexpr for N
 # ranks (tools/precompile.py --world; a guess that saves most of a first run at a new rank count)
 if [[ -n ${PRECOMPILE_FROM:-} ]]; then
+  # coreutils nproc honours OMP_NUM_THREADS (set to 1 above for the ranks): ask without it
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
   # shellcheck disable=SC2086
   TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile $PRECOMPILE_FROM \
-    --jobs "${PRECOMPILE_JOBS:-$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))}" ${PRECOMPILE_WORLD:+--world "$PRECOMPILE_WORLD"} \
+    --jobs "${PRECOMPILE_JOBS:-$(( cpus > 3 ? cpus - 2 : 1 ))}" ${PRECOMPILE_WORLD:+--world "$PRECOMPILE_WORLD"} \
     > "$OUT/precompile.log" 2>&1
   echo "precompile: exit $? ($(tail -1 "$OUT/precompile.log"))"
 fi

@@ -126,6 +126,16 @@ def test_a_recorded_request_replays_under_the_jit_cache_key(monkeypatch, tmp_pat
     assert "ld.global" in replayed.asm["ptx"] and ".target sm_90a" in replayed.asm["ptx"]
 
 
+def test_a_kernel_of_a_script_run_as_main_is_recorded_as_unreplayable(monkeypatch):
+    """A script's kernel lives in ``__main__``; a replay's ``__main__`` is the precompile tool, so the request is
+    counted as unreplayable instead of failing the precompile step (seen on the GPU: ``__main__:never``)."""
+    args, kwargs = _launch_args()
+    signature, constexprs, attrs, options, target = _jit_request(k_scale, args, kwargs)
+    monkeypatch.setattr(k_scale.fn, "__module__", "__main__")
+    rec = cr.request_of(k_scale, target, signature, constexprs, attrs, options, "")
+    assert "script run as __main__" in rec["unrecordable"] and rec["kernel"]["module"] == "__main__"
+
+
 def test_requests_are_deduplicated_and_unreplayable_ones_counted(tmp_path):
     rec = {"format": cr.RECORD_FORMAT, "kernel": {"module": "m", "qualname": "k"}, "signature": {"dict": []}}
     bad = {"format": cr.RECORD_FORMAT, "kernel": {"module": "m", "qualname": "k2"}, "unrecordable": "a lambda"}

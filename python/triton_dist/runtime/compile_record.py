@@ -62,6 +62,9 @@ def _function_name(py, what: str = "function") -> dict:
     qualname = py.__qualname__
     if "<locals>" in qualname or "<lambda>" in qualname:
         raise Unrecordable(f"{what} {qualname} is defined inside a function: a replay cannot import it")
+    if py.__module__ == "__main__":
+        raise Unrecordable(f"{what} {qualname} is defined in a script run as __main__: a replay would import itself "
+                           "(or run the script) instead")
     module = sys.modules.get(py.__module__)
     path = getattr(module, "__file__", None)
     try:
