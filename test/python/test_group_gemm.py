@@ -139,9 +139,13 @@ def test_pick_group_config():
     assert pick_group_config(1024, 128, 1536, 2048, on_gpu=False) == SIM_CONFIG
     decode = pick_group_config(1024, 128, 1536, 2048, on_gpu=True)  # 8 rows per expert
     assert (decode.BLOCK_M, decode.BLOCK_N, decode.BLOCK_K) == (64, 128, 64)
-    prefill = pick_group_config(65536, 128, 1536, 2048, on_gpu=True)
-    assert prefill.BLOCK_M == 128
-    assert pick_group_config(65536, 128, 1536, 2048, on_gpu=True, elem_bytes=1, block_scaled=True).BLOCK_K == 128
+    prefill = pick_group_config(65536, 128, 1536, 2048, on_gpu=True)  # 512 rows per expert, bf16
+    assert (prefill.BLOCK_M, prefill.BLOCK_N, prefill.BLOCK_K, prefill.num_warps, prefill.num_stages) == \
+        (128, 256, 64, 8, 4)
+    narrow = pick_group_config(65536, 128, 192, 2048, on_gpu=True)
+    assert (narrow.BLOCK_M, narrow.BLOCK_N) == (128, 128)
+    fp8 = pick_group_config(65536, 128, 1536, 2048, on_gpu=True, elem_bytes=1, block_scaled=True)
+    assert (fp8.BLOCK_M, fp8.BLOCK_N, fp8.BLOCK_K) == (128, 128, 128)
 
 
 _COMPILE_SCRIPT = r"""
