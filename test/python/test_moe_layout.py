@@ -267,3 +267,15 @@ def test_benchmark_torch_baseline_layer_matches_the_reference():
     wgu, wd = (torch.randn(E, H, 2 * inter) / 8).bfloat16(), (torch.randn(E, inter, H) / 8).bfloat16()
     got, ref = torch_moe_layer(x, idx, w, wgu, wd), moe_reference(x, idx, w, wgu, wd)
     assert ((got.float() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def test_empty_routing_with_one_slot_is_accepted():
+    """torch gives an empty ``[0, 1]`` tensor the strides ``(1, 0)``: a rank without tokens at top-1 must still pass
+    the checks (seen in the expert-parallel dispatch, where ranks may hold no tokens)."""
+    import torch
+
+    from triton_dist.ops.moe_layout import check_routing
+
+    w = torch.empty_strided((0, 1), (1, 0))
+    assert w.stride(1) != 1
+    check_routing("moe_route", torch.zeros((0, 8)), torch.zeros((0, 1), dtype=torch.int64), w, 4)

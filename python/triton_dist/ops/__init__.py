@@ -1,7 +1,8 @@
 """Torch-facing distributed ops, one pattern for every family (docs/ops.md): create a context once (it owns the
 symmetric buffers; ``close()`` frees them), then call the op with it. Families: the collectives (all_gather,
 reduce_scatter, all_reduce), point-to-point (send / recv), the overlapped GEMMs (ag_gemm, gemm_rs, gemm_ar), the
-single-device ``matmul`` and the MoE family (``moe_route``, ``group_gemm``, ``moe_combine``). Every op is also
+single-device ``matmul`` and the MoE family (``moe_route``, ``group_gemm``, ``moe_combine``; expert parallelism:
+``ep_dispatch`` / ``ep_combine``). Every op is also
 registered as ``torch.ops.triton_dist.<op>`` with a fake implementation, and the functions here emit those ops under
 torch.compile (:mod:`._library`)."""
 from .collectives import (AllGatherContext, AllReduceContext, P2PContext, ReduceScatterContext,  # noqa: F401
@@ -12,6 +13,8 @@ from .overlap import (AGGemmContext, GemmARContext, GemmRSContext, ag_gemm, crea
 from .gemm import matmul  # noqa: E402  (the module is ``triton_dist.ops.gemm``; ``ops.matmul`` is the function)
 from .moe_gemm import group_gemm  # noqa: E402  (MoE: the grouped GEMM over the routing layout, docs/moe.md)
 from .moe_layout import MoERouting, moe_combine, moe_route  # noqa: E402  (MoE: the routing layout on one device)
+from .moe_ep import (EPContext, EPHandle, create_ep_context, create_ep_ctx, ep_combine,  # noqa: E402  (MoE: EP)
+                     ep_dispatch)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -34,7 +37,8 @@ __all__ = [
     # single-device GEMM
     "matmul",
     # mixture of experts
-    "group_gemm", "moe_route", "moe_combine", "MoERouting",
+    "group_gemm", "moe_route", "moe_combine", "MoERouting", "EPContext", "EPHandle", "create_ep_context",
+    "create_ep_ctx", "ep_dispatch", "ep_combine",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]

@@ -76,7 +76,7 @@ def check_routing(op: str, x, topk_idx, topk_weights, num_experts: int) -> None:
         raise ValueError(f"{op}: topk_idx has no slots (shape {tuple(topk_idx.shape)})")
     if topk_idx.device != x.device:
         raise ValueError(f"{op}: topk_idx is on {topk_idx.device}, x on {x.device}")
-    if x.stride(1) != 1 or not topk_idx.is_contiguous():
+    if (x.stride(1) != 1 and x.shape[1] > 1 and x.numel()) or not topk_idx.is_contiguous():
         raise ValueError(f"{op}: x needs a unit column stride and topk_idx must be contiguous (call .contiguous())")
     if topk_weights is None:
         return
@@ -87,7 +87,7 @@ def check_routing(op: str, x, topk_idx, topk_weights, num_experts: int) -> None:
         raise ValueError(f"{op}: topk_weights.dtype={topk_weights.dtype}; accepted: float32, bfloat16, float16")
     if topk_weights.device != x.device:
         raise ValueError(f"{op}: topk_weights is on {topk_weights.device}, x on {x.device}")
-    if topk_weights.stride(1) != 1:
+    if topk_weights.stride(1) != 1 and topk_weights.shape[1] > 1 and topk_weights.numel():  # torch gives [0, 1] (1, 0)
         raise ValueError(f"{op}: topk_weights needs a unit column stride (call .contiguous())")
 
 

@@ -1,0 +1,188 @@
+"""Device code of the expert-parallel dispatch / combine (host side: :mod:`triton_dist.ops.moe_ep`; protocol:
+docs/moe.md, "Expert parallelism").
+
+``WORLD`` ranks each hold ``E_LOC`` experts (global expert ``g`` lives on rank ``g // E_LOC``) and ``T_r <= Tmax``
+tokens with ``k`` routed slots each. A *pair* is one (token ``t``, slot ``j``) of a rank's ``topk_idx [T, k]``,
+flattened as ``p = t * k + j``; its global id is ``rank * TMAXK + p`` (``TMAXK = Tmax * k``).
+
+Receive layout on rank ``d`` (the routing layout of docs/moe.md, one buffer per call parity): the rows of local
+expert ``le`` are ``[offsets[le - 1], offsets[le])``; within an expert the pairs follow source rank order, then
+the source's pair order (token, then slot): the same layout every run, whatever the timing. Row ``r``'s global pair
+id is ``meta[r]``, which combine uses to send the expert's output row back.
+
+One dispatch is four launches and one combine three, none reading anything on the host:
+
+1. the route kernels of :mod:`.moe_route` (count, per-expert block scan) on the local pairs: this rank's count per
+   expert and each pair's rank among this rank's pairs of its expert;
+2. :func:`ep_exchange_kernel` (one program): pushes the counts to every rank, waits for everyone's, and derives
+   where this rank's pairs of every expert start on the expert's rank, this rank's receive offsets, and the running
+   totals its two arrival waits expect;
+3. :func:`ep_dispatch_kernel` (one program per (64-pair block, column chunk)): stores each in-range pair's token
+   row (and, for column chunk 0, its global pair id) straight into the destination rank's receive buffer, then adds
+   the number of rows it stored to that rank's dispatch arrival counter (``dl.notify(..., "add")``: a CTA barrier
+   and a system-scope release, so the rows are visible before the count);
+4. :func:`ep_arrival_wait_kernel`: waits until the arrival counter equals the running total expected.
+
+Combine: :func:`ep_combine_send_kernel` sends every received row's expert output back to its source pair's row of
+the source's combine buffer (and adds to its combine arrival counter), :func:`ep_arrival_wait_kernel` waits for
+this rank's pairs, :func:`ep_combine_reduce_kernel` sums each token's slots with the top-k weights in slot order in
+fp32 (deterministic).
+
+Why arrival counters can use an equality wait: counters only grow, by exactly one unit per (row, column chunk),
+and no rank sends rows of call ``n + 1`` to this rank before this rank published its counts of call ``n + 1``,
+which its stream does only after this call's wait ended.
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+import triton_dist
+import triton_dist.language as dl
+
+from triton_dist.kernels.common import TAG_BITS_C, TAG_RANGE_C, next_epoch
+from triton_dist.kernels.moe_route import _expert_of
+
+
+@triton_dist.jit
+def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr,
+                       tag, E, E_LOC, NCHUNK, PAR, rank, WORLD: tl.constexpr, BLOCK_E: tl.constexpr):
+    """One program. ``totals [E + 1]`` int32: this rank's pairs per global expert (the route block scan's totals;
+    entry ``E`` counts out-of-range ids, never sent); ``cnt`` symmetric int32 ``[WORLD, E]`` (this call's parity);
+    ``cnt_ready`` symmetric int64 ``[WORLD]``; ``counter [1]`` int64 (the context's epoch); ``send_base [E]`` int32
+    (out: the row on expert ``g``'s rank where this rank's first pair of ``g`` goes; scratch first); ``offs [E_LOC]``
+    int32 (out: this rank's receive offsets, cumulative ends); ``expect`` int64 ``[3]`` (running totals: ``[0]``
+    dispatch arrivals, ``[1 + PAR]`` the combine arrivals that complete this call).
+
+    Memory ordering: the counts are stored to every rank, then ``cnt_ready[rank] = e * TAG_RANGE + tag`` is raised
+    on every rank (``dl.notify``: its release publishes the stores); the tagged acquire waits on every rank's signal
+    order the loads of the count matrix after them. A rank whose signal carries another tag (another context shape)
+    is reported at once."""
+    e = next_epoch(counter_ptr, 0)
+    ready = e * TAG_RANGE_C + tag
+    g = tl.arange(0, BLOCK_E)
+    m = g < E
+    mine = tl.load(totals_ptr + g, mask=m, other=0)
+    for d in tl.static_range(WORLD):
+        tl.store(dl.symm_at(cnt_ptr, d) + rank * E + g, mine, mask=m)
+    for d in tl.static_range(WORLD):
+        dl.notify(cnt_ready_ptr + rank, d, ready, "set", "intra_node")
+    tok = tl.program_id(0) * 0
+    for s in tl.static_range(WORLD):
+        tok = dl.wait(cnt_ready_ptr + s, 1, "sys", "acquire", ready, tag_bits=TAG_BITS_C)
+    cnt = dl.consume_token(cnt_ptr, tok)
+    tot = tl.zeros((BLOCK_E, ), dtype=tl.int32)
+    before = tl.zeros((BLOCK_E, ), dtype=tl.int32)
+    for s in tl.static_range(WORLD):
+        c = tl.load(cnt + s * E + g, mask=m, other=0)
+        tot += c
+        before += tl.where(s < rank, c, 0)
+    excl = tl.cumsum(tot, axis=0) - tot  # rows of every expert before g, over all ranks' experts
+    tl.store(send_base_ptr + g, excl, mask=m)  # scratch: the gather below reads the value at each group's start
+    tl.debug_barrier()
+    group_first = (g // E_LOC) * E_LOC
+    start = excl - tl.load(send_base_ptr + group_first, mask=m, other=0)  # first row of g on its rank
+    tl.debug_barrier()
+    tl.store(send_base_ptr + g, start + before, mask=m)
+    own = m & (g // E_LOC == rank)
+    tl.store(offs_ptr + (g - rank * E_LOC), start + tot, mask=own)
+    recv = tl.sum(tl.where(own, tot, 0), axis=0).to(tl.int64)
+    sent = tl.sum(mine, axis=0).to(tl.int64)
+    run_d = tl.load(expect_ptr) + recv * NCHUNK
+    run_c = tl.maximum(tl.load(expect_ptr + 1), tl.load(expect_ptr + 2)) + sent * NCHUNK
+    tl.store(expect_ptr, run_d)
+    tl.store(expect_ptr + 1 + PAR, run_c)
+
+
+@triton_dist.jit
+def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_ptr, arrived_ptr, P, TOPK, E, E_LOC, NB,
+                       H, stride_x, TMAXK, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Program ``(b, h)``: the in-range pairs of block ``b`` (pairs ``[b * BLOCK, (b + 1) * BLOCK)`` of ``P``),
+    columns ``[h * BLOCK_H, +BLOCK_H)`` of each pair's token row stored to row ``send_base[g] + base[g, b] + (earlier
+    pairs of the block with expert g)`` of the receive buffer ``tok [rows, H]`` on rank ``g // E_LOC`` (symmetric,
+    row stride ``H``); the ``h == 0`` programs also store the global pair id to ``meta [rows]`` there. Then, per
+    destination rank that got rows, ``arrived += rows`` on that rank (release: the rows are visible first)."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    i = tl.arange(0, BLOCK)
+    p = b * BLOCK + i
+    valid = p < P
+    e = _expert_of(ids_ptr, p, P, E)
+    ok = valid & (e < E)
+    earlier = (e[:, None] == e[None, :]) & (i[None, :] < i[:, None]) & valid[None, :]
+    within = tl.sum(earlier.to(tl.int32), axis=1)
+    row = (tl.load(send_base_ptr + e, mask=ok, other=0) + tl.load(base_ptr + e * NB + b, mask=ok, other=0) +
+           within).to(tl.int64)
+    dest = e // E_LOC
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    t = (p // TOPK).to(tl.int64)
+    vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=ok[:, None] & cm[None, :], other=0.0)
+    for d in tl.static_range(WORLD):
+        sel = ok & (dest == d)
+        n = tl.sum(sel.to(tl.int32), axis=0)
+        if n > 0:
+            tl.store(dl.symm_at(tok_ptr, d) + row[:, None] * H + cols[None, :], vals, mask=sel[:, None] & cm[None, :])
+            if h == 0:
+                tl.store(dl.symm_at(meta_ptr, d) + row, rank * TMAXK + p, mask=sel)
+            dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+
+
+@triton_dist.jit
+def ep_arrival_wait_kernel(arrived_ptr, expect_ptr):
+    """One program: wait (system-scope acquire) until the arrival counter ``arrived`` (symmetric int64, raised by
+    the peers' ``add`` notifications) equals the running total ``expect[0]``. The launches after it on the stream
+    read what the senders published before their notifications."""
+    want = tl.load(expect_ptr)
+    dl.wait(arrived_ptr, 1, "sys", "acquire", want)
+
+
+@triton_dist.jit
+def ep_combine_send_kernel(eo_ptr, meta_ptr, offs_ptr, cbuf_ptr, arrived_ptr, H, stride_eo, TMAXK, E_LOC,
+                           WORLD: tl.constexpr, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Program ``(b, h)``: rows ``[b * BLOCK, +BLOCK)`` of the received rows (``offs[E_LOC - 1]`` of them; the
+    others are skipped), columns of chunk ``h`` of ``expert_out`` stored to row ``meta[r] % TMAXK`` (the pair) of the
+    combine buffer ``cbuf [TMAXK, H]`` on rank ``meta[r] // TMAXK`` (the source); then ``arrived += rows`` on each
+    source that got rows (release)."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    r = b * BLOCK + tl.arange(0, BLOCK)
+    total = tl.load(offs_ptr + E_LOC - 1)
+    valid = r < total
+    mt = tl.load(meta_ptr + r, mask=valid, other=0)
+    src = mt // TMAXK
+    pair = (mt % TMAXK).to(tl.int64)
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    vals = tl.load(eo_ptr + r.to(tl.int64)[:, None] * stride_eo + cols[None, :], mask=valid[:, None] & cm[None, :],
+                   other=0.0)
+    for d in tl.static_range(WORLD):
+        sel = valid & (src == d)
+        n = tl.sum(sel.to(tl.int32), axis=0)
+        if n > 0:
+            tl.store(dl.symm_at(cbuf_ptr, d) + pair[:, None] * H + cols[None, :], vals.to(cbuf_ptr.dtype.element_ty),
+                     mask=sel[:, None] & cm[None, :])
+            dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+
+
+@triton_dist.jit
+def ep_combine_reduce_kernel(cbuf_ptr, ids_ptr, w_ptr, out_ptr, TOPK, E, H, stride_w, stride_out,
+                             BLOCK_H: tl.constexpr):
+    """Program ``(t, h)``: ``out[t, cols] = sum_j w[t, j] * cbuf[t * k + j, cols]`` over the slots whose expert id
+    is in range, ``j`` in order, fp32 accumulation, stored in ``out``'s dtype (``cbuf``: the expert outputs the
+    experts' ranks sent back, row stride ``H``)."""
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    acc = tl.zeros((BLOCK_H, ), dtype=tl.float32)
+    for j in range(0, TOPK):
+        e = tl.load(ids_ptr + t * TOPK + j)
+        if (e >= 0) & (e < E):
+            w = tl.load(w_ptr + t * stride_w + j).to(tl.float32)
+            row = (t * TOPK + j).to(tl.int64)
+            acc += w * tl.load(cbuf_ptr + row * H + cols, mask=cm, other=0.0).to(tl.float32)
+    tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
+
+
+__all__ = ["ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
+           "ep_combine_reduce_kernel"]

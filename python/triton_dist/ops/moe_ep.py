@@ -1,0 +1,263 @@
+"""Expert-parallel dispatch / combine: every rank holds ``num_experts / world`` experts; ``ep_dispatch`` sends each
+token's top-k copies to the ranks of their experts and returns the routing layout of this rank's experts (what
+:func:`~triton_dist.ops.group_gemm` consumes); ``ep_combine`` sends the experts' outputs back and sums each token's
+slots with its top-k weights, in the original token order. Device code and protocol: :mod:`triton_dist.kernels.moe_ep`
+and docs/moe.md ("Expert parallelism")::
+
+    ctx = ops.create_ep_ctx(max_tokens=256, hidden=7168, topk=8, num_experts=256, dtype=torch.bfloat16)
+    tokens, expert_offsets, scales, handle = ops.ep_dispatch(x, topk_idx, topk_weights, ctx)
+    y = ops.ep_combine(expert_out, handle, ctx)          # [T, H], x's token order
+
+Guarantees: no token is dropped (the receive buffer has a row for every pair any rank can send: ``world x
+max_tokens x topk`` rows); nothing is read on the host by a launch (the optional id check reads the ids before the
+launches and is skipped inside a CUDA-graph capture), so a dispatch-GEMM-combine step captures into one CUDA graph;
+bad input gets a ``ValueError`` before any launch. Each dispatch uses the other of two buffer sets than the previous
+one: the layout it returns stays valid until the dispatch after next, so a second micro-batch may be dispatched
+while the first one's experts run. Handles are combined in dispatch order, each once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import triton
+
+from ..kernels import moe_ep as _k
+from ..kernels.moe_route import route_block_scan_kernel, route_count_kernel
+from .context import Context, capturing, check_ctx, check_method
+from .moe_layout import BLOCKS_CHUNK, EXPERTS_CHUNK, ROUTE_BLOCK, check_expert_ids, check_routing
+
+#: token dtypes of the dispatch (bf16 / fp16 / fp32; fp8 online quantisation is not built yet)
+EP_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+#: the methods of the EP context: ``push`` (counts exchange, then every rank pushes its pairs' rows into the experts'
+#: ranks and raises an arrival count); ``auto`` picks it
+EP_METHODS = ("push", )
+#: the most experts a context holds (the exchange kernel keeps one count per expert in registers)
+MAX_EXPERTS = 4096
+
+
+@dataclass
+class EPHandle:
+    """What :func:`ep_combine` needs of an :func:`ep_dispatch` call: the context's handle, the buffer set
+    (``parity``) the call used, its ``topk_idx`` / ``topk_weights`` and its token count."""
+
+    ctx_handle: int
+    parity: int
+    topk_idx: torch.Tensor
+    topk_weights: torch.Tensor
+    num_tokens: int
+    combined: bool = field(default=False, compare=False)
+
+
+class EPContext(Context):
+    """Buffers and signals of the expert-parallel dispatch / combine (see module docstring). Attributes:
+    ``max_tokens`` (per rank and call), ``hidden``, ``topk``, ``num_experts``, ``experts_per_rank``, ``rows`` (the
+    receive layout's capacity: ``world * max_tokens * topk``)."""
+
+    kind = "ep"
+    op = "ep_dispatch"
+
+    def __init__(self, max_tokens: int, hidden: int, topk: int, num_experts: int, dtype: torch.dtype, *,
+                 method: str = "auto", block_h: int = None):
+        fac = "create_ep_ctx"
+        for name, v in (("max_tokens", max_tokens), ("hidden", hidden), ("topk", topk), ("num_experts", num_experts)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{fac}: {name}={v!r} must be a positive int")
+        if num_experts > MAX_EXPERTS:
+            raise ValueError(f"{fac}: num_experts={num_experts} exceeds {MAX_EXPERTS}")
+        if block_h is not None and (isinstance(block_h, bool) or not isinstance(block_h, int) or block_h < 16 or
+                                    block_h & (block_h - 1)):
+            raise ValueError(f"{fac}: block_h={block_h!r} must be a power of two >= 16")
+        super().__init__(max_tokens * hidden, dtype, EP_DTYPES, fingerprint_extra=(max_tokens, hidden, topk,
+                                                                                   num_experts, block_h),
+                         methods=EP_METHODS, all_methods=EP_METHODS, method=method)
+        W = self.world_size
+        if num_experts % W:
+            raise ValueError(f"{fac}: num_experts={num_experts} must be a multiple of the world size {W} (every rank "
+                             f"holds num_experts / world experts)")
+        self.max_tokens, self.hidden, self.topk, self.num_experts = max_tokens, hidden, topk, num_experts
+        self.experts_per_rank = num_experts // W
+        self.pairs = max_tokens * topk
+        self.rows = W * self.pairs
+        if self.rows >= 2**31:
+            raise ValueError(f"{fac}: world x max_tokens x topk = {self.rows} rows: must stay below 2**31")
+        #: columns per program of the dispatch / combine copies (the simulator uses small chunks so that several
+        #: chunk programs run even at toy sizes)
+        self.block_h = block_h or (256 if self.on_gpu else 16)
+        self.nchunk = max(1, triton.cdiv(hidden, self.block_h))
+        u = self._utils
+        sym = []
+
+        def symmetric(shape, dt):
+            t = u.nvshmem_create_tensor(shape, dt)
+            sym.append(t)
+            return t
+
+        E, dev = num_experts, self.device
+        self.recv_tokens = symmetric((2, self.rows, hidden), dtype)
+        self.recv_meta = symmetric((2, self.rows), torch.int32)
+        self.combine_buf = symmetric((2, self.pairs, hidden), dtype)
+        self.counts = symmetric((2, W, E), torch.int32)
+        self.counts_ready = symmetric((W, ), torch.int64)
+        self.arrived = symmetric((2, ), torch.int64)  # [0] dispatch rows x chunks, [1] combine rows x chunks
+        for t in (self.counts_ready, self.arrived):
+            t.zero_()
+        self._symmetric += sym
+        self.counter = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.expect = torch.zeros(3, dtype=torch.int64, device=dev)  # running totals the arrival waits expect
+        self.send_base = torch.zeros(E, dtype=torch.int32, device=dev)
+        self.offsets = torch.zeros((2, self.experts_per_rank), dtype=torch.int32, device=dev)
+        self._tag = num_experts % (1 << 24)
+        self._next_parity = 0
+        self._pending = []  # handles dispatched and not combined yet, oldest first
+        self._finish_init()
+
+    def _resolve(self, op: str, method) -> str:
+        m = self._call_method(method)
+        check_method(op, m, ("auto", ) + EP_METHODS)
+        return "push" if m == "auto" else m
+
+
+def create_ep_ctx(max_tokens: int, hidden: int, topk: int, num_experts: int, dtype: torch.dtype = torch.bfloat16, *,
+                  method: str = "auto", block_h: int = None) -> EPContext:
+    """Collective: the buffers of :func:`ep_dispatch` / :func:`ep_combine` for up to ``max_tokens`` tokens per rank
+    and call, ``hidden`` columns, ``topk`` slots per token, ``num_experts`` experts over the world (a multiple of the
+    world size; rank ``r`` holds experts ``[r * E / world, (r + 1) * E / world)``), token ``dtype`` (bf16 / fp16 /
+    fp32). Allocates ``2 x world x max_tokens x topk`` rows of ``hidden`` for receiving and ``2 x max_tokens x topk``
+    for combining. Every rank must create it with the same arguments (checked: ``ValueError`` on every rank)."""
+    return EPContext(max_tokens, hidden, topk, num_experts, dtype, method=method, block_h=block_h)
+
+
+create_ep_context = create_ep_ctx
+
+
+def _check_dispatch(op, ctx, x, topk_idx, topk_weights):
+    check_ctx(op, ctx, EPContext, "create_ep_ctx")
+    ctx._check_open(op)
+    check_routing(op, x, topk_idx, topk_weights, ctx.num_experts)
+    T, H = x.shape
+    if H != ctx.hidden:
+        raise ValueError(f"{op}: x has {H} columns, the context was made for hidden={ctx.hidden}")
+    if T > ctx.max_tokens:
+        raise ValueError(f"{op}: {T} tokens exceed the context's max_tokens={ctx.max_tokens} (per rank and call); "
+                         f"create the context with a larger max_tokens")
+    if topk_idx.shape[1] != ctx.topk:
+        raise ValueError(f"{op}: topk_idx has {topk_idx.shape[1]} slots per token, the context was made for "
+                         f"topk={ctx.topk}")
+    ctx._check_dtype(op, x, "x")
+    ctx._check_device(op, x, "x")
+
+
+def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, ctx: EPContext, *,
+                method: str = None, check_ids: bool = True):
+    """Collective (every rank calls it, with its own tokens): send each token's copy for slot ``j`` to the rank of
+    expert ``topk_idx[t, j]``. Returns ``(tokens, expert_offsets, scales, handle)`` on every rank:
+
+    * ``tokens [ctx.rows, H]`` (a view of the context's receive buffer of this call): the rows of local expert
+      ``le`` (global ``rank * E_local + le``) are ``[expert_offsets[le - 1], expert_offsets[le])``, ordered by
+      source rank, then the source's token, then slot; rows past ``expert_offsets[-1]`` are not written;
+    * ``expert_offsets [E_local]`` int32 (cumulative end rows: ``group_gemm``'s / ``torch._grouped_mm``'s ``offs``);
+    * ``scales``: None (bf16 / fp16 / fp32 tokens travel as they are);
+    * ``handle``: an :class:`EPHandle` for :func:`ep_combine`.
+
+    ``x [T, H]`` with ``T <= max_tokens`` (ranks may pass different ``T``, 0 included), ``topk_idx [T, topk]`` int32 /
+    int64 global expert ids, ``topk_weights [T, topk]`` floating (kept for combine). ``check_ids`` (default True):
+    ids outside ``[0, num_experts)`` raise ``ValueError`` before the launch (one synchronisation; skipped inside a
+    capture and by ``check_ids=False``, where such a slot is not sent and combine leaves it out). The returned
+    buffers stay valid until the dispatch after next on this context. Execution: four launches on the current
+    stream, no host synchronisation; the last waits until every rank's rows for this rank arrived."""
+    op = "ep_dispatch"
+    _check_dispatch(op, ctx, x, topk_idx, topk_weights)
+    ctx._resolve(op, method)
+    if len(ctx._pending) >= 2:
+        raise ValueError(f"{op}: two dispatches on this context are not combined yet; their buffers are in use (the "
+                         f"context double-buffers): call ep_combine on the older handle first")
+    if check_ids and not capturing():
+        check_expert_ids(op, topk_idx, ctx.num_experts)
+    T, H = x.shape
+    k, E, W = ctx.topk, ctx.num_experts, ctx.world_size
+    P = T * k
+    par = ctx._next_parity
+    dev = x.device
+    nb = max(1, triton.cdiv(P, ROUTE_BLOCK))
+    counts = torch.empty((E + 1, nb), dtype=torch.int32, device=dev)
+    base = torch.empty_like(counts)
+    totals = torch.empty(E + 1, dtype=torch.int32, device=dev)
+    if P:
+        ctx._launch_plain(route_count_kernel, (nb, ), (topk_idx, counts, P, E, nb), BLOCK=ROUTE_BLOCK,
+                          EXPERTS_CHUNK=EXPERTS_CHUNK)
+        ctx._launch_plain(route_block_scan_kernel, (E + 1, ), (counts, base, totals, nb), BLOCKS_CHUNK=BLOCKS_CHUNK)
+    else:  # no tokens on this rank: it still publishes its (zero) counts and receives its experts' rows
+        totals.zero_()
+    block_e = triton.next_power_of_2(E)
+    ctx._launch_plain(_k.ep_exchange_kernel, (1, ),
+                      (totals, ctx.counts[par], ctx.counts_ready, ctx.counter, ctx.send_base, ctx.offsets[par],
+                       ctx.expect, ctx._tag, E, ctx.experts_per_rank, ctx.nchunk, par, ctx.rank),
+                      WORLD=W, BLOCK_E=block_e, num_warps=4 if ctx.on_gpu else 1)
+    if P:
+        ctx._launch_plain(_k.ep_dispatch_kernel, (nb, ctx.nchunk),
+                          (x, topk_idx, base, ctx.send_base, ctx.recv_tokens[par], ctx.recv_meta[par], ctx.arrived, P,
+                           k, E, ctx.experts_per_rank, nb, H, x.stride(0), ctx.pairs, ctx.rank),
+                          WORLD=W, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
+    ctx._next_parity ^= 1
+    handle = EPHandle(ctx.handle, par, topk_idx, topk_weights, T)
+    ctx._pending.append(handle)
+    return ctx.recv_tokens[par], ctx.offsets[par], None, handle
+
+
+def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, out: torch.Tensor = None,
+               method: str = None) -> torch.Tensor:
+    """Collective: send the experts' output rows back and return ``out [T, H]`` with ``out[t] = sum_j
+    topk_weights[t, j] * f_{topk_idx[t, j]}(x[t])`` for this rank's tokens of the dispatch that made ``handle``
+    (slots whose expert id was out of range left out), summed in slot order in fp32 and rounded once:
+    deterministic. ``expert_out [ctx.rows, H]`` in the context's dtype: row ``r`` is the output of received row
+    ``r`` (e.g. the grouped GEMMs over ``tokens``); rows past ``expert_offsets[-1]`` are not read. Handles are
+    combined in dispatch order, each once. Execution: three launches on the current stream, no host
+    synchronisation; the second waits until every expert's rank sent this rank's rows back."""
+    op = "ep_combine"
+    check_ctx(op, ctx, EPContext, "create_ep_ctx")
+    ctx._check_open(op)
+    ctx._resolve(op, method)
+    if not isinstance(handle, EPHandle) or handle.ctx_handle != ctx.handle:
+        raise ValueError(f"{op}: handle must be the EPHandle that ep_dispatch returned for this context, got "
+                         f"{type(handle).__name__}")
+    if handle.combined:
+        raise ValueError(f"{op}: this dispatch was combined already (each handle is combined once)")
+    if not ctx._pending or ctx._pending[0] is not handle:
+        raise ValueError(f"{op}: handles are combined in dispatch order: an older dispatch on this context is not "
+                         f"combined yet")
+    H = ctx.hidden
+    if not isinstance(expert_out, torch.Tensor) or tuple(expert_out.shape) != (ctx.rows, H):
+        raise ValueError(f"{op}: expert_out must be [{ctx.rows}, {H}] (one row per row of the dispatched layout), got "
+                         f"{tuple(getattr(expert_out, 'shape', ()))}")
+    ctx._check_dtype(op, expert_out, "expert_out")
+    ctx._check_device(op, expert_out, "expert_out")
+    if expert_out.stride(1) != 1:
+        raise ValueError(f"{op}: expert_out needs a unit column stride (call .contiguous())")
+    T, k = handle.num_tokens, ctx.topk
+    if out is None:
+        out = torch.empty((T, H), dtype=ctx.dtype, device=ctx.device)
+    elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (T, H) or out.device != expert_out.device or \
+            out.stride(1) != 1 or out.dtype not in EP_DTYPES:
+        raise ValueError(f"{op}: out must be a bf16 / fp16 / fp32 [{T}, {H}] tensor on {expert_out.device} with unit "
+                         f"column stride")
+    par = handle.parity
+    nrb = triton.cdiv(ctx.rows, ROUTE_BLOCK)
+    ctx._launch_plain(_k.ep_combine_send_kernel, (nrb, ctx.nchunk),
+                      (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1:], H,
+                       expert_out.stride(0), ctx.pairs, ctx.experts_per_rank),
+                      WORLD=ctx.world_size, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1:], ctx.expect[1 + par:]), num_warps=1)
+    if T:
+        w = handle.topk_weights
+        ctx._launch_plain(_k.ep_combine_reduce_kernel, (T, ctx.nchunk),
+                          (ctx.combine_buf[par], handle.topk_idx, w, out, k, ctx.num_experts, H, w.stride(0),
+                           out.stride(0)), BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
+    handle.combined = True
+    ctx._pending.pop(0)
+    return out
+
+
+__all__ = ["EPContext", "EPHandle", "create_ep_ctx", "create_ep_context", "ep_dispatch", "ep_combine", "EP_DTYPES",
+           "EP_METHODS"]

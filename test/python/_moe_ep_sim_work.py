@@ -1,0 +1,167 @@
+"""Rank-side functions of test_moe_ep_sim.py (module level, so rank processes import them by reference). Each
+returns a list of failure strings (empty = pass) and a count of checks.
+
+Every rank derives every rank's tokens and routing from the same seeds, so each checks its received layout against
+a plain torch reference of the whole world, and its combined output against ``sum_j w[t, j] * (g_j + 1) * x[t]``:
+expert ``g`` scales its rows by ``g + 1``, so a row sent to the wrong expert, combined into the wrong token or with
+the wrong weight fails. Values are small integers and weights multiples of 1/8: every sum is exact."""
+from __future__ import annotations
+
+import torch
+
+
+def _init():
+    import triton_dist.utils as u
+
+    u.initialize_distributed()
+    import torch.distributed as dist
+
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _rank_inputs(seed, r, T, H, k, E, dtype, mode):
+    g = torch.Generator().manual_seed(seed * 1009 + r)
+    x = torch.randint(-4, 5, (T, H), generator=g).to(dtype)
+    if mode == "one_expert":
+        idx = torch.full((T, k), (seed + 1) % E, dtype=torch.int64)
+        if k > 1:  # distinct experts per token where there are enough: slot j -> expert (seed + 1 + j) % E
+            idx = ((seed + 1 + torch.arange(k)) % E).repeat(T, 1)
+    elif mode == "skewed":  # the last experts only (the last rank's, where k allows): the other ranks get no rows
+        lo = E - max(k, E // 4)
+        idx = torch.stack([torch.randperm(E - lo, generator=g)[:k] + lo for _ in range(T)]) if T else \
+            torch.empty((0, k), dtype=torch.int64)
+    else:
+        idx = torch.stack([torch.randperm(E, generator=g)[:k] for _ in range(T)]) if T else \
+            torch.empty((0, k), dtype=torch.int64)
+    w = (torch.randint(1, 9, (T, k), generator=g).float() / 8)
+    return x, idx.to(torch.int32 if seed % 2 else torch.int64), w
+
+
+def _tokens_of(seed, r, world, max_tokens, uneven):
+    if not uneven:
+        return max_tokens
+    return [0, max_tokens, max_tokens // 2 + 1, 3][(r + seed) % 4] if world > 1 else max_tokens // 2 + 1
+
+
+def _reference_layout(inputs, rank, e_loc):
+    """(rows [N, H], offsets [e_loc]) of rank ``rank``'s receive layout: per local expert, pairs in source rank,
+    token, slot order."""
+    rows, offs = [], []
+    for le in range(e_loc):
+        gexp = rank * e_loc + le
+        for (x, idx, _w) in inputs:
+            for t in range(idx.shape[0]):
+                for j in range(idx.shape[1]):
+                    if int(idx[t, j]) == gexp:
+                        rows.append(x[t])
+        offs.append(len(rows))
+    H = inputs[0][0].shape[1]
+    return (torch.stack(rows) if rows else torch.empty((0, H), dtype=inputs[0][0].dtype)), offs
+
+
+def _check_call(ctx, rank, world, inputs, tokens, offsets, handle, tag, out=None):
+    from triton_dist import ops
+
+    fails = []
+    e_loc = ctx.experts_per_rank
+    ref_rows, ref_offs = _reference_layout(inputs, rank, e_loc)
+    if offsets.tolist() != ref_offs:
+        fails.append(f"{tag}: offsets {offsets.tolist()} != {ref_offs}")
+    n = ref_offs[-1] if ref_offs else 0
+    if not torch.equal(tokens[:n], ref_rows):
+        fails.append(f"{tag}: received rows differ")
+    # expert g scales its rows by g + 1
+    expert_out = torch.zeros((ctx.rows, ctx.hidden), dtype=ctx.dtype)
+    start = 0
+    for le, end in enumerate(offsets.tolist()):
+        expert_out[start:end] = tokens[start:end] * (rank * e_loc + le + 1)
+        start = end
+    y = ops.ep_combine(expert_out, handle, ctx, out=out)
+    x, idx, w = inputs[rank]
+    want = torch.zeros(x.shape, dtype=torch.float32)
+    for j in range(idx.shape[1]):
+        want += w[:, j:j + 1] * (idx[:, j:j + 1].float() + 1) * x.float()
+    if not torch.equal(y.float(), want.to(ctx.dtype).float()):
+        fails.append(f"{tag}: combined output differs (max err {(y.float() - want).abs().max().item() if y.numel() else 0})")
+    return fails
+
+
+def dispatch_combine_cases(world_cases):
+    """``world_cases``: list of (E, k, H, max_tokens, dtype name, mode, uneven). For each: one dispatch + combine
+    checked, then two dispatches in flight (both buffer sets) combined in order, and a third round on the first
+    buffer set again."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    fails, checks = [], 0
+    for ci, (E, k, H, max_tokens, dtname, mode, uneven) in enumerate(world_cases):
+        dtype = getattr(torch, dtname)
+        ctx = ops.create_ep_ctx(max_tokens, H, k, E, dtype)
+        try:
+            for rnd, seeds in enumerate(([ci * 10 + 1], [ci * 10 + 2, ci * 10 + 3], [ci * 10 + 4])):
+                calls = []
+                for seed in seeds:
+                    inputs = [_rank_inputs(seed, r, _tokens_of(seed, r, world, max_tokens, uneven), H, k, E, dtype,
+                                           mode) for r in range(world)]
+                    x, idx, w = inputs[rank]
+                    tokens, offsets, scales, handle = ops.ep_dispatch(x, idx, w, ctx)
+                    if scales is not None:
+                        fails.append("scales is not None")
+                    # snapshot now: with two dispatches in flight the views stay valid until the dispatch after next
+                    calls.append((inputs, tokens.clone(), offsets.clone(), handle))
+                for inputs, tokens, offsets, handle in calls:
+                    fails += _check_call(ctx, rank, world, inputs, tokens, offsets, handle,
+                                         f"case {ci} E={E} k={k} {dtname} {mode} round {rnd}")
+                    checks += 1
+        finally:
+            ctx.close()
+    return fails, checks
+
+
+def bad_input_cases():
+    """Every bad input raises ValueError before any launch, on every rank, and the context still works after."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    E, k, H, T = 2 * world, 2, 32, 6
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+    fails = []
+    x, idx, w = _rank_inputs(7, rank, T, H, k, E, torch.float32, "random")
+
+    def expect(fn, words, what):
+        try:
+            fn()
+        except ValueError as exc:
+            if not all(wd in str(exc) for wd in words):
+                fails.append(f"{what}: message {exc}")
+            return
+        fails.append(f"{what}: no error")
+
+    bad = idx.clone()
+    bad[1, 0] = E
+    expect(lambda: ops.ep_dispatch(x, bad, w, ctx), ["topk_idx[1, 0]", "not an expert id"], "id out of range")
+    big = torch.zeros((T + 1, H))
+    expect(lambda: ops.ep_dispatch(big, torch.zeros((T + 1, k), dtype=torch.int64), torch.zeros((T + 1, k)), ctx),
+           ["exceed", "max_tokens"], "too many tokens")
+    expect(lambda: ops.ep_dispatch(x, idx[:, :1].contiguous(), w[:, :1].contiguous(), ctx), ["topk=2"], "wrong k")
+    expect(lambda: ops.ep_dispatch(x.to(torch.bfloat16), idx, w, ctx), ["dtype"], "wrong dtype")
+    expect(lambda: ops.ep_dispatch(x[:, :16].contiguous(), idx, w, ctx), ["hidden=32"], "wrong hidden")
+    expect(lambda: ops.create_ep_ctx(T, H, k, 2 * world + 1, torch.float32), ["multiple of the world size"],
+           "experts not a multiple")
+    # the context still works, and combine misuse is refused
+    t1, o1, _, h1 = ops.ep_dispatch(x, idx, w, ctx)
+    t2, o2, _, h2 = ops.ep_dispatch(x, idx, w, ctx)
+    expect(lambda: ops.ep_dispatch(x, idx, w, ctx), ["not combined yet"], "third dispatch in flight")
+    eo = torch.zeros((ctx.rows, H))
+    expect(lambda: ops.ep_combine(eo, h2, ctx), ["dispatch order"], "combine out of order")
+    expect(lambda: ops.ep_combine(eo[:5], h1, ctx), ["expert_out must be"], "expert_out shape")
+    ops.ep_combine(eo, h1, ctx)
+    expect(lambda: ops.ep_combine(eo, h1, ctx), ["combined already"], "combined twice")
+    y = ops.ep_combine(eo, h2, ctx)
+    if y.abs().sum() != 0:
+        fails.append("zero expert outputs did not combine to zeros")
+    inputs = [_rank_inputs(8, r, T, H, k, E, torch.float32, "random") for r in range(world)]
+    tokens, offsets, _, handle = ops.ep_dispatch(*inputs[rank], ctx)
+    fails += _check_call(ctx, rank, world, inputs, tokens.clone(), offsets.clone(), handle, "after errors")
+    ctx.close()
+    return fails, 1
