@@ -165,3 +165,30 @@ def bad_input_cases():
     fails += _check_call(ctx, rank, world, inputs, tokens.clone(), offsets.clone(), handle, "after errors")
     ctx.close()
     return fails, 1
+
+
+def layer_case(E, k, H, inter, T):
+    """``layers.ep_moe_forward`` on every rank against ``layers.moe_reference`` of the whole layer (every expert's
+    weights, made from one seed on every rank) for this rank's tokens; bf16 (the grouped GEMM's), so the tolerance
+    covers the two bf16 roundings of the intermediate activations."""
+    from triton_dist import ops
+    from triton_dist.layers import ep_moe_forward, moe_reference
+
+    rank, world = _init()
+    g = torch.Generator().manual_seed(11)
+    w_gate_up = (torch.randn((E, H, 2 * inter), generator=g) / 4).to(torch.bfloat16)
+    w_down = (torch.randn((E, inter, H), generator=g) / 4).to(torch.bfloat16)
+    e_loc = E // world
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.bfloat16)
+    fails = []
+    for seed in (1, 2):
+        x, idx, w = _rank_inputs(seed, rank, _tokens_of(seed, rank, world, T, True), H, k, E, torch.bfloat16,
+                                 "random")
+        x = x / 4
+        y = ep_moe_forward(x, idx, w, w_gate_up[rank * e_loc:(rank + 1) * e_loc].contiguous(),
+                           w_down[rank * e_loc:(rank + 1) * e_loc].contiguous(), ctx)
+        ref = moe_reference(x, idx, w, w_gate_up, w_down)
+        if y.shape != ref.shape or not torch.allclose(y.float(), ref, rtol=3e-2, atol=3e-2):
+            fails.append(f"seed {seed}: max err {(y.float() - ref).abs().max().item() if y.numel() else 0}")
+    ctx.close()
+    return fails, 2

@@ -62,3 +62,12 @@ def test_ep_kernels_compile_for_every_target(kernel, sig, expect, target):
     if target == "cuda:90":
         for s in expect:
             assert s in res.stdout, (kernel, s)
+
+
+@pytest.mark.sim
+def test_ep_layer_matches_the_reference(sim_ranks):  # noqa: F811
+    """The MoE layer at EP = 4 (dispatch, grouped GEMMs + SiLU gate over each rank's experts, combine) against the
+    plain per-expert reference of the whole layer."""
+    res = sim_ranks.run(4, work.layer_case, 8, 2, 32, 16, 5, timeout=900, env=ENV)
+    for rank, (fails, _) in enumerate(res):
+        assert not fails, (rank, fails)
