@@ -32,9 +32,11 @@
 #                                       --variant columns beside the default build (batch 1 with traces, batch 8)
 #   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
-#   scripts/gpu_suite.sh moe            the MoE family's GPU tier, then bench_group_gemm at Qwen3-30B-A3B's expert
-#                                       shapes (one GPU: vs torch._grouped_mm and a per-expert matmul loop; the EP=1
-#                                       layer vs torch and torch.compile)
+#   scripts/gpu_suite.sh moe            the MoE family's GPU tiers (one device; expert parallelism at NPROC ranks),
+#                                       bench_moe_ep (the EP layer vs all_to_all_single + torch), then
+#                                       bench_group_gemm at Qwen3-30B-A3B's expert shapes (one GPU: vs
+#                                       torch._grouped_mm and a per-expert matmul loop; the EP=1 layer vs torch and
+#                                       torch.compile)
 #   scripts/gpu_suite.sh moe-ds         one GPU: the same two benchmarks at DeepSeek-V3's expert shapes
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
@@ -246,9 +248,12 @@ case $part in
     # checking its own device), then the grouped GEMM's benchmark against torch._grouped_mm and the per-expert loop
     # (one process; MOE_BENCH_ARGS adds options, e.g. --fp8)
     tier gpu_moe 200 test/python/gpu/test_gpu_moe.py
-    # the first measured sweep of tilings beside the default rule (the data a group_gemm table would be built from)
+    # expert parallelism at NPROC ranks (dispatch / combine, two in flight, graph replay, the EP layer)
+    tier gpu_moe_ep 240 test/python/gpu/test_gpu_moe_ep.py
+    rec bench_moe_ep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_moe_ep.py --out "$OUT"
+    # tilings beside the default rule (since 7d18492: 128x256x64x8x4 above 64 rows per expert)
     rec bench_group_gemm 240 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models qwen3-30b-a3b \
-      --configs "${MOE_CONFIGS:-32x128x128x4x4,64x128x128x4x4,64x256x64x8x3,128x256x64x8x3}" ${MOE_BENCH_ARGS:-}
+      --configs "${MOE_CONFIGS:-64x128x128x4x4,128x128x64x8x4,128x256x64x8x3}" ${MOE_BENCH_ARGS:-}
     rec bench_moe_layer 150 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --layer --models qwen3-30b-a3b ;;
   moe-ds)  # one GPU: the MoE benchmarks at DeepSeek-V3's expert shapes (256 experts, hidden 7168: 22 GB of weights)
     rec bench_group_gemm_ds 330 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models deepseek-v3 ${MOE_BENCH_ARGS:-}

@@ -172,7 +172,7 @@ def layer_case(E, k, H, inter, T):
     weights, made from one seed on every rank) for this rank's tokens; bf16 (the grouped GEMM's), so the tolerance
     covers the two bf16 roundings of the intermediate activations."""
     from triton_dist import ops
-    from triton_dist.layers import ep_moe_forward, moe_reference
+    from triton_dist.layers import ep_moe_forward, ep_moe_torch, moe_reference
 
     rank, world = _init()
     g = torch.Generator().manual_seed(11)
@@ -188,6 +188,10 @@ def layer_case(E, k, H, inter, T):
         y = ep_moe_forward(x, idx, w, w_gate_up[rank * e_loc:(rank + 1) * e_loc].contiguous(),
                            w_down[rank * e_loc:(rank + 1) * e_loc].contiguous(), ctx)
         ref = moe_reference(x, idx, w, w_gate_up, w_down)
+        base = ep_moe_torch(x, idx, w, w_gate_up[rank * e_loc:(rank + 1) * e_loc], w_down[rank * e_loc:(rank + 1) *
+                                                                                         e_loc], E)
+        if base.shape != ref.shape or not torch.allclose(base.float(), ref, rtol=3e-2, atol=3e-2):
+            fails.append(f"seed {seed}: the torch EP layer (all_to_all_single) differs from the reference")
         if y.shape != ref.shape or not torch.allclose(y.float(), ref, rtol=3e-2, atol=3e-2):
             fails.append(f"seed {seed}: max err {(y.float() - ref).abs().max().item() if y.numel() else 0}")
     ctx.close()

@@ -96,7 +96,8 @@ def test_ops_exports_every_family():
         "overlap": ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context",
                     "create_gemm_rs_context", "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar"],
         "matmul": ["matmul"],
-        "moe": ["group_gemm", "moe_route", "moe_combine", "MoERouting"]}
+        "moe": ["group_gemm", "moe_route", "moe_combine", "MoERouting"],
+        "moe_ep": ["EPContext", "EPHandle", "create_ep_context", "create_ep_ctx", "ep_dispatch", "ep_combine"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
         assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")

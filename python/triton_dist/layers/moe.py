@@ -64,4 +64,64 @@ def ep_moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.
     return _ops.ep_combine(y, handle, ctx)
 
 
-__all__ = ["moe_reference", "moe_forward", "ep_moe_forward"]
+def ep_moe_torch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, w_gate_up: torch.Tensor,
+                 w_down: torch.Tensor, num_experts: int, group=None) -> torch.Tensor:
+    """Collective: the layer of :func:`ep_moe_forward` written plainly in torch: pairs sorted by expert, per-rank
+    counts exchanged with ``all_to_all_single``, their sizes read on the host (one synchronisation), the rows sent
+    with ``all_to_all_single``, regrouped by local expert, the experts run (``torch._grouped_mm`` on a GPU, else
+    one ``torch.matmul`` per expert), the rows sent back, the slots summed with their weights in fp32. NCCL where the
+    group has it, gloo on host copies where ranks share a GPU (``runtime.torch_collectives``); not capturable. The
+    benchmarks' torch baseline of the EP layer; ids must be valid."""
+    import torch.distributed as dist
+
+    from ..runtime.torch_collectives import all_to_all_single
+
+    world = dist.get_world_size(group)
+    e_loc = num_experts // world
+    T, k = topk_idx.shape
+    H, inter = x.shape[1], w_down.shape[1]
+    flat = topk_idx.flatten().long()
+    order = torch.argsort(flat, stable=True)
+    src_tok = order // k
+    send_counts = torch.bincount(flat, minlength=num_experts).view(world, e_loc)
+    recv_counts = torch.empty_like(send_counts)
+    all_to_all_single(recv_counts, send_counts, group=group)
+    rc = recv_counts.tolist()
+    in_splits = send_counts.sum(1).tolist()
+    out_splits = [sum(r) for r in rc]
+    recv = torch.empty((sum(out_splits), H), dtype=x.dtype, device=x.device)
+    all_to_all_single(recv, x.index_select(0, src_tok), out_splits, in_splits, group=group)
+    starts, pos = [], 0  # received rows: source rank, then its rows by local expert; regroup by local expert
+    for r in range(world):
+        row = []
+        for le in range(e_loc):
+            row.append(pos)
+            pos += rc[r][le]
+        starts.append(row)
+    perm = torch.cat([torch.arange(starts[r][le], starts[r][le] + rc[r][le]) for le in range(e_loc)
+                      for r in range(world)] or [torch.empty(0, dtype=torch.int64)]).to(x.device)
+    grouped = recv.index_select(0, perm)
+    per_expert = [sum(rc[r][le] for r in range(world)) for le in range(e_loc)]
+    if x.is_cuda and hasattr(torch, "_grouped_mm") and x.dtype == torch.bfloat16:
+        offs = torch.tensor(per_expert, device=x.device).cumsum(0).to(torch.int32)
+        h = torch._grouped_mm(grouped, w_gate_up, offs=offs, out_dtype=x.dtype)
+        a = (torch.nn.functional.silu(h[:, :inter].float()) * h[:, inter:].float()).to(x.dtype)
+        y = torch._grouped_mm(a, w_down, offs=offs, out_dtype=x.dtype)
+    else:
+        y = torch.empty((grouped.shape[0], H), dtype=x.dtype, device=x.device)
+        start = 0
+        for le, n in enumerate(per_expert):
+            h = grouped[start:start + n].float() @ w_gate_up[le].float()
+            a = (torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]).to(x.dtype)
+            y[start:start + n] = (a.float() @ w_down[le].float()).to(x.dtype)
+            start += n
+    back_rows = torch.empty_like(recv)
+    back_rows.index_copy_(0, perm, y)
+    back = torch.empty((T * k, H), dtype=x.dtype, device=x.device)
+    all_to_all_single(back, back_rows, in_splits, out_splits, group=group)
+    out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
+    out.index_add_(0, src_tok, back.float() * topk_weights.flatten()[order].float()[:, None])
+    return out.to(x.dtype)
+
+
+__all__ = ["moe_reference", "moe_forward", "ep_moe_forward", "ep_moe_torch"]

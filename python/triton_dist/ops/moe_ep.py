@@ -11,7 +11,8 @@ and docs/moe.md ("Expert parallelism")::
 Guarantees: no token is dropped (the receive buffer has a row for every pair any rank can send: ``world x
 max_tokens x topk`` rows); nothing is read on the host by a launch (the optional id check reads the ids before the
 launches and is skipped inside a CUDA-graph capture), so a dispatch-GEMM-combine step captures into one CUDA graph;
-bad input gets a ``ValueError`` before any launch. Each dispatch uses the other of two buffer sets than the previous
+bad input gets a ``ValueError`` before any launch. Under torch.compile the two calls run eagerly (a graph break:
+they are not ``torch.library`` ops yet, their results alias the context's buffers). Each dispatch uses the other of two buffer sets than the previous
 one: the layout it returns stays valid until the dispatch after next, so a second micro-batch may be dispatched
 while the first one's experts run. Handles are combined in dispatch order, each once.
 """
@@ -148,6 +149,7 @@ def _check_dispatch(op, ctx, x, topk_idx, topk_weights):
     ctx._check_device(op, x, "x")
 
 
+@torch.compiler.disable
 def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, ctx: EPContext, *,
                 method: str = None, check_ids: bool = True):
     """Collective (every rank calls it, with its own tokens): send each token's copy for slot ``j`` to the rank of
@@ -206,6 +208,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     return ctx.recv_tokens[par], ctx.offsets[par], None, handle
 
 
+@torch.compiler.disable
 def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, out: torch.Tensor = None,
                method: str = None) -> torch.Tensor:
     """Collective: send the experts' output rows back and return ``out [T, H]`` with ``out[t] = sum_j

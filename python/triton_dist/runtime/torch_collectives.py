@@ -18,7 +18,7 @@ import torch
 
 __all__ = ["group_has_nccl", "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce",
            "host_all_gather_into_tensor", "host_reduce_scatter_tensor", "host_all_reduce",
-           "dist_all_gather_single", "dist_reduce_scatter_single"]
+           "dist_all_gather_single", "dist_reduce_scatter_single", "all_to_all_single"]
 
 
 def dist_all_gather_single(out: torch.Tensor, x: torch.Tensor, group=None):
@@ -142,4 +142,22 @@ def host_reduce_scatter_tensor(out: torch.Tensor, x: torch.Tensor, group=None) -
     dist.all_reduce(acc, group=group)
     n = out.numel()
     out.copy_(acc[rank * n:(rank + 1) * n].to(out.dtype).view(out.shape).to(out.device))
+    return out
+
+
+def all_to_all_single(out: torch.Tensor, x: torch.Tensor, out_splits=None, in_splits=None, group=None) -> torch.Tensor:
+    """``out`` <- the rows every rank sent this rank, in rank order: rank ``r`` sends rows ``x[sum(in_splits[:d]):
+    +in_splits[d]]`` to rank ``d`` (``torch.distributed.all_to_all_single``'s semantics: splits along dim 0, equal
+    splits when None); returns ``out``. Any dtype; the host path (gloo, ranks that share a GPU) sends host copies'
+    bytes unchanged and cannot be captured."""
+    import torch.distributed as dist
+
+    if group_has_nccl(group) or not x.is_cuda:
+        dist.all_to_all_single(out, x, out_splits, in_splits, group=group)
+        return out
+    _refuse_capture("all_to_all_single")
+    hx = _host(x)
+    hout = torch.empty(out.shape, dtype=out.dtype)
+    dist.all_to_all_single(hout, hx, out_splits, in_splits, group=group)
+    out.copy_(hout.to(out.device))
     return out

@@ -1,0 +1,130 @@
+"""The MoE layer at expert parallelism ``world`` (every rank holds ``num_experts / world`` experts), run under
+torchrun at any world size, 1 included::
+
+    scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_moe_ep.py [--models qwen3-30b-a3b]
+        [--tokens 128,1024] [--out DIR]
+
+Columns (us per layer call, max over ranks):
+  ``ours``: ``layers.ep_moe_forward`` (``ep_dispatch``, grouped GEMM, SiLU gate, grouped GEMM, ``ep_combine``);
+  ``ours/a2a``: ``ep_dispatch`` + ``ep_combine`` alone (the experts replaced by the identity): the communication;
+  ``torch``: ``layers.ep_moe_torch``, the same layer in torch ops with ``all_to_all_single`` (NCCL, or gloo on host
+  copies where ranks share a GPU) and ``torch._grouped_mm``; it reads the split sizes on the host, so it cannot be
+  captured: its graph column is eager (``graphed`` false), and the eager columns compare like with like.
+Timing (benchmarks/harness.py): CUDA-graph replay of ``k`` back-to-back calls where capture works, interleaved, and
+eager calls of every implementation as their own column. Each rank routes its own tokens at random (top-k of random
+scores, softmax weights). Ranks that share a GPU (``shared_gpu`` true in the JSON) have no NVLink between them:
+those figures say what the kernels cost on one GPU, never what they would on several.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+import harness  # noqa: E402
+
+#: the expert shapes (bench_group_gemm's): experts, top-k, hidden, expert intermediate
+MODELS = {"qwen3-30b-a3b": {"experts": 128, "topk": 8, "hidden": 2048, "inter": 768},
+          "deepseek-v3": {"experts": 256, "topk": 8, "hidden": 7168, "inter": 2048}}
+TOKENS = [128, 1024]
+SAMPLE_US = 2000.0
+REPS = 15
+
+
+def bench_one(name, model, tokens, rank, world, seed=0):
+    from triton_dist import ops
+    from triton_dist.layers import ep_moe_forward, ep_moe_torch
+
+    E, k, H, inter = model["experts"], model["topk"], model["hidden"], model["inter"]
+    e_loc = E // world
+    gen = torch.Generator(device="cuda").manual_seed(seed * 1000 + rank)
+    top = torch.rand(tokens, E, device="cuda", generator=gen).topk(k, dim=1)
+    idx, w = top.indices, torch.softmax(top.values, dim=1)
+    x = harness.rand((tokens, H), seed + 1 + 17 * rank)
+    wgu = harness.rand((e_loc, H, 2 * inter), seed + 2 + 17 * rank) / 4
+    wd = harness.rand((e_loc, inter, H), seed + 3 + 17 * rank) / 4
+    ctx = ops.create_ep_ctx(tokens, H, k, E, torch.bfloat16)
+
+    def a2a():
+        t, _, _, handle = ops.ep_dispatch(x, idx, w, ctx, check_ids=False)
+        return ops.ep_combine(t, handle, ctx)
+
+    fns = {"ours": lambda: ep_moe_forward(x, idx, w, wgu, wd, ctx, check_ids=False), "ours/a2a": a2a,
+           "torch": lambda: ep_moe_torch(x, idx, w, wgu, wd, E)}
+    ref = ep_moe_torch(x, idx, w, wgu, wd, E)
+    err = harness.rel_error(fns["ours"](), ref)
+    a2a_err = harness.rel_error(a2a(), (x.float() * w.float().sum(1, keepdim=True)).to(x.dtype))
+    k_calls = harness.calls_per_sample(fns["ours"], SAMPLE_US)
+    graphed = harness.time_interleaved(fns, k_calls, REPS)
+    eager = {impl: harness.time_eager(fn, k_calls, REPS) for impl, fn in fns.items()}
+    ctx.close()
+    rec = {"name": name, "tokens_per_rank": tokens, "experts": E, "experts_per_rank": e_loc, "topk": k, "hidden": H,
+           "inter": inter, "calls_per_sample": k_calls, "us": {i: t for i, (t, _) in graphed.items()},
+           "graphed": {i: g for i, (_, g) in graphed.items()}, "eager_us": eager,
+           "rel_error_vs_torch": harness.max_over_ranks(err), "a2a_rel_error": harness.max_over_ranks(a2a_err)}
+    us = rec["us"]
+    rec["torch_over_ours"] = us["torch"] / us["ours"]
+    rec["eager_torch_over_ours"] = eager["torch"] / eager["ours"]
+    return rec
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="qwen3-30b-a3b", help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="tokens per rank and call")
+    ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
+                                                "benchmarks/results)")
+    args = ap.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    for m in models:
+        if m not in MODELS:
+            ap.error(f"--models: unknown model {m!r}; known: {', '.join(MODELS)}")
+    try:
+        tokens = [int(t) for t in args.tokens.split(",") if t]
+    except ValueError:
+        ap.error(f"--tokens: expected integers, got {args.tokens!r}")
+    if not tokens or any(t < 1 for t in tokens):
+        ap.error("--tokens: every count must be >= 1")
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_moe_ep: needs CUDA GPUs (the baselines are CUDA / NCCL); start it under "
+                         "scripts/launch.sh")
+    import torch.distributed as dist
+
+    import triton_dist.utils as tdu
+    from provenance import topology, topology_line
+
+    tdu.initialize_distributed()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for m in models:
+        if MODELS[m]["experts"] % world:
+            ap.error(f"{m}: {MODELS[m]['experts']} experts do not divide over {world} ranks")
+    topo = topology()
+    if rank == 0:
+        print(f"bench_moe_ep: {topology_line(topo)}", flush=True)
+    records = []
+    for m in models:
+        for t in tokens:
+            rec = bench_one(m, MODELS[m], t, rank, world)
+            records.append(rec)
+            if rank == 0:
+                cols = "  ".join(f"{n} {v:9.1f}" for n, v in rec["us"].items())
+                print(f"{m:14s} EP={world} T/rank={t:5d}  {cols}  torch/ours {rec['torch_over_ours']:.2f}  "
+                      f"eager torch/ours {rec['eager_torch_over_ours']:.2f}  err {rec['rel_error_vs_torch']:.1e}",
+                      flush=True)
+            torch.cuda.empty_cache()
+    if rank == 0:
+        stamp = harness.utc_stamp()
+        doc = harness.result_header("bench_moe_ep", topo=topo, stamp=stamp, records=records)
+        path = harness.write_json(os.path.join(harness.results_dir(args.out), f"moe_ep-{stamp}.json"), doc)
+        print(f"bench_moe_ep: wrote {path}", flush=True)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
