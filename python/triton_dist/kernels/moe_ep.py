@@ -29,8 +29,12 @@ this rank's pairs, :func:`ep_combine_reduce_kernel` sums each token's slots with
 fp32 (deterministic).
 
 Why arrival counters can use an equality wait: counters only grow, by exactly one unit per (row, column chunk),
-and no rank sends rows of call ``n + 1`` to this rank before this rank published its counts of call ``n + 1``,
-which its stream does only after this call's wait ended.
+and no unit of a later call can arrive before the wait saw its total. Dispatch: no rank sends rows of call ``n + 1``
+to this rank before this rank published its counts of call ``n + 1``, which its stream does only after call ``n``'s
+wait. Combine: with two dispatches in flight a peer may send call ``n + 1``'s outputs while this rank still waits
+for call ``n``'s, so each buffer parity has its own combine counter (and running total); call ``n + 2`` (the same
+parity) cannot send here before this rank dispatched ``n + 2``, which the host allows only after call ``n``'s
+combine was enqueued, so after its wait on this stream.
 """
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_bas
     ``cnt_ready`` symmetric int64 ``[WORLD]``; ``counter [1]`` int64 (the context's epoch); ``send_base [E]`` int32
     (out: the row on expert ``g``'s rank where this rank's first pair of ``g`` goes; scratch first); ``offs [E_LOC]``
     int32 (out: this rank's receive offsets, cumulative ends); ``expect`` int64 ``[3]`` (running totals: ``[0]``
-    dispatch arrivals, ``[1 + PAR]`` the combine arrivals that complete this call).
+    dispatch arrivals, ``[1 + PAR]`` combine arrivals of the calls of this parity, this call's included).
 
     Memory ordering: the counts are stored to every rank, then ``cnt_ready[rank] = e * TAG_RANGE + tag`` is raised
     on every rank (``dl.notify``: its release publishes the stores); the tagged acquire waits on every rank's signal
@@ -88,7 +92,7 @@ def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_bas
     recv = tl.sum(tl.where(own, tot, 0), axis=0).to(tl.int64)
     sent = tl.sum(mine, axis=0).to(tl.int64)
     run_d = tl.load(expect_ptr) + recv * NCHUNK
-    run_c = tl.maximum(tl.load(expect_ptr + 1), tl.load(expect_ptr + 2)) + sent * NCHUNK
+    run_c = tl.load(expect_ptr + 1 + PAR) + sent * NCHUNK
     tl.store(expect_ptr, run_d)
     tl.store(expect_ptr + 1 + PAR, run_c)
 

@@ -100,7 +100,8 @@ class EPContext(Context):
         self.combine_buf = symmetric((2, self.pairs, hidden), dtype)
         self.counts = symmetric((2, W, E), torch.int32)
         self.counts_ready = symmetric((W, ), torch.int64)
-        self.arrived = symmetric((2, ), torch.int64)  # [0] dispatch rows x chunks, [1] combine rows x chunks
+        # arrival counters (rows x column chunks): [0] dispatch, [1 + parity] combine of that buffer set
+        self.arrived = symmetric((3, ), torch.int64)
         for t in (self.counts_ready, self.arrived):
             t.zero_()
         self._symmetric += sym
@@ -248,10 +249,10 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     par = handle.parity
     nrb = triton.cdiv(ctx.rows, ROUTE_BLOCK)
     ctx._launch_plain(_k.ep_combine_send_kernel, (nrb, ctx.nchunk),
-                      (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1:], H,
+                      (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1 + par:], H,
                        expert_out.stride(0), ctx.pairs, ctx.experts_per_rank),
                       WORLD=ctx.world_size, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
-    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1:], ctx.expect[1 + par:]), num_warps=1)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par:], ctx.expect[1 + par:]), num_warps=1)
     if T:
         w = handle.topk_weights
         ctx._launch_plain(_k.ep_combine_reduce_kernel, (T, ctx.nchunk),
