@@ -196,3 +196,49 @@ def layer_case(E, k, H, inter, T):
             fails.append(f"seed {seed}: max err {(y.float() - ref).abs().max().item() if y.numel() else 0}")
     ctx.close()
     return fails, 2
+
+
+def fp8_case(E, k, H, T):
+    """``quant="fp8"``: the received codes and scales are bit for bit those ``moe_route(quant="fp8")`` makes of the
+    reference rows (the same quantiser), and combine of the dequantised rows scaled per expert matches."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.bfloat16, quant="fp8")
+    e_loc = ctx.experts_per_rank
+    fails = []
+    for seed in (1, 2):
+        inputs = []
+        for r in range(world):
+            x, idx, w = _rank_inputs(seed, r, _tokens_of(seed, r, world, T, True), H, k, E, torch.bfloat16, "random")
+            g = torch.Generator().manual_seed(seed * 31 + r)
+            inputs.append(((torch.randn(x.shape, generator=g) * 3).to(torch.bfloat16), idx, w))
+        tokens, offsets, scales, handle = ops.ep_dispatch(*inputs[rank], ctx)
+        ref_rows, ref_offs = _reference_layout(inputs, rank, e_loc)
+        n = ref_offs[-1]
+        if tokens.dtype != torch.float8_e4m3fn or scales is None or tuple(scales.shape) != (ctx.rows, H // 128):
+            fails.append(f"seed {seed}: dtype {tokens.dtype}, scales {None if scales is None else scales.shape}")
+            continue
+        if offsets.tolist() != ref_offs:
+            fails.append(f"seed {seed}: offsets differ")
+            continue
+        if n:
+            one = torch.zeros((n, 1), dtype=torch.int64)
+            q, _, s, _ = ops.moe_route(ref_rows, one, torch.ones((n, 1)), 1, quant="fp8")
+            if not torch.equal(tokens[:n].view(torch.uint8), q.view(torch.uint8)) or not torch.equal(scales[:n], s):
+                fails.append(f"seed {seed}: fp8 codes or scales differ from moe_route's")
+        deq = tokens.float() * scales.repeat_interleave(128, dim=1)
+        expert_out = torch.zeros((ctx.rows, H), dtype=torch.bfloat16)
+        start = 0
+        for le, end in enumerate(offsets.tolist()):
+            expert_out[start:end] = (deq[start:end] * (rank * e_loc + le + 1)).to(torch.bfloat16)
+            start = end
+        y = ops.ep_combine(expert_out, handle, ctx)
+        x, idx, w = inputs[rank]
+        want = torch.zeros(x.shape)
+        for j in range(k):
+            want += w[:, j:j + 1] * (idx[:, j:j + 1].float() + 1) * x.float()
+        if y.numel() and ((y.float() - want).norm() / want.norm()).item() > 5e-2:
+            fails.append(f"seed {seed}: combined fp8 rows off by {((y.float() - want).norm() / want.norm()).item()}")
+    ctx.close()
+    return fails, 2

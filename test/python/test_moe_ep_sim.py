@@ -43,3 +43,12 @@ def test_ep_layer_matches_the_reference(sim_ranks):  # noqa: F811
     res = sim_ranks.run(4, work.layer_case, 8, 2, 32, 16, 5, timeout=900, env=ENV)
     for rank, (fails, _) in enumerate(res):
         assert not fails, (rank, fails)
+
+
+@pytest.mark.sim
+def test_fp8_dispatch(sim_ranks):  # noqa: F811
+    """quant="fp8": rows quantised on the sender (e4m3, one scale per 128 columns) land as moe_route(quant="fp8")
+    would make them; two column chunks, uneven ranks."""
+    res = sim_ranks.run(2, work.fp8_case, 4, 2, 256, 5, timeout=900, env=ENV)
+    for rank, (fails, _) in enumerate(res):
+        assert not fails, (rank, fails)

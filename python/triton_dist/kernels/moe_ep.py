@@ -44,7 +44,7 @@ import triton_dist
 import triton_dist.language as dl
 
 from triton_dist.kernels.common import TAG_BITS_C, TAG_RANGE_C, next_epoch
-from triton_dist.kernels.moe_route import _expert_of
+from triton_dist.kernels.moe_route import QUANT_GROUP, _expert_of, quantize_groups_fp8
 
 
 @triton_dist.jit
@@ -98,13 +98,17 @@ def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_bas
 
 
 @triton_dist.jit
-def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_ptr, arrived_ptr, P, TOPK, E, E_LOC, NB,
-                       H, stride_x, TMAXK, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
+def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_ptr, scales_ptr, arrived_ptr, P, TOPK,
+                       E, E_LOC, NB, H, stride_x, TMAXK, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr,
+                       BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr = False):
     """Program ``(b, h)``: the in-range pairs of block ``b`` (pairs ``[b * BLOCK, (b + 1) * BLOCK)`` of ``P``),
     columns ``[h * BLOCK_H, +BLOCK_H)`` of each pair's token row stored to row ``send_base[g] + base[g, b] + (earlier
     pairs of the block with expert g)`` of the receive buffer ``tok [rows, H]`` on rank ``g // E_LOC`` (symmetric,
     row stride ``H``); the ``h == 0`` programs also store the global pair id to ``meta [rows]`` there. Then, per
-    destination rank that got rows, ``arrived += rows`` on that rank (release: the rows are visible first)."""
+    destination rank that got rows, ``arrived += rows`` on that rank (release: the rows are visible first).
+    ``QUANT_FP8``: the row travels as fp8 e4m3 codes with one fp32 scale per :data:`QUANT_GROUP` columns
+    (:func:`~triton_dist.kernels.moe_route.quantize_groups_fp8`, as ``moe_route(quant="fp8")``), the scales to
+    ``scales [rows, H / QUANT_GROUP]`` on the same rank."""
     b = tl.program_id(0)
     h = tl.program_id(1)
     i = tl.arange(0, BLOCK)
@@ -121,11 +125,20 @@ def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_pt
     cm = cols < H
     t = (p // TOPK).to(tl.int64)
     vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=ok[:, None] & cm[None, :], other=0.0)
+    if QUANT_FP8:
+        vals, scale = quantize_groups_fp8(vals, BLOCK, BLOCK_H)
+        NG: tl.constexpr = BLOCK_H // QUANT_GROUP
+        grp = h * NG + tl.arange(0, NG)
+        HG = H // QUANT_GROUP
     for d in tl.static_range(WORLD):
         sel = ok & (dest == d)
         n = tl.sum(sel.to(tl.int32), axis=0)
         if n > 0:
-            tl.store(dl.symm_at(tok_ptr, d) + row[:, None] * H + cols[None, :], vals, mask=sel[:, None] & cm[None, :])
+            tl.store(dl.symm_at(tok_ptr, d) + row[:, None] * H + cols[None, :], vals.to(tok_ptr.dtype.element_ty),
+                     mask=sel[:, None] & cm[None, :])
+            if QUANT_FP8:
+                tl.store(dl.symm_at(scales_ptr, d) + row[:, None] * HG + grp[None, :], scale,
+                         mask=sel[:, None] & (grp < HG)[None, :])
             if h == 0:
                 tl.store(dl.symm_at(meta_ptr, d) + row, rank * TMAXK + p, mask=sel)
             dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")

@@ -40,6 +40,19 @@ def _expert_of(ids_ptr, p, P, E):
 
 
 @triton_dist.jit
+def quantize_groups_fp8(vals, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
+    """``(q, scale)`` of a ``[BLOCK, BLOCK_H]`` tile (``BLOCK_H`` a multiple of :data:`QUANT_GROUP`): ``scale [BLOCK,
+    BLOCK_H / QUANT_GROUP]`` fp32 = ``max(|v|) / 448`` over each group of columns (1e-12 / 448 for an all-zero group),
+    ``q = v / scale`` in fp32, to be stored as e4m3 (the store's conversion rounds to nearest even, saturating)."""
+    GROUPS: tl.constexpr = BLOCK_H // QUANT_GROUP
+    v = vals.to(tl.float32)
+    amax = tl.max(tl.reshape(tl.abs(v), (BLOCK, GROUPS, QUANT_GROUP)), axis=2)
+    scale = tl.maximum(amax, 1e-12) / FP8_E4M3_MAX
+    q = tl.reshape(tl.reshape(v, (BLOCK, GROUPS, QUANT_GROUP)) / scale[:, :, None], (BLOCK, BLOCK_H))
+    return q, scale
+
+
+@triton_dist.jit
 def route_count_kernel(ids_ptr, counts_ptr, P, E, NB, BLOCK: tl.constexpr, EXPERTS_CHUNK: tl.constexpr):
     """``counts[e, b]`` (int32 ``[E + 1, NB]``, expert-major) = pairs of block ``b`` (pairs ``[b * BLOCK, (b + 1) *
     BLOCK)`` of ``P``) routed to expert ``e``; row ``E``: out-of-range ids."""
@@ -110,13 +123,9 @@ def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, starts_ptr, tokens_ptr, dest_
     row = dest.to(tl.int64)
     vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=m, other=0.0)
     if QUANT_FP8:
-        GROUPS: tl.constexpr = BLOCK_H // QUANT_GROUP
-        v = vals.to(tl.float32)
-        amax = tl.max(tl.reshape(tl.abs(v), (BLOCK, GROUPS, QUANT_GROUP)), axis=2)
-        scale = tl.maximum(amax, 1e-12) / FP8_E4M3_MAX
-        q = tl.reshape(tl.reshape(v, (BLOCK, GROUPS, QUANT_GROUP)) / scale[:, :, None], (BLOCK, BLOCK_H))
+        q, scale = quantize_groups_fp8(vals, BLOCK, BLOCK_H)
         tl.store(tokens_ptr + row[:, None] * stride_tok + cols[None, :], q.to(tokens_ptr.dtype.element_ty), mask=m)
-        g = h * GROUPS + tl.arange(0, GROUPS)
+        g = h * (BLOCK_H // QUANT_GROUP) + tl.arange(0, BLOCK_H // QUANT_GROUP)
         tl.store(scales_ptr + row[:, None] * stride_scales + g[None, :], scale,
                  mask=valid[:, None] & (g * QUANT_GROUP < H)[None, :])
     else:
@@ -143,6 +152,6 @@ def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, ROWS, TOPK, E, H, 
     tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
-__all__ = ["route_count_kernel", "route_block_scan_kernel", "route_expert_scan_kernel", "route_scatter_kernel",
+__all__ = ["quantize_groups_fp8", "route_count_kernel", "route_block_scan_kernel", "route_expert_scan_kernel", "route_scatter_kernel",
            "combine_kernel", "QUANT_GROUP",
            "FP8_E4M3_MAX"]

@@ -56,6 +56,9 @@ def ep_moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.
     context of ``x``'s dtype and shape. Returns ``[T, H]`` in ``x``'s dtype: ``ep_dispatch``, the two grouped GEMMs
     (with the SiLU gate in torch between them) over the received layout's full capacity -- rows past the experts' are
     neither computed nor read -- then ``ep_combine``. No host synchronisation but the optional id check."""
+    if ctx.quant is not None:
+        raise ValueError("ep_moe_forward: the layer runs in the context's dtype; make its context without quant (an "
+                         "fp8 dispatch feeds group_gemm with fp8 weights and block scales directly)")
     if w_gate_up.shape[0] != ctx.experts_per_rank or w_down.shape[0] != ctx.experts_per_rank:
         raise ValueError(f"ep_moe_forward: this rank holds {ctx.experts_per_rank} experts (num_experts / world), got "
                          f"w_gate_up {tuple(w_gate_up.shape)} and w_down {tuple(w_down.shape)}")

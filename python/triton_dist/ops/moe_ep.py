@@ -26,10 +26,13 @@ import triton
 from ..kernels import moe_ep as _k
 from ..kernels.moe_route import route_block_scan_kernel, route_count_kernel
 from .context import Context, capturing, check_ctx, check_method
-from .moe_layout import BLOCKS_CHUNK, EXPERTS_CHUNK, ROUTE_BLOCK, check_expert_ids, check_routing
+from .moe_layout import BLOCKS_CHUNK, EXPERTS_CHUNK, QUANT_GROUP, ROUTE_BLOCK, check_expert_ids, check_routing
 
-#: token dtypes of the dispatch (bf16 / fp16 / fp32; fp8 online quantisation is not built yet)
+#: token dtypes of the dispatch's input and the combine's expert outputs
 EP_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+#: the ``quant`` values of :func:`create_ep_ctx`: the rows travel as they are, or as fp8 e4m3 with one fp32 scale per
+#: 128 columns (quantised on the sender: half the bytes of bf16 on the wire, and the grouped GEMM runs in fp8)
+EP_QUANT = (None, "fp8")
 #: the methods of the EP context: ``push`` (counts exchange, then every rank pushes its pairs' rows into the experts'
 #: ranks and raises an arrival count); ``auto`` picks it
 EP_METHODS = ("push", )
@@ -59,7 +62,7 @@ class EPContext(Context):
     op = "ep_dispatch"
 
     def __init__(self, max_tokens: int, hidden: int, topk: int, num_experts: int, dtype: torch.dtype, *,
-                 method: str = "auto", block_h: int = None):
+                 method: str = "auto", block_h: int = None, quant: str = None):
         fac = "create_ep_ctx"
         for name, v in (("max_tokens", max_tokens), ("hidden", hidden), ("topk", topk), ("num_experts", num_experts)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -69,8 +72,16 @@ class EPContext(Context):
         if block_h is not None and (isinstance(block_h, bool) or not isinstance(block_h, int) or block_h < 16 or
                                     block_h & (block_h - 1)):
             raise ValueError(f"{fac}: block_h={block_h!r} must be a power of two >= 16")
+        if quant not in EP_QUANT:
+            raise ValueError(f"{fac}: quant={quant!r}; accepted: None, 'fp8' (e4m3, one scale per {QUANT_GROUP} "
+                             f"columns)")
+        if quant == "fp8":
+            if hidden % QUANT_GROUP:
+                raise ValueError(f"{fac}: quant='fp8' needs hidden ({hidden}) to be a multiple of {QUANT_GROUP}")
+            if block_h is not None and block_h % QUANT_GROUP:
+                raise ValueError(f"{fac}: quant='fp8' needs block_h ({block_h}) to be a multiple of {QUANT_GROUP}")
         super().__init__(max_tokens * hidden, dtype, EP_DTYPES, fingerprint_extra=(max_tokens, hidden, topk,
-                                                                                   num_experts, block_h),
+                                                                                   num_experts, block_h, quant),
                          methods=EP_METHODS, all_methods=EP_METHODS, method=method)
         W = self.world_size
         if num_experts % W:
@@ -84,7 +95,8 @@ class EPContext(Context):
             raise ValueError(f"{fac}: world x max_tokens x topk = {self.rows} rows: must stay below 2**31")
         #: columns per program of the dispatch / combine copies (the simulator uses small chunks so that several
         #: chunk programs run even at toy sizes)
-        self.block_h = block_h or (256 if self.on_gpu else 16)
+        self.quant = quant
+        self.block_h = block_h or (256 if self.on_gpu else (QUANT_GROUP if quant else 16))
         self.nchunk = max(1, triton.cdiv(hidden, self.block_h))
         u = self._utils
         sym = []
@@ -95,7 +107,10 @@ class EPContext(Context):
             return t
 
         E, dev = num_experts, self.device
-        self.recv_tokens = symmetric((2, self.rows, hidden), dtype)
+        #: the rows' dtype on the wire and in the returned layout
+        self.token_dtype = torch.float8_e4m3fn if quant == "fp8" else dtype
+        self.recv_tokens = symmetric((2, self.rows, hidden), self.token_dtype)
+        self.recv_scales = symmetric((2, self.rows, hidden // QUANT_GROUP), torch.float32) if quant else None
         self.recv_meta = symmetric((2, self.rows), torch.int32)
         self.combine_buf = symmetric((2, self.pairs, hidden), dtype)
         self.counts = symmetric((2, W, E), torch.int32)
@@ -121,13 +136,16 @@ class EPContext(Context):
 
 
 def create_ep_ctx(max_tokens: int, hidden: int, topk: int, num_experts: int, dtype: torch.dtype = torch.bfloat16, *,
-                  method: str = "auto", block_h: int = None) -> EPContext:
+                  method: str = "auto", block_h: int = None, quant: str = None) -> EPContext:
     """Collective: the buffers of :func:`ep_dispatch` / :func:`ep_combine` for up to ``max_tokens`` tokens per rank
     and call, ``hidden`` columns, ``topk`` slots per token, ``num_experts`` experts over the world (a multiple of the
     world size; rank ``r`` holds experts ``[r * E / world, (r + 1) * E / world)``), token ``dtype`` (bf16 / fp16 /
     fp32). Allocates ``2 x world x max_tokens x topk`` rows of ``hidden`` for receiving and ``2 x max_tokens x topk``
-    for combining. Every rank must create it with the same arguments (checked: ``ValueError`` on every rank)."""
-    return EPContext(max_tokens, hidden, topk, num_experts, dtype, method=method, block_h=block_h)
+    for combining. ``quant="fp8"``: the dispatch quantises each row on the sender to fp8 e4m3 with one fp32 scale per
+    128 columns (``hidden`` a multiple of 128) and returns the scales (``group_gemm``'s ``scale_a``); combine stays in
+    ``dtype``. ``block_h``: columns per program of the copies (default 256 on a GPU). Every rank must create it with
+    the same arguments (checked: ``ValueError`` on every rank)."""
+    return EPContext(max_tokens, hidden, topk, num_experts, dtype, method=method, block_h=block_h, quant=quant)
 
 
 create_ep_context = create_ep_ctx
@@ -160,7 +178,9 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
       ``le`` (global ``rank * E_local + le``) are ``[expert_offsets[le - 1], expert_offsets[le])``, ordered by
       source rank, then the source's token, then slot; rows past ``expert_offsets[-1]`` are not written;
     * ``expert_offsets [E_local]`` int32 (cumulative end rows: ``group_gemm``'s / ``torch._grouped_mm``'s ``offs``);
-    * ``scales``: None (bf16 / fp16 / fp32 tokens travel as they are);
+    * ``scales``: None (the rows travel in ``x``'s dtype), or with a ``quant="fp8"`` context ``[ctx.rows, H / 128]``
+      float32, ``tokens`` then fp8 e4m3 with row ``r``'s columns ``[128 g, 128 (g + 1))`` standing for ``tokens[r] *
+      scales[r, g]`` (``group_gemm``'s ``scale_a``);
     * ``handle``: an :class:`EPHandle` for :func:`ep_combine`.
 
     ``x [T, H]`` with ``T <= max_tokens`` (ranks may pass different ``T``, 0 included), ``topk_idx [T, topk]`` int32 /
@@ -199,14 +219,16 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
                       WORLD=W, BLOCK_E=block_e, num_warps=4 if ctx.on_gpu else 1)
     if P:
         ctx._launch_plain(_k.ep_dispatch_kernel, (nb, ctx.nchunk),
-                          (x, topk_idx, base, ctx.send_base, ctx.recv_tokens[par], ctx.recv_meta[par], ctx.arrived, P,
-                           k, E, ctx.experts_per_rank, nb, H, x.stride(0), ctx.pairs, ctx.rank),
-                          WORLD=W, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
+                          (x, topk_idx, base, ctx.send_base, ctx.recv_tokens[par], ctx.recv_meta[par],
+                           ctx.recv_scales[par] if ctx.quant else ctx.recv_meta[par], ctx.arrived, P, k, E,
+                           ctx.experts_per_rank, nb, H, x.stride(0), ctx.pairs, ctx.rank),
+                          WORLD=W, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, QUANT_FP8=ctx.quant == "fp8",
+                          num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
     ctx._next_parity ^= 1
     handle = EPHandle(ctx.handle, par, topk_idx, topk_weights, T)
     ctx._pending.append(handle)
-    return ctx.recv_tokens[par], ctx.offsets[par], None, handle
+    return ctx.recv_tokens[par], ctx.offsets[par], ctx.recv_scales[par] if ctx.quant else None, handle
 
 
 @torch.compiler.disable
@@ -264,4 +286,4 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
 
 
 __all__ = ["EPContext", "EPHandle", "create_ep_ctx", "create_ep_context", "ep_dispatch", "ep_combine", "EP_DTYPES",
-           "EP_METHODS"]
+           "EP_METHODS", "EP_QUANT"]
