@@ -202,3 +202,44 @@ def test_ep_layer_matches_the_reference():
             torch.testing.assert_close(y.float(), ref, rtol=2e-2, atol=2e-2)
     finally:
         ctx.close()
+
+
+def test_fp8_dispatch_matches_moe_route_quantiser():
+    """``quant="fp8"``: the received codes and scales equal ``moe_route(quant="fp8")``'s of the reference rows, and the
+    fp8 layout feeds ``group_gemm`` with block scales."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    E, k, H, T = 8 * world, 4, 2048, 64
+    e_loc = E // world
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.bfloat16, quant="fp8")
+    try:
+        for seed in (1, 3):
+            inputs = []
+            for r in range(world):
+                _, idx, w = _inputs(seed, r, _tokens(seed, r, world, T), H, k, E, torch.bfloat16)
+                g = torch.Generator().manual_seed(seed * 31 + r)
+                inputs.append(((torch.randn((idx.shape[0], H), generator=g) * 3).to(torch.bfloat16), idx, w))
+            x, idx, w = (t.cuda() for t in inputs[rank])
+            tokens, offsets, scales, handle = ops.ep_dispatch(x, idx, w, ctx)
+            ref_rows, ref_offs = _reference(inputs, rank, e_loc, H)
+            assert offsets.tolist() == ref_offs, (rank, seed)
+            n = ref_offs[-1]
+            if n:
+                one = torch.zeros((n, 1), dtype=torch.int64, device="cuda")
+                q, _, s, _ = ops.moe_route(ref_rows.cuda(), one, torch.ones((n, 1), device="cuda"), 1, quant="fp8")
+                assert torch.equal(tokens[:n].view(torch.uint8), q.view(torch.uint8)), (rank, seed)
+                assert torch.equal(scales[:n], s), (rank, seed)
+                w8 = (torch.randn((e_loc, H, 256), device="cuda") / 8).to(torch.float8_e4m3fn)
+                sb = torch.ones((e_loc, H // 128, 2), device="cuda")
+                got = ops.group_gemm(tokens, w8, offsets, scale_a=scales, scale_b=sb)[:n].float()
+                deq = tokens[:n].float() * scales[:n].repeat_interleave(128, dim=1)
+                start, want = 0, []
+                for le, end in enumerate(offsets.tolist()):
+                    want.append(deq[start:end] @ w8[le].float())
+                    start = end
+                want = torch.cat(want)
+                assert ((got - want).norm() / want.norm()).item() < 1e-2, (rank, seed)
+            ops.ep_combine(torch.zeros((ctx.rows, H), dtype=torch.bfloat16, device="cuda"), handle, ctx)
+    finally:
+        ctx.close()
