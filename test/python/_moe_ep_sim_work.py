@@ -195,6 +195,15 @@ def layer_case(E, k, H, inter, T):
         if y.shape != ref.shape or not torch.allclose(y.float(), ref, rtol=3e-2, atol=3e-2):
             fails.append(f"seed {seed}: max err {(y.float() - ref).abs().max().item() if y.numel() else 0}")
     ctx.close()
+    # the module: this rank's experts from the full weights, same result as the function
+    from triton_dist.layers import EPMoE
+
+    layer = EPMoE(H, inter, E, k, T, torch.bfloat16).load_full_weights(w_gate_up, w_down)
+    x, idx, w = _rank_inputs(1, rank, _tokens_of(1, rank, world, T, True), H, k, E, torch.bfloat16, "random")
+    if not torch.allclose(layer(x / 4, idx, w).float(), moe_reference(x / 4, idx, w, w_gate_up, w_down), rtol=3e-2,
+                          atol=3e-2):
+        fails.append("EPMoE module differs from the reference")
+    layer.close()
     return fails, 2
 
 

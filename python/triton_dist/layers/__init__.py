@@ -1,6 +1,6 @@
 """Layers built on the ops: the tensor-parallel MLP on the overlapped kernels (:mod:`triton_dist.ops.overlap`) and the
 MoE layer at expert parallelism 1 and ``world`` (:mod:`.moe`)."""
-from .moe import ep_moe_forward, ep_moe_torch, moe_forward, moe_reference  # noqa: F401
+from .moe import EPMoE, ep_moe_forward, ep_moe_torch, moe_forward, moe_reference  # noqa: F401
 from .tp_mlp import TPMLP, mlp_reference  # noqa: F401
 
-__all__ = ["TPMLP", "mlp_reference", "moe_forward", "moe_reference", "ep_moe_forward", "ep_moe_torch"]
+__all__ = ["TPMLP", "mlp_reference", "moe_forward", "moe_reference", "ep_moe_forward", "ep_moe_torch", "EPMoE"]

@@ -127,4 +127,56 @@ def ep_moe_torch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Te
     return out.to(x.dtype)
 
 
-__all__ = ["moe_reference", "moe_forward", "ep_moe_forward", "ep_moe_torch"]
+class EPMoE(torch.nn.Module):
+    """The MoE layer at expert parallelism ``world`` as a module: rank ``r`` holds experts ``[r * E_local, (r + 1) *
+    E_local)`` (``E_local = num_experts / world``) as ``w_gate_up [E_local, hidden, 2 * intermediate]`` and ``w_down
+    [E_local, intermediate, hidden]`` (the ops' ``[K, N]`` layout; gate columns first).
+
+    ``forward(x, topk_idx, topk_weights)`` takes this rank's ``[T, hidden]`` tokens (``T <= max_tokens``; ranks may
+    differ) with the router's top-k global expert ids and weights and returns ``[T, hidden]`` in ``dtype``
+    (:func:`ep_moe_forward`). Collective: every rank calls it, the same number of times. The context is created
+    once (``create_ep_ctx``); :meth:`close` frees it (collective)."""
+
+    def __init__(self, hidden: int, intermediate: int, num_experts: int, topk: int, max_tokens: int,
+                 dtype: torch.dtype = torch.bfloat16, device=None, check_ids: bool = True):
+        super().__init__()
+        self.ctx = _ops.create_ep_ctx(max_tokens, hidden, topk, num_experts, dtype)
+        self.rank, self.world_size = self.ctx.rank, self.ctx.world_size
+        self.hidden, self.intermediate, self.num_experts, self.topk = hidden, intermediate, num_experts, topk
+        self.experts_per_rank = self.ctx.experts_per_rank
+        self.check_ids = check_ids
+        if device is None:
+            device = self.ctx.device
+        e = self.experts_per_rank
+        self.w_gate_up = torch.nn.Parameter(torch.empty(e, hidden, 2 * intermediate, dtype=dtype, device=device),
+                                            requires_grad=False)
+        self.w_down = torch.nn.Parameter(torch.empty(e, intermediate, hidden, dtype=dtype, device=device),
+                                         requires_grad=False)
+
+    @torch.no_grad()
+    def load_full_weights(self, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> "EPMoE":
+        """Take this rank's experts from every expert's weights (``w_gate_up [E, hidden, 2 * intermediate]``,
+        ``w_down [E, intermediate, hidden]``, the same on every rank)."""
+        E, H, inter = self.num_experts, self.hidden, self.intermediate
+        for name, t, shape in (("w_gate_up", w_gate_up, (E, H, 2 * inter)), ("w_down", w_down, (E, inter, H))):
+            if tuple(t.shape) != shape:
+                raise ValueError(f"EPMoE.load_full_weights: {name} has shape {tuple(t.shape)}, expected {shape}")
+        lo, hi = self.rank * self.experts_per_rank, (self.rank + 1) * self.experts_per_rank
+        self.w_gate_up.copy_(w_gate_up[lo:hi])
+        self.w_down.copy_(w_down[lo:hi])
+        return self
+
+    def forward(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
+        return ep_moe_forward(x, topk_idx, topk_weights, self.w_gate_up, self.w_down, self.ctx,
+                              check_ids=self.check_ids)
+
+    def close(self) -> None:
+        """Collective: free the context's symmetric buffers (idempotent)."""
+        self.ctx.close()
+
+    def finalize(self) -> None:
+        """The reference's name of :meth:`close`."""
+        self.close()
+
+
+__all__ = ["moe_reference", "moe_forward", "ep_moe_forward", "ep_moe_torch", "EPMoE"]
