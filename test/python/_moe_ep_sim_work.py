@@ -251,3 +251,101 @@ def fp8_case(E, k, H, T):
             fails.append(f"seed {seed}: combined fp8 rows off by {((y.float() - want).norm() / want.norm()).item()}")
     ctx.close()
     return fails, 2
+
+
+def _delay_first_waits(which, delay_s):
+    """Make this rank's ``which``-th poll of a signal (1-based) start ``delay_s`` late: the rank is descheduled
+    between two steps of the protocol while its peers run ahead."""
+    import time
+
+    from triton_dist.backends.sim import context as simctx
+
+    orig = simctx.SimContext.spin_wait
+    state = {"n": 0}
+
+    def slow(self, *a, **kw):
+        state["n"] += 1
+        if state["n"] in which:
+            time.sleep(delay_s)
+        return orig(self, *a, **kw)
+
+    simctx.SimContext.spin_wait = slow
+    return lambda: setattr(simctx.SimContext, "spin_wait", orig)
+
+
+def slow_rank_without_traffic(delay_s):
+    """Rank 1 has no tokens and rank 0 routes only to its own expert (the two ranks exchange no rows, so nothing but
+    the count exchange orders them), and rank 1 is slow: before its first poll (rank 0 may then run a whole call
+    ahead), and between its waits and its count loads. Then both with a buffer parity frozen as a CUDA graph
+    freezes it. Every call's offsets must be right; no false "ranks disagree", no hang."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    E, k, H, T = 2, 1, 16, 4
+    fails = []
+    for frozen in (False, True):
+        ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+        restore = _delay_first_waits({1, 4}, delay_s) if rank == 1 else (lambda: None)
+        try:
+            for call in range(3):
+                if frozen:
+                    ctx._next_parity = 0
+                to = call % 2  # rank 0's tokens: its own expert, then rank 1's
+                x, idx = (torch.full((T, H), float(call + 1)), torch.full((T, k), to)) if rank == 0 else \
+                    (torch.zeros((0, H)), torch.zeros((0, k), dtype=torch.int64))
+                w = torch.ones((x.shape[0], k))
+                tokens, offsets, _, handle = ops.ep_dispatch(x, idx, w, ctx)
+                want = [T if to == rank else 0]
+                if offsets.tolist() != want:
+                    fails.append(f"frozen={frozen} call {call}: offsets {offsets.tolist()} != {want}")
+                y = ops.ep_combine(tokens.clone(), handle, ctx)
+                if rank == 0 and not torch.equal(y, x):
+                    fails.append(f"frozen={frozen} call {call}: combined rows differ")
+        finally:
+            restore()
+            ctx.close()
+    return fails, 1
+
+
+def unchecked_ids_and_refilled_router():
+    """``check_ids=False`` with ids out of range (negative, == E, beyond int32): those slots are not sent and combine
+    leaves them out; router tensors refilled in place between dispatch and combine do not change the result (combine
+    uses the routing copied at dispatch); ``out=`` receives the result."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    E, k, H, T = 2 * world, 3, 16, 6
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+    fails = []
+    inputs = [_rank_inputs(21, r, T, H, k, E, torch.float32, "random") for r in range(world)]
+    x, idx, w = inputs[rank]
+    idx, w = idx.long().clone(), w.clone()
+    idx[0, 0], idx[1, 2], idx[2, 1] = -1, E, 2**40 + 1  # the last wraps to 1 in int32: must still be out of range
+    tokens, offsets, _, handle = ops.ep_dispatch(x, idx, w, ctx, check_ids=False)
+    all_idx = []
+    for r, (xr, ir, wr) in enumerate(inputs):
+        ir = ir.long().clone()
+        ir[0, 0], ir[1, 2], ir[2, 1] = -1, E, 2**40 + 1
+        all_idx.append((xr, ir, wr))
+    valid = [(xr, torch.where((ir >= 0) & (ir < E), ir, torch.full_like(ir, -7)), wr) for xr, ir, wr in all_idx]
+    ref_rows, ref_offs = _reference_layout(valid, rank, ctx.experts_per_rank)
+    if offsets.tolist() != ref_offs or not torch.equal(tokens[:ref_offs[-1]], ref_rows):
+        fails.append(f"out-of-range ids: layout {offsets.tolist()} != {ref_offs}")
+    idx.fill_(0)  # the router's tensors refilled in place before combine
+    w.fill_(100.0)
+    expert_out = torch.zeros((ctx.rows, H))
+    start = 0
+    for le, end in enumerate(offsets.tolist()):
+        expert_out[start:end] = tokens[start:end] * (rank * ctx.experts_per_rank + le + 1)
+        start = end
+    out = torch.full((T, H), float("nan"))
+    y = ops.ep_combine(expert_out, handle, ctx, out=out)
+    xr, ir, wr = valid[rank]
+    want = torch.zeros((T, H))
+    for j in range(k):
+        keep = (ir[:, j:j + 1] >= 0).float()
+        want += keep * wr[:, j:j + 1] * (ir[:, j:j + 1].clamp_min(0).float() + 1) * xr
+    if y is not out or not torch.equal(out, want):
+        fails.append("combine with out-of-range slots / refilled router / out=")
+    ctx.close()
+    return fails, 1

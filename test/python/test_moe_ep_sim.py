@@ -52,3 +52,20 @@ def test_fp8_dispatch(sim_ranks):  # noqa: F811
     res = sim_ranks.run(2, work.fp8_case, 4, 2, 256, 5, timeout=900, env=ENV)
     for rank, (fails, _) in enumerate(res):
         assert not fails, (rank, fails)
+
+
+@pytest.mark.sim
+def test_a_slow_rank_without_traffic_cannot_be_overrun(sim_ranks):  # noqa: F811
+    """Review finding (2026-12-05): the count exchange's slots were chosen by the host's buffer parity, so a rank that
+    exchanges no rows with a slow peer could overwrite the peer's unread signal (a false "ranks disagree") or, with
+    the parity frozen by a CUDA graph, its unread counts (a hang). Slots now follow the device epoch."""
+    res = sim_ranks.run(2, work.slow_rank_without_traffic, 3.0, timeout=600, env=ENV)
+    for rank, (fails, _) in enumerate(res):
+        assert not fails, (rank, fails)
+
+
+@pytest.mark.sim
+def test_unchecked_ids_refilled_router_and_out(sim_ranks):  # noqa: F811
+    res = sim_ranks.run(2, work.unchecked_ids_and_refilled_router, timeout=600, env=ENV)
+    for rank, (fails, _) in enumerate(res):
+        assert not fails, (rank, fails)

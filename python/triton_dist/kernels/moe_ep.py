@@ -51,8 +51,9 @@ from triton_dist.kernels.moe_route import QUANT_GROUP, _expert_of, quantize_grou
 def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr,
                        tag, E, E_LOC, NCHUNK, PAR, rank, WORLD: tl.constexpr, BLOCK_E: tl.constexpr):
     """One program. ``totals [E + 1]`` int32: this rank's pairs per global expert (the route block scan's totals;
-    entry ``E`` counts out-of-range ids, never sent); ``cnt`` symmetric int32 ``[WORLD, E]`` (this call's parity);
-    ``cnt_ready`` symmetric int64 ``[WORLD]``; ``counter [1]`` int64 (the context's epoch); ``send_base [E]`` int32
+    entry ``E`` counts out-of-range ids, never sent); ``cnt`` symmetric int32 ``[2, WORLD, E]`` and ``cnt_ready``
+    symmetric int64 ``[2, WORLD]``, slot ``e % 2`` used by call ``e`` (the DEVICE epoch's parity, not the host's
+    buffer parity ``PAR``, which a CUDA graph freezes); ``counter [1]`` int64 (the context's epoch); ``send_base [E]`` int32
     (out: the row on expert ``g``'s rank where this rank's first pair of ``g`` goes; scratch first); ``offs [E_LOC]``
     int32 (out: this rank's receive offsets, cumulative ends); ``expect`` int64 ``[3]`` (running totals: ``[0]``
     dispatch arrivals, ``[1 + PAR]`` combine arrivals of the calls of this parity, this call's included).
@@ -60,9 +61,16 @@ def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_bas
     Memory ordering: the counts are stored to every rank, then ``cnt_ready[rank] = e * TAG_RANGE + tag`` is raised
     on every rank (``dl.notify``: its release publishes the stores); the tagged acquire waits on every rank's signal
     order the loads of the count matrix after them. A rank whose signal carries another tag (another context shape)
-    is reported at once."""
+    is reported at once.
+
+    Slot reuse: a rank writes slot ``e % 2`` again in call ``e + 2`` only after its call ``e + 1`` saw every rank's
+    ``ready(e + 1)``, which each rank raises after its own call ``e`` (same stream) loaded its counts: no rank can
+    overwrite counts or a signal another rank has not read yet, even between ranks that exchange no rows."""
     e = next_epoch(counter_ptr, 0)
     ready = e * TAG_RANGE_C + tag
+    slot = e % 2
+    cnt_ptr += slot * WORLD * E
+    cnt_ready_ptr += slot * WORLD
     g = tl.arange(0, BLOCK_E)
     m = g < E
     mine = tl.load(totals_ptr + g, mask=m, other=0)

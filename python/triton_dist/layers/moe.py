@@ -54,8 +54,9 @@ def ep_moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.
     ``w_gate_up [E_local, H, 2 * I]`` and ``w_down [E_local, I, H]`` are this rank's experts (global ids ``[rank *
     E_local, (rank + 1) * E_local)``); ``topk_idx`` holds global ids; ``ctx`` an :func:`~triton_dist.ops.create_ep_ctx`
     context of ``x``'s dtype and shape. Returns ``[T, H]`` in ``x``'s dtype: ``ep_dispatch``, the two grouped GEMMs
-    (with the SiLU gate in torch between them) over the received layout's full capacity -- rows past the experts' are
-    neither computed nor read -- then ``ep_combine``. No host synchronisation but the optional id check."""
+    over the received layout (rows past the experts' are not computed by them nor read by combine), the SiLU gate in
+    torch between them (over the layout's full capacity: its shape is static, so the gate also touches the unused
+    rows), then ``ep_combine``. No host synchronisation but the optional id check."""
     if ctx.quant is not None:
         raise ValueError("ep_moe_forward: the layer runs in the context's dtype; make its context without quant (an "
                          "fp8 dispatch feeds group_gemm with fp8 weights and block scales directly)")

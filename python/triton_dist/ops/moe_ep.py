@@ -14,7 +14,11 @@ launches and is skipped inside a CUDA-graph capture), so a dispatch-GEMM-combine
 bad input gets a ``ValueError`` before any launch. Under torch.compile the two calls run eagerly (a graph break:
 they are not ``torch.library`` ops yet, their results alias the context's buffers). Each dispatch uses the other of two buffer sets than the previous
 one: the layout it returns stays valid until the dispatch after next, so a second micro-batch may be dispatched
-while the first one's experts run. Handles are combined in dispatch order, each once.
+while the first one's experts run. Handles are combined in dispatch order, each once; combine uses the routing as
+it was at dispatch (copied), so router tensors may be refilled in place meanwhile. Eager calls on one context run
+on one CUDA stream (checked). A CUDA-graph capture starts with no dispatch in flight on the context (checked) and
+should combine every dispatch it makes: its replays reuse the buffer set the capture used, so do not replay it while
+an eager dispatch on the same context is not combined.
 """
 from __future__ import annotations
 
@@ -43,12 +47,10 @@ MAX_EXPERTS = 4096
 @dataclass
 class EPHandle:
     """What :func:`ep_combine` needs of an :func:`ep_dispatch` call: the context's handle, the buffer set
-    (``parity``) the call used, its ``topk_idx`` / ``topk_weights`` and its token count."""
+    (``parity``) the call used and its token count (the call's routing was copied into the context at dispatch)."""
 
     ctx_handle: int
     parity: int
-    topk_idx: torch.Tensor
-    topk_weights: torch.Tensor
     num_tokens: int
     combined: bool = field(default=False, compare=False)
 
@@ -91,8 +93,9 @@ class EPContext(Context):
         self.experts_per_rank = num_experts // W
         self.pairs = max_tokens * topk
         self.rows = W * self.pairs
-        if self.rows >= 2**31:
-            raise ValueError(f"{fac}: world x max_tokens x topk = {self.rows} rows: must stay below 2**31")
+        if self.rows >= 2**31 - ROUTE_BLOCK:
+            raise ValueError(f"{fac}: world x max_tokens x topk = {self.rows} rows: must stay below 2**31 - "
+                             f"{ROUTE_BLOCK} (int32 row indices)")
         #: columns per program of the dispatch / combine copies (the simulator uses small chunks so that several
         #: chunk programs run even at toy sizes)
         self.quant = quant
@@ -114,7 +117,7 @@ class EPContext(Context):
         self.recv_meta = symmetric((2, self.rows), torch.int32)
         self.combine_buf = symmetric((2, self.pairs, hidden), dtype)
         self.counts = symmetric((2, W, E), torch.int32)
-        self.counts_ready = symmetric((W, ), torch.int64)
+        self.counts_ready = symmetric((2, W), torch.int64)  # [e % 2, source]: slots by the device epoch
         # arrival counters (rows x column chunks): [0] dispatch, [1 + parity] combine of that buffer set
         self.arrived = symmetric((3, ), torch.int64)
         for t in (self.counts_ready, self.arrived):
@@ -124,10 +127,28 @@ class EPContext(Context):
         self.expect = torch.zeros(3, dtype=torch.int64, device=dev)  # running totals the arrival waits expect
         self.send_base = torch.zeros(E, dtype=torch.int32, device=dev)
         self.offsets = torch.zeros((2, self.experts_per_rank), dtype=torch.int32, device=dev)
+        # each dispatch's routing as combine will use it (a copy: the caller may refill its router tensors in place
+        # while the dispatch is in flight)
+        self.routed_idx = torch.zeros((2, max_tokens, topk), dtype=torch.int64, device=dev)
+        self.routed_w = torch.zeros((2, max_tokens, topk), dtype=torch.float32, device=dev)
+        self._stream = None
         self._tag = num_experts % (1 << 24)
         self._next_parity = 0
         self._pending = []  # handles dispatched and not combined yet, oldest first
         self._finish_init()
+
+    def _check_stream(self, op: str) -> None:
+        """Every eager call on one CUDA stream: the calls share the epoch counter, ``send_base`` and the running
+        totals, which calls on two streams would update in an unknown order (a capture is checked by its graph's
+        order instead)."""
+        if not self.on_gpu or capturing():
+            return
+        cur = torch.cuda.current_stream(self.device)
+        if self._stream is None:
+            self._stream = cur
+        elif cur != self._stream:
+            raise ValueError(f"{op}: this context's calls run on one CUDA stream ({self._stream}), this call is on "
+                             f"{cur}; use a context per stream")
 
     def _resolve(self, op: str, method) -> str:
         m = self._call_method(method)
@@ -192,11 +213,17 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx._resolve(op, method)
+    ctx._check_stream(op)
+    if capturing() and ctx._pending:
+        raise ValueError(f"{op}: a CUDA-graph capture must start with no dispatch in flight on this context (an "
+                         f"eager dispatch is not combined yet), and should combine every dispatch it makes: replays "
+                         f"reuse the buffers the capture used")
     if len(ctx._pending) >= 2:
         raise ValueError(f"{op}: two dispatches on this context are not combined yet; their buffers are in use (the "
                          f"context double-buffers): call ep_combine on the older handle first")
     if check_ids and not capturing():
         check_expert_ids(op, topk_idx, ctx.num_experts)
+    ctx._check_peers(op, (op, len(ctx._pending)))
     T, H = x.shape
     k, E, W = ctx.topk, ctx.num_experts, ctx.world_size
     P = T * k
@@ -212,9 +239,11 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
         ctx._launch_plain(route_block_scan_kernel, (E + 1, ), (counts, base, totals, nb), BLOCKS_CHUNK=BLOCKS_CHUNK)
     else:  # no tokens on this rank: it still publishes its (zero) counts and receives its experts' rows
         totals.zero_()
+    ctx.routed_idx[par, :T].copy_(topk_idx)
+    ctx.routed_w[par, :T].copy_(topk_weights)
     block_e = triton.next_power_of_2(E)
     ctx._launch_plain(_k.ep_exchange_kernel, (1, ),
-                      (totals, ctx.counts[par], ctx.counts_ready, ctx.counter, ctx.send_base, ctx.offsets[par],
+                      (totals, ctx.counts, ctx.counts_ready, ctx.counter, ctx.send_base, ctx.offsets[par],
                        ctx.expect, ctx._tag, E, ctx.experts_per_rank, ctx.nchunk, par, ctx.rank),
                       WORLD=W, BLOCK_E=block_e, num_warps=4 if ctx.on_gpu else 1)
     if P:
@@ -226,7 +255,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
                           num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
     ctx._next_parity ^= 1
-    handle = EPHandle(ctx.handle, par, topk_idx, topk_weights, T)
+    handle = EPHandle(ctx.handle, par, T)
     ctx._pending.append(handle)
     return ctx.recv_tokens[par], ctx.offsets[par], ctx.recv_scales[par] if ctx.quant else None, handle
 
@@ -245,6 +274,7 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     check_ctx(op, ctx, EPContext, "create_ep_ctx")
     ctx._check_open(op)
     ctx._resolve(op, method)
+    ctx._check_stream(op)
     if not isinstance(handle, EPHandle) or handle.ctx_handle != ctx.handle:
         raise ValueError(f"{op}: handle must be the EPHandle that ep_dispatch returned for this context, got "
                          f"{type(handle).__name__}")
@@ -268,6 +298,7 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
             out.stride(1) != 1 or out.dtype not in EP_DTYPES:
         raise ValueError(f"{op}: out must be a bf16 / fp16 / fp32 [{T}, {H}] tensor on {expert_out.device} with unit "
                          f"column stride")
+    ctx._check_peers(op, (op, len(ctx._pending)))
     par = handle.parity
     nrb = triton.cdiv(ctx.rows, ROUTE_BLOCK)
     ctx._launch_plain(_k.ep_combine_send_kernel, (nrb, ctx.nchunk),
@@ -276,9 +307,9 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
                       WORLD=ctx.world_size, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par:], ctx.expect[1 + par:]), num_warps=1)
     if T:
-        w = handle.topk_weights
+        w = ctx.routed_w[par]
         ctx._launch_plain(_k.ep_combine_reduce_kernel, (T, ctx.nchunk),
-                          (ctx.combine_buf[par], handle.topk_idx, w, out, k, ctx.num_experts, H, w.stride(0),
+                          (ctx.combine_buf[par], ctx.routed_idx[par], w, out, k, ctx.num_experts, H, w.stride(0),
                            out.stride(0)), BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
     handle.combined = True
     ctx._pending.pop(0)
