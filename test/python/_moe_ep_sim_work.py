@@ -121,6 +121,7 @@ def dispatch_combine_cases(world_cases):
 def bad_input_cases():
     """Every bad input raises ValueError before any launch, on every rank, and the context still works after."""
     from triton_dist import ops
+    from triton_dist.ops.context import capturing
 
     rank, world = _init()
     E, k, H, T = 2 * world, 2, 32, 6
@@ -160,6 +161,27 @@ def bad_input_cases():
     y = ops.ep_combine(eo, h2, ctx)
     if y.abs().sum() != 0:
         fails.append("zero expert outputs did not combine to zeros")
+    # a capture may hold two dispatches in flight, but may not start while an eager one is in flight
+    from triton_dist.ops import moe_ep
+
+    _, _, _, ha = ops.ep_dispatch(x, idx, w, ctx)
+    moe_ep.capturing = lambda: True
+    try:
+        expect(lambda: ops.ep_dispatch(x, idx, w, ctx), ["capture must start with no dispatch in flight"],
+               "capture after an eager dispatch")
+    finally:
+        moe_ep.capturing = capturing
+    ops.ep_combine(eo, ha, ctx)
+    moe_ep.capturing = lambda: True
+    try:
+        _, _, _, ha = ops.ep_dispatch(x, idx, w, ctx)
+        _, _, _, hb = ops.ep_dispatch(x, idx, w, ctx)
+        ops.ep_combine(eo, ha, ctx)
+        ops.ep_combine(eo, hb, ctx)
+    except ValueError as exc:
+        fails.append(f"two dispatches in flight inside a capture: {exc}")
+    finally:
+        moe_ep.capturing = capturing
     inputs = [_rank_inputs(8, r, T, H, k, E, torch.float32, "random") for r in range(world)]
     tokens, offsets, _, handle = ops.ep_dispatch(*inputs[rank], ctx)
     fails += _check_call(ctx, rank, world, inputs, tokens.clone(), offsets.clone(), handle, "after errors")

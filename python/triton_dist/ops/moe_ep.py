@@ -52,6 +52,7 @@ class EPHandle:
     ctx_handle: int
     parity: int
     num_tokens: int
+    captured: bool = False
     combined: bool = field(default=False, compare=False)
 
 
@@ -214,7 +215,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx._resolve(op, method)
     ctx._check_stream(op)
-    if capturing() and ctx._pending:
+    if capturing() and any(not h.captured for h in ctx._pending):
         raise ValueError(f"{op}: a CUDA-graph capture must start with no dispatch in flight on this context (an "
                          f"eager dispatch is not combined yet), and should combine every dispatch it makes: replays "
                          f"reuse the buffers the capture used")
@@ -255,7 +256,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
                           num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
     ctx._next_parity ^= 1
-    handle = EPHandle(ctx.handle, par, T)
+    handle = EPHandle(ctx.handle, par, T, captured=capturing())
     ctx._pending.append(handle)
     return ctx.recv_tokens[par], ctx.offsets[par], ctx.recv_scales[par] if ctx.quant else None, handle
 
