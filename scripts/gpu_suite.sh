@@ -33,8 +33,8 @@
 #   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
 #   scripts/gpu_suite.sh moe            the MoE family's GPU tiers (one device; expert parallelism at NPROC ranks),
-#                                       bench_moe_ep (the EP layer vs all_to_all_single + torch), then
-#                                       bench_group_gemm at Qwen3-30B-A3B's expert shapes (one GPU: vs
+#                                       then bench_moe_ep (the EP layer vs all_to_all_single + torch)
+#   scripts/gpu_suite.sh moe-bench      one GPU: bench_group_gemm at Qwen3-30B-A3B's expert shapes (vs
 #                                       torch._grouped_mm and a per-expert matmul loop; the EP=1 layer vs torch and
 #                                       torch.compile)
 #   scripts/gpu_suite.sh moe-ds         one GPU: the same two benchmarks at DeepSeek-V3's expert shapes
@@ -56,7 +56,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
 PARTS="1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
-overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-ds|changed"
+overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-bench|moe-ds|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
 fi
@@ -244,14 +244,15 @@ case $part in
     rec bench_gemm_quality 300 "$PY" benchmarks/bench_gemm.py --out "$OUT" --write-table --shapes \
       2048x14336x8192,4096x14336x8192,8192x14336x8192,2048x7168x4096,4096x7168x4096,8192x7168x4096,2048x8192x7168,4096x8192x7168,8192x8192x7168,2048x4096x3584,4096x4096x3584,8192x4096x3584
     cp python/triton_dist/kernels/gemm_table.json "$OUT/" ;;
-  moe)  # the MoE family on one GPU: its tier (grouped GEMM, route / combine, the layer at EP=1; at NPROC ranks, each
-    # checking its own device), then the grouped GEMM's benchmark against torch._grouped_mm and the per-expert loop
-    # (one process; MOE_BENCH_ARGS adds options, e.g. --fp8)
+  moe)  # the MoE family's GPU tiers: one device (grouped GEMM, route / combine, the layer at EP=1; at NPROC ranks,
+    # each checking its own device) and expert parallelism at NPROC ranks (dispatch / combine, two in flight, graph
+    # replay, fp8, the EP layer), then the EP layer's benchmark against all_to_all_single + torch
     tier gpu_moe 200 test/python/gpu/test_gpu_moe.py
-    # expert parallelism at NPROC ranks (dispatch / combine, two in flight, graph replay, the EP layer)
     tier gpu_moe_ep 240 test/python/gpu/test_gpu_moe_ep.py
-    rec bench_moe_ep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_moe_ep.py --out "$OUT"
-    # tilings beside the default rule (since 7d18492: 128x256x64x8x4 above 64 rows per expert)
+    rec bench_moe_ep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_moe_ep.py --out "$OUT" ;;
+  moe-bench)  # one GPU: the grouped GEMM against torch._grouped_mm and the per-expert loop at Qwen3-30B-A3B's expert
+    # shapes (one process; MOE_BENCH_ARGS adds options, e.g. --fp8), with tilings beside the default rule (since
+    # 7d18492: 128x256x64x8x4 above 64 rows per expert), then the EP=1 layer against torch and torch.compile
     rec bench_group_gemm 240 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --models qwen3-30b-a3b \
       --configs "${MOE_CONFIGS:-64x128x128x4x4,128x128x64x8x4,128x256x64x8x3}" ${MOE_BENCH_ARGS:-}
     rec bench_moe_layer 150 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --layer --models qwen3-30b-a3b ;;
