@@ -266,10 +266,20 @@ class Context:
                                f"the same call once before capturing (then synchronize), and capture after that")
 
     def _launch_plain(self, kernel, grid, args, **kw) -> None:
-        """Launch ``kernel[grid](*args, **kw)`` through the context's bound launch, with the capture guard."""
+        """Launch ``kernel[grid](*args, **kw)`` through the context's bound launch, with the capture guard. On the
+        simulator a cross-rank error of the kernel's waits is raised again naming the user's call (``self.op``)."""
         launch = self._bound(kernel, grid, **kw)
         self._guard_capture(kernel, launch, args)
-        launch(*args)
+        if self.on_gpu:
+            launch(*args)
+            return
+        try:
+            launch(*args)
+        except Exception as exc:  # noqa: BLE001 - re-raised, named, when it is one of the simulator's rank errors
+            named = _named_rank_error(getattr(self, "op", "") or self.kind, exc)
+            if named is None:
+                raise
+            raise named from exc
 
     def _block(self, elem_bytes=None) -> int:
         return max(128, self.block_bytes // (elem_bytes or self.esize))

@@ -213,6 +213,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     stream, no host synchronisation; the last waits until every rank's rows for this rank arrived."""
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
+    ctx.op = op  # names this call in a simulator rank error of its kernels
     ctx._resolve(op, method)
     ctx._check_stream(op)
     if capturing() and any(not h.captured for h in ctx._pending):
@@ -300,6 +301,7 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
         raise ValueError(f"{op}: out must be a bf16 / fp16 / fp32 [{T}, {H}] tensor on {expert_out.device} with unit "
                          f"column stride")
     ctx._check_peers(op, (op, len(ctx._pending)))
+    ctx.op = op
     par = handle.parity
     nrb = triton.cdiv(ctx.rows, ROUTE_BLOCK)
     ctx._launch_plain(_k.ep_combine_send_kernel, (nrb, ctx.nchunk),
