@@ -98,9 +98,12 @@ def route_expert_scan_kernel(totals_ptr, starts_ptr, offs_ptr, E, EXPERTS_CHUNK:
 @triton_dist.jit
 def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, starts_ptr, tokens_ptr, dest_ptr, scales_ptr, P, TOPK, E, NB, H,
                          stride_x, stride_tok, stride_scales, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr,
-                         QUANT_FP8: tl.constexpr = False):
+                         QUANT_FP8: tl.constexpr = False, ROUTED_ONLY: tl.constexpr = False):
     """Program ``(b, h)``: the rows of block ``b``'s pairs (stable within each expert), stored to ``dest_rows`` by
     the ``h == 0`` programs, and columns ``[h * BLOCK_H, +BLOCK_H)`` of each pair's token copied to its row.
+    ``ROUTED_ONLY``: only the pairs whose id is in range are copied (the others still get their row in
+    ``dest_rows``, after every expert's, but nothing is read or stored for them): the expert-parallel ``normal``
+    dispatch routes a pair list of which most pairs belong to other ranks or to no token.
 
     ``QUANT_FP8`` (``BLOCK_H`` and ``H`` multiples of :data:`QUANT_GROUP`): the row is stored as fp8 e4m3 with one
     fp32 scale per ``QUANT_GROUP`` columns, ``scale = max(|x|) / 448`` over the group (448: e4m3's largest finite
@@ -117,6 +120,8 @@ def route_scatter_kernel(x_ptr, ids_ptr, base_ptr, starts_ptr, tokens_ptr, dest_
     dest = tl.load(starts_ptr + e, mask=valid, other=0) + tl.load(base_ptr + e * NB + b, mask=valid, other=0) + rank
     if h == 0:
         tl.store(dest_ptr + p, dest, mask=valid)
+    if ROUTED_ONLY:
+        valid = valid & (e < E)
     cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
     m = valid[:, None] & (cols < H)[None, :]
     t = (p // TOPK).to(tl.int64)
