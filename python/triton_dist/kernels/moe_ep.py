@@ -209,5 +209,178 @@ def ep_combine_reduce_kernel(cbuf_ptr, ids_ptr, w_ptr, out_ptr, TOPK, E, H, stri
     tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# method "normal": every token crosses to each rank that holds one of its experts once; the receiver routes locally
+# ---------------------------------------------------------------------------------------------------------------
+@triton_dist.jit
+def ep_normal_enter_kernel(tcnt_ptr, ready_ptr, counter_ptr, tcounts_ptr, expect_ptr, tag, T, NCHUNK, PAR, rank,
+                           WORLD: tl.constexpr, WORLD_P2: tl.constexpr, BLOCK_T: tl.constexpr):
+    """One program, first launch of a ``normal`` dispatch. ``tcnt`` symmetric int32 ``[2, WORLD]`` and ``ready``
+    symmetric int64 ``[2, WORLD]`` (the context's exchange signals, shared with ``push``'s count exchange), slot
+    ``e % 2`` used by call ``e`` (the DEVICE epoch drawn from ``counter``, as :func:`ep_exchange_kernel`); ``tcounts``
+    ``[WORLD]`` int32 (out, local: every source's token count of this call); ``expect`` int64 ``[3]`` (running
+    totals of the arrival waits).
+
+    Stores this rank's token count ``T`` into every rank's ``tcnt[slot, rank]``, raises ``ready[slot, rank] = e *
+    TAG_RANGE + tag`` on every rank (``dl.notify``: its release publishes the count) and waits (tagged, acquire) for
+    every rank's. That is the handshake that lets the senders write: a rank raises ``ready(e)`` only once its stream
+    finished every earlier launch on the context, so everything it read of the buffer parity ``PAR`` in call ``e -
+    2`` (received tokens, routing rows, combine partials) is read. Then the running totals: dispatch arrivals
+    ``+= sum_s cdiv(T_s, BLOCK_T) * NCHUNK`` (every program of a source's send grid adds one unit on every rank),
+    combine arrivals of parity ``PAR`` ``+= WORLD * cdiv(T, BLOCK_T) * NCHUNK`` (every rank's combine grid adds one
+    unit per block of this rank's tokens and column chunk). ``tag`` differs from ``push``'s, so ranks that call
+    different methods are reported at once (tagged wait) instead of hanging. Slot reuse: as
+    :func:`ep_exchange_kernel`'s (every rank loaded slot ``e % 2`` before it raises ``ready(e + 1)``)."""
+    e = next_epoch(counter_ptr, 0)
+    ready = e * TAG_RANGE_C + tag
+    slot = e % 2
+    tcnt_ptr += slot * WORLD
+    ready_ptr += slot * WORLD
+    for d in tl.static_range(WORLD):
+        tl.store(dl.symm_at(tcnt_ptr, d) + rank, T)
+    for d in tl.static_range(WORLD):
+        dl.notify(ready_ptr + rank, d, ready, "set", "intra_node")
+    tok = tl.program_id(0) * 0
+    for s in tl.static_range(WORLD):
+        tok = dl.wait(ready_ptr + s, 1, "sys", "acquire", ready, tag_bits=TAG_BITS_C)
+    src = tl.arange(0, WORLD_P2)
+    tc = tl.load(dl.consume_token(tcnt_ptr, tok) + src, mask=src < WORLD, other=0)
+    tl.store(tcounts_ptr + src, tc, mask=src < WORLD)
+    units = tl.sum((tc + BLOCK_T - 1) // BLOCK_T, axis=0).to(tl.int64) * NCHUNK
+    tl.store(expect_ptr, tl.load(expect_ptr) + units)
+    mine = (T + BLOCK_T - 1) // BLOCK_T * NCHUNK * WORLD  # int32 (T may be a constexpr 1: no .to here)
+    tl.store(expect_ptr + 1 + PAR, tl.load(expect_ptr + 1 + PAR) + mine)
+
+
+@triton_dist.jit
+def ep_normal_send_kernel(x_ptr, ids_ptr, w_ptr, tbuf_ptr, tscales_ptr, ridx_ptr, rw_ptr, arrived_ptr, T, TOPK, E,
+                          E_LOC, H, stride_x, TMAX, rank, WORLD: tl.constexpr, BLOCK_T: tl.constexpr,
+                          BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr = False):
+    """Program ``(b, h)``: tokens ``[b * BLOCK_T, +BLOCK_T)`` of ``T``, columns ``[h * BLOCK_H, +BLOCK_H)``. ``ids
+    [T, TOPK]`` int64 and ``w [T, TOPK]`` float32 (the routing as copied at dispatch, contiguous). For every rank
+    ``d``, the tokens with at least one in-range expert on ``d`` (``id // E_LOC == d``) store their columns ONCE to
+    ``tbuf [WORLD, TMAX, H]`` row ``(rank, t)`` on ``d`` (symmetric, this call's buffer parity), as fp8 e4m3 codes
+    with their scales to ``tscales [WORLD, TMAX, H / QUANT_GROUP]`` where ``QUANT_FP8`` (the quantiser of
+    :func:`~triton_dist.kernels.moe_route.quantize_groups_fp8`, once per token instead of once per pair). The ``h
+    == 0`` programs store every token's routing row to every rank: ``ridx [WORLD, TMAX, TOPK]`` int32 (global id,
+    ``E`` for an id out of range) and ``rw`` float32, row ``(rank, t)``: the receiver routes from them, and rows
+    of tokens not routed to it must say so in this call. Then ``arrived += 1`` on EVERY rank (one unit per program
+    and rank, whether it stored there or not, so that the receiver knows the total from the token counts alone;
+    release: the stores are visible first)."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    t = b * BLOCK_T + tl.arange(0, BLOCK_T)
+    tv = t < T
+    j = tl.arange(0, BLOCK_K)
+    mk = tv[:, None] & (j < TOPK)[None, :]
+    pk = t.to(tl.int64)[:, None] * TOPK + j[None, :]
+    g = tl.load(ids_ptr + pk, mask=mk, other=E)
+    g = tl.where(mk & (g >= 0) & (g < E), g, E).to(tl.int32)
+    dest = g // E_LOC  # WORLD for an id out of range or a padding slot
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    vals = tl.load(x_ptr + t.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=tv[:, None] & cm[None, :],
+                   other=0.0)
+    if QUANT_FP8:
+        vals, scale = quantize_groups_fp8(vals, BLOCK_T, BLOCK_H)
+        NG: tl.constexpr = BLOCK_H // QUANT_GROUP
+        grp = h * NG + tl.arange(0, NG)
+        HG = H // QUANT_GROUP
+    row = rank * TMAX + t.to(tl.int64)
+    wv = tl.load(w_ptr + pk, mask=mk & (h == 0), other=0.0)
+    for d in tl.static_range(WORLD):
+        sel = tl.max((dest == d).to(tl.int32), axis=1) > 0
+        n = tl.sum(sel.to(tl.int32), axis=0)
+        if n > 0:
+            tl.store(dl.symm_at(tbuf_ptr, d) + row[:, None] * H + cols[None, :], vals.to(tbuf_ptr.dtype.element_ty),
+                     mask=sel[:, None] & cm[None, :])
+            if QUANT_FP8:
+                tl.store(dl.symm_at(tscales_ptr, d) + row[:, None] * HG + grp[None, :], scale,
+                         mask=sel[:, None] & (grp < HG)[None, :])
+        if h == 0:
+            rk = row[:, None] * TOPK + j[None, :]
+            tl.store(dl.symm_at(ridx_ptr, d) + rk, g, mask=mk)
+            tl.store(dl.symm_at(rw_ptr, d) + rk, wv, mask=mk)
+        dl.notify(arrived_ptr, d, 1, "add", "intra_node")
+
+
+@triton_dist.jit
+def ep_normal_ids_kernel(ridx_ptr, tcounts_ptr, lids_ptr, TOPK, TMAX, E_LOC, rank, WORLD: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    """Program ``b``: entries ``[b * BLOCK, +BLOCK)`` of the virtual pair list ``q = (s * TMAX + t) * TOPK + j`` of
+    every source ``s``'s token slots (``WORLD * TMAX * TOPK``). ``lids[q]`` (int32) = the LOCAL expert of the slot
+    (``id - rank * E_LOC``) where the slot is present (``t < tcounts[s]``, this call's token of ``s``) and its
+    expert is on this rank; else ``E_LOC`` (out of range for the route kernels: such pairs get rows after every
+    expert's, never computed nor combined). ``ridx``: the routing rows received (this call's parity)."""
+    q = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    n = WORLD * TMAX * TOPK
+    inb = q < n
+    s = q // (TMAX * TOPK)
+    t = (q // TOPK) % TMAX
+    present = inb & (t < tl.load(tcounts_ptr + s, mask=inb, other=0))
+    g = tl.load(ridx_ptr + q, mask=present, other=-1)
+    here = present & (g >= rank * E_LOC) & (g < (rank + 1) * E_LOC)
+    tl.store(lids_ptr + q, tl.where(here, g - rank * E_LOC, E_LOC), mask=inb)
+
+
+@triton_dist.jit
+def ep_normal_combine_send_kernel(eo_ptr, lids_ptr, dest_ptr, rw_ptr, tcounts_ptr, cbuf_ptr, arrived_ptr, TOPK, E_LOC,
+                                  H, stride_eo, TMAX, NBT, rank, WORLD: tl.constexpr, BLOCK_T: tl.constexpr,
+                                  BLOCK_H: tl.constexpr):
+    """Program ``(s * NBT + b, h)``: tokens ``[b * BLOCK_T, +BLOCK_T)`` of source ``s`` (programs past its
+    ``tcounts[s]`` tokens return at once), columns of chunk ``h``. For each token with at least one slot on this
+    rank (``lids < E_LOC``): the partial ``sum_j rw[s, t, j] * expert_out[dest[q(s, t, j)]]`` over those slots, in
+    slot order, fp32, rounded once to ``cbuf``'s dtype and stored to row ``(rank, t)`` of ``cbuf [WORLD, TMAX, H]``
+    on ``s``. Then ``arrived += 1`` on ``s`` (one unit per program with tokens of ``s``, rows or not: ``s`` expects
+    ``WORLD * cdiv(T_s, BLOCK_T) * NCHUNK``; release)."""
+    pid = tl.program_id(0)
+    h = tl.program_id(1)
+    s = pid // NBT
+    b = pid % NBT
+    tc = tl.load(tcounts_ptr + s)
+    if b * BLOCK_T < tc:
+        t = b * BLOCK_T + tl.arange(0, BLOCK_T)
+        tv = t < tc
+        vt = (s * TMAX + t).to(tl.int64)
+        cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+        cm = cols < H
+        acc = tl.zeros((BLOCK_T, BLOCK_H), dtype=tl.float32)
+        here = t < 0
+        for j in range(0, TOPK):
+            lid = tl.load(lids_ptr + vt * TOPK + j, mask=tv, other=E_LOC)
+            m = tv & (lid < E_LOC)
+            r = tl.load(dest_ptr + vt * TOPK + j, mask=m, other=0).to(tl.int64)
+            w = tl.load(rw_ptr + vt * TOPK + j, mask=m, other=0.0).to(tl.float32)
+            v = tl.load(eo_ptr + r[:, None] * stride_eo + cols[None, :], mask=m[:, None] & cm[None, :], other=0.0)
+            acc += w[:, None] * v.to(tl.float32)
+            here = here | m
+        row = rank * TMAX + t.to(tl.int64)
+        tl.store(dl.symm_at(cbuf_ptr, s) + row[:, None] * H + cols[None, :], acc.to(cbuf_ptr.dtype.element_ty),
+                 mask=here[:, None] & cm[None, :])
+        dl.notify(arrived_ptr, s, 1, "add", "intra_node")
+
+
+@triton_dist.jit
+def ep_normal_combine_reduce_kernel(cbuf_ptr, ids_ptr, out_ptr, TOPK, E, E_LOC, H, stride_out, TMAX,
+                                    WORLD: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Program ``(t, h)``: ``out[t, cols] = sum_d cbuf[d, t, cols]`` over the ranks ``d`` in order ``0 .. WORLD - 1``
+    that hold at least one of token ``t``'s in-range experts (``ids [T, TOPK]`` int64: the routing copied at
+    dispatch), fp32 accumulation, rounded once to ``out``'s dtype (``cbuf [WORLD, TMAX, H]``: the partials the
+    experts' ranks sent back)."""
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    j = tl.arange(0, BLOCK_K)
+    g = tl.load(ids_ptr + t.to(tl.int64) * TOPK + j, mask=j < TOPK, other=-1)
+    dest = tl.where((g >= 0) & (g < E), g // E_LOC, -1)
+    acc = tl.zeros((BLOCK_H, ), dtype=tl.float32)
+    for d in tl.static_range(WORLD):
+        if tl.sum((dest == d).to(tl.int32), axis=0) > 0:
+            acc += tl.load(cbuf_ptr + (d * TMAX + t).to(tl.int64) * H + cols, mask=cm, other=0.0).to(tl.float32)
+    tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
+
+
 __all__ = ["ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
-           "ep_combine_reduce_kernel"]
+           "ep_combine_reduce_kernel", "ep_normal_enter_kernel", "ep_normal_send_kernel", "ep_normal_ids_kernel",
+           "ep_normal_combine_send_kernel", "ep_normal_combine_reduce_kernel"]

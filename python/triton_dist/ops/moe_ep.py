@@ -28,7 +28,8 @@ import torch
 import triton
 
 from ..kernels import moe_ep as _k
-from ..kernels.moe_route import route_block_scan_kernel, route_count_kernel
+from ..kernels.moe_route import (route_block_scan_kernel, route_count_kernel, route_expert_scan_kernel,
+                                 route_scatter_kernel)
 from .context import Context, capturing, check_ctx, check_method
 from .moe_layout import BLOCKS_CHUNK, EXPERTS_CHUNK, QUANT_GROUP, ROUTE_BLOCK, check_expert_ids, check_routing
 
@@ -37,9 +38,12 @@ EP_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 #: the ``quant`` values of :func:`create_ep_ctx`: the rows travel as they are, or as fp8 e4m3 with one fp32 scale per
 #: 128 columns (quantised on the sender: half the bytes of bf16 on the wire, and the grouped GEMM runs in fp8)
 EP_QUANT = (None, "fp8")
-#: the methods of the EP context: ``push`` (counts exchange, then every rank pushes its pairs' rows into the experts'
-#: ranks and raises an arrival count); ``auto`` picks it
-EP_METHODS = ("push", )
+#: the methods of the EP context: ``push`` (counts exchange, then every rank pushes each (token, slot) pair's row
+#: into its expert's rank and raises an arrival count: the layout is built by the senders; a token routed to ``m``
+#: experts of one rank crosses ``m`` times) and ``normal`` (the bandwidth mode for prefill: every token crosses ONCE
+#: to each rank holding one of its experts, with its routing row; the receiver builds its layout locally, and
+#: combine sends back one partial sum per (token, rank)); ``auto`` picks ``push`` (its rule awaits GPU measurements)
+EP_METHODS = ("push", "normal")
 #: the most experts a context holds (the exchange kernel keeps one count per expert in registers)
 MAX_EXPERTS = 4096
 
@@ -53,6 +57,7 @@ class EPHandle:
     parity: int
     num_tokens: int
     captured: bool = False
+    method: str = "push"
     combined: bool = field(default=False, compare=False)
 
 
@@ -65,8 +70,21 @@ class EPContext(Context):
     op = "ep_dispatch"
 
     def __init__(self, max_tokens: int, hidden: int, topk: int, num_experts: int, dtype: torch.dtype, *,
-                 method: str = "auto", block_h: int = None, quant: str = None):
+                 method: str = "auto", methods=None, block_h: int = None, quant: str = None):
         fac = "create_ep_ctx"
+        if not isinstance(method, str) or method not in ("auto", ) + EP_METHODS:
+            raise ValueError(f"{fac}: method={method!r} (the calls' default); accepted: 'auto', "
+                             f"{', '.join(map(repr, EP_METHODS))}")
+        if isinstance(methods, str):
+            methods = (methods, )
+        if methods is not None:
+            methods = tuple(methods)
+            if not methods or any(not isinstance(m, str) or m not in EP_METHODS for m in methods):
+                raise ValueError(f"{fac}: methods={methods!r}: the methods to allocate buffers for, a non-empty "
+                                 f"subset of {EP_METHODS}")
+            if method != "auto" and method not in methods:
+                raise ValueError(f"{fac}: the default method={method!r} is not among methods={methods}")
+            methods = tuple(m for m in EP_METHODS if m in methods)  # one order on every rank (fingerprinted)
         for name, v in (("max_tokens", max_tokens), ("hidden", hidden), ("topk", topk), ("num_experts", num_experts)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{fac}: {name}={v!r} must be a positive int")
@@ -85,7 +103,7 @@ class EPContext(Context):
                 raise ValueError(f"{fac}: quant='fp8' needs block_h ({block_h}) to be a multiple of {QUANT_GROUP}")
         super().__init__(max_tokens * hidden, dtype, EP_DTYPES, fingerprint_extra=(max_tokens, hidden, topk,
                                                                                    num_experts, block_h, quant),
-                         methods=EP_METHODS, all_methods=EP_METHODS, method=method)
+                         methods=methods, all_methods=EP_METHODS, method=method)
         W = self.world_size
         if num_experts % W:
             raise ValueError(f"{fac}: num_experts={num_experts} must be a multiple of the world size {W} (every rank "
@@ -102,6 +120,11 @@ class EPContext(Context):
         self.quant = quant
         self.block_h = block_h or (256 if self.on_gpu else (QUANT_GROUP if quant else 16))
         self.nchunk = max(1, triton.cdiv(hidden, self.block_h))
+        #: ``normal``: tokens per program of the send and combine-send kernels, and pairs per program of the
+        #: receiver's id kernel (small on the simulator, so that several programs run at toy sizes)
+        self.token_block = 32 if self.on_gpu else 4
+        self.ids_block = 1024 if self.on_gpu else 64
+        has_push, has_normal = "push" in self.methods, "normal" in self.methods
         u = self._utils
         sym = []
 
@@ -110,23 +133,44 @@ class EPContext(Context):
             sym.append(t)
             return t
 
+        def layout(shape, dt):  # the returned layout: push's senders write it remotely, normal's receiver locally
+            return symmetric(shape, dt) if has_push else torch.zeros(shape, dtype=dt, device=dev)
+
         E, dev = num_experts, self.device
+        HG = hidden // QUANT_GROUP
         #: the rows' dtype on the wire and in the returned layout
         self.token_dtype = torch.float8_e4m3fn if quant == "fp8" else dtype
-        self.recv_tokens = symmetric((2, self.rows, hidden), self.token_dtype)
-        self.recv_scales = symmetric((2, self.rows, hidden // QUANT_GROUP), torch.float32) if quant else None
-        self.recv_meta = symmetric((2, self.rows), torch.int32)
-        self.combine_buf = symmetric((2, self.pairs, hidden), dtype)
-        self.counts = symmetric((2, W, E), torch.int32)
-        self.counts_ready = symmetric((2, W), torch.int64)  # [e % 2, source]: slots by the device epoch
-        # arrival counters (rows x column chunks): [0] dispatch, [1 + parity] combine of that buffer set
+        self.recv_tokens = layout((2, self.rows, hidden), self.token_dtype)
+        self.recv_scales = layout((2, self.rows, HG), torch.float32) if quant else None
+        # both methods: the exchange signals [e % 2, source] (slots by the device epoch), the arrival counters
+        # ([0] dispatch, [1 + parity] combine of that buffer set) and their running totals, the epoch counter
+        self.counts_ready = symmetric((2, W), torch.int64)
         self.arrived = symmetric((3, ), torch.int64)
+        if has_push:
+            self.recv_meta = symmetric((2, self.rows), torch.int32)
+            self.combine_buf = symmetric((2, self.pairs, hidden), dtype)
+            self.counts = symmetric((2, W, E), torch.int32)
+        if has_normal:
+            # received, per buffer parity: every source's tokens routed here (row (source, token)), every source's
+            # routing rows (global id, E when out of range; weight); the token counts (slot by the device epoch);
+            # sent back: one partial row per (expert rank, token)
+            self.tbuf = symmetric((2, W, max_tokens, hidden), self.token_dtype)
+            self.tscales = symmetric((2, W, max_tokens, HG), torch.float32) if quant else None
+            self.ridx = symmetric((2, W, max_tokens, topk), torch.int32)
+            self.rw = symmetric((2, W, max_tokens, topk), torch.float32)
+            self.cbuf = symmetric((2, W, max_tokens, hidden), dtype)
+            self.tcnt = symmetric((2, W), torch.int32)
+            # local, per buffer parity: the sources' token counts of the call, the local expert of every virtual
+            # pair (source, token, slot) and its row in the layout
+            self.tcounts = torch.zeros((2, W), dtype=torch.int32, device=dev)
+            self.lids = torch.zeros((2, self.rows), dtype=torch.int32, device=dev)
+            self.dest_rows = torch.zeros((2, self.rows), dtype=torch.int32, device=dev)
         for t in (self.counts_ready, self.arrived):
             t.zero_()
         self._symmetric += sym
         self.counter = torch.zeros(1, dtype=torch.int64, device=dev)
         self.expect = torch.zeros(3, dtype=torch.int64, device=dev)  # running totals the arrival waits expect
-        self.send_base = torch.zeros(E, dtype=torch.int32, device=dev)
+        self.send_base = torch.zeros(E, dtype=torch.int32, device=dev) if has_push else None
         self.offsets = torch.zeros((2, self.experts_per_rank), dtype=torch.int32, device=dev)
         # each dispatch's routing as combine will use it (a copy: the caller may refill its router tensors in place
         # while the dispatch is in flight)
@@ -134,6 +178,7 @@ class EPContext(Context):
         self.routed_w = torch.zeros((2, max_tokens, topk), dtype=torch.float32, device=dev)
         self._stream = None
         self._tag = num_experts % (1 << 24)
+        self._tag_normal = (num_experts + (1 << 23)) % (1 << 24)  # never push's: a method mismatch is reported
         self._next_parity = 0
         self._pending = []  # handles dispatched and not combined yet, oldest first
         self._finish_init()
@@ -154,20 +199,29 @@ class EPContext(Context):
     def _resolve(self, op: str, method) -> str:
         m = self._call_method(method)
         check_method(op, m, ("auto", ) + EP_METHODS)
-        return "push" if m == "auto" else m
+        if m == "auto":  # push where allocated: auto's rule awaits GPU measurements (docs/moe.md)
+            m = "push" if "push" in self.methods else "normal"
+        if m not in self.methods:
+            raise ValueError(f"{op}: method={m!r} was not allocated by this context (created with "
+                             f"methods={self.methods}); create it with that method included")
+        return m
 
 
 def create_ep_ctx(max_tokens: int, hidden: int, topk: int, num_experts: int, dtype: torch.dtype = torch.bfloat16, *,
-                  method: str = "auto", block_h: int = None, quant: str = None) -> EPContext:
+                  method: str = "auto", methods=None, block_h: int = None, quant: str = None) -> EPContext:
     """Collective: the buffers of :func:`ep_dispatch` / :func:`ep_combine` for up to ``max_tokens`` tokens per rank
     and call, ``hidden`` columns, ``topk`` slots per token, ``num_experts`` experts over the world (a multiple of the
     world size; rank ``r`` holds experts ``[r * E / world, (r + 1) * E / world)``), token ``dtype`` (bf16 / fp16 /
     fp32). Allocates ``2 x world x max_tokens x topk`` rows of ``hidden`` for receiving and ``2 x max_tokens x topk``
     for combining. ``quant="fp8"``: the dispatch quantises each row on the sender to fp8 e4m3 with one fp32 scale per
     128 columns (``hidden`` a multiple of 128) and returns the scales (``group_gemm``'s ``scale_a``); combine stays in
-    ``dtype``. ``block_h``: columns per program of the copies (default 256 on a GPU). Every rank must create it with
-    the same arguments (checked: ``ValueError`` on every rank)."""
-    return EPContext(max_tokens, hidden, topk, num_experts, dtype, method=method, block_h=block_h, quant=quant)
+    ``dtype``. ``block_h``: columns per program of the copies (default 256 on a GPU). ``method``: the calls' default
+    (``"auto"``, ``"push"``, ``"normal"``; see :data:`EP_METHODS`); ``methods``: the methods to allocate buffers for
+    (default: all; ``normal`` adds ``4 x world x max_tokens x hidden`` elements of send / combine buffers, so a
+    context that never calls it can leave it out). Every rank must create it with the same arguments (checked:
+    ``ValueError`` on every rank)."""
+    return EPContext(max_tokens, hidden, topk, num_experts, dtype, method=method, methods=methods, block_h=block_h,
+                     quant=quant)
 
 
 create_ep_context = create_ep_ctx
@@ -214,7 +268,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx.op = op  # names this call in a simulator rank error of its kernels
-    ctx._resolve(op, method)
+    m = ctx._resolve(op, method)
     ctx._check_stream(op)
     if capturing() and any(not h.captured for h in ctx._pending):
         raise ValueError(f"{op}: a CUDA-graph capture must start with no dispatch in flight on this context (an "
@@ -225,11 +279,26 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
                          f"context double-buffers): call ep_combine on the older handle first")
     if check_ids and not capturing():
         check_expert_ids(op, topk_idx, ctx.num_experts)
-    ctx._check_peers(op, (op, len(ctx._pending)))
+    ctx._check_peers(op, (op, len(ctx._pending), m))
+    T = x.shape[0]
+    par = ctx._next_parity
+    ctx.routed_idx[par, :T].copy_(topk_idx)
+    ctx.routed_w[par, :T].copy_(topk_weights)
+    if m == "push":
+        _dispatch_push(ctx, x, topk_idx, par)
+    else:
+        _dispatch_normal(ctx, x, par)
+    ctx._next_parity ^= 1
+    handle = EPHandle(ctx.handle, par, T, captured=capturing(), method=m)
+    ctx._pending.append(handle)
+    return ctx.recv_tokens[par], ctx.offsets[par], ctx.recv_scales[par] if ctx.quant else None, handle
+
+
+def _dispatch_push(ctx, x, topk_idx, par):
+    """Method ``push``'s four launches (docs/moe.md): count, exchange, push, arrival wait."""
     T, H = x.shape
     k, E, W = ctx.topk, ctx.num_experts, ctx.world_size
     P = T * k
-    par = ctx._next_parity
     dev = x.device
     nb = max(1, triton.cdiv(P, ROUTE_BLOCK))
     counts = torch.empty((E + 1, nb), dtype=torch.int32, device=dev)
@@ -241,8 +310,6 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
         ctx._launch_plain(route_block_scan_kernel, (E + 1, ), (counts, base, totals, nb), BLOCKS_CHUNK=BLOCKS_CHUNK)
     else:  # no tokens on this rank: it still publishes its (zero) counts and receives its experts' rows
         totals.zero_()
-    ctx.routed_idx[par, :T].copy_(topk_idx)
-    ctx.routed_w[par, :T].copy_(topk_weights)
     block_e = triton.next_power_of_2(E)
     ctx._launch_plain(_k.ep_exchange_kernel, (1, ),
                       (totals, ctx.counts, ctx.counts_ready, ctx.counter, ctx.send_base, ctx.offsets[par],
@@ -256,10 +323,58 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
                           WORLD=W, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, QUANT_FP8=ctx.quant == "fp8",
                           num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
-    ctx._next_parity ^= 1
-    handle = EPHandle(ctx.handle, par, T, captured=capturing())
-    ctx._pending.append(handle)
-    return ctx.recv_tokens[par], ctx.offsets[par], ctx.recv_scales[par] if ctx.quant else None, handle
+
+
+def _dispatch_normal(ctx, x, par):
+    """Method ``normal`` (docs/moe.md): enter (token counts + the handshake), send (each token once per rank holding
+    one of its experts, and every token's routing row to every rank), arrival wait, then this rank's layout built
+    locally from the routing rows received: virtual pair ids, and the route kernels of ``moe_route``."""
+    T, H = x.shape
+    k, E, W, E_loc = ctx.topk, ctx.num_experts, ctx.world_size, ctx.experts_per_rank
+    dev = x.device
+    warps = 4 if ctx.on_gpu else 1
+    BT = ctx.token_block
+    ctx._launch_plain(_k.ep_normal_enter_kernel, (1, ),
+                      (ctx.tcnt, ctx.counts_ready, ctx.counter, ctx.tcounts[par], ctx.expect, ctx._tag_normal, T,
+                       ctx.nchunk, par, ctx.rank),
+                      WORLD=W, WORLD_P2=triton.next_power_of_2(W), BLOCK_T=BT, num_warps=1)
+    fp8 = ctx.quant == "fp8"
+    if T:
+        ctx._launch_plain(_k.ep_normal_send_kernel, (triton.cdiv(T, BT), ctx.nchunk),
+                          (x, ctx.routed_idx[par], ctx.routed_w[par], ctx.tbuf[par],
+                           ctx.tscales[par] if fp8 else ctx.rw[par], ctx.ridx[par], ctx.rw[par], ctx.arrived, T, k, E,
+                           E_loc, H, x.stride(0), ctx.max_tokens, ctx.rank),
+                          WORLD=W, BLOCK_T=BT, BLOCK_K=triton.next_power_of_2(k), BLOCK_H=ctx.block_h,
+                          QUANT_FP8=fp8, num_warps=warps)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
+    P = ctx.rows  # the virtual pairs: every source's max_tokens x topk slots
+    lids, dest = ctx.lids[par], ctx.dest_rows[par]
+    ctx._launch_plain(_k.ep_normal_ids_kernel, (triton.cdiv(P, ctx.ids_block), ),
+                      (ctx.ridx[par], ctx.tcounts[par], lids, k, ctx.max_tokens, E_loc, ctx.rank),
+                      WORLD=W, BLOCK=ctx.ids_block, num_warps=warps)
+    nb = triton.cdiv(P, ROUTE_BLOCK)
+    counts = torch.empty((E_loc + 1, nb), dtype=torch.int32, device=dev)
+    base = torch.empty_like(counts)
+    totals = torch.empty(E_loc + 1, dtype=torch.int32, device=dev)
+    starts = torch.empty_like(totals)
+    ctx._launch_plain(route_count_kernel, (nb, ), (lids, counts, P, E_loc, nb), BLOCK=ROUTE_BLOCK,
+                      EXPERTS_CHUNK=EXPERTS_CHUNK)
+    ctx._launch_plain(route_block_scan_kernel, (E_loc + 1, ), (counts, base, totals, nb), BLOCKS_CHUNK=BLOCKS_CHUNK)
+    ctx._launch_plain(route_expert_scan_kernel, (1, ), (totals, starts, ctx.offsets[par], E_loc),
+                      EXPERTS_CHUNK=EXPERTS_CHUNK)
+    tokens = ctx.recv_tokens[par]
+    src = ctx.tbuf[par].view(W * ctx.max_tokens, H)
+    ctx._launch_plain(route_scatter_kernel, (nb, ctx.nchunk),
+                      (src, lids, base, starts, tokens, dest, tokens, P, k, E_loc, nb, H, H, H, H),
+                      BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, QUANT_FP8=False, ROUTED_ONLY=True, num_warps=warps)
+    if fp8:  # the scales travel beside the codes: the same rows, one scale per QUANT_GROUP columns
+        HG = H // QUANT_GROUP
+        sc = ctx.recv_scales[par]
+        ctx._launch_plain(route_scatter_kernel, (nb, 1),
+                          (ctx.tscales[par].view(W * ctx.max_tokens, HG), lids, base, starts, sc, dest, sc, P, k,
+                           E_loc, nb, HG, HG, HG, HG),
+                          BLOCK=ROUTE_BLOCK, BLOCK_H=triton.next_power_of_2(HG), QUANT_FP8=False, ROUTED_ONLY=True,
+                          num_warps=warps)
 
 
 @torch.compiler.disable
@@ -267,15 +382,21 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
                method: str = None) -> torch.Tensor:
     """Collective: send the experts' output rows back and return ``out [T, H]`` with ``out[t] = sum_j
     topk_weights[t, j] * f_{topk_idx[t, j]}(x[t])`` for this rank's tokens of the dispatch that made ``handle``
-    (slots whose expert id was out of range left out), summed in slot order in fp32 and rounded once:
-    deterministic. ``expert_out [ctx.rows, H]`` in the context's dtype: row ``r`` is the output of received row
-    ``r`` (e.g. the grouped GEMMs over ``tokens``); rows past ``expert_offsets[-1]`` are not read. Handles are
-    combined in dispatch order, each once. Execution: three launches on the current stream, no host
-    synchronisation; the second waits until every expert's rank sent this rank's rows back."""
+    (slots whose expert id was out of range left out), accumulated in fp32: deterministic. Method ``push`` sums the
+    slots in slot order and rounds once; ``normal`` (the dispatch's method: combine always runs it) sums each expert
+    rank's slots of the token in slot order into one partial on that rank, rounds it to the context's dtype, and
+    sums the partials in rank order, rounding once more (an fp32 context gets push's result). ``expert_out
+    [ctx.rows, H]`` in the context's dtype: row ``r`` is the output of received row ``r`` (e.g. the grouped GEMMs
+    over ``tokens``); rows past ``expert_offsets[-1]`` are not read. ``method``: None or ``"auto"`` (the
+    dispatch's), else it must name the dispatch's method. Handles are combined in dispatch order, each once.
+    Execution: three launches on the current stream, no host synchronisation; the second waits until every
+    expert's rank sent this rank's rows (push) or partials (normal) back."""
     op = "ep_combine"
     check_ctx(op, ctx, EPContext, "create_ep_ctx")
     ctx._check_open(op)
-    ctx._resolve(op, method)
+    asked = None if method is None else ctx._call_method(method)
+    if asked is not None:
+        check_method(op, asked, ("auto", ) + EP_METHODS)
     ctx._check_stream(op)
     if not isinstance(handle, EPHandle) or handle.ctx_handle != ctx.handle:
         raise ValueError(f"{op}: handle must be the EPHandle that ep_dispatch returned for this context, got "
@@ -285,6 +406,9 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     if not ctx._pending or ctx._pending[0] is not handle:
         raise ValueError(f"{op}: handles are combined in dispatch order: an older dispatch on this context is not "
                          f"combined yet")
+    if asked not in (None, "auto", handle.method):
+        raise ValueError(f"{op}: method={method!r}, but this handle was dispatched with method={handle.method!r} "
+                         f"(combine runs its dispatch's method: leave method=None)")
     H = ctx.hidden
     if not isinstance(expert_out, torch.Tensor) or tuple(expert_out.shape) != (ctx.rows, H):
         raise ValueError(f"{op}: expert_out must be [{ctx.rows}, {H}] (one row per row of the dispatched layout), got "
@@ -300,9 +424,14 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
             out.stride(1) != 1 or out.dtype not in EP_DTYPES:
         raise ValueError(f"{op}: out must be a bf16 / fp16 / fp32 [{T}, {H}] tensor on {expert_out.device} with unit "
                          f"column stride")
-    ctx._check_peers(op, (op, len(ctx._pending)))
+    ctx._check_peers(op, (op, len(ctx._pending), handle.method))
     ctx.op = op
     par = handle.parity
+    if handle.method == "normal":
+        _combine_normal(ctx, expert_out, out, par, T)
+        handle.combined = True
+        ctx._pending.pop(0)
+        return out
     nrb = triton.cdiv(ctx.rows, ROUTE_BLOCK)
     ctx._launch_plain(_k.ep_combine_send_kernel, (nrb, ctx.nchunk),
                       (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1 + par:], H,
@@ -317,6 +446,25 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     handle.combined = True
     ctx._pending.pop(0)
     return out
+
+
+def _combine_normal(ctx, expert_out, out, par, T):
+    """Method ``normal``'s combine: one partial row per (source, token) routed here sent back to the source, the
+    arrival wait, the sum of this rank's tokens' partials in rank order."""
+    W, H, BT = ctx.world_size, ctx.hidden, ctx.token_block
+    warps = 4 if ctx.on_gpu else 1
+    nbt = triton.cdiv(ctx.max_tokens, BT)
+    ctx._launch_plain(_k.ep_normal_combine_send_kernel, (W * nbt, ctx.nchunk),
+                      (expert_out, ctx.lids[par], ctx.dest_rows[par], ctx.rw[par], ctx.tcounts[par], ctx.cbuf[par],
+                       ctx.arrived[1 + par:], ctx.topk, ctx.experts_per_rank, H, expert_out.stride(0), ctx.max_tokens,
+                       nbt, ctx.rank),
+                      WORLD=W, BLOCK_T=BT, BLOCK_H=ctx.block_h, num_warps=warps)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par:], ctx.expect[1 + par:]), num_warps=1)
+    if T:
+        ctx._launch_plain(_k.ep_normal_combine_reduce_kernel, (T, ctx.nchunk),
+                          (ctx.cbuf[par], ctx.routed_idx[par], out, ctx.topk, ctx.num_experts, ctx.experts_per_rank,
+                           H, out.stride(0), ctx.max_tokens),
+                          WORLD=W, BLOCK_K=triton.next_power_of_2(ctx.topk), BLOCK_H=ctx.block_h, num_warps=warps)
 
 
 __all__ = ["EPContext", "EPHandle", "create_ep_ctx", "create_ep_context", "ep_dispatch", "ep_combine", "EP_DTYPES",
