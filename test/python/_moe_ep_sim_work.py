@@ -4,7 +4,9 @@ returns a list of failure strings (empty = pass) and a count of checks.
 Every rank derives every rank's tokens and routing from the same seeds, so each checks its received layout against
 a plain torch reference of the whole world, and its combined output against ``sum_j w[t, j] * (g_j + 1) * x[t]``:
 expert ``g`` scales its rows by ``g + 1``, so a row sent to the wrong expert, combined into the wrong token or with
-the wrong weight fails. Values are small integers and weights multiples of 1/8: every sum is exact."""
+the wrong weight fails. Values are small integers and weights multiples of 1/8: every sum is exact in fp32. Method
+``normal`` rounds each expert rank's partial sum to the context's dtype before the source sums them (in rank order):
+its reference rounds the same way (exact for fp32, and the documented rounding for bf16)."""
 from __future__ import annotations
 
 import torch
@@ -59,6 +61,26 @@ def _reference_layout(inputs, rank, e_loc):
     return (torch.stack(rows) if rows else torch.empty((0, H), dtype=inputs[0][0].dtype)), offs
 
 
+def _want(ctx, x, idx, w, method):
+    """The combined output of ``x`` routed by ``idx`` (every id in range) with weights ``w``, expert ``g`` scaling by
+    ``g + 1``, as ``method`` rounds it: push sums every slot in fp32 and rounds once; normal rounds each expert
+    rank's partial (its slots, in fp32) to the context's dtype, sums the partials in fp32 in rank order and rounds
+    again."""
+    want = torch.zeros(x.shape, dtype=torch.float32)
+    if method != "normal":
+        for j in range(idx.shape[1]):
+            want += w[:, j:j + 1] * (idx[:, j:j + 1].float() + 1) * x.float()
+        return want.to(ctx.dtype)
+    e_loc = ctx.experts_per_rank
+    for d in range(ctx.world_size):
+        part = torch.zeros(x.shape, dtype=torch.float32)
+        for j in range(idx.shape[1]):
+            on_d = (idx[:, j:j + 1].long() // e_loc == d).float()
+            part += on_d * w[:, j:j + 1] * (idx[:, j:j + 1].float() + 1) * x.float()
+        want += part.to(ctx.dtype).float()
+    return want.to(ctx.dtype)
+
+
 def _check_call(ctx, rank, world, inputs, tokens, offsets, handle, tag, out=None):
     from triton_dist import ops
 
@@ -77,26 +99,24 @@ def _check_call(ctx, rank, world, inputs, tokens, offsets, handle, tag, out=None
         expert_out[start:end] = tokens[start:end] * (rank * e_loc + le + 1)
         start = end
     y = ops.ep_combine(expert_out, handle, ctx, out=out)
-    x, idx, w = inputs[rank]
-    want = torch.zeros(x.shape, dtype=torch.float32)
-    for j in range(idx.shape[1]):
-        want += w[:, j:j + 1] * (idx[:, j:j + 1].float() + 1) * x.float()
-    if not torch.equal(y.float(), want.to(ctx.dtype).float()):
+    want = _want(ctx, *inputs[rank], handle.method).float()
+    if not torch.equal(y.float(), want):
         fails.append(f"{tag}: combined output differs (max err {(y.float() - want).abs().max().item() if y.numel() else 0})")
     return fails
 
 
-def dispatch_combine_cases(world_cases):
+def dispatch_combine_cases(world_cases, method="push"):
     """``world_cases``: list of (E, k, H, max_tokens, dtype name, mode, uneven). For each: one dispatch + combine
     checked, then two dispatches in flight (both buffer sets) combined in order, and a third round on the first
-    buffer set again."""
+    buffer set again; ``method`` is the context's default. With ``normal``, the first round's inputs are dispatched
+    again with ``method="push"`` on the same context: the two layouts must be equal bit for bit."""
     from triton_dist import ops
 
     rank, world = _init()
     fails, checks = [], 0
     for ci, (E, k, H, max_tokens, dtname, mode, uneven) in enumerate(world_cases):
         dtype = getattr(torch, dtname)
-        ctx = ops.create_ep_ctx(max_tokens, H, k, E, dtype)
+        ctx = ops.create_ep_ctx(max_tokens, H, k, E, dtype, method=method)
         try:
             for rnd, seeds in enumerate(([ci * 10 + 1], [ci * 10 + 2, ci * 10 + 3], [ci * 10 + 4])):
                 calls = []
@@ -110,22 +130,49 @@ def dispatch_combine_cases(world_cases):
                     # snapshot now: with two dispatches in flight the views stay valid until the dispatch after next
                     calls.append((inputs, tokens.clone(), offsets.clone(), handle))
                 for inputs, tokens, offsets, handle in calls:
+                    if handle.method != method:
+                        fails.append(f"case {ci}: dispatched with {handle.method}, the context's default is {method}")
                     fails += _check_call(ctx, rank, world, inputs, tokens, offsets, handle,
-                                         f"case {ci} E={E} k={k} {dtname} {mode} round {rnd}")
+                                         f"case {ci} E={E} k={k} {dtname} {mode} {method} round {rnd}")
                     checks += 1
+                if rnd == 0 and method == "normal":
+                    inputs, tokens, offsets, _ = calls[0]
+                    fails += _same_layout_as_push(ctx, inputs[rank], tokens, offsets, None, f"case {ci}")
         finally:
             ctx.close()
     return fails, checks
 
 
-def bad_input_cases():
-    """Every bad input raises ValueError before any launch, on every rank, and the context still works after."""
+def _same_layout_as_push(ctx, inputs, tokens, offsets, scales, tag):
+    """Dispatch ``inputs`` (this rank's) with ``method="push"`` on ``ctx`` and compare its layout with ``normal``'s
+    (``tokens``, ``offsets``, ``scales``: snapshots): offsets equal, the rows of the experts (and their fp8 scales)
+    equal bit for bit. Combines the push dispatch (zero outputs)."""
+    from triton_dist import ops
+
+    t2, o2, s2, h2 = ops.ep_dispatch(*inputs, ctx, method="push")
+    fails = []
+    if h2.method != "push":
+        fails.append(f"{tag}: method='push' dispatched with {h2.method}")
+    n = int(offsets[-1])
+    if not torch.equal(o2, offsets):
+        fails.append(f"{tag}: normal's offsets {offsets.tolist()} != push's {o2.tolist()}")
+    elif not torch.equal(t2[:n].view(torch.uint8), tokens[:n].view(torch.uint8)):
+        fails.append(f"{tag}: normal's rows differ from push's")
+    elif scales is not None and not torch.equal(s2[:n], scales[:n]):
+        fails.append(f"{tag}: normal's fp8 scales differ from push's")
+    ops.ep_combine(torch.zeros((ctx.rows, ctx.hidden), dtype=ctx.dtype), h2, ctx)
+    return fails
+
+
+def bad_input_cases(method="push"):
+    """Every bad input raises ValueError before any launch, on every rank, and the context (default ``method``) still
+    works after."""
     from triton_dist import ops
     from triton_dist.ops.context import capturing
 
     rank, world = _init()
     E, k, H, T = 2 * world, 2, 32, 6
-    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32, method=method)
     fails = []
     x, idx, w = _rank_inputs(7, rank, T, H, k, E, torch.float32, "random")
 
@@ -149,6 +196,12 @@ def bad_input_cases():
     expect(lambda: ops.ep_dispatch(x[:, :16].contiguous(), idx, w, ctx), ["hidden=32"], "wrong hidden")
     expect(lambda: ops.create_ep_ctx(T, H, k, 2 * world + 1, torch.float32), ["multiple of the world size"],
            "experts not a multiple")
+    expect(lambda: ops.create_ep_ctx(T, H, k, E, torch.float32, method="pull"), ["method='pull'"], "unknown method")
+    expect(lambda: ops.create_ep_ctx(T, H, k, E, torch.float32, method="normal", methods=("push", )),
+           ["not among methods"], "default method not allocated")
+    expect(lambda: ops.create_ep_ctx(T, H, k, E, torch.float32, methods=("push", "pull")), ["methods="],
+           "unknown method to allocate")
+    expect(lambda: ops.ep_dispatch(x, idx, w, ctx, method="pull"), ["method='pull'"], "unknown method per call")
     # the context still works, and combine misuse is refused
     t1, o1, _, h1 = ops.ep_dispatch(x, idx, w, ctx)
     t2, o2, _, h2 = ops.ep_dispatch(x, idx, w, ctx)
@@ -161,6 +214,11 @@ def bad_input_cases():
     y = ops.ep_combine(eo, h2, ctx)
     if y.abs().sum() != 0:
         fails.append("zero expert outputs did not combine to zeros")
+    # combine runs the dispatch's method: naming another one is refused
+    other = "push" if method == "normal" else "normal"
+    _, _, _, hm = ops.ep_dispatch(x, idx, w, ctx)
+    expect(lambda: ops.ep_combine(eo, hm, ctx, method=other), ["dispatched with method"], "combine method mismatch")
+    ops.ep_combine(eo, hm, ctx, method="auto")
     # a capture may hold two dispatches in flight, but may not start while an eager one is in flight
     from triton_dist.ops import moe_ep
 
@@ -184,9 +242,49 @@ def bad_input_cases():
         moe_ep.capturing = capturing
     inputs = [_rank_inputs(8, r, T, H, k, E, torch.float32, "random") for r in range(world)]
     tokens, offsets, _, handle = ops.ep_dispatch(*inputs[rank], ctx)
+    if handle.method != method:
+        fails.append(f"dispatched with {handle.method}, the context's default is {method}")
     fails += _check_call(ctx, rank, world, inputs, tokens.clone(), offsets.clone(), handle, "after errors")
     ctx.close()
+    if method == "normal":
+        fails += _one_method_contexts(rank, world)
     return fails, 1
+
+
+def _one_method_contexts(rank, world):
+    """``methods=`` allocates one method's buffers: the other is refused per call, ``auto`` picks the one there is;
+    and ranks that call different methods are reported at once (the two methods' exchange signals carry different
+    tags), not left waiting."""
+    from triton_dist import ops
+    from triton_dist.backends.sim.context import SimSignalMismatch
+
+    E, k, H, T = 2 * world, 2, 16, 3
+    fails = []
+    inputs = [_rank_inputs(9, r, T, H, k, E, torch.float32, "random") for r in range(world)]
+    for only in ("push", "normal"):
+        ctx = ops.create_ep_ctx(T, H, k, E, torch.float32, methods=[only])
+        other = "normal" if only == "push" else "push"
+        try:
+            ops.ep_dispatch(*inputs[rank], ctx, method=other)
+            fails.append(f"methods=({only!r},): method={other!r} was not refused")
+        except ValueError as exc:
+            if "not allocated" not in str(exc):
+                fails.append(f"methods=({only!r},): message {exc}")
+        tokens, offsets, _, handle = ops.ep_dispatch(*inputs[rank], ctx)
+        if handle.method != only:
+            fails.append(f"methods=({only!r},): auto ran {handle.method}")
+        fails += _check_call(ctx, rank, world, inputs, tokens.clone(), offsets.clone(), handle, f"only {only}")
+        ctx.close()
+    if world > 1:
+        ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+        try:
+            ops.ep_dispatch(*inputs[rank], ctx, method="push" if rank == 0 else "normal")
+            fails.append("ranks calling different methods: no error")
+        except SimSignalMismatch as exc:
+            if "ep_dispatch" not in str(exc):
+                fails.append(f"method mismatch: message {exc}")
+        ctx.close()
+    return fails
 
 
 def layer_case(E, k, H, inter, T):
@@ -229,13 +327,14 @@ def layer_case(E, k, H, inter, T):
     return fails, 2
 
 
-def fp8_case(E, k, H, T):
+def fp8_case(E, k, H, T, method="push"):
     """``quant="fp8"``: the received codes and scales are bit for bit those ``moe_route(quant="fp8")`` makes of the
-    reference rows (the same quantiser), and combine of the dequantised rows scaled per expert matches."""
+    reference rows (the same quantiser), and combine of the dequantised rows scaled per expert matches; with
+    ``normal`` they also equal push's of the same inputs bit for bit."""
     from triton_dist import ops
 
     rank, world = _init()
-    ctx = ops.create_ep_ctx(T, H, k, E, torch.bfloat16, quant="fp8")
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.bfloat16, quant="fp8", method=method)
     e_loc = ctx.experts_per_rank
     fails = []
     for seed in (1, 2):
@@ -258,6 +357,8 @@ def fp8_case(E, k, H, T):
             q, _, s, _ = ops.moe_route(ref_rows, one, torch.ones((n, 1)), 1, quant="fp8")
             if not torch.equal(tokens[:n].view(torch.uint8), q.view(torch.uint8)) or not torch.equal(scales[:n], s):
                 fails.append(f"seed {seed}: fp8 codes or scales differ from moe_route's")
+        if method == "normal":
+            tokens, offsets, scales = tokens.clone(), offsets.clone(), scales.clone()
         deq = tokens.float() * scales.repeat_interleave(128, dim=1)
         expert_out = torch.zeros((ctx.rows, H), dtype=torch.bfloat16)
         start = 0
@@ -271,6 +372,8 @@ def fp8_case(E, k, H, T):
             want += w[:, j:j + 1] * (idx[:, j:j + 1].float() + 1) * x.float()
         if y.numel() and ((y.float() - want).norm() / want.norm()).item() > 5e-2:
             fails.append(f"seed {seed}: combined fp8 rows off by {((y.float() - want).norm() / want.norm()).item()}")
+        if method == "normal":
+            fails += _same_layout_as_push(ctx, inputs[rank], tokens, offsets, scales, f"fp8 seed {seed}")
     ctx.close()
     return fails, 2
 
@@ -295,26 +398,31 @@ def _delay_first_waits(which, delay_s):
     return lambda: setattr(simctx.SimContext, "spin_wait", orig)
 
 
-def slow_rank_without_traffic(delay_s):
+def slow_rank_without_traffic(delay_s, method="push"):
     """Rank 1 has no tokens and rank 0 routes only to its own expert (the two ranks exchange no rows, so nothing but
     the count exchange orders them), and rank 1 is slow: before its first poll (rank 0 may then run a whole call
     ahead), and between its waits and its count loads. Then both with a buffer parity frozen as a CUDA graph
-    freezes it. Every call's offsets must be right; no false "ranks disagree", no hang."""
+    freezes it. Every call's offsets must be right; no false "ranks disagree", no hang.
+
+    ``normal``: every program of a sender and of a combine adds a unit on every rank it serves, rows or not, so a
+    rank with tokens orders every rank after its token-count exchange; only calls where no rank has tokens leave the
+    exchange alone. Its first call is one (rank 0 without tokens too: rank 0 runs the whole call and enters the next
+    while rank 1 has not read its signal yet), then rank 0 routes to its own expert, then to rank 1's."""
     from triton_dist import ops
 
     rank, world = _init()
     E, k, H, T = 2, 1, 16, 4
     fails = []
+    plan = (None, 0, 1) if method == "normal" else (0, 1, 0)  # rank 0's tokens go to expert `to` (None: no tokens)
     for frozen in (False, True):
-        ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+        ctx = ops.create_ep_ctx(T, H, k, E, torch.float32, method=method)
         restore = _delay_first_waits({1, 4}, delay_s) if rank == 1 else (lambda: None)
         try:
-            for call in range(3):
+            for call, to in enumerate(plan):
                 if frozen:
                     ctx._next_parity = 0
-                to = call % 2  # rank 0's tokens: its own expert, then rank 1's
-                x, idx = (torch.full((T, H), float(call + 1)), torch.full((T, k), to)) if rank == 0 else \
-                    (torch.zeros((0, H)), torch.zeros((0, k), dtype=torch.int64))
+                x, idx = (torch.full((T, H), float(call + 1)), torch.full((T, k), to)) if rank == 0 and to is not None \
+                    else (torch.zeros((0, H)), torch.zeros((0, k), dtype=torch.int64))
                 w = torch.ones((x.shape[0], k))
                 tokens, offsets, _, handle = ops.ep_dispatch(x, idx, w, ctx)
                 want = [T if to == rank else 0]
@@ -329,7 +437,7 @@ def slow_rank_without_traffic(delay_s):
     return fails, 1
 
 
-def unchecked_ids_and_refilled_router():
+def unchecked_ids_and_refilled_router(method="push"):
     """``check_ids=False`` with ids out of range (negative, == E, beyond int32): those slots are not sent and combine
     leaves them out; router tensors refilled in place between dispatch and combine do not change the result (combine
     uses the routing copied at dispatch); ``out=`` receives the result."""
@@ -337,7 +445,7 @@ def unchecked_ids_and_refilled_router():
 
     rank, world = _init()
     E, k, H, T = 2 * world, 3, 16, 6
-    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32, method=method)
     fails = []
     inputs = [_rank_inputs(21, r, T, H, k, E, torch.float32, "random") for r in range(world)]
     x, idx, w = inputs[rank]

@@ -2,8 +2,10 @@
 ranks: the received layout against a torch reference of the whole world (per local expert: source rank, token,
 slot order), and the combined output with per-expert distinct functions (expert ``g`` scales by ``g + 1``), exact.
 Random routings with empty experts, every token to one expert, routings that leave whole ranks without rows,
-top-1 and top-8, uneven token counts per rank (0 included), two dispatches in flight; bad input. Rank-side code:
-``_moe_ep_sim_work.py``. Compilation for both targets: test/lit/moe/ep.py."""
+top-1 and top-8, uneven token counts per rank (0 included), two dispatches in flight; bad input. Both methods:
+``push`` everywhere, ``normal`` on a subset of the cases (its layout also compared bit for bit with push's of the same
+inputs, its combine with its own documented rounding). Rank-side code: ``_moe_ep_sim_work.py``. Compilation for
+both targets: test/lit/moe/ep.py."""
 import pytest
 
 import _moe_ep_sim_work as work
@@ -18,20 +20,27 @@ CASES = {
         (4, 1, 16, 5, "float32", "one_expert", True), (8, 3, 16, 4, "float32", "skewed", False)],
     4: [(8, 2, 24, 5, "float32", "random", True), (16, 8, 16, 2, "bfloat16", "skewed", False)],
 }
+# method "normal": a subset (its launches cost more on the simulator): uneven ranks with 0 tokens and several column
+# chunks, top-8 in bf16 (partials rounded), top-1 with every token to one expert, a skewed top-8 at 4 ranks
+NORMAL_CASES = {1: [CASES[1][1]], 2: CASES[2][:3], 4: [CASES[4][1]]}
 
 
-@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("world,method", [(1, "push"), (2, "push"), (4, "push"), (1, "normal"), (2, "normal"),
+                                          (4, "normal")])
 @pytest.mark.sim
-def test_dispatch_combine(sim_ranks, world):  # noqa: F811
-    res = sim_ranks.run(world, work.dispatch_combine_cases, CASES[world], timeout=900, env=ENV)
+def test_dispatch_combine(sim_ranks, world, method):  # noqa: F811
+    cases = (CASES if method == "push" else NORMAL_CASES)[world]
+    res = sim_ranks.run(world, work.dispatch_combine_cases, cases, method, timeout=900, env=ENV)
     for rank, (fails, checks) in enumerate(res):
         assert not fails, (rank, fails)
-        assert checks == 4 * len(CASES[world]), (rank, checks)
+        assert checks == 4 * len(cases), (rank, checks)
 
 
+@pytest.mark.parametrize("method", ["push", "normal"])
 @pytest.mark.sim
-def test_bad_input(sim_ranks):  # noqa: F811
-    res = sim_ranks.run(2, work.bad_input_cases, timeout=600, env=ENV)
+def test_bad_input(sim_ranks, method):  # noqa: F811
+    """Also, for normal: contexts with one method's buffers (methods=), and ranks calling different methods."""
+    res = sim_ranks.run(2, work.bad_input_cases, method, timeout=600, env=ENV)
     for rank, (fails, _) in enumerate(res):
         assert not fails, (rank, fails)
 
@@ -45,27 +54,31 @@ def test_ep_layer_matches_the_reference(sim_ranks):  # noqa: F811
         assert not fails, (rank, fails)
 
 
+@pytest.mark.parametrize("method", ["push", "normal"])
 @pytest.mark.sim
-def test_fp8_dispatch(sim_ranks):  # noqa: F811
+def test_fp8_dispatch(sim_ranks, method):  # noqa: F811
     """quant="fp8": rows quantised on the sender (e4m3, one scale per 128 columns) land as moe_route(quant="fp8")
-    would make them; two column chunks, uneven ranks."""
-    res = sim_ranks.run(2, work.fp8_case, 4, 2, 256, 5, timeout=900, env=ENV)
+    would make them (normal: once per token, and equal to push's); two column chunks, uneven ranks."""
+    res = sim_ranks.run(2, work.fp8_case, 4, 2, 256, 5, method, timeout=900, env=ENV)
     for rank, (fails, _) in enumerate(res):
         assert not fails, (rank, fails)
 
 
+@pytest.mark.parametrize("method,delay_s", [("push", 3.0), ("normal", 2.0)])
 @pytest.mark.sim
-def test_a_slow_rank_without_traffic_cannot_be_overrun(sim_ranks):  # noqa: F811
+def test_a_slow_rank_without_traffic_cannot_be_overrun(sim_ranks, method, delay_s):  # noqa: F811
     """Review finding (2026-12-05): the count exchange's slots were chosen by the host's buffer parity, so a rank that
     exchanges no rows with a slow peer could overwrite the peer's unread signal (a false "ranks disagree") or, with
-    the parity frozen by a CUDA graph, its unread counts (a hang). Slots now follow the device epoch."""
-    res = sim_ranks.run(2, work.slow_rank_without_traffic, 3.0, timeout=600, env=ENV)
+    the parity frozen by a CUDA graph, its unread counts (a hang). Slots now follow the device epoch; normal's
+    token-count exchange uses the same slots."""
+    res = sim_ranks.run(2, work.slow_rank_without_traffic, delay_s, method, timeout=600, env=ENV)
     for rank, (fails, _) in enumerate(res):
         assert not fails, (rank, fails)
 
 
+@pytest.mark.parametrize("method", ["push", "normal"])
 @pytest.mark.sim
-def test_unchecked_ids_refilled_router_and_out(sim_ranks):  # noqa: F811
-    res = sim_ranks.run(2, work.unchecked_ids_and_refilled_router, timeout=600, env=ENV)
+def test_unchecked_ids_refilled_router_and_out(sim_ranks, method):  # noqa: F811
+    res = sim_ranks.run(2, work.unchecked_ids_and_refilled_router, method, timeout=600, env=ENV)
     for rank, (fails, _) in enumerate(res):
         assert not fails, (rank, fails)
