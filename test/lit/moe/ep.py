@@ -12,6 +12,24 @@
 # RUN: %compile %s:ep_combine_reduce_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32:16, i32, i32:16, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=REDUCE-AMD
 # RUN: %compile %s:ep_combine_reduce_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32:16, i32, i32:16, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=REDUCE
 #
+# Method "normal": the enter kernel publishes the token count and raises its signal (system-scope release), then
+# reads the others' after acquire waits; the sender stores each token row once per destination with 128-bit stores
+# (fp8: converted on the sender) and adds one arrival unit per rank after a system-scope release; the receiver's
+# scatter (route_scatter_kernel, ROUTED_ONLY) copies the received rows with 128-bit loads and stores; the combine
+# sender accumulates the partials in fp32 (fma) and adds its arrival unit on the source.
+# RUN: %compile %s:ep_normal_enter_kernel -s "*i32:16, *i64:16, *i64:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, 4, 4, 32" --target cuda:90 --num-warps 1 --stage ptx | filecheck %s --check-prefix=N-ENTER
+# RUN: %compile %s:ep_normal_enter_kernel -s "*i32:16, *i64:16, *i64:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, 4, 4, 32" --target hip:gfx942 --num-warps 1 --stage amdgcn | filecheck %s --check-prefix=N-ENTER-AMD
+# RUN: %compile %s:ep_normal_send_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, *fp32:16, *i32:16, *fp32:16, *i64:16, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 32, 8, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-SEND
+# RUN: %compile %s:ep_normal_send_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, *fp32:16, *i32:16, *fp32:16, *i64:16, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 32, 8, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=N-SEND-AMD
+# RUN: %compile %s:ep_normal_send_kernel -s "*bf16:16, *i64:16, *fp32:16, *fp8e4nv:16, *fp32:16, *i32:16, *fp32:16, *i64:16, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 32, 8, 256, True" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-FP8
+# RUN: %compile %s:ep_normal_ids_kernel -s "*i32:16, *i32:16, *i32:16, i32, i32, i32, i32, 4, 1024" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=N-IDS-AMD
+# RUN: %compile %s:ep_normal_ids_kernel -s "*i32:16, *i32:16, *i32:16, i32, i32, i32, i32, 4, 1024" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-IDS
+# RUN: %compile %s:route_scatter_kernel -s "*bf16:16, *i32:16, *i32:16, *i32:16, *bf16:16, *i32:16, *bf16:16, i32, i32, i32, i32, i32:16, i32:16, i32:16, i32:16, 64, 256, False, True" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-SCATTER
+# RUN: %compile %s:ep_normal_combine_send_kernel -s "*bf16:16, *i32:16, *i32:16, *fp32:16, *i32:16, *bf16:16, *i64:16, i32, i32, i32:16, i32:16, i32, i32, i32, 4, 32, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-CSEND
+# RUN: %compile %s:ep_normal_combine_send_kernel -s "*bf16:16, *i32:16, *i32:16, *fp32:16, *i32:16, *bf16:16, *i64:16, i32, i32, i32:16, i32:16, i32, i32, i32, 4, 32, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=N-CSEND-AMD
+# RUN: %compile %s:ep_normal_combine_reduce_kernel -s "*bf16:16, *i64:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32, 4, 8, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-REDUCE
+# RUN: %compile %s:ep_normal_combine_reduce_kernel -s "*bf16:16, *i64:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32, 4, 8, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=N-REDUCE-AMD
+#
 # DISPATCH: st.global.v4.b32
 # DISPATCH: membar.sys
 # DISPATCH-NEXT: atom.relaxed.sys.add.u64
@@ -33,5 +51,45 @@
 #
 # REDUCE-AMD: .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
 # REDUCE: .target sm_90a
+#
+# N-ENTER: membar.sys
+# N-ENTER-NEXT: st.relaxed.sys.b64
+# N-ENTER: ld.acquire.sys.b64
+#
+# N-ENTER-AMD: global_store_dwordx2 {{.*}} off sc0 sc1
+# N-ENTER-AMD: buffer_inv sc0 sc1
+#
+# N-SEND: st.global.v4.b32
+# N-SEND: membar.sys
+# N-SEND-NEXT: atom.relaxed.sys.add.u64
+#
+# N-SEND-AMD: global_store_dwordx4
+# N-SEND-AMD: buffer_wbl2 sc0 sc1
+# N-SEND-AMD: global_atomic_add_x2
+#
+# N-FP8: cvt.rn.satfinite.e4m3x2.f32
+# N-FP8: atom.relaxed.sys.add.u64
+#
+# N-IDS: .target sm_90a
+# N-IDS: st.global
+# N-IDS-AMD: .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
+#
+# N-SCATTER: ld.global.v4.b32
+# N-SCATTER: st.global.v4.b32
+#
+# N-CSEND: fma.rn.f32
+# N-CSEND: st.global.v4.b32
+# N-CSEND: membar.sys
+# N-CSEND-NEXT: atom.relaxed.sys.add.u64
+#
+# N-CSEND-AMD: global_store_dwordx4
+# N-CSEND-AMD: buffer_wbl2 sc0 sc1
+# N-CSEND-AMD: global_atomic_add_x2
+#
+# N-REDUCE: .target sm_90a
+# N-REDUCE-AMD: .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
 from triton_dist.kernels.moe_ep import (ep_arrival_wait_kernel, ep_combine_reduce_kernel,  # noqa: F401
-                                        ep_combine_send_kernel, ep_dispatch_kernel, ep_exchange_kernel)
+                                        ep_combine_send_kernel, ep_dispatch_kernel, ep_exchange_kernel,
+                                        ep_normal_combine_reduce_kernel, ep_normal_combine_send_kernel,
+                                        ep_normal_enter_kernel, ep_normal_ids_kernel, ep_normal_send_kernel)
+from triton_dist.kernels.moe_route import route_scatter_kernel  # noqa: F401
