@@ -9,7 +9,9 @@ combined output against ``sum_j w[t, j] * (g_j + 1) * x[t]`` (expert ``g`` scale
 small integers and weights in eighths: exact). Real sizes (Qwen3-30B-A3B's 128 experts, top-8, hidden 2048, at 128
 tokens per rank), uneven token counts (0 included), every token to one expert, CUDA-graph capture of dispatch ->
 experts -> combine replayed with new routings written into the same tensors, and the layer against the per-expert
-reference in bf16.
+reference in bf16. Method ``normal`` (each token once per rank) in the dispatch test (its layout also equal to
+push's of the same inputs bit for bit; fp32, so its per-rank partials are exact) and in the graph test with two
+dispatches in flight.
 """
 from __future__ import annotations
 
@@ -84,16 +86,17 @@ def _want(x, idx, w):
     return want
 
 
+@pytest.mark.parametrize("method", ["push", "normal"])
 @pytest.mark.parametrize("E,k,H,T,mode", [(128, 8, 2048, 128, "random"), (32, 2, 512, 64, "random"),
                                           (16, 1, 256, 48, "one_expert"), (8, 8, 128, 7, "random")])
-def test_dispatch_layout_and_combine(E, k, H, T, mode):
+def test_dispatch_layout_and_combine(E, k, H, T, mode, method):
     from triton_dist import ops
 
     rank, world = _init()
     if E % world:
         pytest.skip(f"{E} experts over {world} ranks")
     e_loc = E // world
-    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32, method=method)
     fails = []
     try:
         for seed in (1, 2, 3, 4):
@@ -105,9 +108,18 @@ def test_dispatch_layout_and_combine(E, k, H, T, mode):
                 fails.append(f"seed {seed}: offsets differ")
             elif not torch.equal(tokens[:ref_offs[-1]].cpu(), ref_rows):
                 fails.append(f"seed {seed}: received rows differ")
+            if handle.method != method:
+                fails.append(f"seed {seed}: dispatched with {handle.method}")
             y = ops.ep_combine(_experts(tokens, offsets, rank, e_loc), handle, ctx)
             if not torch.equal(y.cpu(), _want(*inputs[rank])):
                 fails.append(f"seed {seed}: combined output differs")
+            if method == "normal":  # the same inputs through push on the same context: the same layout, bit for bit
+                n = ref_offs[-1]
+                mine = (tokens[:n].clone(), offsets.clone())
+                t2, o2, _, h2 = ops.ep_dispatch(x, idx, w, ctx, method="push")
+                if not torch.equal(o2, mine[1]) or not torch.equal(t2[:n], mine[0]):
+                    fails.append(f"seed {seed}: normal's layout differs from push's")
+                ops.ep_combine(t2, h2, ctx)
     finally:
         ctx.close()
     assert not fails, (rank, fails)
@@ -245,7 +257,8 @@ def test_fp8_dispatch_matches_moe_route_quantiser():
         ctx.close()
 
 
-def test_graph_with_two_in_flight_and_a_quiet_rank():
+@pytest.mark.parametrize("method", ["push", "normal"])
+def test_graph_with_two_in_flight_and_a_quiet_rank(method):
     """One CUDA graph holding dispatch A, dispatch B, combine A, combine B, replayed with new routings; the last rank
     has no tokens and on odd replays every other rank routes only to its own experts (no rows between ranks: only the
     count exchange orders them)."""
@@ -255,7 +268,7 @@ def test_graph_with_two_in_flight_and_a_quiet_rank():
     E, k, H = 4 * world, 2, 256
     e_loc = E // world
     T = 0 if rank == world - 1 else 32
-    ctx = ops.create_ep_ctx(32, H, k, E, torch.float32)
+    ctx = ops.create_ep_ctx(32, H, k, E, torch.float32, method=method)
     bufs = [(torch.zeros((T, H), device="cuda"), torch.zeros((T, k), dtype=torch.int64, device="cuda"),
              torch.zeros((T, k), device="cuda")) for _ in range(2)]
     scale = (torch.arange(E, device="cuda", dtype=torch.float32) + 1)[rank * e_loc:(rank + 1) * e_loc]
