@@ -2,11 +2,15 @@
 torchrun at any world size, 1 included::
 
     scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_moe_ep.py [--models qwen3-30b-a3b]
-        [--tokens 128,1024] [--out DIR]
+        [--tokens 128,1024] [--methods push,normal] [--out DIR]
 
 Columns (us per layer call, max over ranks):
-  ``ours``: ``layers.ep_moe_forward`` (``ep_dispatch``, grouped GEMM, SiLU gate, grouped GEMM, ``ep_combine``);
-  ``ours/a2a``: ``ep_dispatch`` + ``ep_combine`` alone (the experts replaced by the identity): the communication;
+  ``ours``: ``layers.ep_moe_forward`` (``ep_dispatch``, grouped GEMM, SiLU gate, grouped GEMM, ``ep_combine``) with
+  the EP method ``push``; ``ours/normal``: the same with method ``normal`` (each token crosses once per rank holding
+  one of its experts; the receiver routes locally);
+  ``ours/a2a``, ``ours/a2a/normal``: ``ep_dispatch`` + ``ep_combine`` alone (the experts replaced by the identity):
+  the communication, per method;
+  ``--methods`` picks the methods timed (default both; each gets its own context with only its buffers);
   ``torch``: ``layers.ep_moe_torch``, the same layer in torch ops with ``all_to_all_single`` (NCCL, or gloo on host
   copies where ranks share a GPU) and ``torch._grouped_mm``; it reads the split sizes on the host, so it cannot be
   captured: its graph column is eager (``graphed`` false), and the eager columns compare like with like.
@@ -37,7 +41,16 @@ SAMPLE_US = 2000.0
 REPS = 15
 
 
-def bench_one(name, model, tokens, rank, world, seed=0):
+#: the EP methods a run may time (ops.moe_ep.EP_METHODS), and the column suffix of each
+METHODS = ("push", "normal")
+
+
+def _col(base, method):
+    """The column of ``base`` ("ours" or "ours/a2a") for ``method``: push keeps the plain names."""
+    return base if method == "push" else f"{base}/{method}"
+
+
+def bench_one(name, model, tokens, rank, world, seed=0, methods=METHODS):
     from triton_dist import ops
     from triton_dist.layers import ep_moe_forward, ep_moe_torch
 
@@ -49,28 +62,40 @@ def bench_one(name, model, tokens, rank, world, seed=0):
     x = harness.rand((tokens, H), seed + 1 + 17 * rank)
     wgu = harness.rand((e_loc, H, 2 * inter), seed + 2 + 17 * rank) / 4
     wd = harness.rand((e_loc, inter, H), seed + 3 + 17 * rank) / 4
-    ctx = ops.create_ep_ctx(tokens, H, k, E, torch.bfloat16)
+    ctxs = {m: ops.create_ep_ctx(tokens, H, k, E, torch.bfloat16, method=m, methods=(m, )) for m in methods}
 
-    def a2a():
-        t, _, _, handle = ops.ep_dispatch(x, idx, w, ctx, check_ids=False)
-        return ops.ep_combine(t, handle, ctx)
+    def layer(ctx):
+        return lambda: ep_moe_forward(x, idx, w, wgu, wd, ctx, check_ids=False)
 
-    fns = {"ours": lambda: ep_moe_forward(x, idx, w, wgu, wd, ctx, check_ids=False), "ours/a2a": a2a,
-           "torch": lambda: ep_moe_torch(x, idx, w, wgu, wd, E)}
+    def a2a(ctx):
+        def run():
+            t, _, _, handle = ops.ep_dispatch(x, idx, w, ctx, check_ids=False)
+            return ops.ep_combine(t, handle, ctx)
+        return run
+
+    fns = {}
+    for m, ctx in ctxs.items():
+        fns[_col("ours", m)] = layer(ctx)
+        fns[_col("ours/a2a", m)] = a2a(ctx)
+    fns["torch"] = lambda: ep_moe_torch(x, idx, w, wgu, wd, E)
     ref = ep_moe_torch(x, idx, w, wgu, wd, E)
-    err = harness.rel_error(fns["ours"](), ref)
-    a2a_err = harness.rel_error(a2a(), (x.float() * w.float().sum(1, keepdim=True)).to(x.dtype))
-    k_calls = harness.calls_per_sample(fns["ours"], SAMPLE_US)
+    ident = (x.float() * w.float().sum(1, keepdim=True)).to(x.dtype)
+    err = {m: harness.max_over_ranks(harness.rel_error(fns[_col("ours", m)](), ref)) for m in methods}
+    a2a_err = {m: harness.max_over_ranks(harness.rel_error(fns[_col("ours/a2a", m)](), ident)) for m in methods}
+    primary = _col("ours", methods[0])
+    k_calls = harness.calls_per_sample(fns[primary], SAMPLE_US)
     graphed = harness.time_interleaved(fns, k_calls, REPS)
     eager = {impl: harness.time_eager(fn, k_calls, REPS) for impl, fn in fns.items()}
-    ctx.close()
+    for ctx in ctxs.values():
+        ctx.close()
     rec = {"name": name, "tokens_per_rank": tokens, "experts": E, "experts_per_rank": e_loc, "topk": k, "hidden": H,
-           "inter": inter, "calls_per_sample": k_calls, "us": {i: t for i, (t, _) in graphed.items()},
-           "graphed": {i: g for i, (_, g) in graphed.items()}, "eager_us": eager,
-           "rel_error_vs_torch": harness.max_over_ranks(err), "a2a_rel_error": harness.max_over_ranks(a2a_err)}
+           "inter": inter, "methods": list(methods), "calls_per_sample": k_calls,
+           "us": {i: t for i, (t, _) in graphed.items()}, "graphed": {i: g for i, (_, g) in graphed.items()},
+           "eager_us": eager, "rel_error_vs_torch": err[methods[0]], "a2a_rel_error": a2a_err[methods[0]],
+           "rel_error_vs_torch_by_method": err, "a2a_rel_error_by_method": a2a_err}
     us = rec["us"]
-    rec["torch_over_ours"] = us["torch"] / us["ours"]
-    rec["eager_torch_over_ours"] = eager["torch"] / eager["ours"]
+    rec["torch_over_ours"] = us["torch"] / us[primary]  # the first method's ("ours" where push is timed)
+    rec["eager_torch_over_ours"] = eager["torch"] / eager[primary]
     return rec
 
 
@@ -78,6 +103,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="qwen3-30b-a3b", help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="tokens per rank and call")
+    ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated EP methods to time, of "
+                                                                  f"{', '.join(METHODS)} (the first one's layer "
+                                                                  f"column gives torch/ours)")
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
     args = ap.parse_args(argv)
@@ -91,6 +119,9 @@ def main(argv=None):
         ap.error(f"--tokens: expected integers, got {args.tokens!r}")
     if not tokens or any(t < 1 for t in tokens):
         ap.error("--tokens: every count must be >= 1")
+    methods = tuple(dict.fromkeys(m for m in args.methods.split(",") if m))
+    if not methods or any(m not in METHODS for m in methods):
+        ap.error(f"--methods: {args.methods!r}; known: {', '.join(METHODS)}")
     if not torch.cuda.is_available():
         raise SystemExit("bench_moe_ep: needs CUDA GPUs (the baselines are CUDA / NCCL); start it under "
                          "scripts/launch.sh")
@@ -110,7 +141,7 @@ def main(argv=None):
     records = []
     for m in models:
         for t in tokens:
-            rec = bench_one(m, MODELS[m], t, rank, world)
+            rec = bench_one(m, MODELS[m], t, rank, world, methods=methods)
             records.append(rec)
             if rank == 0:
                 cols = "  ".join(f"{n} {v:9.1f}" for n, v in rec["us"].items())
