@@ -35,6 +35,15 @@ wait. Combine: with two dispatches in flight a peer may send call ``n + 1``'s ou
 for call ``n``'s, so each buffer parity has its own combine counter (and running total); call ``n + 2`` (the same
 parity) cannot send here before this rank dispatched ``n + 2``, which the host allows only after call ``n``'s
 combine was enqueued, so after its wait on this stream.
+
+Method ``normal`` (the prefill bandwidth mode; protocol in docs/moe.md): :func:`ep_normal_enter_kernel` exchanges
+the token counts (the same epoch-slotted signals as the count exchange, another tag) and is the handshake after
+which peers may write this rank's buffers of the call's parity; :func:`ep_normal_send_kernel` stores each token
+once to every rank holding one of its experts, every token's routing row to every rank, and adds one arrival unit
+per program on every rank; after the arrival wait, :func:`ep_normal_ids_kernel` and the route kernels of
+:mod:`.moe_route` build this rank's layout locally (push's order). Combine: :func:`ep_normal_combine_send_kernel`
+sends one partial (this rank's slots of the token, fp32, rounded once) per (source, token) back, and
+:func:`ep_normal_combine_reduce_kernel` sums a token's partials in rank order.
 """
 from __future__ import annotations
 

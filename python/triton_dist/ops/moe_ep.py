@@ -8,6 +8,10 @@ and docs/moe.md ("Expert parallelism")::
     tokens, expert_offsets, scales, handle = ops.ep_dispatch(x, topk_idx, topk_weights, ctx)
     y = ops.ep_combine(expert_out, handle, ctx)          # [T, H], x's token order
 
+Two methods (:data:`EP_METHODS`), per call or as the context's default: ``push`` (every (token, slot) pair's row to
+its expert's rank) and ``normal`` (the prefill bandwidth mode: every token once to each rank holding one of its
+experts, the layout built there; combine returns one partial per (token, rank)). Both return the same layout.
+
 Guarantees: no token is dropped (the receive buffer has a row for every pair any rank can send: ``world x
 max_tokens x topk`` rows); nothing is read on the host by a launch (the optional id check reads the ids before the
 launches and is skipped inside a CUDA-graph capture), so a dispatch-GEMM-combine step captures into one CUDA graph;
@@ -263,8 +267,11 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     int64 global expert ids, ``topk_weights [T, topk]`` floating (kept for combine). ``check_ids`` (default True):
     ids outside ``[0, num_experts)`` raise ``ValueError`` before the launch (one synchronisation; skipped inside a
     capture and by ``check_ids=False``, where such a slot is not sent and combine leaves it out). The returned
-    buffers stay valid until the dispatch after next on this context. Execution: four launches on the current
-    stream, no host synchronisation; the last waits until every rank's rows for this rank arrived."""
+    buffers stay valid until the dispatch after next on this context. ``method``: ``"push"``, ``"normal"`` or
+    ``"auto"`` (push; see :data:`EP_METHODS`), default the context's; the layout is the same. Execution, no host
+    synchronisation: push, four launches on the current stream, the last waiting until every rank's rows for this
+    rank arrived; normal, eight (nine with fp8): the token-count exchange, the send, the arrival wait, then this
+    rank's routing built locally."""
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx.op = op  # names this call in a simulator rank error of its kernels
