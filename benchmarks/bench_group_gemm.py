@@ -226,20 +226,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
     args = ap.parse_args(argv)
-    models = [m for m in args.models.split(",") if m]
-    for m in models:
-        if m not in MODELS:
-            ap.error(f"--models: unknown model {m!r}; known: {', '.join(MODELS)}")
-    projections = [p for p in args.projections.split(",") if p]
-    for p in projections:
-        if p not in PROJECTIONS:
-            ap.error(f"--projections: unknown projection {p!r}; known: {', '.join(PROJECTIONS)}")
-    try:
-        tokens = [int(t) for t in args.tokens.split(",") if t]
-    except ValueError:
-        ap.error(f"--tokens: expected integers, got {args.tokens!r}")
-    if any(t < 1 for t in tokens):
-        ap.error("--tokens: every count must be >= 1")
+    models = harness.names_arg(ap, "--models", args.models, MODELS, "model")
+    projections = harness.names_arg(ap, "--projections", args.projections, PROJECTIONS, "projection")
+    tokens = harness.counts_arg(ap, "--tokens", args.tokens)
     configs = [c for c in args.configs.split(",") if c]
     from triton_dist.kernels.gemm_config import TileConfig
 

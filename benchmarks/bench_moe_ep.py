@@ -32,10 +32,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 import harness  # noqa: E402
+from bench_group_gemm import MODELS  # noqa: E402  (the expert shapes: experts, top-k, hidden, intermediate)
 
-#: the expert shapes (bench_group_gemm's): experts, top-k, hidden, expert intermediate
-MODELS = {"qwen3-30b-a3b": {"experts": 128, "topk": 8, "hidden": 2048, "inter": 768},
-          "deepseek-v3": {"experts": 256, "topk": 8, "hidden": 7168, "inter": 2048}}
 TOKENS = [128, 1024]
 SAMPLE_US = 2000.0
 REPS = 15
@@ -109,15 +107,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
     args = ap.parse_args(argv)
-    models = [m for m in args.models.split(",") if m]
-    for m in models:
-        if m not in MODELS:
-            ap.error(f"--models: unknown model {m!r}; known: {', '.join(MODELS)}")
-    try:
-        tokens = [int(t) for t in args.tokens.split(",") if t]
-    except ValueError:
-        ap.error(f"--tokens: expected integers, got {args.tokens!r}")
-    if not tokens or any(t < 1 for t in tokens):
+    models = harness.names_arg(ap, "--models", args.models, MODELS, "model")
+    tokens = harness.counts_arg(ap, "--tokens", args.tokens)
+    if not tokens:
         ap.error("--tokens: every count must be >= 1")
     methods = tuple(dict.fromkeys(m for m in args.methods.split(",") if m))
     if not methods or any(m not in METHODS for m in methods):

@@ -352,6 +352,28 @@ def write_json(path: str, doc: dict) -> str:
     return path
 
 
+# ------------------------------------------------------------------------------------------------- arguments
+def names_arg(ap, flag: str, text: str, known, what: str) -> list:
+    """The comma-separated names of option ``flag`` (``text``), each one of ``known``; ``ap.error`` (exit 2) naming
+    the first unknown ``what`` (e.g. "model") and the known ones otherwise."""
+    names = [n for n in text.split(",") if n]
+    for n in names:
+        if n not in known:
+            ap.error(f"{flag}: unknown {what} {n!r}; known: {', '.join(known)}")
+    return names
+
+
+def counts_arg(ap, flag: str, text: str) -> list:
+    """The comma-separated positive integers of option ``flag`` (``text``); ``ap.error`` (exit 2) otherwise."""
+    try:
+        counts = [int(t) for t in text.split(",") if t]
+    except ValueError:
+        ap.error(f"{flag}: expected integers, got {text!r}")
+    if any(t < 1 for t in counts):
+        ap.error(f"{flag}: every count must be >= 1")
+    return counts
+
+
 # ------------------------------------------------------------------------------------------------------ probes
 def split_probe(argv, probes: dict):
     """``(name, rest)`` where ``argv`` (a bench's command line) starts with ``--probe NAME`` (or ``--probe=NAME``):

@@ -169,3 +169,16 @@ def test_overlap_probe_cases_parse():
         {"method": "ce", "pieces": 4}, True)
     with pytest.raises(ValueError, match="expected op:model:M:method"):
         overlap_probes.parse_case("gemm_ar:llama3-8b:128:fused")
+
+
+def test_list_arguments_of_the_benches():
+    """names_arg / counts_arg: the comma lists of bench_group_gemm and bench_moe_ep, refused with one argparse line."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="bench")
+    assert harness.names_arg(ap, "--models", "a,,b", ("a", "b", "c"), "model") == ["a", "b"]
+    assert harness.counts_arg(ap, "--tokens", "128,8192") == [128, 8192]
+    for call in (lambda: harness.names_arg(ap, "--models", "a,z", ("a", ), "model"),
+                 lambda: harness.counts_arg(ap, "--tokens", "1,x"), lambda: harness.counts_arg(ap, "--tokens", "0")):
+        with pytest.raises(SystemExit):
+            call()
