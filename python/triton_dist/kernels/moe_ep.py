@@ -25,8 +25,9 @@ One dispatch is four launches and one combine three, none reading anything on th
 
 Combine: :func:`ep_combine_send_kernel` sends every received row's expert output back to its source pair's row of
 the source's combine buffer (and adds to its combine arrival counter), :func:`ep_arrival_wait_kernel` waits for
-this rank's pairs, :func:`ep_combine_reduce_kernel` sums each token's slots with the top-k weights in slot order in
-fp32 (deterministic).
+this rank's pairs, and :func:`~triton_dist.kernels.moe_route.combine_kernel` (``moe_combine``'s) sums each token's
+slots with the top-k weights in slot order in fp32 (deterministic; pair ``t * k + j`` is row ``t * k + j`` of the
+combine buffer).
 
 Why arrival counters can use an equality wait: counters only grow, by exactly one unit per (row, column chunk),
 and no unit of a later call can arrive before the wait saw its total. Dispatch: no rank sends rows of call ``n + 1``
@@ -196,26 +197,6 @@ def ep_combine_send_kernel(eo_ptr, meta_ptr, offs_ptr, cbuf_ptr, arrived_ptr, H,
             tl.store(dl.symm_at(cbuf_ptr, d) + pair[:, None] * H + cols[None, :], vals.to(cbuf_ptr.dtype.element_ty),
                      mask=sel[:, None] & cm[None, :])
             dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
-
-
-@triton_dist.jit
-def ep_combine_reduce_kernel(cbuf_ptr, ids_ptr, w_ptr, out_ptr, TOPK, E, H, stride_w, stride_out,
-                             BLOCK_H: tl.constexpr):
-    """Program ``(t, h)``: ``out[t, cols] = sum_j w[t, j] * cbuf[t * k + j, cols]`` over the slots whose expert id
-    is in range, ``j`` in order, fp32 accumulation, stored in ``out``'s dtype (``cbuf``: the expert outputs the
-    experts' ranks sent back, row stride ``H``)."""
-    t = tl.program_id(0)
-    h = tl.program_id(1)
-    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
-    cm = cols < H
-    acc = tl.zeros((BLOCK_H, ), dtype=tl.float32)
-    for j in range(0, TOPK):
-        e = tl.load(ids_ptr + t * TOPK + j)
-        if (e >= 0) & (e < E):
-            w = tl.load(w_ptr + t * stride_w + j).to(tl.float32)
-            row = (t * TOPK + j).to(tl.int64)
-            acc += w * tl.load(cbuf_ptr + row * H + cols, mask=cm, other=0.0).to(tl.float32)
-    tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -391,5 +372,5 @@ def ep_normal_combine_reduce_kernel(cbuf_ptr, ids_ptr, out_ptr, TOPK, E, E_LOC, 
 
 
 __all__ = ["ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
-           "ep_combine_reduce_kernel", "ep_normal_enter_kernel", "ep_normal_send_kernel", "ep_normal_ids_kernel",
+           "ep_normal_enter_kernel", "ep_normal_send_kernel", "ep_normal_ids_kernel",
            "ep_normal_combine_send_kernel", "ep_normal_combine_reduce_kernel"]

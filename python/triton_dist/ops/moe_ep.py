@@ -32,8 +32,8 @@ import torch
 import triton
 
 from ..kernels import moe_ep as _k
-from ..kernels.moe_route import (route_block_scan_kernel, route_count_kernel, route_expert_scan_kernel,
-                                 route_scatter_kernel)
+from ..kernels.moe_route import (combine_kernel, route_block_scan_kernel, route_count_kernel,
+                                 route_expert_scan_kernel, route_scatter_kernel)
 from .context import Context, capturing, check_ctx, check_method
 from .moe_layout import BLOCKS_CHUNK, EXPERTS_CHUNK, QUANT_GROUP, ROUTE_BLOCK, check_expert_ids, check_routing
 
@@ -180,6 +180,8 @@ class EPContext(Context):
         # while the dispatch is in flight)
         self.routed_idx = torch.zeros((2, max_tokens, topk), dtype=torch.int64, device=dev)
         self.routed_w = torch.zeros((2, max_tokens, topk), dtype=torch.float32, device=dev)
+        # push's combine buffer holds pair p's row at row p: moe_route's combine kernel reads it through these rows
+        self.pair_rows = torch.arange(self.pairs, dtype=torch.int32, device=dev) if has_push else None
         self._stream = None
         self._tag = num_experts % (1 << 24)
         self._tag_normal = (num_experts + (1 << 23)) % (1 << 24)  # never push's: a method mismatch is reported
@@ -445,11 +447,12 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
                        expert_out.stride(0), ctx.pairs, ctx.experts_per_rank),
                       WORLD=ctx.world_size, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par:], ctx.expect[1 + par:]), num_warps=1)
-    if T:
+    if T:  # the slots' sum, as moe_combine's: pair p = t * k + j is row p of the combine buffer
         w = ctx.routed_w[par]
-        ctx._launch_plain(_k.ep_combine_reduce_kernel, (T, ctx.nchunk),
-                          (ctx.combine_buf[par], ctx.routed_idx[par], w, out, k, ctx.num_experts, H, w.stride(0),
-                           out.stride(0)), BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
+        ctx._launch_plain(combine_kernel, (T, ctx.nchunk),
+                          (ctx.combine_buf[par], ctx.pair_rows, ctx.routed_idx[par], w, out, ctx.pairs, k,
+                           ctx.num_experts, H, H, w.stride(0), out.stride(0)), BLOCK_H=ctx.block_h,
+                          num_warps=4 if ctx.on_gpu else 1)
     handle.combined = True
     ctx._pending.pop(0)
     return out

@@ -9,8 +9,6 @@
 # RUN: %compile %s:ep_exchange_kernel -s "*i32:16, *i32:16, *i64:16, *i64:16, *i32:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, i32, 4, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=EXCHANGE
 # RUN: %compile %s:ep_combine_send_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, i32:16, i32:16, i32, i32, 2, 64, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=COMBINE-AMD
 # RUN: %compile %s:ep_arrival_wait_kernel -s "*i64:16, *i64:16" --target cuda:90 --num-warps 1 --stage ptx | filecheck %s --check-prefix=WAIT
-# RUN: %compile %s:ep_combine_reduce_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32:16, i32, i32:16, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=REDUCE-AMD
-# RUN: %compile %s:ep_combine_reduce_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32:16, i32, i32:16, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=REDUCE
 #
 # Method "normal": the enter kernel publishes the token count and raises its signal (system-scope release), then
 # reads the others' after acquire waits; the sender stores each token row once per destination with 128-bit stores
@@ -49,8 +47,6 @@
 #
 # WAIT: ld.acquire.sys.b64
 #
-# REDUCE-AMD: .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
-# REDUCE: .target sm_90a
 #
 # N-ENTER: membar.sys
 # N-ENTER-NEXT: st.relaxed.sys.b64
@@ -88,7 +84,7 @@
 #
 # N-REDUCE: .target sm_90a
 # N-REDUCE-AMD: .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
-from triton_dist.kernels.moe_ep import (ep_arrival_wait_kernel, ep_combine_reduce_kernel,  # noqa: F401
+from triton_dist.kernels.moe_ep import (ep_arrival_wait_kernel,  # noqa: F401
                                         ep_combine_send_kernel, ep_dispatch_kernel, ep_exchange_kernel,
                                         ep_normal_combine_reduce_kernel, ep_normal_combine_send_kernel,
                                         ep_normal_enter_kernel, ep_normal_ids_kernel, ep_normal_send_kernel)
