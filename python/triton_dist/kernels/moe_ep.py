@@ -116,6 +116,24 @@ def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_bas
 
 
 @triton_dist.jit
+def store_rows_at(tok_ptr, scales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8: tl.constexpr,
+                  BLOCK_H: tl.constexpr):
+    """Store the rows of tile ``vals [B, BLOCK_H]`` (columns ``[h * BLOCK_H, +BLOCK_H)`` of ``H``) selected by
+    ``sel [B]`` to rows ``row [B]`` (int64) of rank ``d``'s symmetric ``tok [*, H]``, in ``tok``'s dtype; with
+    ``QUANT_FP8`` also their scales (``scale [B, BLOCK_H / QUANT_GROUP]``, from :func:`quantize_groups_fp8`) to the
+    same rows of ``scales [*, H / QUANT_GROUP]`` there (``scale`` is not read otherwise). No memory ordering: the
+    caller's ``dl.notify`` publishes the stores."""
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    tl.store(dl.symm_at(tok_ptr, d) + row[:, None] * H + cols[None, :], vals.to(tok_ptr.dtype.element_ty),
+             mask=sel[:, None] & (cols < H)[None, :])
+    if QUANT_FP8:
+        grp = h * (BLOCK_H // QUANT_GROUP) + tl.arange(0, BLOCK_H // QUANT_GROUP)
+        HG = H // QUANT_GROUP
+        tl.store(dl.symm_at(scales_ptr, d) + row[:, None] * HG + grp[None, :], scale,
+                 mask=sel[:, None] & (grp < HG)[None, :])
+
+
+@triton_dist.jit
 def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_ptr, scales_ptr, arrived_ptr, P, TOPK,
                        E, E_LOC, NB, H, stride_x, TMAXK, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr,
                        BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr = False):
@@ -143,20 +161,14 @@ def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_pt
     cm = cols < H
     t = (p // TOPK).to(tl.int64)
     vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=ok[:, None] & cm[None, :], other=0.0)
+    scale = vals  # read by store_rows_at with QUANT_FP8 only
     if QUANT_FP8:
         vals, scale = quantize_groups_fp8(vals, BLOCK, BLOCK_H)
-        NG: tl.constexpr = BLOCK_H // QUANT_GROUP
-        grp = h * NG + tl.arange(0, NG)
-        HG = H // QUANT_GROUP
     for d in tl.static_range(WORLD):
         sel = ok & (dest == d)
         n = tl.sum(sel.to(tl.int32), axis=0)
         if n > 0:
-            tl.store(dl.symm_at(tok_ptr, d) + row[:, None] * H + cols[None, :], vals.to(tok_ptr.dtype.element_ty),
-                     mask=sel[:, None] & cm[None, :])
-            if QUANT_FP8:
-                tl.store(dl.symm_at(scales_ptr, d) + row[:, None] * HG + grp[None, :], scale,
-                         mask=sel[:, None] & (grp < HG)[None, :])
+            store_rows_at(tok_ptr, scales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8, BLOCK_H)
             if h == 0:
                 tl.store(dl.symm_at(meta_ptr, d) + row, rank * TMAXK + p, mask=sel)
             dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
@@ -271,22 +283,16 @@ def ep_normal_send_kernel(x_ptr, ids_ptr, w_ptr, tbuf_ptr, tscales_ptr, ridx_ptr
     cm = cols < H
     vals = tl.load(x_ptr + t.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=tv[:, None] & cm[None, :],
                    other=0.0)
+    scale = vals  # read by store_rows_at with QUANT_FP8 only
     if QUANT_FP8:
         vals, scale = quantize_groups_fp8(vals, BLOCK_T, BLOCK_H)
-        NG: tl.constexpr = BLOCK_H // QUANT_GROUP
-        grp = h * NG + tl.arange(0, NG)
-        HG = H // QUANT_GROUP
     row = rank * TMAX + t.to(tl.int64)
     wv = tl.load(w_ptr + pk, mask=mk & (h == 0), other=0.0)
     for d in tl.static_range(WORLD):
         sel = tl.max((dest == d).to(tl.int32), axis=1) > 0
         n = tl.sum(sel.to(tl.int32), axis=0)
         if n > 0:
-            tl.store(dl.symm_at(tbuf_ptr, d) + row[:, None] * H + cols[None, :], vals.to(tbuf_ptr.dtype.element_ty),
-                     mask=sel[:, None] & cm[None, :])
-            if QUANT_FP8:
-                tl.store(dl.symm_at(tscales_ptr, d) + row[:, None] * HG + grp[None, :], scale,
-                         mask=sel[:, None] & (grp < HG)[None, :])
+            store_rows_at(tbuf_ptr, tscales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8, BLOCK_H)
         if h == 0:
             rk = row[:, None] * TOPK + j[None, :]
             tl.store(dl.symm_at(ridx_ptr, d) + rk, g, mask=mk)
@@ -371,6 +377,6 @@ def ep_normal_combine_reduce_kernel(cbuf_ptr, ids_ptr, out_ptr, TOPK, E, E_LOC, 
     tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
-__all__ = ["ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
+__all__ = ["store_rows_at", "ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
            "ep_normal_enter_kernel", "ep_normal_send_kernel", "ep_normal_ids_kernel",
            "ep_normal_combine_send_kernel", "ep_normal_combine_reduce_kernel"]
