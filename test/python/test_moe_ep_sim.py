@@ -13,6 +13,16 @@ from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
 ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "64M"}
 
+
+def _run(sim_ranks, world, fn, *args, timeout=600):  # noqa: F811
+    """Run ``fn(*args)`` on ``world`` simulator ranks; every rank's list of failures must be empty. Returns each
+    rank's count of checks."""
+    res = sim_ranks.run(world, fn, *args, timeout=timeout, env=ENV)
+    for rank, (fails, _) in enumerate(res):
+        assert not fails, (rank, fails)
+    return [checks for _, checks in res]
+
+
 # (E, k, H, max_tokens, dtype, mode, uneven token counts)
 CASES = {
     1: [(4, 2, 24, 5, "float32", "random", False), (2, 1, 16, 3, "bfloat16", "one_expert", False)],
@@ -30,28 +40,22 @@ NORMAL_CASES = {1: [CASES[1][1]], 2: CASES[2][:3], 4: [CASES[4][1]]}
 @pytest.mark.sim
 def test_dispatch_combine(sim_ranks, world, method):  # noqa: F811
     cases = (CASES if method == "push" else NORMAL_CASES)[world]
-    res = sim_ranks.run(world, work.dispatch_combine_cases, cases, method, timeout=900, env=ENV)
-    for rank, (fails, checks) in enumerate(res):
-        assert not fails, (rank, fails)
-        assert checks == 4 * len(cases), (rank, checks)
+    checks = _run(sim_ranks, world, work.dispatch_combine_cases, cases, method, timeout=900)
+    assert checks == [4 * len(cases)] * world, checks
 
 
 @pytest.mark.parametrize("method", ["push", "normal"])
 @pytest.mark.sim
 def test_bad_input(sim_ranks, method):  # noqa: F811
     """Also, for normal: contexts with one method's buffers (methods=), and ranks calling different methods."""
-    res = sim_ranks.run(2, work.bad_input_cases, method, timeout=600, env=ENV)
-    for rank, (fails, _) in enumerate(res):
-        assert not fails, (rank, fails)
+    _run(sim_ranks, 2, work.bad_input_cases, method)
 
 
 @pytest.mark.sim
 def test_ep_layer_matches_the_reference(sim_ranks):  # noqa: F811
     """The MoE layer at EP = 4 (dispatch, grouped GEMMs + SiLU gate over each rank's experts, combine) against the
     plain per-expert reference of the whole layer."""
-    res = sim_ranks.run(4, work.layer_case, 8, 2, 32, 16, 5, timeout=900, env=ENV)
-    for rank, (fails, _) in enumerate(res):
-        assert not fails, (rank, fails)
+    _run(sim_ranks, 4, work.layer_case, 8, 2, 32, 16, 5, timeout=900)
 
 
 @pytest.mark.parametrize("method", ["push", "normal"])
@@ -59,9 +63,7 @@ def test_ep_layer_matches_the_reference(sim_ranks):  # noqa: F811
 def test_fp8_dispatch(sim_ranks, method):  # noqa: F811
     """quant="fp8": rows quantised on the sender (e4m3, one scale per 128 columns) land as moe_route(quant="fp8")
     would make them (normal: once per token, and equal to push's); two column chunks, uneven ranks."""
-    res = sim_ranks.run(2, work.fp8_case, 4, 2, 256, 5, method, timeout=900, env=ENV)
-    for rank, (fails, _) in enumerate(res):
-        assert not fails, (rank, fails)
+    _run(sim_ranks, 2, work.fp8_case, 4, 2, 256, 5, method, timeout=900)
 
 
 @pytest.mark.parametrize("method,delay_s", [("push", 3.0), ("normal", 2.0)])
@@ -71,14 +73,10 @@ def test_a_slow_rank_without_traffic_cannot_be_overrun(sim_ranks, method, delay_
     exchanges no rows with a slow peer could overwrite the peer's unread signal (a false "ranks disagree") or, with
     the parity frozen by a CUDA graph, its unread counts (a hang). Slots now follow the device epoch; normal's
     token-count exchange uses the same slots."""
-    res = sim_ranks.run(2, work.slow_rank_without_traffic, delay_s, method, timeout=600, env=ENV)
-    for rank, (fails, _) in enumerate(res):
-        assert not fails, (rank, fails)
+    _run(sim_ranks, 2, work.slow_rank_without_traffic, delay_s, method)
 
 
 @pytest.mark.parametrize("method", ["push", "normal"])
 @pytest.mark.sim
 def test_unchecked_ids_refilled_router_and_out(sim_ranks, method):  # noqa: F811
-    res = sim_ranks.run(2, work.unchecked_ids_and_refilled_router, method, timeout=600, env=ENV)
-    for rank, (fails, _) in enumerate(res):
-        assert not fails, (rank, fails)
+    _run(sim_ranks, 2, work.unchecked_ids_and_refilled_router, method)
