@@ -92,6 +92,10 @@ def bench_one(name, model, tokens, rank, world, seed=0, methods=METHODS):
            "eager_us": eager, "rel_error_vs_torch": err[methods[0]], "a2a_rel_error": a2a_err[methods[0]],
            "rel_error_vs_torch_by_method": err, "a2a_rel_error_by_method": a2a_err}
     us = rec["us"]
+    # the torch layer's all_to_all_single backend: "gloo" (host copies) where ranks share a GPU, so its ratios then
+    # say nothing of NCCL
+    from triton_dist.runtime.torch_collectives import group_has_nccl
+    rec["torch_a2a_backend"] = "nccl" if group_has_nccl(None) else "gloo"
     rec["torch_over_ours"] = us["torch"] / us[primary]  # the first method's ("ours" where push is timed)
     rec["eager_torch_over_ours"] = eager["torch"] / eager[primary]
     return rec
@@ -144,6 +148,9 @@ def main(argv=None):
     if rank == 0:
         stamp = harness.utc_stamp()
         doc = harness.result_header("bench_moe_ep", topo=topo, stamp=stamp, records=records)
+        doc["graph_failures"] = harness.GRAPH_FAILURES  # why a column's "graphed" is false (eager instead)
+        for f in harness.GRAPH_FAILURES:
+            print(f"bench_moe_ep: graph capture failed: {f['impl']}: {f['error']}", flush=True)
         path = harness.write_json(os.path.join(harness.results_dir(args.out), f"moe_ep-{stamp}.json"), doc)
         print(f"bench_moe_ep: wrote {path}", flush=True)
     dist.barrier()

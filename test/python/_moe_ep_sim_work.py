@@ -481,4 +481,30 @@ def unchecked_ids_and_refilled_router(method="push"):
     if y is not out or not torch.equal(out, want):
         fails.append("combine with out-of-range slots / refilled router / out=")
     ctx.close()
+    fails += _other_parity_launches_no_new_specialization(method)
     return fails, 1
+
+
+def _other_parity_launches_no_new_specialization(method):
+    """GPU finding (2026-12-05): a capture after ONE warm-up call failed ("first call of this shape ... inside
+    capture") because the second buffer set was reached through an integer parity argument (specialised == 1) and
+    slices that were not 16-byte aligned (a new pointer specialization). Sizes here make an unpadded second half
+    misaligned (30 int32 rows): the call on the other buffer set must launch only specializations the first one
+    launched (the context's warm keys, what its capture guard checks)."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    E, k, H, T = 2 * world, 3, 16, 5
+    ctx = ops.create_ep_ctx(T, H, k, E, torch.float32, method=method)
+    x, idx, w = _rank_inputs(22, rank, T, H, k, E, torch.float32, "random")
+    fails = []
+    warm = None
+    for call in range(3):
+        tokens, _, _, handle = ops.ep_dispatch(x, idx, w, ctx)
+        ops.ep_combine(torch.zeros((ctx.rows, H)), handle, ctx)
+        if call == 0:
+            warm = set(ctx._warm)
+        elif ctx._warm != warm:
+            fails.append(f"{method}: call {call} (buffer parity {call % 2}) launched new specializations")
+    ctx.close()
+    return fails

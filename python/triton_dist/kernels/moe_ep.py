@@ -59,14 +59,16 @@ from triton_dist.kernels.moe_route import QUANT_GROUP, _expert_of, quantize_grou
 
 @triton_dist.jit
 def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr,
-                       tag, E, E_LOC, NCHUNK, PAR, rank, WORLD: tl.constexpr, BLOCK_E: tl.constexpr):
+                       cexpect_ptr, tag, E, E_LOC, NCHUNK, rank, WORLD: tl.constexpr, BLOCK_E: tl.constexpr):
     """One program. ``totals [E + 1]`` int32: this rank's pairs per global expert (the route block scan's totals;
     entry ``E`` counts out-of-range ids, never sent); ``cnt`` symmetric int32 ``[2, WORLD, E]`` and ``cnt_ready``
     symmetric int64 ``[2, WORLD]``, slot ``e % 2`` used by call ``e`` (the DEVICE epoch's parity, not the host's
-    buffer parity ``PAR``, which a CUDA graph freezes); ``counter [1]`` int64 (the context's epoch); ``send_base [E]`` int32
+    buffer parity, which a CUDA graph freezes); ``counter [1]`` int64 (the context's epoch); ``send_base [E]`` int32
     (out: the row on expert ``g``'s rank where this rank's first pair of ``g`` goes; scratch first); ``offs [E_LOC]``
-    int32 (out: this rank's receive offsets, cumulative ends); ``expect`` int64 ``[3]`` (running totals: ``[0]``
-    dispatch arrivals, ``[1 + PAR]`` combine arrivals of the calls of this parity, this call's included).
+    int32 (out: this rank's receive offsets, cumulative ends); ``expect [1]`` / ``cexpect [1]`` int64 (running
+    totals, this call's included: the dispatch arrivals; the combine arrivals of the calls of this call's buffer
+    parity). The parity is in which ``cexpect`` the caller passes, never an integer argument: a CUDA graph captured
+    after one eager call of the other parity runs the kernel compiled for that call.
 
     Memory ordering: the counts are stored to every rank, then ``cnt_ready[rank] = e * TAG_RANGE + tag`` is raised
     on every rank (``dl.notify``: its release publishes the stores); the tagged acquire waits on every rank's signal
@@ -110,9 +112,9 @@ def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_bas
     recv = tl.sum(tl.where(own, tot, 0), axis=0).to(tl.int64)
     sent = tl.sum(mine, axis=0).to(tl.int64)
     run_d = tl.load(expect_ptr) + recv * NCHUNK
-    run_c = tl.load(expect_ptr + 1 + PAR) + sent * NCHUNK
+    run_c = tl.load(cexpect_ptr) + sent * NCHUNK
     tl.store(expect_ptr, run_d)
-    tl.store(expect_ptr + 1 + PAR, run_c)
+    tl.store(cexpect_ptr, run_c)
 
 
 @triton_dist.jit
@@ -215,21 +217,22 @@ def ep_combine_send_kernel(eo_ptr, meta_ptr, offs_ptr, cbuf_ptr, arrived_ptr, H,
 # method "normal": every token crosses to each rank that holds one of its experts once; the receiver routes locally
 # ---------------------------------------------------------------------------------------------------------------
 @triton_dist.jit
-def ep_normal_enter_kernel(tcnt_ptr, ready_ptr, counter_ptr, tcounts_ptr, expect_ptr, tag, T, NCHUNK, PAR, rank,
+def ep_normal_enter_kernel(tcnt_ptr, ready_ptr, counter_ptr, tcounts_ptr, expect_ptr, cexpect_ptr, tag, T, NCHUNK, rank,
                            WORLD: tl.constexpr, WORLD_P2: tl.constexpr, BLOCK_T: tl.constexpr):
     """One program, first launch of a ``normal`` dispatch. ``tcnt`` symmetric int32 ``[2, WORLD]`` and ``ready``
     symmetric int64 ``[2, WORLD]`` (the context's exchange signals, shared with ``push``'s count exchange), slot
     ``e % 2`` used by call ``e`` (the DEVICE epoch drawn from ``counter``, as :func:`ep_exchange_kernel`); ``tcounts``
-    ``[WORLD]`` int32 (out, local: every source's token count of this call); ``expect`` int64 ``[3]`` (running
-    totals of the arrival waits).
+    ``[WORLD]`` int32 (out, local: every source's token count of this call); ``expect [1]`` / ``cexpect [1]`` int64
+    (running totals of the arrival waits: dispatch; combine of this call's buffer parity, as
+    :func:`ep_exchange_kernel`'s).
 
     Stores this rank's token count ``T`` into every rank's ``tcnt[slot, rank]``, raises ``ready[slot, rank] = e *
     TAG_RANGE + tag`` on every rank (``dl.notify``: its release publishes the count) and waits (tagged, acquire) for
     every rank's. That is the handshake that lets the senders write: a rank raises ``ready(e)`` only once its stream
-    finished every earlier launch on the context, so everything it read of the buffer parity ``PAR`` in call ``e -
+    finished every earlier launch on the context, so everything it read of this call's buffer parity in call ``e -
     2`` (received tokens, routing rows, combine partials) is read. Then the running totals: dispatch arrivals
     ``+= sum_s cdiv(T_s, BLOCK_T) * NCHUNK`` (every program of a source's send grid adds one unit on every rank),
-    combine arrivals of parity ``PAR`` ``+= WORLD * cdiv(T, BLOCK_T) * NCHUNK`` (every rank's combine grid adds one
+    combine arrivals of this parity ``+= WORLD * cdiv(T, BLOCK_T) * NCHUNK`` (every rank's combine grid adds one
     unit per block of this rank's tokens and column chunk). ``tag`` differs from ``push``'s, so ranks that call
     different methods are reported at once (tagged wait) instead of hanging. Slot reuse: as
     :func:`ep_exchange_kernel`'s (every rank loaded slot ``e % 2`` before it raises ``ready(e + 1)``)."""
@@ -251,7 +254,7 @@ def ep_normal_enter_kernel(tcnt_ptr, ready_ptr, counter_ptr, tcounts_ptr, expect
     units = tl.sum((tc + BLOCK_T - 1) // BLOCK_T, axis=0).to(tl.int64) * NCHUNK
     tl.store(expect_ptr, tl.load(expect_ptr) + units)
     mine = (T + BLOCK_T - 1) // BLOCK_T * NCHUNK * WORLD  # int32 (T may be a constexpr 1: no .to here)
-    tl.store(expect_ptr + 1 + PAR, tl.load(expect_ptr + 1 + PAR) + mine)
+    tl.store(cexpect_ptr, tl.load(cexpect_ptr) + mine)
 
 
 @triton_dist.jit

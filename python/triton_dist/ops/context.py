@@ -53,6 +53,26 @@ def _spec_key(a):
     return type(a)
 
 
+def parity_buffers(alloc, shape, dtype: torch.dtype) -> torch.Tensor:
+    """Two buffers of ``shape`` for calls that alternate between them (double buffering), as one ``[2, *shape]``
+    tensor whose second half starts on a 16-byte boundary (padding between the halves): ``t[0]`` and ``t[1]`` are
+    contiguous and have the alignment Triton's launch specialises pointers on, so the kernel compiled for a call on
+    one half runs a call on the other (a CUDA graph captured after one warm-up call of either parity compiles
+    nothing). ``alloc((numel, ), dtype)`` allocates the flat storage (symmetric or local; aligned itself)."""
+    shape = tuple(int(d) for d in shape)
+    numel = 1
+    for d in shape:
+        numel *= d
+    esize = torch.empty((), dtype=dtype).element_size()
+    step = -(-numel * esize // 16) * 16 // esize
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    flat = alloc((2 * step, ), dtype)
+    return flat.as_strided((2, ) + shape, (step, ) + tuple(reversed(strides)))
+
+
 def traced_result(result: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     """A call traced by torch.compile: the registered op's ``result``, copied into ``out`` when the call gave one
     (an op returns a new tensor; ``out`` was checked by the caller: as many elements)."""

@@ -20,7 +20,7 @@ they are not ``torch.library`` ops yet, their results alias the context's buffer
 one: the layout it returns stays valid until the dispatch after next, so a second micro-batch may be dispatched
 while the first one's experts run. Handles are combined in dispatch order, each once; combine uses the routing as
 it was at dispatch (copied), so router tensors may be refilled in place meanwhile. Eager calls on one context run
-on one CUDA stream (checked). A CUDA-graph capture starts with no dispatch in flight on the context (checked) and
+in call order, on any streams (a call on a new stream waits for the previous call's stream). A CUDA-graph capture starts with no dispatch in flight on the context (checked) and
 should combine every dispatch it makes: its replays reuse the buffer set the capture used, so do not replay it while
 an eager dispatch on the same context is not combined.
 """
@@ -34,7 +34,7 @@ import triton
 from ..kernels import moe_ep as _k
 from ..kernels.moe_route import (combine_kernel, route_block_scan_kernel, route_count_kernel,
                                  route_expert_scan_kernel, route_scatter_kernel)
-from .context import Context, capturing, check_ctx, check_method
+from .context import Context, capturing, check_ctx, check_method, parity_buffers
 from .moe_layout import BLOCKS_CHUNK, EXPERTS_CHUNK, QUANT_GROUP, ROUTE_BLOCK, check_expert_ids, check_routing
 
 #: token dtypes of the dispatch's input and the combine's expert outputs
@@ -137,49 +137,56 @@ class EPContext(Context):
             sym.append(t)
             return t
 
+        def local(shape, dt):
+            return torch.zeros(shape, dtype=dt, device=dev)
+
+        def pair(shape, dt, alloc=symmetric):  # one buffer per parity, both 16-byte aligned (no recompile per parity)
+            return parity_buffers(alloc, shape, dt)
+
         def layout(shape, dt):  # the returned layout: push's senders write it remotely, normal's receiver locally
-            return symmetric(shape, dt) if has_push else torch.zeros(shape, dtype=dt, device=dev)
+            return pair(shape, dt, symmetric if has_push else local)
 
         E, dev = num_experts, self.device
         HG = hidden // QUANT_GROUP
         #: the rows' dtype on the wire and in the returned layout
         self.token_dtype = torch.float8_e4m3fn if quant == "fp8" else dtype
-        self.recv_tokens = layout((2, self.rows, hidden), self.token_dtype)
-        self.recv_scales = layout((2, self.rows, HG), torch.float32) if quant else None
+        self.recv_tokens = layout((self.rows, hidden), self.token_dtype)
+        self.recv_scales = layout((self.rows, HG), torch.float32) if quant else None
         # both methods: the exchange signals [e % 2, source] (slots by the device epoch), the arrival counters
         # ([0] dispatch, [1 + parity] combine of that buffer set) and their running totals, the epoch counter
         self.counts_ready = symmetric((2, W), torch.int64)
-        self.arrived = symmetric((3, ), torch.int64)
+        # one 16-byte row per counter (only [i, 0] is used): arrived[1 + parity] has the alignment of arrived[0]
+        self.arrived = symmetric((3, 2), torch.int64)
         if has_push:
-            self.recv_meta = symmetric((2, self.rows), torch.int32)
-            self.combine_buf = symmetric((2, self.pairs, hidden), dtype)
+            self.recv_meta = pair((self.rows, ), torch.int32)
+            self.combine_buf = pair((self.pairs, hidden), dtype)
             self.counts = symmetric((2, W, E), torch.int32)
         if has_normal:
             # received, per buffer parity: every source's tokens routed here (row (source, token)), every source's
             # routing rows (global id, E when out of range; weight); the token counts (slot by the device epoch);
             # sent back: one partial row per (expert rank, token)
-            self.tbuf = symmetric((2, W, max_tokens, hidden), self.token_dtype)
-            self.tscales = symmetric((2, W, max_tokens, HG), torch.float32) if quant else None
-            self.ridx = symmetric((2, W, max_tokens, topk), torch.int32)
-            self.rw = symmetric((2, W, max_tokens, topk), torch.float32)
-            self.cbuf = symmetric((2, W, max_tokens, hidden), dtype)
+            self.tbuf = pair((W, max_tokens, hidden), self.token_dtype)
+            self.tscales = pair((W, max_tokens, HG), torch.float32) if quant else None
+            self.ridx = pair((W, max_tokens, topk), torch.int32)
+            self.rw = pair((W, max_tokens, topk), torch.float32)
+            self.cbuf = pair((W, max_tokens, hidden), dtype)
             self.tcnt = symmetric((2, W), torch.int32)
             # local, per buffer parity: the sources' token counts of the call, the local expert of every virtual
             # pair (source, token, slot) and its row in the layout
-            self.tcounts = torch.zeros((2, W), dtype=torch.int32, device=dev)
-            self.lids = torch.zeros((2, self.rows), dtype=torch.int32, device=dev)
-            self.dest_rows = torch.zeros((2, self.rows), dtype=torch.int32, device=dev)
+            self.tcounts = pair((W, ), torch.int32, local)
+            self.lids = pair((self.rows, ), torch.int32, local)
+            self.dest_rows = pair((self.rows, ), torch.int32, local)
         for t in (self.counts_ready, self.arrived):
             t.zero_()
         self._symmetric += sym
         self.counter = torch.zeros(1, dtype=torch.int64, device=dev)
-        self.expect = torch.zeros(3, dtype=torch.int64, device=dev)  # running totals the arrival waits expect
+        self.expect = torch.zeros((3, 2), dtype=torch.int64, device=dev)  # the running totals the waits expect ([i, 0])
         self.send_base = torch.zeros(E, dtype=torch.int32, device=dev) if has_push else None
-        self.offsets = torch.zeros((2, self.experts_per_rank), dtype=torch.int32, device=dev)
+        self.offsets = pair((self.experts_per_rank, ), torch.int32, local)
         # each dispatch's routing as combine will use it (a copy: the caller may refill its router tensors in place
         # while the dispatch is in flight)
-        self.routed_idx = torch.zeros((2, max_tokens, topk), dtype=torch.int64, device=dev)
-        self.routed_w = torch.zeros((2, max_tokens, topk), dtype=torch.float32, device=dev)
+        self.routed_idx = pair((max_tokens, topk), torch.int64, local)
+        self.routed_w = pair((max_tokens, topk), torch.float32, local)
         # push's combine buffer holds pair p's row at row p: moe_route's combine kernel reads it through these rows
         self.pair_rows = torch.arange(self.pairs, dtype=torch.int32, device=dev) if has_push else None
         self._stream = None
@@ -189,18 +196,19 @@ class EPContext(Context):
         self._pending = []  # handles dispatched and not combined yet, oldest first
         self._finish_init()
 
-    def _check_stream(self, op: str) -> None:
-        """Every eager call on one CUDA stream: the calls share the epoch counter, ``send_base`` and the running
-        totals, which calls on two streams would update in an unknown order (a capture is checked by its graph's
-        order instead)."""
+    def _order_streams(self) -> None:
+        """Eager calls on this context run in call order, whichever streams they are on: a call on another stream
+        than the previous call's first makes its stream wait for that one's work so far (``wait_stream``; nothing on
+        the host waits). The calls share the epoch counter, ``send_base`` and the running totals, which calls running
+        at once on two streams would update in an unknown order. This is what lets a capture's warm-up run on a side
+        stream (``torch.cuda.graph``'s pattern) after calls on the default stream. Inside a capture nothing is
+        inserted: the graph's own order holds, and the capture starts with no dispatch in flight (checked)."""
         if not self.on_gpu or capturing():
             return
         cur = torch.cuda.current_stream(self.device)
-        if self._stream is None:
-            self._stream = cur
-        elif cur != self._stream:
-            raise ValueError(f"{op}: this context's calls run on one CUDA stream ({self._stream}), this call is on "
-                             f"{cur}; use a context per stream")
+        if self._stream is not None and cur != self._stream:
+            cur.wait_stream(self._stream)
+        self._stream = cur
 
     def _resolve(self, op: str, method) -> str:
         m = self._call_method(method)
@@ -278,7 +286,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx.op = op  # names this call in a simulator rank error of its kernels
     m = ctx._resolve(op, method)
-    ctx._check_stream(op)
+    ctx._order_streams()
     if capturing() and any(not h.captured for h in ctx._pending):
         raise ValueError(f"{op}: a CUDA-graph capture must start with no dispatch in flight on this context (an "
                          f"eager dispatch is not combined yet), and should combine every dispatch it makes: replays "
@@ -322,16 +330,16 @@ def _dispatch_push(ctx, x, topk_idx, par):
     block_e = triton.next_power_of_2(E)
     ctx._launch_plain(_k.ep_exchange_kernel, (1, ),
                       (totals, ctx.counts, ctx.counts_ready, ctx.counter, ctx.send_base, ctx.offsets[par],
-                       ctx.expect, ctx._tag, E, ctx.experts_per_rank, ctx.nchunk, par, ctx.rank),
+                       ctx.expect[0], ctx.expect[1 + par], ctx._tag, E, ctx.experts_per_rank, ctx.nchunk, ctx.rank),
                       WORLD=W, BLOCK_E=block_e, num_warps=4 if ctx.on_gpu else 1)
     if P:
         ctx._launch_plain(_k.ep_dispatch_kernel, (nb, ctx.nchunk),
                           (x, topk_idx, base, ctx.send_base, ctx.recv_tokens[par], ctx.recv_meta[par],
-                           ctx.recv_scales[par] if ctx.quant else ctx.recv_meta[par], ctx.arrived, P, k, E,
+                           ctx.recv_scales[par] if ctx.quant else ctx.recv_meta[par], ctx.arrived[0], P, k, E,
                            ctx.experts_per_rank, nb, H, x.stride(0), ctx.pairs, ctx.rank),
                           WORLD=W, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, QUANT_FP8=ctx.quant == "fp8",
                           num_warps=4 if ctx.on_gpu else 1)
-    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[0], ctx.expect[0]), num_warps=1)
 
 
 def _dispatch_normal(ctx, x, par):
@@ -344,18 +352,18 @@ def _dispatch_normal(ctx, x, par):
     warps = 4 if ctx.on_gpu else 1
     BT = ctx.token_block
     ctx._launch_plain(_k.ep_normal_enter_kernel, (1, ),
-                      (ctx.tcnt, ctx.counts_ready, ctx.counter, ctx.tcounts[par], ctx.expect, ctx._tag_normal, T,
-                       ctx.nchunk, par, ctx.rank),
+                      (ctx.tcnt, ctx.counts_ready, ctx.counter, ctx.tcounts[par], ctx.expect[0], ctx.expect[1 + par],
+                       ctx._tag_normal, T, ctx.nchunk, ctx.rank),
                       WORLD=W, WORLD_P2=triton.next_power_of_2(W), BLOCK_T=BT, num_warps=1)
     fp8 = ctx.quant == "fp8"
     if T:
         ctx._launch_plain(_k.ep_normal_send_kernel, (triton.cdiv(T, BT), ctx.nchunk),
                           (x, ctx.routed_idx[par], ctx.routed_w[par], ctx.tbuf[par],
-                           ctx.tscales[par] if fp8 else ctx.rw[par], ctx.ridx[par], ctx.rw[par], ctx.arrived, T, k, E,
+                           ctx.tscales[par] if fp8 else ctx.rw[par], ctx.ridx[par], ctx.rw[par], ctx.arrived[0], T, k, E,
                            E_loc, H, x.stride(0), ctx.max_tokens, ctx.rank),
                           WORLD=W, BLOCK_T=BT, BLOCK_K=triton.next_power_of_2(k), BLOCK_H=ctx.block_h,
                           QUANT_FP8=fp8, num_warps=warps)
-    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived, ctx.expect), num_warps=1)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[0], ctx.expect[0]), num_warps=1)
     P = ctx.rows  # the virtual pairs: every source's max_tokens x topk slots
     lids, dest = ctx.lids[par], ctx.dest_rows[par]
     ctx._launch_plain(_k.ep_normal_ids_kernel, (triton.cdiv(P, ctx.ids_block), ),
@@ -406,7 +414,7 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     asked = None if method is None else ctx._call_method(method)
     if asked is not None:
         check_method(op, asked, ("auto", ) + EP_METHODS)
-    ctx._check_stream(op)
+    ctx._order_streams()
     if not isinstance(handle, EPHandle) or handle.ctx_handle != ctx.handle:
         raise ValueError(f"{op}: handle must be the EPHandle that ep_dispatch returned for this context, got "
                          f"{type(handle).__name__}")
@@ -443,10 +451,10 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
         return out
     nrb = triton.cdiv(ctx.rows, ROUTE_BLOCK)
     ctx._launch_plain(_k.ep_combine_send_kernel, (nrb, ctx.nchunk),
-                      (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1 + par:], H,
+                      (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1 + par], H,
                        expert_out.stride(0), ctx.pairs, ctx.experts_per_rank),
                       WORLD=ctx.world_size, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, num_warps=4 if ctx.on_gpu else 1)
-    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par:], ctx.expect[1 + par:]), num_warps=1)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par], ctx.expect[1 + par]), num_warps=1)
     if T:  # the slots' sum, as moe_combine's: pair p = t * k + j is row p of the combine buffer
         w = ctx.routed_w[par]
         ctx._launch_plain(combine_kernel, (T, ctx.nchunk),
@@ -466,10 +474,10 @@ def _combine_normal(ctx, expert_out, out, par, T):
     nbt = triton.cdiv(ctx.max_tokens, BT)
     ctx._launch_plain(_k.ep_normal_combine_send_kernel, (W * nbt, ctx.nchunk),
                       (expert_out, ctx.lids[par], ctx.dest_rows[par], ctx.rw[par], ctx.tcounts[par], ctx.cbuf[par],
-                       ctx.arrived[1 + par:], ctx.topk, ctx.experts_per_rank, H, expert_out.stride(0), ctx.max_tokens,
+                       ctx.arrived[1 + par], ctx.topk, ctx.experts_per_rank, H, expert_out.stride(0), ctx.max_tokens,
                        nbt, ctx.rank),
                       WORLD=W, BLOCK_T=BT, BLOCK_H=ctx.block_h, num_warps=warps)
-    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par:], ctx.expect[1 + par:]), num_warps=1)
+    ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[1 + par], ctx.expect[1 + par]), num_warps=1)
     if T:
         ctx._launch_plain(_k.ep_normal_combine_reduce_kernel, (T, ctx.nchunk),
                           (ctx.cbuf[par], ctx.routed_idx[par], out, ctx.topk, ctx.num_experts, ctx.experts_per_rank,

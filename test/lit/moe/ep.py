@@ -6,7 +6,7 @@
 # RUN: %compile %s:ep_dispatch_kernel -s "*bf16:16, *i64:16, *i32:16, *i32:16, *bf16:16, *i32:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 64, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=DISPATCH
 # RUN: %compile %s:ep_dispatch_kernel -s "*bf16:16, *i64:16, *i32:16, *i32:16, *bf16:16, *i32:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 64, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=DISPATCH-AMD
 # RUN: %compile %s:ep_dispatch_kernel -s "*bf16:16, *i64:16, *i32:16, *i32:16, *fp8e4nv:16, *i32:16, *fp32:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 64, 256, True" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=FP8
-# RUN: %compile %s:ep_exchange_kernel -s "*i32:16, *i32:16, *i64:16, *i64:16, *i32:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, i32, 4, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=EXCHANGE
+# RUN: %compile %s:ep_exchange_kernel -s "*i32:16, *i32:16, *i64:16, *i64:16, *i32:16, *i32:16, *i64:16, *i64:16, i32, i32, i32, i32, i32, 4, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=EXCHANGE
 # RUN: %compile %s:ep_combine_send_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, i32:16, i32:16, i32, i32, 2, 64, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=COMBINE-AMD
 # RUN: %compile %s:ep_arrival_wait_kernel -s "*i64:16, *i64:16" --target cuda:90 --num-warps 1 --stage ptx | filecheck %s --check-prefix=WAIT
 #
@@ -15,8 +15,8 @@
 # (fp8: converted on the sender) and adds one arrival unit per rank after a system-scope release; the receiver's
 # scatter (route_scatter_kernel, ROUTED_ONLY) copies the received rows with 128-bit loads and stores; the combine
 # sender accumulates the partials in fp32 (fma) and adds its arrival unit on the source.
-# RUN: %compile %s:ep_normal_enter_kernel -s "*i32:16, *i64:16, *i64:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, 4, 4, 32" --target cuda:90 --num-warps 1 --stage ptx | filecheck %s --check-prefix=N-ENTER
-# RUN: %compile %s:ep_normal_enter_kernel -s "*i32:16, *i64:16, *i64:16, *i32:16, *i64:16, i32, i32, i32, i32, i32, 4, 4, 32" --target hip:gfx942 --num-warps 1 --stage amdgcn | filecheck %s --check-prefix=N-ENTER-AMD
+# RUN: %compile %s:ep_normal_enter_kernel -s "*i32:16, *i64:16, *i64:16, *i32:16, *i64:16, *i64:16, i32, i32, i32, i32, 4, 4, 32" --target cuda:90 --num-warps 1 --stage ptx | filecheck %s --check-prefix=N-ENTER
+# RUN: %compile %s:ep_normal_enter_kernel -s "*i32:16, *i64:16, *i64:16, *i32:16, *i64:16, *i64:16, i32, i32, i32, i32, 4, 4, 32" --target hip:gfx942 --num-warps 1 --stage amdgcn | filecheck %s --check-prefix=N-ENTER-AMD
 # RUN: %compile %s:ep_normal_send_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, *fp32:16, *i32:16, *fp32:16, *i64:16, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 32, 8, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-SEND
 # RUN: %compile %s:ep_normal_send_kernel -s "*bf16:16, *i64:16, *fp32:16, *bf16:16, *fp32:16, *i32:16, *fp32:16, *i64:16, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 32, 8, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=N-SEND-AMD
 # RUN: %compile %s:ep_normal_send_kernel -s "*bf16:16, *i64:16, *fp32:16, *fp8e4nv:16, *fp32:16, *i32:16, *fp32:16, *i64:16, i32, i32, i32, i32, i32:16, i32:16, i32, i32, 4, 32, 8, 256, True" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=N-FP8
