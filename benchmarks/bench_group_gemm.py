@@ -52,9 +52,16 @@ TOKENS = [128, 1024, 8192]
 PROJECTIONS = ["gate_up", "down"]
 SAMPLE_US = 2000
 REPS = 9
-#: H200 figures used for the floor unless given (HBM3e 4.8 TB/s nominal; dense bf16 989 TFLOP/s)
-HBM_TBS = 4.8
-TFLOPS = 989.0
+#: nominal (HBM TB/s, dense bf16 TFLOP/s) of the GPUs the floor knows, by a substring of the device name; the floor
+#: uses the running GPU's unless --hbm-tbs / --tflops say otherwise (H200 figures for an unknown GPU)
+CEILINGS = {"H200": (4.8, 989.0), "H100": (3.35, 989.0)}
+HBM_TBS, TFLOPS = CEILINGS["H200"]
+
+
+def device_ceilings():
+    """``(HBM TB/s, bf16 TFLOP/s)`` of the current CUDA device from :data:`CEILINGS` (H200's when unknown)."""
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    return next((v for k, v in CEILINGS.items() if k in name), (HBM_TBS, TFLOPS))
 
 
 def projection_shape(model: dict, projection: str):
@@ -221,8 +228,10 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="qwen3-30b-a3b only, 128 and 8192 tokens")
     ap.add_argument("--layer", action="store_true", help="time the MoE layer at EP=1 (route, GEMMs, combine) instead")
     ap.add_argument("--no-compile", action="store_true", help="--layer: leave out the torch.compile column")
-    ap.add_argument("--hbm-tbs", type=float, default=HBM_TBS, help=f"HBM bandwidth for the floor (default {HBM_TBS})")
-    ap.add_argument("--tflops", type=float, default=TFLOPS, help=f"bf16 TFLOP/s for the floor (default {TFLOPS})")
+    ap.add_argument("--hbm-tbs", type=float, default=None, help="HBM bandwidth for the floor (default: the running "
+                                                                "GPU's nominal, CEILINGS)")
+    ap.add_argument("--tflops", type=float, default=None, help="bf16 TFLOP/s for the floor (default: the running "
+                                                               "GPU's nominal)")
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
     args = ap.parse_args(argv)
@@ -243,6 +252,9 @@ def main(argv=None):
         raise SystemExit("bench_group_gemm: needs a CUDA GPU (the baselines are CUDA kernels)")
     from provenance import topology, topology_line
 
+    hbm, tf = device_ceilings()
+    args.hbm_tbs = hbm if args.hbm_tbs is None else args.hbm_tbs
+    args.tflops = tf if args.tflops is None else args.tflops
     topo = topology()
     print(f"bench_group_gemm: {topology_line(topo)}", flush=True)
     records = []

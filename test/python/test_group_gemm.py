@@ -138,7 +138,7 @@ def test_pick_group_config():
 
     assert pick_group_config(1024, 128, 1536, 2048, on_gpu=False) == SIM_CONFIG
     decode = pick_group_config(1024, 128, 1536, 2048, on_gpu=True)  # 8 rows per expert
-    assert (decode.BLOCK_M, decode.BLOCK_N, decode.BLOCK_K) == (64, 128, 64)
+    assert (decode.BLOCK_M, decode.BLOCK_N, decode.BLOCK_K, decode.num_warps, decode.num_stages) == (64, 128, 128, 4, 4)
     prefill = pick_group_config(65536, 128, 1536, 2048, on_gpu=True)  # 512 rows per expert, bf16
     assert (prefill.BLOCK_M, prefill.BLOCK_N, prefill.BLOCK_K, prefill.num_warps, prefill.num_stages) == \
         (128, 256, 64, 8, 4)
