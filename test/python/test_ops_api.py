@@ -96,7 +96,7 @@ def test_ops_exports_every_family():
         "overlap": ["AGGemmContext", "GemmRSContext", "GemmARContext", "create_ag_gemm_context",
                     "create_gemm_rs_context", "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar"],
         "matmul": ["matmul"],
-        "moe": ["group_gemm", "moe_route", "moe_combine", "MoERouting"],
+        "moe": ["group_gemm", "moe_silu_gate", "moe_route", "moe_combine", "MoERouting"],
         "moe_ep": ["EPContext", "EPHandle", "create_ep_context", "create_ep_ctx", "ep_dispatch", "ep_combine"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
@@ -107,10 +107,11 @@ def test_ops_exports_every_family():
     for name in ops.__all__:
         assert getattr(ops, name) is not None, name
     for name, module in (("ag_gemm", "allgather_gemm"), ("gemm_rs", "gemm_reduce_scatter"),
-                         ("gemm_ar", "gemm_allreduce"), ("matmul", "gemm"), ("group_gemm", "moe_gemm")):
+                         ("gemm_ar", "gemm_allreduce"), ("matmul", "gemm"), ("group_gemm", "moe_gemm"),
+                         ("moe_silu_gate", "moe_gemm")):
         impl = getattr(importlib.import_module(f"triton_dist.ops.{module}"), name)
         assert getattr(ops, name) is impl, name
-        assert name in ("matmul", "group_gemm") or getattr(overlap, name) is impl, name
+        assert name in ("matmul", "group_gemm", "moe_silu_gate") or getattr(overlap, name) is impl, name
 
 
 def test_capacity_aliases_and_the_fallback_method_name():

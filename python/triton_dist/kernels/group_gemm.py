@@ -137,4 +137,28 @@ def group_gemm_kernel(a_ptr, b_ptr, c_ptr, offs_ptr, sa_ptr, sb_ptr, ROWS, E, N,
         start = end
 
 
-__all__ = ["group_gemm_kernel", "expert_tile_acc", "expert_b_tile", "SCALE_BLOCK"]
+@triton_dist.jit
+def silu_gate_kernel(h_ptr, out_ptr, offs_ptr, ROWS, INTER, stride_h, stride_out, E,
+                     HAS_OFFSETS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Program ``(rb, cb)``: rows ``[rb * BLOCK_R, +BLOCK_R)`` and columns ``[cb * BLOCK_C, +BLOCK_C)`` of ``out [ROWS,
+    INTER] = silu(h[:, :INTER]) * h[:, INTER:]`` (the SiLU-gated activation between the two grouped GEMMs of an
+    expert MLP), computed in fp32 from ``h [ROWS, 2 * INTER]`` and rounded once to ``out``'s dtype. With
+    ``HAS_OFFSETS`` only rows below ``offs[E - 1]`` (the layout's routed rows, clamped to ``ROWS``) are read and
+    written: a program whose rows all lie past it returns at once, so a static capacity costs only its used rows."""
+    rb = tl.program_id(0)
+    cb = tl.program_id(1)
+    limit = ROWS
+    if HAS_OFFSETS:
+        limit = tl.minimum(tl.maximum(tl.load(offs_ptr + E - 1), 0), ROWS)
+    if rb * BLOCK_R < limit:
+        r = rb * BLOCK_R + tl.arange(0, BLOCK_R)
+        c = cb * BLOCK_C + tl.arange(0, BLOCK_C)
+        m = (r[:, None] < limit) & (c[None, :] < INTER)
+        row = h_ptr + r[:, None].to(tl.int64) * stride_h
+        g = tl.load(row + c[None, :], mask=m, other=0.0).to(tl.float32)
+        u = tl.load(row + INTER + c[None, :], mask=m, other=0.0).to(tl.float32)
+        a = g / (1.0 + tl.exp(-g)) * u
+        tl.store(out_ptr + r[:, None].to(tl.int64) * stride_out + c[None, :], a.to(out_ptr.dtype.element_ty), mask=m)
+
+
+__all__ = ["group_gemm_kernel", "expert_tile_acc", "expert_b_tile", "silu_gate_kernel", "SCALE_BLOCK"]

@@ -35,16 +35,15 @@ def moe_reference(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.T
 def moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, w_gate_up: torch.Tensor,
                 w_down: torch.Tensor, check_ids: bool = True) -> torch.Tensor:
     """The MoE layer at expert parallelism 1 with this library's ops; ``[T, H]`` in ``x``'s dtype. The gated
-    activation runs in torch between the two grouped GEMMs (on rows of the layout; padding-free: the layout has
+    activation between the two grouped GEMMs is ``ops.moe_silu_gate`` (one launch, fp32 inside; the layout has
     exactly ``T * k`` rows). ``check_ids``: ``moe_route``'s (one host synchronisation per eager call)."""
     tokens, offsets, _, routing = _ops.moe_route(x, topk_idx, topk_weights, w_gate_up.shape[0], check_ids=check_ids)
-    return _ops.moe_combine(_gated_experts(tokens, offsets, w_gate_up, w_down, x.dtype), routing)
+    return _ops.moe_combine(_gated_experts(tokens, offsets, w_gate_up, w_down), routing)
 
 
-def _gated_experts(tokens, offsets, w_gate_up, w_down, dtype):
+def _gated_experts(tokens, offsets, w_gate_up, w_down):
     h = _ops.group_gemm(tokens, w_gate_up, offsets, check_offsets=False)
-    inter = w_down.shape[1]
-    a = (torch.nn.functional.silu(h[:, :inter].float()) * h[:, inter:].float()).to(dtype)
+    a = _ops.moe_silu_gate(h, offsets)  # fp32 inside, one rounding; rows past offsets[-1] skipped
     return _ops.group_gemm(a, w_down, offsets, check_offsets=False)
 
 
@@ -54,9 +53,8 @@ def ep_moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.
     ``w_gate_up [E_local, H, 2 * I]`` and ``w_down [E_local, I, H]`` are this rank's experts (global ids ``[rank *
     E_local, (rank + 1) * E_local)``); ``topk_idx`` holds global ids; ``ctx`` an :func:`~triton_dist.ops.create_ep_ctx`
     context of ``x``'s dtype and shape. Returns ``[T, H]`` in ``x``'s dtype: ``ep_dispatch``, the two grouped GEMMs
-    over the received layout (rows past the experts' are not computed by them nor read by combine), the SiLU gate in
-    torch between them (over the layout's full capacity: its shape is static, so the gate also touches the unused
-    rows), then ``ep_combine``. No host synchronisation but the optional id check."""
+    over the received layout (rows past the experts' are not computed by them nor read by combine), the SiLU gate between them
+    (``ops.moe_silu_gate``: one launch, only the routed rows), then ``ep_combine``. No host synchronisation but the optional id check."""
     if ctx.quant is not None:
         raise ValueError("ep_moe_forward: the layer runs in the context's dtype; make its context without quant (an "
                          "fp8 dispatch feeds group_gemm with fp8 weights and block scales directly)")
@@ -64,7 +62,7 @@ def ep_moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.
         raise ValueError(f"ep_moe_forward: this rank holds {ctx.experts_per_rank} experts (num_experts / world), got "
                          f"w_gate_up {tuple(w_gate_up.shape)} and w_down {tuple(w_down.shape)}")
     tokens, offsets, _, handle = _ops.ep_dispatch(x, topk_idx, topk_weights, ctx, check_ids=check_ids)
-    y = _gated_experts(tokens, offsets, w_gate_up, w_down, x.dtype)
+    y = _gated_experts(tokens, offsets, w_gate_up, w_down)
     return _ops.ep_combine(y, handle, ctx)
 
 

@@ -11,7 +11,7 @@ from .collectives import (AllGatherContext, AllReduceContext, P2PContext, Reduce
 from .overlap import (AGGemmContext, GemmARContext, GemmRSContext, ag_gemm, create_ag_gemm_context,  # noqa: E402
                       create_gemm_ar_context, create_gemm_rs_context, gemm_ar, gemm_rs)
 from .gemm import matmul  # noqa: E402  (the module is ``triton_dist.ops.gemm``; ``ops.matmul`` is the function)
-from .moe_gemm import group_gemm  # noqa: E402  (MoE: the grouped GEMM over the routing layout, docs/moe.md)
+from .moe_gemm import group_gemm, moe_silu_gate  # noqa: E402  (MoE: the grouped GEMM over the routing layout, docs/moe.md)
 from .moe_layout import MoERouting, moe_combine, moe_route  # noqa: E402  (MoE: the routing layout on one device)
 from .moe_ep import (EPContext, EPHandle, create_ep_context, create_ep_ctx, ep_combine,  # noqa: E402  (MoE: EP)
                      ep_dispatch)
@@ -37,7 +37,7 @@ __all__ = [
     # single-device GEMM
     "matmul",
     # mixture of experts
-    "group_gemm", "moe_route", "moe_combine", "MoERouting", "EPContext", "EPHandle", "create_ep_context",
+    "group_gemm", "moe_silu_gate", "moe_route", "moe_combine", "MoERouting", "EPContext", "EPHandle", "create_ep_context",
     "create_ep_ctx", "ep_dispatch", "ep_combine",
     # contexts by handle (what the torch.library ops take)
     "get_context",

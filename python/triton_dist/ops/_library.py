@@ -1,6 +1,6 @@
 """torch.library registration of every op (``torch.ops.triton_dist.*``) so that torch.compile (fullgraph) traces a
 model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul, and the
-MoE family's group_gemm, moe_route, moe_combine.
+MoE family's group_gemm, moe_silu_gate, moe_route, moe_combine.
 
 Each op that needs a context takes the context's integer ``handle`` (:func:`~triton_dist.ops.context.get_context`
 finds the live context) and the call's method, already resolved from ``None`` / an alias by the public function.
@@ -158,6 +158,16 @@ def _group_gemm_fake(a, b, expert_offsets, scale_a, scale_b):
     return a.new_empty((a.shape[0], b.shape[2]), dtype=_moe_gemm.group_gemm_out_dtype(a.dtype))
 
 
+@torch.library.custom_op("triton_dist::moe_silu_gate", mutates_args=())
+def moe_silu_gate_op(h: torch.Tensor, expert_offsets: Optional[torch.Tensor]) -> torch.Tensor:
+    return _moe_gemm.moe_silu_gate(h, expert_offsets)
+
+
+@moe_silu_gate_op.register_fake
+def _moe_silu_gate_fake(h, expert_offsets):
+    return h.new_empty((h.shape[0], h.shape[1] // 2))
+
+
 @torch.library.custom_op("triton_dist::moe_route", mutates_args=())
 def moe_route_op(x: torch.Tensor, topk_idx: torch.Tensor, num_experts: int,
                  quant: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -196,6 +206,6 @@ def _moe_combine_fake(expert_out, dest_rows, topk_idx, topk_weights, num_experts
 #: the registered op of each public function (``torch.ops.triton_dist.<name>``)
 OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
        "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
-       "matmul": matmul_op, "group_gemm": group_gemm_op, "moe_route": moe_route_op, "moe_combine": moe_combine_op}
+       "matmul": matmul_op, "group_gemm": group_gemm_op, "moe_silu_gate": moe_silu_gate_op, "moe_route": moe_route_op, "moe_combine": moe_combine_op}
 
 __all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

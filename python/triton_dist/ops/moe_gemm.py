@@ -12,17 +12,20 @@ from __future__ import annotations
 
 from typing import Optional
 
+import torch as _torch
 import triton
 
 from ..kernels.gemm_config import TileConfig, ensure_tma_allocator, num_sms, use_tma_for
 from ..kernels import group_gemm as _k
-from ..kernels.group_gemm import group_gemm_kernel
+from ..kernels.group_gemm import group_gemm_kernel, silu_gate_kernel
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES, dtype_names
 from .context import capturing as _capturing
 from .context import check_eager_only, traced_result
 
 #: channels per FP8 block scale (the kernel's constexpr, as a host int)
 SCALE_BLOCK = int(_k.SCALE_BLOCK.value)
+#: dtypes of :func:`moe_silu_gate`'s input and output
+GATE_DTYPES = HALF_DTYPES + (_torch.float32, )
 #: Simulator tiling (the interpreter runs each tile with numpy: small tiles keep the tests fast)
 SIM_CONFIG = TileConfig(16, 16, 16, 1, 4, 1)
 
@@ -219,5 +222,56 @@ def group_gemm(a, b, expert_offsets, *, out=None, scale_a=None, scale_b=None, co
     return out
 
 
-__all__ = ["group_gemm", "group_gemm_out_dtype", "pick_group_config", "check_group_operands", "check_expert_offsets",
+def moe_silu_gate(h, expert_offsets=None, *, out=None):
+    """The SiLU-gated activation of an expert MLP between its two grouped GEMMs, in one launch: ``out[r] =
+    silu(h[r, :I]) * h[r, I:]`` for ``h [rows, 2 * I]`` (the gate and up projections side by side, as
+    :func:`group_gemm` of ``[E, K, 2 * I]`` weights returns them), computed in fp32 and rounded once to ``h``'s
+    dtype (bf16 / fp16 / fp32); returns ``out [rows, I]``.
+
+    ``expert_offsets`` (optional, the layout's int32 ``[E]`` cumulative ends): only rows below
+    ``expert_offsets[E - 1]`` are computed and written (rows past it are padding of a static capacity, which the
+    next :func:`group_gemm` does not read); read on the device only, so the call captures into a CUDA graph. Without
+    it every row is computed. ``out``: a ``[rows, I]`` tensor of ``h``'s dtype with unit column stride. Raises
+    ValueError on bad input before the launch. Under torch.compile the call is the registered
+    ``torch.ops.triton_dist.moe_silu_gate`` (``out`` receives a copy)."""
+    import torch
+
+    op = "moe_silu_gate"
+    if torch.compiler.is_compiling():
+        return traced_result(torch.ops.triton_dist.moe_silu_gate(h, expert_offsets), out)
+    if not isinstance(h, torch.Tensor) or h.dim() != 2 or h.shape[1] % 2:
+        raise ValueError(f"{op}: h must be a 2-D [rows, 2 * I] tensor (gate columns, then up columns), got "
+                         f"{tuple(getattr(h, 'shape', ())) if isinstance(h, torch.Tensor) else type(h).__name__}")
+    if h.dtype not in GATE_DTYPES:
+        raise ValueError(f"{op}: h must be one of {dtype_names(GATE_DTYPES)}, got {h.dtype}")
+    if h.stride(1) != 1:
+        raise ValueError(f"{op}: h needs a unit column stride (call .contiguous())")
+    rows, inter = h.shape[0], h.shape[1] // 2
+    if expert_offsets is not None:
+        if not isinstance(expert_offsets, torch.Tensor) or expert_offsets.dtype != torch.int32 or \
+                expert_offsets.dim() != 1 or expert_offsets.numel() == 0 or expert_offsets.device != h.device:
+            raise ValueError(f"{op}: expert_offsets must be a non-empty 1-D int32 tensor on {h.device}, got "
+                             f"{getattr(expert_offsets, 'dtype', type(expert_offsets).__name__)} "
+                             f"{tuple(getattr(expert_offsets, 'shape', ()))}")
+        if not expert_offsets.is_contiguous():
+            raise ValueError(f"{op}: expert_offsets must be contiguous")
+    if out is None:
+        out = torch.empty((rows, inter), dtype=h.dtype, device=h.device)
+    elif not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, inter) or out.dtype != h.dtype or \
+            out.device != h.device or out.stride(1) != 1:
+        raise ValueError(f"{op}: out must be a {h.dtype} [{rows}, {inter}] tensor on {h.device} with unit column "
+                         f"stride")
+    if rows == 0 or inter == 0:
+        return out
+    on_gpu = h.device.type == "cuda"
+    block_r, block_c = (16, 256) if on_gpu else (8, 16)
+    offs = expert_offsets if expert_offsets is not None else out
+    E = expert_offsets.numel() if expert_offsets is not None else 1
+    silu_gate_kernel[(triton.cdiv(rows, block_r), triton.cdiv(inter, block_c))](
+        h, out, offs, rows, inter, h.stride(0), out.stride(0), E, HAS_OFFSETS=expert_offsets is not None,
+        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=4 if on_gpu else 1)
+    return out
+
+
+__all__ = ["group_gemm", "moe_silu_gate", "group_gemm_out_dtype", "pick_group_config", "check_group_operands", "check_expert_offsets",
            "SIM_CONFIG"]
