@@ -318,7 +318,10 @@ def layer_case(E, k, H, inter, T):
     # the module: this rank's experts from the full weights, same result as the function
     from triton_dist.layers import EPMoE
 
-    layer = EPMoE(H, inter, E, k, T, torch.bfloat16).load_full_weights(w_gate_up, w_down)
+    layer = EPMoE(H, inter, E, k, T, torch.bfloat16, method="normal", methods=("normal", ))
+    layer.load_full_weights(w_gate_up, w_down)
+    if layer.ctx.methods != ("normal", ) or layer.ctx.method != "normal":
+        fails.append(f"EPMoE(method=, methods=): context has {layer.ctx.method} / {layer.ctx.methods}")
     x, idx, w = _rank_inputs(1, rank, _tokens_of(1, rank, world, T, True), H, k, E, torch.bfloat16, "random")
     if not torch.allclose(layer(x / 4, idx, w).float(), moe_reference(x / 4, idx, w, w_gate_up, w_down), rtol=3e-2,
                           atol=3e-2):

@@ -134,12 +134,16 @@ class EPMoE(torch.nn.Module):
     ``forward(x, topk_idx, topk_weights)`` takes this rank's ``[T, hidden]`` tokens (``T <= max_tokens``; ranks may
     differ) with the router's top-k global expert ids and weights and returns ``[T, hidden]`` in ``dtype``
     (:func:`ep_moe_forward`). Collective: every rank calls it, the same number of times. The context is created
-    once (``create_ep_ctx``); :meth:`close` frees it (collective)."""
+    once (``create_ep_ctx``); :meth:`close` frees it (collective). ``method`` / ``methods``: the context's
+    (:func:`~triton_dist.ops.create_ep_ctx`): the EP protocol of every call (default ``"auto"``) and the protocols
+    whose buffers are allocated (default all: pass ``methods=("push", )`` and ``method="push"`` to hold one
+    protocol's buffers only)."""
 
     def __init__(self, hidden: int, intermediate: int, num_experts: int, topk: int, max_tokens: int,
-                 dtype: torch.dtype = torch.bfloat16, device=None, check_ids: bool = True):
+                 dtype: torch.dtype = torch.bfloat16, device=None, check_ids: bool = True, *, method: str = "auto",
+                 methods=None):
         super().__init__()
-        self.ctx = _ops.create_ep_ctx(max_tokens, hidden, topk, num_experts, dtype)
+        self.ctx = _ops.create_ep_ctx(max_tokens, hidden, topk, num_experts, dtype, method=method, methods=methods)
         self.rank, self.world_size = self.ctx.rank, self.ctx.world_size
         self.hidden, self.intermediate, self.num_experts, self.topk = hidden, intermediate, num_experts, topk
         self.experts_per_rank = self.ctx.experts_per_rank
