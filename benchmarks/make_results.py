@@ -16,6 +16,12 @@ sections, one per kind of record:
   per configuration.
 * ``"benchmark": "gemm"``: our GEMM against cuBLAS per shape (``matmul``'s auto path: the measured table's entry,
   else the decode rule at M <= 128, else the autotuner; and the best tiling / loop form).
+* ``"benchmark": "bench_group_gemm"`` (section "Mixture of experts", after the GEMM one; :func:`moe_section`): the
+  grouped GEMM per (model, projection, tokens) against ``torch._grouped_mm`` (the faster of its two weight layouts),
+  the per-expert loop and the floor (recomputed where the run took another GPU's HBM figure), and the EP=1 layer
+  (``--layer``) against torch and torch.compile; one PNG, ``results/moe_group_gemm.png`` (:func:`plot_moe`).
+  ``"benchmark": "bench_moe_ep"`` (:func:`moe_ep_section`): the layer at expert parallelism over ranks, every
+  ``ours*`` column graph and eager, the torch layer with its all_to_all backend (no ratio where it is gloo).
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
 * GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
@@ -471,6 +477,291 @@ def gemm_section(doc):
     return lines + [""]
 
 
+# ------------------------------------------------------------------------------------------------ mixture of experts
+#: nominal HBM TB/s by a substring of the GPU name, as bench_group_gemm.CEILINGS has them (kept here: this script needs
+#: no torch); a run whose header's ``hbm_tbs`` is not its GPU's gets its floor recomputed (see :func:`_moe_floor`)
+MOE_HBM_TBS = {"H200": 4.8, "H100": 3.35}
+
+
+def _m(x, fmt="{:.1f}"):
+    """``fmt`` of a number, "-" where the run has no such figure (older runs lack some columns)."""
+    return "-" if not isinstance(x, (int, float)) else fmt.format(x)
+
+
+def gpu_of(doc) -> str:
+    """The GPU a results document ran on: ``versions.gpu``, else its first device, else ``facts.gpu`` / ``device``."""
+    return ((doc.get("versions") or {}).get("gpu") or (doc.get("devices") or [None])[0]
+            or (doc.get("facts") or {}).get("gpu") or doc.get("device") or "?")
+
+
+def _moe_floor(doc, r):
+    """``(floor us, recomputed)`` of a grouped-GEMM record. bench_group_gemm took H200's 4.8 TB/s for every GPU
+    before 6d5610f: where the header's ``hbm_tbs`` is not the nominal of the GPU the header names (and the command
+    did not set ``--hbm-tbs``), the floor is recomputed as the bench computes it, max(bytes / HBM, flops / TFLOP/s),
+    with that GPU's HBM figure (``recomputed`` True: the table footnotes it)."""
+    floor = r.get("floor_us")
+    gpu, hbm = gpu_of(doc), doc.get("hbm_tbs")
+    nominal = next((v for k, v in MOE_HBM_TBS.items() if k in gpu), None)
+    if (floor is None or nominal is None or not isinstance(hbm, (int, float)) or abs(hbm - nominal) < 1e-9
+            or "--hbm-tbs" in str(doc.get("command", ""))):
+        return floor, False
+    nbytes, rows, K, N, tflops = (r.get("floor_bytes"), r.get("rows"), r.get("K"), r.get("N"), doc.get("tflops"))
+    if all(isinstance(v, (int, float)) for v in (nbytes, rows, K, N, tflops)):
+        return max(nbytes / (nominal * 1e12), 2.0 * rows * K * N / (tflops * 1e12)) * 1e6, True
+    return floor * hbm / nominal, True  # the bandwidth term scaled (the floor at these shapes is bandwidth-bound)
+
+
+def _grouped_base(us):
+    """``(us, name)`` of the torch._grouped_mm baseline of a record's ``us``: the faster of its two weight layouts
+    (``grouped_mm``: [E, K, N]; ``grouped_mm/nk``: [E, N, K] passed transposed), as the bench's ratio takes it."""
+    cands = [(us[n], n) for n in ("grouped_mm", "grouped_mm/nk") if isinstance(us.get(n), (int, float))]
+    return min(cands) if cands else (None, None)
+
+
+def _moe_ratio(r, key, num, den="ours"):
+    """A record's ``key`` ratio, else computed from its ``us`` (``num`` / ``den``), else None."""
+    if isinstance(r.get(key), (int, float)):
+        return r[key]
+    us = r.get("us") or {}
+    a, b = (us.get(num) if isinstance(num, str) else num), us.get(den)
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else None
+
+
+def _moe_grouped_records(doc):
+    return [r for r in doc.get("records", []) if not r.get("layer") and "projection" in r]
+
+
+def _moe_layer_records(doc):
+    return [r for r in doc.get("records", []) if r.get("layer")]
+
+
+def moe_section(doc):
+    """bench_group_gemm (one GPU, expert parallelism 1): the grouped GEMM per (model, projection, tokens) against
+    ``torch._grouped_mm`` (the faster of its two weight layouts) and a per-expert ``torch.matmul`` loop, with the
+    bandwidth / compute floor and the best ``--configs`` tiling; and the whole MoE layer (``--layer``) against the
+    torch layer and its torch.compile. Ratios are baseline time / ours (> 1: ours faster); "-" where the run has no
+    such column."""
+    out = [f"### {gpu_of(doc)}, commit `{doc.get('git_commit') or '?'}`, {_when(doc)} (`{doc['_path']}`)", "",
+           f"- command: `{doc.get('command', '?')}`"]
+    not_graphed = sorted({c for r in doc.get("records", []) for c, g in (r.get("graphed") or {}).items() if not g})
+    if not_graphed:
+        out.append(f"- graph capture failed for {', '.join(f'`{c}`' for c in not_graphed)}: eager time in its place")
+    out.append("")
+    grouped = _moe_grouped_records(doc)
+    if grouped:
+        floors = [_moe_floor(doc, r) for r in grouped]
+        recomputed = any(f[1] for f in floors)
+        out += ["| model | projection | tokens (rows) | ours us (tiling) | torch._grouped_mm us | loop us | floor us | "
+                "ours / floor | grouped_mm / ours | loop / ours | best `--configs` tiling us (grouped_mm / it) | "
+                "errors |", "|" + "---|" * 12]
+        for r, (floor, fixed) in zip(grouped, floors):
+            us = r.get("us") or {}
+            base, base_name = _grouped_base(us)
+            tilings = {k: v for k, v in us.items() if k.startswith("ours/") and k not in ("ours/nk", "ours/fp8")
+                       and isinstance(v, (int, float))}
+            best = min(tilings, key=tilings.get) if tilings else None
+            best_cell = (f"`{best[5:]}` {tilings[best]:.1f} ({_m(base / tilings[best] if base else None, '{:.3f}')})"
+                         if best else "-")
+            ours = us.get("ours")
+            errs = "; ".join(f"{k}: {v}" for k, v in (r.get("errors") or {}).items()).replace("|", "/")[:120]
+            out.append("| " + " | ".join([
+                str(r.get("name", "?")), str(r.get("projection", "?")), f"{r.get('tokens', '?')} ({r.get('rows', '?')})",
+                f"{_m(ours)}" + (f" (`{r['config']}`)" if r.get("config") else ""),
+                _m(base) + (" (nk)" if base_name == "grouped_mm/nk" else ""), _m(us.get("loop")),
+                _m(floor) + ("*" if fixed else ""),
+                _m(ours / floor if isinstance(ours, (int, float)) and floor else None, "{:.2f}"),
+                _m(_moe_ratio(r, "grouped_mm_over_ours", base), "{:.3f}"),
+                _m(_moe_ratio(r, "loop_over_ours", "loop"), "{:.2f}"), best_cell, errs or ""]) + " |")
+        out.append("")
+        if recomputed:
+            nominal = next((v for k, v in MOE_HBM_TBS.items() if k in gpu_of(doc)), None)
+            out += [f"\\* floor recomputed with the {gpu_of(doc)}'s nominal {nominal} TB/s: the run recorded "
+                    f"`hbm_tbs` {doc.get('hbm_tbs')} (H200's, taken for every GPU before 6d5610f), so its own "
+                    f"`floor_us` (e.g. {_m(grouped[0].get('floor_us'))} us in the first row) is too low.", ""]
+    layer = _moe_layer_records(doc)
+    if layer:
+        out += ["The whole layer at EP=1 (route, gate_up, SiLU gate, down, combine): ours (`layers.moe_forward`) "
+                "against the same layer in torch ops (`torch._grouped_mm` twice) and torch.compile of it.", "",
+                "| model | tokens | ours us | torch us | torch.compile us | torch / ours | torch.compile / ours | "
+                "eager: torch / ours | eager: torch.compile / ours | errors |", "|" + "---|" * 10]
+        for r in layer:
+            us = r.get("us") or {}
+            errs = "; ".join(f"{k}: {v}" for k, v in (r.get("errors") or {}).items()).replace("|", "/")[:120]
+            out.append("| " + " | ".join([
+                str(r.get("name", "?")), str(r.get("tokens", "?")), _m(us.get("ours")), _m(us.get("torch")),
+                _m(us.get("torch.compile")), _m(_moe_ratio(r, "torch_over_ours", "torch"), "{:.3f}"),
+                _m(_moe_ratio(r, "torch.compile_over_ours", "torch.compile"), "{:.3f}"),
+                _m(r.get("eager_torch_over_ours"), "{:.3f}"), _m(r.get("eager_torch.compile_over_ours"), "{:.3f}"),
+                errs or ""]) + " |")
+        out.append("")
+    return out
+
+
+def _ep_columns(recs):
+    """The ``ours*`` columns of bench_moe_ep records in order of appearance (``ours``, ``ours/a2a``, ``ours/<method>``,
+    ``ours/a2a/<method>``: any method, ``ll`` included)."""
+    cols = []
+    for r in recs:
+        for c in list(r.get("us") or {}) + list(r.get("eager_us") or {}):
+            if c.startswith("ours") and c not in cols:
+                cols.append(c)
+    return cols
+
+
+def _ep_backend(doc, r):
+    """``(backend, note)`` of the torch baseline's all_to_all_single: the record's ``torch_a2a_backend``; where it
+    is missing (records before it was written), "gloo" for ranks that shared a GPU (their process group has no
+    NCCL), else unknown."""
+    b = r.get("torch_a2a_backend")
+    if b:
+        return b, ""
+    return ("gloo", " (not recorded; no NCCL where ranks share a GPU)") if is_shared(doc) else ("?", " (not recorded)")
+
+
+def moe_ep_section(doc):
+    """bench_moe_ep: the MoE layer at expert parallelism ``world`` per tokens per rank: every ``ours*`` column's
+    CUDA-graph and eager us (``ours`` / ``ours/<method>``: the layer; ``ours/a2a...``: dispatch + combine alone), the
+    torch layer (its all_to_all_single backend; it reads split sizes on the host, so it is never graphed), torch /
+    ours per layer column, the errors, and which columns ran eager because capture failed. Where the torch baseline
+    ran over gloo (host copies: ranks sharing a GPU) its ratio says nothing of NCCL and is shown as not comparable."""
+    recs = doc.get("records", [])
+    t = topology_of(doc)
+    out = [f"### bench_moe_ep, EP={t['world_size'] or doc.get('world_size', '?')}, {gpu_of(doc)}, commit "
+           f"`{doc.get('git_commit') or '?'}`, {_when(doc)} (`{doc['_path']}`)", "",
+           f"- command: `{doc.get('command', '?')}`"]
+    cols = _ep_columns(recs)
+    graph = {}
+    for r in recs:
+        for c, g in (r.get("graphed") or {}).items():
+            graph.setdefault(c, set()).add(bool(g))
+    yes = [c for c in cols + ["torch"] if graph.get(c) == {True}]
+    no = [c for c in cols + ["torch"] if c in graph and graph[c] != {True}]
+    out.append(f"- CUDA-graph replay: {', '.join(f'`{c}`' for c in yes) or 'none'}; eager in the graph column "
+               f"(capture failed, or the torch layer, which reads split sizes on the host): "
+               f"{', '.join(f'`{c}`' for c in no) or 'none'}")
+    fails = {}
+    for f in doc.get("graph_failures") or []:
+        key = (f.get("impl", "?"), str(f.get("error", "?")).replace("|", "/")[:160]) if isinstance(f, dict) \
+            else ("?", str(f)[:160])
+        fails[key] = fails.get(key, 0) + 1
+    for (impl, err), n in fails.items():
+        out.append(f"- graph capture failed ({n}x) for `{impl}`: `{err}`")
+    backends = sorted({_ep_backend(doc, r)[0] + _ep_backend(doc, r)[1] for r in recs})
+    gloo = any(_ep_backend(doc, r)[0] == "gloo" for r in recs)
+    out.append(f"- torch baseline's all_to_all_single: {', '.join(backends) or '?'}"
+               + (": host copies through gloo, so torch / ours is not a speed-up over NCCL and is not shown"
+                  if gloo else ""))
+    out.append("")
+    layers = [c for c in cols if not c.startswith("ours/a2a")]
+    head = ("| model | tokens / rank | experts / rank | " + " | ".join(f"`{c}` graph / eager us" for c in cols)
+            + " | `torch` us (eager) | " + " | ".join(f"torch / `{c}` (eager / eager)" for c in layers)
+            + " | rel. error vs torch | dispatch+combine rel. error |")
+    out += [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in recs:
+        us, eager, g = r.get("us") or {}, r.get("eager_us") or {}, r.get("graphed") or {}
+        cells = [str(r.get("name", "?")), str(r.get("tokens_per_rank", "?")), str(r.get("experts_per_rank", "?"))]
+        for c in cols:
+            cells.append(f"{_m(us.get(c))}{'' if g.get(c, True) else ' (not graphed)'} / {_m(eager.get(c))}")
+        torch_us = eager.get("torch", us.get("torch"))
+        backend = _ep_backend(doc, r)[0]
+        cells.append(f"{_m(torch_us)} ({backend})")
+        for c in layers:
+            if backend == "gloo":
+                cells.append("n/a (gloo host path)")
+            else:
+                e = _moe_ratio({"us": eager}, "", "torch", c)
+                cells.append(_m(e, "{:.2f}"))
+        def errs(key, single):
+            by = r.get(key) or {}
+            if by:
+                return ", ".join(f"{m} {_m(v, '{:.1e}')}" for m, v in by.items())
+            return _m(r.get(single), "{:.1e}")
+        cells += [errs("rel_error_vs_torch_by_method", "rel_error_vs_torch"),
+                  errs("a2a_rel_error_by_method", "a2a_rel_error")]
+        out.append("| " + " | ".join(cells) + " |")
+    return out + [""]
+
+
+def plot_moe(docs, png_path):
+    """Per GPU, the newest bench_group_gemm run with grouped-GEMM records: bars of ``torch._grouped_mm / ours`` and
+    ``loop / ours`` per (projection, tokens); and, where a run timed the layer (``--layer``), the newest such run's
+    ``torch.compile / ours`` and ``torch / ours`` per tokens; a line at 1 (above it: ours faster). Into
+    ``png_path``; returns False without matplotlib or without such records."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    newest = {}
+    for kind, having in (("grouped", _moe_grouped_records), ("layer", _moe_layer_records)):
+        for gpu in sorted({gpu_of(d) for d in docs}):
+            d = _newest([x for x in docs if gpu_of(x) == gpu], lambda x: bool(having(x)))
+            if d is not None:
+                newest.setdefault(gpu, {})[kind] = d
+    if not newest:
+        return False
+    gpus = sorted(newest)
+    ncols = 2 if any("layer" in v for v in newest.values()) else 1
+    fig, axes = plt.subplots(len(gpus), ncols, figsize=(6.5 * ncols, 3.8 * len(gpus)), squeeze=False)
+
+    def bars(ax, labels, series, title):
+        width = 0.8 / max(1, len(series))
+        top = 1.0
+        for i, (name, vals, color) in enumerate(series):
+            xs = [j + (i - (len(series) - 1) / 2) * width for j, v in enumerate(vals) if v is not None]
+            ys = [v for v in vals if v is not None]
+            if xs:
+                b = ax.bar(xs, ys, width, label=name, color=color)
+                ax.bar_label(b, fmt="%.2f", fontsize=7)
+                top = max(top, *ys)
+        ax.set_ylim(0, top * 1.25)  # room for the legend above the bars
+        ax.axhline(1.0, color="k", linewidth=1, linestyle="--")
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_ylabel("baseline time / ours (> 1: ours faster)", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+
+    for row, gpu in enumerate(gpus):
+        d = newest[gpu].get("grouped")
+        ax = axes[row][0]
+        if d is not None:
+            recs = _moe_grouped_records(d)
+            models = {r.get("name") for r in recs}
+            labels = [(f"{r.get('name')}\n" if len(models) > 1 else "") + f"{r.get('projection')}\nT={r.get('tokens')}"
+                      for r in recs]
+            series = [("torch._grouped_mm / ours",
+                       [_moe_ratio(r, "grouped_mm_over_ours", _grouped_base(r.get("us") or {})[0]) for r in recs],
+                       "tab:blue"),
+                      ("per-expert loop / ours", [_moe_ratio(r, "loop_over_ours", "loop") for r in recs], "tab:orange")]
+            bars(ax, labels, series, f"grouped GEMM ({', '.join(sorted(map(str, models)))}), {gpu}\ncommit "
+                                     f"{d.get('git_commit', '?')}, {_when(d)}")
+        else:
+            ax.set_axis_off()
+        if ncols == 2:
+            ax = axes[row][1]
+            d = newest[gpu].get("layer")
+            if d is None:
+                ax.set_axis_off()
+                continue
+            recs = _moe_layer_records(d)
+            series = [("torch.compile / ours", [_moe_ratio(r, "torch.compile_over_ours", "torch.compile")
+                                                for r in recs], "tab:green"),
+                      ("torch ops / ours", [_moe_ratio(r, "torch_over_ours", "torch") for r in recs], "tab:red")]
+            series = [s for s in series if any(v is not None for v in s[1])]
+            bars(ax, [f"T={r.get('tokens')}" for r in recs], series,
+                 f"MoE layer, EP=1 ({', '.join(sorted({str(r.get('name')) for r in recs}))}), {gpu}\ncommit "
+                 f"{d.get('git_commit', '?')}, {_when(d)}")
+    fig.suptitle("MoE on one GPU: CUDA-graph replay, baseline time / ours", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def _mega_roofline(r, name="mega", read=False):
     """``<name>_roofline[_read]_fraction`` of a bench_mega result (``<name>_roofline[_read]`` in results written
     before the key was renamed), or None."""
@@ -780,6 +1071,39 @@ def _glance_shmem(docs):
     return out
 
 
+def _glance_moe(docs):
+    """The newest grouped-GEMM run (x torch._grouped_mm, x the per-expert loop), the newest EP=1 layer run (x
+    torch.compile, x torch) and the newest bench_moe_ep run of one GPU per rank (x torch, eager against eager: the
+    torch layer is never graphed)."""
+    rows = []
+    d = _newest(docs, lambda d: bool(_moe_grouped_records(d)))
+    if d is not None:
+        recs = _moe_grouped_records(d)
+        gm = [_moe_ratio(r, "grouped_mm_over_ours", _grouped_base(r.get("us") or {})[0]) for r in recs]
+        loop = [_moe_ratio(r, "loop_over_ours", "loop") for r in recs]
+        toks = sorted({r.get("tokens") for r in recs if isinstance(r.get("tokens"), int)})
+        rows.append(("grouped GEMM", f"{_span(gm)} torch._grouped_mm, {_span(loop)} per-expert loop ({len(recs)} "
+                     f"shapes, {toks[0] if toks else '?'}–{toks[-1] if toks else '?'} tokens, bf16)", d))
+    d = _newest(docs, lambda d: bool(_moe_layer_records(d)))
+    if d is not None:
+        recs = _moe_layer_records(d)
+        comp = [_moe_ratio(r, "torch.compile_over_ours", "torch.compile") for r in recs]
+        text = (f"{_span(comp)} torch.compile, " if any(v is not None for v in comp) else "no torch.compile in this "
+                "run, ") + f"{_span([_moe_ratio(r, 'torch_over_ours', 'torch') for r in recs])} torch"
+        toks = sorted({r.get("tokens") for r in recs if isinstance(r.get("tokens"), int)})
+        rows.append(("MoE layer, EP=1", text + f" ({toks[0] if toks else '?'}–{toks[-1] if toks else '?'} tokens)", d))
+    d = _newest(docs, lambda d: d.get("benchmark") == "bench_moe_ep" and bool(d.get("records")))
+    if d is not None:
+        recs = d["records"]
+        if any(_ep_backend(d, r)[0] == "gloo" for r in recs):
+            text = "torch baseline over gloo: no ratio"
+        else:
+            text = (f"{_span([_moe_ratio({'us': r.get('eager_us') or {}}, '', 'torch', 'ours') for r in recs])} "
+                    f"torch (eager / eager; {_ep_backend(d, recs[0])[0]})")
+        rows.append((f"MoE layer, EP={topology_of(d)['world_size'] or d.get('world_size', '?')}", text, d))
+    return rows
+
+
 def _glance_shared(shared, anchors, body) -> str:
     """The opening screen's row of the results of ranks that shared a GPU: how many, how many ranks per GPU, the
     suite steps' outcome and the other kinds of result; machine and date of the newest."""
@@ -814,6 +1138,7 @@ def glance(nvlink, shared, body) -> list:
 
     families = [("Collectives", "Collectives", _glance_collectives(by("bench_collectives"))),
                 ("GEMM", "Our GEMM vs cuBLAS", _glance_gemm(by("gemm"))),
+                ("MoE", "Mixture of experts", _glance_moe(by("bench_group_gemm") + by("bench_moe_ep"))),
                 ("Overlapped GEMMs", "Overlapped GEMMs", _glance_overlap(by("bench_overlap"))),
                 ("Mega kernel", "Mega kernel", _glance_mega(by("bench_mega"))),
                 ("SHMEM primitives", "SHMEM put/get and signalling", _glance_shmem(by("bench_shmem")))]
@@ -891,6 +1216,10 @@ def shared_section(docs, out_dir=HERE):
             out += overlap_section(d)
         elif kind == "gemm":
             out += gemm_section(d)
+        elif kind == "bench_group_gemm":
+            out += moe_section(d)
+        elif kind == "bench_moe_ep":
+            out += moe_ep_section(d)
         elif kind == "bench_mega":
             out += mega_section(d)
         elif kind == "probe_mega":
@@ -919,7 +1248,8 @@ def main():
         lines += ["## Collectives (`benchmarks/bench_collectives.py`)", ""]
         for d in sorted(coll, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
             lines += collective_section(d, os.path.dirname(os.path.abspath(args.out)))
-    kind = {"bench_shmem": [], "bench_overlap": [], "gemm": [], "bench_mega": []}
+    kind = {"bench_shmem": [], "bench_overlap": [], "gemm": [], "bench_group_gemm": [], "bench_moe_ep": [],
+            "bench_mega": []}
     for d in docs:
         b = d.get("benchmark")
         if b in kind:
@@ -949,6 +1279,24 @@ def main():
                   "before 2026-12-01 had no table and no decode rule: there it is the autotuner. Newest run first.", ""]
         for d in sorted(kind["gemm"], key=run_stamp, reverse=True):
             lines += gemm_section(d)
+    moe = kind["bench_group_gemm"] + kind["bench_moe_ep"]  # one GPU per rank only: shared runs are in shared_section
+    if moe:
+        lines += ["## Mixture of experts (`benchmarks/bench_group_gemm.py`, `benchmarks/bench_moe_ep.py`)", "",
+                  "Every ratio is the baseline's time / ours in the same run (> 1: ours faster), CUDA-graph replay "
+                  "unless a column says eager. The grouped GEMM (`ops.group_gemm`, expert parallelism 1, tokens "
+                  "routed top-8 at random) against `torch._grouped_mm` (the faster of its two weight layouts) and a "
+                  "per-expert `torch.matmul` loop; the floor is max(HBM bytes / nominal bandwidth, flops / nominal "
+                  "TFLOP/s). The layer (route, gate_up, SiLU gate, down, combine) against the same layer in torch ops "
+                  "and its torch.compile. bench_moe_ep (expert parallelism over ranks with one GPU each) against the "
+                  "torch layer with NCCL all_to_all_single, eager against eager (the torch layer reads split sizes "
+                  "on the host and cannot be graphed). Newest run first.", ""]
+        png = os.path.join(os.path.dirname(os.path.abspath(args.out)), "results", "moe_group_gemm.png")
+        if plot_moe(kind["bench_group_gemm"], png):
+            lines += ["![MoE grouped GEMM and layer ratios](results/moe_group_gemm.png)", ""]
+        for d in sorted(kind["bench_group_gemm"], key=doc_time, reverse=True):
+            lines += moe_section(d)
+        for d in sorted(kind["bench_moe_ep"], key=doc_time, reverse=True):
+            lines += moe_ep_section(d)
     probes = [d for d in docs if _kind(d) == "probe_mega"]  # bench_mega --probe linear-chain (was probe_mega.py)
     if kind["bench_mega"] or probes:
         lines += ["## Mega kernel (`benchmarks/bench_mega.py`, `benchmarks/probe_mega.py`)", "",
@@ -975,7 +1323,8 @@ def main():
                   "record.", ""]
         for d in sorted(runs, key=lambda d: d.get("date", "")):
             lines += run_section(d)
-    done = coll + kind["bench_shmem"] + kind["bench_overlap"] + kind["gemm"] + kind["bench_mega"] + probes + steps + runs
+    done = (coll + kind["bench_shmem"] + kind["bench_overlap"] + kind["gemm"] + moe + kind["bench_mega"] + probes
+            + steps + runs)
     other = [d for d in docs if not any(d is x for x in done)]
     if other:
         lines += ["## Other result files", ""]
@@ -988,7 +1337,7 @@ def main():
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {args.out} ({len(coll)} collective, {len(kind['bench_shmem'])} shmem, {len(kind['bench_overlap'])} "
-          f"overlap runs, {len(steps)} suite steps, {len(other)} other files, {len(shared)} shared-GPU results)")
+          f"overlap runs, {len(moe)} MoE runs, {len(steps)} suite steps, {len(other)} other files, {len(shared)} shared-GPU results)")
 
 
 if __name__ == "__main__":
