@@ -10,7 +10,8 @@ For every (model, projection, tokens): ``tokens`` tokens routed top-8 over all e
 grouped by expert and the weights ``[E, K, N]`` (gate_up: ``K = hidden``, ``N = 2 x intermediate``; down: ``K =
 intermediate``, ``N = hidden``). Implementations, each checked first against an fp32 per-expert reference:
 
-* ``ours``: ``ops.group_gemm`` as users get it (the tiling ``pick_group_config`` chooses), ``check_offsets=False``
+* ``ours``: ``ops.group_gemm`` as users get it (the measured table's tiling for the shape and rows-per-expert
+  bucket, else ``pick_group_config``'s rule: ``config`` / ``config_from`` in the record), ``check_offsets=False``
   (the check reads the offsets on the host: one synchronisation, what a capture skips anyway);
   ``ours/<tiling>``: each ``--configs`` tiling; ``ours/nk``: weights stored ``[E, N, K]`` (``nn.Linear``'s layout)
   and passed transposed;
@@ -26,6 +27,12 @@ intermediate``, ``N = hidden``). Implementations, each checked first against an 
 graph can hold (a stable argsort of the slots, ``index_select``, ``torch._grouped_mm`` twice, ``index_add_`` of the
 weighted rows), and ``torch.compile`` of it (unless ``--no-compile``); all checked against ``layers.moe_reference``.
 
+``--write-table`` then merges this run into the measured table ``python/triton_dist/kernels/group_gemm_table.json``
+(or ``--table-out``): per (expert shape, rows-per-expert bucket), the fastest of ``ours`` and the ``--configs``
+tilings, with the results JSON, commit, timestamp, its us and torch._grouped_mm's; an existing entry the run timed
+too stays unless the fastest beats it by more than ``--margin`` (default 1.5%). ``--table-from JSON`` does the same
+from an earlier run's results JSON, without a GPU (``kernels.group_gemm_table.build_group_gemm_table``).
+
 Timing (benchmarks/harness.py): CUDA-graph replay of ``k`` back-to-back calls for every implementation, interleaved
 round-robin, median; and an eager column (``k`` back-to-back eager calls, host launch cost included) for each.
 Ratios: ``grouped_mm_over_ours`` (> 1: ours faster) and ``loop_over_ours``. The floor: HBM bytes (weights of the
@@ -35,6 +42,7 @@ experts with rows + activations + output) over the bandwidth ceiling ``--hbm-tbs
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -52,6 +60,8 @@ TOKENS = [128, 1024, 8192]
 PROJECTIONS = ["gate_up", "down"]
 SAMPLE_US = 2000
 REPS = 9
+#: --write-table's default margin: an entry the run timed too stays unless the fastest beats it by more than this
+MARGIN = 0.015
 #: nominal (HBM TB/s, dense bf16 TFLOP/s) of the GPUs the floor knows, by a substring of the device name; the floor
 #: uses the running GPU's unless --hbm-tbs / --tflops say otherwise (H200 figures for an unknown GPU)
 CEILINGS = {"H200": (4.8, 989.0), "H100": (3.35, 989.0)}
@@ -89,7 +99,8 @@ def floor_us(counts, K, N, rows, elem_bytes, hbm_tbs, tflops):
 def bench_one(name, model, projection, tokens, configs, fp8, hbm_tbs, tflops, seed=0):
     from triton_dist.kernels.gemm_config import TileConfig
     from triton_dist.ops import group_gemm
-    from triton_dist.ops.moe_gemm import pick_group_config
+    from triton_dist.kernels.group_gemm_table import device_name_of
+    from triton_dist.ops.moe_gemm import select_group_config
 
     E, topk = model["experts"], model["topk"]
     K, N = projection_shape(model, projection)
@@ -148,9 +159,11 @@ def bench_one(name, model, projection, tokens, configs, fp8, hbm_tbs, tflops, se
     graphed = harness.time_interleaved(fns, k, REPS)
     eager = {impl: harness.time_eager(fn, k, REPS) for impl, fn in fns.items()}
     nbytes, floor = floor_us(counts, K, N, rows, 2, hbm_tbs, tflops)
+    # what "ours" ran: the measured table's entry ("table") or the rule ("rule"), as group_gemm picks it
+    ran_cfg, ran_from = select_group_config(rows, E, N, K, torch.bfloat16, device_name_of(torch.cuda.current_device()))
     rec = {"name": name, "projection": projection, "tokens": tokens, "rows": rows, "experts": E, "K": K, "N": N,
            "experts_with_rows": int((counts > 0).sum()), "max_rows_per_expert": int(counts.max()),
-           "config": str(pick_group_config(rows, E, N, K, on_gpu=True)), "calls_per_sample": k,
+           "config": str(ran_cfg), "config_from": ran_from, "calls_per_sample": k,
            "us": {impl: t for impl, (t, _) in graphed.items()},
            "graphed": {impl: g for impl, (_, g) in graphed.items()}, "eager_us": eager, "errors": errors,
            "floor_bytes": nbytes, "floor_us": floor}
@@ -234,7 +247,26 @@ def main(argv=None):
                                                                "GPU's nominal)")
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
+    ap.add_argument("--write-table", action="store_true",
+                    help="after timing, merge the fastest tiling per (shape, bucket) into the grouped-GEMM table")
+    ap.add_argument("--table-out", default=None, help="table path (default kernels/group_gemm_table.json)")
+    ap.add_argument("--table-from", default=None, metavar="JSON",
+                    help="no GPU: merge an earlier run's results JSON (group_gemm-<stamp>.json) into the table, exit")
+    ap.add_argument("--margin", type=float, default=MARGIN,
+                    help=f"keep an existing entry the run timed unless the fastest beats it by more than this "
+                         f"fraction (default {MARGIN}; 0: the fastest always wins)")
     args = ap.parse_args(argv)
+    from triton_dist.runtime.dispatch_table import check_margin
+
+    try:
+        check_margin(args.margin, "--margin")
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.table_from:
+        with open(args.table_from) as f:
+            doc = json.load(f)
+        write_table(doc, source_name(args.table_from), args.table_out, args.margin)
+        return
     models = harness.names_arg(ap, "--models", args.models, MODELS, "model")
     projections = harness.names_arg(ap, "--projections", args.projections, PROJECTIONS, "projection")
     tokens = harness.counts_arg(ap, "--tokens", args.tokens)
@@ -284,6 +316,31 @@ def main(argv=None):
                                 tflops=args.tflops, records=records)
     path = harness.write_json(os.path.join(harness.results_dir(args.out), f"group_gemm-{stamp}.json"), doc)
     print(f"bench_group_gemm: wrote {path}")
+    if args.write_table and not args.layer:
+        write_table(doc, source_name(path), args.table_out, args.margin)
+
+
+def source_name(path):
+    """A results path as the table records it: relative to the repository when inside it."""
+    root = os.path.abspath(os.path.join(HERE, ".."))
+    ap = os.path.abspath(path)
+    return os.path.relpath(ap, root) if ap.startswith(root + os.sep) else ap
+
+
+def write_table(doc, source, out_path=None, margin=MARGIN):
+    """Merge the results document ``doc`` (from ``source``) into the grouped-GEMM table at ``out_path`` (default the
+    shipped one; created if missing; a malformed one is an error, not overwritten) and print what changed."""
+    from triton_dist.kernels import group_gemm_table as gt
+
+    out_path = out_path or gt.GROUP_GEMM_TABLE_PATH
+    found = gt.GROUP_GEMM_TABLE.read(out_path)
+    table, report = gt.build_group_gemm_table(doc, source, None if found is None else found[0], margin=margin)
+    with open(out_path, "w") as f:
+        f.write(gt.dump_group_gemm_table(table))
+    print(f"grouped-GEMM table: {os.path.normpath(out_path)}")
+    for line in report:
+        print(f"   {line}")
+    return out_path, report
 
 
 if __name__ == "__main__":

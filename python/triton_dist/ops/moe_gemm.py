@@ -17,6 +17,7 @@ import triton
 
 from ..kernels.gemm_config import TileConfig, ensure_tma_allocator, num_sms, use_tma_for
 from ..kernels import group_gemm as _k
+from ..kernels import group_gemm_table as _gt
 from ..kernels.group_gemm import group_gemm_kernel, silu_gate_kernel
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES, dtype_names
 from .context import capturing as _capturing
@@ -62,6 +63,24 @@ def pick_group_config(rows: int, num_experts: int, N: int, K: int, *, on_gpu: bo
     if block_k == 64 and N >= 256:
         return TileConfig(128, 256, 64, 1, 8, 4)
     return TileConfig(128, 128, block_k, 1, 8, 4)
+
+
+def select_group_config(rows: int, num_experts: int, N: int, K: int, dtype, device_name: Optional[str], *,
+                        block_scaled: bool = False) -> tuple:
+    """What :func:`group_gemm` launches without ``config``, as ``(TileConfig, source)``: the measured table's entry
+    for this device, dtype, expert shape and rows-per-expert bucket (``source`` ``"table"``;
+    :mod:`triton_dist.kernels.group_gemm_table`), else :func:`pick_group_config`'s rule (``"rule"``).
+    ``device_name`` None means not on a GPU (the simulator's tiling). A block-scaled (fp8) call takes an entry only
+    if one ``BLOCK_K`` step lies in one scale block."""
+    import torch
+
+    if device_name is not None:
+        cfg = _gt.group_gemm_table_lookup(device_name, dtype, num_experts, N, K, rows)
+        if cfg is not None and (not block_scaled or SCALE_BLOCK % cfg.BLOCK_K == 0):
+            return cfg, "table"
+    elem = torch.empty((), dtype=dtype).element_size() if isinstance(dtype, torch.dtype) else 2
+    return pick_group_config(rows, num_experts, N, K, on_gpu=device_name is not None, elem_bytes=elem,
+                             block_scaled=block_scaled), "rule"
 
 
 def _check_scales(op: str, a, b, scale_a, scale_b, num_experts: int, N: int, K: int) -> None:
@@ -172,8 +191,9 @@ def group_gemm(a, b, expert_offsets, *, out=None, scale_a=None, scale_b=None, co
     ``check_offsets`` (default True): read the offsets on the host and refuse bad ones (:func:`check_expert_offsets`:
     one device synchronisation) before the launch; skipped inside a CUDA-graph capture and under torch.compile,
     where nothing may synchronise. Whatever the offsets hold, the kernel never reads or writes outside the tensors.
-    ``config``: a :class:`~triton_dist.kernels.gemm_config.TileConfig` instead of :func:`pick_group_config`'s
-    (block sizes, warps, stages; its other fields are ignored). Raises ValueError on bad input before any launch.
+    ``config``: a :class:`~triton_dist.kernels.gemm_config.TileConfig` instead of :func:`select_group_config`'s
+    (the measured table's entry for the device, dtype, expert shape and rows-per-expert bucket, else
+    :func:`pick_group_config`'s rule; block sizes, warps, stages, pointer loads; its other fields are ignored). Raises ValueError on bad input before any launch.
     Under torch.compile the call is the registered ``torch.ops.triton_dist.group_gemm`` (``config`` is refused
     there; ``out`` receives a copy)."""
     import torch
@@ -197,8 +217,8 @@ def group_gemm(a, b, expert_offsets, *, out=None, scale_a=None, scale_b=None, co
         return out
     block_scaled = a.dtype in FP8_DTYPES
     on_gpu = a.device.type == "cuda"
-    cfg = config or pick_group_config(rows, E, N, K, on_gpu=on_gpu, elem_bytes=a.element_size(),
-                                      block_scaled=block_scaled)
+    cfg = config or select_group_config(rows, E, N, K, a.dtype, _gt.device_name_of(a.device.index) if on_gpu
+                                        else None, block_scaled=block_scaled)[0]
     if block_scaled and SCALE_BLOCK % cfg.BLOCK_K:
         raise ValueError(f"group_gemm: config {cfg} has BLOCK_K={cfg.BLOCK_K}; with block scales one step must lie "
                          f"in one scale block ({SCALE_BLOCK} % BLOCK_K == 0)")
@@ -273,5 +293,5 @@ def moe_silu_gate(h, expert_offsets=None, *, out=None):
     return out
 
 
-__all__ = ["group_gemm", "moe_silu_gate", "group_gemm_out_dtype", "pick_group_config", "check_group_operands", "check_expert_offsets",
+__all__ = ["group_gemm", "moe_silu_gate", "select_group_config", "group_gemm_out_dtype", "pick_group_config", "check_group_operands", "check_expert_offsets",
            "SIM_CONFIG"]
