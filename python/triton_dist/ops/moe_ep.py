@@ -46,8 +46,18 @@ EP_QUANT = (None, "fp8")
 #: into its expert's rank and raises an arrival count: the layout is built by the senders; a token routed to ``m``
 #: experts of one rank crosses ``m`` times) and ``normal`` (the bandwidth mode for prefill: every token crosses ONCE
 #: to each rank holding one of its experts, with its routing row; the receiver builds its layout locally, and
-#: combine sends back one partial sum per (token, rank)); ``auto`` picks ``push`` (its rule awaits GPU measurements)
-EP_METHODS = ("push", "normal")
+#: combine sends back one partial sum per (token, rank)) and ``ll`` (the latency mode for decode: push's protocol and
+#: layout in ONE launch per direction, at most :data:`MAX_LL_TOKENS` tokens per rank and :data:`MAX_LL_TOPK` slots).
+#: ``auto`` picks ``ll`` where allocated (and the call's tokens are at most MAX_LL_TOKENS), else ``normal`` where
+#: allocated, else ``push``: a provisional size rule, no NVLink measurements yet (docs/moe.md)
+EP_METHODS = ("push", "normal", "ll")
+#: the most tokens per rank and call of method ``ll`` (its context's ``max_tokens``): a decode batch
+MAX_LL_TOKENS = 256
+#: the most top-k slots per token of method ``ll``
+MAX_LL_TOPK = 8
+#: the most programs of an ``ll`` launch (also at most the context's program budget: the dispatch's intra-kernel
+#: barrier needs every program co-resident, and ranks may share a GPU)
+LL_MAX_PROGRAMS = 32
 #: the most experts a context holds (the exchange kernel keeps one count per expert in registers)
 MAX_EXPERTS = 4096
 
@@ -81,6 +91,14 @@ class EPContext(Context):
                              f"{', '.join(map(repr, EP_METHODS))}")
         if isinstance(methods, str):
             methods = (methods, )
+        if isinstance(max_tokens, int) and isinstance(topk, int):
+            ll_fits = max_tokens <= MAX_LL_TOKENS and topk <= MAX_LL_TOPK
+            if not ll_fits and ("ll" in (methods or ()) or method == "ll"):
+                raise ValueError(f"{fac}: method 'll' (the latency mode) takes at most max_tokens={MAX_LL_TOKENS} "
+                                 f"tokens per rank and topk={MAX_LL_TOPK}, got max_tokens={max_tokens}, topk={topk}; "
+                                 f"use 'push' or 'normal' for larger calls")
+            if methods is None:  # default: every method, ll only where the capacity allows it
+                methods = tuple(m for m in EP_METHODS if m != "ll" or ll_fits)
         if methods is not None:
             methods = tuple(methods)
             if not methods or any(not isinstance(m, str) or m not in EP_METHODS for m in methods):
@@ -128,7 +146,12 @@ class EPContext(Context):
         #: receiver's id kernel (small on the simulator, so that several programs run at toy sizes)
         self.token_block = 32 if self.on_gpu else 4
         self.ids_block = 1024 if self.on_gpu else 64
-        has_push, has_normal = "push" in self.methods, "normal" in self.methods
+        has_push, has_normal, has_ll = "push" in self.methods, "normal" in self.methods, "ll" in self.methods
+        has_rows = has_push or has_ll  # push's buffers: ll runs push's protocol and layout
+        #: ``ll``: the programs of its two launches (fixed per context: the launch counters are per program), and
+        #: pairs / received rows per block (small on the simulator, so that several blocks run at toy sizes)
+        self.ll_programs = max(1, min(LL_MAX_PROGRAMS, self.max_programs))
+        self.ll_block = ROUTE_BLOCK if self.on_gpu else 8
         u = self._utils
         sym = []
 
@@ -143,8 +166,8 @@ class EPContext(Context):
         def pair(shape, dt, alloc=symmetric):  # one buffer per parity, both 16-byte aligned (no recompile per parity)
             return parity_buffers(alloc, shape, dt)
 
-        def layout(shape, dt):  # the returned layout: push's senders write it remotely, normal's receiver locally
-            return pair(shape, dt, symmetric if has_push else local)
+        def layout(shape, dt):  # the returned layout: push's / ll's senders write it remotely, normal's receiver locally
+            return pair(shape, dt, symmetric if has_rows else local)
 
         E, dev = num_experts, self.device
         HG = hidden // QUANT_GROUP
@@ -157,7 +180,7 @@ class EPContext(Context):
         self.counts_ready = symmetric((2, W), torch.int64)
         # one 16-byte row per counter (only [i, 0] is used): arrived[1 + parity] has the alignment of arrived[0]
         self.arrived = symmetric((3, 2), torch.int64)
-        if has_push:
+        if has_rows:
             self.recv_meta = pair((self.rows, ), torch.int32)
             self.combine_buf = pair((self.pairs, hidden), dtype)
             self.counts = symmetric((2, W, E), torch.int32)
@@ -176,12 +199,18 @@ class EPContext(Context):
             self.tcounts = pair((W, ), torch.int32, local)
             self.lids = pair((self.rows, ), torch.int32, local)
             self.dest_rows = pair((self.rows, ), torch.int32, local)
-        for t in (self.counts_ready, self.arrived):
+        if has_ll:
+            # the count scratch of the dispatch's program 0, the per-program launch counters ([0] dispatch, [1]
+            # combine) and the intra-kernel barrier's flag (symmetric so that dl.notify raises it; this rank's only)
+            self.ll_totals = local((E, ), torch.int32)
+            self.ll_epochs = local((2, self.ll_programs), torch.int64)
+            self.ll_bar = symmetric((2, ), torch.int64)
+        for t in (self.counts_ready, self.arrived) + ((self.ll_bar, ) if has_ll else ()):
             t.zero_()
         self._symmetric += sym
         self.counter = torch.zeros(1, dtype=torch.int64, device=dev)
         self.expect = torch.zeros((3, 2), dtype=torch.int64, device=dev)  # the running totals the waits expect ([i, 0])
-        self.send_base = torch.zeros(E, dtype=torch.int32, device=dev) if has_push else None
+        self.send_base = torch.zeros(E, dtype=torch.int32, device=dev) if has_rows else None
         self.offsets = pair((self.experts_per_rank, ), torch.int32, local)
         # each dispatch's routing as combine will use it (a copy: the caller may refill its router tensors in place
         # while the dispatch is in flight)
@@ -192,6 +221,7 @@ class EPContext(Context):
         self._stream = None
         self._tag = num_experts % (1 << 24)
         self._tag_normal = (num_experts + (1 << 23)) % (1 << 24)  # never push's: a method mismatch is reported
+        self._tag_ll = (num_experts + (1 << 22)) % (1 << 24)  # neither push's nor normal's (E <= 4096)
         self._next_parity = 0
         self._pending = []  # handles dispatched and not combined yet, oldest first
         self._finish_init()
@@ -210,11 +240,14 @@ class EPContext(Context):
             cur.wait_stream(self._stream)
         self._stream = cur
 
-    def _resolve(self, op: str, method) -> str:
+    def _resolve(self, op: str, method, num_tokens: int = 0) -> str:
         m = self._call_method(method)
         check_method(op, m, ("auto", ) + EP_METHODS)
-        if m == "auto":  # push where allocated: auto's rule awaits GPU measurements (docs/moe.md)
-            m = "push" if "push" in self.methods else "normal"
+        if m == "auto":  # provisional size rule, no NVLink measurements yet (docs/moe.md)
+            if "ll" in self.methods and num_tokens <= MAX_LL_TOKENS:
+                m = "ll"
+            else:
+                m = "normal" if "normal" in self.methods else "push"
         if m not in self.methods:
             raise ValueError(f"{op}: method={m!r} was not allocated by this context (created with "
                              f"methods={self.methods}); create it with that method included")
@@ -285,7 +318,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx.op = op  # names this call in a simulator rank error of its kernels
-    m = ctx._resolve(op, method)
+    m = ctx._resolve(op, method, x.shape[0])
     ctx._order_streams()
     if capturing() and any(not h.captured for h in ctx._pending):
         raise ValueError(f"{op}: a CUDA-graph capture must start with no dispatch in flight on this context (an "
@@ -298,13 +331,18 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
         check_expert_ids(op, topk_idx, ctx.num_experts)
     ctx._check_peers(op, (op, len(ctx._pending), m))
     T = x.shape[0]
+    if m == "ll" and T > MAX_LL_TOKENS:  # the context's max_tokens already bounds it: a guard for the kernel's plan
+        raise ValueError(f"{op}: method 'll' takes at most {MAX_LL_TOKENS} tokens per rank, got {T}")
     par = ctx._next_parity
-    ctx.routed_idx[par, :T].copy_(topk_idx)
-    ctx.routed_w[par, :T].copy_(topk_weights)
-    if m == "push":
-        _dispatch_push(ctx, x, topk_idx, par)
+    if m == "ll":  # the kernel copies the routing itself
+        _dispatch_ll(ctx, x, topk_idx, topk_weights, par)
     else:
-        _dispatch_normal(ctx, x, par)
+        ctx.routed_idx[par, :T].copy_(topk_idx)
+        ctx.routed_w[par, :T].copy_(topk_weights)
+        if m == "push":
+            _dispatch_push(ctx, x, topk_idx, par)
+        else:
+            _dispatch_normal(ctx, x, par)
     ctx._next_parity ^= 1
     handle = EPHandle(ctx.handle, par, T, captured=capturing(), method=m)
     ctx._pending.append(handle)
@@ -340,6 +378,33 @@ def _dispatch_push(ctx, x, topk_idx, par):
                           WORLD=W, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, QUANT_FP8=ctx.quant == "fp8",
                           num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[0], ctx.expect[0]), num_warps=1)
+
+
+def _dispatch_ll(ctx, x, topk_idx, topk_weights, par):
+    """Method ``ll`` (docs/moe.md): ONE launch of ``ep_ll_dispatch_kernel`` on ``ctx.ll_programs`` programs (count,
+    exchange, intra-kernel barrier, push, arrival wait; it also copies the routing for combine)."""
+    T, H = x.shape
+    W, E = ctx.world_size, ctx.num_experts
+    fp8 = ctx.quant == "fp8"
+    w = topk_weights
+    ctx._launch_plain(_k.ep_ll_dispatch_kernel, (ctx.ll_programs, ),
+                      (x, topk_idx, w, ctx.routed_idx[par], ctx.routed_w[par], ctx.ll_totals, ctx.counts,
+                       ctx.counts_ready, ctx.counter, ctx.ll_epochs[0], ctx.ll_bar, ctx.send_base, ctx.offsets[par],
+                       ctx.recv_tokens[par], ctx.recv_meta[par], ctx.recv_scales[par] if fp8 else ctx.recv_meta[par],
+                       ctx.arrived[0], ctx.expect[0], ctx.expect[1 + par], ctx._tag_ll, T, ctx.topk, E,
+                       ctx.experts_per_rank, H, x.stride(0), w.stride(0), w.stride(1), ctx.pairs, ctx.rank),
+                      WORLD=W, BLOCK=ctx.ll_block, BLOCK_E=triton.next_power_of_2(E), EXPERTS_CHUNK=EXPERTS_CHUNK,
+                      BLOCK_H=ctx.block_h, QUANT_FP8=fp8, num_warps=4 if ctx.on_gpu else 1)
+
+
+def _combine_ll(ctx, expert_out, out, par, T):
+    """Method ``ll``'s combine: ONE launch of ``ep_ll_combine_kernel`` (send back, arrival wait, weighted sum)."""
+    ctx._launch_plain(_k.ep_ll_combine_kernel, (ctx.ll_programs, ),
+                      (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1 + par],
+                       ctx.expect[1 + par], ctx.routed_idx[par], ctx.routed_w[par], out, T, ctx.topk, ctx.num_experts,
+                       ctx.hidden, expert_out.stride(0), out.stride(0), ctx.pairs, ctx.experts_per_rank),
+                      WORLD=ctx.world_size, BLOCK=ctx.ll_block, BLOCK_H=ctx.block_h,
+                      num_warps=4 if ctx.on_gpu else 1)
 
 
 def _dispatch_normal(ctx, x, par):
@@ -444,8 +509,8 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     ctx._check_peers(op, (op, len(ctx._pending), handle.method))
     ctx.op = op
     par = handle.parity
-    if handle.method == "normal":
-        _combine_normal(ctx, expert_out, out, par, T)
+    if handle.method in ("normal", "ll"):
+        (_combine_normal if handle.method == "normal" else _combine_ll)(ctx, expert_out, out, par, T)
         handle.combined = True
         ctx._pending.pop(0)
         return out
@@ -486,4 +551,4 @@ def _combine_normal(ctx, expert_out, out, par, T):
 
 
 __all__ = ["EPContext", "EPHandle", "create_ep_ctx", "create_ep_context", "ep_dispatch", "ep_combine", "EP_DTYPES",
-           "EP_METHODS", "EP_QUANT"]
+           "EP_METHODS", "EP_QUANT", "MAX_LL_TOKENS", "MAX_LL_TOPK"]
