@@ -10,11 +10,11 @@ expert ``le`` are ``[offsets[le - 1], offsets[le])``; within an expert the pairs
 the source's pair order (token, then slot): the same layout every run, whatever the timing. Row ``r``'s global pair
 id is ``meta[r]``, which combine uses to send the expert's output row back.
 
-One dispatch is four launches and one combine three, none reading anything on the host:
+Method ``push``: one dispatch is four launches and one combine three, none reading anything on the host:
 
 1. the route kernels of :mod:`.moe_route` (count, per-expert block scan) on the local pairs: this rank's count per
    expert and each pair's rank among this rank's pairs of its expert;
-2. :func:`ep_exchange_kernel` (one program): pushes the counts to every rank, waits for everyone's, and derives
+2. :func:`ep_exchange_kernel` (one program; its body is :func:`exchange_counts`): pushes the counts to every rank, waits for everyone's, and derives
    where this rank's pairs of every expert start on the expert's rank, this rank's receive offsets, and the running
    totals its two arrival waits expect;
 3. :func:`ep_dispatch_kernel` (one program per (64-pair block, column chunk)): stores each in-range pair's token
@@ -45,6 +45,13 @@ per program on every rank; after the arrival wait, :func:`ep_normal_ids_kernel` 
 :mod:`.moe_route` build this rank's layout locally (push's order). Combine: :func:`ep_normal_combine_send_kernel`
 sends one partial (this rank's slots of the token, fp32, rounded once) per (source, token) back, and
 :func:`ep_normal_combine_reduce_kernel` sums a token's partials in rank order.
+
+Method ``ll`` (the decode latency mode; protocol in docs/moe.md): push's protocol and layout in ONE launch per
+direction on a small persistent grid. :func:`ep_ll_dispatch_kernel`: program 0 counts and runs
+:func:`exchange_counts` (push's exchange, shared), then releases an intra-kernel barrier flag (epoch-valued: no
+reset) that every program acquires; then every program pushes its pair blocks and adds its arrivals, and program 0
+ends with the arrival wait. The barrier needs every program co-resident (the host caps the grid at the rank's
+program budget and 32). :func:`ep_ll_combine_kernel`: sends back, waits (every program) and sums the slots.
 """
 from __future__ import annotations
 

@@ -8,9 +8,12 @@ and docs/moe.md ("Expert parallelism")::
     tokens, expert_offsets, scales, handle = ops.ep_dispatch(x, topk_idx, topk_weights, ctx)
     y = ops.ep_combine(expert_out, handle, ctx)          # [T, H], x's token order
 
-Two methods (:data:`EP_METHODS`), per call or as the context's default: ``push`` (every (token, slot) pair's row to
-its expert's rank) and ``normal`` (the prefill bandwidth mode: every token once to each rank holding one of its
-experts, the layout built there; combine returns one partial per (token, rank)). Both return the same layout.
+Three methods (:data:`EP_METHODS`), per call or as the context's default: ``push`` (every (token, slot) pair's row
+to its expert's rank), ``normal`` (the prefill bandwidth mode: every token once to each rank holding one of its
+experts, the layout built there; combine returns one partial per (token, rank)) and ``ll`` (the decode latency mode:
+push's protocol in ONE launch per direction, at most :data:`MAX_LL_TOKENS` tokens per rank and top-8). All return
+the same layout. ``auto`` takes ``ll`` where allocated, else ``normal``, else ``push`` (provisional: no NVLink
+measurements yet).
 
 Guarantees: no token is dropped (the receive buffer has a row for every pair any rank can send: ``world x
 max_tokens x topk`` rows); nothing is read on the host by a launch (the optional id check reads the ids before the
@@ -263,10 +266,11 @@ def create_ep_ctx(max_tokens: int, hidden: int, topk: int, num_experts: int, dty
     for combining. ``quant="fp8"``: the dispatch quantises each row on the sender to fp8 e4m3 with one fp32 scale per
     128 columns (``hidden`` a multiple of 128) and returns the scales (``group_gemm``'s ``scale_a``); combine stays in
     ``dtype``. ``block_h``: columns per program of the copies (default 256 on a GPU). ``method``: the calls' default
-    (``"auto"``, ``"push"``, ``"normal"``; see :data:`EP_METHODS`); ``methods``: the methods to allocate buffers for
-    (default: all; ``normal`` adds ``4 x world x max_tokens x hidden`` elements of send / combine buffers, so a
-    context that never calls it can leave it out). Every rank must create it with the same arguments (checked:
-    ``ValueError`` on every rank)."""
+    (``"auto"``, ``"push"``, ``"normal"``, ``"ll"``; see :data:`EP_METHODS`); ``methods``: the methods to allocate
+    buffers for (default: all, ``ll`` only where ``max_tokens <= MAX_LL_TOKENS`` (256) and ``topk <=
+    MAX_LL_TOPK`` (8); ``normal`` adds ``4 x world x max_tokens x hidden`` elements of send / combine buffers, so a
+    context that never calls it can leave it out; ``ll`` shares push's). Asking for ``ll`` past its limits raises
+    ``ValueError``. Every rank must create it with the same arguments (checked: ``ValueError`` on every rank)."""
     return EPContext(max_tokens, hidden, topk, num_experts, dtype, method=method, methods=methods, block_h=block_h,
                      quant=quant)
 
@@ -310,11 +314,13 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     int64 global expert ids, ``topk_weights [T, topk]`` floating (kept for combine). ``check_ids`` (default True):
     ids outside ``[0, num_experts)`` raise ``ValueError`` before the launch (one synchronisation; skipped inside a
     capture and by ``check_ids=False``, where such a slot is not sent and combine leaves it out). The returned
-    buffers stay valid until the dispatch after next on this context. ``method``: ``"push"``, ``"normal"`` or
-    ``"auto"`` (push; see :data:`EP_METHODS`), default the context's; the layout is the same. Execution, no host
-    synchronisation: push, four launches on the current stream, the last waiting until every rank's rows for this
-    rank arrived; normal, eight (nine with fp8): the token-count exchange, the send, the arrival wait, then this
-    rank's routing built locally."""
+    buffers stay valid until the dispatch after next on this context. ``method``: ``"push"``, ``"normal"``, ``"ll"``
+    or ``"auto"`` (``ll`` where allocated and ``T <= 256``, else ``normal`` where allocated, else ``push``: a
+    provisional rule, see :data:`EP_METHODS`), default the context's; the layout is the same. Execution, no host
+    synchronisation: push, five launches on the current stream (count, block scan, exchange, push, arrival wait)
+    after two copies of the routing, the last waiting until every rank's rows for this rank arrived; normal, eight (nine with fp8): the token-count exchange, the send, the
+    arrival wait, then this rank's routing built locally; ll, ONE launch (count, exchange, push, arrival wait; it
+    copies the routing itself)."""
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx.op = op  # names this call in a simulator rank error of its kernels
@@ -470,9 +476,9 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     sums the partials in rank order, rounding once more (an fp32 context gets push's result). ``expert_out
     [ctx.rows, H]`` in the context's dtype: row ``r`` is the output of received row ``r`` (e.g. the grouped GEMMs
     over ``tokens``); rows past ``expert_offsets[-1]`` are not read. ``method``: None or ``"auto"`` (the
-    dispatch's), else it must name the dispatch's method. Handles are combined in dispatch order, each once.
-    Execution: three launches on the current stream, no host synchronisation; the second waits until every
-    expert's rank sent this rank's rows (push) or partials (normal) back."""
+    dispatch's), else it must name the dispatch's method. Handles are combined in dispatch order, each once. Method
+    ``ll`` sums as push. Execution: three launches on the current stream (ll: one), no host synchronisation; the
+    wait is until every expert's rank sent this rank's rows (push, ll) or partials (normal) back."""
     op = "ep_combine"
     check_ctx(op, ctx, EPContext, "create_ep_ctx")
     ctx._check_open(op)
