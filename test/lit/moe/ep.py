@@ -96,6 +96,22 @@
 # RUN: %compile %s:ep_ll_dispatch_kernel -s "*bf16:16, *i64:16, *fp32:16, *i64:16, *fp32:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, *i64:16, *i32:16, *i32:16, *fp8e4nv:16, *i32:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, i32, i32, 4, 64, 256, 64, 256, True" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-FP8
 # RUN: %compile %s:ep_ll_combine_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32:16, i32, i32, 4, 64, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-COMBINE
 # RUN: %compile %s:ep_ll_combine_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32:16, i32, i32, 4, 64, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=LL-COMBINE-AMD
+# Bounded-wait mode (language/wait_bounded.py): the intra-kernel barrier's wait and the final arrival wait of the
+# dispatch, and the combine's wait, get the timer and the trap like the exchange's.
+# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:ep_ll_dispatch_kernel -s "*bf16:16, *i64:16, *fp32:16, *i64:16, *fp32:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, *i64:16, *i32:16, *i32:16, *bf16:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, i32, i32, 4, 64, 256, 64, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-BOUNDED
+# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:ep_ll_combine_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32:16, i32, i32, 4, 64, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-C-BOUNDED
+#
+# LL-BOUNDED: mov.u64 %tdw_t0, %globaltimer;
+# LL-BOUNDED: ld.acquire.gpu.b64
+# LL-BOUNDED: mov.u64 %tdw_t1, %globaltimer;
+# LL-BOUNDED: trap;
+# LL-BOUNDED: ld.acquire.sys.b64
+# LL-BOUNDED: mov.u64 %tdw_t1, %globaltimer;
+# LL-BOUNDED: trap;
+#
+# LL-C-BOUNDED: ld.acquire.sys.b64
+# LL-C-BOUNDED: mov.u64 %tdw_t1, %globaltimer;
+# LL-C-BOUNDED: trap;
 #
 # LL-DISPATCH: ld.acquire.sys.b64
 # LL-DISPATCH: membar.sys
