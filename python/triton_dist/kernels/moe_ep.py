@@ -407,7 +407,7 @@ def ep_ll_dispatch_kernel(x_ptr, ids_ptr, w_ptr, ridx_ptr, rw_ptr, totals_ptr, c
                           epochs_ptr, bar_ptr, send_base_ptr, offs_ptr, tok_ptr, meta_ptr, scales_ptr, arrived_ptr,
                           expect_ptr, cexpect_ptr, tag, T, TOPK, E, E_LOC, H, stride_x, stride_w0, stride_w1, TMAXK,
                           rank, WORLD: tl.constexpr, BLOCK: tl.constexpr, BLOCK_E: tl.constexpr,
-                          EXPERTS_CHUNK: tl.constexpr, BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr = False):
+                          BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr = False):
     """Method ``ll``'s whole dispatch, one launch of a fixed grid of ``G`` programs (all co-resident: ``G`` is at
     most the rank's program budget). ``x [T, H]``, ``ids [T, TOPK]`` (int32 / int64, contiguous), ``w [T, TOPK]``
     (strides ``stride_w0`` / ``stride_w1``): this rank's call; ``ridx [Tmax, TOPK]`` int64 / ``rw`` float32 (out: the
@@ -416,8 +416,8 @@ def ep_ll_dispatch_kernel(x_ptr, ids_ptr, w_ptr, ridx_ptr, rw_ptr, totals_ptr, c
     intra-kernel barrier's flag); the others as :func:`ep_dispatch_kernel` / :func:`exchange_counts` (``tok``,
     ``meta``, ``scales``, ``offs``, ``cexpect``: this call's buffer parity).
 
-    1. Program 0: this rank's count per expert (pair blocks of ``BLOCK`` x chunks of ``EXPERTS_CHUNK`` experts) into
-       ``totals``, then :func:`exchange_counts` (the device-epoch, tagged exchange; ``tag`` is ``ll``'s) writes
+    1. Program 0: this rank's count per expert (``tl.histogram`` of each block of ``BLOCK`` pairs' experts, summed)
+       into ``totals``, then :func:`exchange_counts` (the device-epoch, tagged exchange; ``tag`` is ``ll``'s) writes
        ``send_base``, ``offs`` and the running totals (one unit per row: programs store whole rows), and raises
        ``bar = epoch`` (``dl.notify`` on this rank: CTA barrier + release, so ``send_base`` is visible first).
     2. Every program (program 0 included) waits (acquire) for ``bar == epoch`` (its own launch counter: every
@@ -439,13 +439,12 @@ def ep_ll_dispatch_kernel(x_ptr, ids_ptr, w_ptr, ridx_ptr, rw_ptr, totals_ptr, c
     i = tl.arange(0, BLOCK)
     run_d = epoch * 0
     if pid == 0:
-        for c0 in range(0, E, EXPERTS_CHUNK):
-            cols = c0 + tl.arange(0, EXPERTS_CHUNK)
-            acc = tl.zeros((EXPERTS_CHUNK, ), dtype=tl.int32)
-            for b in range(0, nb):
-                e = _expert_of(ids_ptr, b * BLOCK + i, P, E)
-                acc += tl.sum((e[:, None] == cols[None, :]).to(tl.int32), axis=0)
-            tl.store(totals_ptr + cols, acc, mask=cols < E)
+        acc = tl.zeros((BLOCK_E, ), dtype=tl.int32)
+        for b in range(0, nb):
+            e = _expert_of(ids_ptr, b * BLOCK + i, P, E)
+            acc += tl.histogram(e, BLOCK_E, mask=e < E)
+        g = tl.arange(0, BLOCK_E)
+        tl.store(totals_ptr + g, acc, mask=g < E)
         tl.debug_barrier()
         run_d = exchange_counts(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr,
                                 cexpect_ptr, tag, E, E_LOC, 1, rank, WORLD, BLOCK_E)

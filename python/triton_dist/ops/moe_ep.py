@@ -399,8 +399,8 @@ def _dispatch_ll(ctx, x, topk_idx, topk_weights, par):
                        ctx.recv_tokens[par], ctx.recv_meta[par], ctx.recv_scales[par] if fp8 else ctx.recv_meta[par],
                        ctx.arrived[0], ctx.expect[0], ctx.expect[1 + par], ctx._tag_ll, T, ctx.topk, E,
                        ctx.experts_per_rank, H, x.stride(0), w.stride(0), w.stride(1), ctx.pairs, ctx.rank),
-                      WORLD=W, BLOCK=ctx.ll_block, BLOCK_E=triton.next_power_of_2(E), EXPERTS_CHUNK=EXPERTS_CHUNK,
-                      BLOCK_H=ctx.block_h, QUANT_FP8=fp8, num_warps=4 if ctx.on_gpu else 1)
+                      WORLD=W, BLOCK=ctx.ll_block, BLOCK_E=triton.next_power_of_2(E), BLOCK_H=ctx.block_h,
+                      QUANT_FP8=fp8, num_warps=4 if ctx.on_gpu else 1)
 
 
 def _combine_ll(ctx, expert_out, out, par, T):
