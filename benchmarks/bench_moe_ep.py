@@ -2,15 +2,16 @@
 torchrun at any world size, 1 included::
 
     scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_moe_ep.py [--models qwen3-30b-a3b]
-        [--tokens 128,1024] [--methods push,normal] [--out DIR]
+        [--tokens 128,1024] [--methods push,normal,ll] [--out DIR]
 
 Columns (us per layer call, max over ranks):
   ``ours``: ``layers.ep_moe_forward`` (``ep_dispatch``, grouped GEMM, SiLU gate, grouped GEMM, ``ep_combine``) with
   the EP method ``push``; ``ours/normal``: the same with method ``normal`` (each token crosses once per rank holding
-  one of its experts; the receiver routes locally);
-  ``ours/a2a``, ``ours/a2a/normal``: ``ep_dispatch`` + ``ep_combine`` alone (the experts replaced by the identity):
-  the communication, per method;
-  ``--methods`` picks the methods timed (default both; each gets its own context with only its buffers);
+  one of its experts; the receiver routes locally); ``ours/ll``: method ``ll`` (one launch per direction; timed only
+  at token counts up to ``ops.moe_ep.MAX_LL_TOKENS`` = 256 and top-k <= 8, left out of the record elsewhere);
+  ``ours/a2a``, ``ours/a2a/normal``, ``ours/a2a/ll``: ``ep_dispatch`` + ``ep_combine`` alone (the experts replaced
+  by the identity): the communication, per method;
+  ``--methods`` picks the methods timed (default all; each gets its own context with only its buffers);
   ``torch``: ``layers.ep_moe_torch``, the same layer in torch ops with ``all_to_all_single`` (NCCL, or gloo on host
   copies where ranks share a GPU) and ``torch._grouped_mm``; it reads the split sizes on the host, so it cannot be
   captured: its graph column is eager (``graphed`` false), and the eager columns compare like with like.
@@ -40,7 +41,7 @@ REPS = 15
 
 
 #: the EP methods a run may time (ops.moe_ep.EP_METHODS), and the column suffix of each
-METHODS = ("push", "normal")
+METHODS = ("push", "normal", "ll")
 
 
 def _col(base, method):
@@ -52,8 +53,12 @@ def bench_one(name, model, tokens, rank, world, seed=0, methods=METHODS):
     from triton_dist import ops
     from triton_dist.layers import ep_moe_forward, ep_moe_torch
 
+    from triton_dist.ops.moe_ep import MAX_LL_TOKENS, MAX_LL_TOPK
+
     E, k, H, inter = model["experts"], model["topk"], model["hidden"], model["inter"]
     e_loc = E // world
+    skipped = [m for m in methods if m == "ll" and (tokens > MAX_LL_TOKENS or k > MAX_LL_TOPK)]
+    methods = tuple(m for m in methods if m not in skipped) or ("push", )  # ll alone past its limits: push
     gen = torch.Generator(device="cuda").manual_seed(seed * 1000 + rank)
     top = torch.rand(tokens, E, device="cuda", generator=gen).topk(k, dim=1)
     idx, w = top.indices, torch.softmax(top.values, dim=1)
@@ -90,7 +95,7 @@ def bench_one(name, model, tokens, rank, world, seed=0, methods=METHODS):
            "inter": inter, "methods": list(methods), "calls_per_sample": k_calls,
            "us": {i: t for i, (t, _) in graphed.items()}, "graphed": {i: g for i, (_, g) in graphed.items()},
            "eager_us": eager, "rel_error_vs_torch": err[methods[0]], "a2a_rel_error": a2a_err[methods[0]],
-           "rel_error_vs_torch_by_method": err, "a2a_rel_error_by_method": a2a_err}
+           "rel_error_vs_torch_by_method": err, "a2a_rel_error_by_method": a2a_err, "methods_skipped": skipped}
     us = rec["us"]
     # the torch layer's all_to_all_single backend: "gloo" (host copies) where ranks share a GPU, so its ratios then
     # say nothing of NCCL

@@ -135,7 +135,7 @@ def dispatch_combine_cases(world_cases, method="push"):
                     fails += _check_call(ctx, rank, world, inputs, tokens, offsets, handle,
                                          f"case {ci} E={E} k={k} {dtname} {mode} {method} round {rnd}")
                     checks += 1
-                if rnd == 0 and method == "normal":
+                if rnd == 0 and method in ("normal", "ll"):
                     inputs, tokens, offsets, _ = calls[0]
                     fails += _same_layout_as_push(ctx, inputs[rank], tokens, offsets, None, f"case {ci}")
         finally:
@@ -145,8 +145,8 @@ def dispatch_combine_cases(world_cases, method="push"):
 
 def _same_layout_as_push(ctx, inputs, tokens, offsets, scales, tag):
     """Dispatch ``inputs`` (this rank's) with ``method="push"`` on ``ctx`` and compare its layout with ``normal``'s
-    (``tokens``, ``offsets``, ``scales``: snapshots): offsets equal, the rows of the experts (and their fp8 scales)
-    equal bit for bit. Combines the push dispatch (zero outputs)."""
+    or ``ll``'s (``tokens``, ``offsets``, ``scales``: snapshots): offsets equal, the rows of the experts (and their
+    fp8 scales) equal bit for bit. Combines the push dispatch (zero outputs)."""
     from triton_dist import ops
 
     t2, o2, s2, h2 = ops.ep_dispatch(*inputs, ctx, method="push")
@@ -155,11 +155,11 @@ def _same_layout_as_push(ctx, inputs, tokens, offsets, scales, tag):
         fails.append(f"{tag}: method='push' dispatched with {h2.method}")
     n = int(offsets[-1])
     if not torch.equal(o2, offsets):
-        fails.append(f"{tag}: normal's offsets {offsets.tolist()} != push's {o2.tolist()}")
+        fails.append(f"{tag}: offsets {offsets.tolist()} != push's {o2.tolist()}")
     elif not torch.equal(t2[:n].view(torch.uint8), tokens[:n].view(torch.uint8)):
-        fails.append(f"{tag}: normal's rows differ from push's")
+        fails.append(f"{tag}: rows differ from push's")
     elif scales is not None and not torch.equal(s2[:n], scales[:n]):
-        fails.append(f"{tag}: normal's fp8 scales differ from push's")
+        fails.append(f"{tag}: fp8 scales differ from push's")
     ops.ep_combine(torch.zeros((ctx.rows, ctx.hidden), dtype=ctx.dtype), h2, ctx)
     return fails
 
@@ -215,7 +215,7 @@ def bad_input_cases(method="push"):
     if y.abs().sum() != 0:
         fails.append("zero expert outputs did not combine to zeros")
     # combine runs the dispatch's method: naming another one is refused
-    other = "push" if method == "normal" else "normal"
+    other = "push" if method != "push" else "normal"
     _, _, _, hm = ops.ep_dispatch(x, idx, w, ctx)
     expect(lambda: ops.ep_combine(eo, hm, ctx, method=other), ["dispatched with method"], "combine method mismatch")
     ops.ep_combine(eo, hm, ctx, method="auto")
@@ -248,11 +248,38 @@ def bad_input_cases(method="push"):
     ctx.close()
     if method == "normal":
         fails += _one_method_contexts(rank, world)
+    if method == "ll":
+        fails += _ll_limits(rank, world, expect)
     return fails, 1
 
 
+def _ll_limits(rank, world, expect):
+    """Method ``ll`` takes at most 256 tokens per rank and top-8: asking for it past that is refused at creation
+    (before any collective step); a context with the default methods leaves it out there (and ``auto`` then takes
+    ``normal``), and includes it (and ``auto`` takes it) within."""
+    from triton_dist import ops
+    from triton_dist.ops.moe_ep import MAX_LL_TOKENS
+
+    fails = []
+    E, H = 2 * world, 16
+    expect(lambda: ops.create_ep_ctx(MAX_LL_TOKENS + 1, H, 2, E, torch.float32, method="ll"),
+           ["'ll'", f"max_tokens={MAX_LL_TOKENS}"], "ll with max_tokens > 256")
+    expect(lambda: ops.create_ep_ctx(4, H, 9, E, torch.float32, methods=("push", "ll")), ["'ll'", "topk=8"],
+           "ll with topk > 8")
+    big = ops.create_ep_ctx(MAX_LL_TOKENS + 1, H, 1, E, torch.float32)
+    if "ll" in big.methods or big._resolve("ep_dispatch", "auto", 3) != "normal":
+        fails.append(f"max_tokens > 256, default methods: {big.methods}, auto -> "
+                     f"{big._resolve('ep_dispatch', 'auto', 3)}")
+    big.close()
+    small = ops.create_ep_ctx(MAX_LL_TOKENS, H, 8, E, torch.float32, methods=("push", "ll"))
+    if small._resolve("ep_dispatch", "auto", MAX_LL_TOKENS) != "ll":
+        fails.append("auto does not take ll within its limits")
+    small.close()
+    return fails
+
+
 def _one_method_contexts(rank, world):
-    """``methods=`` allocates one method's buffers: the other is refused per call, ``auto`` picks the one there is;
+    """``methods=`` allocates one method's buffers: another is refused per call, ``auto`` picks the one there is;
     and ranks that call different methods are reported at once (the two methods' exchange signals carry different
     tags), not left waiting."""
     from triton_dist import ops
@@ -261,7 +288,7 @@ def _one_method_contexts(rank, world):
     E, k, H, T = 2 * world, 2, 16, 3
     fails = []
     inputs = [_rank_inputs(9, r, T, H, k, E, torch.float32, "random") for r in range(world)]
-    for only in ("push", "normal"):
+    for only in ("push", "normal", "ll"):
         ctx = ops.create_ep_ctx(T, H, k, E, torch.float32, methods=[only])
         other = "normal" if only == "push" else "push"
         try:
@@ -275,14 +302,16 @@ def _one_method_contexts(rank, world):
             fails.append(f"methods=({only!r},): auto ran {handle.method}")
         fails += _check_call(ctx, rank, world, inputs, tokens.clone(), offsets.clone(), handle, f"only {only}")
         ctx.close()
-    if world > 1:
+    for m0, m1 in (("push", "normal"), ("ll", "push"), ("normal", "ll")):
+        if world == 1:
+            break
         ctx = ops.create_ep_ctx(T, H, k, E, torch.float32)
         try:
-            ops.ep_dispatch(*inputs[rank], ctx, method="push" if rank == 0 else "normal")
-            fails.append("ranks calling different methods: no error")
+            ops.ep_dispatch(*inputs[rank], ctx, method=m0 if rank == 0 else m1)
+            fails.append(f"ranks calling different methods ({m0}, {m1}): no error")
         except SimSignalMismatch as exc:
             if "ep_dispatch" not in str(exc):
-                fails.append(f"method mismatch: message {exc}")
+                fails.append(f"method mismatch ({m0}, {m1}): message {exc}")
         ctx.close()
     return fails
 
@@ -333,7 +362,7 @@ def layer_case(E, k, H, inter, T):
 def fp8_case(E, k, H, T, method="push"):
     """``quant="fp8"``: the received codes and scales are bit for bit those ``moe_route(quant="fp8")`` makes of the
     reference rows (the same quantiser), and combine of the dequantised rows scaled per expert matches; with
-    ``normal`` they also equal push's of the same inputs bit for bit."""
+    ``normal`` and ``ll`` they also equal push's of the same inputs bit for bit."""
     from triton_dist import ops
 
     rank, world = _init()
@@ -363,7 +392,7 @@ def fp8_case(E, k, H, T, method="push"):
             q, _, s, _ = ops.moe_route(ref_rows, one, torch.ones((n, 1)), 1, quant="fp8")
             if not torch.equal(tokens[:n].view(torch.uint8), q.view(torch.uint8)) or not torch.equal(scales[:n], s):
                 fails.append(f"seed {seed}: fp8 codes or scales differ from moe_route's")
-        if method == "normal":
+        if method != "push":
             tokens, offsets, scales = tokens.clone(), offsets.clone(), scales.clone()
         deq = tokens.float() * scales.repeat_interleave(128, dim=1)
         expert_out = torch.zeros((ctx.rows, H), dtype=torch.bfloat16)
@@ -378,7 +407,7 @@ def fp8_case(E, k, H, T, method="push"):
             want += w[:, j:j + 1] * (idx[:, j:j + 1].float() + 1) * x.float()
         if y.numel() and ((y.float() - want).norm() / want.norm()).item() > 5e-2:
             fails.append(f"seed {seed}: combined fp8 rows off by {((y.float() - want).norm() / want.norm()).item()}")
-        if method == "normal":
+        if method != "push":
             fails += _same_layout_as_push(ctx, inputs[rank], tokens, offsets, scales, f"fp8 seed {seed}")
     ctx.close()
     return fails, 2

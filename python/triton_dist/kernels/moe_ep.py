@@ -10,11 +10,11 @@ expert ``le`` are ``[offsets[le - 1], offsets[le])``; within an expert the pairs
 the source's pair order (token, then slot): the same layout every run, whatever the timing. Row ``r``'s global pair
 id is ``meta[r]``, which combine uses to send the expert's output row back.
 
-One dispatch is four launches and one combine three, none reading anything on the host:
+Method ``push``: one dispatch is four launches and one combine three, none reading anything on the host:
 
 1. the route kernels of :mod:`.moe_route` (count, per-expert block scan) on the local pairs: this rank's count per
    expert and each pair's rank among this rank's pairs of its expert;
-2. :func:`ep_exchange_kernel` (one program): pushes the counts to every rank, waits for everyone's, and derives
+2. :func:`ep_exchange_kernel` (one program; its body is :func:`exchange_counts`): pushes the counts to every rank, waits for everyone's, and derives
    where this rank's pairs of every expert start on the expert's rank, this rank's receive offsets, and the running
    totals its two arrival waits expect;
 3. :func:`ep_dispatch_kernel` (one program per (64-pair block, column chunk)): stores each in-range pair's token
@@ -45,6 +45,13 @@ per program on every rank; after the arrival wait, :func:`ep_normal_ids_kernel` 
 :mod:`.moe_route` build this rank's layout locally (push's order). Combine: :func:`ep_normal_combine_send_kernel`
 sends one partial (this rank's slots of the token, fp32, rounded once) per (source, token) back, and
 :func:`ep_normal_combine_reduce_kernel` sums a token's partials in rank order.
+
+Method ``ll`` (the decode latency mode; protocol in docs/moe.md): push's protocol and layout in ONE launch per
+direction on a small persistent grid. :func:`ep_ll_dispatch_kernel`: program 0 counts and runs
+:func:`exchange_counts` (push's exchange, shared), then releases an intra-kernel barrier flag (epoch-valued: no
+reset) that every program acquires; then every program pushes its pair blocks and adds its arrivals, and program 0
+ends with the arrival wait. The barrier needs every program co-resident (the host caps the grid at the rank's
+program budget and 32). :func:`ep_ll_combine_kernel`: sends back, waits (every program) and sums the slots.
 """
 from __future__ import annotations
 
@@ -60,20 +67,31 @@ from triton_dist.kernels.moe_route import QUANT_GROUP, _expert_of, quantize_grou
 @triton_dist.jit
 def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr,
                        cexpect_ptr, tag, E, E_LOC, NCHUNK, rank, WORLD: tl.constexpr, BLOCK_E: tl.constexpr):
-    """One program. ``totals [E + 1]`` int32: this rank's pairs per global expert (the route block scan's totals;
-    entry ``E`` counts out-of-range ids, never sent); ``cnt`` symmetric int32 ``[2, WORLD, E]`` and ``cnt_ready``
-    symmetric int64 ``[2, WORLD]``, slot ``e % 2`` used by call ``e`` (the DEVICE epoch's parity, not the host's
-    buffer parity, which a CUDA graph freezes); ``counter [1]`` int64 (the context's epoch); ``send_base [E]`` int32
-    (out: the row on expert ``g``'s rank where this rank's first pair of ``g`` goes; scratch first); ``offs [E_LOC]``
-    int32 (out: this rank's receive offsets, cumulative ends); ``expect [1]`` / ``cexpect [1]`` int64 (running
-    totals, this call's included: the dispatch arrivals; the combine arrivals of the calls of this call's buffer
-    parity). The parity is in which ``cexpect`` the caller passes, never an integer argument: a CUDA graph captured
-    after one eager call of the other parity runs the kernel compiled for that call.
+    """One program: :func:`exchange_counts` (method ``push``'s count exchange, its second launch)."""
+    exchange_counts(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr, cexpect_ptr,
+                    tag, E, E_LOC, NCHUNK, rank, WORLD, BLOCK_E)
+
+
+@triton_dist.jit
+def exchange_counts(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr,
+                    cexpect_ptr, tag, E, E_LOC, NCHUNK, rank, WORLD: tl.constexpr, BLOCK_E: tl.constexpr):
+    """The count exchange of methods ``push`` (:func:`ep_exchange_kernel`) and ``ll`` (program 0 of
+    :func:`ep_ll_dispatch_kernel`), run by ONE program; returns the dispatch arrivals' new running total (int64).
+    ``totals [E + 1]`` int32: this rank's pairs per global expert (entry ``E``, out-of-range ids, is never read);
+    ``cnt`` symmetric int32 ``[2, WORLD, E]`` and ``cnt_ready`` symmetric int64 ``[2, WORLD]``, slot ``e % 2`` used
+    by call ``e`` (the DEVICE epoch's parity, not the host's buffer parity, which a CUDA graph freezes); ``counter
+    [1]`` int64 (the context's epoch); ``send_base [E]`` int32 (out: the row on expert ``g``'s rank where this rank's
+    first pair of ``g`` goes; scratch first); ``offs [E_LOC]`` int32 (out: this rank's receive offsets, cumulative
+    ends); ``expect [1]`` / ``cexpect [1]`` int64 (running totals, this call's included, in units of rows x
+    ``NCHUNK``: the dispatch arrivals; the combine arrivals of the calls of this call's buffer parity). The parity is
+    in which ``cexpect`` the caller passes, never an integer argument: a CUDA graph captured after one eager call of
+    the other parity runs the kernel compiled for that call. ``tag`` differs per method, so ranks that call
+    different methods are reported at once.
 
     Memory ordering: the counts are stored to every rank, then ``cnt_ready[rank] = e * TAG_RANGE + tag`` is raised
     on every rank (``dl.notify``: its release publishes the stores); the tagged acquire waits on every rank's signal
-    order the loads of the count matrix after them. A rank whose signal carries another tag (another context shape)
-    is reported at once.
+    order the loads of the count matrix after them. A rank whose signal carries another tag (another context shape
+    or method) is reported at once.
 
     Slot reuse: a rank writes slot ``e % 2`` again in call ``e + 2`` only after its call ``e + 1`` saw every rank's
     ``ready(e + 1)``, which each rank raises after its own call ``e`` (same stream) loaded its counts: no rank can
@@ -115,6 +133,7 @@ def ep_exchange_kernel(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_bas
     run_c = tl.load(cexpect_ptr) + sent * NCHUNK
     tl.store(expect_ptr, run_d)
     tl.store(cexpect_ptr, run_c)
+    return run_d
 
 
 @triton_dist.jit
@@ -380,6 +399,147 @@ def ep_normal_combine_reduce_kernel(cbuf_ptr, ids_ptr, out_ptr, TOPK, E, E_LOC, 
     tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
-__all__ = ["store_rows_at", "ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
+# ---------------------------------------------------------------------------------------------------------------
+# method "ll": push's layout in ONE launch per direction (decode sizes), a small persistent grid
+# ---------------------------------------------------------------------------------------------------------------
+@triton_dist.jit
+def ep_ll_dispatch_kernel(x_ptr, ids_ptr, w_ptr, ridx_ptr, rw_ptr, totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr,
+                          epochs_ptr, bar_ptr, send_base_ptr, offs_ptr, tok_ptr, meta_ptr, scales_ptr, arrived_ptr,
+                          expect_ptr, cexpect_ptr, tag, T, TOPK, E, E_LOC, H, stride_x, stride_w0, stride_w1, TMAXK,
+                          rank, WORLD: tl.constexpr, BLOCK: tl.constexpr, BLOCK_E: tl.constexpr,
+                          BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr = False):
+    """Method ``ll``'s whole dispatch, one launch of a fixed grid of ``G`` programs (all co-resident: ``G`` is at
+    most the rank's program budget). ``x [T, H]``, ``ids [T, TOPK]`` (int32 / int64, contiguous), ``w [T, TOPK]``
+    (strides ``stride_w0`` / ``stride_w1``): this rank's call; ``ridx [Tmax, TOPK]`` int64 / ``rw`` float32 (out: the
+    routing copied for combine, this call's buffer parity); ``totals [E]`` int32 (scratch); ``epochs [G]`` int64
+    (local: one launch counter per program); ``bar [1]`` int64 (symmetric, used on this rank only: the
+    intra-kernel barrier's flag); the others as :func:`ep_dispatch_kernel` / :func:`exchange_counts` (``tok``,
+    ``meta``, ``scales``, ``offs``, ``cexpect``: this call's buffer parity).
+
+    1. Program 0: this rank's count per expert (``tl.histogram`` of each block of ``BLOCK`` pairs' experts, summed)
+       into ``totals``, then :func:`exchange_counts` (the device-epoch, tagged exchange; ``tag`` is ``ll``'s) writes
+       ``send_base``, ``offs`` and the running totals (one unit per row: programs store whole rows), and raises
+       ``bar = epoch`` (``dl.notify`` on this rank: CTA barrier + release, so ``send_base`` is visible first).
+    2. Every program (program 0 included) waits (acquire) for ``bar == epoch`` (its own launch counter: every
+       program of the launch drew the same value), then takes pair blocks ``pid, pid + G, ...``: copies their
+       routing, ranks each pair among this rank's earlier pairs of its expert (comparisons with every earlier block
+       and within the block: the layout is push's, in pair order), stores each in-range pair's row (all column
+       chunks; fp8 codes and scales through :func:`store_rows_at`) and global pair id to row ``send_base[g] +
+       rank`` on ``g``'s rank, then adds the block's row count there (release after the stores).
+    3. Program 0 waits (system-scope acquire) until this rank's dispatch arrivals reach the running total it
+       computed in step 1. The launches after this one on the stream read the rows (kernel boundary).
+
+    The barrier needs co-residency: programs 1.. spin until program 0 finished step 1, so program 0 must run while
+    they spin; the host keeps ``G <= min(32, ctx.max_programs)`` (the rank's SM share)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    epoch = next_epoch(epochs_ptr, pid)
+    P = T * TOPK
+    nb = tl.cdiv(P, BLOCK)
+    i = tl.arange(0, BLOCK)
+    run_d = epoch * 0
+    if pid == 0:
+        acc = tl.zeros((BLOCK_E, ), dtype=tl.int32)
+        for b in range(0, nb):
+            e = _expert_of(ids_ptr, b * BLOCK + i, P, E)
+            acc += tl.histogram(e, BLOCK_E, mask=e < E)
+        g = tl.arange(0, BLOCK_E)
+        tl.store(totals_ptr + g, acc, mask=g < E)
+        tl.debug_barrier()
+        run_d = exchange_counts(totals_ptr, cnt_ptr, cnt_ready_ptr, counter_ptr, send_base_ptr, offs_ptr, expect_ptr,
+                                cexpect_ptr, tag, E, E_LOC, 1, rank, WORLD, BLOCK_E)
+        dl.notify(bar_ptr, rank, epoch, "set", "intra_node")
+    tok = dl.wait(bar_ptr, 1, "gpu", "acquire", epoch)
+    sb_ptr = dl.consume_token(send_base_ptr, tok)
+    nchunk = tl.cdiv(H, BLOCK_H)
+    for b in range(pid, nb, nprog):
+        p = b * BLOCK + i
+        valid = p < P
+        e = _expert_of(ids_ptr, p, P, E)
+        ok = valid & (e < E)
+        t = (p // TOPK).to(tl.int64)
+        tl.store(ridx_ptr + p, tl.load(ids_ptr + p, mask=valid, other=0).to(tl.int64), mask=valid)
+        wv = tl.load(w_ptr + t * stride_w0 + (p % TOPK) * stride_w1, mask=valid, other=0.0)
+        tl.store(rw_ptr + p, wv.to(tl.float32), mask=valid)
+        within = tl.sum(((e[:, None] == e[None, :]) & (i[None, :] < i[:, None])).to(tl.int32), axis=1)
+        for b2 in range(0, b):
+            e2 = _expert_of(ids_ptr, b2 * BLOCK + i, P, E)
+            within += tl.sum((e[:, None] == e2[None, :]).to(tl.int32), axis=1)
+        row = (tl.load(sb_ptr + e, mask=ok, other=0) + within).to(tl.int64)
+        dest = e // E_LOC
+        for h in range(0, nchunk):
+            cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+            vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=ok[:, None] & (cols < H)[None, :],
+                           other=0.0)
+            scale = vals  # read by store_rows_at with QUANT_FP8 only
+            if QUANT_FP8:
+                vals, scale = quantize_groups_fp8(vals, BLOCK, BLOCK_H)
+            for d in tl.static_range(WORLD):
+                sel = ok & (dest == d)
+                if tl.sum(sel.to(tl.int32), axis=0) > 0:
+                    store_rows_at(tok_ptr, scales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8, BLOCK_H)
+        for d in tl.static_range(WORLD):
+            sel = ok & (dest == d)
+            n = tl.sum(sel.to(tl.int32), axis=0)
+            if n > 0:
+                tl.store(dl.symm_at(meta_ptr, d) + row, rank * TMAXK + p, mask=sel)
+                dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+    if pid == 0:
+        dl.wait(arrived_ptr, 1, "sys", "acquire", run_d)
+
+
+@triton_dist.jit
+def ep_ll_combine_kernel(eo_ptr, meta_ptr, offs_ptr, cbuf_ptr, arrived_ptr, cexpect_ptr, ids_ptr, w_ptr, out_ptr, T,
+                         TOPK, E, H, stride_eo, stride_out, TMAXK, E_LOC, WORLD: tl.constexpr, BLOCK: tl.constexpr,
+                         BLOCK_H: tl.constexpr):
+    """Method ``ll``'s whole combine, one launch of ``G`` programs (no intra-kernel barrier: any grid works).
+    Program ``pid`` sends received row blocks ``pid, pid + G, ...`` (``offs[E_LOC - 1]`` rows of this call's buffer
+    parity; ``meta``: their global pair ids) of ``expert_out`` to row ``pair`` of the source's combine buffer ``cbuf
+    [TMAXK, H]`` (every column chunk), then adds the block's row count to the source's combine counter ``arrived``
+    (release). Then EVERY program waits (system-scope acquire) until ``arrived`` reaches the running total
+    ``cexpect[0]`` (this parity's: written by the dispatch), so each reads the rows the peers published, and sums
+    tokens ``pid, pid + G, ... < T``: ``out[t] = sum_j w[t, j] * cbuf[t * TOPK + j]`` over the in-range slots
+    (``ids`` / ``w``: the routing copied at dispatch) in slot order, fp32, rounded once (``combine_kernel``'s sum)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    total = tl.load(offs_ptr + E_LOC - 1)
+    nchunk = tl.cdiv(H, BLOCK_H)
+    for b in range(pid, tl.cdiv(total, BLOCK), nprog):
+        r = b * BLOCK + tl.arange(0, BLOCK)
+        valid = r < total
+        mt = tl.load(meta_ptr + r, mask=valid, other=0)
+        src = mt // TMAXK
+        pair = (mt % TMAXK).to(tl.int64)
+        for h in range(0, nchunk):
+            cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+            cm = cols < H
+            vals = tl.load(eo_ptr + r.to(tl.int64)[:, None] * stride_eo + cols[None, :],
+                           mask=valid[:, None] & cm[None, :], other=0.0)
+            for d in tl.static_range(WORLD):
+                sel = valid & (src == d)
+                if tl.sum(sel.to(tl.int32), axis=0) > 0:
+                    tl.store(dl.symm_at(cbuf_ptr, d) + pair[:, None] * H + cols[None, :],
+                             vals.to(cbuf_ptr.dtype.element_ty), mask=sel[:, None] & cm[None, :])
+        for d in tl.static_range(WORLD):
+            n = tl.sum((valid & (src == d)).to(tl.int32), axis=0)
+            if n > 0:
+                dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+    tok = dl.wait(arrived_ptr, 1, "sys", "acquire", tl.load(cexpect_ptr))
+    cb = dl.consume_token(cbuf_ptr, tok)
+    for t in range(pid, T, nprog):
+        for h in range(0, nchunk):
+            cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+            cm = cols < H
+            acc = tl.zeros((BLOCK_H, ), dtype=tl.float32)
+            for j in range(0, TOPK):
+                g = tl.load(ids_ptr + t * TOPK + j)
+                if (g >= 0) & (g < E):
+                    wj = tl.load(w_ptr + t * TOPK + j).to(tl.float32)
+                    # int32 offsets: rows * H < 2**31 (max_tokens <= 256, topk <= 8)
+                    acc += wj * tl.load(cb + (t * TOPK + j) * H + cols, mask=cm, other=0.0).to(tl.float32)
+            tl.store(out_ptr + t * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
+
+
+__all__ = ["store_rows_at", "exchange_counts", "ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
            "ep_normal_enter_kernel", "ep_normal_send_kernel", "ep_normal_ids_kernel",
-           "ep_normal_combine_send_kernel", "ep_normal_combine_reduce_kernel"]
+           "ep_normal_combine_send_kernel", "ep_normal_combine_reduce_kernel", "ep_ll_dispatch_kernel", "ep_ll_combine_kernel"]

@@ -8,9 +8,12 @@ and docs/moe.md ("Expert parallelism")::
     tokens, expert_offsets, scales, handle = ops.ep_dispatch(x, topk_idx, topk_weights, ctx)
     y = ops.ep_combine(expert_out, handle, ctx)          # [T, H], x's token order
 
-Two methods (:data:`EP_METHODS`), per call or as the context's default: ``push`` (every (token, slot) pair's row to
-its expert's rank) and ``normal`` (the prefill bandwidth mode: every token once to each rank holding one of its
-experts, the layout built there; combine returns one partial per (token, rank)). Both return the same layout.
+Three methods (:data:`EP_METHODS`), per call or as the context's default: ``push`` (every (token, slot) pair's row
+to its expert's rank), ``normal`` (the prefill bandwidth mode: every token once to each rank holding one of its
+experts, the layout built there; combine returns one partial per (token, rank)) and ``ll`` (the decode latency mode:
+push's protocol in ONE launch per direction, at most :data:`MAX_LL_TOKENS` tokens per rank and top-8). All return
+the same layout. ``auto`` takes ``ll`` where allocated, else ``normal``, else ``push`` (provisional: no NVLink
+measurements yet).
 
 Guarantees: no token is dropped (the receive buffer has a row for every pair any rank can send: ``world x
 max_tokens x topk`` rows); nothing is read on the host by a launch (the optional id check reads the ids before the
@@ -46,8 +49,18 @@ EP_QUANT = (None, "fp8")
 #: into its expert's rank and raises an arrival count: the layout is built by the senders; a token routed to ``m``
 #: experts of one rank crosses ``m`` times) and ``normal`` (the bandwidth mode for prefill: every token crosses ONCE
 #: to each rank holding one of its experts, with its routing row; the receiver builds its layout locally, and
-#: combine sends back one partial sum per (token, rank)); ``auto`` picks ``push`` (its rule awaits GPU measurements)
-EP_METHODS = ("push", "normal")
+#: combine sends back one partial sum per (token, rank)) and ``ll`` (the latency mode for decode: push's protocol and
+#: layout in ONE launch per direction, at most :data:`MAX_LL_TOKENS` tokens per rank and :data:`MAX_LL_TOPK` slots).
+#: ``auto`` picks ``ll`` where allocated (and the call's tokens are at most MAX_LL_TOKENS), else ``normal`` where
+#: allocated, else ``push``: a provisional size rule, no NVLink measurements yet (docs/moe.md)
+EP_METHODS = ("push", "normal", "ll")
+#: the most tokens per rank and call of method ``ll`` (its context's ``max_tokens``): a decode batch
+MAX_LL_TOKENS = 256
+#: the most top-k slots per token of method ``ll``
+MAX_LL_TOPK = 8
+#: the most programs of an ``ll`` launch (also at most the context's program budget: the dispatch's intra-kernel
+#: barrier needs every program co-resident, and ranks may share a GPU)
+LL_MAX_PROGRAMS = 32
 #: the most experts a context holds (the exchange kernel keeps one count per expert in registers)
 MAX_EXPERTS = 4096
 
@@ -81,6 +94,14 @@ class EPContext(Context):
                              f"{', '.join(map(repr, EP_METHODS))}")
         if isinstance(methods, str):
             methods = (methods, )
+        if isinstance(max_tokens, int) and isinstance(topk, int):
+            ll_fits = max_tokens <= MAX_LL_TOKENS and topk <= MAX_LL_TOPK
+            if not ll_fits and ("ll" in (methods or ()) or method == "ll"):
+                raise ValueError(f"{fac}: method 'll' (the latency mode) takes at most max_tokens={MAX_LL_TOKENS} "
+                                 f"tokens per rank and topk={MAX_LL_TOPK}, got max_tokens={max_tokens}, topk={topk}; "
+                                 f"use 'push' or 'normal' for larger calls")
+            if methods is None:  # default: every method, ll only where the capacity allows it
+                methods = tuple(m for m in EP_METHODS if m != "ll" or ll_fits)
         if methods is not None:
             methods = tuple(methods)
             if not methods or any(not isinstance(m, str) or m not in EP_METHODS for m in methods):
@@ -128,7 +149,12 @@ class EPContext(Context):
         #: receiver's id kernel (small on the simulator, so that several programs run at toy sizes)
         self.token_block = 32 if self.on_gpu else 4
         self.ids_block = 1024 if self.on_gpu else 64
-        has_push, has_normal = "push" in self.methods, "normal" in self.methods
+        has_push, has_normal, has_ll = "push" in self.methods, "normal" in self.methods, "ll" in self.methods
+        has_rows = has_push or has_ll  # push's buffers: ll runs push's protocol and layout
+        #: ``ll``: the programs of its two launches (fixed per context: the launch counters are per program), and
+        #: pairs / received rows per block (small on the simulator, so that several blocks run at toy sizes)
+        self.ll_programs = max(1, min(LL_MAX_PROGRAMS, self.max_programs))
+        self.ll_block = ROUTE_BLOCK if self.on_gpu else 8
         u = self._utils
         sym = []
 
@@ -143,8 +169,8 @@ class EPContext(Context):
         def pair(shape, dt, alloc=symmetric):  # one buffer per parity, both 16-byte aligned (no recompile per parity)
             return parity_buffers(alloc, shape, dt)
 
-        def layout(shape, dt):  # the returned layout: push's senders write it remotely, normal's receiver locally
-            return pair(shape, dt, symmetric if has_push else local)
+        def layout(shape, dt):  # the returned layout: push's / ll's senders write it remotely, normal's receiver locally
+            return pair(shape, dt, symmetric if has_rows else local)
 
         E, dev = num_experts, self.device
         HG = hidden // QUANT_GROUP
@@ -157,7 +183,7 @@ class EPContext(Context):
         self.counts_ready = symmetric((2, W), torch.int64)
         # one 16-byte row per counter (only [i, 0] is used): arrived[1 + parity] has the alignment of arrived[0]
         self.arrived = symmetric((3, 2), torch.int64)
-        if has_push:
+        if has_rows:
             self.recv_meta = pair((self.rows, ), torch.int32)
             self.combine_buf = pair((self.pairs, hidden), dtype)
             self.counts = symmetric((2, W, E), torch.int32)
@@ -176,12 +202,18 @@ class EPContext(Context):
             self.tcounts = pair((W, ), torch.int32, local)
             self.lids = pair((self.rows, ), torch.int32, local)
             self.dest_rows = pair((self.rows, ), torch.int32, local)
-        for t in (self.counts_ready, self.arrived):
+        if has_ll:
+            # the count scratch of the dispatch's program 0, the per-program launch counters ([0] dispatch, [1]
+            # combine) and the intra-kernel barrier's flag (symmetric so that dl.notify raises it; this rank's only)
+            self.ll_totals = local((E, ), torch.int32)
+            self.ll_epochs = local((2, self.ll_programs), torch.int64)
+            self.ll_bar = symmetric((2, ), torch.int64)
+        for t in (self.counts_ready, self.arrived) + ((self.ll_bar, ) if has_ll else ()):
             t.zero_()
         self._symmetric += sym
         self.counter = torch.zeros(1, dtype=torch.int64, device=dev)
         self.expect = torch.zeros((3, 2), dtype=torch.int64, device=dev)  # the running totals the waits expect ([i, 0])
-        self.send_base = torch.zeros(E, dtype=torch.int32, device=dev) if has_push else None
+        self.send_base = torch.zeros(E, dtype=torch.int32, device=dev) if has_rows else None
         self.offsets = pair((self.experts_per_rank, ), torch.int32, local)
         # each dispatch's routing as combine will use it (a copy: the caller may refill its router tensors in place
         # while the dispatch is in flight)
@@ -192,6 +224,7 @@ class EPContext(Context):
         self._stream = None
         self._tag = num_experts % (1 << 24)
         self._tag_normal = (num_experts + (1 << 23)) % (1 << 24)  # never push's: a method mismatch is reported
+        self._tag_ll = (num_experts + (1 << 22)) % (1 << 24)  # neither push's nor normal's (E <= 4096)
         self._next_parity = 0
         self._pending = []  # handles dispatched and not combined yet, oldest first
         self._finish_init()
@@ -210,11 +243,14 @@ class EPContext(Context):
             cur.wait_stream(self._stream)
         self._stream = cur
 
-    def _resolve(self, op: str, method) -> str:
+    def _resolve(self, op: str, method, num_tokens: int = 0) -> str:
         m = self._call_method(method)
         check_method(op, m, ("auto", ) + EP_METHODS)
-        if m == "auto":  # push where allocated: auto's rule awaits GPU measurements (docs/moe.md)
-            m = "push" if "push" in self.methods else "normal"
+        if m == "auto":  # provisional size rule, no NVLink measurements yet (docs/moe.md)
+            if "ll" in self.methods and num_tokens <= MAX_LL_TOKENS:
+                m = "ll"
+            else:
+                m = "normal" if "normal" in self.methods else "push"
         if m not in self.methods:
             raise ValueError(f"{op}: method={m!r} was not allocated by this context (created with "
                              f"methods={self.methods}); create it with that method included")
@@ -230,10 +266,11 @@ def create_ep_ctx(max_tokens: int, hidden: int, topk: int, num_experts: int, dty
     for combining. ``quant="fp8"``: the dispatch quantises each row on the sender to fp8 e4m3 with one fp32 scale per
     128 columns (``hidden`` a multiple of 128) and returns the scales (``group_gemm``'s ``scale_a``); combine stays in
     ``dtype``. ``block_h``: columns per program of the copies (default 256 on a GPU). ``method``: the calls' default
-    (``"auto"``, ``"push"``, ``"normal"``; see :data:`EP_METHODS`); ``methods``: the methods to allocate buffers for
-    (default: all; ``normal`` adds ``4 x world x max_tokens x hidden`` elements of send / combine buffers, so a
-    context that never calls it can leave it out). Every rank must create it with the same arguments (checked:
-    ``ValueError`` on every rank)."""
+    (``"auto"``, ``"push"``, ``"normal"``, ``"ll"``; see :data:`EP_METHODS`); ``methods``: the methods to allocate
+    buffers for (default: all, ``ll`` only where ``max_tokens <= MAX_LL_TOKENS`` (256) and ``topk <=
+    MAX_LL_TOPK`` (8); ``normal`` adds ``4 x world x max_tokens x hidden`` elements of send / combine buffers, so a
+    context that never calls it can leave it out; ``ll`` shares push's). Asking for ``ll`` past its limits raises
+    ``ValueError``. Every rank must create it with the same arguments (checked: ``ValueError`` on every rank)."""
     return EPContext(max_tokens, hidden, topk, num_experts, dtype, method=method, methods=methods, block_h=block_h,
                      quant=quant)
 
@@ -277,15 +314,17 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     int64 global expert ids, ``topk_weights [T, topk]`` floating (kept for combine). ``check_ids`` (default True):
     ids outside ``[0, num_experts)`` raise ``ValueError`` before the launch (one synchronisation; skipped inside a
     capture and by ``check_ids=False``, where such a slot is not sent and combine leaves it out). The returned
-    buffers stay valid until the dispatch after next on this context. ``method``: ``"push"``, ``"normal"`` or
-    ``"auto"`` (push; see :data:`EP_METHODS`), default the context's; the layout is the same. Execution, no host
-    synchronisation: push, four launches on the current stream, the last waiting until every rank's rows for this
-    rank arrived; normal, eight (nine with fp8): the token-count exchange, the send, the arrival wait, then this
-    rank's routing built locally."""
+    buffers stay valid until the dispatch after next on this context. ``method``: ``"push"``, ``"normal"``, ``"ll"``
+    or ``"auto"`` (``ll`` where allocated and ``T <= 256``, else ``normal`` where allocated, else ``push``: a
+    provisional rule, see :data:`EP_METHODS`), default the context's; the layout is the same. Execution, no host
+    synchronisation: push, five launches on the current stream (count, block scan, exchange, push, arrival wait)
+    after two copies of the routing, the last waiting until every rank's rows for this rank arrived; normal, eight (nine with fp8): the token-count exchange, the send, the
+    arrival wait, then this rank's routing built locally; ll, ONE launch (count, exchange, push, arrival wait; it
+    copies the routing itself)."""
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx.op = op  # names this call in a simulator rank error of its kernels
-    m = ctx._resolve(op, method)
+    m = ctx._resolve(op, method, x.shape[0])
     ctx._order_streams()
     if capturing() and any(not h.captured for h in ctx._pending):
         raise ValueError(f"{op}: a CUDA-graph capture must start with no dispatch in flight on this context (an "
@@ -298,13 +337,18 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
         check_expert_ids(op, topk_idx, ctx.num_experts)
     ctx._check_peers(op, (op, len(ctx._pending), m))
     T = x.shape[0]
+    if m == "ll" and T > MAX_LL_TOKENS:  # the context's max_tokens already bounds it: a guard for the kernel's plan
+        raise ValueError(f"{op}: method 'll' takes at most {MAX_LL_TOKENS} tokens per rank, got {T}")
     par = ctx._next_parity
-    ctx.routed_idx[par, :T].copy_(topk_idx)
-    ctx.routed_w[par, :T].copy_(topk_weights)
-    if m == "push":
-        _dispatch_push(ctx, x, topk_idx, par)
+    if m == "ll":  # the kernel copies the routing itself
+        _dispatch_ll(ctx, x, topk_idx, topk_weights, par)
     else:
-        _dispatch_normal(ctx, x, par)
+        ctx.routed_idx[par, :T].copy_(topk_idx)
+        ctx.routed_w[par, :T].copy_(topk_weights)
+        if m == "push":
+            _dispatch_push(ctx, x, topk_idx, par)
+        else:
+            _dispatch_normal(ctx, x, par)
     ctx._next_parity ^= 1
     handle = EPHandle(ctx.handle, par, T, captured=capturing(), method=m)
     ctx._pending.append(handle)
@@ -340,6 +384,33 @@ def _dispatch_push(ctx, x, topk_idx, par):
                           WORLD=W, BLOCK=ROUTE_BLOCK, BLOCK_H=ctx.block_h, QUANT_FP8=ctx.quant == "fp8",
                           num_warps=4 if ctx.on_gpu else 1)
     ctx._launch_plain(_k.ep_arrival_wait_kernel, (1, ), (ctx.arrived[0], ctx.expect[0]), num_warps=1)
+
+
+def _dispatch_ll(ctx, x, topk_idx, topk_weights, par):
+    """Method ``ll`` (docs/moe.md): ONE launch of ``ep_ll_dispatch_kernel`` on ``ctx.ll_programs`` programs (count,
+    exchange, intra-kernel barrier, push, arrival wait; it also copies the routing for combine)."""
+    T, H = x.shape
+    W, E = ctx.world_size, ctx.num_experts
+    fp8 = ctx.quant == "fp8"
+    w = topk_weights
+    ctx._launch_plain(_k.ep_ll_dispatch_kernel, (ctx.ll_programs, ),
+                      (x, topk_idx, w, ctx.routed_idx[par], ctx.routed_w[par], ctx.ll_totals, ctx.counts,
+                       ctx.counts_ready, ctx.counter, ctx.ll_epochs[0], ctx.ll_bar, ctx.send_base, ctx.offsets[par],
+                       ctx.recv_tokens[par], ctx.recv_meta[par], ctx.recv_scales[par] if fp8 else ctx.recv_meta[par],
+                       ctx.arrived[0], ctx.expect[0], ctx.expect[1 + par], ctx._tag_ll, T, ctx.topk, E,
+                       ctx.experts_per_rank, H, x.stride(0), w.stride(0), w.stride(1), ctx.pairs, ctx.rank),
+                      WORLD=W, BLOCK=ctx.ll_block, BLOCK_E=triton.next_power_of_2(E), BLOCK_H=ctx.block_h,
+                      QUANT_FP8=fp8, num_warps=4 if ctx.on_gpu else 1)
+
+
+def _combine_ll(ctx, expert_out, out, par, T):
+    """Method ``ll``'s combine: ONE launch of ``ep_ll_combine_kernel`` (send back, arrival wait, weighted sum)."""
+    ctx._launch_plain(_k.ep_ll_combine_kernel, (ctx.ll_programs, ),
+                      (expert_out, ctx.recv_meta[par], ctx.offsets[par], ctx.combine_buf[par], ctx.arrived[1 + par],
+                       ctx.expect[1 + par], ctx.routed_idx[par], ctx.routed_w[par], out, T, ctx.topk, ctx.num_experts,
+                       ctx.hidden, expert_out.stride(0), out.stride(0), ctx.pairs, ctx.experts_per_rank),
+                      WORLD=ctx.world_size, BLOCK=ctx.ll_block, BLOCK_H=ctx.block_h,
+                      num_warps=4 if ctx.on_gpu else 1)
 
 
 def _dispatch_normal(ctx, x, par):
@@ -405,9 +476,9 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     sums the partials in rank order, rounding once more (an fp32 context gets push's result). ``expert_out
     [ctx.rows, H]`` in the context's dtype: row ``r`` is the output of received row ``r`` (e.g. the grouped GEMMs
     over ``tokens``); rows past ``expert_offsets[-1]`` are not read. ``method``: None or ``"auto"`` (the
-    dispatch's), else it must name the dispatch's method. Handles are combined in dispatch order, each once.
-    Execution: three launches on the current stream, no host synchronisation; the second waits until every
-    expert's rank sent this rank's rows (push) or partials (normal) back."""
+    dispatch's), else it must name the dispatch's method. Handles are combined in dispatch order, each once. Method
+    ``ll`` sums as push. Execution: three launches on the current stream (ll: one), no host synchronisation; the
+    wait is until every expert's rank sent this rank's rows (push, ll) or partials (normal) back."""
     op = "ep_combine"
     check_ctx(op, ctx, EPContext, "create_ep_ctx")
     ctx._check_open(op)
@@ -444,8 +515,8 @@ def ep_combine(expert_out: torch.Tensor, handle: EPHandle, ctx: EPContext, *, ou
     ctx._check_peers(op, (op, len(ctx._pending), handle.method))
     ctx.op = op
     par = handle.parity
-    if handle.method == "normal":
-        _combine_normal(ctx, expert_out, out, par, T)
+    if handle.method in ("normal", "ll"):
+        (_combine_normal if handle.method == "normal" else _combine_ll)(ctx, expert_out, out, par, T)
         handle.combined = True
         ctx._pending.pop(0)
         return out
@@ -486,4 +557,4 @@ def _combine_normal(ctx, expert_out, out, par, T):
 
 
 __all__ = ["EPContext", "EPHandle", "create_ep_ctx", "create_ep_context", "ep_dispatch", "ep_combine", "EP_DTYPES",
-           "EP_METHODS", "EP_QUANT"]
+           "EP_METHODS", "EP_QUANT", "MAX_LL_TOKENS", "MAX_LL_TOPK"]

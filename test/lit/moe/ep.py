@@ -84,8 +84,66 @@
 #
 # N-REDUCE: .target sm_90a
 # N-REDUCE-AMD: .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
+#
+# Method "ll" (one launch per direction): the dispatch's program 0 runs the count exchange (system-scope release of
+# the counts, acquire waits on every rank's signal), then raises the intra-kernel barrier's flag (system-scope
+# release after a CTA barrier) that every program waits for (gpu-scope acquire); the programs store the rows with
+# 128-bit stores (fp8: converted on the sender) and add their arrival counts after a system-scope release; program 0
+# ends with the arrival wait (system-scope acquire). The combine sends the rows back (128-bit stores, release, atomic
+# add), waits (acquire) and sums the slots in fp32 (fma) in the same kernel.
+# RUN: %compile %s:ep_ll_dispatch_kernel -s "*bf16:16, *i64:16, *fp32:16, *i64:16, *fp32:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, *i64:16, *i32:16, *i32:16, *bf16:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, i32, i32, 4, 64, 256, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-DISPATCH
+# RUN: %compile %s:ep_ll_dispatch_kernel -s "*bf16:16, *i64:16, *fp32:16, *i64:16, *fp32:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, *i64:16, *i32:16, *i32:16, *bf16:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, i32, i32, 4, 64, 256, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=LL-DISPATCH-AMD
+# RUN: %compile %s:ep_ll_dispatch_kernel -s "*bf16:16, *i64:16, *fp32:16, *i64:16, *fp32:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, *i64:16, *i32:16, *i32:16, *fp8e4nv:16, *i32:16, *fp32:16, *i64:16, *i64:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, i32, i32, 4, 64, 256, 256, True" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-FP8
+# RUN: %compile %s:ep_ll_combine_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32:16, i32, i32, 4, 64, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-COMBINE
+# RUN: %compile %s:ep_ll_combine_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32:16, i32, i32, 4, 64, 256" --target hip:gfx942 --num-warps 4 --stage amdgcn | filecheck %s --check-prefix=LL-COMBINE-AMD
+# Bounded-wait mode (language/wait_bounded.py): the intra-kernel barrier's wait and the final arrival wait of the
+# dispatch, and the combine's wait, get the timer and the trap like the exchange's.
+# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:ep_ll_dispatch_kernel -s "*bf16:16, *i64:16, *fp32:16, *i64:16, *fp32:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, *i64:16, *i32:16, *i32:16, *bf16:16, *i32:16, *i32:16, *i64:16, *i64:16, *i64:16, i32, i32, i32, i32, i32, i32:16, i32:16, i32, i32, i32, i32, 4, 64, 256, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-BOUNDED
+# RUN: env TRITON_ALWAYS_COMPILE=1 TRITON_DIST_BOUNDED_WAIT=250 TRITON_DIST_NO_SHMEM_BITCODE=1 PTXAS_OPTIONS=-c %compile %s:ep_ll_combine_kernel -s "*bf16:16, *i32:16, *i32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *fp32:16, *bf16:16, i32, i32, i32, i32:16, i32:16, i32:16, i32, i32, 4, 64, 256" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=LL-C-BOUNDED
+#
+# LL-BOUNDED: mov.u64 %tdw_t0, %globaltimer;
+# LL-BOUNDED: ld.acquire.gpu.b64
+# LL-BOUNDED: mov.u64 %tdw_t1, %globaltimer;
+# LL-BOUNDED: trap;
+# LL-BOUNDED: ld.acquire.sys.b64
+# LL-BOUNDED: mov.u64 %tdw_t1, %globaltimer;
+# LL-BOUNDED: trap;
+#
+# LL-C-BOUNDED: ld.acquire.sys.b64
+# LL-C-BOUNDED: mov.u64 %tdw_t1, %globaltimer;
+# LL-C-BOUNDED: trap;
+#
+# LL-DISPATCH: ld.acquire.sys.b64
+# LL-DISPATCH: membar.sys
+# LL-DISPATCH-NEXT: st.relaxed.sys.b64
+# LL-DISPATCH: ld.acquire.gpu.b64
+# LL-DISPATCH: membar.sys
+# LL-DISPATCH-NEXT: atom.relaxed.sys.add.u64
+# LL-DISPATCH: st.global.v4.b32
+# LL-DISPATCH: ld.acquire.sys.b64
+#
+# LL-DISPATCH-AMD: buffer_inv sc0 sc1
+# LL-DISPATCH-AMD: global_store_dwordx4
+# LL-DISPATCH-AMD: buffer_wbl2 sc0 sc1
+# LL-DISPATCH-AMD: global_atomic_add_x2
+#
+# LL-FP8-DAG: cvt.rn.satfinite.e4m3x2.f32
+# LL-FP8-DAG: atom.relaxed.sys.add.u64
+#
+# LL-COMBINE: membar.sys
+# LL-COMBINE-NEXT: atom.relaxed.sys.add.u64
+# LL-COMBINE: st.global.v4.b32
+# LL-COMBINE: ld.acquire.sys.b64
+# LL-COMBINE: fma.rn.f32
+#
+# LL-COMBINE-AMD: global_store_dwordx4
+# LL-COMBINE-AMD: buffer_wbl2 sc0 sc1
+# LL-COMBINE-AMD-NEXT: global_atomic_add_x2
+# LL-COMBINE-AMD: buffer_inv sc0 sc1
+# LL-COMBINE-AMD: v_fmac_f32
 from triton_dist.kernels.moe_ep import (ep_arrival_wait_kernel,  # noqa: F401
                                         ep_combine_send_kernel, ep_dispatch_kernel, ep_exchange_kernel,
+                                        ep_ll_combine_kernel, ep_ll_dispatch_kernel,
                                         ep_normal_combine_reduce_kernel, ep_normal_combine_send_kernel,
                                         ep_normal_enter_kernel, ep_normal_ids_kernel, ep_normal_send_kernel)
 from triton_dist.kernels.moe_route import route_scatter_kernel  # noqa: F401

@@ -11,7 +11,9 @@ tokens per rank), uneven token counts (0 included), every token to one expert, C
 experts -> combine replayed with new routings written into the same tensors, and the layer against the per-expert
 reference in bf16. Method ``normal`` (each token once per rank) in the dispatch test (its layout also equal to
 push's of the same inputs bit for bit; fp32, so its per-rank partials are exact) and in the graph test with two
-dispatches in flight.
+dispatches in flight; method ``ll`` (one launch per direction, decode sizes) in the same two tests (its layout also
+equal to push's bit for bit, its combine exact as push's), and it is what ``auto`` takes in the others (contexts of at
+most 256 tokens).
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def _want(x, idx, w):
     return want
 
 
-@pytest.mark.parametrize("method", ["push", "normal"])
+@pytest.mark.parametrize("method", ["push", "normal", "ll"])
 @pytest.mark.parametrize("E,k,H,T,mode", [(128, 8, 2048, 128, "random"), (32, 2, 512, 64, "random"),
                                           (16, 1, 256, 48, "one_expert"), (8, 8, 128, 7, "random")])
 def test_dispatch_layout_and_combine(E, k, H, T, mode, method):
@@ -113,12 +115,12 @@ def test_dispatch_layout_and_combine(E, k, H, T, mode, method):
             y = ops.ep_combine(_experts(tokens, offsets, rank, e_loc), handle, ctx)
             if not torch.equal(y.cpu(), _want(*inputs[rank])):
                 fails.append(f"seed {seed}: combined output differs")
-            if method == "normal":  # the same inputs through push on the same context: the same layout, bit for bit
+            if method != "push":  # the same inputs through push on the same context: the same layout, bit for bit
                 n = ref_offs[-1]
                 mine = (tokens[:n].clone(), offsets.clone())
                 t2, o2, _, h2 = ops.ep_dispatch(x, idx, w, ctx, method="push")
                 if not torch.equal(o2, mine[1]) or not torch.equal(t2[:n], mine[0]):
-                    fails.append(f"seed {seed}: normal's layout differs from push's")
+                    fails.append(f"seed {seed}: {method}'s layout differs from push's")
                 ops.ep_combine(t2, h2, ctx)
     finally:
         ctx.close()
@@ -257,7 +259,7 @@ def test_fp8_dispatch_matches_moe_route_quantiser():
         ctx.close()
 
 
-@pytest.mark.parametrize("method", ["push", "normal"])
+@pytest.mark.parametrize("method", ["push", "normal", "ll"])
 def test_graph_with_two_in_flight_and_a_quiet_rank(method):
     """One CUDA graph holding dispatch A, dispatch B, combine A, combine B, replayed with new routings; the last rank
     has no tokens and on odd replays every other rank routes only to its own experts (no rows between ranks: only the
