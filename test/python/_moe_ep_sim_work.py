@@ -256,7 +256,8 @@ def bad_input_cases(method="push"):
 def _ll_limits(rank, world, expect):
     """Method ``ll`` takes at most 256 tokens per rank and top-8: asking for it past that is refused at creation
     (before any collective step); a context with the default methods leaves it out there (and ``auto`` then takes
-    ``normal``), and includes it (and ``auto`` takes it) within."""
+    ``normal``), and includes it within (``auto`` takes ``push`` there until ll has run on a GPU, ``ll`` where it is
+    the only method)."""
     from triton_dist import ops
     from triton_dist.ops.moe_ep import MAX_LL_TOKENS
 
@@ -267,14 +268,19 @@ def _ll_limits(rank, world, expect):
     expect(lambda: ops.create_ep_ctx(4, H, 9, E, torch.float32, methods=("push", "ll")), ["'ll'", "topk=8"],
            "ll with topk > 8")
     big = ops.create_ep_ctx(MAX_LL_TOKENS + 1, H, 1, E, torch.float32)
-    if "ll" in big.methods or big._resolve("ep_dispatch", "auto", 3) != "normal":
+    if "ll" in big.methods or big._resolve("ep_dispatch", "auto") != "normal":
         fails.append(f"max_tokens > 256, default methods: {big.methods}, auto -> "
-                     f"{big._resolve('ep_dispatch', 'auto', 3)}")
+                     f"{big._resolve('ep_dispatch', 'auto')}")
     big.close()
-    small = ops.create_ep_ctx(MAX_LL_TOKENS, H, 8, E, torch.float32, methods=("push", "ll"))
-    if small._resolve("ep_dispatch", "auto", MAX_LL_TOKENS) != "ll":
-        fails.append("auto does not take ll within its limits")
+    small = ops.create_ep_ctx(MAX_LL_TOKENS, H, 8, E, torch.float32)
+    if "ll" not in small.methods or small._resolve("ep_dispatch", "auto") != "push":
+        fails.append(f"max_tokens <= 256, default methods: {small.methods}, auto -> "
+                     f"{small._resolve('ep_dispatch', 'auto')}")
     small.close()
+    only = ops.create_ep_ctx(MAX_LL_TOKENS, H, 8, E, torch.float32, methods=("ll", "normal"))
+    if only._resolve("ep_dispatch", "auto") != "ll":
+        fails.append("auto does not take ll where push is not allocated")
+    only.close()
     return fails
 
 

@@ -12,8 +12,8 @@ Three methods (:data:`EP_METHODS`), per call or as the context's default: ``push
 to its expert's rank), ``normal`` (the prefill bandwidth mode: every token once to each rank holding one of its
 experts, the layout built there; combine returns one partial per (token, rank)) and ``ll`` (the decode latency mode:
 push's protocol in ONE launch per direction, at most :data:`MAX_LL_TOKENS` tokens per rank and top-8). All return
-the same layout. ``auto`` takes ``ll`` where allocated, else ``normal``, else ``push`` (provisional: no NVLink
-measurements yet).
+the same layout. ``auto`` picks by the context's capacity (:data:`AUTO_ORDER`: ``push`` up to 256 tokens per
+rank, ``normal`` above; provisional: no NVLink measurements yet, and ``ll`` joins it once it has run on a GPU).
 
 Guarantees: no token is dropped (the receive buffer has a row for every pair any rank can send: ``world x
 max_tokens x topk`` rows); nothing is read on the host by a launch (the optional id check reads the ids before the
@@ -51,13 +51,17 @@ EP_QUANT = (None, "fp8")
 #: to each rank holding one of its experts, with its routing row; the receiver builds its layout locally, and
 #: combine sends back one partial sum per (token, rank)) and ``ll`` (the latency mode for decode: push's protocol and
 #: layout in ONE launch per direction, at most :data:`MAX_LL_TOKENS` tokens per rank and :data:`MAX_LL_TOPK` slots).
-#: ``auto`` picks ``ll`` where allocated (and the call's tokens are at most MAX_LL_TOKENS), else ``normal`` where
-#: allocated, else ``push``: a provisional size rule, no NVLink measurements yet (docs/moe.md)
+#: ``auto`` picks by the context's capacity (:data:`AUTO_ORDER`; a provisional rule, no NVLink measurements yet)
 EP_METHODS = ("push", "normal", "ll")
 #: the most tokens per rank and call of method ``ll`` (its context's ``max_tokens``): a decode batch
 MAX_LL_TOKENS = 256
 #: the most top-k slots per token of method ``ll``
 MAX_LL_TOPK = 8
+#: ``auto``'s preference, by the context's capacity (the same on every rank, so every rank picks the same method):
+#: ``[False]`` for contexts of at most MAX_LL_TOKENS tokens per rank (decode), ``[True]`` above (prefill); the first
+#: allocated method wins. ``ll`` comes after ``push`` until it has passed the GPU tier (it has run on the simulator
+#: only); the rule itself is provisional until NVLink measurements exist.
+AUTO_ORDER = {False: ("push", "ll", "normal"), True: ("normal", "push")}
 #: the most programs of an ``ll`` launch (also at most the context's program budget: the dispatch's intra-kernel
 #: barrier needs every program co-resident, and ranks may share a GPU)
 LL_MAX_PROGRAMS = 32
@@ -243,14 +247,11 @@ class EPContext(Context):
             cur.wait_stream(self._stream)
         self._stream = cur
 
-    def _resolve(self, op: str, method, num_tokens: int = 0) -> str:
+    def _resolve(self, op: str, method) -> str:
         m = self._call_method(method)
         check_method(op, m, ("auto", ) + EP_METHODS)
-        if m == "auto":  # provisional size rule, no NVLink measurements yet (docs/moe.md)
-            if "ll" in self.methods and num_tokens <= MAX_LL_TOKENS:
-                m = "ll"
-            else:
-                m = "normal" if "normal" in self.methods else "push"
+        if m == "auto":  # by the context's capacity, the same on every rank (docs/moe.md; provisional)
+            m = next(c for c in AUTO_ORDER[self.max_tokens > MAX_LL_TOKENS] if c in self.methods)
         if m not in self.methods:
             raise ValueError(f"{op}: method={m!r} was not allocated by this context (created with "
                              f"methods={self.methods}); create it with that method included")
@@ -315,8 +316,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     ids outside ``[0, num_experts)`` raise ``ValueError`` before the launch (one synchronisation; skipped inside a
     capture and by ``check_ids=False``, where such a slot is not sent and combine leaves it out). The returned
     buffers stay valid until the dispatch after next on this context. ``method``: ``"push"``, ``"normal"``, ``"ll"``
-    or ``"auto"`` (``ll`` where allocated and ``T <= 256``, else ``normal`` where allocated, else ``push``: a
-    provisional rule, see :data:`EP_METHODS`), default the context's; the layout is the same. Execution, no host
+    or ``"auto"`` (by the context's capacity: :data:`AUTO_ORDER`), default the context's; the layout is the same. Execution, no host
     synchronisation: push, five launches on the current stream (count, block scan, exchange, push, arrival wait)
     after two copies of the routing, the last waiting until every rank's rows for this rank arrived; normal, eight (nine with fp8): the token-count exchange, the send, the
     arrival wait, then this rank's routing built locally; ll, ONE launch (count, exchange, push, arrival wait; it
@@ -324,7 +324,7 @@ def ep_dispatch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Ten
     op = "ep_dispatch"
     _check_dispatch(op, ctx, x, topk_idx, topk_weights)
     ctx.op = op  # names this call in a simulator rank error of its kernels
-    m = ctx._resolve(op, method, x.shape[0])
+    m = ctx._resolve(op, method)
     ctx._order_streams()
     if capturing() and any(not h.captured for h in ctx._pending):
         raise ValueError(f"{op}: a CUDA-graph capture must start with no dispatch in flight on this context (an "
