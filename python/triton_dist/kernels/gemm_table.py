@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
-import re
 from typing import Optional
 
-from ..runtime.dispatch_table import DispatchTable, TableError, check_margin, dump, keep_incumbent
+from ..runtime.dispatch_table import (DispatchTable, TableError, check_margin, drop_empty, dump, keep_incumbent,
+                                      run_timestamp)
 from ..runtime.dtypes import dtype_name
 from .gemm_config import (GEMM_FORMS, SPLIT_K_MAX_M, GemmVariant, TileConfig, pick_decode_config, variant_config,
                           variant_forms)
@@ -62,15 +61,7 @@ def _parse_gemm_entry(where: str, ent) -> GemmVariant:
     if form not in variant_forms(cfg):
         raise GemmTableError(f"{where}: tiling {cfg} runs as {', '.join(variant_forms(cfg))} only, the entry says "
                              f"{form} (flatten / tma_store)")
-    for key in ("us", "cublas_us"):
-        v = ent[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise GemmTableError(f"{where}.{key}: expected a positive number of microseconds, got {v!r}")
-    for key, nullable in (("source", False), ("git_commit", True), ("timestamp_utc", False)):
-        v = ent[key]
-        if not (isinstance(v, str) and v.strip() or nullable and v is None):
-            raise GemmTableError(f"{where}.{key}: expected a non-empty string{' or null' if nullable else ''}, "
-                                 f"got {v!r}")
+    GEMM_TABLE.check_provenance(where, ent, (("us", False), ("cublas_us", False)))
     return GemmVariant(cfg, ent["flatten"], ent["tma_store"])
 
 
@@ -84,19 +75,11 @@ def parse_gemm_table(doc, path: str = "<table>") -> dict:
     keys are more provenance, ignored here)."""
     GEMM_TABLE.check_header(doc, path)
     out = {}
-    for dev, by_dtype in doc["devices"].items():
-        if not dev.strip() or not isinstance(by_dtype, dict):
-            raise GemmTableError(f"{path}: devices.{dev!r}: expected a device name and an object keyed by dtype")
-        for dt, by_shape in by_dtype.items():
-            where = f"{path}: devices.{dev}.{dt}"
-            GEMM_TABLE.check_dtype_key(where, dt, GEMM_TABLE_DTYPES)
-            if not isinstance(by_shape, dict):
-                raise GemmTableError(f"{where}: expected an object keyed by shape MxNxK")
-            for shape, ent in by_shape.items():
-                dims = str(shape).split("x")
-                if len(dims) != 3 or not all(_positive_int(d) for d in dims):
-                    raise GemmTableError(f"{where}.{shape}: shape key must be MxNxK with positive integers")
-                out[(dev, dt) + tuple(int(d) for d in dims)] = _parse_gemm_entry(f"{where}.{shape}", ent)
+    for dev, dt, shape, ent, where in GEMM_TABLE.device_dtype_items(doc, path, GEMM_TABLE_DTYPES, "shape MxNxK"):
+        dims = str(shape).split("x")
+        if len(dims) != 3 or not all(_positive_int(d) for d in dims):
+            raise GemmTableError(f"{where}.{shape}: shape key must be MxNxK with positive integers")
+        out[(dev, dt) + tuple(int(d) for d in dims)] = _parse_gemm_entry(f"{where}.{shape}", ent)
     return out
 
 
@@ -155,14 +138,6 @@ def device_name_of(index: int) -> str:
     import torch
 
     return torch.cuda.get_device_name(index)
-
-
-def _timestamp_of(doc: dict, source: str) -> Optional[str]:
-    """The run's UTC timestamp: the document's ``timestamp_utc``, else the ``gemm-<stamp>.json`` file name's."""
-    if doc.get("timestamp_utc"):
-        return str(doc["timestamp_utc"])
-    m = re.search(r"(\d{8}T\d{6}Z)", os.path.basename(source))
-    return m.group(1) if m else None
 
 
 def best_gemm_variants(doc: dict):
@@ -234,7 +209,7 @@ def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None, margin:
     if old:
         GEMM_TABLE.parse(old, "old table")
         devices = json.loads(json.dumps(old["devices"]))  # a copy
-    stamp = _timestamp_of(doc, source)
+    stamp = run_timestamp(doc, source)
     if stamp is None:
         raise GemmTableError(f"{source}: no timestamp_utc in the results document and no <stamp> in its file name "
                              f"(gemm-<stamp>.json): an entry must say when it was measured")
@@ -264,10 +239,7 @@ def build_gemm_table(doc: dict, source: str, old: Optional[dict] = None, margin:
         by_shape[key] = ent
         report.append(f"{key}: {var} {t:.1f} us, {float(cublas) / t:.3f}x cuBLAS"
                       + (f" (ours/auto {auto:.1f} us)" if auto else ""))
-    if not by_shape:
-        del devices[device][dtype]
-        if not devices[device]:
-            del devices[device]
+    drop_empty(devices, device, dtype)
     for dev in devices.values():
         for dt in dev:
             dev[dt] = dict(sorted(dev[dt].items(), key=lambda kv: tuple(int(v) for v in kv[0].split("x"))))

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from typing import Optional
 
-from ..runtime.dispatch_table import DispatchTable, TableError, check_margin, dump, keep_incumbent
+from ..runtime.dispatch_table import (DispatchTable, TableError, check_margin, drop_empty, dump, keep_incumbent,
+                                      run_timestamp)
 from ..runtime.dtypes import dtype_name
 from .gemm_config import TileConfig
 from .gemm_table import device_name_of  # noqa: F401  (the table's device key of a CUDA device)
@@ -68,18 +68,7 @@ def _parse_entry(where: str, ent) -> TileConfig:
         raise GroupGemmTableError(f"{where}: missing {', '.join(missing)} (every entry names its tiling and the bench "
                                   f"JSON it was measured in)")
     cfg = _tiling(where, ent["config"])
-    for key, nullable in (("us", False), ("grouped_mm_us", True)):
-        v = ent[key]
-        if nullable and v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise GroupGemmTableError(f"{where}.{key}: expected a positive number of microseconds"
-                                      f"{' or null' if nullable else ''}, got {v!r}")
-    for key, nullable in (("source", False), ("git_commit", True), ("timestamp_utc", False)):
-        v = ent[key]
-        if not (isinstance(v, str) and v.strip() or nullable and v is None):
-            raise GroupGemmTableError(f"{where}.{key}: expected a non-empty string{' or null' if nullable else ''}, "
-                                      f"got {v!r}")
+    GROUP_GEMM_TABLE.check_provenance(where, ent, (("us", False), ("grouped_mm_us", True)))
     return cfg
 
 
@@ -100,25 +89,18 @@ def parse_group_gemm_table(doc, path: str = "<table>") -> dict:
     power of two, :func:`rows_bucket`; extra keys are more provenance, ignored here)."""
     GROUP_GEMM_TABLE.check_header(doc, path)
     out = {}
-    for dev, by_dtype in doc["devices"].items():
-        if not dev.strip() or not isinstance(by_dtype, dict):
-            raise GroupGemmTableError(f"{path}: devices.{dev!r}: expected a device name and an object keyed by dtype")
-        for dt, by_shape in by_dtype.items():
-            where = f"{path}: devices.{dev}.{dt}"
-            GROUP_GEMM_TABLE.check_dtype_key(where, dt, GROUP_GEMM_TABLE_DTYPES)
-            if not isinstance(by_shape, dict):
-                raise GroupGemmTableError(f"{where}: expected an object keyed by expert shape ExNxK")
-            for shape, by_bucket in by_shape.items():
-                dims = _shape_key(shape)
-                if dims is None or not isinstance(by_bucket, dict):
-                    raise GroupGemmTableError(f"{where}.{shape}: expected an ExNxK key (positive integers) holding "
-                                              f"an object keyed by rows-per-expert bucket")
-                for bucket, ent in by_bucket.items():
-                    b = int(bucket) if str(bucket).isdigit() else 0
-                    if b < 1 or b & (b - 1):
-                        raise GroupGemmTableError(f"{where}.{shape}.{bucket}: bucket must be a power of two (rows "
-                                                  f"per expert, rounded up)")
-                    out[(dev, dt) + dims + (b, )] = _parse_entry(f"{where}.{shape}.{bucket}", ent)
+    for dev, dt, shape, by_bucket, where in GROUP_GEMM_TABLE.device_dtype_items(doc, path, GROUP_GEMM_TABLE_DTYPES,
+                                                                                "expert shape ExNxK"):
+        dims = _shape_key(shape)
+        if dims is None or not isinstance(by_bucket, dict):
+            raise GroupGemmTableError(f"{where}.{shape}: expected an ExNxK key (positive integers) holding an object "
+                                      f"keyed by rows-per-expert bucket")
+        for bucket, ent in by_bucket.items():
+            b = int(bucket) if str(bucket).isdigit() else 0
+            if b < 1 or b & (b - 1):
+                raise GroupGemmTableError(f"{where}.{shape}.{bucket}: bucket must be a power of two (rows per "
+                                          f"expert, rounded up)")
+            out[(dev, dt) + dims + (b, )] = _parse_entry(f"{where}.{shape}.{bucket}", ent)
     return out
 
 
@@ -146,13 +128,6 @@ def group_gemm_table_lookup(device_name: str, dtype, num_experts: int, N: int, K
     dtype, expert shape and :func:`rows_bucket`."""
     return GROUP_GEMM_TABLE.lookup((device_name, dtype_name(dtype), int(num_experts), int(N), int(K),
                                     rows_bucket(rows, num_experts)))
-
-
-def _timestamp_of(doc: dict, source: str) -> Optional[str]:
-    if doc.get("timestamp_utc"):
-        return str(doc["timestamp_utc"])
-    m = re.search(r"(\d{8}T\d{6}Z)", os.path.basename(source))
-    return m.group(1) if m else None
 
 
 def _device_of(doc: dict) -> Optional[str]:
@@ -191,7 +166,7 @@ def build_group_gemm_table(doc: dict, source: str, old: Optional[dict] = None, m
     device = _device_of(doc)
     if device is None:
         raise GroupGemmTableError(f"{source}: the results document names no device")
-    stamp = _timestamp_of(doc, source)
+    stamp = run_timestamp(doc, source)
     if stamp is None:
         raise GroupGemmTableError(f"{source}: no timestamp_utc in the results document and no <stamp> in its file "
                                   f"name: an entry must say when it was measured")
@@ -225,10 +200,7 @@ def build_group_gemm_table(doc: dict, source: str, old: Optional[dict] = None, m
             "us": round(cands[best], 2), "grouped_mm_us": None if base is None else round(base, 2)}
         report.append(f"{what}: {best} {cands[best]:.1f} us" + (f", {base / cands[best]:.3f}x torch._grouped_mm"
                                                                   if base else ""))
-    if not by_shape:
-        del devices[device]["bfloat16"]
-        if not devices[device]:
-            del devices[device]
+    drop_empty(devices, device, "bfloat16")
     for dev in devices.values():
         for dt in dev:
             dev[dt] = {s: dict(sorted(b.items(), key=lambda kv: int(kv[0])))

@@ -13,7 +13,11 @@ run writes and the ops read when they pick a launch. :class:`DispatchTable` owns
   or has the wrong header is reported here), raised again by every later lookup, never half-loaded;
 * **lookup** by the family's key, **build** (a new document from a body, checked by the family's parser before it is
   returned), **merge with a margin** (:func:`keep_incumbent`) and the **compact JSON dump** (one line per innermost
-  object, :func:`dump`).
+  object, :func:`dump`);
+* for the per-device tables (GEMM, grouped GEMM): the walk of ``{device: {dtype: {shape: ...}}}``
+  (:meth:`DispatchTable.device_dtype_items`), the entries' measured times and provenance
+  (:meth:`DispatchTable.check_provenance`), a run's timestamp (:func:`run_timestamp`) and the pruning of an emptied
+  device after a merge (:func:`drop_empty`).
 
 What stays with each family: its schema (the ``parse`` function: entries and keys), what a lookup selects, and how a
 benchmark run becomes entries (its table module's ``build_*``). A new op family adds a table by creating one
@@ -22,11 +26,12 @@ benchmark run becomes entries (its table module's ``build_*``). A new op family 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from typing import Any, Callable, Optional
 
-__all__ = ["DispatchTable", "TableError", "dump", "keep_incumbent", "check_margin"]
+__all__ = ["DispatchTable", "TableError", "dump", "keep_incumbent", "check_margin", "run_timestamp", "drop_empty"]
 
 
 class TableError(ValueError):
@@ -72,6 +77,39 @@ class DispatchTable:
         otherwise."""
         if dtype not in accepted:
             raise self.error(f"{where}: unknown dtype; accepted: {', '.join(accepted)}")
+
+    def device_dtype_items(self, doc, path: str, dtypes, keyed_by: str):
+        """Walk a per-device body ``{device name: {dtype: {key: value}}}`` (the GEMM tables'): yields ``(device,
+        dtype, key, value, where)``, ``where`` naming ``path: <key>.<device>.<dtype>``. Raises ``error`` for a blank
+        device name or a device level that is not an object, a dtype not in ``dtypes``, or a dtype level that is not
+        an object (``keyed_by`` says what it is keyed by in the message)."""
+        for dev, by_dtype in doc[self.key].items():
+            if not dev.strip() or not isinstance(by_dtype, dict):
+                raise self.error(f"{path}: {self.key}.{dev!r}: expected a device name and an object keyed by dtype")
+            for dt, by_key in by_dtype.items():
+                where = f"{path}: {self.key}.{dev}.{dt}"
+                self.check_dtype_key(where, dt, dtypes)
+                if not isinstance(by_key, dict):
+                    raise self.error(f"{where}: expected an object keyed by {keyed_by}")
+                for key, value in by_key.items():
+                    yield dev, dt, key, value, where
+
+    def check_provenance(self, where: str, ent: dict, times) -> None:
+        """An entry's measured times and where they come from: each ``(key, nullable)`` of ``times`` a positive,
+        finite number of microseconds (or None where ``nullable``); ``source`` and ``timestamp_utc`` non-empty
+        strings, ``git_commit`` one or None. Raises ``error`` naming ``where`` and the key."""
+        for key, nullable in times:
+            v = ent[key]
+            if nullable and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise self.error(f"{where}.{key}: expected a positive number of microseconds"
+                                 f"{' or null' if nullable else ''}, got {v!r}")
+        for key, nullable in (("source", False), ("git_commit", True), ("timestamp_utc", False)):
+            v = ent[key]
+            if not (isinstance(v, str) and v.strip() or nullable and v is None):
+                raise self.error(f"{where}.{key}: expected a non-empty string{' or null' if nullable else ''}, "
+                                 f"got {v!r}")
 
     def parse(self, doc, path: str = "<table>"):
         """Check the header and the body of the document ``doc`` (from ``path``) and return its parsed form."""
@@ -139,6 +177,23 @@ class DispatchTable:
 
     def __repr__(self):
         return f"DispatchTable({self.what!r}, path={self.path()!r}, format={self.format!r})"
+
+
+def run_timestamp(doc: dict, source: str) -> Optional[str]:
+    """When a benchmark run was made: its results document's ``timestamp_utc``, else the ``<stamp>``
+    (``YYYYMMDDTHHMMSSZ``) in the results file name ``source``; None when neither says."""
+    if doc.get("timestamp_utc"):
+        return str(doc["timestamp_utc"])
+    m = re.search(r"(\d{8}T\d{6}Z)", os.path.basename(source))
+    return m.group(1) if m else None
+
+
+def drop_empty(devices: dict, device: str, dtype: str) -> None:
+    """After a merge: remove ``devices[device][dtype]`` when it holds no entry, and the device when then empty."""
+    if not devices[device][dtype]:
+        del devices[device][dtype]
+        if not devices[device]:
+            del devices[device]
 
 
 def dump(doc: dict) -> str:
