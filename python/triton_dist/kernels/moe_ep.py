@@ -155,6 +155,54 @@ def store_rows_at(tok_ptr, scales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8
 
 
 @triton_dist.jit
+def push_row_chunk(x_ptr, tok_ptr, scales_ptr, meta_ptr, arrived_ptr, p, TOPK, stride_x, ok, dest, row, rank, TMAXK,
+                   h, H, WORLD: tl.constexpr, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr,
+                   NOTIFY: tl.constexpr):
+    """Column chunk ``h`` of a block of pairs ``p`` pushed to their experts' ranks (push's and ll's dispatch): the
+    token rows ``x[p // TOPK]`` of the pairs where ``ok``, quantised with ``QUANT_FP8``, stored to row ``row`` on rank ``dest``
+    (:func:`store_rows_at`). With ``NOTIFY`` (push: one program per chunk) each rank that got rows also gets, from
+    chunk 0, their global pair ids ``rank * TMAXK + p`` at the same rows of ``meta``, and ``arrived += rows`` (release after the stores); without
+    (ll: the caller publishes a block's ids and arrivals once, after its chunks) nothing is published here."""
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    t = (p // TOPK).to(tl.int64)
+    vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=ok[:, None] & cm[None, :], other=0.0)
+    scale = vals  # read by store_rows_at with QUANT_FP8 only
+    if QUANT_FP8:
+        vals, scale = quantize_groups_fp8(vals, BLOCK, BLOCK_H)
+    for d in tl.static_range(WORLD):
+        sel = ok & (dest == d)
+        n = tl.sum(sel.to(tl.int32), axis=0)
+        if n > 0:
+            store_rows_at(tok_ptr, scales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8, BLOCK_H)
+            if NOTIFY:
+                if h == 0:
+                    tl.store(dl.symm_at(meta_ptr, d) + row, rank * TMAXK + p, mask=sel)
+                dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+
+
+@triton_dist.jit
+def send_rows_back(eo_ptr, cbuf_ptr, arrived_ptr, r, valid, src, pair, h, H, stride_eo, WORLD: tl.constexpr,
+                   BLOCK_H: tl.constexpr, NOTIFY: tl.constexpr):
+    """Column chunk ``h`` of received rows ``r`` (where ``valid``) of ``expert_out`` sent back to row ``pair`` of
+    the combine buffer ``cbuf [*, H]`` on their source rank ``src`` (push's and ll's combine). With ``NOTIFY`` (push:
+    one program per chunk) each source that got rows gets ``arrived += rows`` (release after the stores); without
+    (ll) the caller publishes a block's arrivals once, after its chunks."""
+    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
+    cm = cols < H
+    vals = tl.load(eo_ptr + r.to(tl.int64)[:, None] * stride_eo + cols[None, :], mask=valid[:, None] & cm[None, :],
+                   other=0.0)
+    for d in tl.static_range(WORLD):
+        sel = valid & (src == d)
+        n = tl.sum(sel.to(tl.int32), axis=0)
+        if n > 0:
+            tl.store(dl.symm_at(cbuf_ptr, d) + pair[:, None] * H + cols[None, :], vals.to(cbuf_ptr.dtype.element_ty),
+                     mask=sel[:, None] & cm[None, :])
+            if NOTIFY:
+                dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+
+
+@triton_dist.jit
 def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_ptr, scales_ptr, arrived_ptr, P, TOPK,
                        E, E_LOC, NB, H, stride_x, TMAXK, rank, WORLD: tl.constexpr, BLOCK: tl.constexpr,
                        BLOCK_H: tl.constexpr, QUANT_FP8: tl.constexpr = False):
@@ -177,22 +225,8 @@ def ep_dispatch_kernel(x_ptr, ids_ptr, base_ptr, send_base_ptr, tok_ptr, meta_pt
     within = tl.sum(earlier.to(tl.int32), axis=1)
     row = (tl.load(send_base_ptr + e, mask=ok, other=0) + tl.load(base_ptr + e * NB + b, mask=ok, other=0) +
            within).to(tl.int64)
-    dest = e // E_LOC
-    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
-    cm = cols < H
-    t = (p // TOPK).to(tl.int64)
-    vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=ok[:, None] & cm[None, :], other=0.0)
-    scale = vals  # read by store_rows_at with QUANT_FP8 only
-    if QUANT_FP8:
-        vals, scale = quantize_groups_fp8(vals, BLOCK, BLOCK_H)
-    for d in tl.static_range(WORLD):
-        sel = ok & (dest == d)
-        n = tl.sum(sel.to(tl.int32), axis=0)
-        if n > 0:
-            store_rows_at(tok_ptr, scales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8, BLOCK_H)
-            if h == 0:
-                tl.store(dl.symm_at(meta_ptr, d) + row, rank * TMAXK + p, mask=sel)
-            dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+    push_row_chunk(x_ptr, tok_ptr, scales_ptr, meta_ptr, arrived_ptr, p, TOPK, stride_x, ok, e // E_LOC, row, rank,
+                   TMAXK, h, H, WORLD, BLOCK, BLOCK_H, QUANT_FP8, True)
 
 
 @triton_dist.jit
@@ -217,19 +251,8 @@ def ep_combine_send_kernel(eo_ptr, meta_ptr, offs_ptr, cbuf_ptr, arrived_ptr, H,
     total = tl.load(offs_ptr + E_LOC - 1)
     valid = r < total
     mt = tl.load(meta_ptr + r, mask=valid, other=0)
-    src = mt // TMAXK
-    pair = (mt % TMAXK).to(tl.int64)
-    cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
-    cm = cols < H
-    vals = tl.load(eo_ptr + r.to(tl.int64)[:, None] * stride_eo + cols[None, :], mask=valid[:, None] & cm[None, :],
-                   other=0.0)
-    for d in tl.static_range(WORLD):
-        sel = valid & (src == d)
-        n = tl.sum(sel.to(tl.int32), axis=0)
-        if n > 0:
-            tl.store(dl.symm_at(cbuf_ptr, d) + pair[:, None] * H + cols[None, :], vals.to(cbuf_ptr.dtype.element_ty),
-                     mask=sel[:, None] & cm[None, :])
-            dl.notify(arrived_ptr, d, n.to(tl.int64), "add", "intra_node")
+    send_rows_back(eo_ptr, cbuf_ptr, arrived_ptr, r, valid, mt // TMAXK, (mt % TMAXK).to(tl.int64), h, H, stride_eo,
+                   WORLD, BLOCK_H, True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -424,7 +447,7 @@ def ep_ll_dispatch_kernel(x_ptr, ids_ptr, w_ptr, ridx_ptr, rw_ptr, totals_ptr, c
        program of the launch drew the same value), then takes pair blocks ``pid, pid + G, ...``: copies their
        routing, ranks each pair among this rank's earlier pairs of its expert (comparisons with every earlier block
        and within the block: the layout is push's, in pair order), stores each in-range pair's row (all column
-       chunks; fp8 codes and scales through :func:`store_rows_at`) and global pair id to row ``send_base[g] +
+       chunks, :func:`push_row_chunk`; fp8 codes and scales included) and global pair id to row ``send_base[g] +
        rank`` on ``g``'s rank, then adds the block's row count there (release after the stores).
     3. Program 0 waits (system-scope acquire) until this rank's dispatch arrivals reach the running total it
        computed in step 1. The launches after this one on the stream read the rows (kernel boundary).
@@ -468,16 +491,8 @@ def ep_ll_dispatch_kernel(x_ptr, ids_ptr, w_ptr, ridx_ptr, rw_ptr, totals_ptr, c
         row = (tl.load(sb_ptr + e, mask=ok, other=0) + within).to(tl.int64)
         dest = e // E_LOC
         for h in range(0, nchunk):
-            cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
-            vals = tl.load(x_ptr + t[:, None] * stride_x + cols[None, :], mask=ok[:, None] & (cols < H)[None, :],
-                           other=0.0)
-            scale = vals  # read by store_rows_at with QUANT_FP8 only
-            if QUANT_FP8:
-                vals, scale = quantize_groups_fp8(vals, BLOCK, BLOCK_H)
-            for d in tl.static_range(WORLD):
-                sel = ok & (dest == d)
-                if tl.sum(sel.to(tl.int32), axis=0) > 0:
-                    store_rows_at(tok_ptr, scales_ptr, d, row, h, H, vals, scale, sel, QUANT_FP8, BLOCK_H)
+            push_row_chunk(x_ptr, tok_ptr, scales_ptr, meta_ptr, arrived_ptr, p, TOPK, stride_x, ok, dest, row, rank,
+                           TMAXK, h, H, WORLD, BLOCK, BLOCK_H, QUANT_FP8, False)
         for d in tl.static_range(WORLD):
             sel = ok & (dest == d)
             n = tl.sum(sel.to(tl.int32), axis=0)
@@ -511,15 +526,7 @@ def ep_ll_combine_kernel(eo_ptr, meta_ptr, offs_ptr, cbuf_ptr, arrived_ptr, cexp
         src = mt // TMAXK
         pair = (mt % TMAXK).to(tl.int64)
         for h in range(0, nchunk):
-            cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
-            cm = cols < H
-            vals = tl.load(eo_ptr + r.to(tl.int64)[:, None] * stride_eo + cols[None, :],
-                           mask=valid[:, None] & cm[None, :], other=0.0)
-            for d in tl.static_range(WORLD):
-                sel = valid & (src == d)
-                if tl.sum(sel.to(tl.int32), axis=0) > 0:
-                    tl.store(dl.symm_at(cbuf_ptr, d) + pair[:, None] * H + cols[None, :],
-                             vals.to(cbuf_ptr.dtype.element_ty), mask=sel[:, None] & cm[None, :])
+            send_rows_back(eo_ptr, cbuf_ptr, arrived_ptr, r, valid, src, pair, h, H, stride_eo, WORLD, BLOCK_H, False)
         for d in tl.static_range(WORLD):
             n = tl.sum((valid & (src == d)).to(tl.int32), axis=0)
             if n > 0:
@@ -540,6 +547,6 @@ def ep_ll_combine_kernel(eo_ptr, meta_ptr, offs_ptr, cbuf_ptr, arrived_ptr, cexp
             tl.store(out_ptr + t * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
 
 
-__all__ = ["store_rows_at", "exchange_counts", "ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
+__all__ = ["store_rows_at", "push_row_chunk", "send_rows_back", "exchange_counts", "ep_exchange_kernel", "ep_dispatch_kernel", "ep_arrival_wait_kernel", "ep_combine_send_kernel",
            "ep_normal_enter_kernel", "ep_normal_send_kernel", "ep_normal_ids_kernel",
            "ep_normal_combine_send_kernel", "ep_normal_combine_reduce_kernel", "ep_ll_dispatch_kernel", "ep_ll_combine_kernel"]
