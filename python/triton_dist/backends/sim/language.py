@@ -257,7 +257,10 @@ def load_flagged(ptr, flag, mask, bound_ms, tag_bits, *, target, _semantic, _gen
                         f"seen flag {int(seen[0][i])} (epoch {int(seen[0][i]) >> tag_bits})")
 
             ctx.spin_until(arrived, describe, op=op, **bounded_wait_timeout(bound_ms))
-            bad = np.nonzero(seen[0] != want)[0]
+            # name a word of this epoch with another tag: others may simply not have arrived yet (the peer is
+            # still writing them), and naming one of those would report the previous call's flag instead
+            same_epoch = (seen[0] >> tag_bits) == (want >> tag_bits)
+            bad = np.nonzero(same_epoch & (seen[0] != want))[0]
             if bad.size:
                 raise signal_mismatch(ctx, op, int(faddrs[bad[0]]) - 4, want, int(seen[0][bad[0]]), tag_bits)
         words = ctx.atomic_load(flat[on], np.uint64)
