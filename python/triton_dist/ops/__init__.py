@@ -15,6 +15,8 @@ from .moe_gemm import group_gemm, moe_silu_gate  # noqa: E402  (MoE: the grouped
 from .moe_layout import MoERouting, moe_combine, moe_route  # noqa: E402  (MoE: the routing layout on one device)
 from .moe_ep import (EPContext, EPHandle, create_ep_context, create_ep_ctx, ep_combine,  # noqa: E402  (MoE: EP)
                      ep_dispatch)
+from .moe_tp import (TPMoEContext, TPMoEHandle, ag_group_gemm, create_tp_moe_context,  # noqa: E402  (MoE: TP)
+                     create_tp_moe_ctx, group_gemm_rs)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -38,7 +40,8 @@ __all__ = [
     "matmul",
     # mixture of experts
     "group_gemm", "moe_silu_gate", "moe_route", "moe_combine", "MoERouting", "EPContext", "EPHandle", "create_ep_context",
-    "create_ep_ctx", "ep_dispatch", "ep_combine",
+    "create_ep_ctx", "ep_dispatch", "ep_combine", "TPMoEContext", "TPMoEHandle", "create_tp_moe_context",
+    "create_tp_moe_ctx", "ag_group_gemm", "group_gemm_rs",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]
