@@ -23,7 +23,6 @@ from typing import Optional
 import torch
 import triton
 
-from ..kernels import gemm_config as _gcfg
 from ..kernels import moe_tp as _k
 from ..runtime.dtypes import HALF_DTYPES, dtype_names
 from .context import capturing, check_ctx
