@@ -37,21 +37,23 @@ so it reads the tokens of ONE source rank.
    ..., rank`` (peers' tokens first, the own last), ``y`` in the output dtype (what a per-expert matmul returns);
    after each tile ``dl.notify(done[s], +1, gpu scope)`` (a CTA barrier, then a cumulative release: the tile's
    stores are visible before the count).
-2. reduce programs (``pid >= NUM_SMS``; program ``j`` owns tokens ``j, j + RED_PROGRAMS, ...`` of every source):
+2. reduce programs (``pid >= NUM_SMS``; program ``j`` owns tokens ``j, j + RED_PROGRAMS, ...`` of every peer):
    program 0 first raises ``rs_ok[rank] = e`` on every peer (this rank finished reading its stage in call ``e - 1``).
-   Then per source ``s`` in the GEMM's order: wait (gpu, acquire) until ``done[s]`` equals source ``s``'s tile count
-   (computed from ``seg_offsets``); for a peer ``s``: wait for its ``rs_ok == e``, compute each owned token's
-   partial ``sum_j w[g, j] * y[dest[g, j]]`` (fp32, slots in order, out-of-range ids left out), round it to the
-   output dtype into the peer's ``stage[rank, t]`` (``dl.symm_at``) and raise ``ready[rank, j] = value`` on it.
-   For ``s == rank`` (last): wait for every peer's ``ready[q, j] == value``, then ``out[t] = own partial + sum_q
-   stage[q, t]`` in fp32 (peers in the order ``rank + 1, ...``), rounded once.
-3. the last program to finish resets ``done[:]`` and advances the epoch counter (``finish_call``).
+   Then per peer ``s`` in the GEMM's order: wait (gpu, acquire) until ``done[s]`` equals source ``s``'s tile count
+   (computed from ``seg_offsets``) and for the peer's ``rs_ok == e``, compute each owned token's partial ``sum_j
+   w[g, j] * y[dest[g, j]]`` (fp32, slots in order, out-of-range ids left out), round it to the output dtype into the
+   peer's ``stage[rank, t]`` (``dl.symm_at``) and raise ``ready[rank, j] = value`` on it.
+3. every program (GEMM programs after their tiles, reduce programs after the peers): wait until ``done[rank]`` is
+   complete and every peer's ``ready[q, :] == value``, then for tokens ``pid, pid + programs, ...``: ``out[t] = own
+   partial + sum_q stage[q, t]`` in fp32 (peers in the order ``rank + 1, ...``), rounded once. The own tokens'
+   reduce thus runs on the whole grid (at world 1 it is the whole reduce).
+4. the last program to finish resets ``done[:]`` and advances the epoch counter (``finish_call``).
 
 Deadlock freedom: the ag_group_gemm push programs wait only for ``recv_ok`` (raised first thing by every rank), the
-GEMM programs only for the pushes; in group_gemm_rs GEMM programs never wait, reduce programs wait for local GEMM
-tiles, ``rs_ok`` (raised first thing) and peers' reduce programs of earlier sources, which wait for nothing of
-theirs. Every program of a launch must be resident at once (a cooperative launch on NVIDIA; ranks sharing a GPU
-each get their SM share). Reuse: signals carry ``e * 2**24 + tag`` and are compared for equality; ``a_full`` and
+GEMM programs only for the pushes; in group_gemm_rs no program waits before its GEMM tiles are done, reduce programs
+wait for local GEMM tiles and ``rs_ok`` (raised first thing), and the final reduce for the local tiles and the peers'
+reduce programs, which wait for nothing of this rank's final reduce. Every program of a launch must be resident at
+once (a cooperative launch on NVIDIA; ranks sharing a GPU each get their SM share). Reuse: signals carry ``e * 2**24 + tag`` and are compared for equality; ``a_full`` and
 ``stage`` are written for call ``e`` only after their owner raised ``recv_ok`` / ``rs_ok == e``; ``done`` is reset
 at the end of every launch.
 """
@@ -265,38 +267,37 @@ def group_gemm_rs_kernel(a_ptr, b_ptr, y_ptr, out_ptr, seg_ptr, dest_ptr, ids_pt
         j = pid - NUM_SMS
         if j == 0:
             notify_peers(rs_ok_ptr, rank, WORLD, e_call)
-        for c in range(1, WORLD + 1):
+        for c in range(1, WORLD):
             s = (rank + c) % WORLD
             need = source_tiles(seg_ptr, s, ROWS, E, N, WORLD, BLOCK_M, BLOCK_N)
             tok = dl.wait(done_ptr + s, 1, "gpu", "acquire", need)
             y_src = dl.consume_token(y_ptr, tok)
-            if s != rank:
-                tok = dl.wait(rs_ok_ptr + s, 1, "sys", "acquire", e_call)
-                dst = dl.symm_at(dl.consume_token(stage_ptr, tok), s) + rank * CAP  # int32: WORLD * CAP < 2**31
-                for t in range(j, T, RED_PROGRAMS):
-                    for c0 in range(0, N, RED_BLOCK_N):
-                        cols = c0 + tl.arange(0, RED_BLOCK_N)
-                        acc = _token_partial(y_src, dest_ptr, ids_ptr, w_ptr, s * T + t, cols, ROWS, N, E,
-                                             stride_ym, TOPK)
-                        tl.store(dst + t * N + cols, acc.to(stage_ptr.dtype.element_ty), mask=cols < N)
-                dl.notify(ready_ptr + rank * RED_PROGRAMS + j, s, value, "set", "intra_node")
-            else:
-                tok = pid * 0
-                for i in tl.static_range(1, WORLD):
-                    q = (rank + i) % WORLD
-                    tok = dl.wait(ready_ptr + q * RED_PROGRAMS + j, 1, "sys", "acquire", value)
-                stage = dl.consume_token(stage_ptr, tok)
-                for t in range(j, T, RED_PROGRAMS):
-                    for c0 in range(0, N, RED_BLOCK_N):
-                        cols = c0 + tl.arange(0, RED_BLOCK_N)
-                        acc = _token_partial(y_src, dest_ptr, ids_ptr, w_ptr, s * T + t, cols, ROWS, N, E,
-                                             stride_ym, TOPK)
-                        for i in tl.static_range(1, WORLD):
-                            q = (rank + i) % WORLD
-                            acc += tl.load(stage + q * CAP + t * N + cols, mask=cols < N,
-                                           other=0.0).to(tl.float32)
-                        tl.store(out_ptr + t * stride_om + cols, acc.to(out_ptr.dtype.element_ty),
-                                 mask=cols < N)
+            tok = dl.wait(rs_ok_ptr + s, 1, "sys", "acquire", e_call)
+            dst = dl.symm_at(dl.consume_token(stage_ptr, tok), s) + rank * CAP  # int32: WORLD * CAP < 2**31
+            for t in range(j, T, RED_PROGRAMS):
+                for c0 in range(0, N, RED_BLOCK_N):
+                    cols = c0 + tl.arange(0, RED_BLOCK_N)
+                    acc = _token_partial(y_src, dest_ptr, ids_ptr, w_ptr, s * T + t, cols, ROWS, N, E, stride_ym,
+                                         TOPK)
+                    tl.store(dst + t * N + cols, acc.to(stage_ptr.dtype.element_ty), mask=cols < N)
+            dl.notify(ready_ptr + rank * RED_PROGRAMS + j, s, value, "set", "intra_node")
+    # this rank's own tokens (its tiles come last): every program of the launch, GEMM programs once their tiles are
+    # done, reduce programs once they have served the peers, sums the own partial and the peers' staged ones
+    need = source_tiles(seg_ptr, rank, ROWS, E, N, WORLD, BLOCK_M, BLOCK_N)
+    tok = dl.wait(done_ptr + rank, 1, "gpu", "acquire", need)
+    for i in tl.static_range(1, WORLD):
+        q = (rank + i) % WORLD
+        tok = dl.wait(ready_ptr + q * RED_PROGRAMS, RED_PROGRAMS, "sys", "acquire", value)
+    y_own = dl.consume_token(y_ptr, tok)
+    stage = dl.consume_token(stage_ptr, tok)
+    for t in range(pid, T, tl.num_programs(0)):
+        for c0 in range(0, N, RED_BLOCK_N):
+            cols = c0 + tl.arange(0, RED_BLOCK_N)
+            acc = _token_partial(y_own, dest_ptr, ids_ptr, w_ptr, rank * T + t, cols, ROWS, N, E, stride_ym, TOPK)
+            for i in tl.static_range(1, WORLD):
+                q = (rank + i) % WORLD
+                acc += tl.load(stage + q * CAP + t * N + cols, mask=cols < N, other=0.0).to(tl.float32)
+            tl.store(out_ptr + t * stride_om + cols, acc.to(out_ptr.dtype.element_ty), mask=cols < N)
     _finish(counter_ptr, done_ptr, e_call, WORLD)
 
 
