@@ -97,7 +97,9 @@ def test_ops_exports_every_family():
                     "create_gemm_rs_context", "create_gemm_ar_context", "ag_gemm", "gemm_rs", "gemm_ar"],
         "matmul": ["matmul"],
         "moe": ["group_gemm", "moe_silu_gate", "moe_route", "moe_combine", "MoERouting"],
-        "moe_ep": ["EPContext", "EPHandle", "create_ep_context", "create_ep_ctx", "ep_dispatch", "ep_combine"]}
+        "moe_ep": ["EPContext", "EPHandle", "create_ep_context", "create_ep_ctx", "ep_dispatch", "ep_combine"],
+        "moe_tp": ["TPMoEContext", "TPMoEHandle", "create_tp_moe_context", "create_tp_moe_ctx", "ag_group_gemm",
+                   "group_gemm_rs"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
         assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")
