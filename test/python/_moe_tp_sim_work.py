@@ -155,6 +155,14 @@ def layer_case(E, k, H, inter, T):
         y2 = tp_moe_forward(x, idx, w, gu, down, layer.ctx)
         if not torch.equal(y2, y):
             fails.append(f"seed {seed}: tp_moe_forward differs from the module")
+        if seed == 1:  # traced whole (the registered ops and their fake implementations), the same result
+            try:
+                compiled = torch.compile(lambda *a: tp_moe_forward(*a, layer.ctx), backend="aot_eager",
+                                         fullgraph=True)
+                if not torch.equal(compiled(x, idx, w, gu, down), y):
+                    fails.append("torch.compile(fullgraph=True) of tp_moe_forward differs from eager")
+            except Exception as exc:  # noqa: BLE001 - reported to the test
+                fails.append(f"torch.compile: {type(exc).__name__}: {str(exc)[:400]}")
     empty = torch.empty((0, H), dtype=torch.bfloat16)
     y0 = layer(empty, torch.empty((0, k), dtype=torch.int64), torch.empty((0, k)))
     if y0.shape != (0, H):

@@ -1,6 +1,6 @@
 """torch.library registration of every op (``torch.ops.triton_dist.*``) so that torch.compile (fullgraph) traces a
 model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul, and the
-MoE family's group_gemm, moe_silu_gate, moe_route, moe_combine.
+MoE family's group_gemm, moe_silu_gate, moe_route, moe_combine, ag_group_gemm, group_gemm_rs.
 
 Each op that needs a context takes the context's integer ``handle`` (:func:`~triton_dist.ops.context.get_context`
 finds the live context) and the call's method, already resolved from ``None`` / an alias by the public function.
@@ -25,6 +25,7 @@ from . import collectives as _c
 from . import gemm as _gemm
 from . import moe_gemm as _moe_gemm
 from . import moe_layout as _moe_layout
+from . import moe_tp as _moe_tp
 from . import overlap as _ov
 from .context import FP8_DTYPES, get_context
 
@@ -203,9 +204,48 @@ def _moe_combine_fake(expert_out, dest_rows, topk_idx, topk_weights, num_experts
     return expert_out.new_empty((dest_rows.shape[0], expert_out.shape[1]))
 
 
+# ------------------------------------------------------------------------------------------------ MoE, tensor parallel
+@torch.library.custom_op("triton_dist::ag_group_gemm", mutates_args=())
+def ag_group_gemm_op(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, w: torch.Tensor,
+                     handle: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                           torch.Tensor, torch.Tensor]:
+    # returns (h, expert_offsets, gathered ids, gathered weights, dest_rows, row_pairs, seg_offsets): the result
+    # and the TPMoEHandle's tensors, which group_gemm_rs takes back; no id check (traced graphs may be captured)
+    h, offs, hd = _moe_tp.ag_group_gemm_eager(x, topk_idx, topk_weights, w, get_context(handle), None, False)
+    return h, offs, hd.topk_idx, hd.topk_weights, hd.dest_rows, hd.row_pairs, hd.seg_offsets
+
+
+@ag_group_gemm_op.register_fake
+def _ag_group_gemm_fake(x, topk_idx, topk_weights, w, handle):
+    ctx = get_context(handle)
+    W, E, k = ctx.world_size, ctx.num_experts, ctx.topk
+    tokens = W * x.shape[0]
+    return (x.new_empty((tokens * k, w.shape[2])), x.new_empty((E, ), dtype=torch.int32),
+            x.new_empty((tokens, k), dtype=torch.int32), x.new_empty((tokens, k), dtype=torch.float32),
+            x.new_empty((tokens, k), dtype=torch.int32), x.new_empty((tokens * k, ), dtype=torch.int32),
+            x.new_empty((E * W, ), dtype=torch.int32))
+
+
+@torch.library.custom_op("triton_dist::group_gemm_rs", mutates_args=())
+def group_gemm_rs_op(a: torch.Tensor, w: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
+                     dest_rows: torch.Tensor, row_pairs: torch.Tensor, seg_offsets: torch.Tensor,
+                     handle: int) -> torch.Tensor:
+    ctx = get_context(handle)
+    hd = _moe_tp.TPMoEHandle(topk_idx, topk_weights, dest_rows, row_pairs, seg_offsets, seg_offsets,
+                             topk_idx.shape[0] // ctx.world_size, handle)
+    return _moe_tp.group_gemm_rs_eager(a, w, hd, ctx)
+
+
+@group_gemm_rs_op.register_fake
+def _group_gemm_rs_fake(a, w, topk_idx, topk_weights, dest_rows, row_pairs, seg_offsets, handle):
+    ctx = get_context(handle)
+    return a.new_empty((topk_idx.shape[0] // ctx.world_size, w.shape[2]))
+
+
 #: the registered op of each public function (``torch.ops.triton_dist.<name>``)
 OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
        "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
-       "matmul": matmul_op, "group_gemm": group_gemm_op, "moe_silu_gate": moe_silu_gate_op, "moe_route": moe_route_op, "moe_combine": moe_combine_op}
+       "matmul": matmul_op, "group_gemm": group_gemm_op, "moe_silu_gate": moe_silu_gate_op, "moe_route": moe_route_op, "moe_combine": moe_combine_op,
+       "ag_group_gemm": ag_group_gemm_op, "group_gemm_rs": group_gemm_rs_op}
 
 __all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

@@ -12,8 +12,8 @@ reduce-scatters the partial sums back to the tokens' owners, in one launch. Devi
 Both ops run at world 1 too (no peers: a grouped GEMM over the routing, then the weighted sum). Every rank passes
 the same number of tokens ``T`` (a sequence shard; checked through the routing all-gather's tagged signals: a
 mismatch is an error on every rank, not a hang). No host synchronisation but the optional id check; CUDA-graph
-capturable after one warm-up call of the shape. Under torch.compile the calls run eagerly (a graph break, as the
-expert-parallel ops).
+capturable after one warm-up call of the shape. Under torch.compile the calls are the registered ops
+``torch.ops.triton_dist.ag_group_gemm`` / ``group_gemm_rs`` (fake implementations give the shapes).
 """
 from __future__ import annotations
 
@@ -215,7 +215,6 @@ def _gather_routing(ctx: TPMoEContext, topk_idx, topk_weights):
     return g[:, :k].to(torch.int32).contiguous(), g[:, k:].contiguous()
 
 
-@torch.compiler.disable
 def ag_group_gemm(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, w: torch.Tensor,
                   ctx: TPMoEContext, *, out: Optional[torch.Tensor] = None, check_ids: bool = True):
     """Collective (every rank calls it with its own ``T`` tokens, the same ``T`` on every rank): all-gather the
@@ -235,9 +234,23 @@ def ag_group_gemm(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.T
     (one synchronisation; skipped inside a CUDA-graph capture). Launches on the current stream: the routing
     all-gather, the routing of the gathered ids (four small launches), then ONE launch in which push programs send
     ``x`` to every peer while the GEMM programs compute the local tokens' tiles, then each peer's as its signals
-    arrive."""
+    arrive. Under torch.compile the call is the registered ``torch.ops.triton_dist.ag_group_gemm`` (no id check:
+    nothing is read on the host while tracing; ``out`` receives a copy)."""
     op = "ag_group_gemm"
     check_ctx(op, ctx, TPMoEContext, "create_tp_moe_ctx")
+    if torch.compiler.is_compiling():
+        _check_ag_args(op, x, topk_idx, topk_weights, w, ctx, out)
+        h, offs, ids, wts, dest, pairs, seg = torch.ops.triton_dist.ag_group_gemm(x, topk_idx, topk_weights, w,
+                                                                                   ctx.handle)
+        if out is not None:
+            out.copy_(h)
+            h = out
+        return h, offs, TPMoEHandle(ids, wts, dest, pairs, seg, offs, x.shape[0], ctx.handle)
+    return ag_group_gemm_eager(x, topk_idx, topk_weights, w, ctx, out, check_ids)
+
+
+def _check_ag_args(op, x, topk_idx, topk_weights, w, ctx, out):
+    """Every check of :func:`ag_group_gemm`'s arguments that reads no tensor value; returns ``N``."""
     ctx._check_open(op)
     check_routing(op, x, topk_idx, topk_weights, ctx.num_experts)
     T, H = x.shape
@@ -250,9 +263,18 @@ def ag_group_gemm(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.T
         raise ValueError(f"{op}: topk_idx has {topk_idx.shape[1]} slots per token, the context was made for topk={k}")
     _check_rows(op, "x", x, T, H, ctx)
     N = _check_weights(op, w, E, H, ctx, "N")
-    rows = W * T * k
     if out is not None:
-        _check_rows(op, "out", out, rows, N, ctx)
+        _check_rows(op, "out", out, W * T * k, N, ctx)
+    return N
+
+
+def ag_group_gemm_eager(x, topk_idx, topk_weights, w, ctx: TPMoEContext, out=None, check_ids: bool = True):
+    """:func:`ag_group_gemm` outside torch.compile (also the registered op's real implementation)."""
+    op = "ag_group_gemm"
+    N = _check_ag_args(op, x, topk_idx, topk_weights, w, ctx, out)
+    T, H = x.shape
+    E, k, W = ctx.num_experts, ctx.topk, ctx.world_size
+    rows = W * T * k
     if check_ids and not capturing():
         check_expert_ids(op, topk_idx, E)
     ctx._check_peers(op, (tuple(x.shape), tuple(w.shape), str(x.dtype)))
@@ -269,7 +291,7 @@ def ag_group_gemm(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.T
     _, seg_offsets, _, dest = route_tokens(none, virtual, E * W, None, None, False)
     pairs = torch.empty(rows, dtype=torch.int32, device=ctx.device)
     _k.invert_rows_kernel[(triton.cdiv(rows, 1024), )](dest, pairs, rows, BLOCK=1024)
-    expert_offsets = seg_offsets.view(E, W)[:, W - 1].contiguous()
+    expert_offsets = seg_offsets[W - 1::W].clone(memory_format=torch.contiguous_format)  # never a view (world 1)
     handle = TPMoEHandle(ids, wts, dest, pairs, seg_offsets, expert_offsets, T, ctx.handle)
     cfg = ctx._tiling(rows, N, H)
     tma = ctx._tma(cfg, w)
@@ -286,7 +308,6 @@ def ag_group_gemm(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.T
     return h, expert_offsets, handle
 
 
-@torch.compiler.disable
 def group_gemm_rs(a: torch.Tensor, w: torch.Tensor, handle: TPMoEHandle, ctx: TPMoEContext, *,
                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Collective: the grouped GEMM of ``a`` (the layout rows of an :func:`ag_group_gemm` call, e.g. its gated
@@ -296,13 +317,27 @@ def group_gemm_rs(a: torch.Tensor, w: torch.Tensor, handle: TPMoEHandle, ctx: TP
     context's dtype. The partials travel rounded to that dtype and are summed in fp32 (peers in rank order after
     this rank), once rounded. ONE launch: GEMM programs compute the peers' tokens' rows first and this rank's last,
     while reduce programs sum each finished source's tokens and store the partials into the owner's stage. ``handle``:
-    the one the matching ``ag_group_gemm`` call returned on this context."""
+    the one the matching ``ag_group_gemm`` call returned on this context. Under torch.compile the call is the
+    registered ``torch.ops.triton_dist.group_gemm_rs`` (``out`` receives a copy)."""
     op = "group_gemm_rs"
     check_ctx(op, ctx, TPMoEContext, "create_tp_moe_ctx")
+    if torch.compiler.is_compiling():
+        _check_rs_args(op, a, w, handle, ctx, out)
+        h = handle
+        res = torch.ops.triton_dist.group_gemm_rs(a, w, h.topk_idx, h.topk_weights, h.dest_rows, h.row_pairs,
+                                                  h.seg_offsets, ctx.handle)
+        if out is not None:
+            out.copy_(res)
+            return out
+        return res
+    return group_gemm_rs_eager(a, w, handle, ctx, out)
+
+
+def _check_rs_args(op, a, w, handle, ctx, out):
     ctx._check_open(op)
     if not isinstance(handle, TPMoEHandle) or handle.ctx_handle != ctx.handle:
         raise ValueError(f"{op}: handle must be the TPMoEHandle that ag_group_gemm returned on this context")
-    E, k, W, H = ctx.num_experts, ctx.topk, ctx.world_size, ctx.hidden
+    E, H = ctx.num_experts, ctx.hidden
     T, rows = handle.num_tokens, handle.rows
     if not isinstance(a, torch.Tensor) or a.dim() != 2:
         raise ValueError(f"{op}: a must be a 2-D [{rows}, K] tensor (the layout's rows)")
@@ -311,6 +346,15 @@ def group_gemm_rs(a: torch.Tensor, w: torch.Tensor, handle: TPMoEHandle, ctx: TP
     _check_weights(op, w, E, K, ctx, "hidden", H)
     if out is not None:
         _check_rows(op, "out", out, T, H, ctx)
+
+
+def group_gemm_rs_eager(a, w, handle: TPMoEHandle, ctx: TPMoEContext, out=None):
+    """:func:`group_gemm_rs` outside torch.compile (also the registered op's real implementation)."""
+    op = "group_gemm_rs"
+    _check_rs_args(op, a, w, handle, ctx, out)
+    E, k, W, H = ctx.num_experts, ctx.topk, ctx.world_size, ctx.hidden
+    T, rows = handle.num_tokens, handle.rows
+    K = a.shape[1]
     res = out if out is not None else torch.empty((T, H), dtype=ctx.dtype, device=ctx.device)
     ctx._check_peers(op, (tuple(a.shape), tuple(w.shape), str(a.dtype)))
     ctx.op = op
@@ -335,4 +379,4 @@ def group_gemm_rs(a: torch.Tensor, w: torch.Tensor, handle: TPMoEHandle, ctx: TP
 
 
 __all__ = ["TPMoEContext", "TPMoEHandle", "create_tp_moe_ctx", "create_tp_moe_context", "ag_group_gemm",
-           "group_gemm_rs", "TP_MOE_DTYPES"]
+           "group_gemm_rs", "ag_group_gemm_eager", "group_gemm_rs_eager", "TP_MOE_DTYPES"]
