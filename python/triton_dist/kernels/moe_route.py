@@ -146,17 +146,25 @@ def combine_kernel(eo_ptr, dest_ptr, ids_ptr, w_ptr, out_ptr, ROWS, TOPK, E, H, 
     t = tl.program_id(0)
     h = tl.program_id(1)
     cols = h * BLOCK_H + tl.arange(0, BLOCK_H)
-    cm = cols < H
-    acc = tl.zeros((BLOCK_H, ), dtype=tl.float32)
+    acc = weighted_slot_sum(eo_ptr, dest_ptr, ids_ptr, w_ptr, t, cols, ROWS, TOPK, E, H, stride_eo, stride_w)
+    tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cols < H)
+
+
+@triton_dist.jit
+def weighted_slot_sum(eo_ptr, dest_ptr, ids_ptr, w_ptr, t, cols, ROWS, TOPK, E, H, stride_eo, stride_w):
+    """fp32 ``sum_j w[t, j] * expert_out[dest[t, j], cols]`` over token ``t``'s slots whose expert id is in ``[0,
+    E)`` and whose row is one of ``expert_out``'s ``ROWS``, ``j`` in order (columns ``>= H`` read as 0): the sum of
+    every combine (one device, and the tensor-parallel reduce of :mod:`triton_dist.kernels.moe_tp`)."""
+    acc = tl.zeros(cols.shape, dtype=tl.float32)
     for j in range(0, TOPK):
         e = tl.load(ids_ptr + t * TOPK + j)
         row = tl.load(dest_ptr + t * TOPK + j).to(tl.int64)
         if (e >= 0) & (e < E) & (row >= 0) & (row < ROWS):
             w = tl.load(w_ptr + t * stride_w + j).to(tl.float32)
-            acc += w * tl.load(eo_ptr + row * stride_eo + cols, mask=cm, other=0.0).to(tl.float32)
-    tl.store(out_ptr + t.to(tl.int64) * stride_out + cols, acc.to(out_ptr.dtype.element_ty), mask=cm)
+            acc += w * tl.load(eo_ptr + row * stride_eo + cols, mask=cols < H, other=0.0).to(tl.float32)
+    return acc
 
 
-__all__ = ["quantize_groups_fp8", "route_count_kernel", "route_block_scan_kernel", "route_expert_scan_kernel", "route_scatter_kernel",
+__all__ = ["weighted_slot_sum", "quantize_groups_fp8", "route_count_kernel", "route_block_scan_kernel", "route_expert_scan_kernel", "route_scatter_kernel",
            "combine_kernel", "QUANT_GROUP",
            "FP8_E4M3_MAX"]

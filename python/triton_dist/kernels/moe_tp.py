@@ -67,6 +67,7 @@ import triton_dist.language as dl
 from triton_dist.kernels.ag_gemm import ag_push
 from triton_dist.kernels.common import TAG_RANGE_C, call_epoch, notify_peers
 from triton_dist.kernels.group_gemm import expert_b_tile, expert_tile_acc
+from triton_dist.kernels.moe_route import weighted_slot_sum
 from triton_dist.language.profiler import Profiler
 
 
@@ -207,20 +208,6 @@ def _finish(counter_ptr, done_ptr, e_call, NDONE: tl.constexpr):
 
 
 @triton_dist.jit
-def _token_partial(y_ptr, dest_ptr, ids_ptr, w_ptr, g, cols, ROWS, N, E, stride_ym, TOPK: tl.constexpr):
-    """fp32 ``sum_j w[g, j] * y[dest[g, j], cols]`` over the slots of gathered token ``g`` whose expert id is in
-    range (and whose row is one of ``y``'s), in slot order."""
-    acc = tl.zeros(cols.shape, dtype=tl.float32)
-    for j in range(0, TOPK):
-        eid = tl.load(ids_ptr + g * TOPK + j)
-        row = tl.load(dest_ptr + g * TOPK + j)
-        if (eid >= 0) & (eid < E) & (row >= 0) & (row < ROWS):
-            w = tl.load(w_ptr + g * TOPK + j)
-            acc += w * tl.load(y_ptr + row.to(tl.int64) * stride_ym + cols, mask=cols < N, other=0.0).to(tl.float32)
-    return acc
-
-
-@triton_dist.jit
 def group_gemm_rs_kernel(a_ptr, b_ptr, y_ptr, out_ptr, seg_ptr, dest_ptr, ids_ptr, w_ptr, stage_ptr, ready_ptr,
                          rs_ok_ptr, done_ptr, counter_ptr, T, CAP, ROWS, E, N, K, stride_am, stride_be, stride_bk,
                          stride_bn, stride_ym, stride_om, tag, rank, TOPK: tl.constexpr, WORLD: tl.constexpr,
@@ -277,8 +264,8 @@ def group_gemm_rs_kernel(a_ptr, b_ptr, y_ptr, out_ptr, seg_ptr, dest_ptr, ids_pt
             for t in range(j, T, RED_PROGRAMS):
                 for c0 in range(0, N, RED_BLOCK_N):
                     cols = c0 + tl.arange(0, RED_BLOCK_N)
-                    acc = _token_partial(y_src, dest_ptr, ids_ptr, w_ptr, s * T + t, cols, ROWS, N, E, stride_ym,
-                                         TOPK)
+                    acc = weighted_slot_sum(y_src, dest_ptr, ids_ptr, w_ptr, s * T + t, cols, ROWS, TOPK, E, N,
+                                            stride_ym, TOPK)
                     tl.store(dst + t * N + cols, acc.to(stage_ptr.dtype.element_ty), mask=cols < N)
             dl.notify(ready_ptr + rank * RED_PROGRAMS + j, s, value, "set", "intra_node")
     # this rank's own tokens (its tiles come last): every program of the launch, GEMM programs once their tiles are
@@ -293,7 +280,8 @@ def group_gemm_rs_kernel(a_ptr, b_ptr, y_ptr, out_ptr, seg_ptr, dest_ptr, ids_pt
     for t in range(pid, T, tl.num_programs(0)):
         for c0 in range(0, N, RED_BLOCK_N):
             cols = c0 + tl.arange(0, RED_BLOCK_N)
-            acc = _token_partial(y_own, dest_ptr, ids_ptr, w_ptr, rank * T + t, cols, ROWS, N, E, stride_ym, TOPK)
+            acc = weighted_slot_sum(y_own, dest_ptr, ids_ptr, w_ptr, rank * T + t, cols, ROWS, TOPK, E, N, stride_ym,
+                                    TOPK)
             for i in tl.static_range(1, WORLD):
                 q = (rank + i) % WORLD
                 acc += tl.load(stage + q * CAP + t * N + cols, mask=cols < N, other=0.0).to(tl.float32)
