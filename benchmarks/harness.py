@@ -275,19 +275,20 @@ def drop_failing(fns, ref=None):
     """Call every ``fns[name]`` once (a warm-up that also compiles); drop from ``fns`` the ones that raise and return
     ``{name: "Type: message"}`` for them (recorded beside the timings). With ``ref`` (a tensor), that call's result
     must also be :func:`close` to it on every rank (the ranks agree, max over ranks, so they keep the same
-    implementations); one that is not is dropped as ``"wrong result: ..."``."""
+    implementations); one that is not is dropped as ``"wrong result: ..."``. Also on the simulator (CPU tensors, no
+    CUDA device: nothing to synchronise)."""
     errors = {}
     for name, fn in list(fns.items()):
         try:
             out = fn()
-            torch.cuda.synchronize()
+            _sync()
             if ref is not None:
                 ok, rel = close(out, ref)
                 if not ok:
                     errors[name] = f"wrong result: rel err {rel:.3g} (this rank)"
         except Exception as exc:  # noqa: BLE001
             errors[name] = f"{type(exc).__name__}: {exc}"[:200]
-            torch.cuda.synchronize()
+            _sync()
         bad = name in errors
         if ref is not None and max_over_ranks(1.0 if bad else 0.0) and not bad:
             errors[name] = "wrong result or error on another rank"
@@ -296,10 +297,16 @@ def drop_failing(fns, ref=None):
     return errors
 
 
-def rand(shape, seed, dtype=torch.bfloat16):
-    """A reproducible CUDA tensor of ``shape``: normal values / 8 from a generator seeded with ``seed``, as ``dtype``."""
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    return (torch.randn(shape, device="cuda", generator=g) / 8).to(dtype)
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def rand(shape, seed, dtype=torch.bfloat16, device="cuda"):
+    """A reproducible tensor of ``shape`` on ``device`` (default CUDA; ``"cpu"`` on the simulator): normal values / 8
+    from a generator of that device seeded with ``seed``, as ``dtype``."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    return (torch.randn(shape, device=device, generator=g) / 8).to(dtype)
 
 
 # ------------------------------------------------------------------------------------------------ result header

@@ -238,3 +238,19 @@ def bad_input_cases():
     ctx.close()
     expect("closed", lambda: ops.ag_group_gemm(x, idx, w, w1, ctx), "closed")
     return fails, 1
+
+
+def bench_tiny(out_dir):
+    """``benchmarks/bench_moe_tp.py --tiny --out out_dir`` in this rank process (its ``main``, as torchrun runs it):
+    on the simulator every implementation is checked against the torch reference layer and rank 0 writes the JSON;
+    a failed check exits with status 1 (SystemExit: the rank's failure)."""
+    import os
+    import sys
+
+    bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import bench_moe_tp
+
+    bench_moe_tp.main(["--tiny", "--out", out_dir])
+    return [], 1

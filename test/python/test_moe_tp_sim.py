@@ -3,8 +3,10 @@ ranks: the gathered layout (per expert: source rank, token, slot) and both ops' 
 the whole world, exact (integer-valued linear experts distinct per expert, the ops' documented roundings reproduced);
 random routings with experts that get no rows, every token to one expert, top-1 and top-8, world size 1, three calls
 per context (signals and buffers reused), weights passed transposed; the layer against ``moe_reference`` and the
-plain torch TP layer; 0 tokens; bad input. Rank-side code: ``_moe_tp_sim_work.py``. Compilation for both targets:
-test/lit/moe/tp.py."""
+plain torch TP layer; 0 tokens; bad input; benchmarks/bench_moe_tp.py --tiny at 1 and 2 ranks. Rank-side code:
+``_moe_tp_sim_work.py``. Compilation for both targets: test/lit/moe/tp.py."""
+import json
+
 import pytest
 
 import _moe_tp_sim_work as work
@@ -44,3 +46,21 @@ def test_tp_moe_layer(sim_ranks, world):  # noqa: F811
 @pytest.mark.sim
 def test_bad_input(sim_ranks):  # noqa: F811
     _run(sim_ranks, 2, work.bad_input_cases)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+@pytest.mark.sim
+def test_bench_moe_tp_tiny(sim_ranks, world, tmp_path):  # noqa: F811
+    """``benchmarks/bench_moe_tp.py --tiny`` in the rank processes of the tests above: ours (the layer and its two
+    ops) and the torch baselines that run on the CPU checked against ``tp_moe_torch``, the JSON written with the
+    simulator's provenance and no timing."""
+    _run(sim_ranks, world, work.bench_tiny, str(tmp_path))
+    (path, ) = tmp_path.glob("moe_tp-*.json")
+    doc = json.loads(path.read_text())
+    assert doc["benchmark"] == "bench_moe_tp" and doc["world_size"] == world and doc["devices"] == ["cpu-simulator"]
+    assert doc["shared_gpu"] is False and doc["timing"].startswith("none: the simulator")
+    (rec, ) = doc["records"]
+    assert rec["world"] == world and rec["tokens_per_rank"] * world == rec["tokens"] and not rec["errors"], rec
+    assert rec["checked"] == ["ours", "ours/ag_group_gemm", "ours/group_gemm_rs", "torch", "torch/capturable"]
+    assert rec["rel_error_vs_torch"] < 2e-2 and rec["ops_rel_error_vs_torch"] < 2e-2
+    assert "torch.compile" in rec["baselines_unavailable"] and rec["us"] == {}
