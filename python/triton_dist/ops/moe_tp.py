@@ -119,6 +119,7 @@ class TPMoEContext(_OverlapContext):
         self._symmetric += sym
         self.rs_counter = torch.zeros(3, dtype=torch.int64, device=self.device)
         self.source_of = torch.arange(W * max_tokens, dtype=torch.int32, device=self.device)  # // T per call
+        self._sources = {}
         self._finish_init()
         from .collectives import create_allgather_ctx
 
@@ -286,7 +287,12 @@ def ag_group_gemm_eager(x, topk_idx, topk_weights, w, ctx: TPMoEContext, out=Non
         return h, zero, TPMoEHandle(ids, ids.float(), ids, ids.view(-1),
                                     torch.zeros(E * W, dtype=torch.int32, device=ctx.device), zero, 0, ctx.handle)
     ids, wts = _gather_routing(ctx, topk_idx, topk_weights)
-    virtual = ids * W + (ctx.source_of[:W * T] // T)[:, None]  # expert e of source s -> segment e * W + s
+    source = ctx._sources.get(T)  # the source rank of each gathered token, per token count (made outside capture)
+    if source is None:
+        source = (ctx.source_of[:W * T] // T)[:, None]
+        if not capturing():  # a tensor made inside a capture holds nothing until a replay
+            ctx._sources[T] = source
+    virtual = ids * W + source  # expert e of source s -> segment e * W + s
     none = torch.empty((W * T, 0), dtype=ctx.dtype, device=ctx.device)
     _, seg_offsets, _, dest = route_tokens(none, virtual, E * W, None, None, False)
     pairs = torch.empty(rows, dtype=torch.int32, device=ctx.device)
