@@ -32,8 +32,8 @@
 #                                       --variant columns beside the default build (batch 1 with traces, batch 8)
 #   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
-#   scripts/gpu_suite.sh moe            the MoE family's GPU tiers (one device; expert parallelism at NPROC ranks),
-#                                       then bench_moe_ep (the EP layer vs all_to_all_single + torch)
+#   scripts/gpu_suite.sh moe            the MoE family's GPU tiers (one device; expert and tensor parallelism at
+#                                       NPROC ranks), then bench_moe_ep (the EP layer vs all_to_all_single + torch)
 #   scripts/gpu_suite.sh moe-bench      one GPU: bench_group_gemm at Qwen3-30B-A3B's expert shapes (vs
 #                                       torch._grouped_mm and a per-expert matmul loop; the EP=1 layer vs torch and
 #                                       torch.compile)
@@ -245,10 +245,13 @@ case $part in
       2048x14336x8192,4096x14336x8192,8192x14336x8192,2048x7168x4096,4096x7168x4096,8192x7168x4096,2048x8192x7168,4096x8192x7168,8192x8192x7168,2048x4096x3584,4096x4096x3584,8192x4096x3584
     cp python/triton_dist/kernels/gemm_table.json "$OUT/" ;;
   moe)  # the MoE family's GPU tiers: one device (grouped GEMM, route / combine, the layer at EP=1; at NPROC ranks,
-    # each checking its own device) and expert parallelism at NPROC ranks (dispatch / combine, two in flight, graph
-    # replay, fp8, the EP layer), then the EP layer's benchmark against all_to_all_single + torch
+    # each checking its own device), expert parallelism at NPROC ranks (dispatch / combine, two in flight, graph
+    # replay, fp8, the EP layer) and tensor parallelism at NPROC ranks (ag_group_gemm / group_gemm_rs exact, ten
+    # calls on one context, the TP layer, graph replay, bad input), then the EP layer's benchmark against
+    # all_to_all_single + torch (recorded as skipped when the tiers leave too little of SUITE_BUDGET_S)
     tier gpu_moe 200 test/python/gpu/test_gpu_moe.py
     tier gpu_moe_ep 240 test/python/gpu/test_gpu_moe_ep.py
+    tier gpu_moe_tp 200 test/python/gpu/test_gpu_moe_tp.py
     rec bench_moe_ep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_moe_ep.py --out "$OUT" ;;
   moe-bench)  # one GPU: the grouped GEMM against torch._grouped_mm and the per-expert loop at Qwen3-30B-A3B's expert
     # shapes (one process; MOE_BENCH_ARGS adds options, e.g. --fp8), with tilings beside the default rule (since
