@@ -207,7 +207,13 @@ def bad_input_cases():
 
     bad_idx = idx.clone()
     bad_idx[1, 1] = E
-    expect("id out of range", lambda: ops.ag_group_gemm(x, bad_idx, w, w1, ctx), "topk_idx[1, 1]=4", "[0, 4)")
+    expect("id out of range", lambda: ops.ag_group_gemm(x, bad_idx, w, w1, ctx), "rank 0's topk_idx[1, 1]=4",
+           "[0, 4)")
+    # one rank's bad id: every rank raises (the ids are checked once gathered), naming that rank; nobody waits
+    if world > 1:
+        one_bad = bad_idx if rank == world - 1 else idx
+        expect("one rank's id out of range", lambda: ops.ag_group_gemm(x, one_bad, w, w1, ctx),
+               f"rank {world - 1}'s topk_idx[1, 1]=4")
     expect("too many tokens", lambda: ops.ag_group_gemm(torch.ones((T + 1, H), dtype=torch.bfloat16),
                                                          torch.zeros((T + 1, k), dtype=torch.int64),
                                                          torch.ones((T + 1, k)), w1, ctx), "max_tokens=3")

@@ -272,9 +272,9 @@ def group_gemm_rs_kernel(a_ptr, b_ptr, y_ptr, out_ptr, seg_ptr, dest_ptr, ids_pt
     # done, reduce programs once they have served the peers, sums the own partial and the peers' staged ones
     need = source_tiles(seg_ptr, rank, ROWS, E, N, WORLD, BLOCK_M, BLOCK_N)
     tok = dl.wait(done_ptr + rank, 1, "gpu", "acquire", need)
-    for i in tl.static_range(1, WORLD):
+    for i in tl.static_range(1, WORLD):  # both waits' tokens flow into the loads below (zeros, summed)
         q = (rank + i) % WORLD
-        tok = dl.wait(ready_ptr + q * RED_PROGRAMS, RED_PROGRAMS, "sys", "acquire", value)
+        tok = tok + dl.wait(ready_ptr + q * RED_PROGRAMS, RED_PROGRAMS, "sys", "acquire", value)
     y_own = dl.consume_token(y_ptr, tok)
     stage = dl.consume_token(stage_ptr, tok)
     for t in range(pid, T, tl.num_programs(0)):

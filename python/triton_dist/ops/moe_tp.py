@@ -27,7 +27,7 @@ from ..kernels import moe_tp as _k
 from ..runtime.dtypes import HALF_DTYPES, dtype_names
 from .context import capturing, check_ctx
 from .moe_gemm import select_group_config
-from .moe_layout import ROUTE_BLOCK, check_expert_ids, check_routing, route_tokens
+from .moe_layout import ROUTE_BLOCK, check_routing, route_tokens
 from .overlap_context import _OverlapContext
 
 #: token / weight dtypes of the TP-MoE ops (the grouped GEMM's half types)
@@ -96,8 +96,8 @@ class TPMoEContext(_OverlapContext):
         self._setup_common()
         self.max_tokens, self.hidden, self.topk, self.num_experts = max_tokens, hidden, topk, num_experts
         G, R = self.comm_programs, self.reduce_programs
-        if self.on_gpu and G + R + 1 > self.num_sms:
-            raise ValueError(f"{fac}: comm_programs={G} + reduce_programs={R} leave no SM for the GEMM of this rank's "
+        if self.on_gpu and max(G, R) + 1 > self.num_sms:  # push and reduce programs are in different launches
+            raise ValueError(f"{fac}: comm_programs={G} / reduce_programs={R} leave no SM for the GEMM of this rank's "
                              f"{self.num_sms} SMs")
         u = self._utils
         sym = []
@@ -202,6 +202,16 @@ def _check_rows(op: str, name: str, t, rows: int, cols: Optional[int], ctx: TPMo
         raise ValueError(f"{op}: {name} must be contiguous")
 
 
+def _check_gathered_ids(op: str, ids, E: int, T: int) -> None:
+    """ValueError naming the rank, token and slot of the first gathered id outside ``[0, E)`` (one synchronisation;
+    ids travel as float32, so an id past 2**24 shows rounded, still out of range)."""
+    bad = (ids < 0) | (ids >= E)
+    if bool(bad.any()):
+        g, j = (int(v) for v in torch.nonzero(bad)[0].tolist())
+        raise ValueError(f"{op}: rank {g // T}'s topk_idx[{g % T}, {j}]={int(ids[g, j])} is not an expert id in "
+                         f"[0, {E})")
+
+
 def _gather_routing(ctx: TPMoEContext, topk_idx, topk_weights):
     """The routing of every rank's tokens: ``(ids int32 [W * T, k], weights float32 [W * T, k])`` through the
     context's all-gather (one launch; ids travel as float32, exact below 2**24)."""
@@ -231,8 +241,10 @@ def ag_group_gemm(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.T
 
     ``x [T, hidden]`` (``T <= max_tokens``), ``topk_idx [T, k]`` int32 / int64 expert ids, ``topk_weights [T, k]``
     (kept for the reduce), ``w`` row-major ``[E, hidden, N]`` or ``[E, N, hidden]`` through ``.transpose(1, 2)``, the
-    context's dtype. ``check_ids`` (default True): ids outside ``[0, E)`` raise ``ValueError`` before any launch
-    (one synchronisation; skipped inside a CUDA-graph capture). Launches on the current stream: the routing
+    context's dtype. ``check_ids`` (default True): ids outside ``[0, E)`` on ANY rank raise ``ValueError`` on every
+    rank, naming the rank, token and slot, after the routing all-gather and before the GEMM's launch (one
+    synchronisation; checked on the gathered ids so that no rank is left waiting for one that refused; skipped
+    inside a CUDA-graph capture). Where it is skipped, such a slot gets no row of any expert and no term of the sum. Launches on the current stream: the routing
     all-gather, the routing of the gathered ids (four small launches), then ONE launch in which push programs send
     ``x`` to every peer while the GEMM programs compute the local tokens' tiles, then each peer's as its signals
     arrive. Under torch.compile the call is the registered ``torch.ops.triton_dist.ag_group_gemm`` (no id check:
@@ -276,8 +288,6 @@ def ag_group_gemm_eager(x, topk_idx, topk_weights, w, ctx: TPMoEContext, out=Non
     T, H = x.shape
     E, k, W = ctx.num_experts, ctx.topk, ctx.world_size
     rows = W * T * k
-    if check_ids and not capturing():
-        check_expert_ids(op, topk_idx, E)
     ctx._check_peers(op, (tuple(x.shape), tuple(w.shape), str(x.dtype)))
     ctx.op = op
     h = out if out is not None else torch.empty((rows, N), dtype=ctx.dtype, device=ctx.device)
@@ -287,12 +297,16 @@ def ag_group_gemm_eager(x, topk_idx, topk_weights, w, ctx: TPMoEContext, out=Non
         return h, zero, TPMoEHandle(ids, ids.float(), ids, ids.view(-1),
                                     torch.zeros(E * W, dtype=torch.int32, device=ctx.device), zero, 0, ctx.handle)
     ids, wts = _gather_routing(ctx, topk_idx, topk_weights)
+    if check_ids and not capturing():  # every rank reads every rank's ids: a bad one is an error on all of them
+        _check_gathered_ids(op, ids, E, T)
+    # out-of-range ids (check_ids=False) become id E before the segment arithmetic, so none can wrap into range
+    ids_in = torch.where((ids >= 0) & (ids < E), ids, E)
     source = ctx._sources.get(T)  # the source rank of each gathered token, per token count (made outside capture)
     if source is None:
         source = (ctx.source_of[:W * T] // T)[:, None]
         if not capturing():  # a tensor made inside a capture holds nothing until a replay
             ctx._sources[T] = source
-    virtual = ids * W + source  # expert e of source s -> segment e * W + s
+    virtual = ids_in * W + source  # expert e of source s -> segment e * W + s; id E -> past every segment
     none = torch.empty((W * T, 0), dtype=ctx.dtype, device=ctx.device)
     _, seg_offsets, _, dest = route_tokens(none, virtual, E * W, None, None, False)
     pairs = torch.empty(rows, dtype=torch.int32, device=ctx.device)
@@ -302,7 +316,10 @@ def ag_group_gemm_eager(x, topk_idx, topk_weights, w, ctx: TPMoEContext, out=Non
     cfg = ctx._tiling(rows, N, H)
     tma = ctx._tma(cfg, w)
     G = ctx.comm_programs if W > 1 else 0
-    bound = (triton.cdiv(rows, cfg.BLOCK_M) + E * W) * triton.cdiv(N, cfg.BLOCK_N)
+    # an upper bound of the tiles at the context's capacity (not this call's rows: the program count is a
+    # constexpr, so a bound by the call's rows would compile a kernel per token count)
+    cap_rows = W * ctx.max_tokens * k
+    bound = (triton.cdiv(cap_rows, cfg.BLOCK_M) + E * W) * triton.cdiv(N, cfg.BLOCK_N)
     gemm_programs = max(1, min(ctx.num_sms - (G if ctx.on_gpu else 0), bound))
     tag = (T * H) % _TAG_RANGE
     args = (ctx.a_full, x, w, h, pairs, seg_offsets, ctx.ready, ctx.recv_ok, ctx.counter, T, rows, E, N, H,
@@ -370,10 +387,12 @@ def group_gemm_rs_eager(a, w, handle: TPMoEHandle, ctx: TPMoEContext, out=None):
     cfg = ctx._tiling(rows, H, K)
     tma = ctx._tma(cfg, a, w)
     R = ctx.reduce_programs
-    bound = (triton.cdiv(rows, cfg.BLOCK_M) + E * W) * triton.cdiv(H, cfg.BLOCK_N)
+    cap_rows = W * ctx.max_tokens * k  # the program count by capacity (a constexpr: see ag_group_gemm)
+    bound = (triton.cdiv(cap_rows, cfg.BLOCK_M) + E * W) * triton.cdiv(H, cfg.BLOCK_N)
     gemm_programs = max(1, min(ctx.num_sms - (R if ctx.on_gpu else 0), bound))
     tag = (T * H + _RS_TAG_OFFSET) % _TAG_RANGE
-    red_block = 256 if ctx.on_gpu else 16
+    # columns per step of the reduce: 8 bf16 per thread of the launch's warps on a GPU (16-byte accesses)
+    red_block = min(cfg.num_warps * 32 * 8, triton.next_power_of_2(H)) if ctx.on_gpu else 16
     args = (a, w, y, res, handle.seg_offsets, handle.dest_rows, handle.topk_idx, handle.topk_weights, ctx.stage,
             ctx.rs_ready, ctx.rs_ok, ctx.done, ctx.rs_counter, T, ctx.max_tokens * H, rows, E, H, K, a.stride(0),
             w.stride(0), w.stride(1), w.stride(2), y.stride(0), res.stride(0), tag, ctx.rank)

@@ -25,13 +25,13 @@
 # group_gemm_rs_kernel: a, b, y, out, seg, dest, ids, w, stage, ready, rs_ok, done, counter, T, CAP, ROWS, E, N, K,
 #   stride_am, stride_be, stride_bk, stride_bn, stride_ym, stride_om, tag, rank, TOPK, WORLD, RED_PROGRAMS,
 #   RED_BLOCK_N, BLOCK_M, BLOCK_N, BLOCK_K, NUM_SMS, USE_TMA, B_K_CONTIGUOUS
-# RUN: %compile %s:group_gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *i32:16, *fp32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *i64:16, i32, i32:16, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, i32:16, i32, i32, 4, 2, 8, 256, 128, 128, 64, 124, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir --stop-after cubin | filecheck %s --check-prefix=RSIR
-# RUN: %compile %s:group_gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *i32:16, *fp32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *i64:16, i32, i32:16, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, i32:16, i32, i32, 4, 2, 8, 256, 128, 128, 64, 124, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx > %t.rs.ptx
+# RUN: %compile %s:group_gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *i32:16, *fp32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *i64:16, i32, i32:16, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, i32:16, i32, i32, 4, 2, 8, 2048, 128, 128, 64, 124, False, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ttgir --stop-after cubin | filecheck %s --check-prefix=RSIR
+# RUN: %compile %s:group_gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *i32:16, *fp32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *i64:16, i32, i32:16, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, i32:16, i32, i32, 4, 2, 8, 2048, 128, 128, 64, 124, True, False" --target cuda:90 --num-warps 8 --num-stages 3 --stage ptx > %t.rs.ptx
 # RUN: filecheck %s --check-prefix=RS < %t.rs.ptx
 # RUN: filecheck %s --check-prefix=RSX < %t.rs.ptx
 # RUN: filecheck %s --check-prefix=RS-WAITS < %t.rs.ptx
 # RUN: filecheck %s --check-prefix=RS-SIGNALS < %t.rs.ptx
-# RUN: %compile %s:group_gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *i32:16, *fp32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *i64:16, i32, i32:16, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, i32:16, i32, i32, 4, 2, 8, 256, 128, 128, 64, 296, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage amdgcn | filecheck %s --check-prefix=RS-AMD
+# RUN: %compile %s:group_gemm_rs_kernel -s "*bf16:16, *bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *i32:16, *fp32:16, *bf16:16, *i64:16, *i64:16, *i64:16, *i64:16, i32, i32:16, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, 1, i32:16, i32:16, i32, i32, 4, 2, 8, 2048, 128, 128, 64, 296, False, False" --target hip:gfx942 --num-warps 8 --num-stages 2 --stage amdgcn | filecheck %s --check-prefix=RS-AMD
 #
 # invert_rows_kernel: dest, pairs, P, BLOCK (the layout's row -> pair map: a plain scatter, every pair its own row)
 # RUN: %compile %s:invert_rows_kernel -s "*i32:16, *i32:16, i32, 1024" --target cuda:90 --num-warps 4 --stage ptx | filecheck %s --check-prefix=INV
@@ -134,11 +134,11 @@
 # RSIR: ttng.warp_group_dot
 # RSIR: tt.store
 # RSIR-NEXT: tt.elementwise_inline_asm "{{.*}}bar.sync 0;{{.*}}membar.gl;{{.*}}atom.relaxed.gpu.add.u64
-# Reduce role: program 0 raises rs_ok on the peer (system-scope release). Per source: wait (gpu-scope acquire)
-# until done[s] counts the source's tiles, y read only through that token; for a peer source, wait for its rs_ok
-# (system-scope acquire), consumed into the stage pointer before symm_at; the partials are rounded to bf16 and
-# stored into the peer's stage, then ready raised there. The own source (last) waits for the peers' ready and
-# reads the stage only through that token.
+# Reduce role: program 0 raises rs_ok on the peer (system-scope release). Per peer source: wait (gpu-scope acquire)
+# until done[s] counts the source's tiles, y read only through that token; wait for the peer's rs_ok (system-scope
+# acquire), consumed into the stage pointer before symm_at; the partials are rounded to bf16 and stored into the
+# peer's stage, then ready raised there. Then every program reduces the own tokens: it waits for done[rank]
+# (gpu scope) and the peers' ready (system scope), and reads y and the stage only through the sum of both tokens.
 # RSIR: } else {
 # RSIR: symbol = "nvshmem_ptr"
 # RSIR: tt.elementwise_inline_asm "{{.*}}bar.sync 0;{{.*}}membar.sys;{{.*}}st.relaxed.sys.b64
@@ -152,14 +152,17 @@
 # RSIR-NEXT: %[[SP:[a-z0-9_]+]] = tt.addptr %stage_ptr, %[[SZ]]
 # RSIR-NEXT: tt.ptr_to_int %[[SP]]
 # RSIR-NEXT: tt.extern_elementwise {{.*}}symbol = "nvshmem_ptr"
-# RSIR: arith.truncf {{.*}} to tensor<256xbf16
+# RSIR: arith.truncf {{.*}} to tensor<2048xbf16
 # RSIR-NEXT: tt.store
 # RSIR: symbol = "nvshmem_ptr"
 # RSIR: tt.elementwise_inline_asm "{{.*}}bar.sync 0;{{.*}}membar.sys;{{.*}}st.relaxed.sys.b64
-# RSIR: } else {
+# RSIR: %[[ODTOK:[a-z0-9_]+]] = scf.if %{{[a-z0-9_]+}} -> (i32) {
+# RSIR-NEXT: tt.elementwise_inline_asm "{{.*}}ld.acquire.gpu.b64
 # RSIR: %[[RTOK:[a-z0-9_]+]] = scf.if %{{[a-z0-9_]+}} -> (i32) {
 # RSIR-NEXT: tt.elementwise_inline_asm "{{.*}}ld.acquire.sys.b64
-# RSIR: %[[RZ:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[RTOK]]
+# RSIR: %[[BOTH:[a-z0-9_]+]] = arith.addi %[[ODTOK]], %[[RTOK]]
+# RSIR-NEXT: %[[RZ:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[BOTH]]
+# RSIR-NEXT: tt.addptr %y_ptr, %[[RZ]]
 # RSIR-NEXT: tt.addptr %stage_ptr, %[[RZ]]
 # RSIR: tt.load
 # RSIR: tt.store
@@ -180,17 +183,20 @@
 # RSX-NOT: globaltimer
 # RSX-NOT: trap;
 # RSX-NOT: atom.global.sys
-# At WORLD=2: one gpu-scope acquire poll (done) and two system-scope ones (rs_ok, the own source's wait for ready);
-# one gpu-scope release add (done, per tile) and two system-scope release stores (rs_ok, ready).
+# At WORLD=2: the peer's source (done: gpu scope, then its rs_ok: system scope), then the own tokens (done: gpu
+# scope, then the peers' ready: system scope); one gpu-scope release add (done, per tile) and two system-scope
+# release stores (rs_ok, ready). The reduce moves 16 bytes per access (8 bf16 per thread of the 8 warps).
 # RS-WAITS: TDW_SPIN:
 # RS-WAITS-NEXT: ld.acquire.gpu.b64
-# RS-WAITS-NOT: ld.acquire.gpu.b64
 # RS-WAITS: TDW_SPIN:
 # RS-WAITS-NEXT: ld.acquire.sys.b64
-# RS-WAITS-NOT: ld.acquire.gpu.b64
+# RS-WAITS: TDW_SPIN:
+# RS-WAITS-NEXT: ld.acquire.gpu.b64
 # RS-WAITS: TDW_SPIN:
 # RS-WAITS-NEXT: ld.acquire.sys.b64
 # RS-WAITS-NOT: ld.acquire
+# RSX-NOT: ld.global.b16
+# RSX-NOT: st.global.b16
 # RS-SIGNALS: @%tdn_p membar.gl;
 # RS-SIGNALS-NEXT: @%tdn_p atom.relaxed.gpu.add.u64
 # RS-SIGNALS-NOT: membar.gl

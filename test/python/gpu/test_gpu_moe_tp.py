@@ -365,7 +365,12 @@ def test_bad_input_is_refused_before_any_launch():
     try:
         bad_idx = idx.clone()
         bad_idx[1, 1] = E
-        expect("id out of range", lambda: ops.ag_group_gemm(x, bad_idx, w, w1, ctx), "topk_idx[1, 1]=4", "[0, 4)")
+        expect("id out of range", lambda: ops.ag_group_gemm(x, bad_idx, w, w1, ctx), "rank 0's topk_idx[1, 1]=4",
+               "[0, 4)")
+        if world > 1:  # one rank's bad id: every rank raises (checked once gathered), nobody is left waiting
+            one_bad = bad_idx if rank == world - 1 else idx
+            expect("one rank's id out of range", lambda: ops.ag_group_gemm(x, one_bad, w, w1, ctx),
+                   f"rank {world - 1}'s topk_idx[1, 1]=4")
         expect("too many tokens", lambda: ops.ag_group_gemm(torch.ones((T + 1, H), dtype=bf16, device="cuda"),
                                                              torch.zeros((T + 1, k), dtype=torch.int64, device="cuda"),
                                                              torch.ones((T + 1, k), device="cuda"), w1, ctx),
