@@ -32,8 +32,11 @@
 #                                       --variant columns beside the default build (batch 1 with traces, batch 8)
 #   scripts/gpu_suite.sh mega-ab-32b    one H200: the same batch-1 variants at Qwen3-32B
 #   scripts/gpu_suite.sh gemm-quality   one GPU: bench_gemm (ours vs cuBLAS) at the overlapped GEMMs' M >= 2048 shapes
-#   scripts/gpu_suite.sh moe            the MoE family's GPU tiers (one device; expert and tensor parallelism at
-#                                       NPROC ranks), then bench_moe_ep (the EP layer vs all_to_all_single + torch)
+#   scripts/gpu_suite.sh moe            the MoE family's GPU tiers (one device; expert parallelism at NPROC ranks),
+#                                       then bench_moe_ep (the EP layer vs all_to_all_single + torch)
+#   scripts/gpu_suite.sh moe-tp         tensor-parallel MoE at NPROC ranks: its GPU tier, then bench_moe_tp at
+#                                       Qwen3-30B-A3B (the TP layer vs the torch TP layer; at 1 rank also
+#                                       torch.compile); MOE_TP_ARGS adds options (e.g. --models deepseek-v3)
 #   scripts/gpu_suite.sh moe-bench      one GPU: bench_group_gemm at Qwen3-30B-A3B's expert shapes (vs
 #                                       torch._grouped_mm and a per-expert matmul loop; the EP=1 layer vs torch and
 #                                       torch.compile)
@@ -56,7 +59,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
 PARTS="1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
-overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-bench|moe-ds|changed"
+overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-tp|moe-bench|moe-ds|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
 fi
@@ -246,13 +249,16 @@ case $part in
     cp python/triton_dist/kernels/gemm_table.json "$OUT/" ;;
   moe)  # the MoE family's GPU tiers: one device (grouped GEMM, route / combine, the layer at EP=1; at NPROC ranks,
     # each checking its own device), expert parallelism at NPROC ranks (dispatch / combine, two in flight, graph
-    # replay, fp8, the EP layer) and tensor parallelism at NPROC ranks (ag_group_gemm / group_gemm_rs exact, ten
-    # calls on one context, the TP layer, graph replay, bad input), then the EP layer's benchmark against
-    # all_to_all_single + torch (recorded as skipped when the tiers leave too little of SUITE_BUDGET_S)
+    # replay, fp8, the EP layer), then the EP layer's benchmark against all_to_all_single + torch (recorded as
+    # skipped when the tiers leave too little of SUITE_BUDGET_S)
     tier gpu_moe 200 test/python/gpu/test_gpu_moe.py
     tier gpu_moe_ep 240 test/python/gpu/test_gpu_moe_ep.py
-    tier gpu_moe_tp 200 test/python/gpu/test_gpu_moe_tp.py
     rec bench_moe_ep 200 torchrun --nproc_per_node "$NP" benchmarks/bench_moe_ep.py --out "$OUT" ;;
+  moe-tp)  # tensor-parallel MoE at NPROC ranks (ag_group_gemm / group_gemm_rs exact, ten calls on one context, the
+    # TP layer, graph replay, bad input), then the TP layer's benchmark (Qwen3-30B-A3B unless MOE_TP_ARGS says more)
+    tier gpu_moe_tp 240 test/python/gpu/test_gpu_moe_tp.py
+    rec bench_moe_tp 300 torchrun --nproc_per_node "$NP" benchmarks/bench_moe_tp.py --out "$OUT" \
+      ${MOE_TP_ARGS:---models qwen3-30b-a3b} ;;
   moe-bench)  # one GPU: the grouped GEMM against torch._grouped_mm and the per-expert loop at Qwen3-30B-A3B's expert
     # shapes (one process; MOE_BENCH_ARGS adds options, e.g. --fp8), with tilings beside the default rule (since
     # 7d18492: 128x256x64x8x4 above 64 rows per expert), then the EP=1 layer against torch and torch.compile
