@@ -22,6 +22,8 @@ sections, one per kind of record:
   (``--layer``) against torch and torch.compile; one PNG, ``results/moe_group_gemm.png`` (:func:`plot_moe`).
   ``"benchmark": "bench_moe_ep"`` (:func:`moe_ep_section`): the layer at expert parallelism over ranks, every
   ``ours*`` column graph and eager, the torch layer with its all_to_all backend (no ratio where it is gloo).
+  ``"benchmark": "bench_moe_tp"`` (:func:`moe_tp_section`): the layer at tensor parallelism, ours and its two ops
+  against the torch TP layer, its capturable form and (world 1) torch.compile, graph and eager.
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
 * GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
@@ -682,6 +684,54 @@ def moe_ep_section(doc):
     return out + [""]
 
 
+#: bench_moe_tp's baselines in its table order
+TP_BASELINES = ("torch", "torch/capturable", "torch.compile")
+
+
+def moe_tp_section(doc):
+    """bench_moe_tp: the MoE layer at tensor parallelism ``world`` per routed tokens: ``ours`` (the layer) and its
+    two ops graph / eager us, each baseline's graph / eager us (``torch``, the reference layer, never graphed: it
+    reads sizes on the host), baseline / ours graph against graph (only where both were captured) and eager against
+    eager, the relative errors, and the baselines a run could not have (``baselines_unavailable``). Where the torch
+    collectives ran over gloo (ranks sharing a GPU: host copies) the torch ratios say nothing of NCCL and are shown
+    as not comparable."""
+    recs = doc.get("records", [])
+    t = topology_of(doc)
+    out = [f"### bench_moe_tp, TP={t['world_size'] or doc.get('world_size', '?')}, {gpu_of(doc)}, commit "
+           f"`{doc.get('git_commit') or '?'}`, {_when(doc)} (`{doc['_path']}`)", "",
+           f"- command: `{doc.get('command', '?')}`"]
+    timed = [r for r in recs if r.get("us") or r.get("eager_us")]
+    if not timed:
+        return out + ["- not timed (the simulator: every implementation checked against torch)", ""]
+    unavailable = {}
+    for r in recs:
+        for b, why in (r.get("baselines_unavailable") or {}).items():
+            unavailable.setdefault(b, why)
+    for b, why in unavailable.items():
+        out.append(f"- `{b}` not run: {why}")
+    ours = [c for c in ("ours", "ours/ag_group_gemm", "ours/group_gemm_rs") if any(c in (r.get("eager_us") or {})
+                                                                                   for r in timed)]
+    bases = [b for b in TP_BASELINES if any(b in (r.get("eager_us") or {}) for r in timed)]
+    out.append("")
+    head = ("| model | tokens (per rank) | " + " | ".join(f"`{c}` graph / eager us" for c in ours + bases)
+            + " | " + " | ".join(f"`{b}` / ours graph / eager" for b in bases) + " | rel. error vs torch |")
+    out += [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in timed:
+        us, eager, g = r.get("us") or {}, r.get("eager_us") or {}, r.get("graphed") or {}
+        gloo = r.get("torch_collectives_backend") == "gloo" and (r.get("world") or 1) > 1
+        cells = [str(r.get("name", "?")), f"{r.get('tokens', '?')} ({r.get('tokens_per_rank', '?')})"]
+        for c in ours + bases:
+            cells.append(f"{_m(us.get(c))}{'' if g.get(c, True) else ' (eager)'} / {_m(eager.get(c))}")
+        for b in bases:
+            if gloo and b.startswith("torch") and b != "torch.compile":
+                cells.append("n/a (gloo host path)")
+                continue
+            cells.append(f"{_m(r.get(f'{b}_over_ours'), '{:.2f}')} / {_m(r.get(f'eager_{b}_over_ours'), '{:.2f}')}")
+        cells.append(_m(r.get("rel_error_vs_torch"), "{:.1e}"))
+        out.append("| " + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def plot_moe(docs, png_path):
     """Per GPU, the newest bench_group_gemm run with grouped-GEMM records: bars of ``torch._grouped_mm / ours`` and
     ``loop / ours`` per (projection, tokens); and, where a run timed the layer (``--layer``), the newest such run's
@@ -1220,6 +1270,8 @@ def shared_section(docs, out_dir=HERE):
             out += moe_section(d)
         elif kind == "bench_moe_ep":
             out += moe_ep_section(d)
+        elif kind == "bench_moe_tp":
+            out += moe_tp_section(d)
         elif kind == "bench_mega":
             out += mega_section(d)
         elif kind == "probe_mega":
@@ -1249,7 +1301,7 @@ def main():
         for d in sorted(coll, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
             lines += collective_section(d, os.path.dirname(os.path.abspath(args.out)))
     kind = {"bench_shmem": [], "bench_overlap": [], "gemm": [], "bench_group_gemm": [], "bench_moe_ep": [],
-            "bench_mega": []}
+            "bench_moe_tp": [], "bench_mega": []}
     for d in docs:
         b = d.get("benchmark")
         if b in kind:
@@ -1279,7 +1331,7 @@ def main():
                   "before 2026-12-01 had no table and no decode rule: there it is the autotuner. Newest run first.", ""]
         for d in sorted(kind["gemm"], key=run_stamp, reverse=True):
             lines += gemm_section(d)
-    moe = kind["bench_group_gemm"] + kind["bench_moe_ep"]  # one GPU per rank only: shared runs are in shared_section
+    moe = kind["bench_group_gemm"] + kind["bench_moe_ep"] + kind["bench_moe_tp"]  # one GPU per rank only: shared runs are in shared_section
     if moe:
         lines += ["## Mixture of experts (`benchmarks/bench_group_gemm.py`, `benchmarks/bench_moe_ep.py`)", "",
                   "Every ratio is the baseline's time / ours in the same run (> 1: ours faster), CUDA-graph replay "
@@ -1297,6 +1349,8 @@ def main():
             lines += moe_section(d)
         for d in sorted(kind["bench_moe_ep"], key=doc_time, reverse=True):
             lines += moe_ep_section(d)
+        for d in sorted(kind["bench_moe_tp"], key=doc_time, reverse=True):
+            lines += moe_tp_section(d)
     probes = [d for d in docs if _kind(d) == "probe_mega"]  # bench_mega --probe linear-chain (was probe_mega.py)
     if kind["bench_mega"] or probes:
         lines += ["## Mega kernel (`benchmarks/bench_mega.py`, `benchmarks/probe_mega.py`)", "",

@@ -114,3 +114,37 @@ def test_shared_moe_ep_stays_out_of_the_moe_section(tmp_path):
     assert "| MoE | MoE layer, EP=1 | 1.05x torch.compile, 1.20–1.30x torch" in glance
     assert "| MoE | MoE layer, EP=2 | 2.00x torch (eager / eager; nccl)" in glance
     assert "#mixture-of-experts" in glance
+
+
+def _tp_doc(world, shared):
+    topo = {"world_size": world, "gpus": 1 if shared else world, "ranks_per_gpu": world if shared else 1,
+            "shared_gpu": shared}
+    cols = ("ours", "ours/ag_group_gemm", "ours/group_gemm_rs", "torch", "torch/capturable", "torch.compile")
+    if world > 1:
+        cols = cols[:-1] if not shared else cols[:-2]
+    rec = {"name": "qwen3-30b-a3b", "world": world, "tokens": 1024, "tokens_per_rank": 1024 // world,
+           "us": {c: 100.0 + 10 * i for i, c in enumerate(cols)}, "eager_us": {c: 200.0 + 10 * i for i, c in
+                                                                               enumerate(cols)},
+           "graphed": {c: c != "torch" for c in cols}, "rel_error_vs_torch": 3.1e-3, "errors": {},
+           "torch_collectives_backend": "gloo" if shared else "nccl",
+           "baselines_unavailable": {"torch.compile": "world > 1: timed at world 1 only"} if world > 1 else {}}
+    for b in ("torch", "torch/capturable", "torch.compile"):
+        if b in cols:
+            if rec["graphed"][b]:
+                rec[f"{b}_over_ours"] = rec["us"][b] / rec["us"]["ours"]
+            rec[f"eager_{b}_over_ours"] = rec["eager_us"][b] / rec["eager_us"]["ours"]
+    return {"benchmark": "bench_moe_tp", "timestamp_utc": "20261206T010000Z", "git_commit": "8a0438f",
+            "versions": H100, "world_size": world, "topology": topo, "shared_gpu": shared, "records": [rec]}
+
+
+def test_moe_tp_table():
+    one = "\n".join(mr.moe_tp_section({**_tp_doc(1, False), "_path": "results/t/moe_tp-1.json"}))
+    assert "### bench_moe_tp, TP=1" in one
+    # ours 100 / 200; torch.compile 150 / 250 -> graph 1.50, eager 1.25; torch never graphed: its graph ratio '-'
+    assert "| qwen3-30b-a3b | 1024 (1024) | 100.0 / 200.0 |" in one
+    assert "| 1.50 / 1.25 |" in one and "| - / 1.15 |" in one and "3.1e-03" in one
+    shared = "\n".join(mr.moe_tp_section({**_tp_doc(2, True), "_path": "results/t/moe_tp-2.json"}))
+    assert "n/a (gloo host path)" in shared and "`torch.compile` not run: world > 1" in shared
+    sim = {**_tp_doc(2, False), "_path": "results/t/moe_tp-3.json"}
+    sim["records"] = [{**sim["records"][0], "us": {}, "eager_us": {}}]
+    assert "not timed" in "\n".join(mr.moe_tp_section(sim))
