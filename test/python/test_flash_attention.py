@@ -4,6 +4,8 @@ mask, softmax) -- causal and not, GQA groups 1 and 2, D 64 and 128, lengths that
 global offsets (a query block in the middle of a sequence against an earlier chunk, its own chunk, a straddling one,
 a later one), the lse-weighted merge of chunks against one call, bf16 and fp16, strided views --, the host checks,
 and compilation for cuda:90 (TMA + wgmma) and hip:gfx942 (MFMA) in fresh processes."""
+import os
+
 import pytest
 import torch
 from _subprocess_runs import assert_script_says, compile_kernel
@@ -127,6 +129,20 @@ if got is not dest:
     fails.append("out= is not returned")
 compare("packed qkv views, out=", got, None, want_out, None, torch.bfloat16)
 
+# the jit building blocks as a fused kernel uses them: the state carried across chunks of one K/V buffer (21 rows
+# each: not a multiple of the 16-key tiles), last chunk first, against one call
+import sys
+sys.path.insert(0, TEST_DIR)
+from _flash_attention_kernels import chunked_attention_kernel
+for causal, q_start in ((True, 30), (False, 0)):
+    q, k, v = rand(2, 26, 2, 64), rand(2, 60, 1, 64), rand(2, 60, 1, 64)
+    out, lse = torch.empty_like(q), torch.empty(2, 2, 26)
+    chunked_attention_kernel[(4, 2)](q, k, v, out, lse, 2, 1, 26, 60, q_start, 64 ** -0.5 * 1.4426950408889634, 21,
+                                     *q.stride()[:3], *k.stride()[:3], *out.stride()[:3], HEAD_D=64, BLOCK_M=16,
+                                     BLOCK_N=16, CAUSAL=causal)
+    want_out, want_lse = reference(q, k, v, causal, 64 ** -0.5, q_start, 0)
+    compare(f"building blocks over 3 chunks, causal={causal}", out, lse, want_out, want_lse, torch.bfloat16)
+
 # no keys at all: out 0, lse -inf (no launch)
 q = rand(1, 5, 2, 64)
 out, lse = flash_attention(q, rand(1, 0, 1, 64), rand(1, 0, 1, 64), return_lse=True)
@@ -137,7 +153,8 @@ print("FAILS", fails)
 
 
 def test_flash_attention_under_interpreter():
-    assert_script_says(_INTERP_SCRIPT, "FAILS []")
+    script = _INTERP_SCRIPT.replace("TEST_DIR", repr(os.path.dirname(os.path.abspath(__file__))))
+    assert_script_says(script, "FAILS []")
 
 
 def _qkv(B=1, Lq=8, Lkv=8, Hq=4, Hkv=2, D=64, dtype=torch.bfloat16):
