@@ -1,0 +1,199 @@
+"""Device code of split-KV decode attention over a paged KV cache (flash-decoding), and of the merge of attention
+partials by their log-sum-exp. The torch-facing op, its checks and its launch choices are
+:mod:`triton_dist.ops.attention`.
+
+Layouts (element strides are arguments; the head dimension has unit stride everywhere):
+
+* ``q [B, Hq, D]``: one query token per request;
+* ``k_cache``, ``v_cache`` ``[num_pages, PAGE, Hkv, D]``: token ``t`` of request ``b`` lives at page
+  ``block_table[b, t // PAGE]``, slot ``t % PAGE``;
+* ``block_table [B, max_pages]`` int32 (unit stride along the pages), ``seq_lens [B]`` int32: request ``b`` attends to
+  its tokens ``0 .. seq_lens[b] - 1``;
+* GQA: query head ``h`` reads kv head ``h // G`` (``G = Hq / Hkv``).
+
+:func:`flash_decode_split_kernel`, one program per ``(request b, kv head, split)``: the request's tokens are cut into
+``BLOCK_N``-token tiles, the tiles into ``num_splits`` contiguous ranges of ``cdiv(tiles, num_splits)`` tiles (only
+the device knows the lengths: the grid depends on shapes alone, a program whose range lies past the request's end
+does no work). A program loads the ``G`` query heads of its kv head once as the rows of a ``[BLOCK_G, D]`` operand
+(``BLOCK_G >= 16``, the MMA minimum; padding rows are zeros and never stored), then per tile gathers ``BLOCK_N`` rows
+of K and V through the block table (one page id per tile when ``PAGE >= BLOCK_N``, one per token otherwise), computes
+the ``[BLOCK_G, BLOCK_N]`` scores with one ``tl.dot`` and runs an online softmax in fp32 (base 2: the scores are
+pre-multiplied by ``scale * log2(e)``), accumulating ``p @ V`` with a second ``tl.dot``. It writes the normalised
+partial output and its natural-log LSE to a workspace ``[B, Hq, num_splits, D]`` / ``[B, Hq, num_splits]`` fp32, or
+(``DIRECT``, one split) the final ``out`` and ``lse`` themselves. On GPUs the token loop is software-pipelined by
+Triton (``num_stages >= 3``): the next tile's K and V are copied asynchronously (16-byte pieces) into shared memory
+while the current tile is computed, its page ids a tile earlier still.
+
+:func:`merge_partials_kernel`, one program per ``(b, query head)``: ``out = sum_s exp(lse_s - m) o_s / sum_s exp(lse_s
+- m)`` and ``lse = m + log(sum_s exp(lse_s - m))`` (``m`` the largest partial LSE). A partial with LSE ``-inf``
+(nothing attended) weighs 0 and its output is not read; if every partial is empty the row gets ``out = 0``, ``lse =
+-inf``. The same kernel merges the decode workspace (``FROM_SPLITS``: it derives how many splits of each request hold
+tokens from ``seq_lens``, so empty splits need not write anything) and any ``[S, B, H, D]`` partials (sequence-
+parallel attention across ranks).
+
+Memory safety whatever the tables hold: lengths are clamped to ``[0, max_pages * PAGE]`` and page ids to ``[0,
+num_pages)``, so a corrupt table gives wrong results, never an access outside the tensors.
+"""
+from __future__ import annotations
+
+import triton.language as tl
+
+import triton_dist
+
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
+
+
+@triton_dist.jit
+def split_tiles(seq_len, num_splits, BLOCK_N: tl.constexpr):
+    """``(tiles, tiles_per_split, used_splits)`` of a request of ``seq_len`` tokens cut into ``BLOCK_N``-token tiles
+    shared by ``num_splits`` splits (split ``s`` owns tiles ``[s * tiles_per_split, min((s + 1) * tiles_per_split,
+    tiles))``; splits ``>= used_splits`` own none)."""
+    tiles = tl.cdiv(seq_len, BLOCK_N)
+    per_split = tl.cdiv(tiles, num_splits)
+    used = tl.cdiv(tiles, tl.maximum(per_split, 1))
+    return tiles, per_split, used
+
+
+@triton_dist.jit
+def clamped_len(seq_lens_ptr, b, max_len):
+    """``seq_lens[b]`` clamped to ``[0, max_len]`` (the tokens the block table can address)."""
+    return tl.minimum(tl.maximum(tl.load(seq_lens_ptr + b), 0), max_len)
+
+
+@triton_dist.jit
+def kv_tile(bt_row, n0, seq_len, num_pages, PAGE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Where tokens ``n0 .. n0 + BLOCK_N - 1`` of one request live: ``(pages, slots, valid)``, their page ids (int64,
+    clamped to ``[0, num_pages)``; a scalar when ``PAGE >= BLOCK_N``), slots in the page (``[BLOCK_N]``) and mask
+    (``< seq_len``). ``n0`` is a multiple of ``BLOCK_N``: with ``PAGE >= BLOCK_N`` (both powers of two) the tile lies
+    in one page, whose id is loaded once; otherwise each token's page id is loaded (one vector load)."""
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    valid = offs_n < seq_len
+    if PAGE >= BLOCK_N:
+        pages = tl.load(bt_row + n0 // PAGE)
+        slots = (n0 % PAGE) + tl.arange(0, BLOCK_N)
+    else:
+        pages = tl.load(bt_row + offs_n // PAGE, mask=valid, other=0)
+        slots = offs_n % PAGE
+    pages = tl.minimum(tl.maximum(pages, 0), num_pages - 1).to(tl.int64)
+    return pages, slots, valid
+
+
+@triton_dist.jit
+def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr, part_out_ptr, part_lse_ptr, out_ptr,
+                              lse_ptr, qk_scale, num_kv_heads, num_splits, max_pages, num_pages, stride_qb, stride_qh,
+                              stride_kp, stride_kt, stride_kh, stride_vp, stride_vt, stride_vh, stride_btb, stride_ob,
+                              stride_oh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr,
+                              PAGE: tl.constexpr, BLOCK_N: tl.constexpr, DIRECT: tl.constexpr):
+    """Split ``pid % num_splits`` of ``(b, kv head) = divmod(pid // num_splits, num_kv_heads)`` (module docstring).
+    ``qk_scale`` is ``scale * log2(e)``. Writes, for the ``G`` query heads of the kv head, the normalised partial
+    output and its natural-log LSE: to ``part_out [B, Hq, num_splits, D]`` / ``part_lse [B, Hq, num_splits]`` (fp32,
+    contiguous; only splits that hold tokens write), or with ``DIRECT`` (``num_splits == 1``) to ``out [B, Hq, D]``
+    (its dtype; strides ``stride_ob``, ``stride_oh``) and ``lse [B, Hq]`` (fp32, contiguous), a request without tokens
+    getting 0 and ``-inf``."""
+    pid = tl.program_id(0)
+    split = pid % num_splits
+    bh = pid // num_splits
+    kvh = bh % num_kv_heads
+    b = bh // num_kv_heads
+    num_heads = num_kv_heads * G
+
+    seq_len = clamped_len(seq_lens_ptr, b, max_pages * PAGE)
+    tiles, per_split, _ = split_tiles(seq_len, num_splits, BLOCK_N)
+    t_begin = split * per_split
+    t_end = tl.minimum(t_begin + per_split, tiles)
+
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, D)
+    g_ok = offs_g < G
+    heads = kvh * G + offs_g
+    q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+                mask=g_ok[:, None], other=0.0)
+
+    k_head = k_ptr + kvh * stride_kh
+    v_head = v_ptr + kvh * stride_vh
+    bt_row = block_table_ptr + b.to(tl.int64) * stride_btb
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, D], tl.float32)
+    # every tile of the range holds at least one token, so each row's running max is finite after the first tile
+    for t in range(t_begin, t_end):
+        n0 = t * BLOCK_N
+        pages, slots, valid = kv_tile(bt_row, n0, seq_len, num_pages, PAGE, BLOCK_N)
+        k_rows = pages * stride_kp + slots * stride_kt
+        v_rows = pages * stride_vp + slots * stride_vt
+        k = tl.load(k_head + k_rows[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
+        v = tl.load(v_head + v_rows[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.where(valid[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+
+    seen = l_i > 0
+    l_safe = tl.where(seen, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    lse = tl.where(seen, (m_i + tl.log2(l_safe)) * LN2, float("-inf"))
+    if DIRECT:
+        o_ptrs = out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
+        tl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=g_ok[:, None])
+        tl.store(lse_ptr + b * num_heads + heads, lse, mask=g_ok)
+    else:
+        row = (b.to(tl.int64) * num_heads + heads) * num_splits + split
+        keep = g_ok & (t_begin < t_end)
+        tl.store(part_out_ptr + row[:, None] * D + offs_d[None, :], o, mask=keep[:, None])
+        tl.store(part_lse_ptr + row, lse, mask=keep)
+
+
+@triton_dist.jit
+def merge_partials_kernel(parts_ptr, lses_ptr, out_ptr, lse_ptr, seq_lens_ptr, num_parts, num_heads, head_dim,
+                          max_len, stride_ps, stride_pb, stride_ph, stride_ls, stride_lb, stride_lh, stride_ob,
+                          stride_oh, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, FROM_SPLITS: tl.constexpr,
+                          SPLIT_BLOCK_N: tl.constexpr):
+    """Row ``(b, h) = divmod(program_id, num_heads)``: merges partial ``s`` (output at ``parts + s * stride_ps + b *
+    stride_pb + h * stride_ph``, ``head_dim`` contiguous elements of any float dtype; LSE at ``lses + s * stride_ls +
+    b * stride_lb + h * stride_lh``, fp32, natural log) for ``s < num_parts`` into ``out[b, h, :]`` (its dtype) and
+    ``lse[b * num_heads + h]`` (fp32). ``FROM_SPLITS``: the partials are :func:`flash_decode_split_kernel`'s splits of
+    ``SPLIT_BLOCK_N``-token tiles, and only the splits holding tokens of request ``b`` (``seq_lens[b]`` clamped to
+    ``max_len``) are read. Two passes over the LSEs: their maximum, then the weighted sum."""
+    row = tl.program_id(0)
+    b = row // num_heads
+    h = row % num_heads
+    used = num_parts
+    if FROM_SPLITS:
+        seq_len = clamped_len(seq_lens_ptr, b, max_len)
+        _, _, used = split_tiles(seq_len, num_parts, SPLIT_BLOCK_N)
+
+    lse_row = lses_ptr + b.to(tl.int64) * stride_lb + h * stride_lh
+    part_row = parts_ptr + b.to(tl.int64) * stride_pb + h * stride_ph
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < head_dim
+
+    m_vec = tl.full([BLOCK_S], float("-inf"), tl.float32)
+    for s0 in range(0, used, BLOCK_S):
+        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"))
+        m_vec = tl.maximum(m_vec, ls)
+    m = tl.max(m_vec, axis=0)
+    m_ref = tl.where(m == float("-inf"), 0.0, m)  # all empty: every weight exp(-inf) = 0, no inf - inf
+
+    acc = tl.zeros([BLOCK_D], tl.float32)
+    w_sum = tl.zeros([BLOCK_S], tl.float32)
+    for s0 in range(0, used, BLOCK_S):
+        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"))
+        live = ls > float("-inf")
+        w = tl.where(live, tl.exp(ls - m_ref), 0.0)
+        o = tl.load(part_row + (s0 + offs_s)[:, None].to(tl.int64) * stride_ps + offs_d[None, :],
+                    mask=live[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
+        acc += tl.sum(w[:, None] * o, axis=0)
+        w_sum += w
+    total = tl.sum(w_sum, axis=0)
+    seen = total > 0
+    out = acc / tl.where(seen, total, 1.0)
+    lse = tl.where(seen, m_ref + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
+    tl.store(out_ptr + b.to(tl.int64) * stride_ob + h * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty),
+             mask=d_ok)
+    tl.store(lse_ptr + row, lse)
