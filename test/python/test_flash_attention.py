@@ -1,4 +1,4 @@
-"""Prefill flash attention over K/V chunks (triton_dist.ops.flash_attention over
+"""Prefill flash attention over K/V chunks (triton_dist.ops.attention_prefill over
 triton_dist.kernels.flash_attention): results under the interpreter against a plain fp32 torch reference (explicit
 mask, softmax) -- causal and not, GQA groups 1 and 2, D 64 and 128, lengths that are not multiples of the block,
 global offsets (a query block in the middle of a sequence against an earlier chunk, its own chunk, a straddling one,
@@ -14,8 +14,8 @@ _INTERP_SCRIPT = r"""
 import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
-from triton_dist.ops.flash_attention import (AttentionConfig, flash_attention, flash_attention_partial,
-                                             merge_attention_partials)
+from triton_dist.ops.attention_prefill import (AttentionConfig, flash_attention, flash_attention_partial,
+                                             merge_chunk_partials)
 
 fails = []
 torch.manual_seed(0)
@@ -103,7 +103,7 @@ for D, Hq, Hkv, bounds in ((64, 2, 1, (0, 25, 50, 70)), (128, 1, 1, (0, 40, 70))
     whole, whole_lse = flash_attention(q, k, v, q_start=q_start, return_lse=True)
     parts = [flash_attention_partial(q, k[:, lo:hi], v[:, lo:hi], q_start=q_start, kv_start=lo)
              for lo, hi in zip(bounds[:-1], bounds[1:])]
-    merged, merged_lse = merge_attention_partials([p[0] for p in parts], [p[1] for p in parts])
+    merged, merged_lse = merge_chunk_partials([p[0] for p in parts], [p[1] for p in parts])
     want_out, want_lse = reference(q, k, v, True, D ** -0.5, q_start, 0)
     name = f"merge of {len(parts)} chunks, D {D}"
     compare(name + " (one call)", whole, whole_lse, want_out, want_lse, torch.bfloat16)
@@ -115,7 +115,7 @@ for D, Hq, Hkv, bounds in ((64, 2, 1, (0, 25, 50, 70)), (128, 1, 1, (0, 40, 70))
 q, k, v = rand(1, 20, 1, 64), rand(1, 36, 1, 64), rand(1, 36, 1, 64)
 a = flash_attention_partial(q, k[:, :20], v[:, :20], q_start=0, kv_start=0)
 b = flash_attention_partial(q, k[:, 20:], v[:, 20:], q_start=0, kv_start=20)
-m_out, m_lse = merge_attention_partials([a[0], b[0]], [a[1], b[1]])
+m_out, m_lse = merge_chunk_partials([a[0], b[0]], [a[1], b[1]])
 if not bool(torch.isneginf(b[1]).all()) or not torch.equal(m_out, a[0]) or not torch.equal(m_lse, a[1]):
     fails.append("merge with an invisible chunk")
 
@@ -148,6 +148,15 @@ q = rand(1, 5, 2, 64)
 out, lse = flash_attention(q, rand(1, 0, 1, 64), rand(1, 0, 1, 64), return_lse=True)
 if not (bool((out == 0).all()) and bool(torch.isneginf(lse).all()) and lse.shape == (1, 2, 5)):
     fails.append("Lkv == 0")
+
+# torch.compile (fullgraph): the registered op, the same bits as eager
+def step(q, k, v):
+    o, l = flash_attention(q, k, v, q_start=3, return_lse=True)
+    return o.float() * 2, l
+q, k, v = rand(1, 9, 2, 64), rand(1, 12, 1, 64), rand(1, 12, 1, 64)
+for name, e, c in zip(("out", "lse"), step(q, k, v), torch.compile(step, backend="aot_eager", fullgraph=True)(q, k, v)):
+    if not torch.equal(e, c):
+        fails.append(f"torch.compile: {name} differs")
 print("FAILS", fails)
 """
 
@@ -186,7 +195,7 @@ def _qkv(B=1, Lq=8, Lkv=8, Hq=4, Hkv=2, D=64, dtype=torch.bfloat16):
     (lambda q, k, v: (q, k, "v"), {}, ["v must be a torch.Tensor"]),
 ])
 def test_flash_attention_rejects_bad_input_before_launch(mutate, kw, words):
-    from triton_dist.ops.flash_attention import flash_attention
+    from triton_dist.ops.attention_prefill import flash_attention
 
     q, k, v = mutate(*_qkv())
     with pytest.raises(ValueError) as err:
@@ -198,19 +207,19 @@ def test_flash_attention_rejects_bad_input_before_launch(mutate, kw, words):
 
 
 def test_flash_attention_partial_and_merge_check_their_arguments():
-    from triton_dist.ops.flash_attention import flash_attention_partial, merge_attention_partials
+    from triton_dist.ops.attention_prefill import flash_attention_partial, merge_chunk_partials
 
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="do not pass return_lse"):
         flash_attention_partial(q, k, v, return_lse=False)
     with pytest.raises(ValueError, match="as many lse"):
-        merge_attention_partials([q], [])
+        merge_chunk_partials([q], [])
     with pytest.raises(ValueError, match="do not match"):
-        merge_attention_partials([q], [torch.zeros(1, 8, 4)])
+        merge_chunk_partials([q], [torch.zeros(1, 8, 4)])
 
 
 def test_pick_attention_config():
-    from triton_dist.ops.flash_attention import SIM_CONFIG, AttentionConfig, pick_attention_config
+    from triton_dist.ops.attention_prefill import SIM_CONFIG, AttentionConfig, pick_attention_config
 
     assert pick_attention_config(8192, 128, on_gpu=False) == SIM_CONFIG
     assert pick_attention_config(8192, 128, on_gpu=True, cc=90) == AttentionConfig(128, 128, 8, 2)

@@ -99,7 +99,9 @@ def test_ops_exports_every_family():
         "moe": ["group_gemm", "moe_silu_gate", "moe_route", "moe_combine", "MoERouting"],
         "moe_ep": ["EPContext", "EPHandle", "create_ep_context", "create_ep_ctx", "ep_dispatch", "ep_combine"],
         "moe_tp": ["TPMoEContext", "TPMoEHandle", "create_tp_moe_context", "create_tp_moe_ctx", "ag_group_gemm",
-                   "group_gemm_rs"]}
+                   "group_gemm_rs"],
+        "attention": ["flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial",
+                      "merge_chunk_partials"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
         assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")

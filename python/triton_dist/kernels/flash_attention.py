@@ -1,6 +1,6 @@
 """Device code of prefill flash attention whose K/V may come in chunks (issue 41: the local kernel under the
 sequence-parallel ``sp_ag_attention``, usable alone on one device). The host side is
-:mod:`triton_dist.ops.flash_attention`.
+:mod:`triton_dist.ops.attention_prefill`.
 
 **Layout.** ``q [B, Lq, Hq, D]``, ``k, v [B, Lkv, Hkv, D]``, ``out [B, Lq, Hq, D]`` (batch, sequence, head, head
 dimension; any strides with a unit stride along ``D``), ``lse [B, Hq, Lq]`` float32 contiguous. Grouped-query
@@ -16,7 +16,7 @@ base-2 units (``score * scale * log2(e)``; ``-inf`` while a row has seen no key)
 ``2 ** (s - m)`` over the keys seen, ``acc [BLOCK_M, D]`` fp32 the matching sum of ``2 ** (s - m) * v``. The
 result is ``out = acc / l`` and ``lse = (m + log2(l)) * ln(2)`` (natural log); rows with ``l == 0`` give ``out = 0``
 and ``lse = -inf`` (:func:`finish_rows`). Two partial results of the same queries over disjoint key sets merge
-exactly by their lse (``ops.flash_attention.merge_attention_partials``).
+exactly by their lse (``ops.attention_prefill.merge_chunk_partials``).
 
 **Building blocks for a fused kernel** (the contract a later ``sp_ag_attention`` kernel relies on; all public API,
 every target):

@@ -17,6 +17,8 @@ from .moe_ep import (EPContext, EPHandle, create_ep_context, create_ep_ctx, ep_c
                      ep_dispatch)
 from .moe_tp import (TPMoEContext, TPMoEHandle, ag_group_gemm, create_tp_moe_context,  # noqa: E402  (MoE: TP)
                      create_tp_moe_ctx, group_gemm_rs)
+from .attention import flash_decode, merge_attention_partials  # noqa: E402  (attention: local kernels, docs/attention.md)
+from .attention_prefill import flash_attention, flash_attention_partial, merge_chunk_partials  # noqa: E402
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -42,6 +44,8 @@ __all__ = [
     "group_gemm", "moe_silu_gate", "moe_route", "moe_combine", "MoERouting", "EPContext", "EPHandle", "create_ep_context",
     "create_ep_ctx", "ep_dispatch", "ep_combine", "TPMoEContext", "TPMoEHandle", "create_tp_moe_context",
     "create_tp_moe_ctx", "ag_group_gemm", "group_gemm_rs",
+    # attention (one device; the sequence-parallel ops build on these)
+    "flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial", "merge_chunk_partials",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]

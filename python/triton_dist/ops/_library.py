@@ -1,6 +1,7 @@
 """torch.library registration of every op (``torch.ops.triton_dist.*``) so that torch.compile (fullgraph) traces a
 model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul, and the
-MoE family's group_gemm, moe_silu_gate, moe_route, moe_combine, ag_group_gemm, group_gemm_rs.
+MoE family's group_gemm, moe_silu_gate, moe_route, moe_combine, ag_group_gemm, group_gemm_rs, and the attention
+family's flash_decode, merge_attention_partials, flash_attention.
 
 Each op that needs a context takes the context's integer ``handle`` (:func:`~triton_dist.ops.context.get_context`
 finds the live context) and the call's method, already resolved from ``None`` / an alias by the public function.
@@ -21,7 +22,9 @@ from typing import List, Optional, Tuple
 
 import torch
 
+from . import attention as _attn
 from . import collectives as _c
+from . import attention_prefill as _fa
 from . import gemm as _gemm
 from . import moe_gemm as _moe_gemm
 from . import moe_layout as _moe_layout
@@ -242,10 +245,48 @@ def _group_gemm_rs_fake(a, w, topk_idx, topk_weights, dest_rows, row_pairs, seg_
     return a.new_empty((topk_idx.shape[0] // ctx.world_size, w.shape[2]))
 
 
+# ------------------------------------------------------------------------------------------------ attention
+@torch.library.custom_op("triton_dist::flash_decode", mutates_args=())
+def flash_decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                    seq_lens: torch.Tensor, scale: float, num_splits: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _attn.flash_decode(q, k_cache, v_cache, block_table, seq_lens, scale=scale, num_splits=num_splits or None,
+                        check_lens=False)
+
+
+@flash_decode_op.register_fake
+def _flash_decode_fake(q, k_cache, v_cache, block_table, seq_lens, scale, num_splits):
+    return q.new_empty(q.shape), q.new_empty(q.shape[:2], dtype=torch.float32)
+
+
+@torch.library.custom_op("triton_dist::merge_attention_partials", mutates_args=())
+def merge_attention_partials_op(outs: torch.Tensor, lses: torch.Tensor,
+                                out_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _attn.merge_attention_partials(outs, lses, out_dtype=out_dtype)
+
+
+@merge_attention_partials_op.register_fake
+def _merge_fake(outs, lses, out_dtype):
+    return outs.new_empty(outs.shape[1:], dtype=out_dtype), outs.new_empty(outs.shape[1:3], dtype=torch.float32)
+
+
+@torch.library.custom_op("triton_dist::flash_attention", mutates_args=())
+def flash_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, q_start: int,
+                       kv_start: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _fa.flash_attention(q, k, v, causal=causal, scale=scale, q_start=q_start, kv_start=kv_start,
+                               return_lse=True)
+
+
+@flash_attention_op.register_fake
+def _flash_attention_fake(q, k, v, causal, scale, q_start, kv_start):
+    B, Lq, Hq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((B, Hq, Lq), dtype=torch.float32)
+
+
 #: the registered op of each public function (``torch.ops.triton_dist.<name>``)
 OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
        "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
        "matmul": matmul_op, "group_gemm": group_gemm_op, "moe_silu_gate": moe_silu_gate_op, "moe_route": moe_route_op, "moe_combine": moe_combine_op,
-       "ag_group_gemm": ag_group_gemm_op, "group_gemm_rs": group_gemm_rs_op}
+       "ag_group_gemm": ag_group_gemm_op, "group_gemm_rs": group_gemm_rs_op, "flash_decode": flash_decode_op,
+       "merge_attention_partials": merge_attention_partials_op, "flash_attention": flash_attention_op}
 
 __all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

@@ -348,30 +348,6 @@ def flash_decode_reference(q, k_cache, v_cache, block_table, seq_lens, *, scale:
     return out, lse
 
 
-# ------------------------------------------------------------------------------------------------ torch.library
-@torch.library.custom_op("triton_dist::flash_decode", mutates_args=())
-def flash_decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                    seq_lens: torch.Tensor, scale: float, num_splits: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    return flash_decode(q, k_cache, v_cache, block_table, seq_lens, scale=scale, num_splits=num_splits or None,
-                        check_lens=False)
-
-
-@flash_decode_op.register_fake
-def _flash_decode_fake(q, k_cache, v_cache, block_table, seq_lens, scale, num_splits):
-    return q.new_empty(q.shape), q.new_empty(q.shape[:2], dtype=torch.float32)
-
-
-@torch.library.custom_op("triton_dist::merge_attention_partials", mutates_args=())
-def merge_attention_partials_op(outs: torch.Tensor, lses: torch.Tensor,
-                                out_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
-    return merge_attention_partials(outs, lses, out_dtype=out_dtype)
-
-
-@merge_attention_partials_op.register_fake
-def _merge_fake(outs, lses, out_dtype):
-    return outs.new_empty(outs.shape[1:], dtype=out_dtype), outs.new_empty(outs.shape[1:3], dtype=torch.float32)
-
-
 __all__ = ["DecodeConfig", "flash_decode", "merge_attention_partials", "flash_decode_reference", "pick_num_splits",
            "pick_decode_config", "check_decode_operands", "check_decode_lens", "check_merge_operands",
            "DECODE_HEAD_DIMS", "MERGE_DTYPES"]

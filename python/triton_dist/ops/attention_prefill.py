@@ -4,7 +4,7 @@
 ``flash_attention(q, k, v)`` is softmax attention with ``q [B, Lq, Hq, D]`` and ``k, v [B, Lkv, Hkv, D]`` (batch,
 sequence, head, head dim; grouped-query attention when ``Hkv < Hq``). ``q_start`` / ``kv_start`` place the query and
 key rows at global positions, so causal masking works between chunks of one sequence, and ``return_lse=True`` returns
-each row's log-sum-exp, with which :func:`merge_attention_partials` combines the results of several chunks into the
+each row's log-sum-exp, with which :func:`merge_chunk_partials` combines the results of several chunks into the
 result over their concatenation.
 """
 from __future__ import annotations
@@ -162,16 +162,25 @@ def flash_attention(q, k, v, *, causal: bool = True, scale: Optional[float] = No
       chunk wholly after the queries, ``Lkv == 0``) gets ``out = 0`` and ``lse = -inf``.
     * ``lse [B, Hq, Lq]`` float32: the natural log of ``sum_j exp(scale * q . k_j)`` over the row's visible keys.
       Results of the same queries over disjoint K/V chunks merge into the result over all of them with
-      :func:`merge_attention_partials`.
+      :func:`merge_chunk_partials`.
     * ``out``: a tensor of q's shape and dtype (unit stride along D) to write into. ``config``: an
       :class:`AttentionConfig` instead of :func:`pick_attention_config`'s.
 
-    Raises ValueError on bad input before any launch."""
+    Raises ValueError on bad input before any launch. Under torch.compile the call is the registered
+    ``torch.ops.triton_dist.flash_attention`` (``config`` is refused there; ``out`` receives a copy)."""
     op = "flash_attention"
     scale, q_start, kv_start = check_attention_operands(op, q, k, v, causal=causal, scale=scale, q_start=q_start,
                                                         kv_start=kv_start, out=out, return_lse=return_lse)
     if config is not None and not isinstance(config, AttentionConfig):
         raise ValueError(f"{op}: config must be an AttentionConfig, got {type(config).__name__}")
+    if torch.compiler.is_compiling():
+        if config is not None:
+            raise ValueError(f"{op}: config= applies to eager calls only (not under torch.compile)")
+        res, res_lse = torch.ops.triton_dist.flash_attention(q, k, v, causal, scale, q_start, kv_start)
+        if out is not None:
+            out.copy_(res)
+            res = out
+        return (res, res_lse) if return_lse else res
     B, Lq, Hq, D = q.shape
     Lkv, Hkv = k.shape[1], k.shape[2]
     if out is None:
@@ -203,33 +212,36 @@ def flash_attention(q, k, v, *, causal: bool = True, scale: Optional[float] = No
 
 def flash_attention_partial(q, k, v, **kwargs):
     """:func:`flash_attention` with ``return_lse=True``: ``(out, lse)`` of one K/V chunk, for
-    :func:`merge_attention_partials`."""
+    :func:`merge_chunk_partials`."""
     if "return_lse" in kwargs:
         raise ValueError("flash_attention_partial: always returns (out, lse); do not pass return_lse")
     return flash_attention(q, k, v, return_lse=True, **kwargs)
 
 
-def merge_attention_partials(outs: Sequence, lses: Sequence, *, out_dtype=None):
+def merge_chunk_partials(outs: Sequence, lses: Sequence, *, out_dtype=None):
     """Merge the results of the same queries over disjoint K/V chunks (``outs[c] [B, Lq, Hq, D]``, ``lses[c] [B,
     Hq, Lq]`` float32, as :func:`flash_attention_partial` returns them) into the result over their union: ``lse =
     log(sum_c exp(lse_c))`` and ``out = sum_c exp(lse_c - lse) * out_c`` (fp32; rows that no chunk saw: 0 and
-    ``-inf``). Returns ``(out, lse)``, ``out`` in ``out_dtype`` (default ``outs[0]``'s). Torch code, for tests and
-    for callers that merge on the host side; a fused kernel carries the softmax state across chunks instead."""
+    ``-inf``). Returns ``(out [B, Lq, Hq, D], lse [B, Hq, Lq])``, ``out`` in ``out_dtype`` (default ``outs[0]``'s).
+    The prefill layout of :func:`triton_dist.ops.attention.merge_attention_partials` (one merge kernel for decode
+    splits, prefill chunks and ranks' partials), which it calls on the partials seen as ``[C, B * Lq, Hq, D]``."""
+    from .attention import merge_attention_partials
+
     if len(outs) == 0 or len(outs) != len(lses):
-        raise ValueError(f"merge_attention_partials: need as many lse as out tensors (at least one), got "
+        raise ValueError(f"merge_chunk_partials: need as many lse as out tensors (at least one), got "
                          f"{len(outs)} and {len(lses)}")
     shape = tuple(outs[0].shape)
     for o, s in zip(outs, lses):
         if tuple(o.shape) != shape or o.dim() != 4 or tuple(s.shape) != (shape[0], shape[2], shape[1]):
-            raise ValueError(f"merge_attention_partials: out {tuple(o.shape)} / lse {tuple(s.shape)} do not match "
+            raise ValueError(f"merge_chunk_partials: out {tuple(o.shape)} / lse {tuple(s.shape)} do not match "
                              f"out [B, Lq, Hq, D] = {shape} / lse [B, Hq, Lq]")
-    lse_all = torch.stack([s.float() for s in lses])  # [C, B, Hq, Lq]
-    lse = torch.logsumexp(lse_all, dim=0)
-    weights = torch.exp(lse_all - lse)  # NaN where every chunk is -inf
-    weights = torch.where(torch.isfinite(lse), weights, torch.zeros_like(weights))
-    merged = sum(w.transpose(1, 2).unsqueeze(-1) * o.float() for w, o in zip(weights, outs))
-    return merged.to(out_dtype or outs[0].dtype), lse
+    B, Lq, Hq, D = shape
+    C = len(outs)
+    parts = torch.stack(list(outs)).reshape(C, B * Lq, Hq, D)
+    part_lse = torch.stack([s.float() for s in lses]).permute(0, 1, 3, 2).reshape(C, B * Lq, Hq)
+    out, lse = merge_attention_partials(parts, part_lse, out_dtype=out_dtype or outs[0].dtype)
+    return out.view(B, Lq, Hq, D), lse.view(B, Lq, Hq).transpose(1, 2)
 
 
-__all__ = ["flash_attention", "flash_attention_partial", "merge_attention_partials", "AttentionConfig",
+__all__ = ["flash_attention", "flash_attention_partial", "merge_chunk_partials", "AttentionConfig",
            "pick_attention_config", "check_attention_operands", "SIM_CONFIG", "HEAD_DIMS", "MAX_POSITION"]
