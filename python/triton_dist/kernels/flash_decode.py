@@ -149,26 +149,15 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
 
 
 @triton_dist.jit
-def merge_partials_kernel(parts_ptr, lses_ptr, out_ptr, lse_ptr, seq_lens_ptr, num_parts, num_heads, head_dim,
-                          max_len, stride_ps, stride_pb, stride_ph, stride_ls, stride_lb, stride_lh, stride_ob,
-                          stride_oh, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, FROM_SPLITS: tl.constexpr,
-                          SPLIT_BLOCK_N: tl.constexpr):
-    """Row ``(b, h) = divmod(program_id, num_heads)``: merges partial ``s`` (output at ``parts + s * stride_ps + b *
-    stride_pb + h * stride_ph``, ``head_dim`` contiguous elements of any float dtype; LSE at ``lses + s * stride_ls +
-    b * stride_lb + h * stride_lh``, fp32, natural log) for ``s < num_parts`` into ``out[b, h, :]`` (its dtype) and
-    ``lse[b * num_heads + h]`` (fp32). ``FROM_SPLITS``: the partials are :func:`flash_decode_split_kernel`'s splits of
-    ``SPLIT_BLOCK_N``-token tiles, and only the splits holding tokens of request ``b`` (``seq_lens[b]`` clamped to
-    ``max_len``) are read. Two passes over the LSEs: their maximum, then the weighted sum."""
-    row = tl.program_id(0)
-    b = row // num_heads
-    h = row % num_heads
-    used = num_parts
-    if FROM_SPLITS:
-        seq_len = clamped_len(seq_lens_ptr, b, max_len)
-        _, _, used = split_tiles(seq_len, num_parts, SPLIT_BLOCK_N)
-
-    lse_row = lses_ptr + b.to(tl.int64) * stride_lb + h * stride_lh
-    part_row = parts_ptr + b.to(tl.int64) * stride_pb + h * stride_ph
+def merge_lse_row(part_row, lse_row, used, stride_ps, stride_ls, head_dim, BLOCK_S: tl.constexpr,
+                  BLOCK_D: tl.constexpr):
+    """The LSE merge of one output row (shared by :func:`merge_partials_kernel` and the sequence-parallel decode's
+    exchange kernel, :mod:`triton_dist.kernels.attention_sp`): partial ``s < used`` has its output at ``part_row + s
+    * stride_ps`` (``head_dim`` contiguous elements of any float dtype) and its natural-log LSE at ``lse_row + s *
+    stride_ls`` (fp32). Returns ``(out [BLOCK_D] fp32, lse fp32)``: ``out = sum_s exp(lse_s - m) o_s / sum_s
+    exp(lse_s - m)``, ``lse = m + log(sum_s exp(lse_s - m))`` (``m`` the largest LSE); a partial with LSE ``-inf`` weighs
+    0 and its output is not read; all empty gives 0 and ``-inf``. Two passes over the LSEs: their maximum, then the
+    weighted sum."""
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < head_dim
@@ -194,6 +183,33 @@ def merge_partials_kernel(parts_ptr, lses_ptr, out_ptr, lse_ptr, seq_lens_ptr, n
     seen = total > 0
     out = acc / tl.where(seen, total, 1.0)
     lse = tl.where(seen, m_ref + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
+    return out, lse
+
+
+@triton_dist.jit
+def merge_partials_kernel(parts_ptr, lses_ptr, out_ptr, lse_ptr, seq_lens_ptr, num_parts, num_heads, head_dim,
+                          max_len, stride_ps, stride_pb, stride_ph, stride_ls, stride_lb, stride_lh, stride_ob,
+                          stride_oh, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, FROM_SPLITS: tl.constexpr,
+                          SPLIT_BLOCK_N: tl.constexpr):
+    """Row ``(b, h) = divmod(program_id, num_heads)``: merges partial ``s`` (output at ``parts + s * stride_ps + b *
+    stride_pb + h * stride_ph``, ``head_dim`` contiguous elements of any float dtype; LSE at ``lses + s * stride_ls +
+    b * stride_lb + h * stride_lh``, fp32, natural log) for ``s < num_parts`` into ``out[b, h, :]`` (its dtype) and
+    ``lse[b * num_heads + h]`` (fp32). ``FROM_SPLITS``: the partials are :func:`flash_decode_split_kernel`'s splits of
+    ``SPLIT_BLOCK_N``-token tiles, and only the splits holding tokens of request ``b`` (``seq_lens[b]`` clamped to
+    ``max_len``) are read. The math: :func:`merge_lse_row`."""
+    row = tl.program_id(0)
+    b = row // num_heads
+    h = row % num_heads
+    used = num_parts
+    if FROM_SPLITS:
+        seq_len = clamped_len(seq_lens_ptr, b, max_len)
+        _, _, used = split_tiles(seq_len, num_parts, SPLIT_BLOCK_N)
+
+    lse_row = lses_ptr + b.to(tl.int64) * stride_lb + h * stride_lh
+    part_row = parts_ptr + b.to(tl.int64) * stride_pb + h * stride_ph
+    out, lse = merge_lse_row(part_row, lse_row, used, stride_ps, stride_ls, head_dim, BLOCK_S, BLOCK_D)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < head_dim
     tl.store(out_ptr + b.to(tl.int64) * stride_ob + h * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty),
              mask=d_ok)
     tl.store(lse_ptr + row, lse)

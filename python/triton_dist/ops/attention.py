@@ -182,7 +182,7 @@ def _check_out(op: str, out, shape, dtypes, device) -> None:
 
 def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[float] = None,
                  num_splits: Optional[int] = None, out=None, return_lse: bool = True, check_lens: bool = True,
-                 config: Optional[DecodeConfig] = None):
+                 config: Optional[DecodeConfig] = None, lse=None):
     """Decode attention of one query token per request over a paged KV cache (the layout and the exact semantics
     of ``out`` / ``lse``: module docstring); returns ``(out [B, Hq, D], lse [B, Hq])``, or ``out`` alone with
     ``return_lse=False``. ``out`` has ``q``'s dtype (bf16 / fp16; fp32 inside), ``lse`` is float32, natural log of
@@ -204,8 +204,10 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     ``[0, max_pages * page_size]`` or page ids outside the cache (:func:`check_decode_lens`: one synchronisation);
     skipped inside a CUDA-graph capture and under torch.compile. Whatever they hold, the kernels never access memory
     outside the tensors (lengths and page ids are clamped on the device). ``config``: a :class:`DecodeConfig`
-    instead of :func:`pick_decode_config`'s. ``out``: a ``[B, Hq, D]`` tensor of ``q``'s dtype to write (unit stride
-    along D). Raises ValueError on bad input before any launch. Under torch.compile the call is the registered
+    instead of :func:`pick_decode_config`'s. ``out``: a ``[B, Hq, D]`` tensor of ``q``'s dtype, or float32 (the
+    partial kept unrounded, e.g. to merge it with other partials later: :func:`triton_dist.ops.attention_sp.
+    sp_flash_decode`), to write (unit stride along D); ``lse``: a contiguous ``[B, Hq]`` float32 tensor to write the
+    LSE into (default: a new one). Raises ValueError on bad input before any launch. Under torch.compile the call is the registered
     ``torch.ops.triton_dist.flash_decode`` (``config`` is refused there; ``out`` receives a copy)."""
     op = "flash_decode"
     check_decode_operands(op, q, k_cache, v_cache, block_table, seq_lens)
@@ -216,12 +218,17 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
                                    num_splits < 1):
         raise ValueError(f"{op}: num_splits must be a positive int or None, got {num_splits!r}")
     if out is not None:
-        _check_out(op, out, (B, Hq, D), (q.dtype, ), q.device)
+        _check_out(op, out, (B, Hq, D), (q.dtype, torch.float32), q.device)
+    if lse is not None and (not isinstance(lse, torch.Tensor) or tuple(lse.shape) != (B, Hq) or
+                            lse.dtype != torch.float32 or lse.device != q.device or not lse.is_contiguous()):
+        raise ValueError(f"{op}: lse must be a contiguous float32 [{B}, {Hq}] tensor on {q.device}, got "
+                         f"{getattr(lse, 'dtype', type(lse).__name__)} {tuple(getattr(lse, 'shape', ()))}")
     if torch.compiler.is_compiling():  # num_splits 0: the op picks (it reads the device's SM count)
         check_eager_only(op, config=config)
         res_out, res_lse = torch.ops.triton_dist.flash_decode(q, k_cache, v_cache, block_table, seq_lens, scale,
                                                               num_splits or 0)
         res_out = traced_result(res_out, out)
+        res_lse = traced_result(res_lse, lse)
         return (res_out, res_lse) if return_lse else res_out
     cfg = config or pick_decode_config(D, Hq // Hkv, on_gpu=q.device.type == "cuda")
     G = Hq // Hkv
@@ -236,7 +243,8 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
 
     if out is None:
         out = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
-    lse = torch.empty((B, Hq), dtype=torch.float32, device=q.device)
+    if lse is None:
+        lse = torch.empty((B, Hq), dtype=torch.float32, device=q.device)
     if B == 0:
         return (out, lse) if return_lse else out
     direct = num_splits == 1
