@@ -101,7 +101,8 @@ def test_ops_exports_every_family():
         "moe_tp": ["TPMoEContext", "TPMoEHandle", "create_tp_moe_context", "create_tp_moe_ctx", "ag_group_gemm",
                    "group_gemm_rs"],
         "attention": ["flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial",
-                      "merge_chunk_partials"]}
+                      "merge_chunk_partials"],
+        "sp_attention": ["SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
         assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")

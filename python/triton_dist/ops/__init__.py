@@ -19,6 +19,8 @@ from .moe_tp import (TPMoEContext, TPMoEHandle, ag_group_gemm, create_tp_moe_con
                      create_tp_moe_ctx, group_gemm_rs)
 from .attention import flash_decode, merge_attention_partials  # noqa: E402  (attention: local kernels, docs/attention.md)
 from .attention_prefill import flash_attention, flash_attention_partial, merge_chunk_partials  # noqa: E402
+from .attention_sp import (SPDecodeContext, create_sp_decode_context, create_sp_decode_ctx,  # noqa: E402
+                           sp_flash_decode)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -46,6 +48,8 @@ __all__ = [
     "create_tp_moe_ctx", "ag_group_gemm", "group_gemm_rs",
     # attention (one device; the sequence-parallel ops build on these)
     "flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial", "merge_chunk_partials",
+    # sequence-parallel attention
+    "SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]
