@@ -161,6 +161,18 @@ def sp_flash_decode(q, k_cache, v_cache, block_table, seq_lens, ctx: SPDecodeCon
     # the local partial, fp32, straight into this rank's own slot (peers never write it)
     flash_decode(q, k_cache, v_cache, block_table, seq_lens, scale=scale, out=ctx.part_out[r, :B],
                  lse=ctx.part_lse[r, :B], check_lens=False)
+    sp_decode_exchange(ctx, B, out, lse)
+    return (out, lse) if return_lse else out
+
+
+def sp_decode_exchange(ctx: SPDecodeContext, B: int, out, lse) -> None:
+    """The second launch of :func:`sp_flash_decode` alone (collective): the exchange of the partials already in
+    every rank's own slot of ``ctx.part_out`` / ``ctx.part_lse`` (rows ``:B``) and their merge into ``out [B, Hq, D]``
+    (the context's dtype) and ``lse [B, Hq]`` (float32, contiguous). One call is one epoch of the protocol, so it may
+    be repeated on the same slots (benchmarks time it apart from the local decode this way). No argument checks:
+    :func:`sp_flash_decode` makes them."""
+    Hq, D = ctx.num_q_heads, ctx.head_dim
+    r = ctx.rank
     tag = (B * Hq * D) % TAG_RANGE
     cap_o = ctx.max_batch * Hq * D
     cap_l = ctx.max_batch * Hq
@@ -171,8 +183,7 @@ def sp_flash_decode(q, k_cache, v_cache, block_table, seq_lens, ctx: SPDecodeCon
     kw = {"launch_cooperative_grid": True} if ctx.cooperative else {}
     ctx._launch_plain(_k.sp_decode_exchange_kernel, (ctx.programs, ), args, WORLD=W, NSIG=ctx.programs, D=D,
                       BLOCK_R=block_r, BLOCK_S=triton.next_power_of_2(W), num_warps=4, **kw)
-    return (out, lse) if return_lse else out
 
 
 __all__ = ["SPDecodeContext", "create_sp_decode_ctx", "create_sp_decode_context", "sp_flash_decode",
-           "SP_DECODE_DTYPES"]
+           "sp_decode_exchange", "SP_DECODE_DTYPES"]

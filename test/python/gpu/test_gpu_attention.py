@@ -1,0 +1,535 @@
+"""GPU tier of the attention family (docs/attention.md), run under torchrun at any world size >= 2 (ranks may share a
+GPU: ``scripts/launch.sh --ranks-per-gpu auto``)::
+
+    scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 -m pytest -q test/python/gpu/test_gpu_attention.py
+
+The CPU tier (test_flash_decode.py, test_flash_attention.py, test_sp_attention_sim.py) runs the same ops through the
+interpreter at toy sizes; this one runs the compiled kernels at real sizes.
+
+* ``ops.flash_decode``: GQA 4 (32 q / 8 kv heads), D 128, page sizes 1 / 16 / 64, a batch whose lengths include 0,
+  1, lengths off the page and the tile, and one of ~8K tokens, pages shuffled, bf16 and fp16, several split counts,
+  against ``flash_decode_reference`` (fp32 torch); a CUDA graph of one call replayed with new lengths, block tables
+  and queries copied into the captured tensors (each replay equal to the reference and to an eager call).
+* ``ops.merge_attention_partials`` with ``-inf`` partials (NaN outputs behind them) and all-empty rows.
+* ``ops.flash_attention`` causal at 1K / 2K tokens, D 64 and 128, GQA and MHA, against an fp32 reference and
+  against ``torch.nn.functional.scaled_dot_product_attention`` (tolerance); K/V in chunks merged with
+  ``merge_chunk_partials`` equal to one call; ``q_start`` / ``kv_start`` offsets (the last query rows alone equal
+  the one call's rows).
+* ``ops.sp_flash_decode`` at the torchrun world: every rank derives every request's whole sequence from one seed and
+  holds a contiguous slice of it (0 tokens on some ranks) in its own paged cache; the result on every rank is checked
+  against ``flash_decode_reference`` over the concatenated sequence (computed on the rank itself: no NCCL, so it holds
+  where ranks share a GPU); ten calls on one context; a CUDA graph of one call replayed with new inputs; bad input
+  refused with a one-line ValueError before any launch, then a good call.
+
+The one-device tests run on every rank (each checks its own device). Ranks collect failures and assert after the
+cleanup (a rank that failed early still closes its context, so no peer waits for it).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/python
+
+from _torchrun_shmem import DEVICE  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "1G")
+
+HQ, HKV, D = 32, 8, 128  # GQA 4
+
+
+def _device():
+    dev = torch.device("cuda", DEVICE)
+    torch.cuda.set_device(dev)
+    return dev
+
+
+def _init():
+    import torch.distributed as dist
+
+    import triton_dist.utils as tdu
+
+    tdu.initialize_distributed()
+    torch.cuda.set_device(DEVICE)
+    return dist.get_rank(), dist.get_world_size()
+
+
+# ------------------------------------------------------------------------------------------------------- helpers
+def _sequences(seed, lens, Hkv, Dh, dtype, device, B=None, Hq=None):
+    """``q [B, Hq, D]`` and per request ``(k, v) [n, Hkv, D]`` from ``seed`` (a host generator: the same values on
+    every rank), on ``device``."""
+    g = torch.Generator().manual_seed(seed)
+    B = len(lens) if B is None else B
+    q = torch.randn((B, Hq or HQ, Dh), generator=g).to(dtype).to(device)
+    kv = [(torch.randn((n, Hkv, Dh), generator=g).to(dtype).to(device),
+           torch.randn((n, Hkv, Dh), generator=g).to(dtype).to(device)) for n in lens]
+    return q, kv
+
+
+def _paged(kv, page, seed, width=None, spare=3):
+    """A paged cache holding the requests ``kv`` (``(k, v) [n, Hkv, D]`` each), pages in a shuffled order, ``spare``
+    pages of garbage beyond them: ``(k_cache, v_cache, block_table [B, width] int32, seq_lens [B] int32)``; table
+    entries past a request's pages point at page 0 (never read)."""
+    dev, dtype = kv[0][0].device, kv[0][0].dtype
+    Hkv, Dh = kv[0][0].shape[1], kv[0][0].shape[2]
+    npages = [-(-k.shape[0] // page) for k, _ in kv]
+    total = sum(npages) + spare
+    width = max(max(npages), 1) if width is None else width
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(total, generator=g).to(dev)
+    kc = (torch.randn((total, page, Hkv, Dh), generator=g) * 100).to(dtype).to(dev)  # garbage where no token is
+    vc = (torch.randn((total, page, Hkv, Dh), generator=g) * 100).to(dtype).to(dev)
+    bt = torch.zeros((len(kv), width), dtype=torch.int32, device=dev)
+    start = 0
+    for b, (k, v) in enumerate(kv):
+        n, m = k.shape[0], npages[b]
+        if m == 0:
+            continue
+        ids = perm[start:start + m]
+        start += m
+        bt[b, :m] = ids.to(torch.int32)
+        pad = m * page - n
+        kp = torch.cat([k, kc[ids].reshape(-1, Hkv, Dh)[n:n + pad]]) if pad else k
+        vp = torch.cat([v, vc[ids].reshape(-1, Hkv, Dh)[n:n + pad]]) if pad else v
+        kc[ids] = kp.reshape(m, page, Hkv, Dh)
+        vc[ids] = vp.reshape(m, page, Hkv, Dh)
+    sl = torch.tensor([k.shape[0] for k, _ in kv], dtype=torch.int32, device=dev)
+    return kc, vc, bt, sl
+
+
+def _err(got, want, rtol=0.0):
+    """Max over the finite elements of ``|got - want| - rtol * |want|``; None (a failure) where the shapes or the
+    ``-inf`` patterns differ or ``got`` holds NaN."""
+    got, want = got.float(), want.float()
+    if got.shape != want.shape:
+        return None
+    if torch.isnan(got).any() or not torch.equal(torch.isinf(got), torch.isinf(want)):
+        return None
+    inf = torch.isinf(want)
+    if not torch.equal(got[inf], want[inf]):
+        return None
+    fin = ~inf
+    if not fin.any():
+        return 0.0
+    return ((got[fin] - want[fin]).abs() - rtol * want[fin].abs()).max().item()
+
+
+def _check(fails, tag, got, want, tol, rtol=1e-2):
+    """``|got - want| <= tol + rtol * |want|`` everywhere (``-inf`` where ``want`` has it), else a failure line."""
+    e = _err(got, want, rtol)
+    if e is None or not e <= tol:
+        fails.append(f"{tag}: max err beyond {rtol} x |want| {e if e is not None else 'pattern/shape/NaN'} > {tol}")
+
+
+def _tol(dtype):
+    return 2e-2 if dtype == torch.bfloat16 else 5e-3
+
+
+# ---------------------------------------------------------------------------------------------- flash_decode
+#: lengths of the decode batch: empty, one token, off the page and the tile, a long one (~8K)
+LENS = [0, 1, 17, 1000, 8190, 333]
+
+
+@pytest.mark.parametrize("page", [1, 16, 64])
+@pytest.mark.parametrize("dtname", ["bfloat16", "float16"])
+def test_flash_decode_real_sizes(page, dtname):
+    """GQA 4, D 128, the batch of LENS (0 and ~8K included), shuffled pages, against the fp32 reference at several
+    split counts (the default, one split: the direct path, 3, 16) and with ``out=`` / ``lse=`` buffers."""
+    from triton_dist import ops
+    from triton_dist.ops.attention import flash_decode_reference
+
+    dev = _device()
+    dtype = getattr(torch, dtname)
+    q, kv = _sequences(7 + page, LENS, HKV, D, dtype, dev)
+    kc, vc, bt, sl = _paged(kv, page, page)
+    want_o, want_l = flash_decode_reference(q, kc, vc, bt, sl)
+    fails = []
+    for splits in (None, 1, 3, 16):
+        o, lse = ops.flash_decode(q, kc, vc, bt, sl, num_splits=splits)
+        tag = f"page {page} {dtname} splits {splits}"
+        if o.dtype != dtype or lse.dtype != torch.float32:
+            fails.append(f"{tag}: dtypes {o.dtype} {lse.dtype}")
+        _check(fails, tag + " out", o, want_o, _tol(dtype))
+        _check(fails, tag + " lse", lse, want_l, 2e-3, rtol=1e-4)
+        if o[0].float().abs().max().item() != 0 or not torch.isneginf(lse[0]).all():
+            fails.append(f"{tag}: the empty request got out {o[0].abs().max().item()} lse {lse[0, :2].tolist()}")
+    out = torch.full_like(q, float("nan"))
+    lse_buf = torch.empty((len(LENS), HQ), dtype=torch.float32, device=dev)
+    o, lse = ops.flash_decode(q, kc, vc, bt, sl, out=out, lse=lse_buf)
+    if o is not out or lse is not lse_buf:
+        fails.append("out= / lse= buffers not returned")
+    _check(fails, "out= buffers", o, want_o, _tol(dtype))
+    torch.cuda.synchronize()
+    assert not fails, fails
+
+
+def test_flash_decode_graph_replay_follows_new_lengths_and_tables():
+    """One ``flash_decode`` call captured into a CUDA graph (after a warm-up call) on fixed ``q`` / cache / table /
+    length tensors; three replays with new queries, tables and lengths (0 and ~8K among them) copied into the
+    captured tensors: each equals the reference and an eager call bit for bit."""
+    from triton_dist import ops
+    from triton_dist.ops.attention import flash_decode_reference
+
+    dev = _device()
+    dtype, page, B, width = torch.bfloat16, 16, 4, 8192 // 16 + 4
+    npages = B * width
+    kc = torch.zeros((npages, page, HKV, D), dtype=dtype, device=dev)
+    vc = torch.zeros_like(kc)
+    q = torch.zeros((B, HQ, D), dtype=dtype, device=dev)
+    bt = torch.zeros((B, width), dtype=torch.int32, device=dev)
+    sl = torch.zeros((B, ), dtype=torch.int32, device=dev)
+
+    def load(seed, lens):
+        qn, kv = _sequences(seed, lens, HKV, D, dtype, dev)
+        k2, v2, b2, s2 = _paged(kv, page, seed, width=width, spare=npages - sum(-(-n // page) for n in lens))
+        q.copy_(qn)
+        kc.copy_(k2)
+        vc.copy_(v2)
+        bt.copy_(b2)
+        sl.copy_(s2)
+
+    fails = []
+    load(1, [5, 100, 2000, 64])
+    ops.flash_decode(q, kc, vc, bt, sl)  # warm-up: compiles outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = ops.flash_decode(q, kc, vc, bt, sl)
+    for seed, lens in ((2, [0, 8190, 1, 300]), (3, [4096, 0, 0, 17]), (4, [8192, 8192, 1000, 16])):
+        load(seed, lens)
+        graph.replay()
+        torch.cuda.synchronize()
+        got_o, got_l = o.clone(), lse.clone()
+        want_o, want_l = flash_decode_reference(q, kc, vc, bt, sl)
+        _check(fails, f"replay {lens} out", got_o, want_o, _tol(dtype))
+        _check(fails, f"replay {lens} lse", got_l, want_l, 2e-3, rtol=1e-4)
+        eo, el = ops.flash_decode(q, kc, vc, bt, sl)
+        if not torch.equal(eo, got_o) or _err(el, got_l) != 0.0:
+            fails.append(f"replay {lens}: differs from an eager call")
+    del graph
+    assert not fails, fails
+
+
+def test_merge_attention_partials_with_empty_partials():
+    """Four partials of 3 x 32 rows: some partials empty (``-inf``, NaN behind them), one row empty in every
+    partial (out 0, lse -inf); fp32 and bf16 partials; against the LSE-weighted merge in torch."""
+    from triton_dist import ops
+
+    dev = _device()
+    S, B, H = 4, 3, HQ
+    g = torch.Generator().manual_seed(3)
+    outs = torch.randn((S, B, H, D), generator=g).to(dev)
+    lses = (torch.randn((S, B, H), generator=g) * 4).to(dev)
+    lses[1] = float("-inf")  # a whole partial empty
+    lses[0, 1, ::2] = float("-inf")
+    lses[:, 2, 5] = float("-inf")  # a row empty everywhere
+    outs[lses == float("-inf")] = float("nan")
+    m = lses.max(0).values
+    safe_m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    w = torch.exp(lses - safe_m)  # 0 for the empty partials
+    tot = w.sum(0)
+    want_l = torch.where(tot > 0, safe_m + torch.log(tot), torch.full_like(tot, float("-inf")))
+    want_o = (torch.nan_to_num(outs) * w[..., None]).sum(0) / torch.where(tot > 0, tot, 1.0)[..., None]
+    fails = []
+    for dtype in (torch.float32, torch.bfloat16):
+        o, lse = ops.merge_attention_partials(outs.to(dtype), lses)
+        _check(fails, f"{dtype} out", o, want_o, 1e-5 if dtype == torch.float32 else 2e-2,
+               rtol=1e-5 if dtype == torch.float32 else 1e-2)
+        _check(fails, f"{dtype} lse", lse, want_l, 1e-5, rtol=1e-6)
+        if o[2, 5].float().abs().max().item() != 0:
+            fails.append(f"{dtype}: the empty row is not 0")
+    assert not fails, fails
+
+
+# ------------------------------------------------------------------------------------------- flash_attention
+def _attention_reference(q, k, v, q_start=0, kv_start=0):
+    """Causal attention in fp32 by global positions: ``(out [B, Lq, Hq, D], lse [B, Hq, Lq])``."""
+    B, Lq, Hq, Dh = q.shape
+    Lkv, Hkv = k.shape[1], k.shape[2]
+    kk = k.float().repeat_interleave(Hq // Hkv, dim=2)
+    vv = v.float().repeat_interleave(Hq // Hkv, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q.float(), kk) * Dh ** -0.5
+    qpos = torch.arange(Lq, device=q.device)[:, None] + q_start
+    kpos = torch.arange(Lkv, device=q.device)[None, :] + kv_start
+    s = s.masked_fill(kpos > qpos, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    return torch.einsum("bhqk,bkhd->bqhd", p, vv), lse
+
+
+def _qkv(seed, B, L, Hq, Hkv, Dh, dtype, dev):
+    g = torch.Generator(device=dev).manual_seed(seed)
+    return tuple(torch.randn((B, L, h, Dh), generator=g, device=dev).to(dtype) for h in (Hq, Hkv, Hkv))
+
+
+@pytest.mark.parametrize("L,Dh,Hq,Hkv", [(1024, 128, 8, 2), (2048, 64, 8, 8), (2048, 128, 8, 2), (1000, 128, 4, 4)])
+def test_flash_attention_causal_vs_fp32_and_sdpa(L, Dh, Hq, Hkv):
+    """Causal ``flash_attention`` (bf16, batch 2) against the fp32 reference (out and lse) and against
+    ``scaled_dot_product_attention`` (is_causal; K/V heads repeated for GQA) within bf16 tolerance."""
+    from triton_dist import ops
+
+    dev = _device()
+    q, k, v = _qkv(L + Dh, 2, L, Hq, Hkv, Dh, torch.bfloat16, dev)
+    want_o, want_l = _attention_reference(q, k, v)
+    o, lse = ops.flash_attention(q, k, v, return_lse=True)
+    fails = []
+    _check(fails, "out vs fp32", o, want_o, 2e-2)
+    _check(fails, "lse vs fp32", lse, want_l, 2e-3, rtol=1e-4)
+    G = Hq // Hkv
+    sd = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.repeat_interleave(G, dim=2).transpose(1, 2), v.repeat_interleave(G, dim=2).transpose(1, 2),
+        is_causal=True).transpose(1, 2)
+    _check(fails, "out vs sdpa", o, sd, 3e-2)
+    assert not fails, fails
+
+
+def test_flash_attention_chunks_and_offsets():
+    """K/V of 2048 tokens in three chunks (kv_start 0, 640, 1408) merged with ``merge_chunk_partials`` = one call
+    (out within bf16 rounding, lse within fp32); the last 512 query rows alone (``q_start=1536``) = the one call's
+    rows; a chunk wholly after the queries gives 0 / -inf."""
+    from triton_dist import ops
+
+    dev = _device()
+    L, Hq, Hkv, Dh = 2048, 8, 2, 128
+    q, k, v = _qkv(11, 1, L, Hq, Hkv, Dh, torch.bfloat16, dev)
+    full_o, full_l = ops.flash_attention(q, k, v, return_lse=True)
+    want_o, want_l = _attention_reference(q, k, v)
+    fails = []
+    _check(fails, "one call vs fp32", full_o, want_o, 2e-2)
+    outs, lses = [], []
+    for lo, hi in ((0, 640), (640, 1408), (1408, L)):
+        o, lse = ops.flash_attention_partial(q, k[:, lo:hi], v[:, lo:hi], kv_start=lo)
+        outs.append(o.float())
+        lses.append(lse)
+        _, cl = _attention_reference(q, k[:, lo:hi], v[:, lo:hi], kv_start=lo)
+        _check(fails, f"chunk [{lo}, {hi}) lse", lse, cl, 2e-3, rtol=1e-4)
+    mo, ml = ops.merge_chunk_partials(outs, lses, out_dtype=torch.bfloat16)
+    _check(fails, "merged chunks vs one call", mo, full_o, 2e-2)
+    _check(fails, "merged chunks vs fp32", mo, want_o, 2e-2)
+    _check(fails, "merged lse vs one call", ml, full_l, 2e-3, rtol=1e-4)
+    qs = 1536
+    o, lse = ops.flash_attention(q[:, qs:], k, v, q_start=qs, return_lse=True)
+    _check(fails, "q_start rows vs one call", o, full_o[:, qs:], 2e-2)
+    _check(fails, "q_start lse vs one call", lse, full_l[:, :, qs:], 2e-3, rtol=1e-4)
+    o, lse = ops.flash_attention(q[:, :256], k[:, 1024:], v[:, 1024:], kv_start=1024, return_lse=True)
+    if o.float().abs().max().item() != 0 or not torch.isneginf(lse).all():
+        fails.append("a chunk wholly after the queries: not 0 / -inf")
+    assert not fails, fails
+
+
+# ------------------------------------------------------------------------------------------- sp_flash_decode
+def _cut(total, world, mode, rank):
+    """Rank ``rank``'s ``[lo, hi)`` of ``total`` tokens cut into ``world`` contiguous slices: ``even``, ``first``
+    (all on rank 0), ``last`` (all on the last rank), ``skew`` (3/4 on rank 0, the rest spread)."""
+    if mode == "first":
+        bounds = [0] + [total] * world
+    elif mode == "last":
+        bounds = [0] * world + [total]
+    elif mode == "skew" and world > 1:
+        head = total * 3 // 4
+        rest = total - head
+        bounds = [0] + [head + rest * i // (world - 1) for i in range(world)]
+    else:
+        bounds = [total * i // world for i in range(world + 1)]
+    return bounds[rank], bounds[rank + 1]
+
+
+#: (total length, how it is cut over the ranks) per request: empty everywhere, one token, a long one, ...
+SP_BATCH = [(0, "even"), (1, "last"), (8190, "even"), (3000, "skew"), (517, "first"), (64, "even")]
+
+
+def _sp_inputs(seed, rank, world, batch, page, dtype, dev):
+    """``(q, mine, whole)``: the query, this rank's paged slice and the whole sequences' paged cache (for the
+    reference), all derived from ``seed`` alike on every rank."""
+    lens = [n for n, _ in batch]
+    q, kv = _sequences(seed, lens, HKV, D, dtype, dev)
+    parts = []
+    for (n, mode), (k, v) in zip(batch, kv):
+        lo, hi = _cut(n, world, mode, rank)
+        parts.append((k[lo:hi], v[lo:hi]))
+    return q, _paged(parts, page, 100 * seed + rank), _paged(kv, 16, seed)
+
+
+def test_sp_flash_decode_against_the_whole_sequence():
+    """Page sizes 16 and 64 (and 1 for a short batch), bf16 and fp16 contexts: every rank's result against
+    ``flash_decode_reference`` over the concatenated sequence; requests empty on some ranks and on all."""
+    from triton_dist import ops
+    from triton_dist.ops.attention import flash_decode_reference
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    fails = []
+    for dtype in (torch.bfloat16, torch.float16):
+        ctx = ops.create_sp_decode_ctx(8, HQ, D, dtype)
+        try:
+            for page, batch in ((16, SP_BATCH), (64, SP_BATCH), (1, [(40, "even"), (0, "even"), (700, "skew")])):
+                q, (kc, vc, bt, sl), whole = _sp_inputs(page, rank, world, batch, page, dtype, dev)
+                o, lse = ops.sp_flash_decode(q, kc, vc, bt, sl, ctx)
+                want_o, want_l = flash_decode_reference(q, *whole)
+                tag = f"{dtype} page {page} rank {rank}"
+                _check(fails, tag + " out", o, want_o, _tol(dtype))
+                _check(fails, tag + " lse", lse, want_l, 2e-3, rtol=1e-4)
+        except Exception as exc:  # noqa: BLE001 - recorded; the context is closed on every rank below
+            fails.append(f"{dtype}: {type(exc).__name__}: {exc}")
+        finally:
+            torch.cuda.synchronize()
+            ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_sp_flash_decode_ten_calls_on_one_context():
+    """Ten calls on one context (symmetric slots and signals reused), the data, the batch size (6 or 3) and the cuts
+    changing every call, ``out=`` on every other call; the epoch counts ten."""
+    from triton_dist import ops
+    from triton_dist.ops.attention import flash_decode_reference
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    dtype = torch.bfloat16
+    ctx = ops.create_sp_decode_ctx(8, HQ, D, dtype)
+    fails = []
+    modes = ("even", "skew", "first", "last")
+    try:
+        for call in range(10):
+            batch = [(n, modes[(call + i) % 4]) for i, (n, _) in enumerate(SP_BATCH)]
+            batch = batch if call % 3 else batch[2:5]
+            q, (kc, vc, bt, sl), whole = _sp_inputs(50 + call, rank, world, batch, 16, dtype, dev)
+            buf = torch.full_like(q, float("nan")) if call % 2 else None
+            o, lse = ops.sp_flash_decode(q, kc, vc, bt, sl, ctx, out=buf)
+            if buf is not None and o is not buf:
+                fails.append(f"call {call}: out= not returned")
+            want_o, want_l = flash_decode_reference(q, *whole)
+            _check(fails, f"call {call} out", o, want_o, _tol(dtype))
+            _check(fails, f"call {call} lse", lse, want_l, 2e-3, rtol=1e-4)
+        if ctx.epoch != 10:
+            fails.append(f"epoch {ctx.epoch} after ten calls")
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_sp_flash_decode_graph_replay():
+    """One ``sp_flash_decode`` call captured into a CUDA graph on every rank after a warm-up call; three replays with
+    new queries, slices, tables and lengths copied into the captured tensors: each matches the reference over the
+    whole sequence and an eager call on the same inputs."""
+    from triton_dist import ops
+    from triton_dist.ops.attention import flash_decode_reference
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    dtype, page, B, width = torch.bfloat16, 16, 4, 8192 // 16 + 2
+    npages = B * width
+    ctx = ops.create_sp_decode_ctx(B, HQ, D, dtype)
+    kc = torch.zeros((npages, page, HKV, D), dtype=dtype, device=dev)
+    vc = torch.zeros_like(kc)
+    q = torch.zeros((B, HQ, D), dtype=dtype, device=dev)
+    bt = torch.zeros((B, width), dtype=torch.int32, device=dev)
+    sl = torch.zeros((B, ), dtype=torch.int32, device=dev)
+
+    def load(seed, batch):
+        qn, kv = _sequences(seed, [n for n, _ in batch], HKV, D, dtype, dev)
+        parts = []
+        for (n, mode), (k, v) in zip(batch, kv):
+            lo, hi = _cut(n, world, mode, rank)
+            parts.append((k[lo:hi], v[lo:hi]))
+        used = sum(-(-(p[0].shape[0]) // page) for p in parts)
+        k2, v2, b2, s2 = _paged(parts, page, seed * 10 + rank, width=width, spare=npages - used)
+        for dst, src in ((q, qn), (kc, k2), (vc, v2), (bt, b2), (sl, s2)):
+            dst.copy_(src)
+        return _paged(kv, 16, seed)
+
+    fails = []
+    graph = None
+    try:
+        load(1, [(100, "even"), (40, "first"), (2000, "skew"), (5, "last")])
+        ops.sp_flash_decode(q, kc, vc, bt, sl, ctx)  # warm-up: compiles outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            o, lse = ops.sp_flash_decode(q, kc, vc, bt, sl, ctx)
+        for seed, batch in ((2, [(0, "even"), (8190, "even"), (1, "last"), (300, "skew")]),
+                            (3, [(4096, "first"), (0, "even"), (17, "even"), (8000, "last")])):
+            whole = load(seed, batch)
+            graph.replay()
+            torch.cuda.synchronize()
+            got_o, got_l = o.clone(), lse.clone()
+            want_o, want_l = flash_decode_reference(q, *whole)
+            _check(fails, f"replay seed {seed} out", got_o, want_o, _tol(dtype))
+            _check(fails, f"replay seed {seed} lse", got_l, want_l, 2e-3, rtol=1e-4)
+            eo, el = ops.sp_flash_decode(q, kc, vc, bt, sl, ctx)
+            if not torch.equal(eo, got_o):
+                fails.append(f"replay seed {seed}: differs from an eager call")
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.synchronize()
+        del graph
+        ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_sp_flash_decode_bad_input():
+    """Bad arguments: a one-line ValueError naming the problem before any launch, on every rank alike; then a good
+    call runs (epoch 1)."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    B, page = 2, 16
+    ctx = ops.create_sp_decode_ctx(B, HQ, D, torch.bfloat16)
+    bf = torch.bfloat16
+    q = torch.randn((B, HQ, D), device=dev).to(bf)
+    kc = torch.randn((3, page, HKV, D), device=dev).to(bf)
+    vc = torch.randn((3, page, HKV, D), device=dev).to(bf)
+    bt = torch.tensor([[0, 1], [2, 0]], dtype=torch.int32, device=dev)
+    sl = torch.tensor([20, 5], dtype=torch.int32, device=dev)
+    fails = []
+
+    def expect(what, fn, *needles):
+        try:
+            fn()
+        except ValueError as exc:
+            msg = str(exc)
+            if "\n" in msg or not all(n in msg for n in needles):
+                fails.append(f"{what}: message {msg!r} lacks {needles}")
+            return
+        except Exception as exc:  # noqa: BLE001
+            fails.append(f"{what}: {type(exc).__name__}: {exc}")
+            return
+        fails.append(f"{what}: no error")
+
+    sp = ops.sp_flash_decode
+    try:
+        expect("batch > max_batch", lambda: sp(torch.zeros((3, HQ, D), dtype=bf, device=dev), kc, vc,
+                                               torch.zeros((3, 2), dtype=torch.int32, device=dev),
+                                               torch.zeros(3, dtype=torch.int32, device=dev), ctx), "max_batch=2")
+        expect("heads", lambda: sp(q[:, :16].contiguous(), kc, vc, bt, sl, ctx), f"num_q_heads={HQ}")
+        expect("q dtype", lambda: sp(q.half(), kc.half(), vc.half(), bt, sl, ctx), "context's dtype")
+        expect("cache dtype", lambda: sp(q, kc.half(), vc, bt, sl, ctx), "k_cache.dtype")
+        expect("cache on the host", lambda: sp(q, kc.cpu(), vc.cpu(), bt, sl, ctx), "")
+        expect("seq_lens dtype", lambda: sp(q, kc, vc, bt, sl.long(), ctx), "seq_lens must be int32")
+        expect("scale", lambda: sp(q, kc, vc, bt, sl, ctx, scale=float("nan")), "scale")
+        expect("out dtype", lambda: sp(q, kc, vc, bt, sl, ctx, out=torch.empty((B, HQ, D), device=dev)),
+               "out must be")
+        expect("ctx", lambda: sp(q, kc, vc, bt, sl, object()), "create_sp_decode_ctx")
+        expect("lengths (check_lens)", lambda: sp(q, kc, vc, bt, torch.tensor([40, 5], dtype=torch.int32,
+                                                                             device=dev), ctx, check_lens=True),
+               "seq_lens[0]=40")
+        expect("ctx head_dim", lambda: ops.create_sp_decode_ctx(2, 4, 96), "head_dim=96")
+        o, _ = sp(q, kc, vc, bt, sl, ctx)
+        torch.cuda.synchronize()
+        if tuple(o.shape) != (B, HQ, D) or not bool(torch.isfinite(o.float()).all()) or ctx.epoch != 1:
+            fails.append(f"good call after bad ones: shape {tuple(o.shape)}, epoch {ctx.epoch}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+    expect("closed", lambda: sp(q, kc, vc, bt, sl, ctx), "closed")
+    assert not fails, (rank, fails)
+
