@@ -276,8 +276,8 @@ case $part in
     # own GPU; sp_flash_decode across the ranks), then bench_attention: decode and prefill in one process on one
     # GPU, the sequence-parallel decode at NPROC ranks (shared_gpu in its JSON where the ranks share one GPU)
     tier gpu_attention 200 test/python/gpu/test_gpu_attention.py
-    rec bench_attention 300 "$PY" benchmarks/bench_attention.py --only decode,prefill --out "$OUT"
-    rec bench_attention_sp 120 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp --out "$OUT" ;;
+    rec bench_attention 220 "$PY" benchmarks/bench_attention.py --only decode,prefill --out "$OUT"
+    rec bench_attention_sp 100 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp --out "$OUT" ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py

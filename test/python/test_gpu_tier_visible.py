@@ -48,7 +48,7 @@ def test_gpu_tier_and_benchmarks_import_on_cpu():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     m = re.search(r"(\d+) tests? collected", r.stdout)
     assert m and int(m.group(1)) >= 80, r.stdout[-2000:]
-    for bench in ("bench_collectives", "bench_shmem", "bench_overlap", "bench_moe_tp"):
+    for bench in ("bench_collectives", "bench_shmem", "bench_overlap", "bench_moe_tp", "bench_attention"):
         r = subprocess.run([sys.executable, os.path.join(root, "benchmarks", f"{bench}.py"), "--help"],
                            capture_output=True, text=True, env=env, cwd=root, timeout=120)
         assert r.returncode == 0 and "usage" in r.stdout, (bench, r.stderr[-2000:])

@@ -1,0 +1,463 @@
+"""The attention family's figures (issue 41; docs/attention.md)::
+
+    python benchmarks/bench_attention.py --only decode,prefill [--out DIR]               # one GPU, one process
+    scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp
+    scripts/launch.sh --nproc_per_node 2 benchmarks/bench_attention.py --tiny   # no GPU: the simulator, checks only
+
+Parts (``--only``, default all; decode and prefill need one process, sp a torchrun world):
+
+* ``decode`` (one GPU): ``ops.flash_decode`` over a paged KV cache (pages shuffled) at ``--decode-lens`` tokens
+  (default 32K and 128K) per request, batch ``--batches`` (1, 8), 32 q / 8 kv heads, D 128, bf16, page size 16
+  (``--pages``: also 1 and 64 as extra rows). Figures: the K/V read bandwidth ``kv_gbs`` = (bytes of K and V read:
+  ``2 * tokens * Hkv * D * 2``) / time, and ``kv_fraction`` = that / ``read_ceiling_gbs``. The ceiling is MEASURED in
+  the same process: ``torch.sum(x, dtype=torch.float32)`` over a 4 GiB bf16 tensor (a read-only reduction:
+  bytes read / time, timed like every column: CUDA-graph replay), and beside it ``copy_gbs``: ``dst.copy_(src)`` of
+  1 GiB, (read + written bytes) / time. The baseline: ``torch.nn.functional.scaled_dot_product_attention`` on the
+  same data as contiguous ``[B, H, L, D]`` K/V (GQA through ``enable_gqa=True``; where this torch lacks it, K/V
+  heads repeated beforehand, outside the timing: ``sdpa_gqa`` in the record says which), its own backend choice;
+  ``sdpa_over_ours`` = SDPA time / ours. Extra column ``ours/BLOCK_G=64``: the decode kernel with 64 query rows per
+  MMA (wgmma on sm_90), the choice docs/attention.md leaves to this benchmark. Targets (printed, never asserted):
+  ``kv_fraction >= 0.85``, ``sdpa_over_ours >= 1.5``.
+* ``prefill`` (one GPU): causal ``ops.flash_attention`` against SDPA with its flash backend
+  (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``, is_causal) at ``--prefill-lens`` (8K, 32K), batch 1, 32 q heads /
+  8 kv heads (GQA, where SDPA's flash backend takes ``enable_gqa``; else both at 32 / 32: ``heads`` in the record),
+  D 128, bf16; each in its native layout (ours ``[B, L, H, D]``, SDPA ``[B, H, L, D]``, both contiguous). Figures:
+  ``sdpa_over_ours`` and TFLOP/s with the causal count ``2 * 2 * B * Hq * L^2 * D / 2``. Target: >= 0.9.
+* ``sp`` (the torchrun world, ranks possibly sharing one GPU: ``shared_gpu`` in the JSON, from the topology):
+  ``ops.sp_flash_decode`` with every rank holding ``1 / world`` of every request's ``--sp-len`` tokens (32K),
+  batch 1 and 8, the same heads; columns ``sp_flash_decode`` (both launches), ``local`` (the rank's
+  ``flash_decode`` into its own slot alone) and ``exchange`` (``attention_sp.sp_decode_exchange`` alone: the partials'
+  exchange and merge); ``sum_over_together`` = (local + exchange) / sp_flash_decode. Reported, never compared with
+  NVLink figures (where ranks share a GPU there is none).
+
+Every column is checked before its timing (ours against SDPA, relative Frobenius error <= 2e-2; sp against
+``flash_decode_reference`` over the whole sequence); one that fails is dropped and named in ``errors`` (ours
+failing: exit status 1 after the JSON is written). Timing (benchmarks/harness.py): CUDA-graph replay of ``k``
+back-to-back calls, the columns of one row interleaved, and eager calls of every column as their own column
+(``eager_us``, ratios eager against eager). ``--tiny``: tiny shapes; on the simulator (no GPU) the only mode, and
+there nothing is timed: the checks run and the record is written. Writes ``attention-<stamp>.json`` (sp:
+``attention_sp-<stamp>.json``) to ``--out`` (default ``$TRITON_DIST_RESULTS_DIR`` or benchmarks/results).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+import harness  # noqa: E402
+
+PARTS = ("decode", "prefill", "sp")
+HQ, HKV, D = 32, 8, 128
+DECODE_LENS, BATCHES, PAGES = [32768, 131072], [1, 8], [16, 1, 64]
+PREFILL_LENS = [8192, 32768]
+SP_LEN = 32768
+#: --tiny (the simulator's): (Hq, Hkv, D), decode lengths, batches, pages, prefill lengths, sp length
+TINY = dict(heads=(4, 1, 64), decode_lens=[48], batches=[2], pages=[16, 4], prefill_lens=[64], sp_len=64)
+SAMPLE_US = 3000.0
+REPS = 15
+TARGETS = {"decode_kv_fraction": 0.85, "decode_sdpa_over_ours": 1.5, "prefill_sdpa_over_ours": 0.9}
+
+
+def _gen(seed, dev):
+    return torch.Generator(device=dev).manual_seed(seed)
+
+
+def paged_cache(B, L, Hkv, Dh, page, dtype, dev, seed):
+    """Every request ``L`` tokens in a paged cache whose pages are shuffled: ``(k_cache, v_cache, block_table,
+    seq_lens)``; ``L`` a multiple of ``page``."""
+    pages = B * (L // page)
+    g = _gen(seed, dev)
+    kc = (torch.randn((pages, page, Hkv, Dh), device=dev, generator=g) / 4).to(dtype)
+    vc = torch.randn((pages, page, Hkv, Dh), device=dev, generator=g).to(dtype)
+    perm = torch.randperm(pages, device=dev, generator=g).to(torch.int32)
+    bt = perm.view(B, L // page).contiguous()
+    sl = torch.full((B, ), L, dtype=torch.int32, device=dev)
+    return kc, vc, bt, sl
+
+
+def contiguous_kv(kc, vc, bt, L):
+    """The paged cache as contiguous ``[B, Hkv, L, D]`` K and V (SDPA's layout)."""
+    B = bt.shape[0]
+    Hkv, Dh = kc.shape[2], kc.shape[3]
+    k = kc[bt.long()].reshape(B, -1, Hkv, Dh)[:, :L].transpose(1, 2).contiguous()
+    v = vc[bt.long()].reshape(B, -1, Hkv, Dh)[:, :L].transpose(1, 2).contiguous()
+    return k, v
+
+
+def sdpa_fn(q4, k, v, causal=False):
+    """SDPA with GQA: ``(fn, gqa)``; ``enable_gqa=True`` where this torch has it, else K/V heads repeated here
+    (outside any timing)."""
+    F = torch.nn.functional
+    G = q4.shape[1] // k.shape[1]
+    try:
+        F.scaled_dot_product_attention(q4[:, :, :1], k[:, :, :2], v[:, :, :2], enable_gqa=True)
+        return (lambda: F.scaled_dot_product_attention(q4, k, v, is_causal=causal, enable_gqa=True)), True
+    except TypeError:
+        kr, vr = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)
+        return (lambda: F.scaled_dot_product_attention(q4, kr, vr, is_causal=causal)), False
+
+
+def _time(fns, gpu):
+    """``(us, graphed, eager_us, k)`` of ``fns`` (graph columns interleaved; eager columns)."""
+    if not gpu or not fns:
+        return {}, {}, {}, None
+    k = harness.calls_per_sample(next(iter(fns.values())), SAMPLE_US)
+    graphed = harness.time_interleaved(fns, k, REPS)
+    eager = {n: harness.time_eager(fn, k, REPS) for n, fn in fns.items()}
+    return {n: t for n, (t, _) in graphed.items()}, {n: g for n, (_, g) in graphed.items()}, eager, k
+
+
+def read_ceiling(gpu):
+    """The measured HBM figures: ``{"read_ceiling_gbs", "copy_gbs", "how"}`` (None on the simulator)."""
+    if not gpu:
+        return {"read_ceiling_gbs": None, "copy_gbs": None, "how": "not measured on the simulator"}
+    x = torch.ones((2 << 30, ), dtype=torch.bfloat16, device="cuda")  # 4 GiB
+    src = torch.ones((1 << 29, ), dtype=torch.bfloat16, device="cuda")  # 1 GiB
+    dst = torch.empty_like(src)
+    us, _, _, _ = _time({"sum": lambda: torch.sum(x, dtype=torch.float32), "copy": lambda: dst.copy_(src)}, gpu)
+    out = {"read_ceiling_gbs": x.numel() * 2 / us["sum"] / 1e3, "copy_gbs": 2 * src.numel() * 2 / us["copy"] / 1e3,
+           "sum_us": us["sum"], "copy_us": us["copy"],
+           "how": "read_ceiling_gbs: torch.sum(x, dtype=float32) over a 4 GiB bf16 tensor, bytes read / time (graph "
+                  "replay); copy_gbs: dst.copy_(src) of 1 GiB, (read + written bytes) / time"}
+    torch.cuda.empty_cache()
+    return out
+
+
+def _ratios(rec, ours, baselines):
+    us, eager, graphed = rec["us"], rec["eager_us"], rec["graphed"]
+    out = {}
+    for b in baselines:
+        if b in us and ours in us and graphed.get(b) and graphed.get(ours):
+            out[f"{b}_over_ours"] = us[b] / us[ours]
+        if b in eager and ours in eager:
+            out[f"eager_{b}_over_ours"] = eager[b] / eager[ours]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- decode
+def bench_decode(B, L, page, heads, gpu, ceiling, seed=0):
+    from triton_dist import ops
+    from triton_dist.ops.attention import DecodeConfig, flash_decode_reference, pick_decode_config
+
+    Hq, Hkv, Dh = heads
+    dev = "cuda" if gpu else "cpu"
+    dtype = torch.bfloat16
+    kc, vc, bt, sl = paged_cache(B, L, Hkv, Dh, page, dtype, dev, seed)
+    q = torch.randn((B, Hq, Dh), device=dev, generator=_gen(seed + 1, dev)).to(dtype)
+    k, v = contiguous_kv(kc, vc, bt, L)
+    sdpa, gqa = sdpa_fn(q[:, :, None], k, v)
+    # check_lens=False: one host synchronisation per call otherwise (the capture skips it anyway)
+    fns = {"ours": lambda: ops.flash_decode(q, kc, vc, bt, sl, check_lens=False, return_lse=False)}
+    if gpu:
+        base = pick_decode_config(Dh, Hq // Hkv, on_gpu=True)
+        bg64 = DecodeConfig(base.BLOCK_N, 64, base.num_warps, base.num_stages)
+        fns["ours/BLOCK_G=64"] = lambda: ops.flash_decode(q, kc, vc, bt, sl, check_lens=False, return_lse=False,
+                                                          config=bg64)
+    fns["sdpa"] = lambda: sdpa()[:, :, 0]
+    ref = fns["sdpa"]()
+    errors = harness.drop_failing(fns, ref)
+    rec = {"part": "decode", "batch": B, "tokens": L, "page_size": page, "q_heads": Hq, "kv_heads": Hkv,
+           "head_dim": Dh, "dtype": "bfloat16", "sdpa_gqa": "enable_gqa" if gqa else "repeat_interleave",
+           "errors": errors}
+    if not gpu:  # the simulator: also against the fp32 reference
+        want, _ = flash_decode_reference(q, kc, vc, bt, sl)
+        rec["rel_error_vs_reference"] = harness.rel_error(fns["ours"](), want) if "ours" in fns else None
+    rec["rel_error_vs_sdpa"] = harness.rel_error(fns["ours"](), ref) if "ours" in fns else None
+    del k, v
+    rec["us"], rec["graphed"], rec["eager_us"], rec["calls_per_sample"] = _time(fns, gpu)
+    if not gpu:
+        rec["checked"] = list(fns)
+        return rec
+    kv_bytes = 2 * B * L * Hkv * Dh * 2
+    rec["kv_bytes"] = kv_bytes
+    rec["kv_gbs"] = {n: kv_bytes / t / 1e3 for n, t in rec["us"].items()}
+    rec["eager_kv_gbs"] = {n: kv_bytes / t / 1e3 for n, t in rec["eager_us"].items()}
+    if ceiling.get("read_ceiling_gbs"):
+        rec["kv_fraction"] = {n: g / ceiling["read_ceiling_gbs"] for n, g in rec["kv_gbs"].items()}
+    rec.update(_ratios(rec, "ours", ("sdpa", )))
+    return rec
+
+
+def decode_lines(rec):
+    head = f"decode B={rec['batch']} L={rec['tokens']} page={rec['page_size']}"
+    if not rec["us"]:
+        return [f"{head}  simulator: checked {', '.join(rec['checked'])} (err vs reference "
+                f"{_g(rec.get('rel_error_vs_reference'))}, vs sdpa {_g(rec['rel_error_vs_sdpa'])}) {rec['errors'] or ''}"]
+    cols = "  ".join(f"{n} {t:.1f}{'' if rec['graphed'][n] else '*'} us {rec['kv_gbs'][n]:.0f} GB/s"
+                     + (f" ({rec['kv_fraction'][n]:.2f})" if "kv_fraction" in rec else "") for n, t in rec["us"].items())
+    eager = "  ".join(f"{n} {t:.1f}" for n, t in rec["eager_us"].items())
+    r = rec.get("sdpa_over_ours")
+    return [head, f"    graph: {cols}", f"    eager us: {eager}",
+            f"    x sdpa {_g2(r)} (target >= {TARGETS['decode_sdpa_over_ours']}), eager x sdpa "
+            f"{_g2(rec.get('eager_sdpa_over_ours'))}; fraction of read bw {_g2(rec.get('kv_fraction', {}).get('ours'))} "
+            f"(target >= {TARGETS['decode_kv_fraction']})  err vs sdpa {_g(rec['rel_error_vs_sdpa'])} "
+            f"{rec['errors'] or ''}"]
+
+
+# -------------------------------------------------------------------------------------------------- prefill
+def bench_prefill(L, heads, gpu, seed=0):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from triton_dist import ops
+
+    Hq, Hkv, Dh = heads
+    dev = "cuda" if gpu else "cpu"
+    dtype, B = torch.bfloat16, 1
+    F = torch.nn.functional
+    backend = SDPBackend.FLASH_ATTENTION if gpu else SDPBackend.MATH
+
+    def sdpa_call(q4, k4, v4, gqa):
+        with sdpa_kernel(backend):
+            return (F.scaled_dot_product_attention(q4, k4, v4, is_causal=True, enable_gqa=True) if gqa else
+                    F.scaled_dot_product_attention(q4, k4, v4, is_causal=True))
+
+    note = None
+    g = _gen(seed, dev)
+    try:  # does SDPA's (flash) backend take GQA here?
+        t = torch.randn((1, Hq, 128, Dh), device=dev, generator=g).to(dtype)
+        sdpa_call(t, t[:, :Hkv], t[:, :Hkv], True)
+    except Exception as exc:  # noqa: BLE001
+        note = f"SDPA backend {backend.name} refused GQA ({type(exc).__name__}: {str(exc)[:120]}): both at MHA"
+        Hkv = Hq
+    gqa = Hkv != Hq
+    q = torch.randn((B, L, Hq, Dh), device=dev, generator=g).to(dtype)
+    k = torch.randn((B, L, Hkv, Dh), device=dev, generator=g).to(dtype)
+    v = torch.randn((B, L, Hkv, Dh), device=dev, generator=g).to(dtype)
+    q4, k4, v4 = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    fns = {"ours": lambda: ops.flash_attention(q, k, v),
+           "sdpa_flash": lambda: sdpa_call(q4, k4, v4, gqa).transpose(1, 2)}
+    ref = fns["sdpa_flash"]()
+    errors = harness.drop_failing(fns, ref)
+    rec = {"part": "prefill", "batch": B, "tokens": L, "q_heads": Hq, "kv_heads": Hkv, "head_dim": Dh,
+           "dtype": "bfloat16", "causal": True, "sdpa_backend": backend.name, "note": note, "errors": errors,
+           "rel_error_vs_sdpa": harness.rel_error(fns["ours"](), ref) if "ours" in fns else None}
+    del ref
+    rec["us"], rec["graphed"], rec["eager_us"], rec["calls_per_sample"] = _time(fns, gpu)
+    if not gpu:
+        rec["checked"] = list(fns)
+        return rec
+    flops = 2 * 2 * B * Hq * L * L * Dh / 2
+    rec["flops"] = flops
+    rec["tflops"] = {n: flops / t / 1e6 for n, t in rec["us"].items()}
+    rec["eager_tflops"] = {n: flops / t / 1e6 for n, t in rec["eager_us"].items()}
+    rec.update(_ratios(rec, "ours", ("sdpa_flash", )))
+    return rec
+
+
+def prefill_lines(rec):
+    head = f"prefill L={rec['tokens']} heads {rec['q_heads']}/{rec['kv_heads']} D={rec['head_dim']}"
+    if not rec["us"]:
+        return [f"{head}  simulator: checked {', '.join(rec['checked'])} (err vs sdpa "
+                f"{_g(rec['rel_error_vs_sdpa'])}) {rec['errors'] or ''}"]
+    cols = "  ".join(f"{n} {t:.0f}{'' if rec['graphed'][n] else '*'} us {rec['tflops'][n]:.0f} TFLOP/s"
+                     for n, t in rec["us"].items())
+    eager = "  ".join(f"{n} {t:.0f}" for n, t in rec["eager_us"].items())
+    return [head + (f"  [{rec['note']}]" if rec["note"] else ""), f"    graph: {cols}", f"    eager us: {eager}",
+            f"    x sdpa_flash {_g2(rec.get('sdpa_flash_over_ours'))} (target >= "
+            f"{TARGETS['prefill_sdpa_over_ours']}), eager {_g2(rec.get('eager_sdpa_flash_over_ours'))}  err vs sdpa "
+            f"{_g(rec['rel_error_vs_sdpa'])} {rec['errors'] or ''}"]
+
+
+# -------------------------------------------------------------------------------------------------------- sp
+def bench_sp(B, L, page, heads, rank, world, gpu, seed=0):
+    """Every rank holds tokens ``[rank * L / world, (rank + 1) * L / world)`` of every request (the whole sequence is
+    derived from one seed on every rank, for the check)."""
+    from triton_dist import ops
+    from triton_dist.ops.attention import flash_decode_reference
+    from triton_dist.ops.attention_sp import sp_decode_exchange
+
+    Hq, Hkv, Dh = heads
+    dev = "cuda" if gpu else "cpu"
+    dtype = torch.bfloat16
+    n = L // world
+    kc, vc, bt, sl = paged_cache(B, L, Hkv, Dh, page, dtype, dev, seed)  # the whole sequence (same on every rank)
+    q = torch.randn((B, Hq, Dh), device=dev, generator=_gen(seed + 1, dev)).to(dtype)
+    want, _ = flash_decode_reference(q, kc, vc, bt, sl)
+    per = n // page  # this rank's pages: columns [rank * per, (rank + 1) * per) of every request's table
+    mine = bt[:, rank * per:(rank + 1) * per]
+    ids = mine.reshape(-1).long()
+    kr, vr = kc[ids].contiguous(), vc[ids].contiguous()  # this rank's own cache: its pages only
+    btr = torch.arange(B * per, dtype=torch.int32, device=dev).view(B, per)
+    slr = torch.full((B, ), n, dtype=torch.int32, device=dev)
+    del kc, vc
+    ctx = ops.create_sp_decode_ctx(B, Hq, Dh, dtype)
+    out = torch.empty((B, Hq, Dh), dtype=dtype, device=dev)
+    lse = torch.empty((B, Hq), dtype=torch.float32, device=dev)
+    r = ctx.rank
+    fns = {"sp_flash_decode": lambda: ops.sp_flash_decode(q, kr, vr, btr, slr, ctx, out=out, return_lse=False),
+           "local": lambda: ops.flash_decode(q, kr, vr, btr, slr, out=ctx.part_out[r, :B], lse=ctx.part_lse[r, :B],
+                                             check_lens=False),
+           "exchange": lambda: sp_decode_exchange(ctx, B, out, lse)}
+    got = fns["sp_flash_decode"]().clone()
+    harness._sync()
+    rel = harness.max_over_ranks(harness.rel_error(got, want))
+    errors = {} if rel <= 2e-2 else {"sp_flash_decode": f"wrong result: rel err {rel:.3g} (max over ranks)"}
+    rec = {"part": "sp", "world": world, "batch": B, "tokens": L, "tokens_per_rank": n, "page_size": page,
+           "q_heads": Hq, "kv_heads": Hkv, "head_dim": Dh, "dtype": "bfloat16", "exchange_programs": ctx.programs,
+           "rel_error_vs_reference": rel, "errors": errors}
+    if errors:
+        fns = {}
+    rec["us"], rec["graphed"], rec["eager_us"], rec["calls_per_sample"] = _time(fns, gpu)
+    if gpu and rec["us"]:
+        us, eu = rec["us"], rec["eager_us"]
+        rec["sum_over_together"] = (us["local"] + us["exchange"]) / us["sp_flash_decode"]
+        rec["eager_sum_over_together"] = (eu["local"] + eu["exchange"]) / eu["sp_flash_decode"]
+        rec["local_kv_gbs"] = 2 * B * n * Hkv * Dh * 2 / us["local"] / 1e3
+    else:
+        rec["checked"] = ["sp_flash_decode"] if not errors else []
+    harness._sync()
+    ctx.close()
+    return rec
+
+
+def sp_lines(rec, shared):
+    head = (f"sp world={rec['world']} B={rec['batch']} L={rec['tokens']} ({rec['tokens_per_rank']}/rank)"
+            + ("  [SHARED GPU: no NVLink]" if shared else ""))
+    if not rec["us"]:
+        return [f"{head}  checked {', '.join(rec['checked']) or '-'} against the reference over the whole sequence "
+                f"(rel err {_g(rec['rel_error_vs_reference'])}) {rec['errors'] or ''}"]
+    cols = "  ".join(f"{n} {t:.1f}{'' if rec['graphed'][n] else '*'}" for n, t in rec["us"].items())
+    eager = "  ".join(f"{n} {t:.1f}" for n, t in rec["eager_us"].items())
+    return [head, f"    graph us: {cols}  (local + exchange) / together {rec['sum_over_together']:.2f}",
+            f"    eager us: {eager}  (local + exchange) / together {rec['eager_sum_over_together']:.2f}  "
+            f"local K/V {rec['local_kv_gbs']:.0f} GB/s  err {_g(rec['rel_error_vs_reference'])}"]
+
+
+def _g(v):
+    return "-" if v is None else f"{v:.1e}"
+
+
+def _g2(v):
+    return "-" if v is None else f"{v:.2f}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)} (default "
+                                                           f"all; decode and prefill need a single process)")
+    ap.add_argument("--decode-lens", default=None, help="decode tokens per request (default 32768,131072)")
+    ap.add_argument("--batches", default=None, help="decode and sp batch sizes (default 1,8)")
+    ap.add_argument("--pages", default=None, help="decode page sizes (default 16,1,64; the first is sp's)")
+    ap.add_argument("--prefill-lens", default=None, help="prefill tokens (default 8192,32768)")
+    ap.add_argument("--sp-len", type=int, default=None, help=f"sp tokens per request, whole world (default {SP_LEN})")
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes (the simulator's: checks only, no timing)")
+    ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
+                                                "benchmarks/results)")
+    args = ap.parse_args(argv)
+    parts = harness.names_arg(ap, "--only", args.only, PARTS, "part")
+    t = TINY if args.tiny else {}
+    heads = t.get("heads", (HQ, HKV, D))
+    dlens = harness.counts_arg(ap, "--decode-lens", args.decode_lens or ",".join(map(str, t.get("decode_lens",
+                                                                                                DECODE_LENS))))
+    batches = harness.counts_arg(ap, "--batches", args.batches or ",".join(map(str, t.get("batches", BATCHES))))
+    pages = harness.counts_arg(ap, "--pages", args.pages or ",".join(map(str, t.get("pages", PAGES))))
+    plens = harness.counts_arg(ap, "--prefill-lens", args.prefill_lens or ",".join(map(str, t.get("prefill_lens",
+                                                                                                 PREFILL_LENS))))
+    sp_len = args.sp_len or t.get("sp_len", SP_LEN)
+    for p in pages:
+        if p & (p - 1):
+            ap.error(f"--pages: {p} is not a power of two")
+    for L in dlens:
+        if any(L % p for p in pages):
+            ap.error(f"--decode-lens: {L} is not a multiple of every page size")
+    gpu = not harness.on_simulator()
+    if not gpu and not args.tiny:
+        raise SystemExit("bench_attention: no GPU (the simulator): only --tiny runs there (checks, no timing)")
+    world_env = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if gpu and world_env > 1 and ("decode" in parts or "prefill" in parts):
+        raise SystemExit("bench_attention: decode and prefill time one GPU in one process: run them without "
+                         "torchrun (--only decode,prefill), and --only sp under torchrun")
+    os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "1G")
+    os.environ.setdefault("TRITON_DIST_SIM_SYMMETRIC_SIZE", "64M")
+    from provenance import topology, topology_line
+
+    rank, world = 0, 1
+    if "sp" in parts or not gpu:
+        import torch.distributed as dist
+
+        import triton_dist.utils as tdu
+
+        tdu.initialize_distributed()
+        rank, world = dist.get_rank(), dist.get_world_size()
+        sp_page = pages[0]
+        if sp_len % (world * sp_page):
+            ap.error(f"--sp-len: {sp_len} tokens do not cut into {world} slices of whole {sp_page}-token pages")
+    elif torch.cuda.is_available():
+        torch.cuda.set_device(0)
+    topo = topology()
+    shared = bool(topo.get("shared_gpu"))
+    say = (lambda s: print(s, flush=True)) if rank == 0 else (lambda s: None)
+    say(f"bench_attention: {topology_line(topo)}")
+    if gpu:
+        say("bench_attention: us per call (max over ranks); graph: CUDA-graph replay (* eager: capture failed); "
+            "x B: B's time / ours (> 1: ours faster), graph against graph, eager against eager")
+    records, stamp = [], harness.utc_stamp()
+    ceiling = None
+    if "decode" in parts or "prefill" in parts:
+        if "decode" in parts:
+            ceiling = read_ceiling(gpu)
+            if gpu:
+                say(f"bench_attention: read ceiling {ceiling['read_ceiling_gbs']:.0f} GB/s (torch.sum over 4 GiB "
+                    f"bf16, bytes read / time); copy {ceiling['copy_gbs']:.0f} GB/s ((read + write) / time)")
+            for L in dlens:
+                for B in batches:
+                    for page in pages:
+                        rec = bench_decode(B, L, page, heads, gpu, ceiling)
+                        records.append(rec)
+                        for line in decode_lines(rec):
+                            say(line)
+                        if gpu:
+                            torch.cuda.empty_cache()
+        if "prefill" in parts:
+            for L in plens:
+                rec = bench_prefill(L, heads, gpu)
+                records.append(rec)
+                for line in prefill_lines(rec):
+                    say(line)
+                if gpu:
+                    torch.cuda.empty_cache()
+    sp_records = []
+    if "sp" in parts:
+        for B in batches:
+            rec = bench_sp(B, sp_len, pages[0], heads, rank, world, gpu)
+            sp_records.append(rec)
+            for line in sp_lines(rec, shared):
+                say(line)
+            if gpu:
+                torch.cuda.empty_cache()
+    failed = sorted({f"{r['part']}:{n}" for r in records + sp_records for n in r["errors"]
+                     if n.startswith(("ours", "sp_flash_decode"))})
+    timing = ("CUDA-graph replay of calls_per_sample calls (us; graphed false: eager), interleaved per row, and "
+              "eager calls (eager_us); median of samples, max over ranks" if gpu else
+              "none: the simulator (CPU), checks only, nothing timed")
+    if rank == 0:
+        for name, recs in (("attention", records), ("attention_sp", sp_records)):
+            if not recs:
+                continue
+            doc = harness.result_header("bench_attention", topo=topo, stamp=stamp, timing=timing, targets=TARGETS,
+                                        parts=sorted({r["part"] for r in recs}), records=recs)
+            if name == "attention" and ceiling is not None:
+                doc["hbm"] = ceiling
+            doc["graph_failures"] = harness.GRAPH_FAILURES
+            path = harness.write_json(os.path.join(harness.results_dir(args.out), f"{name}-{stamp}.json"), doc)
+            say(f"bench_attention: wrote {path}")
+        for f in harness.GRAPH_FAILURES:
+            say(f"bench_attention: graph capture failed: {f['impl']}: {f['error']}")
+        if failed:
+            say(f"bench_attention: FAILED the checks: {', '.join(failed)}")
+    if harness.distributed():
+        import torch.distributed as dist
+
+        dist.barrier()
+    if failed:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
