@@ -24,6 +24,8 @@ sections, one per kind of record:
   ``ours*`` column graph and eager, the torch layer with its all_to_all backend (no ratio where it is gloo).
   ``"benchmark": "bench_moe_tp"`` (:func:`moe_tp_section`): the layer at tensor parallelism, ours and its two ops
   against the torch TP layer, its capturable form and (world 1) torch.compile, graph and eager.
+* ``"benchmark": "bench_attention"`` (section "Attention"; :func:`attention_section`): decode bandwidth and SDPA
+  ratios, prefill against SDPA's flash backend, the sequence-parallel decode's parts.
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
 * GPU suite steps (``benchmarks/record_run.py``: ``name`` + ``exit_code``): one table row per step.
@@ -732,6 +734,67 @@ def moe_tp_section(doc):
     return out + [""]
 
 
+def attention_section(doc):
+    """bench_attention: per record part, the decode kernel's K/V bandwidth (GB/s and the fraction of the run's read
+    ceiling) against SDPA, prefill against SDPA's flash backend (TFLOP/s), the sequence-parallel decode split into
+    its local decode and its exchange. Graph / eager us per column (``(eager)``: capture failed), ratios baseline /
+    ours (> 1: ours faster)."""
+    recs = doc.get("records", [])
+    t = topology_of(doc)
+    out = [f"### bench_attention, {t['world_size'] or doc.get('world_size', '?')} rank(s), {gpu_of(doc)}, commit "
+           f"`{doc.get('git_commit') or '?'}`, {_when(doc)} (`{doc['_path']}`)", "",
+           f"- command: `{doc.get('command', '?')}`"]
+    ceiling = doc.get("hbm") or {}
+    if ceiling.get("read_ceiling_gbs"):
+        out.append(f"- read ceiling {ceiling['read_ceiling_gbs']:.0f} GB/s ({ceiling.get('how', '')})")
+    timed = [r for r in recs if r.get("us")]
+    if not timed:
+        return out + ["- not timed (the simulator: every column checked against the reference)", ""]
+
+    def col(r, c):
+        g = (r.get("graphed") or {}).get(c, True)
+        return f"{_m((r.get('us') or {}).get(c))}{'' if g else ' (eager)'} / {_m((r.get('eager_us') or {}).get(c))}"
+
+    for part, title in (("decode", "decode"), ("prefill", "prefill (causal)"), ("sp", "sequence-parallel decode")):
+        rows = [r for r in timed if r.get("part") == part]
+        if not rows:
+            continue
+        cols = []
+        for r in rows:
+            cols += [c for c in r["us"] if c not in cols]
+        out += ["", f"{title}:", ""]
+        if part == "decode":
+            head = ("| batch | tokens | page | " + " | ".join(f"`{c}` graph / eager us" for c in cols)
+                    + " | ours GB/s (fraction of read) | sdpa / ours graph / eager |")
+        elif part == "prefill":
+            head = ("| tokens | heads q/kv | " + " | ".join(f"`{c}` graph / eager us" for c in cols)
+                    + " | TFLOP/s ours / sdpa | sdpa / ours graph / eager |")
+        else:
+            head = ("| world | batch | tokens (per rank) | " + " | ".join(f"`{c}` graph / eager us" for c in cols)
+                    + " | (local + exchange) / together |")
+        out += [head, "|" + "---|" * (head.count("|") - 1)]
+        for r in rows:
+            if part == "decode":
+                cells = [str(r.get("batch")), str(r.get("tokens")), str(r.get("page_size"))]
+                cells += [col(r, c) for c in cols]
+                frac = (r.get("kv_fraction") or {}).get("ours")
+                cells.append(f"{_m((r.get('kv_gbs') or {}).get('ours'), '{:.0f}')} ({_m(frac, '{:.2f}')})")
+                cells.append(f"{_m(r.get('sdpa_over_ours'), '{:.2f}')} / {_m(r.get('eager_sdpa_over_ours'), '{:.2f}')}")
+            elif part == "prefill":
+                tf = r.get("tflops") or {}
+                cells = [str(r.get("tokens")), f"{r.get('q_heads')}/{r.get('kv_heads')}"]
+                cells += [col(r, c) for c in cols]
+                cells.append(f"{_m(tf.get('ours'), '{:.0f}')} / {_m(tf.get('sdpa_flash'), '{:.0f}')}")
+                cells.append(f"{_m(r.get('sdpa_flash_over_ours'), '{:.2f}')} / "
+                             f"{_m(r.get('eager_sdpa_flash_over_ours'), '{:.2f}')}")
+            else:
+                cells = [str(r.get("world")), str(r.get("batch")), f"{r.get('tokens')} ({r.get('tokens_per_rank')})"]
+                cells += [col(r, c) for c in cols]
+                cells.append(_m(r.get("sum_over_together"), "{:.2f}"))
+            out.append("| " + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def plot_moe(docs, png_path):
     """Per GPU, the newest bench_group_gemm run with grouped-GEMM records: bars of ``torch._grouped_mm / ours`` and
     ``loop / ours`` per (projection, tokens); and, where a run timed the layer (``--layer``), the newest such run's
@@ -1272,6 +1335,8 @@ def shared_section(docs, out_dir=HERE):
             out += moe_ep_section(d)
         elif kind == "bench_moe_tp":
             out += moe_tp_section(d)
+        elif kind == "bench_attention":
+            out += attention_section(d)
         elif kind == "bench_mega":
             out += mega_section(d)
         elif kind == "probe_mega":
@@ -1301,7 +1366,7 @@ def main():
         for d in sorted(coll, key=lambda d: d.get("timestamp_utc", ""), reverse=True):
             lines += collective_section(d, os.path.dirname(os.path.abspath(args.out)))
     kind = {"bench_shmem": [], "bench_overlap": [], "gemm": [], "bench_group_gemm": [], "bench_moe_ep": [],
-            "bench_moe_tp": [], "bench_mega": []}
+            "bench_moe_tp": [], "bench_attention": [], "bench_mega": []}
     for d in docs:
         b = d.get("benchmark")
         if b in kind:
@@ -1351,6 +1416,14 @@ def main():
             lines += moe_ep_section(d)
         for d in sorted(kind["bench_moe_tp"], key=doc_time, reverse=True):
             lines += moe_tp_section(d)
+    if kind["bench_attention"]:
+        lines += ["## Attention (`benchmarks/bench_attention.py`)", "",
+                  "Decode over a paged KV cache: K/V bytes / time against the read ceiling measured in the same run "
+                  "and against `scaled_dot_product_attention` on contiguous K/V; causal prefill against SDPA's flash "
+                  "backend; the sequence-parallel decode split into its local decode and its exchange. Ratios: "
+                  "SDPA's time / ours (> 1: ours faster). Newest run first.", ""]
+        for d in sorted(kind["bench_attention"], key=doc_time, reverse=True):
+            lines += attention_section(d)
     probes = [d for d in docs if _kind(d) == "probe_mega"]  # bench_mega --probe linear-chain (was probe_mega.py)
     if kind["bench_mega"] or probes:
         lines += ["## Mega kernel (`benchmarks/bench_mega.py`, `benchmarks/probe_mega.py`)", "",

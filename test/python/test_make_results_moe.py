@@ -148,3 +148,23 @@ def test_moe_tp_table():
     sim = {**_tp_doc(2, False), "_path": "results/t/moe_tp-3.json"}
     sim["records"] = [{**sim["records"][0], "us": {}, "eager_us": {}}]
     assert "not timed" in "\n".join(mr.moe_tp_section(sim))
+
+
+def test_attention_table():
+    dec = {"part": "decode", "batch": 1, "tokens": 32768, "page_size": 16, "us": {"ours": 100.0, "sdpa": 180.0},
+           "eager_us": {"ours": 120.0, "sdpa": 200.0}, "graphed": {"ours": True, "sdpa": True},
+           "kv_gbs": {"ours": 3000.0}, "kv_fraction": {"ours": 0.9}, "sdpa_over_ours": 1.8,
+           "eager_sdpa_over_ours": 1.67}
+    pre = {"part": "prefill", "tokens": 8192, "q_heads": 32, "kv_heads": 8, "us": {"ours": 1000.0, "sdpa_flash": 950.0},
+           "eager_us": {"ours": 1010.0, "sdpa_flash": 960.0}, "graphed": {"ours": True, "sdpa_flash": True},
+           "tflops": {"ours": 550.0, "sdpa_flash": 579.0}, "sdpa_flash_over_ours": 0.95,
+           "eager_sdpa_flash_over_ours": 0.95}
+    doc = {"benchmark": "bench_attention", "timestamp_utc": "20261206T020000Z", "git_commit": "abc", "versions": H100,
+           "world_size": 1, "hbm": {"read_ceiling_gbs": 3333.0, "how": "torch.sum"}, "records": [dec, pre],
+           "_path": "results/a/attention-1.json"}
+    text = "\n".join(mr.attention_section(doc))
+    assert "read ceiling 3333 GB/s" in text
+    assert "| 1 | 32768 | 16 | 100.0 / 120.0 | 180.0 / 200.0 | 3000 (0.90) | 1.80 / 1.67 |" in text
+    assert "| 8192 | 32/8 | 1000.0 / 1010.0 | 950.0 / 960.0 | 550 / 579 | 0.95 / 0.95 |" in text
+    sim = {**doc, "records": [{**dec, "us": {}}]}
+    assert "not timed" in "\n".join(mr.attention_section(sim))
