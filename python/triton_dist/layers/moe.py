@@ -128,7 +128,27 @@ def ep_moe_torch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Te
     return out.to(x.dtype)
 
 
-class EPMoE(torch.nn.Module):
+class _ContextLayer(torch.nn.Module):
+    """What the MoE layers over a context share: the full-weight shape check of ``load_full_weights`` and the
+    collective ``close`` / ``finalize`` of the context."""
+
+    def _check_full_weights(self, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> None:
+        E, H, inter = self.num_experts, self.hidden, self.intermediate
+        for name, t, shape in (("w_gate_up", w_gate_up, (E, H, 2 * inter)), ("w_down", w_down, (E, inter, H))):
+            if tuple(t.shape) != shape:
+                raise ValueError(f"{type(self).__name__}.load_full_weights: {name} has shape {tuple(t.shape)}, "
+                                 f"expected {shape}")
+
+    def close(self) -> None:
+        """Collective: free the context's symmetric buffers (idempotent)."""
+        self.ctx.close()
+
+    def finalize(self) -> None:
+        """The reference's name of :meth:`close`."""
+        self.close()
+
+
+class EPMoE(_ContextLayer):
     """The MoE layer at expert parallelism ``world`` as a module: rank ``r`` holds experts ``[r * E_local, (r + 1) *
     E_local)`` (``E_local = num_experts / world``) as ``w_gate_up [E_local, hidden, 2 * intermediate]`` and ``w_down
     [E_local, intermediate, hidden]`` (the ops' ``[K, N]`` layout; gate columns first).
@@ -162,10 +182,7 @@ class EPMoE(torch.nn.Module):
     def load_full_weights(self, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> "EPMoE":
         """Take this rank's experts from every expert's weights (``w_gate_up [E, hidden, 2 * intermediate]``,
         ``w_down [E, intermediate, hidden]``, the same on every rank)."""
-        E, H, inter = self.num_experts, self.hidden, self.intermediate
-        for name, t, shape in (("w_gate_up", w_gate_up, (E, H, 2 * inter)), ("w_down", w_down, (E, inter, H))):
-            if tuple(t.shape) != shape:
-                raise ValueError(f"EPMoE.load_full_weights: {name} has shape {tuple(t.shape)}, expected {shape}")
+        self._check_full_weights(w_gate_up, w_down)
         lo, hi = self.rank * self.experts_per_rank, (self.rank + 1) * self.experts_per_rank
         self.w_gate_up.copy_(w_gate_up[lo:hi])
         self.w_down.copy_(w_down[lo:hi])
@@ -174,14 +191,6 @@ class EPMoE(torch.nn.Module):
     def forward(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
         return ep_moe_forward(x, topk_idx, topk_weights, self.w_gate_up, self.w_down, self.ctx,
                               check_ids=self.check_ids)
-
-    def close(self) -> None:
-        """Collective: free the context's symmetric buffers (idempotent)."""
-        self.ctx.close()
-
-    def finalize(self) -> None:
-        """The reference's name of :meth:`close`."""
-        self.close()
 
 
 def tp_moe_forward(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor, w_gate_up: torch.Tensor,
@@ -257,7 +266,7 @@ def tp_moe_torch(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Te
     return out
 
 
-class TPMoE(torch.nn.Module):
+class TPMoE(_ContextLayer):
     """The MoE layer at tensor parallelism ``world`` as a module: every rank holds a ``1 / world`` column slice of
     every expert (``w_gate_up [E, hidden, 2 * intermediate / world]``: its gate columns then its up columns;
     ``w_down [E, intermediate / world, hidden]``) and takes a sequence shard of the tokens.
@@ -291,10 +300,7 @@ class TPMoE(torch.nn.Module):
     def load_full_weights(self, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> "TPMoE":
         """Take this rank's slices (:func:`tp_moe_slices`) of every expert's weights (``w_gate_up [E, hidden, 2 *
         intermediate]``, ``w_down [E, intermediate, hidden]``, the same on every rank)."""
-        E, H, inter = self.num_experts, self.hidden, self.intermediate
-        for name, t, shape in (("w_gate_up", w_gate_up, (E, H, 2 * inter)), ("w_down", w_down, (E, inter, H))):
-            if tuple(t.shape) != shape:
-                raise ValueError(f"TPMoE.load_full_weights: {name} has shape {tuple(t.shape)}, expected {shape}")
+        self._check_full_weights(w_gate_up, w_down)
         gu, down = tp_moe_slices(w_gate_up, w_down, self.rank, self.world_size)
         self.w_gate_up.copy_(gu)
         self.w_down.copy_(down)
@@ -303,14 +309,6 @@ class TPMoE(torch.nn.Module):
     def forward(self, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
         return tp_moe_forward(x, topk_idx, topk_weights, self.w_gate_up, self.w_down, self.ctx,
                               check_ids=self.check_ids)
-
-    def close(self) -> None:
-        """Collective: free the context's symmetric buffers (idempotent)."""
-        self.ctx.close()
-
-    def finalize(self) -> None:
-        """The reference's name of :meth:`close`."""
-        self.close()
 
 
 __all__ = ["moe_reference", "moe_forward", "ep_moe_forward", "ep_moe_torch", "EPMoE", "tp_moe_forward",
