@@ -179,17 +179,18 @@ def ag_group_gemm_kernel(a_full_ptr, x_ptr, b_ptr, h_ptr, pairs_ptr, seg_ptr, re
                     local = t - done
                     off_m = start + (local % m_tiles) * BLOCK_M
                     off_n = (local // m_tiles) * BLOCK_N
-                    if s == rank:
-                        acc = gathered_tile_acc(x_ptr, pairs_ptr, b_desc, b_ptr, e, s * T, off_m, end, off_n, N, K,
-                                                stride_be, stride_bk, stride_bn, TOPK, BLOCK_M, BLOCK_N, BLOCK_K,
-                                                USE_TMA, B_K_CONTIGUOUS)
-                    else:
-                        # source s's tokens are read only once its ready signals are seen (the token orders the loads)
+                    # the tile's token rows: this rank's own from x (no wait); source s's from its chunk of a_full,
+                    # read only once its ready signals are seen (the wait's token flows into the pointer, so no
+                    # load of the tile, pipelined prologue included, can move above the wait). ONE call of the
+                    # K loop for both cases: two calls would be two software-pipelined loops, each with its own
+                    # stage buffers (twice the shared memory: 393 KB at 128x128x64 x 4 stages on sm_90).
+                    src = x_ptr
+                    if s != rank:
                         tok = dl.wait(ready_ptr + s * NSIG, NSIG, "sys", "acquire", value)
                         src = dl.consume_token(a_full_ptr + s * T * K, tok)  # int32: WORLD * T * K < 2**31
-                        acc = gathered_tile_acc(src, pairs_ptr, b_desc, b_ptr, e, s * T, off_m, end, off_n, N, K,
-                                                stride_be, stride_bk, stride_bn, TOPK, BLOCK_M, BLOCK_N, BLOCK_K,
-                                                USE_TMA, B_K_CONTIGUOUS)
+                    acc = gathered_tile_acc(src, pairs_ptr, b_desc, b_ptr, e, s * T, off_m, end, off_n, N, K,
+                                            stride_be, stride_bk, stride_bn, TOPK, BLOCK_M, BLOCK_N, BLOCK_K,
+                                            USE_TMA, B_K_CONTIGUOUS)
                     _store_rows(h_ptr, acc, off_m, end, off_n, N, stride_hm, BLOCK_M, BLOCK_N)
                 done += tiles
     _finish(counter_ptr, counter_ptr, e_call, 0)

@@ -54,6 +54,12 @@ class CompileFailure(UsageError):
     hint = "rerun with --verbose for the compiler's full output and the traceback"
 
 
+class SharedMemoryExceeded(CompileFailure):
+    """The kernel compiles but needs more shared memory per block than the target has."""
+
+    hint = "smaller tiles or fewer --num-stages; each software-pipelined loop gets its own stage buffers"
+
+
 # A line of compiler output that states the error (MLIR diagnostics, ptxas, LLVM), as opposed to the context around it.
 _ERROR_LINE = re.compile(r"\berror\b\s*:|\bfatal\b|^ptxas\b.*\berror\b", re.IGNORECASE)
 # Triton's own summary lines around ptxas' message (which follows them).
@@ -211,6 +217,34 @@ def compile_kernel(req: CompileRequest):
         triton.knobs.runtime.add_stages_inspection_hook = old
 
 
+#: LDS bytes one workgroup may use, per AMD target (CDNA2 / CDNA3: 64 KiB; CDNA4: 160 KiB)
+AMD_MAX_BLOCK_SHARED_MEMORY = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
+
+
+def max_block_shared_memory(target: Target) -> Optional[int]:
+    """The shared memory (NVIDIA) / LDS (AMD) one block of ``target`` may use, in bytes; None where unknown."""
+    if target.backend == "cuda":
+        from ..backends.nvidia.extra import MAX_BLOCK_SHARED_MEMORY
+
+        return MAX_BLOCK_SHARED_MEMORY.get(int(target.arch))
+    return AMD_MAX_BLOCK_SHARED_MEMORY.get(str(target.arch))
+
+
+def _check_shared_memory(compiled, target: Target, kernel) -> None:
+    """Refuse a kernel that needs more shared memory than one block of ``target`` has. Triton itself only finds out
+    when the kernel is loaded on a GPU (``OutOfResources`` at the first launch), so without this a tile
+    configuration too large for the target compiles cleanly here and fails on the device (2026-12-06: the TP-MoE
+    AG kernel's two pipelined K loops, 393 KB at sm_90). Known only once shared memory is allocated (the llir
+    stage ran)."""
+    shared = getattr(compiled.metadata, "shared", None)
+    limit = max_block_shared_memory(target)
+    if isinstance(shared, int) and limit is not None and shared > limit:
+        name = getattr(kernel, "__name__", "kernel")
+        raise SharedMemoryExceeded(f"{name} needs {shared} bytes of shared memory per block; "
+                                   f"{target.backend}:{target.arch} has at most {limit} (its launch would fail with "
+                                   f"OutOfResources)")
+
+
 _VERBOSE = False  # --verbose: let compiler output and tracebacks through
 
 
@@ -355,6 +389,7 @@ def run(argv=None) -> int:
     req = CompileRequest(kernel, target, _split_signature(args.signature), _parse_kv(args.defines, "-D"), options,
                          stop_after=stop_after)
     compiled = compile_quietly(req)
+    _check_shared_memory(compiled, target, kernel)
     asm = compiled.asm[stage]
     if args.out:
         mode = "wb" if isinstance(asm, bytes) else "w"

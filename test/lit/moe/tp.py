@@ -53,26 +53,27 @@
 # AGIR: symbol = "nvshmem_ptr"
 # AGIR: tt.elementwise_inline_asm "{{.*}}bar.sync 0;{{.*}}membar.sys;{{.*}}st.relaxed.sys.b64
 # GEMM role: a tile of this rank's own tokens gathers its rows from x with no wait; a peer's tile first polls that
-# source's ready signals (system-scope acquire), and the token's opaque zero is added to the chunk's base in a_full
-# before any of the tile's A loads (the software-pipelined prologue copies included).
+# source's ready signals (system-scope acquire), and the token's opaque zero is added to the chunk's base in a_full;
+# the branch yields the tile's source pointer, so there is ONE software-pipelined K loop (one set of stage buffers)
+# and none of its A loads (the prologue copies included) can be scheduled above the wait.
 # AGIR: } else {
 # AGIR: scf.for %t = %first{{[_0-9]*}} to
-# AGIR: scf.if %{{[a-z0-9_]+}} -> (tensor<128x128xf32, #mma>) {
-# AGIR-NOT: ld.acquire
-# AGIR: tt.splat %x_ptr
-# AGIR-NOT: ld.acquire
-# AGIR: ttng.warp_group_dot
-# AGIR: } else {
+# AGIR: %[[SRCSEL:[a-z0-9_]+]] = scf.if %{{[a-z0-9_]+}} -> (!tt.ptr<bf16>) {
+# AGIR-NOT: ttg.async_copy_global_to_local
 # AGIR: %[[TOK:[a-z0-9_]+]] = scf.if %{{[a-z0-9_]+}} -> (i32) {
 # AGIR-NEXT: tt.elementwise_inline_asm "{{.*}}ld.acquire.sys.b64
 # AGIR-NOT: ttg.async_copy_global_to_local
 # AGIR: %[[BASE:[a-z0-9_]+]] = tt.addptr %a_full_ptr
 # AGIR-NEXT: %[[Z:[a-z0-9_]+]] = tt.elementwise_inline_asm "mov.u32 $0, 0;" {{.*}} %[[TOK]]
 # AGIR-NEXT: %[[SRC:[a-z0-9_]+]] = tt.addptr %[[BASE]], %[[Z]]
+# AGIR-NEXT: scf.yield %[[SRC]] : !tt.ptr<bf16>
+# AGIR-NEXT: } else {
+# AGIR-NEXT: scf.yield %src : !tt.ptr<bf16>
 # AGIR-NOT: ttg.async_copy_global_to_local
-# AGIR: tt.splat %[[SRC]]
+# AGIR: tt.splat %[[SRCSEL]]
 # AGIR: ttg.async_copy_global_to_local
 # AGIR: ttng.warp_group_dot
+# AGIR-NOT: ttng.warp_group_dot {{.*}}tensor<128x128xf32
 # AGIR: tt.store
 # finish_call: the launch's last program publishes the epoch (release).
 # AGIR: tt.atomic_rmw add, acq_rel, gpu
@@ -86,11 +87,11 @@
 # AG-NEXT: ld.acquire.sys.b64
 # AG: st.global.v4.b32
 # AG: tensormap.cp_fenceproxy
+# AG: TDW_SPIN:
+# AG-NEXT: ld.acquire.sys.b64
 # AG: cp.async.cg.shared.global
 # AG: cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes
 # AG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-# AG: TDW_SPIN:
-# AG-NEXT: ld.acquire.sys.b64
 # AG: atom.global.gpu.acq_rel.add.u64
 # AG: atom.global.gpu.release.exch.b64
 # No 2-D TMA load (A rows come through row_pairs), no gpu-scope or relaxed poll, no bounded-wait timer or trap
