@@ -247,3 +247,38 @@ def test_llir_of_a_kernel_that_cannot_assemble(tmp_path):
     for extra in (["--stage", "ptx"], ["--stage", "llir", "--stop-after", "cubin"]):
         res = _run(*base, *extra, tmpdir=tmp_path)
         assert res.returncode == 2 and "defined_nowhere" in res.stderr, (extra, res.stderr)
+
+
+SMEM_KERNEL = textwrap.dedent("""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def mm(a_ptr, b_ptr, c_ptr, K, BLOCK: tl.constexpr, BK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        ok = tl.arange(0, BK)
+        acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + offs[:, None] * K + (k + ok)[None, :])
+            b = tl.load(b_ptr + (k + ok)[:, None] * BLOCK + offs[None, :])
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + offs[:, None] * BLOCK + offs[None, :], acc)
+""")
+
+
+@pytest.mark.parametrize("stages, ok", [(2, True), (8, False)])
+def test_shared_memory_beyond_the_target_is_refused(tmp_path, stages, ok):
+    """A kernel whose pipelined stage buffers exceed the target's shared memory per block compiles in Triton and
+    fails only at launch (OutOfResources); the tool refuses it (2026-12-06: a TP-MoE kernel reached the GPU so).
+    128x128x128 bf16 tiles: 64 KiB a stage -- 2 stages fit sm_90's 227 KiB, 8 do not."""
+    path = tmp_path / "mm.py"
+    path.write_text(SMEM_KERNEL)
+    res = _run(f"{path}:mm", "-s", "*bf16:16, *bf16:16, *fp32:16, i32:16, 128, 128", "--target", "cuda:90",
+               "--num-stages", str(stages), "--stage", "ptx")
+    if ok:
+        assert res.returncode == 0, res.stderr
+        return
+    assert res.returncode == 2, res
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 2 and "mm needs" in lines[0] and "cuda:90 has at most 232448" in lines[0], res.stderr
+    assert "num-stages" in lines[1]
