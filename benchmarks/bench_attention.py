@@ -141,7 +141,26 @@ def _ratios(rec, ours, baselines):
 
 
 # --------------------------------------------------------------------------------------------------- decode
-def bench_decode(B, L, page, heads, gpu, ceiling, seed=0):
+#: keys of a ``--decode-variants`` entry: what each sets of ``flash_decode``'s launch
+VARIANT_KEYS = ("splits", "block_n", "block_g", "warps", "stages")
+
+
+def parse_decode_variants(ap, text):
+    """``--decode-variants`` "splits=64,block_n=128+stages=4" -> [(name, {key: int})]; one extra column per entry
+    (keys :data:`VARIANT_KEYS`, joined with '+')."""
+    out = []
+    for item in filter(None, (text or "").split(",")):
+        kv = {}
+        for part in item.split("+"):
+            key, _, val = part.partition("=")
+            if key not in VARIANT_KEYS or not val.isdigit() or int(val) < 1:
+                ap.error(f"--decode-variants: {part!r} is not KEY=POSITIVE_INT with KEY one of {', '.join(VARIANT_KEYS)}")
+            kv[key] = int(val)
+        out.append((item, kv))
+    return out
+
+
+def bench_decode(B, L, page, heads, gpu, ceiling, seed=0, variants=()):
     from triton_dist import ops
     from triton_dist.ops.attention import DecodeConfig, flash_decode_reference, pick_decode_config
 
@@ -159,6 +178,11 @@ def bench_decode(B, L, page, heads, gpu, ceiling, seed=0):
         bg64 = DecodeConfig(base.BLOCK_N, 64, base.num_warps, base.num_stages)
         fns["ours/BLOCK_G=64"] = lambda: ops.flash_decode(q, kc, vc, bt, sl, check_lens=False, return_lse=False,
                                                           config=bg64)
+        for name, kv in variants:  # --decode-variants: the launch choices docs/attention.md leaves to measurement
+            cfg = DecodeConfig(kv.get("block_n", base.BLOCK_N), kv.get("block_g", base.BLOCK_G),
+                               kv.get("warps", base.num_warps), kv.get("stages", base.num_stages))
+            fns[f"ours/{name}"] = (lambda cfg=cfg, ns=kv.get("splits"): ops.flash_decode(
+                q, kc, vc, bt, sl, check_lens=False, return_lse=False, config=cfg, num_splits=ns))
     fns["sdpa"] = lambda: sdpa()[:, :, 0]
     ref = fns["sdpa"]()
     errors = harness.drop_failing(fns, ref)
@@ -344,6 +368,9 @@ def main(argv=None):
     ap.add_argument("--decode-lens", default=None, help="decode tokens per request (default 32768,131072)")
     ap.add_argument("--batches", default=None, help="decode and sp batch sizes (default 1,8)")
     ap.add_argument("--pages", default=None, help="decode page sizes (default 16,1,64; the first is sp's)")
+    ap.add_argument("--decode-variants", default=None,
+                    help="extra decode columns, comma-separated, each KEY=N[+KEY=N] with KEY in "
+                         f"{', '.join(VARIANT_KEYS)} (e.g. splits=132,block_n=128+stages=4)")
     ap.add_argument("--prefill-lens", default=None, help="prefill tokens (default 8192,32768)")
     ap.add_argument("--sp-len", type=int, default=None, help=f"sp tokens per request, whole world (default {SP_LEN})")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (the simulator's: checks only, no timing)")
@@ -360,6 +387,7 @@ def main(argv=None):
     plens = harness.counts_arg(ap, "--prefill-lens", args.prefill_lens or ",".join(map(str, t.get("prefill_lens",
                                                                                                  PREFILL_LENS))))
     sp_len = args.sp_len or t.get("sp_len", SP_LEN)
+    variants = parse_decode_variants(ap, args.decode_variants)
     for p in pages:
         if p & (p - 1):
             ap.error(f"--pages: {p} is not a power of two")
@@ -408,7 +436,7 @@ def main(argv=None):
             for L in dlens:
                 for B in batches:
                     for page in pages:
-                        rec = bench_decode(B, L, page, heads, gpu, ceiling)
+                        rec = bench_decode(B, L, page, heads, gpu, ceiling, variants=variants)
                         records.append(rec)
                         for line in decode_lines(rec):
                             say(line)
