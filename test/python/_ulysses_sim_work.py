@@ -54,6 +54,7 @@ def a2a_cases(cases):
     margin (nothing written past its edges: the tiles' masks), ``post`` of q's result (== q), ``post`` of a
     transposed attention output with ``out=`` a guarded view; the epoch counts five."""
     from triton_dist import ops
+    from triton_dist.ops import attention_ulysses as uly
 
     rank, world = _init()
     fails, checks = [], 0
@@ -80,6 +81,9 @@ def a2a_cases(cases):
             _eq(fails, tag + " pre(v, out=)", vh, gv[:, :, rank * Hkg:(rank + 1) * Hkg])
             _untouched(fails, tag + " pre(v, out=)", big, inside)
             _eq(fails, tag + " post(pre(q))", ops.post_attn_all_to_all(qh, ctx), q)
+            # the torch.distributed formulation (the benchmark's baseline) agrees, both ways
+            _eq(fails, tag + " torch pre(q)", uly.pre_attn_all_to_all_torch(q, ctx.group), qh)
+            _eq(fails, tag + " torch post", uly.post_attn_all_to_all_torch(qh, ctx.group), q)
             # an "attention output" of this rank's head group: [B, S, Hg, D] as a transposed view of [B, Hg, S, D]
             go = _global(200 + ci, B, H, S, D, dtype).transpose(1, 2)  # global [B, S, H, D], non-contiguous
             y = go[:, :, rank * Hg:(rank + 1) * Hg]
@@ -220,3 +224,19 @@ def compiled_ops():
     finally:
         ctx.close()
     return fails, 1
+
+
+def bench_tiny(out_dir):
+    """``benchmarks/bench_attention.py --tiny --only ulysses --out out_dir`` in this rank process (its ``main``, as
+    torchrun runs it): ours checked against the torch.distributed formulation and ``post(pre(x)) == x``, rank 0 writes
+    the JSON; a failed check exits with status 1 (SystemExit: the rank's failure)."""
+    import os
+    import sys
+
+    bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import bench_attention
+
+    bench_attention.main(["--tiny", "--only", "ulysses", "--out", out_dir])
+    return [], 1

@@ -9,6 +9,8 @@ pre v, post, post: the signals and slots reused); bad input (one-line ValueError
 call) and pre on one rank against post on the other (reported at once by
 the tagged waits). Rank-side code: ``_ulysses_sim_work.py``. Compilation for both targets:
 test/lit/attention/ulysses.py."""
+import json
+
 import pytest
 
 import _ulysses_sim_work as work
@@ -46,3 +48,18 @@ def test_ulysses_bad_input(sim_ranks):  # noqa: F811
 @pytest.mark.sim
 def test_ulysses_registered_ops_and_compile(sim_ranks):  # noqa: F811
     _run(sim_ranks, 2, work.compiled_ops)
+
+
+@pytest.mark.sim
+def test_bench_attention_ulysses_tiny(sim_ranks, tmp_path):  # noqa: F811
+    """``benchmarks/bench_attention.py --tiny --only ulysses`` at 2 ranks: pre and post checked against the
+    torch.distributed formulation (all_to_all_single on gloo here) and post(pre(x)) == x, the JSON written with the
+    simulator's provenance and no timing."""
+    _run(sim_ranks, 2, work.bench_tiny, str(tmp_path))
+    (path, ) = tmp_path.glob("attention_ulysses-*.json")
+    doc = json.loads(path.read_text())
+    assert doc["benchmark"] == "bench_attention" and doc["world_size"] == 2 and doc["shared_gpu"] is False
+    assert doc["timing"].startswith("none: the simulator")
+    (rec, ) = doc["records"]
+    assert rec["part"] == "ulysses" and rec["world"] == 2 and not rec["errors"], rec
+    assert rec["checked"] == ["pre", "torch_pre", "post", "torch_post"] and rec["us"] == {}, rec

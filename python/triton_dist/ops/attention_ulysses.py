@@ -253,5 +253,41 @@ def post_attn_all_to_all(y: torch.Tensor, ctx: UlyssesContext, *, out: Optional[
     return _all_to_all("post_attn_all_to_all", y, ctx, out, True)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# the torch.distributed formulation: what a user writes without this library (the benchmark's baseline, a cross-check)
+# ---------------------------------------------------------------------------------------------------------------
+def pre_attn_all_to_all_torch(x: torch.Tensor, group=None) -> torch.Tensor:
+    """:func:`pre_attn_all_to_all` written with ``torch.distributed.all_to_all_single`` and permutes: ``x [B, L, H,
+    D]`` is permuted to ``[W, B, L, H / W, D]`` (piece ``q`` for rank ``q``, contiguous), exchanged, and the received
+    ``[W, B, L, H / W, D]`` permuted to ``[B, W * L, H / W, D]``. NCCL where the group has it, else gloo on host copies
+    (ranks that share a GPU: :mod:`triton_dist.runtime.torch_collectives`, not capturable)."""
+    import torch.distributed as dist
+
+    from ..runtime.torch_collectives import all_to_all_single
+
+    W = dist.get_world_size(group)
+    B, L, H, D = x.shape
+    send = x.reshape(B, L, W, H // W, D).permute(2, 0, 1, 3, 4).contiguous()
+    recv = torch.empty_like(send)
+    all_to_all_single(recv, send, group=group)
+    return recv.permute(1, 0, 2, 3, 4).reshape(B, W * L, H // W, D)
+
+
+def post_attn_all_to_all_torch(y: torch.Tensor, group=None) -> torch.Tensor:
+    """:func:`post_attn_all_to_all` written with ``all_to_all_single`` and permutes (see
+    :func:`pre_attn_all_to_all_torch`): ``y [B, W * L, Hg, D]`` to ``[W, B, L, Hg, D]``, exchanged, to ``[B, L, W *
+    Hg, D]``."""
+    import torch.distributed as dist
+
+    from ..runtime.torch_collectives import all_to_all_single
+
+    W = dist.get_world_size(group)
+    B, S, Hg, D = y.shape
+    send = y.reshape(B, W, S // W, Hg, D).transpose(0, 1).contiguous()
+    recv = torch.empty_like(send)
+    all_to_all_single(recv, send, group=group)
+    return recv.permute(1, 2, 0, 3, 4).reshape(B, S // W, W * Hg, D)
+
+
 __all__ = ["UlyssesContext", "create_ulysses_ctx", "create_ulysses_context", "pre_attn_all_to_all",
-           "post_attn_all_to_all", "ULYSSES_DTYPES"]
+           "post_attn_all_to_all", "pre_attn_all_to_all_torch", "post_attn_all_to_all_torch", "ULYSSES_DTYPES"]
