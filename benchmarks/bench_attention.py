@@ -2,9 +2,10 @@
 
     python benchmarks/bench_attention.py --only decode,prefill [--out DIR]               # one GPU, one process
     scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp
+    scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp,ulysses
     scripts/launch.sh --nproc_per_node 2 benchmarks/bench_attention.py --tiny   # no GPU: the simulator, checks only
 
-Parts (``--only``, default all; decode and prefill need one process, sp a torchrun world):
+Parts (``--only``, default all; decode and prefill need one process, sp and ulysses a torchrun world):
 
 * ``decode`` (one GPU): ``ops.flash_decode`` over a paged KV cache (pages shuffled) at ``--decode-lens`` tokens
   (default 32K and 128K) per request, batch ``--batches`` (1, 8), 32 q / 8 kv heads, D 128, bf16, page size 16
@@ -29,6 +30,16 @@ Parts (``--only``, default all; decode and prefill need one process, sp a torchr
   ``flash_decode`` into its own slot alone) and ``exchange`` (``attention_sp.sp_decode_exchange`` alone: the partials'
   exchange and merge); ``sum_over_together`` = (local + exchange) / sp_flash_decode. Reported, never compared with
   NVLink figures (where ranks share a GPU there is none).
+* ``ulysses`` (the torchrun world; skipped where the world size does not divide the 32 heads): Ulysses' all-to-alls
+  at batch 1, ``--ulysses-lens`` tokens per rank (4096, 16384), 32 heads of 128, bf16: ``pre`` (``ops.
+  pre_attn_all_to_all`` of ``[1, L, 32, 128]``) and ``post`` (``ops.post_attn_all_to_all`` of its result), each
+  against the baseline a user writes without this library, ``torch_pre`` / ``torch_post``
+  (``attention_ulysses.pre_attn_all_to_all_torch``: ``all_to_all_single`` on permuted contiguous copies, then the
+  inverse permute; NCCL, or gloo on host copies where ranks share a GPU -- ``torch_a2a_backend`` and ``shared_gpu``
+  in the record: those baselines then include host round trips and are not capturable, so their graph column is
+  eager). Figures: ``gbs`` = bytes of the rank's input / time, ``bus_gbs`` = that x (world - 1) / world (what
+  crosses the fabric), ``torch_pre_over_pre`` / ``torch_post_over_post`` (> 1: ours faster). Checked before the
+  timing: ours equal to the torch formulation bit for bit, and ``post(pre(x)) == x`` (max over ranks).
 
 Every column is checked before its timing (ours against SDPA, relative Frobenius error <= 2e-2; sp against
 ``flash_decode_reference`` over the whole sequence); one that fails is dropped and named in ``errors`` (ours
@@ -36,7 +47,8 @@ failing: exit status 1 after the JSON is written). Timing (benchmarks/harness.py
 back-to-back calls, the columns of one row interleaved, and eager calls of every column as their own column
 (``eager_us``, ratios eager against eager). ``--tiny``: tiny shapes; on the simulator (no GPU) the only mode, and
 there nothing is timed: the checks run and the record is written. Writes ``attention-<stamp>.json`` (sp:
-``attention_sp-<stamp>.json``) to ``--out`` (default ``$TRITON_DIST_RESULTS_DIR`` or benchmarks/results).
+``attention_sp-<stamp>.json``, ulysses: ``attention_ulysses-<stamp>.json``) to ``--out`` (default
+``$TRITON_DIST_RESULTS_DIR`` or benchmarks/results).
 """
 from __future__ import annotations
 
@@ -52,13 +64,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 import harness  # noqa: E402
 
-PARTS = ("decode", "prefill", "sp")
+PARTS = ("decode", "prefill", "sp", "ulysses")
 HQ, HKV, D = 32, 8, 128
 DECODE_LENS, BATCHES, PAGES = [32768, 131072], [1, 8], [16, 1, 64]
 PREFILL_LENS = [8192, 32768]
 SP_LEN = 32768
-#: --tiny (the simulator's): (Hq, Hkv, D), decode lengths, batches, pages, prefill lengths, sp length
-TINY = dict(heads=(4, 1, 64), decode_lens=[48], batches=[2], pages=[16, 4], prefill_lens=[64], sp_len=64)
+#: Ulysses: tokens per rank (batch 1, HQ heads of D)
+ULYSSES_LENS = [4096, 16384]
+#: --tiny (the simulator's): (Hq, Hkv, D), decode lengths, batches, pages, prefill lengths, sp length, Ulysses'
+#: tokens per rank
+TINY = dict(heads=(4, 1, 64), decode_lens=[48], batches=[2], pages=[16, 4], prefill_lens=[64], sp_len=64,
+            ulysses_lens=[8])
 SAMPLE_US = 3000.0
 REPS = 15
 TARGETS = {"decode_kv_fraction": 0.85, "decode_sdpa_over_ours": 1.5, "prefill_sdpa_over_ours": 0.9}
@@ -353,6 +369,78 @@ def sp_lines(rec, shared):
             f"local K/V {rec['local_kv_gbs']:.0f} GB/s  err {_g(rec['rel_error_vs_reference'])}"]
 
 
+# --------------------------------------------------------------------------------------------------- ulysses
+def bench_ulysses(L, heads, rank, world, gpu, shared, seed=0):
+    """Batch 1, ``L`` tokens per rank, ``heads[0]`` heads of ``heads[2]``: pre / post against the torch.distributed
+    formulation (module docstring)."""
+    from triton_dist import ops
+    from triton_dist.ops import attention_ulysses as uly
+    from triton_dist.runtime.torch_collectives import group_has_nccl
+
+    H, _, Dh = heads
+    dev = "cuda" if gpu else "cpu"
+    dtype, B = torch.bfloat16, 1
+    rec = {"part": "ulysses", "world": world, "batch": B, "tokens_per_rank": L, "tokens": world * L, "heads": H,
+           "head_dim": Dh, "dtype": "bfloat16", "shared_gpu": shared, "errors": {},
+           "torch_a2a_backend": "nccl" if gpu and group_has_nccl(None) else "gloo"}
+    if H % world:
+        rec.update(skipped=f"{H} heads do not divide by the world size {world}", us={}, graphed={}, eager_us={},
+                   calls_per_sample=None, checked=[])
+        return rec
+    x = torch.randn((B, L, H, Dh), device=dev, generator=_gen(seed + 17 * rank, dev)).to(dtype)
+    ctx = ops.create_ulysses_ctx(B, L, H, Dh, dtype)
+    rec["programs"] = ctx.programs
+    pre_out = torch.empty((B, world * L, H // world, Dh), dtype=dtype, device=dev)
+    post_out = torch.empty_like(x)
+    y = ops.pre_attn_all_to_all(x, ctx)  # post's input: this rank's head group, the whole sequence
+    group = ctx.group
+    fns = {"pre": lambda: ops.pre_attn_all_to_all(x, ctx, out=pre_out),
+           "torch_pre": lambda: uly.pre_attn_all_to_all_torch(x, group),
+           "post": lambda: ops.post_attn_all_to_all(y, ctx, out=post_out),
+           "torch_post": lambda: uly.post_attn_all_to_all_torch(y, group)}
+    ok = (torch.equal(fns["pre"]().clone(), fns["torch_pre"]()) and torch.equal(fns["post"]().clone(), x)
+          and torch.equal(fns["torch_post"](), x))
+    harness._sync()
+    bad = harness.max_over_ranks(0.0 if ok else 1.0)
+    if bad:
+        rec["errors"] = {"pre": "ours differs from the torch formulation, or post(pre(x)) != x (on some rank)"}
+        fns = {}
+    rec["us"], rec["graphed"], rec["eager_us"], rec["calls_per_sample"] = _time(fns, gpu)
+    if gpu and rec["us"]:
+        nbytes = x.numel() * x.element_size()
+        rec["bytes_per_rank"] = nbytes
+        for key, us in (("gbs", rec["us"]), ("eager_gbs", rec["eager_us"])):
+            rec[key] = {n: nbytes / t / 1e3 for n, t in us.items()}
+            rec["bus_" + key] = {n: g * (world - 1) / world for n, g in rec[key].items()}
+        for op in ("pre", "post"):
+            rec[f"torch_{op}_over_{op}"] = rec["us"][f"torch_{op}"] / rec["us"][op]
+            rec[f"eager_torch_{op}_over_{op}"] = rec["eager_us"][f"torch_{op}"] / rec["eager_us"][op]
+    else:
+        rec["checked"] = list(fns)
+    harness._sync()
+    ctx.close()
+    return rec
+
+
+def ulysses_lines(rec):
+    head = (f"ulysses world={rec['world']} B={rec['batch']} L={rec['tokens_per_rank']}/rank H={rec['heads']} "
+            f"D={rec['head_dim']}" + (f"  [SHARED GPU: no NVLink; torch baseline on {rec['torch_a2a_backend']}]"
+                                      if rec["shared_gpu"] else ""))
+    if rec.get("skipped"):
+        return [f"{head}  skipped: {rec['skipped']}"]
+    if not rec["us"]:
+        return [f"{head}  checked {', '.join(rec['checked']) or '-'} (ours == torch formulation, post(pre(x)) == x) "
+                f"{rec['errors'] or ''}"]
+    cols = "  ".join(f"{n} {t:.1f}{'' if rec['graphed'][n] else '*'} us {rec['gbs'][n]:.0f} GB/s"
+                     for n, t in rec["us"].items())
+    eager = "  ".join(f"{n} {t:.1f}" for n, t in rec["eager_us"].items())
+    return [head, f"    graph: {cols}", f"    eager us: {eager}",
+            f"    torch / ours: pre {_g2(rec.get('torch_pre_over_pre'))} "
+            f"(eager {_g2(rec.get('eager_torch_pre_over_pre'))}), post {_g2(rec.get('torch_post_over_post'))} "
+            f"(eager {_g2(rec.get('eager_torch_post_over_post'))})"
+            f"  bus GB/s pre {rec['bus_gbs']['pre']:.0f} post {rec['bus_gbs']['post']:.0f}"]
+
+
 def _g(v):
     return "-" if v is None else f"{v:.1e}"
 
@@ -373,6 +461,8 @@ def main(argv=None):
                          f"{', '.join(VARIANT_KEYS)} (e.g. splits=132,block_n=128+stages=4)")
     ap.add_argument("--prefill-lens", default=None, help="prefill tokens (default 8192,32768)")
     ap.add_argument("--sp-len", type=int, default=None, help=f"sp tokens per request, whole world (default {SP_LEN})")
+    ap.add_argument("--ulysses-lens", default=None, help="ulysses tokens per rank (default "
+                                                         f"{','.join(map(str, ULYSSES_LENS))})")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (the simulator's: checks only, no timing)")
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
@@ -388,6 +478,8 @@ def main(argv=None):
                                                                                                  PREFILL_LENS))))
     sp_len = args.sp_len or t.get("sp_len", SP_LEN)
     variants = parse_decode_variants(ap, args.decode_variants)
+    ulens = harness.counts_arg(ap, "--ulysses-lens", args.ulysses_lens or ",".join(map(str, t.get("ulysses_lens",
+                                                                                                  ULYSSES_LENS))))
     for p in pages:
         if p & (p - 1):
             ap.error(f"--pages: {p} is not a power of two")
@@ -400,13 +492,13 @@ def main(argv=None):
     world_env = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if gpu and world_env > 1 and ("decode" in parts or "prefill" in parts):
         raise SystemExit("bench_attention: decode and prefill time one GPU in one process: run them without "
-                         "torchrun (--only decode,prefill), and --only sp under torchrun")
+                         "torchrun (--only decode,prefill), and --only sp,ulysses under torchrun")
     os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "1G")
     os.environ.setdefault("TRITON_DIST_SIM_SYMMETRIC_SIZE", "64M")
     from provenance import topology, topology_line
 
     rank, world = 0, 1
-    if "sp" in parts or not gpu:
+    if "sp" in parts or "ulysses" in parts or not gpu:
         import torch.distributed as dist
 
         import triton_dist.utils as tdu
@@ -414,7 +506,7 @@ def main(argv=None):
         tdu.initialize_distributed()
         rank, world = dist.get_rank(), dist.get_world_size()
         sp_page = pages[0]
-        if sp_len % (world * sp_page):
+        if "sp" in parts and sp_len % (world * sp_page):
             ap.error(f"--sp-len: {sp_len} tokens do not cut into {world} slices of whole {sp_page}-token pages")
     elif torch.cuda.is_available():
         torch.cuda.set_device(0)
@@ -459,13 +551,23 @@ def main(argv=None):
                 say(line)
             if gpu:
                 torch.cuda.empty_cache()
-    failed = sorted({f"{r['part']}:{n}" for r in records + sp_records for n in r["errors"]
-                     if n.startswith(("ours", "sp_flash_decode"))})
+    ulysses_records = []
+    if "ulysses" in parts:
+        for L in ulens:
+            rec = bench_ulysses(L, heads, rank, world, gpu, shared)
+            ulysses_records.append(rec)
+            for line in ulysses_lines(rec):
+                say(line)
+            if gpu:
+                torch.cuda.empty_cache()
+    failed = sorted({f"{r['part']}:{n}" for r in records + sp_records + ulysses_records for n in r["errors"]
+                     if n.startswith(("ours", "sp_flash_decode", "pre"))})
     timing = ("CUDA-graph replay of calls_per_sample calls (us; graphed false: eager), interleaved per row, and "
               "eager calls (eager_us); median of samples, max over ranks" if gpu else
               "none: the simulator (CPU), checks only, nothing timed")
     if rank == 0:
-        for name, recs in (("attention", records), ("attention_sp", sp_records)):
+        for name, recs in (("attention", records), ("attention_sp", sp_records),
+                           ("attention_ulysses", ulysses_records)):
             if not recs:
                 continue
             doc = harness.result_header("bench_attention", topo=topo, stamp=stamp, timing=timing, targets=TARGETS,

@@ -168,3 +168,11 @@ def test_attention_table():
     assert "| 8192 | 32/8 | 1000.0 / 1010.0 | 950.0 / 960.0 | 550 / 579 | 0.95 / 0.95 |" in text
     sim = {**doc, "records": [{**dec, "us": {}}]}
     assert "not timed" in "\n".join(mr.attention_section(sim))
+    uly = {"part": "ulysses", "world": 2, "tokens": 8192, "tokens_per_rank": 4096, "heads": 32,
+           "us": {"pre": 50.0, "torch_pre": 90.0}, "eager_us": {"pre": 60.0, "torch_pre": 900.0},
+           "graphed": {"pre": True, "torch_pre": False}, "bus_gbs": {"pre": 335.5, "post": 320.0},
+           "torch_pre_over_pre": 1.8, "torch_post_over_post": 1.5, "torch_a2a_backend": "gloo", "shared_gpu": True}
+    text = "\n".join(mr.attention_section({**doc, "records": [uly]}))
+    assert "Ulysses all-to-alls" in text
+    row = "| 2 | 8192 (4096) | 32 | 50.0 / 60.0 | 90.0 (eager) / 900.0 | 336 / 320 | 1.80, 1.50 | gloo (shared GPU) |"
+    assert row in text, text

@@ -71,12 +71,14 @@ def test_ops_importable_without_runtime():
     from triton_dist import ops
 
     for name in ("all_gather", "reduce_scatter", "all_reduce", "send", "recv", "ag_gemm", "gemm_rs", "gemm_ar",
-                 "matmul", "group_gemm", "moe_route", "moe_combine"):
+                 "matmul", "group_gemm", "moe_route", "moe_combine", "pre_attn_all_to_all", "post_attn_all_to_all"):
         assert hasattr(torch.ops.triton_dist, name), name
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_allreduce_ctx(16, torch.bfloat16)
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_ag_gemm_context(max_m=16, k=32)
+    with pytest.raises(RuntimeError, match="initialize_distributed"):
+        ops.create_ulysses_ctx(1, 16, 4, 64)
 
 
 def test_ops_exports_every_family():
@@ -102,7 +104,9 @@ def test_ops_exports_every_family():
                    "group_gemm_rs"],
         "attention": ["flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial",
                       "merge_chunk_partials"],
-        "sp_attention": ["SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode"]}
+        "sp_attention": ["SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode"],
+        "ulysses": ["UlyssesContext", "create_ulysses_context", "create_ulysses_ctx", "pre_attn_all_to_all",
+                    "post_attn_all_to_all"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):
         families["collectives"] += [f"create_{fam}_context", f"create_{fam}_ctx"]
         assert getattr(ops, f"create_{fam}_context") is getattr(ops, f"create_{fam}_ctx")
@@ -183,8 +187,10 @@ def test_every_context_names_its_real_factory_in_errors():
     from triton_dist.ops import collectives as C
     from triton_dist.ops import overlap as O
 
+    from triton_dist.ops.attention_ulysses import UlyssesContext
+
     classes = [C.AllGatherContext, C.ReduceScatterContext, C.AllReduceContext, C.P2PContext, O.AGGemmContext,
-               O.GemmRSContext, O.GemmARContext]
+               O.GemmRSContext, O.GemmARContext, UlyssesContext]
     for cls in classes:
         assert callable(getattr(sys.modules[cls.__module__], cls.factory_name())), cls.factory_name()
     assert O.GemmRSContext.factory_name() == "create_gemm_rs_context"

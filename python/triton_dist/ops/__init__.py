@@ -2,7 +2,8 @@
 symmetric buffers; ``close()`` frees them), then call the op with it. Families: the collectives (all_gather,
 reduce_scatter, all_reduce), point-to-point (send / recv), the overlapped GEMMs (ag_gemm, gemm_rs, gemm_ar), the
 single-device ``matmul`` and the MoE family (``moe_route``, ``group_gemm``, ``moe_combine``; expert parallelism:
-``ep_dispatch`` / ``ep_combine``). Every op is also
+``ep_dispatch`` / ``ep_combine``) and attention (sequence parallel: ``sp_flash_decode``, Ulysses'
+``pre_attn_all_to_all`` / ``post_attn_all_to_all``). Every op is also
 registered as ``torch.ops.triton_dist.<op>`` with a fake implementation, and the functions here emit those ops under
 torch.compile (:mod:`._library`)."""
 from .collectives import (AllGatherContext, AllReduceContext, P2PContext, ReduceScatterContext,  # noqa: F401
@@ -21,6 +22,8 @@ from .attention import flash_decode, merge_attention_partials  # noqa: E402  (at
 from .attention_prefill import flash_attention, flash_attention_partial, merge_chunk_partials  # noqa: E402
 from .attention_sp import (SPDecodeContext, create_sp_decode_context, create_sp_decode_ctx,  # noqa: E402
                            sp_flash_decode)
+from .attention_ulysses import (UlyssesContext, create_ulysses_context, create_ulysses_ctx,  # noqa: E402
+                                post_attn_all_to_all, pre_attn_all_to_all)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -50,6 +53,8 @@ __all__ = [
     "flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial", "merge_chunk_partials",
     # sequence-parallel attention
     "SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode",
+    # Ulysses sequence parallelism (the all-to-alls around attention)
+    "UlyssesContext", "create_ulysses_context", "create_ulysses_ctx", "pre_attn_all_to_all", "post_attn_all_to_all",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]

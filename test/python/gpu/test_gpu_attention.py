@@ -20,6 +20,12 @@ interpreter at toy sizes; this one runs the compiled kernels at real sizes.
   against ``flash_decode_reference`` over the concatenated sequence (computed on the rank itself: no NCCL, so it holds
   where ranks share a GPU); ten calls on one context; a CUDA graph of one call replayed with new inputs; bad input
   refused with a one-line ValueError before any launch, then a good call.
+* Ulysses' ``ops.pre_attn_all_to_all`` / ``post_attn_all_to_all`` at the torchrun world (skipped where 32 q / 8 kv
+  heads do not divide by it), B 1 (and 2), 4096 tokens per rank, D 128, bf16: exact against the head groups of the
+  global tensors (derived alike on every rank: no communication in the reference) and against the torch.distributed
+  formulation (all_to_all_single + permutes; gloo on host copies where ranks share a GPU), k / v with 8 heads and
+  strided views on the q context, post(pre(q)) == q; ten calls on one context; one layer's calls (pre q, pre k,
+  post) captured into a CUDA graph and replayed with new inputs; bad input.
 
 The one-device tests run on every rank (each checks its own device). Ranks collect failures and assert after the
 cleanup (a rank that failed early still closes its context, so no peer waits for it).
@@ -533,3 +539,183 @@ def test_sp_flash_decode_bad_input():
     expect("closed", lambda: sp(q, kc, vc, bt, sl, ctx), "closed")
     assert not fails, (rank, fails)
 
+
+
+# ------------------------------------------------------------------------------------------- Ulysses all-to-alls
+#: the realistic shape: batch 1, 4096 tokens per rank, 32 q heads / 8 kv heads of 128, bf16
+UL_B, UL_L, UL_HKV = 1, 4096, 8
+
+
+def _ulysses_global(seed, B, S, H, dev, dtype=torch.bfloat16):
+    """A global ``[B, S, H, D]`` tensor, the same on every rank (a CUDA generator seeded alike: Philox, so equal on
+    every GPU of the job)."""
+    g = torch.Generator(device=dev).manual_seed(seed)
+    return torch.randn((B, S, H, D), generator=g, device=dev).to(dtype)
+
+
+def _ulysses_skip(world):
+    if HQ % world or UL_HKV % world:
+        pytest.skip(f"Ulysses needs the heads ({HQ} q, {UL_HKV} kv) to divide by the world size {world}")
+
+
+def test_ulysses_against_torch_slices_and_all_to_all_single():
+    """At the realistic shape (B 1, 4096 tokens per rank, 32 q / 8 kv heads of 128, bf16): every rank's
+    ``pre_attn_all_to_all`` of q, k (8 heads, the same context) and v (a strided view of a fused qkv tensor) equals
+    the head group of the global tensor exactly (a torch slice: no communication in the reference), and equals the
+    torch.distributed formulation (all_to_all_single + permutes: NCCL, or gloo on host copies where ranks share a
+    GPU); ``post_attn_all_to_all`` gives q back exactly, also through ``out=``; batch 2 as well."""
+    from triton_dist import ops
+    from triton_dist.ops import attention_ulysses as uly
+
+    rank, world = _init()
+    _ulysses_skip(world)
+    dev = torch.device("cuda", DEVICE)
+    fails = []
+    ctx = ops.create_ulysses_ctx(2, UL_L, HQ, D, torch.bfloat16)
+    try:
+        for B in (UL_B, 2):
+            S, Hg, Hkg = world * UL_L, HQ // world, UL_HKV // world
+            qkv = _ulysses_global(300 + B, B, S, HQ + 2 * UL_HKV, dev)
+            mine = qkv[:, rank * UL_L:(rank + 1) * UL_L]
+            q = mine[:, :, :HQ].contiguous()
+            k, v = mine[:, :, HQ:HQ + UL_HKV], mine[:, :, HQ + UL_HKV:]  # strided views
+            tag = f"B {B} rank {rank}"
+            qh = ops.pre_attn_all_to_all(q, ctx)
+            kh = ops.pre_attn_all_to_all(k, ctx)
+            vh = ops.pre_attn_all_to_all(v, ctx)
+            for name, got, lo, n in (("q", qh, 0, Hg), ("k", kh, HQ, Hkg), ("v", vh, HQ + UL_HKV, Hkg)):
+                want = qkv[:, :, lo + rank * n:lo + (rank + 1) * n]
+                if tuple(got.shape) != tuple(want.shape) or not torch.equal(got, want):
+                    fails.append(f"{tag}: pre({name}) differs from the global tensor's head group")
+            if not torch.equal(uly.pre_attn_all_to_all_torch(q, ctx.group), qh):
+                fails.append(f"{tag}: pre(q) differs from all_to_all_single + permutes")
+            back = torch.full_like(q, float("nan"))
+            if ops.post_attn_all_to_all(qh, ctx, out=back) is not back or not torch.equal(back, q):
+                fails.append(f"{tag}: post(pre(q), out=) is not q")
+            if not torch.equal(uly.post_attn_all_to_all_torch(qh, ctx.group), q):
+                fails.append(f"{tag}: the torch formulation of post is not q")
+    except Exception as exc:  # noqa: BLE001 - recorded; the context is closed on every rank below
+        fails.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_ulysses_ten_calls_and_graph_replay():
+    """Ten eager calls on one context (pre q, pre k, pre v, post, ... with new data every round, ``out=`` on every
+    other call; the epoch counts them), then one layer's worth of calls (pre q, pre k, post of a head-local
+    function of q's result) captured into a CUDA graph after a warm-up, replayed three times with new inputs copied
+    into the captured tensors: every replay equals the torch slices of the new global tensors and an eager run."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    _ulysses_skip(world)
+    dev = torch.device("cuda", DEVICE)
+    S, Hg, Hkg = world * UL_L, HQ // world, UL_HKV // world
+    ctx = ops.create_ulysses_ctx(UL_B, UL_L, HQ, D, torch.bfloat16)
+    fails = []
+    graph = None
+    calls = 0
+    try:
+        for rnd in range(3):
+            gq = _ulysses_global(400 + rnd, UL_B, S, HQ, dev)
+            gk = _ulysses_global(500 + rnd, UL_B, S, UL_HKV, dev)
+            q, k = gq[:, rank * UL_L:(rank + 1) * UL_L], gk[:, rank * UL_L:(rank + 1) * UL_L]
+            for name, x, g, n in (("q", q, gq, Hg), ("k", k, gk, Hkg), ("v", k, gk, Hkg)):
+                out = torch.empty((UL_B, S, n, D), dtype=x.dtype, device=dev) if calls % 2 else None
+                got = ops.pre_attn_all_to_all(x, ctx, out=out)
+                calls += 1
+                if not torch.equal(got, g[:, :, rank * n:(rank + 1) * n]):
+                    fails.append(f"round {rnd}: pre({name}) differs")
+            if rnd < 1:
+                got = ops.post_attn_all_to_all(gq[:, :, rank * Hg:(rank + 1) * Hg], ctx)
+                calls += 1
+                if not torch.equal(got, q):
+                    fails.append(f"round {rnd}: post differs")
+        torch.cuda.synchronize()
+        if ctx.epoch != calls or calls != 10:
+            fails.append(f"epoch {ctx.epoch} after {calls} calls")
+        xq = torch.zeros((UL_B, UL_L, HQ, D), dtype=torch.bfloat16, device=dev)
+        xk = torch.zeros((UL_B, UL_L, UL_HKV, D), dtype=torch.bfloat16, device=dev)
+
+        def layer():
+            qh = ops.pre_attn_all_to_all(xq, ctx)
+            kh = ops.pre_attn_all_to_all(xk, ctx)
+            return qh, kh, ops.post_attn_all_to_all(qh * 2, ctx)
+
+        layer()  # warm-up: compiles outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            res = layer()
+        for seed in (7, 8, 9):
+            gq = _ulysses_global(seed, UL_B, S, HQ, dev)
+            gk = _ulysses_global(seed + 50, UL_B, S, UL_HKV, dev)
+            xq.copy_(gq[:, rank * UL_L:(rank + 1) * UL_L])
+            xk.copy_(gk[:, rank * UL_L:(rank + 1) * UL_L])
+            graph.replay()
+            torch.cuda.synchronize()
+            got = [t.clone() for t in res]
+            want = (gq[:, :, rank * Hg:(rank + 1) * Hg], gk[:, :, rank * Hkg:(rank + 1) * Hkg], xq * 2)
+            for name, g, w in zip(("pre q", "pre k", "post"), got, want):
+                if not torch.equal(g, w):
+                    fails.append(f"replay seed {seed}: {name} differs from the torch slices")
+            eager = layer()
+            if not all(torch.equal(g, e) for g, e in zip(got, eager)):
+                fails.append(f"replay seed {seed}: differs from an eager run")
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.synchronize()
+        del graph
+        ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_ulysses_bad_input():
+    """Bad arguments: a one-line ValueError naming the problem before any launch, on every rank alike (heads not
+    divisible by the world size included); then a good call runs (epoch 1)."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    bf = torch.bfloat16
+    B, L, H = 1, 64, 4 * world
+    ctx = ops.create_ulysses_ctx(B, L, H, D, bf)
+    x = torch.randn((B, L, H, D), device=dev).to(bf)
+    fails = []
+
+    def expect(what, fn, *needles):
+        try:
+            fn()
+        except ValueError as exc:
+            msg = str(exc)
+            if "\n" in msg or not all(n in msg for n in needles):
+                fails.append(f"{what}: message {msg!r} lacks {needles}")
+            return
+        except Exception as exc:  # noqa: BLE001
+            fails.append(f"{what}: {type(exc).__name__}: {exc}")
+            return
+        fails.append(f"{what}: no error")
+
+    pre, post = ops.pre_attn_all_to_all, ops.post_attn_all_to_all
+    try:
+        if world > 1:
+            expect("heads % world", lambda: pre(torch.zeros((B, L, H + 1, D), dtype=bf, device=dev), ctx),
+                   f"world size {world}")
+        expect("batch", lambda: pre(torch.zeros((B + 1, L, H, D), dtype=bf, device=dev), ctx), "max_batch")
+        expect("tokens", lambda: pre(torch.zeros((B, L + 1, H, D), dtype=bf, device=dev), ctx), "max_seq_per_rank")
+        expect("dtype", lambda: pre(x.half(), ctx), "context's dtype")
+        expect("on the host", lambda: pre(x.cpu(), ctx), "cuda")
+        expect("out", lambda: pre(x, ctx, out=torch.empty_like(x, dtype=torch.float32)), "out must be")
+        expect("post heads", lambda: post(torch.zeros((B, world * L, 2 * H, D), dtype=bf, device=dev), ctx),
+               "head group")
+        got = pre(x, ctx)
+        torch.cuda.synchronize()
+        if tuple(got.shape) != (B, world * L, H // world, D) or ctx.epoch != 1:
+            fails.append(f"good call after bad ones: shape {tuple(got.shape)}, epoch {ctx.epoch}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+    assert not fails, (rank, fails)
