@@ -21,6 +21,8 @@ from .attention import flash_decode, merge_attention_partials  # noqa: E402  (at
 from .attention_prefill import flash_attention, flash_attention_partial, merge_chunk_partials  # noqa: E402
 from .attention_sp import (SPDecodeContext, create_sp_decode_context, create_sp_decode_ctx,  # noqa: E402
                            sp_flash_decode)
+from .attention_sp_ag import (SPAttentionContext, create_sp_attention_context,  # noqa: E402
+                              create_sp_attention_ctx, sp_ag_attention)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -50,6 +52,7 @@ __all__ = [
     "flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial", "merge_chunk_partials",
     # sequence-parallel attention
     "SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode",
+    "SPAttentionContext", "create_sp_attention_context", "create_sp_attention_ctx", "sp_ag_attention",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]
