@@ -5,7 +5,8 @@ position, and not causal). Cases: batch 2 (and a smaller batch / shorter chunk t
 D 64 and one D 128 case, chunk lengths that are not multiples of the 16-row tiles, several calls per context
 (signals and buffers reused; causal and non-causal calls mixed on one context, ``out=``, ``return_lse``, strided
 q / k / v / out), bad input (a one-line ValueError before any launch, then a good call), and ranks that disagree on
-the chunk length or on ``causal`` (reported by the tagged waits, not waited for). Rank-side code:
+the chunk length or on ``causal`` (reported by the tagged waits, not waited for), and the registered op under
+``torch.compile(fullgraph=True)`` equal to an eager call. Rank-side code:
 ``_sp_ag_attention_sim_work.py``. Compilation for both targets: test/lit/attention/sp_ag_attention.py."""
 import pytest
 
