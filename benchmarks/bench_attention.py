@@ -2,10 +2,10 @@
 
     python benchmarks/bench_attention.py --only decode,prefill [--out DIR]               # one GPU, one process
     scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp
-    scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp,ulysses
+    scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp,ulysses,sp_ag
     scripts/launch.sh --nproc_per_node 2 benchmarks/bench_attention.py --tiny   # no GPU: the simulator, checks only
 
-Parts (``--only``, default all; decode and prefill need one process, sp and ulysses a torchrun world):
+Parts (``--only``, default all; decode and prefill need one process, sp, ulysses and sp_ag a torchrun world):
 
 * ``decode`` (one GPU): ``ops.flash_decode`` over a paged KV cache (pages shuffled) at ``--decode-lens`` tokens
   (default 32K and 128K) per request, batch ``--batches`` (1, 8), 32 q / 8 kv heads, D 128, bf16, page size 16
@@ -40,14 +40,24 @@ Parts (``--only``, default all; decode and prefill need one process, sp and ulys
   eager). Figures: ``gbs`` = bytes of the rank's input / time, ``bus_gbs`` = that x (world - 1) / world (what
   crosses the fabric), ``torch_pre_over_pre`` / ``torch_post_over_post`` (> 1: ours faster). Checked before the
   timing: ours equal to the torch formulation bit for bit, and ``post(pre(x)) == x`` (max over ranks).
+* ``sp_ag`` (the torchrun world, ``shared_gpu`` recorded likewise): causal ``ops.sp_ag_attention`` (the K/V
+  all-gather fused into the attention: one launch) with every rank holding ``1 / world`` of each ``--sp-ag-lens``
+  tokens (default 8K and 32K in all), batch 1, the same heads, D 128, bf16; against ``ag+flash`` (ours unfused:
+  ``ops.all_gather`` of K and of V into preallocated buffers, then ``ops.flash_attention`` of the rank's rows over
+  the gathered K/V with ``q_start``; a batch above 1 adds the reorder of the gathered chunks to ``[B, L, H, D]``)
+  and ``sdpa_flash`` (SDPA's flash backend on K/V gathered beforehand, outside the timing: the keys up to the
+  rank's last row, the lower-right causal mask; K/V heads repeated for GQA beforehand: the compute alone, no
+  communication). Figures: ``ag_flash_over_ours``, ``sdpa_flash_over_ours`` (each time / ours) and TFLOP/s per GPU
+  (the whole causal problem's ``2 * 2 * B * Hq * (world * L)^2 * D / 2`` over the ranks and the slowest rank's
+  time). The rows of the slowest rank (the last: it reads every chunk) set the time.
 
 Every column is checked before its timing (ours against SDPA, relative Frobenius error <= 2e-2; sp against
-``flash_decode_reference`` over the whole sequence); one that fails is dropped and named in ``errors`` (ours
+``flash_decode_reference`` over the whole sequence, sp_ag against SDPA over the whole sequence); one that fails is dropped and named in ``errors`` (ours
 failing: exit status 1 after the JSON is written). Timing (benchmarks/harness.py): CUDA-graph replay of ``k``
 back-to-back calls, the columns of one row interleaved, and eager calls of every column as their own column
 (``eager_us``, ratios eager against eager). ``--tiny``: tiny shapes; on the simulator (no GPU) the only mode, and
-there nothing is timed: the checks run and the record is written. Writes ``attention-<stamp>.json`` (sp:
-``attention_sp-<stamp>.json``, ulysses: ``attention_ulysses-<stamp>.json``) to ``--out`` (default
+there nothing is timed: the checks run and the record is written. Writes ``attention-<stamp>.json`` (sp and
+sp_ag: ``attention_sp-<stamp>.json``, ulysses: ``attention_ulysses-<stamp>.json``) to ``--out`` (default
 ``$TRITON_DIST_RESULTS_DIR`` or benchmarks/results).
 """
 from __future__ import annotations
@@ -64,17 +74,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 import harness  # noqa: E402
 
-PARTS = ("decode", "prefill", "sp", "ulysses")
+PARTS = ("decode", "prefill", "sp", "ulysses", "sp_ag")
 HQ, HKV, D = 32, 8, 128
 DECODE_LENS, BATCHES, PAGES = [32768, 131072], [1, 8], [16, 1, 64]
 PREFILL_LENS = [8192, 32768]
 SP_LEN = 32768
 #: Ulysses: tokens per rank (batch 1, HQ heads of D)
 ULYSSES_LENS = [4096, 16384]
+#: sp_ag: tokens per sequence over the whole world (each rank holds 1 / world of them), batch
+SP_AG_LENS, SP_AG_BATCH = [8192, 32768], 1
 #: --tiny (the simulator's): (Hq, Hkv, D), decode lengths, batches, pages, prefill lengths, sp length, Ulysses'
-#: tokens per rank
+#: tokens per rank, sp_ag lengths and batch
 TINY = dict(heads=(4, 1, 64), decode_lens=[48], batches=[2], pages=[16, 4], prefill_lens=[64], sp_len=64,
-            ulysses_lens=[8])
+            ulysses_lens=[8], sp_ag_lens=[64], sp_ag_batch=2)
 SAMPLE_US = 3000.0
 REPS = 15
 TARGETS = {"decode_kv_fraction": 0.85, "decode_sdpa_over_ours": 1.5, "prefill_sdpa_over_ours": 0.9}
@@ -441,6 +453,94 @@ def ulysses_lines(rec):
             f"  bus GB/s pre {rec['bus_gbs']['pre']:.0f} post {rec['bus_gbs']['post']:.0f}"]
 
 
+# ----------------------------------------------------------------------------------------------------- sp_ag
+def bench_sp_ag(B, L, heads, rank, world, gpu, shared, seed=0):
+    """Causal sequence-parallel prefill at ``L`` tokens in all: rank ``r`` holds rows ``[r * L / world, (r + 1) * L /
+    world)`` of q, k and v (the whole sequences derived from one seed on every rank, for the check and the SDPA
+    column's gathered K/V)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+
+    from triton_dist import ops
+
+    Hq, Hkv, Dh = heads
+    dev = "cuda" if gpu else "cpu"
+    dtype = torch.bfloat16
+    n = L // world
+    g = _gen(seed, dev)
+    qa, ka, va = (torch.randn((B, L, h, Dh), device=dev, generator=g).to(dtype) for h in (Hq, Hkv, Hkv))
+    lo, hi = rank * n, (rank + 1) * n
+    q, k, v = qa[:, lo:hi].contiguous(), ka[:, lo:hi].contiguous(), va[:, lo:hi].contiguous()
+    G = Hq // Hkv
+    # SDPA's operands, gathered and head-repeated beforehand: the keys up to this rank's last row
+    q4 = q.transpose(1, 2).contiguous()
+    k4 = ka[:, :hi].repeat_interleave(G, dim=2).transpose(1, 2).contiguous()
+    v4 = va[:, :hi].repeat_interleave(G, dim=2).transpose(1, 2).contiguous()
+    del qa, ka, va
+    mask = causal_lower_right(n, hi)
+    backend = SDPBackend.FLASH_ATTENTION if gpu else SDPBackend.MATH
+
+    def sdpa():
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, attn_mask=mask).transpose(1, 2)
+
+    ctx = ops.create_sp_attention_ctx(B, n, Hkv, Dh, dtype)
+    ag = ops.create_allgather_ctx(B * n * Hkv * Dh, dtype)
+    out = torch.empty_like(q)
+    kg = torch.empty((world * B, n, Hkv, Dh), dtype=dtype, device=dev)
+    vg = torch.empty_like(kg)
+
+    def ag_flash():
+        ops.all_gather(k, ag, out=kg)
+        ops.all_gather(v, ag, out=vg)
+        kk, vv = kg, vg
+        if B == 1:
+            kk, vv = kg.view(1, world * n, Hkv, Dh), vg.view(1, world * n, Hkv, Dh)
+        else:  # [world, B, n] -> [B, world * n]: one reorder copy each
+            kk = kg.view(world, B, n, Hkv, Dh).transpose(0, 1).reshape(B, world * n, Hkv, Dh)
+            vv = vg.view(world, B, n, Hkv, Dh).transpose(0, 1).reshape(B, world * n, Hkv, Dh)
+        return ops.flash_attention(q, kk, vv, q_start=lo)
+
+    fns = {"ours": lambda: ops.sp_ag_attention(q, k, v, ctx, out=out), "ag+flash": ag_flash, "sdpa_flash": sdpa}
+    ref = sdpa().clone()
+    harness._sync()
+    errors = harness.drop_failing(fns, ref)
+    rel = harness.max_over_ranks(harness.rel_error(ops.sp_ag_attention(q, k, v, ctx), ref)) if "ours" in fns else None
+    rec = {"part": "sp_ag", "world": world, "batch": B, "tokens": L, "tokens_per_rank": n, "q_heads": Hq,
+           "kv_heads": Hkv, "head_dim": Dh, "dtype": "bfloat16", "causal": True, "shared_gpu": shared,
+           "programs": ctx.programs, "push_programs": ctx.push_programs, "sdpa_backend": backend.name,
+           "sdpa_kv": "gathered beforehand, heads repeated, keys [0, last row]", "rel_error_vs_sdpa": rel,
+           "errors": errors}
+    rec["us"], rec["graphed"], rec["eager_us"], rec["calls_per_sample"] = _time(fns, gpu)
+    if gpu and rec["us"]:
+        flops = 2 * 2 * B * Hq * L * L * Dh / 2 / world  # the whole causal problem, per GPU
+        rec["flops_per_gpu"] = flops
+        rec["tflops_per_gpu"] = {c: flops / t / 1e6 for c, t in rec["us"].items()}
+        rec.update(_ratios(rec, "ours", ("ag+flash", "sdpa_flash")))
+    else:
+        rec["checked"] = list(fns)
+    harness._sync()
+    ctx.close()
+    ag.close()
+    return rec
+
+
+def sp_ag_lines(rec, shared):
+    head = (f"sp_ag world={rec['world']} B={rec['batch']} L={rec['tokens']} ({rec['tokens_per_rank']}/rank) causal"
+            + ("  [SHARED GPU: no NVLink]" if shared else ""))
+    if not rec["us"]:
+        return [f"{head}  checked {', '.join(rec['checked']) or '-'} against SDPA over the whole sequence (rel err "
+                f"{_g(rec['rel_error_vs_sdpa'])}) {rec['errors'] or ''}"]
+    cols = "  ".join(f"{c} {t:.0f}{'' if rec['graphed'][c] else '*'} us {rec['tflops_per_gpu'][c]:.0f} TFLOP/s"
+                     for c, t in rec["us"].items())
+    eager = "  ".join(f"{c} {t:.0f}" for c, t in rec["eager_us"].items())
+    return [head, f"    graph: {cols}", f"    eager us: {eager}",
+            f"    x ag+flash {_g2(rec.get('ag+flash_over_ours'))} (eager {_g2(rec.get('eager_ag+flash_over_ours'))}), "
+            f"x sdpa_flash (compute only) {_g2(rec.get('sdpa_flash_over_ours'))} (eager "
+            f"{_g2(rec.get('eager_sdpa_flash_over_ours'))})  err vs sdpa {_g(rec['rel_error_vs_sdpa'])} "
+            f"{rec['errors'] or ''}"]
+
+
 def _g(v):
     return "-" if v is None else f"{v:.1e}"
 
@@ -463,6 +563,7 @@ def main(argv=None):
     ap.add_argument("--sp-len", type=int, default=None, help=f"sp tokens per request, whole world (default {SP_LEN})")
     ap.add_argument("--ulysses-lens", default=None, help="ulysses tokens per rank (default "
                                                          f"{','.join(map(str, ULYSSES_LENS))})")
+    ap.add_argument("--sp-ag-lens", default=None, help="sp_ag tokens per sequence, whole world (default 8192,32768)")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (the simulator's: checks only, no timing)")
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
@@ -480,6 +581,8 @@ def main(argv=None):
     variants = parse_decode_variants(ap, args.decode_variants)
     ulens = harness.counts_arg(ap, "--ulysses-lens", args.ulysses_lens or ",".join(map(str, t.get("ulysses_lens",
                                                                                                   ULYSSES_LENS))))
+    sp_ag_lens = harness.counts_arg(ap, "--sp-ag-lens", args.sp_ag_lens or ",".join(map(str, t.get("sp_ag_lens",
+                                                                                                  SP_AG_LENS))))
     for p in pages:
         if p & (p - 1):
             ap.error(f"--pages: {p} is not a power of two")
@@ -492,13 +595,13 @@ def main(argv=None):
     world_env = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if gpu and world_env > 1 and ("decode" in parts or "prefill" in parts):
         raise SystemExit("bench_attention: decode and prefill time one GPU in one process: run them without "
-                         "torchrun (--only decode,prefill), and --only sp,ulysses under torchrun")
+                         "torchrun (--only decode,prefill), and --only sp,ulysses,sp_ag under torchrun")
     os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "1G")
     os.environ.setdefault("TRITON_DIST_SIM_SYMMETRIC_SIZE", "64M")
     from provenance import topology, topology_line
 
     rank, world = 0, 1
-    if "sp" in parts or "ulysses" in parts or not gpu:
+    if "sp" in parts or "ulysses" in parts or "sp_ag" in parts or not gpu:
         import torch.distributed as dist
 
         import triton_dist.utils as tdu
@@ -508,6 +611,9 @@ def main(argv=None):
         sp_page = pages[0]
         if "sp" in parts and sp_len % (world * sp_page):
             ap.error(f"--sp-len: {sp_len} tokens do not cut into {world} slices of whole {sp_page}-token pages")
+        for L in sp_ag_lens if "sp_ag" in parts else ():
+            if L % world:
+                ap.error(f"--sp-ag-lens: {L} tokens do not cut into {world} equal chunks")
     elif torch.cuda.is_available():
         torch.cuda.set_device(0)
     topo = topology()
@@ -557,6 +663,14 @@ def main(argv=None):
             rec = bench_ulysses(L, heads, rank, world, gpu, shared)
             ulysses_records.append(rec)
             for line in ulysses_lines(rec):
+                say(line)
+            if gpu:
+                torch.cuda.empty_cache()
+    if "sp_ag" in parts:
+        for L in sp_ag_lens:
+            rec = bench_sp_ag(t.get("sp_ag_batch", SP_AG_BATCH), L, heads, rank, world, gpu, shared)
+            sp_records.append(rec)
+            for line in sp_ag_lines(rec, shared):
                 say(line)
             if gpu:
                 torch.cuda.empty_cache()

@@ -737,8 +737,10 @@ def moe_tp_section(doc):
 def attention_section(doc):
     """bench_attention: per record part, the decode kernel's K/V bandwidth (GB/s and the fraction of the run's read
     ceiling) against SDPA, prefill against SDPA's flash backend (TFLOP/s), the sequence-parallel decode split into
-    its local decode and its exchange, Ulysses' all-to-alls against all_to_all_single + permutes. Graph / eager us
-    per column (``(eager)``: capture failed), ratios baseline /
+    its local decode and its exchange, Ulysses' all-to-alls against all_to_all_single + permutes, the
+    sequence-parallel prefill with the fused all-gather (``sp_ag``) against the unfused all-gather + flash_attention
+    and SDPA's flash backend on pre-gathered K/V (TFLOP/s per GPU; a shared GPU marked). Graph / eager us per column
+    (``(eager)``: capture failed), ratios baseline /
     ours (> 1: ours faster)."""
     recs = doc.get("records", [])
     t = topology_of(doc)
@@ -757,7 +759,8 @@ def attention_section(doc):
         return f"{_m((r.get('us') or {}).get(c))}{'' if g else ' (eager)'} / {_m((r.get('eager_us') or {}).get(c))}"
 
     for part, title in (("decode", "decode"), ("prefill", "prefill (causal)"), ("sp", "sequence-parallel decode"),
-                        ("ulysses", "Ulysses all-to-alls (torch: all_to_all_single + permutes)")):
+                        ("ulysses", "Ulysses all-to-alls (torch: all_to_all_single + permutes)"),
+                        ("sp_ag", "sequence-parallel prefill, all-gather fused (causal)")):
         rows = [r for r in timed if r.get("part") == part]
         if not rows:
             continue
@@ -774,6 +777,9 @@ def attention_section(doc):
         elif part == "sp":
             head = ("| world | batch | tokens (per rank) | " + " | ".join(f"`{c}` graph / eager us" for c in cols)
                     + " | (local + exchange) / together |")
+        elif part == "sp_ag":
+            head = ("| world | batch | tokens (per rank) | " + " | ".join(f"`{c}` graph / eager us" for c in cols)
+                    + " | TFLOP/s per GPU ours | ag+flash / ours graph / eager | sdpa_flash / ours graph / eager |")
         else:
             head = ("| world | tokens (per rank) | heads | " + " | ".join(f"`{c}` graph / eager us" for c in cols)
                     + " | bus GB/s pre / post | torch / ours pre, post (graph) | torch backend |")
@@ -796,6 +802,13 @@ def attention_section(doc):
                 cells = [str(r.get("world")), str(r.get("batch")), f"{r.get('tokens')} ({r.get('tokens_per_rank')})"]
                 cells += [col(r, c) for c in cols]
                 cells.append(_m(r.get("sum_over_together"), "{:.2f}"))
+            elif part == "sp_ag":
+                cells = [str(r.get("world")) + (" (shared GPU)" if r.get("shared_gpu") else ""), str(r.get("batch")),
+                         f"{r.get('tokens')} ({r.get('tokens_per_rank')})"]
+                cells += [col(r, c) for c in cols]
+                cells.append(_m((r.get("tflops_per_gpu") or {}).get("ours"), "{:.0f}"))
+                for b in ("ag+flash", "sdpa_flash"):
+                    cells.append(f"{_m(r.get(f'{b}_over_ours'), '{:.2f}')} / {_m(r.get(f'eager_{b}_over_ours'), '{:.2f}')}")
             else:
                 bus = r.get("bus_gbs") or {}
                 cells = [str(r.get("world")), f"{r.get('tokens')} ({r.get('tokens_per_rank')})", str(r.get("heads"))]

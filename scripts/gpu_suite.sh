@@ -42,9 +42,11 @@
 #                                       torch.compile)
 #   scripts/gpu_suite.sh moe-ds         one GPU: the same two benchmarks at DeepSeek-V3's expert shapes
 #   scripts/gpu_suite.sh attention      the attention family's GPU tier at NPROC ranks (flash_decode, the merge,
-#                                       flash_attention, sp_flash_decode, Ulysses' all-to-alls), then
-#                                       bench_attention: decode K/V bandwidth and prefill vs SDPA on one GPU,
-#                                       sequence-parallel decode and Ulysses (vs all_to_all_single) at NPROC ranks
+#                                       flash_attention, sp_flash_decode, Ulysses' all-to-alls, sp_ag_attention),
+#                                       then bench_attention: decode K/V bandwidth and prefill vs SDPA on one GPU,
+#                                       sequence-parallel decode, Ulysses (vs all_to_all_single) and the
+#                                       sequence-parallel prefill (sp_ag_attention vs all_gather + flash_attention
+#                                       and SDPA flash) at NPROC ranks
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Every part records its kernel compile requests into $OUT/compiles; PRECOMPILE_FROM="DIR ..." compiles earlier
@@ -274,12 +276,14 @@ case $part in
     rec bench_moe_layer_ds 200 "$PY" benchmarks/bench_group_gemm.py --out "$OUT" --layer --models deepseek-v3 \
       --tokens 128,1024 ;;
   attention)  # the attention family: its GPU tier at NPROC ranks (each rank checks the one-device kernels on its
-    # own GPU; sp_flash_decode and Ulysses' all-to-alls across the ranks), then bench_attention: decode and prefill
-    # in one process on one GPU, the sequence-parallel decode and Ulysses at NPROC ranks (shared_gpu in their JSON
-    # where the ranks share one GPU)
-    tier gpu_attention 200 test/python/gpu/test_gpu_attention.py
+    # own GPU; sp_flash_decode, Ulysses' all-to-alls and sp_ag_attention across the ranks), then bench_attention:
+    # decode and prefill in one process on one GPU, the sequence-parallel decode, Ulysses and the sequence-parallel
+    # prefill with the fused all-gather at NPROC ranks (shared_gpu in their JSON where the ranks share one GPU)
+    tier gpu_attention 300 test/python/gpu/test_gpu_attention.py
     rec bench_attention 220 "$PY" benchmarks/bench_attention.py --only decode,prefill --out "$OUT"
     rec bench_attention_sp 130 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp,ulysses \
+      --out "$OUT"
+    rec bench_attention_sp_ag 160 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp_ag \
       --out "$OUT" ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"

@@ -176,3 +176,14 @@ def test_attention_table():
     assert "Ulysses all-to-alls" in text
     row = "| 2 | 8192 (4096) | 32 | 50.0 / 60.0 | 90.0 (eager) / 900.0 | 336 / 320 | 1.80, 1.50 | gloo (shared GPU) |"
     assert row in text, text
+    spag = {"part": "sp_ag", "world": 8, "batch": 1, "tokens": 32768, "tokens_per_rank": 4096, "shared_gpu": False,
+            "us": {"ours": 900.0, "ag+flash": 1200.0, "sdpa_flash": 1000.0},
+            "eager_us": {"ours": 910.0, "ag+flash": 1300.0, "sdpa_flash": 1010.0},
+            "graphed": {"ours": True, "ag+flash": True, "sdpa_flash": True}, "tflops_per_gpu": {"ours": 500.0},
+            "ag+flash_over_ours": 1.3333, "eager_ag+flash_over_ours": 1.4286, "sdpa_flash_over_ours": 1.1111,
+            "eager_sdpa_flash_over_ours": 1.1099}
+    text = "\n".join(mr.attention_section({**doc, "records": [spag, {**spag, "shared_gpu": True, "world": 2}]}))
+    assert "sequence-parallel prefill, all-gather fused (causal):" in text, text
+    assert ("| 8 | 1 | 32768 (4096) | 900.0 / 910.0 | 1200.0 / 1300.0 | 1000.0 / 1010.0 | 500 | 1.33 / 1.43 | "
+            "1.11 / 1.11 |") in text, text
+    assert "| 2 (shared GPU) | 1 |" in text, text

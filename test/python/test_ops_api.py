@@ -71,7 +71,8 @@ def test_ops_importable_without_runtime():
     from triton_dist import ops
 
     for name in ("all_gather", "reduce_scatter", "all_reduce", "send", "recv", "ag_gemm", "gemm_rs", "gemm_ar",
-                 "matmul", "group_gemm", "moe_route", "moe_combine", "pre_attn_all_to_all", "post_attn_all_to_all"):
+                 "matmul", "group_gemm", "moe_route", "moe_combine", "pre_attn_all_to_all", "post_attn_all_to_all",
+                 "flash_attention", "sp_ag_attention"):
         assert hasattr(torch.ops.triton_dist, name), name
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_allreduce_ctx(16, torch.bfloat16)
@@ -79,6 +80,8 @@ def test_ops_importable_without_runtime():
         ops.create_ag_gemm_context(max_m=16, k=32)
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_ulysses_ctx(1, 16, 4, 64)
+    with pytest.raises(RuntimeError, match="initialize_distributed"):
+        ops.create_sp_attention_ctx(1, 16, 1, 64)
 
 
 def test_ops_exports_every_family():
@@ -104,7 +107,9 @@ def test_ops_exports_every_family():
                    "group_gemm_rs"],
         "attention": ["flash_decode", "merge_attention_partials", "flash_attention", "flash_attention_partial",
                       "merge_chunk_partials"],
-        "sp_attention": ["SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode"],
+        "sp_attention": ["SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode",
+                         "SPAttentionContext", "create_sp_attention_context", "create_sp_attention_ctx",
+                         "sp_ag_attention"],
         "ulysses": ["UlyssesContext", "create_ulysses_context", "create_ulysses_ctx", "pre_attn_all_to_all",
                     "post_attn_all_to_all"]}
     for fam in ("allgather", "reduce_scatter", "allreduce", "p2p"):

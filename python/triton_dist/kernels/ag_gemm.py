@@ -56,21 +56,37 @@ TASK_TILE, TASK_WAIT, TASK_PUSH = tl.constexpr(0), tl.constexpr(1), tl.constexpr
 
 @triton_dist.jit
 def ag_push(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, n, value, e, rank, pid, nprog, profiler, WORLD: tl.constexpr,
-            BLOCK: tl.constexpr):
+            BLOCK: tl.constexpr, HIGHER_ONLY: tl.constexpr = False):
     """Push role of program ``pid`` of ``nprog`` (= NSIG): program 0 raises ``recv_ok[rank] = e`` on every peer;
     then per peer (rotated): wait for ``recv_ok[peer] == e``, store blocks ``pid, pid + nprog, ...`` of the shard
-    into the peer's chunk ``rank`` and raise ``ready[rank, pid] = value`` there. Returns the profiler."""
+    into the peer's chunk ``rank`` and raise ``ready[rank, pid] = value`` there. Returns the profiler.
+
+    ``HIGHER_ONLY`` (the causal sequence-parallel attention, :mod:`triton_dist.kernels.attention_sp_ag`): push only
+    to the peers of a higher rank, the only ones that read this rank's chunk. The equality wait on ``recv_ok`` stays
+    sound only because every peer pushed to reads (waits for) the chunk in the same call: such a peer cannot finish
+    the call, and so cannot raise its next ``recv_ok``, before this push saw the current one."""
     if pid == 0:
         notify_peers(recv_ok_ptr, rank, WORLD, e)
     for i in tl.static_range(1, WORLD):
         peer = (rank + i) % WORLD
         profiler = profiler.record(True, TASK_PUSH)
-        tok = dl.wait(recv_ok_ptr + peer, 1, "sys", "acquire", e)
-        dst = dl.symm_at(dl.consume_token(a_full_ptr, tok), peer) + rank * n
-        copy_blocks(x_ptr, dst, n, pid, nprog, BLOCK)
-        dl.notify(ready_ptr + rank * nprog + pid, peer, value, "set", "intra_node")
+        if HIGHER_ONLY:
+            if rank + i < WORLD:  # peer > rank (no wrap-around)
+                _push_chunk(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, n, value, e, rank, peer, pid, nprog, BLOCK)
+        else:
+            _push_chunk(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, n, value, e, rank, peer, pid, nprog, BLOCK)
         profiler = profiler.record(False, TASK_PUSH)
     return profiler
+
+
+@triton_dist.jit
+def _push_chunk(x_ptr, a_full_ptr, ready_ptr, recv_ok_ptr, n, value, e, rank, peer, pid, nprog, BLOCK: tl.constexpr):
+    """One step of :func:`ag_push`: wait for ``recv_ok[peer] == e``, store this program's blocks of the shard into
+    ``peer``'s chunk ``rank`` and raise ``ready[rank, pid] = value`` there."""
+    tok = dl.wait(recv_ok_ptr + peer, 1, "sys", "acquire", e)
+    dst = dl.symm_at(dl.consume_token(a_full_ptr, tok), peer) + rank * n
+    copy_blocks(x_ptr, dst, n, pid, nprog, BLOCK)
+    dl.notify(ready_ptr + rank * nprog + pid, peer, value, "set", "intra_node")
 
 
 @triton_dist.jit

@@ -28,7 +28,7 @@ every target):
   attended in any order and the state carried across them: the result equals one call over their union. A fused
   kernel waits for chunk ``c``'s signal, takes the wait's token into ``k_ptr`` / ``v_ptr`` (or the descriptors) with
   ``dl.consume_token``, and calls :func:`attend_range` with that chunk's ``[lo, hi)``;
-* :func:`finish_rows` -> ``(out fp32, lse natural log)``.
+* :func:`finish_rows` -> ``(out fp32, lse natural log)``; :func:`store_rows` writes them.
 
 **Reads past ``hi``.** The pointer path reads only rows ``< hi``. The descriptor path (``USE_TMA``) loads whole
 ``BLOCK_N``-row tiles, so the last tile of a range may read rows in ``[hi, hi + BLOCK_N)``: their scores are
@@ -213,6 +213,16 @@ def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, B, H_Q, H_KV, Lq
                                  stride_kb, stride_kl, stride_kh, stride_vb, stride_vl, stride_vh, BLOCK_M, BLOCK_N,
                                  HEAD_D, CAUSAL, USE_TMA)
     out, lse = finish_rows(m_i, l_i, acc)
+    store_rows(o_ptr, lse_ptr, out, lse, b, h, bh, m0, Lq, stride_ob, stride_ol, stride_oh, BLOCK_M, HEAD_D,
+               WRITE_LSE)
+
+
+@triton_dist.jit
+def store_rows(o_ptr, lse_ptr, out, lse, b, h, bh, m0, Lq, stride_ob, stride_ol, stride_oh, BLOCK_M: tl.constexpr,
+               HEAD_D: tl.constexpr, WRITE_LSE: tl.constexpr):
+    """Store a query tile's result (:func:`finish_rows`): rows ``[m0, m0 + BLOCK_M)`` below ``Lq`` of head ``h`` of
+    sequence ``b`` of ``out [B, Lq, H, HEAD_D]`` (rounded to its dtype) and, with ``WRITE_LSE``, of ``lse [B, H,
+    Lq]`` (contiguous float32; ``bh = b * H + h``)."""
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_D)
     row_ok = offs_m < Lq
@@ -224,4 +234,4 @@ def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, B, H_Q, H_KV, Lq
 
 
 __all__ = ["flash_attention_kernel", "attend_range", "attend_block", "load_q_tile", "load_rows", "init_state",
-           "finish_rows", "LOG2E", "LN2"]
+           "finish_rows", "store_rows", "LOG2E", "LN2"]

@@ -24,6 +24,8 @@ from .attention_sp import (SPDecodeContext, create_sp_decode_context, create_sp_
                            sp_flash_decode)
 from .attention_ulysses import (UlyssesContext, create_ulysses_context, create_ulysses_ctx,  # noqa: E402
                                 post_attn_all_to_all, pre_attn_all_to_all)
+from .attention_sp_ag import (SPAttentionContext, create_sp_attention_context,  # noqa: E402
+                              create_sp_attention_ctx, sp_ag_attention)
 from . import _library  # noqa: F401,E402  (registers torch.ops.triton_dist.*)
 
 #: the canonical ``create_<family>_context`` spelling of the collectives' factories (docs/ops.md); the
@@ -55,6 +57,7 @@ __all__ = [
     "SPDecodeContext", "create_sp_decode_context", "create_sp_decode_ctx", "sp_flash_decode",
     # Ulysses sequence parallelism (the all-to-alls around attention)
     "UlyssesContext", "create_ulysses_context", "create_ulysses_ctx", "pre_attn_all_to_all", "post_attn_all_to_all",
+    "SPAttentionContext", "create_sp_attention_context", "create_sp_attention_ctx", "sp_ag_attention",
     # contexts by handle (what the torch.library ops take)
     "get_context",
 ]

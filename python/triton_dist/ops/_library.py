@@ -1,8 +1,8 @@
 """torch.library registration of every op (``torch.ops.triton_dist.*``) so that torch.compile (fullgraph) traces a
 model that calls them: all_gather, reduce_scatter, all_reduce, send, recv, ag_gemm, gemm_rs, gemm_ar, matmul, and the
 MoE family's group_gemm, moe_silu_gate, moe_route, moe_combine, ag_group_gemm, group_gemm_rs, and the attention
-family's flash_decode, merge_attention_partials, flash_attention, and Ulysses' pre_attn_all_to_all /
-post_attn_all_to_all.
+family's flash_decode, merge_attention_partials, flash_attention, sp_ag_attention, and Ulysses'
+pre_attn_all_to_all / post_attn_all_to_all.
 
 Each op that needs a context takes the context's integer ``handle`` (:func:`~triton_dist.ops.context.get_context`
 finds the live context) and the call's method, already resolved from ``None`` / an alias by the public function.
@@ -27,6 +27,7 @@ from . import attention as _attn
 from . import collectives as _c
 from . import attention_prefill as _fa
 from . import attention_ulysses as _uly
+from . import attention_sp_ag as _sp_ag
 from . import gemm as _gemm
 from . import moe_gemm as _moe_gemm
 from . import moe_layout as _moe_layout
@@ -308,12 +309,26 @@ def _post_attn_all_to_all_fake(y, handle):
     return y.new_empty((B, S // W, Hg * W, D))
 
 
+@torch.library.custom_op("triton_dist::sp_ag_attention", mutates_args=())
+def sp_ag_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, handle: int, causal: bool,
+                       scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    # collective: every rank's traced graph runs it in the same order (the context's epochs agree)
+    return _sp_ag.sp_ag_attention(q, k, v, get_context(handle), causal=causal, scale=scale, return_lse=True)
+
+
+@sp_ag_attention_op.register_fake
+def _sp_ag_attention_fake(q, k, v, handle, causal, scale):
+    B, L, Hq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((B, Hq, L), dtype=torch.float32)
+
+
 #: the registered op of each public function (``torch.ops.triton_dist.<name>``)
 OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
        "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
        "matmul": matmul_op, "group_gemm": group_gemm_op, "moe_silu_gate": moe_silu_gate_op, "moe_route": moe_route_op, "moe_combine": moe_combine_op,
        "ag_group_gemm": ag_group_gemm_op, "group_gemm_rs": group_gemm_rs_op, "flash_decode": flash_decode_op,
        "merge_attention_partials": merge_attention_partials_op, "flash_attention": flash_attention_op,
-       "pre_attn_all_to_all": pre_attn_all_to_all_op, "post_attn_all_to_all": post_attn_all_to_all_op}
+       "pre_attn_all_to_all": pre_attn_all_to_all_op, "post_attn_all_to_all": post_attn_all_to_all_op,
+       "sp_ag_attention": sp_ag_attention_op}
 
 __all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

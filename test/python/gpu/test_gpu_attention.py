@@ -15,6 +15,12 @@ interpreter at toy sizes; this one runs the compiled kernels at real sizes.
   against ``torch.nn.functional.scaled_dot_product_attention`` (tolerance); K/V in chunks merged with
   ``merge_chunk_partials`` equal to one call; ``q_start`` / ``kv_start`` offsets (the last query rows alone equal
   the one call's rows).
+* ``ops.sp_ag_attention`` at the torchrun world (2048 tokens per rank, 32 q / 8 kv heads, D 128, bf16): every rank
+  derives the whole sequence from one seed and holds its chunk; its rows are checked against SDPA over the whole
+  sequence (flash backend, lower-right causal mask; and not causal), against ``flash_attention`` over the
+  concatenated K/V with ``q_start``, and two heads against fp32; ten calls on one context (causal and not, smaller
+  batch and chunks off the tile, ``out=``, strided k / v); a CUDA graph of one call replayed with new inputs; bad
+  input refused before any launch, then a good call.
 * ``ops.sp_flash_decode`` at the torchrun world: every rank derives every request's whole sequence from one seed and
   holds a contiguous slice of it (0 tokens on some ranks) in its own paged cache; the result on every rank is checked
   against ``flash_decode_reference`` over the concatenated sequence (computed on the rank itself: no NCCL, so it holds
@@ -718,4 +724,202 @@ def test_ulysses_bad_input():
     finally:
         torch.cuda.synchronize()
         ctx.close()
+    assert not fails, (rank, fails)
+
+
+# ------------------------------------------------------------------------------------------- sp_ag_attention
+SP_L = 2048  # tokens per rank
+
+
+def _sdpa_rows(q, k, v, q_start, causal):
+    """``scaled_dot_product_attention`` of the query rows ``q [B, L, Hq, D]`` at global positions ``q_start + i``
+    over ``k, v [B, S, Hkv, D]`` (positions 0 ..; causal: the keys up to each row, through ``causal_lower_right``
+    on the visible prefix, which SDPA runs on its flash backend), K/V heads repeated for GQA: ``[B, L, Hq, D]``."""
+    F = torch.nn.functional
+    G = q.shape[2] // k.shape[2]
+    S = q_start + q.shape[1] if causal else k.shape[1]
+    q4 = q.transpose(1, 2)
+    k4 = k[:, :S].repeat_interleave(G, dim=2).transpose(1, 2)
+    v4 = v[:, :S].repeat_interleave(G, dim=2).transpose(1, 2)
+    if causal:
+        from torch.nn.attention.bias import causal_lower_right
+
+        o = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=causal_lower_right(q.shape[1], S))
+    else:
+        o = F.scaled_dot_product_attention(q4, k4, v4)
+    return o.transpose(1, 2)
+
+
+def _sp_chunk(seed, rank, world, B, L, Hq, Hkv, dtype, dev):
+    """``(q, k, v, K, V)``: this rank's chunk ``[rank * L, (rank + 1) * L)`` of sequences of ``world * L`` tokens
+    derived from ``seed`` alike on every rank (so each rank holds the whole K / V for its reference: no NCCL)."""
+    qa, ka, va = _qkv(seed, B, world * L, Hq, Hkv, D, dtype, dev)
+    lo, hi = rank * L, (rank + 1) * L
+    return qa[:, lo:hi].contiguous(), ka[:, lo:hi].contiguous(), va[:, lo:hi].contiguous(), ka, va
+
+
+def test_sp_ag_attention_against_sdpa_and_fp32():
+    """B=1, 2048 tokens per rank, 32 q / 8 kv heads, D 128, bf16, causal and not: every rank's rows against SDPA
+    over the whole sequence (flash backend, lower-right causal mask), against ``flash_attention`` over the
+    concatenated K/V with ``q_start`` (out within bf16 rounding, lse within fp32), and two heads (0 and 31: K/V
+    heads 0 and 7) against an fp32 reference."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    ctx = ops.create_sp_attention_ctx(1, SP_L, HKV, D, torch.bfloat16)
+    fails = []
+    try:
+        for causal in (True, False):
+            q, k, v, K, V = _sp_chunk(5 + causal, rank, world, 1, SP_L, HQ, HKV, torch.bfloat16, dev)
+            o, lse = ops.sp_ag_attention(q, k, v, ctx, causal=causal, return_lse=True)
+            tag = f"{'causal' if causal else 'full'} rank {rank}"
+            _check(fails, tag + " vs sdpa", o, _sdpa_rows(q, K, V, rank * SP_L, causal), 3e-2)
+            fo, fl = ops.flash_attention(q, K, V, causal=causal, q_start=rank * SP_L, return_lse=True)
+            _check(fails, tag + " vs flash_attention", o, fo, 2e-2)
+            _check(fails, tag + " lse vs flash_attention", lse, fl, 2e-3, rtol=1e-4)
+            if causal:
+                heads = [0, HQ - 1]
+                wo, wl = _attention_reference(q[:, :, heads], K[:, :, [0, HKV - 1]], V[:, :, [0, HKV - 1]],
+                                              q_start=rank * SP_L)
+                _check(fails, tag + " vs fp32 (2 heads)", o[:, :, heads], wo, 2e-2)
+                _check(fails, tag + " lse vs fp32 (2 heads)", lse[:, heads], wl, 2e-3, rtol=1e-4)
+    except Exception as exc:  # noqa: BLE001 - recorded; the context is closed on every rank below
+        fails.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_sp_ag_attention_ten_calls_on_one_context():
+    """Ten calls on one context (capacity B=2, 2048 tokens per rank): causal and not alternating, batch 1 or 2,
+    chunk lengths 2048, 1000 and 129 (not multiples of the tile), ``out=`` on every other call, strided k / v
+    (heads-major storage) on every third; each against SDPA over the whole sequence; the epoch counts ten."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    dtype = torch.bfloat16
+    ctx = ops.create_sp_attention_ctx(2, SP_L, HKV, D, dtype)
+    fails = []
+    try:
+        for call in range(10):
+            causal = call % 2 == 0
+            B, L = (1 + call % 2), (SP_L, 1000, 129)[call % 3]
+            q, k, v, K, V = _sp_chunk(40 + call, rank, world, B, L, HQ, HKV, dtype, dev)
+            if call % 3 == 1:
+                k = k.transpose(1, 2).contiguous().transpose(1, 2)
+                v = v.transpose(1, 2).contiguous().transpose(1, 2)
+            buf = torch.full_like(q, float("nan")) if call % 2 else None
+            o = ops.sp_ag_attention(q, k, v, ctx, causal=causal, out=buf)
+            if buf is not None and o is not buf:
+                fails.append(f"call {call}: out= not returned")
+            _check(fails, f"call {call} (causal {causal}, B {B}, L {L})", o, _sdpa_rows(q, K, V, rank * L, causal),
+                   3e-2)
+        if ctx.epoch != 10:
+            fails.append(f"epoch {ctx.epoch} after ten calls")
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_sp_ag_attention_graph_replay():
+    """One causal call captured into a CUDA graph on every rank after a warm-up call; three replays with new q / k /
+    v copied into the captured tensors: each matches SDPA over the whole sequence and an eager call bit for bit."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    dtype, B, L = torch.bfloat16, 1, SP_L
+    ctx = ops.create_sp_attention_ctx(B, L, HKV, D, dtype)
+    q = torch.zeros((B, L, HQ, D), dtype=dtype, device=dev)
+    k = torch.zeros((B, L, HKV, D), dtype=dtype, device=dev)
+    v = torch.zeros_like(k)
+    fails = []
+    graph = None
+    try:
+        for dst, src in zip((q, k, v), _sp_chunk(1, rank, world, B, L, HQ, HKV, dtype, dev)):
+            dst.copy_(src)
+        ops.sp_ag_attention(q, k, v, ctx)  # warm-up: compiles outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            o = ops.sp_ag_attention(q, k, v, ctx)
+        for seed in (2, 3, 4):
+            qn, kn, vn, K, V = _sp_chunk(seed, rank, world, B, L, HQ, HKV, dtype, dev)
+            for dst, src in ((q, qn), (k, kn), (v, vn)):
+                dst.copy_(src)
+            graph.replay()
+            torch.cuda.synchronize()
+            got = o.clone()
+            _check(fails, f"replay seed {seed}", got, _sdpa_rows(q, K, V, rank * L, True), 3e-2)
+            if not torch.equal(ops.sp_ag_attention(q, k, v, ctx), got):
+                fails.append(f"replay seed {seed}: differs from an eager call")
+        if ctx.epoch != 7:  # the capture itself runs nothing
+            fails.append(f"epoch {ctx.epoch} after the warm-up call, 3 replays and 3 eager calls")
+    except Exception as exc:  # noqa: BLE001
+        fails.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        torch.cuda.synchronize()
+        del graph
+        ctx.close()
+    assert not fails, (rank, fails)
+
+
+def test_sp_ag_attention_bad_input():
+    """Bad arguments: a one-line ValueError naming the problem before any launch, on every rank alike; then a good
+    call runs (epoch 1)."""
+    from triton_dist import ops
+
+    rank, world = _init()
+    dev = torch.device("cuda", DEVICE)
+    bf = torch.bfloat16
+    B, L = 1, 256
+    ctx = ops.create_sp_attention_ctx(B, L, HKV, D, bf)
+    q = torch.randn((B, L, HQ, D), device=dev).to(bf)
+    k = torch.randn((B, L, HKV, D), device=dev).to(bf)
+    v = torch.randn((B, L, HKV, D), device=dev).to(bf)
+    fails = []
+
+    def expect(what, fn, *needles):
+        try:
+            fn()
+        except ValueError as exc:
+            msg = str(exc)
+            if "\n" in msg or not all(n in msg for n in needles):
+                fails.append(f"{what}: message {msg!r} lacks {needles}")
+            return
+        except Exception as exc:  # noqa: BLE001
+            fails.append(f"{what}: {type(exc).__name__}: {exc}")
+            return
+        fails.append(f"{what}: no error")
+
+    f = ops.sp_ag_attention
+    try:
+        expect("batch", lambda: f(q.expand(2, -1, -1, -1), k.expand(2, -1, -1, -1), v.expand(2, -1, -1, -1), ctx),
+               "max_batch=1")
+        expect("length", lambda: f(torch.cat([q, q], 1), torch.cat([k, k], 1), torch.cat([v, v], 1), ctx),
+               f"max_seq_per_rank={L}")
+        expect("q / kv lengths", lambda: f(q[:, :100], k, v, ctx), "same length")
+        expect("kv heads", lambda: f(q, k[:, :, :4], v[:, :, :4], ctx), f"num_kv_heads={HKV}")
+        expect("dtype", lambda: f(q.half(), k.half(), v.half(), ctx), "context's dtype")
+        expect("mixed dtypes", lambda: f(q, k.half(), v, ctx), "share a dtype")
+        expect("on the host", lambda: f(q, k.cpu(), v.cpu(), ctx), "")
+        expect("scale", lambda: f(q, k, v, ctx, scale=0.0), "scale")
+        expect("out", lambda: f(q, k, v, ctx, out=torch.empty((B, L, HQ, D), device=dev)), "out must be")
+        expect("ctx", lambda: f(q, k, v, object()), "create_sp_attention_ctx")
+        expect("ctx head_dim", lambda: ops.create_sp_attention_ctx(1, 16, 1, 96), "head_dim=96")
+        expect("ctx programs", lambda: ops.create_sp_attention_ctx(1, 16, 1, 64, programs=4000), "SMs")
+        o = f(q, k, v, ctx)
+        torch.cuda.synchronize()
+        if tuple(o.shape) != (B, L, HQ, D) or not bool(torch.isfinite(o.float()).all()) or ctx.epoch != 1:
+            fails.append(f"good call after bad ones: shape {tuple(o.shape)}, epoch {ctx.epoch}")
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+    expect("closed", lambda: f(q, k, v, ctx), "closed")
     assert not fails, (rank, fails)
