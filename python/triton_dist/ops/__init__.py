@@ -2,7 +2,7 @@
 symmetric buffers; ``close()`` frees them), then call the op with it. Families: the collectives (all_gather,
 reduce_scatter, all_reduce), point-to-point (send / recv), the overlapped GEMMs (ag_gemm, gemm_rs, gemm_ar), the
 single-device ``matmul`` and the MoE family (``moe_route``, ``group_gemm``, ``moe_combine``; expert parallelism:
-``ep_dispatch`` / ``ep_combine``) and attention (sequence parallel: ``sp_flash_decode``, Ulysses'
+``ep_dispatch`` / ``ep_combine``) and attention (sequence parallel: ``sp_flash_decode``, ``sp_ag_attention``, Ulysses'
 ``pre_attn_all_to_all`` / ``post_attn_all_to_all``). Every op is also
 registered as ``torch.ops.triton_dist.<op>`` with a fake implementation, and the functions here emit those ops under
 torch.compile (:mod:`._library`)."""
