@@ -172,3 +172,48 @@ def bad_input_cases():
     ctx.close()
     expect("closed", lambda: sp(q, kc, vc, bt, sl, ctx), "closed")
     return fails, 1
+
+
+def compile_case():
+    """Under ``torch.compile(fullgraph=True, backend="aot_eager")`` ``sp_flash_decode`` is the registered
+    ``triton_dist::sp_flash_decode`` op: the traced graph holds it, the compiled call equals an eager one (same
+    kernels, same inputs) and the reference over the whole sequence; the epoch counts both calls."""
+    from triton_dist.ops import attention_sp as ops
+
+    rank, world = _init()
+    fails = []
+    Hq, Hkv, D, page = 4, 1, 64, 16
+    slices = [[5 + r for r in range(world)], [0] * (world - 1) + [9]]
+    lens = [sum(s) for s in slices]
+    q, kv = _full(11, len(slices), Hq, Hkv, D, lens, torch.bfloat16)
+    mine = []
+    for b, s in enumerate(slices):
+        lo = sum(s[:rank])
+        mine.append((kv[b][0][lo:lo + s[rank]], kv[b][1][lo:lo + s[rank]]))
+    kc, vc, bt, sl = _paged(mine, page, Hkv, D, torch.bfloat16, rank)
+    ctx = ops.create_sp_decode_ctx(len(slices), Hq, D, torch.bfloat16)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+    def step(q, kc, vc, bt, sl):
+        o, lse = ops.sp_flash_decode(q, kc, vc, bt, sl, ctx)
+        return o * 2, lse
+
+    try:
+        co, cl = torch.compile(step, backend=backend, fullgraph=True)(q, kc, vc, bt, sl)
+        eo, el = step(q, kc, vc, bt, sl)
+        if not any("sp_flash_decode" in t for t in seen):
+            fails.append(f"the traced graph lacks triton_dist.sp_flash_decode: {seen}")
+        if not torch.equal(co, eo) or not torch.equal(cl, el):
+            fails.append("compiled call differs from the eager one")
+        want, want_lse = _reference(q, kv, page, Hkv, D, torch.bfloat16)
+        _close(fails, "compiled", co.float() / 2, want, 2e-2)
+        _close(fails, "compiled lse", cl, want_lse, 1e-3)
+        if ctx.epoch != 2:
+            fails.append(f"epoch {ctx.epoch} after two calls")
+    finally:
+        ctx.close()
+    return fails, 1

@@ -72,7 +72,7 @@ def test_ops_importable_without_runtime():
 
     for name in ("all_gather", "reduce_scatter", "all_reduce", "send", "recv", "ag_gemm", "gemm_rs", "gemm_ar",
                  "matmul", "group_gemm", "moe_route", "moe_combine", "pre_attn_all_to_all", "post_attn_all_to_all",
-                 "flash_attention", "sp_ag_attention"):
+                 "flash_attention", "sp_ag_attention", "sp_flash_decode"):
         assert hasattr(torch.ops.triton_dist, name), name
     with pytest.raises(RuntimeError, match="initialize_distributed"):
         ops.create_allreduce_ctx(16, torch.bfloat16)

@@ -37,3 +37,9 @@ def test_sp_flash_decode(sim_ranks, world):  # noqa: F811
 @pytest.mark.sim
 def test_sp_flash_decode_bad_input(sim_ranks):  # noqa: F811
     _run(sim_ranks, 2, work.bad_input_cases)
+
+
+@pytest.mark.sim
+def test_sp_flash_decode_under_torch_compile(sim_ranks):  # noqa: F811
+    """The registered op (fake shapes, fullgraph tracing) and the compiled call equal to an eager one."""
+    _run(sim_ranks, 2, work.compile_case)

@@ -27,6 +27,7 @@ from . import attention as _attn
 from . import collectives as _c
 from . import attention_prefill as _fa
 from . import attention_ulysses as _uly
+from . import attention_sp as _sp_dec
 from . import attention_sp_ag as _sp_ag
 from . import gemm as _gemm
 from . import moe_gemm as _moe_gemm
@@ -322,6 +323,19 @@ def _sp_ag_attention_fake(q, k, v, handle, causal, scale):
     return q.new_empty(q.shape), q.new_empty((B, Hq, L), dtype=torch.float32)
 
 
+@torch.library.custom_op("triton_dist::sp_flash_decode", mutates_args=())
+def sp_flash_decode_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                       seq_lens: torch.Tensor, handle: int, scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    # collective: every rank's traced graph runs it in the same order (the context's epochs agree)
+    return _sp_dec.sp_flash_decode(q, k_cache, v_cache, block_table, seq_lens, get_context(handle), scale=scale)
+
+
+@sp_flash_decode_op.register_fake
+def _sp_flash_decode_fake(q, k_cache, v_cache, block_table, seq_lens, handle, scale):
+    B, Hq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((B, Hq), dtype=torch.float32)
+
+
 #: the registered op of each public function (``torch.ops.triton_dist.<name>``)
 OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_reduce": all_reduce_op,
        "send": send_op, "recv": recv_op, "ag_gemm": ag_gemm_op, "gemm_rs": gemm_rs_op, "gemm_ar": gemm_ar_op,
@@ -329,6 +343,6 @@ OPS = {"all_gather": all_gather_op, "reduce_scatter": reduce_scatter_op, "all_re
        "ag_group_gemm": ag_group_gemm_op, "group_gemm_rs": group_gemm_rs_op, "flash_decode": flash_decode_op,
        "merge_attention_partials": merge_attention_partials_op, "flash_attention": flash_attention_op,
        "pre_attn_all_to_all": pre_attn_all_to_all_op, "post_attn_all_to_all": post_attn_all_to_all_op,
-       "sp_ag_attention": sp_ag_attention_op}
+       "sp_ag_attention": sp_ag_attention_op, "sp_flash_decode": sp_flash_decode_op}
 
 __all__ = ["OPS", "ag_gemm_out_dtype", "matmul_out_dtype"] + [f"{name}_op" for name in OPS]

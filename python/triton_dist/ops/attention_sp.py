@@ -145,9 +145,17 @@ def sp_flash_decode(q, k_cache, v_cache, block_table, seq_lens, ctx: SPDecodeCon
     would raise, and its peers would then wait for it). Every other bad argument raises a one-line ValueError
     before any launch (every rank gets the same arguments but its slice, so the checks agree); a rank called with
     another batch is reported by the exchange's tagged waits. Whatever the tables hold, no access leaves the
-    tensors (:func:`flash_decode`'s clamping)."""
+    tensors (:func:`flash_decode`'s clamping). Under torch.compile the call is the registered
+    ``torch.ops.triton_dist.sp_flash_decode`` (``out`` receives a copy)."""
     op = "sp_flash_decode"
     scale = _check_sp_args(op, q, k_cache, v_cache, block_table, seq_lens, ctx, scale, out)
+    if torch.compiler.is_compiling():  # the registered op (ops._library); the host length check stays eager-only
+        res, res_lse = torch.ops.triton_dist.sp_flash_decode(q, k_cache, v_cache, block_table, seq_lens, ctx.handle,
+                                                             scale)
+        if out is not None:
+            out.copy_(res)
+            res = out
+        return (res, res_lse) if return_lse else res
     B, Hq, D = q.shape
     if out is None:
         out = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
