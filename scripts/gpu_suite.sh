@@ -47,6 +47,11 @@
 #                                       sequence-parallel decode, Ulysses (vs all_to_all_single) and the
 #                                       sequence-parallel prefill (sp_ag_attention vs all_gather + flash_attention
 #                                       and SDPA flash) at NPROC ranks
+#   scripts/gpu_suite.sh attention-sp   the attention GPU tier at NPROC ranks, then the multi-rank benchmarks only
+#                                       (sp_flash_decode, Ulysses, sp_ag_attention): no one-GPU decode / prefill bench
+#   scripts/gpu_suite.sh attention-tune one GPU: bench_attention decode at DECODE_LENS / DECODE_BATCHES (default
+#                                       32768 / 1,8), page 16, with DECODE_VARIANTS as extra columns (bench_attention
+#                                       --decode-variants: splits, tile, warps, stages)
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Every part records its kernel compile requests into $OUT/compiles; PRECOMPILE_FROM="DIR ..." compiles earlier
@@ -64,7 +69,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
-PARTS="1|2|3|4|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
+PARTS="1|2|3|4|attention-sp|attention-tune|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
 overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-tp|moe-bench|moe-ds|attention|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
@@ -284,6 +289,18 @@ case $part in
     rec bench_attention_sp 130 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp,ulysses \
       --out "$OUT"
     rec bench_attention_sp_ag 160 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp_ag \
+      --out "$OUT" ;;
+  attention-sp)  # the attention tier, then the benchmarks that need the torchrun world (a session that measured the
+    # one-GPU decode / prefill already, or has no time for them)
+    tier gpu_attention 300 test/python/gpu/test_gpu_attention.py
+    rec bench_attention_sp 130 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp,ulysses \
+      --out "$OUT"
+    rec bench_attention_sp_ag 160 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp_ag \
+      --out "$OUT" ;;
+  attention-tune)  # one GPU: the decode kernel's launch choices against its default, same process
+    rec bench_attention_tune 200 "$PY" benchmarks/bench_attention.py --only decode --pages 16 \
+      --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \
+      --decode-variants "${DECODE_VARIANTS:-splits=33,splits=132,splits=264,stages=4,block_n=128,warps=8}" \
       --out "$OUT" ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
