@@ -133,7 +133,10 @@ eager_rules() {  # eager_rules TAG: the final run's eager winners into the table
     cp python/triton_dist/ops/overlap_table.json "$OUT/" || failed=$((failed + 1))
 }
 tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
-  rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
+  # tiers run in bounded-wait mode (TIER_BOUNDED_WAIT_MS, default 120 s; 0: off): a wait that never completes ends
+  # in an error naming the rank, program, address and value it waited for instead of a silent step timeout (two
+  # fused kernels hung that way on 2026-12-06 and left nothing to read); benchmarks keep unbounded waits
+  TRITON_DIST_BOUNDED_WAIT=${TRITON_DIST_BOUNDED_WAIT:-${TIER_BOUNDED_WAIT_MS:-120000}} rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
 }
 # mega-ab's candidates as bench_mega --variant arguments, into the array "variants" (MEGA_VARIANTS overrides the
 # list; "all3" is the three candidates together): the early L2 prefetch of the GEMV after attention at 32 MiB, the split's loads ahead of its

@@ -46,8 +46,8 @@ MAX_SPLITS = 256
 #: a split streams at least this many tiles of the longest possible request (amortises its fixed costs: the query
 #: load, the pipeline's fill, the partial's write and merge)
 MIN_TILES_PER_SPLIT = 4
-#: what :func:`pick_num_splits` aims a split at: about this many tiles of the longest possible request (1,024 tokens
-#: at 64-token tiles), so that programs are short and the hardware scheduler balances them over the SMs
+#: what :func:`pick_num_splits` aims a split at: about this many tiles of the longest possible request (2,048 tokens
+#: at 128-token tiles), so that programs are short and the hardware scheduler balances them over the SMs
 TARGET_TILES_PER_SPLIT = 16
 #: and at least this many programs per SM (short requests, small batches: every SM streams)
 PROGRAMS_PER_SM = 4
@@ -66,15 +66,17 @@ class DecodeConfig:
 def pick_decode_config(head_dim: int, group: int, *, on_gpu: bool) -> DecodeConfig:
     """:func:`flash_decode`'s tiling. ``BLOCK_G = max(16, next_pow2(group))`` (decode is bound by the K/V bytes: the
     padding rows cost tensor-core time, never bandwidth; on sm_90 a 16-row dot is mma.sync, 64 rows would be wgmma).
-    On a GPU ``BLOCK_N = 64``, 4 warps, ``num_stages = 3``: Triton's pipeliner then copies the next tile's K and V
-    (2 x 16 KiB at ``D = 128``, 16-byte asynchronous copies) while the current one is computed, the page ids one tile
-    further ahead (the K/V addresses depend on them); about 40 KiB of shared memory a program, so several programs
-    share an SM and keep its loads in flight. The interpreter: 16-token tiles (each tile is numpy work: small tiles
-    keep the tests fast)."""
+    On a GPU ``BLOCK_N = 128``, 4 warps, ``num_stages = 3``: Triton's pipeliner then copies the next tile's K and V
+    (2 x 32 KiB at ``D = 128``, 16-byte asynchronous copies) while the current one is computed, the page ids one tile
+    further ahead (the K/V addresses depend on them); about 73 KiB of shared memory a program at ``D = 128``, so three
+    programs share an SM and keep its loads in flight. Measured on one H200 (2026-12-06, bench_attention
+    ``--decode-variants``, 32K tokens, 32 q / 8 kv heads, page 16, CUDA-graph replay): 128-token tiles took 48.5 /
+    263.8 us at batch 1 / 8 against 54.0 / 284.1 with 64-token tiles (8 warps, 4 stages: no gain). The interpreter:
+    16-token tiles (each tile is numpy work: small tiles keep the tests fast)."""
     block_g = max(16, triton.next_power_of_2(group))
     if not on_gpu:
         return DecodeConfig(16, block_g, 4, 1)
-    return DecodeConfig(64, block_g, 4, 3)
+    return DecodeConfig(128, block_g, 4, 3)
 
 
 def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block_n: int) -> int:
@@ -85,7 +87,7 @@ def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block
     batch * num_kv_heads)`` (``sms``: this rank's; enough programs for every SM), then at most ``cdiv(tiles,
     MIN_TILES_PER_SPLIT)`` and :data:`MAX_SPLITS`; at least 1. The cost of more splits is the partials' write and
     merge: ``4 * Hq * D`` bytes a split of ``TARGET_TILES_PER_SPLIT * block_n * Hkv * D * 4`` K/V bytes, under 1%
-    at GQA 4, D 128, 64-token tiles."""
+    at GQA 4, D 128, 128-token tiles."""
     tiles = triton.cdiv(max(max_len, 0), block_n)
     fill = triton.cdiv(PROGRAMS_PER_SM * max(sms, 1), max(batch * num_kv_heads, 1))
     want = max(fill, triton.cdiv(tiles, TARGET_TILES_PER_SPLIT))
@@ -197,7 +199,7 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     output and LSE to a workspace allocated per call; then the merge of the splits
     (:func:`merge_attention_partials`' kernel). With one split the first launch writes ``out`` and ``lse`` itself.
     ``num_splits`` (default :func:`pick_num_splits` from the batch, the kv heads, ``max_pages * page_size`` and the
-    device's SMs: splits of about 1,024 tokens of the longest possible request) fixes the splits per request; splits
+    device's SMs: splits of about 2,048 tokens of the longest possible request) fixes the splits per request; splits
     past a request's tokens do nothing.
 
     ``check_lens`` (default True): read ``seq_lens`` and ``block_table`` on the host and refuse lengths outside

@@ -5,6 +5,8 @@
   every "one program per SM" grid reads) at most its share of the GPU;
 * a persistent kernel on every SM of every rank that waits on all the other ranks' programs (a cross-rank grid
   barrier, rounds of it): it completes only when every rank's kernel is resident at once;
+* the same barrier with blocks that each hold most of an SM's shared memory (one block per SM, like the fused
+  AG + GEMM / attention kernels' persistent grids): every rank's share must then be whole free SMs at once;
 * misconfigured shares (one rank more on the GPU than the shares allow) end in a clear error at initialisation,
   before any kernel is launched (a child job), never in a hang.
 At one rank per GPU the last two still run (the barrier over GPUs; the child is skipped with the reason).
@@ -37,6 +39,31 @@ def k_cross_rank_grid_barrier(counter, arrived, rounds, WORLD: tl.constexpr):
     resident together. ``arrived[pid]`` counts the rounds program ``pid`` passed."""
     pid = tl.program_id(0)
     n = tl.num_programs(0)
+    for r in range(0, rounds):
+        for peer in tl.static_range(WORLD):
+            dl.notify(counter + r, peer, 1, "add", "intra_node")
+        tok = dl.wait(counter + r, 1, "sys", "acquire", WORLD * n)
+        p = dl.consume_token(arrived, tok)
+        tl.store(p + pid, tl.load(p + pid) + 1)
+
+
+@triton_dist.jit
+def k_cross_rank_grid_barrier_full_sm(counter, arrived, rounds, a_ptr, b_ptr, c_ptr, K0, WORLD: tl.constexpr):
+    """:func:`k_cross_rank_grid_barrier` in a block that owns most of an SM's shared memory: a software-pipelined
+    128x64 @ 64x256 bf16 dot loop over ``K0`` columns (0 at run time: it runs no iteration, but its stage buffers,
+    ``num_stages`` x 48 KiB, are allocated for the whole block), so at most one block fits an SM."""
+    pid = tl.program_id(0)
+    n = tl.num_programs(0)
+    offs_m = tl.arange(0, 128)
+    offs_n = tl.arange(0, 256)
+    offs_k = tl.arange(0, 64)
+    acc = tl.zeros((128, 256), dtype=tl.float32)
+    for k in range(0, K0, 64):
+        a = tl.load(a_ptr + offs_m[:, None] * K0 + (k + offs_k)[None, :])
+        b = tl.load(b_ptr + (k + offs_k)[:, None] * 256 + offs_n[None, :])
+        acc = tl.dot(a, b, acc)
+    if K0 > 0:
+        tl.store(c_ptr + offs_m[:, None] * 256 + offs_n[None, :], acc)
     for r in range(0, rounds):
         for peer in tl.static_range(WORLD):
             dl.notify(counter + r, peer, 1, "add", "intra_node")
@@ -87,6 +114,39 @@ def test_persistent_kernels_of_every_rank_are_resident_together(group):
         time.sleep(0.01)
     assert torch.all(arrived == rounds), arrived
     assert torch.all(counter == WORLD * sms), counter
+    shmem_barrier()
+    U.nvshmem_free_tensor_sync(counter)
+
+
+def test_full_sm_persistent_kernels_of_every_rank_are_resident_together(group):
+    """One block per SM (the fused kernels' case: 2026-12-06, the TP-MoE AG kernel and sp_ag_attention, both with
+    one block per SM, did not complete at 2 ranks on one H200 while kernels of small blocks did): every rank's grid
+    of ``rank_sm_count`` such blocks must be resident at once, i.e. the ranks' shares must be whole SMs, all free
+    together. Fails (the hang guard) where the MPS shares cannot hold them."""
+    from triton_dist.runtime.device_info import get_device_max_shared_memory_size, rank_sm_count
+
+    sms = rank_sm_count(torch.cuda.current_device())
+    rounds = 10
+    counter = U.nvshmem_create_tensor((rounds, ), torch.int64)
+    counter.zero_()
+    arrived = torch.zeros(sms, dtype=torch.int32, device="cuda")
+    dummy = torch.zeros(128 * 256, dtype=torch.bfloat16, device="cuda")
+    out = torch.zeros(128 * 256, dtype=torch.float32, device="cuda")
+    shmem_barrier()
+    t0 = time.time()
+    done = torch.cuda.Event()
+    kern = k_cross_rank_grid_barrier_full_sm[(sms, )](counter, arrived, rounds, dummy, dummy, out, 0, WORLD=WORLD,
+                                                       num_warps=8, num_stages=4, launch_cooperative_grid=True)
+    done.record()
+    shared = kern.metadata.shared
+    smem = get_device_max_shared_memory_size(torch.cuda.current_device())
+    print(f"rank {RANK}: {sms} blocks of {shared} bytes of shared memory each (the SM has {smem})")
+    while not done.query():  # a hang guard, not a timing
+        assert time.time() - t0 < 60, (f"the cross-rank barrier of one-block-per-SM kernels ({shared} bytes of shared "
+                                       f"memory each, {sms} per rank) did not complete in 60 s: not co-resident")
+        time.sleep(0.01)
+    assert 2 * shared > smem, f"{shared} bytes a block: two would fit an SM, the test does not test what it says"
+    assert torch.all(arrived == rounds), arrived
     shmem_barrier()
     U.nvshmem_free_tensor_sync(counter)
 
