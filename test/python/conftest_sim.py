@@ -12,22 +12,42 @@ Tip: put many checks in one ``fn`` when they share set-up; mark tests ``@pytest.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from triton_dist.runtime.sim.launch import RankPool
 
 
-class SimPools:
-    """Live :class:`RankPool` objects keyed by (world_size, local_world_size, env)."""
+#: the most rank processes the pools of one pytest process keep alive (TRITON_DIST_SIM_POOL_MAX_PROCS overrides):
+#: every (world size, env) pair has a pool of its own, and with tests handed out one at a time (xdist worksteal) a
+#: worker meets most pairs, so without a cap each worker accumulated ~35 live rank processes; two workers ran a
+#: 23 GB CI host out of memory on 2026-12-06 (a worker OOM-killed in the middle of a test)
+MAX_LIVE_PROCS = int(os.environ.get("TRITON_DIST_SIM_POOL_MAX_PROCS", "12"))
 
-    def __init__(self):
-        self._pools = {}
+
+class SimPools:
+    """Live :class:`RankPool` objects keyed by (world_size, local_world_size, env), the least recently used closed
+    first once they hold more than :data:`MAX_LIVE_PROCS` rank processes together (the pool in use is never
+    closed)."""
+
+    def __init__(self, max_procs: int = MAX_LIVE_PROCS):
+        self._pools = {}  # insertion order = least recently used first
+        self.max_procs = max_procs
 
     def pool(self, world_size: int, *, env=None, local_world_size=None) -> RankPool:
         key = (world_size, local_world_size or world_size, tuple(sorted((env or {}).items())))
-        if key not in self._pools:
-            self._pools[key] = RankPool(world_size, local_world_size=local_world_size, env=env)
-        return self._pools[key]
+        pool = self._pools.pop(key, None)
+        if pool is None:
+            live = sum(k[0] for k in self._pools) + world_size
+            for old in list(self._pools):
+                if live <= self.max_procs:
+                    break
+                self._pools.pop(old).close(grace_s=3.0)
+                live -= old[0]
+            pool = RankPool(world_size, local_world_size=local_world_size, env=env)
+        self._pools[key] = pool  # most recently used last
+        return pool
 
     def run(self, world_size: int, fn, *args, timeout: float = 60.0, env=None, local_world_size=None, **kwargs):
         return self.pool(world_size, env=env, local_world_size=local_world_size).run(fn, *args, timeout=timeout,

@@ -279,6 +279,7 @@ def test_shared_memory_beyond_the_target_is_refused(tmp_path, stages, ok):
         assert res.returncode == 0, res.stderr
         return
     assert res.returncode == 2, res
-    lines = res.stderr.strip().splitlines()
+    # the tool's two lines (a Triton release may print its own warnings before them)
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.startswith("triton-dist-compile: ")]
     assert len(lines) == 2 and "mm needs" in lines[0] and "cuda:90 has at most 232448" in lines[0], res.stderr
     assert "num-stages" in lines[1]

@@ -13,7 +13,7 @@ import pytest
 import _sp_ag_attention_sim_work as work
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
-ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "16M"}
+ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "64M"}  # the common env: one pool per world size
 
 # (B, L, Hq, Hkv, D, calls): the context's capacity (B, L); calls: (causal, batch, chunk length, how)
 CASES = {

@@ -7,7 +7,7 @@ import pytest
 import _sp_attention_layer_sim_work as work
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
-ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "16M"}
+ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "64M"}  # the common env: one pool per world size
 
 PREFILL = {1: [("ag", 4, 2, 64, 1, 24)],
            2: [("ag", 4, 2, 64, 2, 20), ("ulysses", 4, 2, 64, 1, 24)],

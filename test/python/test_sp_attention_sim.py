@@ -10,7 +10,7 @@ import pytest
 import _sp_attention_sim_work as work
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
-ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "16M"}
+ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240", "TRITON_DIST_SIM_SYMMETRIC_SIZE": "64M"}  # the common env: one pool per world size
 
 # (Hq, Hkv, D, page, slices): slices[b][r] = rank r's token count of request b
 CASES = {
