@@ -52,6 +52,9 @@
 #   scripts/gpu_suite.sh attention-tune one GPU: bench_attention decode at DECODE_LENS / DECODE_BATCHES (default
 #                                       32768 / 1,8), page 16, with DECODE_VARIANTS as extra columns (bench_attention
 #                                       --decode-variants: splits, tile, warps, stages)
+#   scripts/gpu_suite.sh shared-fullsm  ranks sharing a GPU, kernels of one block per SM (the TP-MoE and sp_ag kernels
+#                                       hung at 2 ranks on one H200, 2026-12-06): the full-SM cross-rank barrier at
+#                                       TRITON_DIST_SM_MARGIN 0 and 2, then the TP-MoE tier and sp_ag's tests at 2
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Every part records its kernel compile requests into $OUT/compiles; PRECOMPILE_FROM="DIR ..." compiles earlier
@@ -69,7 +72,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
-PARTS="1|2|3|4|attention-sp|attention-tune|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
+PARTS="1|2|3|4|attention-sp|attention-tune|shared-fullsm|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
 overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-tp|moe-bench|moe-ds|attention|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
@@ -300,6 +303,12 @@ case $part in
       --out "$OUT"
     rec bench_attention_sp_ag 160 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp_ag \
       --out "$OUT" ;;
+  shared-fullsm)  # does a grid of one block per SM fit every rank's share at once; does a margin of 2 SMs fix the
+    # fused kernels (TRITON_DIST_SM_MARGIN: runtime/device_info.py)
+    tier gpu_shared_fullsm_m0 120 test/python/gpu/test_gpu_shared_gpu.py -k full_sm
+    TRITON_DIST_SM_MARGIN=2 tier gpu_shared_fullsm_m2 120 test/python/gpu/test_gpu_shared_gpu.py -k full_sm
+    TRITON_DIST_SM_MARGIN=2 tier gpu_moe_tp_m2 200 test/python/gpu/test_gpu_moe_tp.py
+    TRITON_DIST_SM_MARGIN=2 tier gpu_attention_sp_ag_m2 200 test/python/gpu/test_gpu_attention.py -k sp_ag ;;
   attention-tune)  # one GPU: the decode kernel's launch choices against its default, same process
     rec bench_attention_tune 200 "$PY" benchmarks/bench_attention.py --only decode --pages 16 \
       --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \

@@ -271,3 +271,19 @@ def test_launch_refuses_bad_values(launch):
                        (("--nproc_per_node", "4", "--ranks-per-gpu", "1"), "need 4 GPUs, 1 visible")):
         r, _, _ = launch(*args, ngpu=1)
         assert r.returncode == 2 and text in r.stderr, (args, r.stderr)
+
+
+def test_sm_margin_knob(monkeypatch):
+    """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (diagnostic, default 0);
+    a bad value is a one-line ValueError naming the variable."""
+    from triton_dist.runtime import device_info as di
+
+    monkeypatch.delenv(di.SM_MARGIN_ENV, raising=False)
+    assert di.sm_margin() == 0
+    monkeypatch.setenv(di.SM_MARGIN_ENV, "2")
+    assert di.sm_margin() == 2
+    assert di.rank_sm_count("cpu", simulated=2) == 2  # not CUDA: the caller's count, no margin
+    for bad in ("-1", "two", "1.5"):
+        monkeypatch.setenv(di.SM_MARGIN_ENV, bad)
+        with pytest.raises(ValueError, match="TRITON_DIST_SM_MARGIN"):
+            di.sm_margin()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
 import warnings
 from typing import Optional
 
@@ -100,7 +101,25 @@ def rank_sm_count(device, simulated: int = 1) -> int:
     GEMM so its tile loop runs with more than one program)."""
     if torch.device(device).type != "cuda":
         return simulated
-    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+    sms = int(torch.cuda.get_device_properties(device).multi_processor_count)
+    return max(1, sms - sm_margin())
+
+
+#: SMs of its count a rank leaves unused in every "one program per SM" grid (default 0): a diagnostic knob for ranks
+#: that share a GPU, where kernels of one block per SM hung at 2 ranks on one H200 (2026-12-06) while kernels of
+#: small blocks ran -- one hypothesis being that the MPS shares cannot place every rank's full-SM blocks at once
+#: (test_gpu_shared_gpu.py::test_full_sm_persistent_kernels_of_every_rank_are_resident_together tells)
+SM_MARGIN_ENV = "TRITON_DIST_SM_MARGIN"
+
+
+def sm_margin() -> int:
+    """``TRITON_DIST_SM_MARGIN`` as a non-negative int (0 when unset); a bad value is a ValueError naming it."""
+    text = os.environ.get(SM_MARGIN_ENV, "").strip()
+    if not text:
+        return 0
+    if not text.isdigit():
+        raise ValueError(f"{SM_MARGIN_ENV}={text!r}: expected a number of SMs (integer >= 0)")
+    return int(text)
 
 
 def _nvml():
