@@ -32,6 +32,8 @@ interpreter at toy sizes; this one runs the compiled kernels at real sizes.
   formulation (all_to_all_single + permutes; gloo on host copies where ranks share a GPU), k / v with 8 heads and
   strided views on the q context, post(pre(q)) == q; ten calls on one context; one layer's calls (pre q, pre k,
   post) captured into a CUDA graph and replayed with new inputs; bad input.
+* ``layers.SPAttention`` (prefill through "ag" and "ulysses", decode) at the torchrun world against the plain torch
+  references ``sp_attention_prefill_torch`` / ``sp_attention_decode_torch`` and fp32 attention over the whole sequence.
 
 The one-device tests run on every rank (each checks its own device). Ranks collect failures and assert after the
 cleanup (a rank that failed early still closes its context, so no peer waits for it).
@@ -922,4 +924,53 @@ def test_sp_ag_attention_bad_input():
         torch.cuda.synchronize()
         ctx.close()
     expect("closed", lambda: f(q, k, v, ctx), "closed")
+    assert not fails, (rank, fails)
+
+
+# ------------------------------------------------------------------------------------------- layers.SPAttention
+LAYER_L = 1024  # tokens per rank
+
+
+@pytest.mark.parametrize("method", ["ag", "ulysses"])
+def test_sp_attention_layer_against_the_torch_references(method):
+    """``layers.SPAttention`` at the torchrun world (1024 tokens per rank, 32 q / 8 kv heads, D 128, bf16): prefill
+    through ``method`` (causal and not, two calls) against ``sp_attention_prefill_torch`` (K/V gathered with
+    torch.distributed, fp32 attention) and against fp32 attention over the whole sequence every rank derives itself;
+    decode over slices of every rank (one request empty on rank 0) against ``sp_attention_decode_torch``."""
+    from triton_dist.layers import SPAttention, sp_attention_decode_torch, sp_attention_prefill_torch
+
+    rank, world = _init()
+    if method == "ulysses" and (HQ % world or HKV % world):
+        pytest.skip(f"Ulysses needs {HQ} q and {HKV} kv heads divisible by the world size {world}")
+    dev = _device()
+    bf = torch.bfloat16
+    layer = SPAttention(HQ, HKV, D, max_batch=1, max_seq_per_rank=LAYER_L, prefill_method=method,
+                        max_decode_batch=2)
+    fails = []
+    try:
+        for call, causal in enumerate((True, False)):
+            qa, ka, va = _qkv(40 + call, 1, world * LAYER_L, HQ, HKV, D, bf, dev)
+            lo = rank * LAYER_L
+            q, k, v = (t[:, lo:lo + LAYER_L].contiguous() for t in (qa, ka, va))
+            got = layer(q, k, v, causal=causal)
+            tag = f"{method} {'causal' if causal else 'full'} rank {rank}"
+            _check(fails, tag + " vs torch reference", got, sp_attention_prefill_torch(q, k, v, causal=causal), 3e-2)
+            heads = [0, HQ - 1]
+            if causal:
+                want, _ = _attention_reference(q[:, :, heads], ka[:, :, [0, HKV - 1]], va[:, :, [0, HKV - 1]],
+                                               q_start=lo)
+                _check(fails, tag + " vs fp32 (2 heads)", got[:, :, heads], want, 3e-2)
+        g = torch.Generator(device=dev).manual_seed(77)
+        qd = torch.randn((2, HQ, D), generator=g, device=dev).to(bf)
+        mine = [(torch.randn((0 if rank == 0 else 300, HKV, D), generator=g, device=dev).to(bf),
+                 torch.randn((0 if rank == 0 else 300, HKV, D), generator=g, device=dev).to(bf)),
+                (torch.randn((513 + rank, HKV, D), generator=g, device=dev).to(bf),
+                 torch.randn((513 + rank, HKV, D), generator=g, device=dev).to(bf))]
+        kc, vc, bt, sl = _paged(mine, 16, rank)
+        out, lse = layer.decode(qd, kc, vc, bt, sl, return_lse=True)
+        ref, ref_lse = sp_attention_decode_torch(qd, kc, vc, bt, sl)
+        _check(fails, f"decode rank {rank}", out, ref, 2e-2)
+        _check(fails, f"decode lse rank {rank}", lse, ref_lse, 2e-3, rtol=1e-4)
+    finally:
+        layer.close()
     assert not fails, (rank, fails)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device call of the lent GPU machine (../shared/gpu/README.md): install the carried wheels (.whl/, fetched on the
+# CPU machine by ../shared/gpu/fetch-wheels.sh and named in the call's carry), keep Triton's cache at /tmp/tcache (it
+# survives back-to-back calls while the machine stays warm), run scripts/gpu_suite.sh parts, and leave everything in
+# ONE archive $OUT/run.tgz (the device tool brings back at most 8 files).
+#   scripts/gpu_call.sh "NPROC:PART:BUDGET_S" ...      e.g.  TOTAL_S=560 scripts/gpu_call.sh "2:moe-tp:260" "4:moe-tp:260"
+# Each spec runs `NPROC=N OUT=$OUT/run/PART-npN SUITE_BUDGET_S=B scripts/gpu_suite.sh PART`, its budget cut to what is
+# left of TOTAL_S (default 560: a call is at most 600 s); a spec with less than 40 s left is skipped.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[[ $# -eq 0 || $1 == -h || $1 == --help ]] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+T0=$(date +%s); TOTAL_S=${TOTAL_S:-560}; OUT=${OUT:-/tmp/gpu-call-out}
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 | tail -2
+  export PYTHONPATH=/tmp/site:$PWD/python
+fi
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
+mkdir -p "$TRITON_CACHE_DIR"
+echo "cache entries at start: $(ls "$TRITON_CACHE_DIR" | wc -l); $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"
+R=$OUT/run
+mkdir -p "$R"
+for spec in "$@"; do
+  IFS=: read -r np part budget <<< "$spec"
+  left=$(( TOTAL_S - ($(date +%s) - T0) - 15 ))
+  (( budget > left )) && budget=$left
+  if (( budget < 40 )); then echo "== $spec skipped (call budget)"; continue; fi
+  echo "== $spec (budget $budget s) at $(date -u +%T)"
+  NPROC=$np OUT=$R/$part-np$np SUITE_BUDGET_S=$budget scripts/gpu_suite.sh "$part" 2>&1 | grep -v '^total\|^d\|^-'
+done
+echo "cache entries at end: $(ls "$TRITON_CACHE_DIR" | wc -l)"
+( cd "$OUT" && tar czf run.tgz run && rm -rf run )
+ls -la "$OUT"
