@@ -5,10 +5,12 @@
 # ONE archive $OUT/run.tgz (the device tool brings back at most 8 files).
 #   scripts/gpu_call.sh "NPROC:PART:BUDGET_S" ...      e.g.  TOTAL_S=560 scripts/gpu_call.sh "2:moe-tp:260" "4:moe-tp:260"
 # Each spec runs `NPROC=N OUT=$OUT/run/PART-npN SUITE_BUDGET_S=B scripts/gpu_suite.sh PART`, its budget cut to what is
-# left of TOTAL_S (default 560: a call is at most 600 s); a spec with less than 40 s left is skipped.
+# left of TOTAL_S (default 560: a call is at most 600 s); a spec with less than 40 s left is skipped. Start the command
+# with TRITON_DIST_GIT_COMMIT=<this checkout's HEAD>: the machine's copy of the tree may carry stale git metadata
+# (2026-12-06: records said 5534f94 for a run of 8a379e7; benchmarks/provenance.py's tree fingerprint was right).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 0 || $1 == -h || $1 == --help ]] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ $# -eq 0 || $1 == -h || $1 == --help ]] && { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 T0=$(date +%s); TOTAL_S=${TOTAL_S:-560}; OUT=${OUT:-/tmp/gpu-call-out}
 if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 | tail -2
