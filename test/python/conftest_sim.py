@@ -59,13 +59,26 @@ class SimPools:
         self._pools.clear()
 
 
+_SHARED: "SimPools | None" = None
+
+
+def shared_pools() -> SimPools:
+    """The one :class:`SimPools` of this pytest process. Test modules import the ``sim_ranks`` fixture, and pytest
+    then keeps one session-scoped instance PER importing module: without a shared object every module held its own
+    pools until the session ended (36 live rank processes under one xdist worker, 2026-12-06), whatever the cap."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = SimPools()
+    return _SHARED
+
+
 @pytest.fixture(scope="session")
 def sim_ranks():
-    pools = SimPools()
+    pools = shared_pools()
     try:
         yield pools
     finally:
-        pools.close()
+        pools.close()  # every importing module's instance closes the same pools at the session's end (idempotent)
 
 
 def pytest_configure(config):

@@ -499,3 +499,34 @@ def test_process_identity_tells_running_from_exited():
     assert process_identity(p.pid) is None
     p.wait()
     assert process_identity(p.pid) is None
+
+
+_PARENT_DIES = """
+import os, signal, sys, time
+sys.path[:0] = sys.argv[1].split(os.pathsep)
+from triton_dist.runtime.sim.launch import RankPool
+import test_sim_runtime as t
+pool = RankPool(2).start()
+pool._conns[0].send_bytes(__import__("pickle").dumps(("task", __import__("pickle").dumps((t.rank_hang_on_0, (), {})))))
+print(" ".join(str(p.pid) for p in pool._procs), flush=True)
+time.sleep(1.0)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_rank_processes_exit_when_their_parent_dies():
+    """A parent killed mid-task (an OOM-killed pytest worker) must not leave its rank processes running the task:
+    they end within seconds (runtime.sim.launch._exit_with_parent)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = os.pathsep.join([os.path.join(os.path.dirname(os.path.dirname(here)), "python"), here])
+    p = subprocess.run([sys.executable, "-c", _PARENT_DIES, paths], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TRITON_INTERPRET": "1", "TRITON_DIST_BACKEND": "sim"})
+    pids = [int(x) for x in p.stdout.split()]
+    assert len(pids) == 2, (p.stdout, p.stderr)
+    deadline = time.monotonic() + 15
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [pid for pid in alive if os.path.exists(f"/proc/{pid}") and
+                 open(f"/proc/{pid}/stat").read().split()[2] != "Z"]
+    assert not alive, f"rank processes {alive} outlived their parent by 15 s"

@@ -60,8 +60,24 @@ def init_sim_distributed(timeout_s: float = 300.0):
     return backend
 
 
+def _exit_with_parent(poll_s: float = 1.0) -> None:
+    """Start a daemon thread that ends this rank process once its parent is gone (re-parented: ``getppid``
+    changed). A parent killed mid-task (an OOM-killed pytest worker, 2026-12-06) otherwise left its rank processes
+    running the task -- spinning in a simulated wait until its timeout -- with nobody to read their result."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="triton-dist-sim-parent-watch", daemon=True).start()
+
+
 def _worker_main(rank: int, world_size: int, env: Dict[str, str], conn, init: bool) -> None:
     os.environ.update(env)
+    _exit_with_parent()
     try:
         import torch
 
