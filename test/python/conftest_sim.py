@@ -3,9 +3,10 @@
 Fixture ``sim_ranks`` (session scope): a pool manager. ``sim_ranks.run(world_size, fn, *args, timeout=60,
 env=None, local_world_size=None, **kwargs)`` runs the module-level function ``fn`` on ``world_size`` simulator
 rank processes and returns the per-rank results (index = rank). Processes are spawned once per
-(world_size, local_world_size, env) and reused for the whole session (each process already has torch, triton, a
-gloo group and the symmetric heap; the heap is reset between calls), because spawning costs seconds per process
-on the 2-core CI machine. A failing call raises ``RankError`` with each rank's traceback; if every rank still
+(world_size, local_world_size, env) and reused (each process already has torch, triton, a gloo group and the
+symmetric heap; the heap is reset between calls), because spawning costs seconds per process on the 2-core CI
+machine; one set of pools per pytest process (:func:`shared_pools`) keeps at most :data:`MAX_LIVE_PROCS` rank
+processes alive, the least recently used pools closed first (memory: each rank process holds ~250 MB). A failing call raises ``RankError`` with each rank's traceback; if every rank still
 answered, the processes are kept (heap reset), else (timeout, crash) they are killed and respawned on next use. Children see TRITON_INTERPRET=1 and TRITON_DIST_BACKEND=sim from birth.
 
 Tip: put many checks in one ``fn`` when they share set-up; mark tests ``@pytest.mark.sim``.
