@@ -54,6 +54,15 @@ class SimPools:
         return self.pool(world_size, env=env, local_world_size=local_world_size).run(fn, *args, timeout=timeout,
                                                                                      **kwargs)
 
+    def run_checks(self, world_size: int, fn, *args, timeout: float = 60.0, env=None, **kwargs):
+        """:meth:`run` for the rank functions that return ``(failures, checks)``: asserts every rank's list of
+        failure strings is empty (the assertion names the rank and its failures) and returns each rank's
+        ``checks``."""
+        res = self.run(world_size, fn, *args, timeout=timeout, env=env, **kwargs)
+        for rank, (fails, _) in enumerate(res):
+            assert not fails, (rank, fails)
+        return [checks for _, checks in res]
+
     def close(self):
         for p in self._pools.values():
             p.close(grace_s=3.0)
