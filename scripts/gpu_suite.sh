@@ -53,8 +53,9 @@
 #                                       32768 / 1,8), page 16, with DECODE_VARIANTS as extra columns (bench_attention
 #                                       --decode-variants: splits, tile, warps, stages)
 #   scripts/gpu_suite.sh shared-fullsm  ranks sharing a GPU, kernels of one block per SM (the TP-MoE and sp_ag kernels
-#                                       hung at 2 ranks on one H200, 2026-12-06): the full-SM cross-rank barrier at
-#                                       TRITON_DIST_SM_MARGIN 0 and 2, then the TP-MoE tier and sp_ag's tests at 2
+#                                       hung at 2 ranks on one GPU under MPS percentages, 2026-12-06): the SM probe
+#                                       (-m triton_dist.tools.sm_probe), the shared-GPU tier, the TP-MoE tier and
+#                                       sp_ag's tests
 #   scripts/gpu_suite.sh changed        the tiers the latest changes touch: overlap, an 8B AG/RS bench, plain jit +
 #                                       SIMT tiles, language, libshmem
 # Every part records its kernel compile requests into $OUT/compiles; PRECOMPILE_FROM="DIR ..." compiles earlier
@@ -138,8 +139,12 @@ eager_rules() {  # eager_rules TAG: the final run's eager winners into the table
 tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
   # tiers run in bounded-wait mode (TIER_BOUNDED_WAIT_MS, default 120 s; 0: off): a wait that never completes ends
   # in an error naming the rank, program, address and value it waited for instead of a silent step timeout (two
-  # fused kernels hung that way on 2026-12-06 and left nothing to read); benchmarks keep unbounded waits
-  TRITON_DIST_BOUNDED_WAIT=${TRITON_DIST_BOUNDED_WAIT:-${TIER_BOUNDED_WAIT_MS:-120000}} rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
+  # fused kernels hung that way on 2026-12-06 and left nothing to read); benchmarks keep unbounded waits. Output is
+  # uncaptured (-s: a kernel's device print reaches the log even when the rank dies before pytest's summary, as
+  # both ranks did in NVSHMEM's teardown after a trap, 2026-12-06) and each failure is reported the moment it
+  # happens (TRITON_DIST_REPORT_FAILURES_NOW, test/python/conftest.py)
+  TRITON_DIST_REPORT_FAILURES_NOW=1 TRITON_DIST_BOUNDED_WAIT=${TRITON_DIST_BOUNDED_WAIT:-${TIER_BOUNDED_WAIT_MS:-120000}} \
+    rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -s -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
 }
 # mega-ab's candidates as bench_mega --variant arguments, into the array "variants" (MEGA_VARIANTS overrides the
 # list; "all3" is the three candidates together): the early L2 prefetch of the GEMV after attention at 32 MiB, the split's loads ahead of its
@@ -303,12 +308,13 @@ case $part in
       --out "$OUT"
     rec bench_attention_sp_ag 160 torchrun --nproc_per_node "$NP" benchmarks/bench_attention.py --only sp_ag \
       --out "$OUT" ;;
-  shared-fullsm)  # does a grid of one block per SM fit every rank's share at once; does a margin of 2 SMs fix the
-    # fused kernels (TRITON_DIST_SM_MARGIN: runtime/device_info.py)
-    tier gpu_shared_fullsm_m0 120 test/python/gpu/test_gpu_shared_gpu.py -k full_sm
-    TRITON_DIST_SM_MARGIN=2 tier gpu_shared_fullsm_m2 120 test/python/gpu/test_gpu_shared_gpu.py -k full_sm
-    TRITON_DIST_SM_MARGIN=2 tier gpu_moe_tp_m2 200 test/python/gpu/test_gpu_moe_tp.py
-    TRITON_DIST_SM_MARGIN=2 tier gpu_attention_sp_ag_m2 200 test/python/gpu/test_gpu_attention.py -k sp_ag ;;
+  shared-fullsm)  # ranks sharing a GPU, grids of one block per SM: which SMs each rank's blocks get (the probe),
+    # the shared-GPU tier (full-SM cross-rank barrier, MPS client check, misconfigured child), then the two fused
+    # kernels that hung (TP-MoE AG + group GEMM, sp_ag_attention)
+    rec sm_probe 90 torchrun --nproc_per_node "$NP" -m triton_dist.tools.sm_probe --out "$OUT"
+    tier gpu_shared_gpu 150 test/python/gpu/test_gpu_shared_gpu.py
+    tier gpu_moe_tp 240 test/python/gpu/test_gpu_moe_tp.py
+    tier gpu_attention_sp_ag 200 test/python/gpu/test_gpu_attention.py -k "sp_ag" ;;
   attention-tune)  # one GPU: the decode kernel's launch choices against its default, same process
     rec bench_attention_tune 200 "$PY" benchmarks/bench_attention.py --only decode --pages 16 \
       --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \

@@ -15,13 +15,13 @@
 #   TRITON_DIST_RANKS_PER_GPU  ranks that share one GPU (default 1); --ranks-per-gpu overrides it. `auto`: as many
 #                   as needed, ceil(ranks / visible GPUs). Ranks that share a GPU ("Develop on one GPU",
 #                   docs/runtime.md): local rank r uses GPU r // N; the torch process group is gloo only (NCCL
-#                   refuses two ranks on one GPU); NVSHMEM runs several PEs per GPU; each rank gets 1/N of the SMs
-#                   through CUDA MPS (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100 / N), so that all ranks' kernels are
-#                   resident together. This wrapper uses the MPS control daemon that answers at
+#                   refuses two ranks on one GPU); NVSHMEM runs several PEs per GPU; the ranks run as clients of
+#                   one CUDA MPS server, so that their kernels run side by side, and each sizes its "one program per
+#                   SM" grids to 1/N of the GPU's SMs, so that all ranks' grids are resident together
+#                   (runtime/shared_gpu.py says why no MPS active-thread percentage is set: it would put every
+#                   rank on the same fraction of the SMs). This wrapper uses the MPS control daemon that answers at
 #                   CUDA_MPS_PIPE_DIRECTORY (or /tmp/nvidia-mps) if one runs, else starts a private one for the job
-#                   (pipe and log folders in /tmp), started with the percentage so that it is the limit of every
-#                   client of that daemon (a client can only lower it), and stops it when the job ends. More ranks
-#                   than GPUs without
+#                   (pipe and log folders in /tmp) and stops it when the job ends. More ranks than GPUs without
 #                   this option is refused. Figures taken this way measure no NVLink: benchmarks label them.
 #   PYTHON          interpreter (default: ./.venv/bin/python if present, else python3)
 #   TRITON_DIST_BACKEND  nvshmem | rocshmem | sim (default: sim when no GPU is visible, else what the machine
@@ -105,11 +105,11 @@ if (( per_gpu == 1 )); then
   exec "${torchrun[@]}" "$@"
 fi
 
-# ---- ranks that share a GPU: CUDA MPS, each rank 1/N of the SMs
+# ---- ranks that share a GPU: clients of one CUDA MPS server, each sizing its grids to 1/N of the SMs
 export TRITON_DIST_RANKS_PER_GPU=$per_gpu
-# exported before the daemon starts: it is then the daemon's limit for every client (seen on the H200: a client
-# asking for 100% under it got 66 of 132 SMs at 2 ranks per GPU)
-export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(( 100 / per_gpu ))
+# no CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: under a percentage every client gets the SAME fraction of the SMs (measured,
+# 2026-12-06: 2 ranks at 50% both on one set of 66 SMs, the other 66 idle), so it would not separate the ranks and
+# would halve the GPU. A value the caller set stays (each rank's grids then take 1/N of that pool).
 export NVSHMEM_DISABLE_NCCL=1  # NVSHMEM's own NCCL use: NCCL refuses two ranks on one GPU
 command -v nvidia-cuda-mps-control >/dev/null || die "ranks share GPUs ($per_gpu per GPU) but" \
   "nvidia-cuda-mps-control is not on PATH: install the NVIDIA driver's MPS tools, or run one rank per GPU"

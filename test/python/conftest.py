@@ -156,3 +156,17 @@ def pytest_sessionfinish(session, exitstatus):
             dist.barrier()
     finally:
         utils.finalize_distributed()
+
+
+REPORT_FAILURES_NOW_ENV = "TRITON_DIST_REPORT_FAILURES_NOW"
+
+
+def pytest_runtest_logreport(report):
+    """With ``TRITON_DIST_REPORT_FAILURES_NOW=1`` (the GPU suite's tiers set it): a failure's report goes to the
+    process's stderr the moment it happens, not only in the session summary -- a kernel that later hangs the rank
+    or kills it in a library's teardown (2026-12-06: both, on a shared GPU) would otherwise take every message of
+    the session with it."""
+    if report.failed and os.environ.get(REPORT_FAILURES_NOW_ENV, "") not in ("", "0"):
+        rank = os.environ.get("RANK", "?")
+        sys.__stderr__.write(f"\n[rank {rank}] FAILED {report.nodeid} ({report.when}):\n{report.longreprtext}\n")
+        sys.__stderr__.flush()

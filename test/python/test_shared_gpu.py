@@ -1,7 +1,8 @@
 """Ranks that share a GPU (runtime/shared_gpu.py, docs/runtime.md "Develop on one GPU"), on the CPU: the binding rule,
-the process-group backend, the MPS percentages, the SM-share check and its messages, the refusals of
-initialize_distributed, the host paths of runtime/torch_collectives.py, and scripts/launch.sh's handling of the
-mode (MPS daemon start / reuse / stop, the percentages it exports, its one-line refusals) with stub programs."""
+the process-group backend, each rank's grid budget (rank_sm_count), the MPS client check and the SM-share check
+with their messages, the refusals of initialize_distributed, the host paths of runtime/torch_collectives.py, and
+scripts/launch.sh's handling of the mode (MPS daemon start / reuse / stop, no active-thread percentage, its
+one-line refusals) with stub programs."""
 import os
 import stat
 import subprocess
@@ -48,7 +49,6 @@ def test_binding_refusals_name_the_fix():
 
 
 def test_percentages_and_group_backend():
-    assert [shared_gpu.mps_percentage(n) for n in (1, 2, 3, 4, 8)] == [100, 50, 33, 25, 12]
     assert bootstrap.process_group_backend("nvshmem", 1) == "cpu:gloo,cuda:nccl"
     assert bootstrap.process_group_backend("rocshmem", 1) == "cpu:gloo,cuda:nccl"
     assert bootstrap.process_group_backend("nvshmem", 2) == "gloo"  # NCCL refuses two ranks on one GPU
@@ -72,36 +72,104 @@ def test_auto_never_picks_nccl_without_nccl(monkeypatch):
 
 
 # ---- the SM-share check ----------------------------------------------------------------------------------------
-def _rec(rank, sms, phys=132, pct=None, gpu="GPU-a", host="h"):
-    return {"rank": rank, "gpu": gpu, "device": 0, "sms": sms, "physical_sms": phys, "mps_percent": pct, "host": host}
+def _rec(rank, sms, phys=132, pct=None, gpu="GPU-a", host="h", mps="client"):
+    return {"rank": rank, "gpu": gpu, "device": 0, "sms": sms, "physical_sms": phys, "mps_percent": pct,
+            "mps": mps, "host": host}
 
 
 def test_sm_shares_that_fit_pass():
-    assert shared_gpu.check_sm_shares([_rec(0, 66, pct=50), _rec(1, 66, pct=50)]) == {"h/GPU-a": [0, 1]}
-    four = [_rec(r, 33, pct=25) for r in range(4)]
-    assert shared_gpu.check_sm_shares(four) == {"h/GPU-a": [0, 1, 2, 3]}
-    # one rank per GPU: the whole GPU each, nothing to check
-    assert len(shared_gpu.check_sm_shares([_rec(0, 132, gpu="a"), _rec(1, 132, gpu="b")])) == 2
+    # clients of one MPS server without a limit: each context sees the whole GPU, the ranks split it by grid size
+    assert shared_gpu.check_sm_shares([_rec(0, 132), _rec(1, 132)]) == {"h/GPU-a": [0, 1]}
+    assert shared_gpu.check_sm_shares([_rec(r, 132) for r in range(4)]) == {"h/GPU-a": [0, 1, 2, 3]}
+    # a caller's limit, the same for every rank: one pool of 66 SMs, shared
+    assert shared_gpu.check_sm_shares([_rec(0, 66, pct=50), _rec(1, 66, pct=50)])
+    # one rank per GPU: the whole GPU each, nothing to check (no MPS status needed)
+    assert len(shared_gpu.check_sm_shares([_rec(0, 132, gpu="a", mps=None), _rec(1, 132, gpu="b", mps=None)])) == 2
     # the same GPU id on two hosts is two GPUs
-    assert len(shared_gpu.check_sm_shares([_rec(0, 132, host="x"), _rec(1, 132, host="y")])) == 2
-    # no physical count: the percentages decide
-    assert shared_gpu.check_sm_shares([_rec(0, 66, None, 50), _rec(1, 66, None, 50)])
+    assert len(shared_gpu.check_sm_shares([_rec(0, 132, host="x", mps=None), _rec(1, 132, host="y", mps=None)])) == 2
 
 
 def test_sm_shares_that_cannot_be_resident_are_refused():
-    # no MPS (or 100% each): each context sees the whole GPU
+    # a rank outside MPS: the contexts time-slice
+    why = "not an MPS client: no MPS control daemon answers at CUDA_MPS_PIPE_DIRECTORY=/tmp/x"
     with pytest.raises(RuntimeError) as e:
-        shared_gpu.check_sm_shares([_rec(0, 132), _rec(1, 132)])
+        shared_gpu.check_sm_shares([_rec(0, 132), _rec(1, 132, mps=why)])
     msg = str(e.value)
-    assert "ranks [0, 1] share GPU GPU-a (132 SMs)" in msg and "264 SMs together" in msg
-    assert "cannot all be resident" in msg and "--ranks-per-gpu 2" in msg
-    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" in msg and "TRITON_DIST_SM_SHARE_CHECK=0" in msg
-    # four ranks at 50% each
-    with pytest.raises(RuntimeError, match=r"264 SMs together.*--ranks-per-gpu 4.*PERCENTAGE=25"):
-        shared_gpu.check_sm_shares([_rec(r, 66, pct=50) for r in range(4)])
-    # no physical count: percentages (unset = 100) over 100
-    with pytest.raises(RuntimeError, match=r"add up to 150%.*rank 0: 50%, rank 1: 100%"):
-        shared_gpu.check_sm_shares([_rec(0, 66, None, 50), _rec(1, 66, None, None)])
+    assert "ranks [0, 1] share GPU GPU-a" in msg and f"rank 1: {why}" in msg and "rank 0:" not in msg
+    assert "cannot all be resident" in msg and "--ranks-per-gpu 2" in msg and "TRITON_DIST_SM_SHARE_CHECK=0" in msg
+    # ranks that do not know they share the GPU (TRITON_DIST_RANKS_PER_GPU unset: no MPS status in their records)
+    with pytest.raises(RuntimeError, match=r"ranks \[0, 1, 2, 3\] share GPU GPU-a but ranks \[0, 1, 2, 3\] were started "
+                                           r"as one rank per GPU.*--ranks-per-gpu 4"):
+        shared_gpu.check_sm_shares([_rec(r, 132, mps=None) for r in range(4)])
+    # different pools (different MPS limits): a rank with the larger pool could fill the smaller one
+    with pytest.raises(RuntimeError, match=r"different SM counts \(rank 0: 132, rank 1: 66;.*cannot all be resident"):
+        shared_gpu.check_sm_shares([_rec(0, 132), _rec(1, 66, pct=50)])
+    # fewer SMs than ranks
+    with pytest.raises(RuntimeError, match="fewer SMs than ranks"):
+        shared_gpu.check_sm_shares([_rec(r, 2) for r in range(4)])
+
+
+def test_each_rank_sizes_its_grids_to_its_part_of_the_shared_pool(monkeypatch):
+    """rank_sm_count: the context's SMs over the ranks on the GPU (what initialisation measured, else the
+    environment capped at LOCAL_WORLD_SIZE), less the margin; the whole context at one rank per GPU."""
+    import types
+
+    import torch
+    from triton_dist.runtime import device_info as di
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.delenv(di.SM_MARGIN_ENV, raising=False)
+    monkeypatch.setattr(STATE, "gpu_ranks", {})
+    monkeypatch.delenv(shared_gpu.RANKS_PER_GPU_ENV, raising=False)
+    assert di.rank_sm_count("cuda:0") == 132
+    monkeypatch.setenv(shared_gpu.RANKS_PER_GPU_ENV, "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert shared_gpu.ranks_on_this_gpu() == 2 and di.rank_sm_count("cuda:0") == 66
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert di.rank_sm_count("cuda:0") == 33
+    monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": [0, 1, 2], "h/GPU-b": [3]})  # measured at initialisation
+    monkeypatch.setattr(STATE, "ranks_per_gpu", 3)
+    assert di.rank_sm_count("cuda:0") == 44
+    monkeypatch.setenv(di.SM_MARGIN_ENV, "4")
+    assert di.rank_sm_count("cuda:0") == 40
+
+
+_STUB_MPS_QUERY = textwrap.dedent("""\
+    #!/usr/bin/env bash
+    # stub nvidia-cuda-mps-control answering the two queries of mps_client_status
+    [[ -n "${STUB_DOWN:-}" ]] && { echo "Cannot find MPS control daemon process" >&2; exit 1; }
+    if [[ -n "${STUB_BUSY_ONCE:-}" && ! -e "$STUB_BUSY_ONCE" ]]; then  # the first query is not answered
+      touch "$STUB_BUSY_ONCE"; echo "Cannot find MPS control daemon process" >&2; exit 1
+    fi
+    read -r cmd arg
+    case "$cmd" in
+      get_server_list) echo "${STUB_SERVERS:-}" ;;
+      get_client_list) [[ "$arg" == 4242 ]] && printf '%s\\n' ${STUB_CLIENTS:-} ;;
+    esac
+    """)
+
+
+def test_mps_client_status_asks_the_control_daemon(tmp_path, monkeypatch):
+    tool = tmp_path / "nvidia-cuda-mps-control"
+    tool.write_text(_STUB_MPS_QUERY)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/pipe-x")
+    monkeypatch.setenv("STUB_SERVERS", "4242")
+    monkeypatch.setenv("STUB_CLIENTS", "17 99 1234")
+    assert shared_gpu.mps_client_status(pid=99) == "client"
+    monkeypatch.setenv("STUB_BUSY_ONCE", str(tmp_path / "busy"))  # a query the daemon did not answer is retried
+    assert shared_gpu.mps_client_status(pid=99) == "client" and (tmp_path / "busy").exists()
+    why = shared_gpu.mps_client_status(pid=98)
+    assert why.startswith("not an MPS client") and "process 98" in why and "['4242']" in why
+    monkeypatch.setenv("STUB_SERVERS", "")
+    assert "none running" in shared_gpu.mps_client_status(pid=99)
+    monkeypatch.setenv("STUB_DOWN", "1")
+    assert shared_gpu.mps_client_status(pid=99, attempts=2) == (
+        "not an MPS client: no MPS control daemon answers at CUDA_MPS_PIPE_DIRECTORY=/tmp/pipe-x (nvidia-cuda-mps-control "
+        "get_server_list, 2 tries; last: exit 1: Cannot find MPS control daemon process)")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert "not on PATH" in shared_gpu.mps_client_status(pid=99)
 
 
 def test_physical_sm_count_override(monkeypatch):
@@ -226,7 +294,8 @@ def test_launch_shares_the_gpu_under_a_private_mps_daemon(launch, tmp_path):
     r, got, mps_log = launch("--nproc_per_node", "4", "--ranks-per-gpu", "auto", ngpu=1)
     assert r.returncode == 0, r.stderr
     assert "[launch] world_size=4 gpus=1 ranks_per_gpu=4 mps=private" in r.stdout
-    assert got["TRITON_DIST_RANKS_PER_GPU"] == "4" and got["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+    # no active-thread percentage: it would put every rank on the same fraction of the SMs (runtime/shared_gpu.py)
+    assert got["TRITON_DIST_RANKS_PER_GPU"] == "4" and got["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "<unset>"
     assert got["NVSHMEM_DISABLE_NCCL"] == "1" and got["NVSHMEM_DISABLE_NVLS"] == "1"
     pipe = got["CUDA_MPS_PIPE_DIRECTORY"]
     assert pipe.startswith("/tmp/triton-dist-mps-pipe.") and "DAEMON_UP" in (tmp_path / "torchrun.log").read_text()
@@ -236,7 +305,7 @@ def test_launch_shares_the_gpu_under_a_private_mps_daemon(launch, tmp_path):
 
 def test_launch_passes_the_job_exit_status_and_still_stops_the_daemon(launch):
     r, got, mps_log = launch("--nproc_per_node", "2", "--ranks-per-gpu", "2", ngpu=1, env_extra={"STUB_RC": "3"})
-    assert r.returncode == 3 and got["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    assert r.returncode == 3 and got["TRITON_DIST_RANKS_PER_GPU"] == "2"
     assert mps_log[-1] == "quit" and not os.path.exists(got["CUDA_MPS_PIPE_DIRECTORY"])
 
 
@@ -250,6 +319,12 @@ def test_launch_uses_a_running_daemon_and_leaves_it_running(launch, tmp_path):
     assert r.returncode == 0 and "mps=existing" in r.stdout
     assert got["CUDA_MPS_PIPE_DIRECTORY"] == str(pipe) and "quit" not in mps_log and "started" not in mps_log
     assert (pipe / "control").exists()
+
+
+def test_launch_keeps_a_percentage_the_caller_set(launch):
+    r, got, _ = launch("--nproc_per_node", "2", "--ranks-per-gpu", "2", ngpu=1,
+                       env_extra={"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "80"})
+    assert r.returncode == 0 and got["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "80"
 
 
 def test_launch_without_mps_tools_refuses_in_one_line(launch):
@@ -287,3 +362,34 @@ def test_sm_margin_knob(monkeypatch):
         monkeypatch.setenv(di.SM_MARGIN_ENV, bad)
         with pytest.raises(ValueError, match="TRITON_DIST_SM_MARGIN"):
             di.sm_margin()
+
+
+def test_sm_probe_summary_tells_shared_sets_from_side_by_side_grids():
+    """tools/sm_probe.py's summary (pure): the measurement of 2026-12-06 under an MPS percentage (both ranks on the
+    same 66 SMs, one grid after the other) and under the pool rule (132 SMs each alone, 66 + 66 side by side)."""
+    from triton_dist.tools.sm_probe import summarize
+
+    def rank(alone, sms, t0, t1):
+        return {"alone_sms": alone, "together": {"sms": sms, "first_start": t0, "last_start": t0 + 1,
+                                                 "first_end": t1 - 1, "last_end": t1, "span_ms": (t1 - t0) / 1e6,
+                                                 "start_spread_ms": 1e-6}}
+
+    ms = 1_000_000
+    percent = summarize([rank(list(range(66)), list(range(66)), 0, 50 * ms),
+                         rank(list(range(66)), list(range(66)), 50 * ms, 100 * ms)], 50.0)
+    assert percent["alone_overlap"] == percent["alone_union"] == 66 and not percent["together_concurrent"]
+    pool = summarize([rank(list(range(132)), list(range(66)), 0, 50 * ms),
+                      rank(list(range(132)), list(range(66, 132)), 0, 50 * ms)], 50.0)
+    assert pool["alone_counts"] == [132, 132] and pool["together_overlap"] == 0 and pool["together_concurrent"]
+
+
+def test_sm_probe_kernel_compiles_for_hopper_on_the_cpu(tmp_path):
+    """The probe's kernel (clock and SM id from the profiler's lowering, a full-SM shared-memory reservation)
+    compiles for cuda:90 without a GPU."""
+    from triton_dist.tools import compile as tool
+
+    rc = tool.run([f"{os.path.join(ROOT, 'python', 'triton_dist', 'tools', 'sm_probe.py')}:k_sm_probe", "-s",
+                   "*i32:16, *i64:16, *i64:16, i64, *bf16:16, *bf16:16, *fp32:16, i32", "--target", "cuda:90",
+                   "--num-warps", "8", "--num-stages", "4", "--stage", "ptx", "--out", str(tmp_path / "probe.ptx")])
+    ptx = (tmp_path / "probe.ptx").read_text()
+    assert rc == 0 and "%globaltimer" in ptx and "%smid" in ptx

@@ -92,23 +92,26 @@ def has_tma() -> bool:
 
 
 def rank_sm_count(device, simulated: int = 1) -> int:
-    """The SMs this process's kernels can occupy on CUDA ``device`` at once: ``multi_processor_count`` of its
-    context, which under CUDA MPS with an active-thread percentage (ranks that share a GPU,
-    :mod:`triton_dist.runtime.shared_gpu`) is the rank's share, not the whole GPU. Everything that sizes a grid to
-    "one program per SM" (collectives, overlapped GEMMs, cooperative launches, mega-kernel workers) reads this.
-    On a device that is not CUDA (the simulator, where a program is a thread) ``simulated``: the caller's choice of
-    how many programs a persistent grid gets there (1 for the collectives and the mega kernel's workers, 2 for the
-    GEMM so its tile loop runs with more than one program)."""
+    """The SMs this rank's grids may fill on CUDA ``device`` while every other rank on the same GPU fills its own:
+    ``multi_processor_count`` of its context (the whole GPU, or an MPS limit) divided by the ranks that share the
+    GPU (:func:`triton_dist.runtime.shared_gpu.ranks_on_this_gpu`; 1 at one rank per GPU), less
+    ``TRITON_DIST_SM_MARGIN``. Ranks that share a GPU run as clients of one MPS server, which puts every client on
+    the same SMs (measured: :mod:`triton_dist.runtime.shared_gpu`), so only grids that together fit the one pool are
+    all resident at once. Everything that sizes a grid to "one program per SM" (collectives, overlapped GEMMs, the
+    fused MoE and attention kernels, cooperative launches, mega-kernel workers) reads this. On a device that is not
+    CUDA (the simulator, where a program is a thread) ``simulated``: the caller's choice of how many programs a
+    persistent grid gets there (1 for the collectives and the mega kernel's workers, 2 for the GEMM so its tile
+    loop runs with more than one program)."""
     if torch.device(device).type != "cuda":
         return simulated
+    from .shared_gpu import ranks_on_this_gpu
+
     sms = int(torch.cuda.get_device_properties(device).multi_processor_count)
-    return max(1, sms - sm_margin())
+    return max(1, sms // ranks_on_this_gpu() - sm_margin())
 
 
-#: SMs of its count a rank leaves unused in every "one program per SM" grid (default 0): a diagnostic knob for ranks
-#: that share a GPU, where kernels of one block per SM hung at 2 ranks on one H200 (2026-12-06) while kernels of
-#: small blocks ran -- one hypothesis being that the MPS shares cannot place every rank's full-SM blocks at once
-#: (test_gpu_shared_gpu.py::test_full_sm_persistent_kernels_of_every_rank_are_resident_together tells)
+#: SMs of its share a rank leaves unused in every "one program per SM" grid (default 0): a diagnostic knob (with it,
+#: 2026-12-06, an MPS percentage was shown not to give ranks separate SMs: runtime/shared_gpu.py)
 SM_MARGIN_ENV = "TRITON_DIST_SM_MARGIN"
 
 

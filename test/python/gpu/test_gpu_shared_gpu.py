@@ -1,14 +1,14 @@
 """GPU tier for ranks that share a GPU (``runtime/shared_gpu.py``; docs/runtime.md, "Develop on one GPU"):
 ``scripts/test.sh --gpu`` with NPROC=2 or 4 on one GPU, or ``NPROC=2 scripts/gpu_suite.sh 1``.
 
-* the layout: each rank on the binding rule's GPU, a gloo-only group where ranks share one, each rank's SMs (what
-  every "one program per SM" grid reads) at most its share of the GPU;
+* the layout: each rank on the binding rule's GPU, a gloo-only group where ranks share one, every rank an MPS client,
+  each rank's grid budget (what every "one program per SM" grid reads) at most 1 / N of the GPU;
 * a persistent kernel on every SM of every rank that waits on all the other ranks' programs (a cross-rank grid
   barrier, rounds of it): it completes only when every rank's kernel is resident at once;
 * the same barrier with blocks that each hold most of an SM's shared memory (one block per SM, like the fused
-  AG + GEMM / attention kernels' persistent grids): every rank's share must then be whole free SMs at once;
-* misconfigured shares (one rank more on the GPU than the shares allow) end in a clear error at initialisation,
-  before any kernel is launched (a child job), never in a hang.
+  AG + GEMM / attention kernels' persistent grids): all ranks' grids together must then fit the SMs at once;
+* misconfigured sharing (ranks on one GPU outside MPS) ends in a clear error at initialisation, before any kernel
+  is launched (a child job), never in a hang.
 At one rank per GPU the last two still run (the barrier over GPUs; the child is skipped with the reason).
 """
 import os
@@ -89,8 +89,11 @@ def test_layout_and_sm_share(group):
     assert ("nccl" not in backend) if per_gpu > 1 else ("nccl" in backend)
     sms = rank_sm_count(torch.cuda.current_device())
     phys = shared_gpu.physical_sm_count(torch.cuda.current_device())
-    print(f"rank {RANK}: GPU {want}, {sms} SMs of {phys} (ranks per GPU {per_gpu}, MPS "
-          f"{os.environ.get(shared_gpu.MPS_PERCENT_ENV, 'unset')}%), process group {backend}")
+    mps = shared_gpu.mps_client_status() if per_gpu > 1 else "one rank per GPU"
+    print(f"rank {RANK}: GPU {want}, grids of {sms} SMs of {phys} (ranks per GPU {per_gpu}, MPS: {mps}, "
+          f"active-thread percentage {os.environ.get(shared_gpu.MPS_PERCENT_ENV, 'unset')}), process group {backend}")
+    if per_gpu > 1:
+        assert mps == "client", mps
     if phys is not None:
         assert sms * STATE.ranks_per_gpu <= phys
 
@@ -121,8 +124,9 @@ def test_persistent_kernels_of_every_rank_are_resident_together(group):
 def test_full_sm_persistent_kernels_of_every_rank_are_resident_together(group):
     """One block per SM (the fused kernels' case: 2026-12-06, the TP-MoE AG kernel and sp_ag_attention, both with
     one block per SM, did not complete at 2 ranks on one H200 while kernels of small blocks did): every rank's grid
-    of ``rank_sm_count`` such blocks must be resident at once, i.e. the ranks' shares must be whole SMs, all free
-    together. Fails (the hang guard) where the MPS shares cannot hold them."""
+    of ``rank_sm_count`` such blocks must be resident at once. It failed while each rank had an MPS active-thread
+    percentage of 100 / N (every client on the same 66 SMs: triton_dist.tools.sm_probe); it passes with grids
+    of 1 / N of one shared pool (runtime/shared_gpu.py). Fails (the hang guard) where they cannot all be resident."""
     from triton_dist.runtime.device_info import get_device_max_shared_memory_size, rank_sm_count
 
     sms = rank_sm_count(torch.cuda.current_device())
@@ -165,13 +169,11 @@ _MISCONFIGURED_CHILD = textwrap.dedent("""
 
 
 def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path):
-    """One rank more on the GPU than its SM shares allow: a child job of ``N + 1`` ranks (N = this job's ranks per
-    GPU) asking for the whole GPU each (no CUDA_MPS_ACTIVE_THREAD_PERCENTAGE). Under launch.sh's private MPS daemon
-    each child context gets the daemon's limit, 1/N of the SMs (seen on the H200, 2026-12-04: a 2-rank child asking
-    for 100% got 66 SMs each, so a 2-rank child of a 2-rank job is *not* misconfigured); under a daemon without a
-    limit each gets the whole GPU. Either way ``N + 1`` contexts hold more SMs than the GPU has, their kernels could
-    not all be resident, and initialize_distributed refuses (naming the GPU, the ranks, their SMs and the fix) before
-    SHMEM starts or any kernel is launched. The child job is started by rank 0; the other ranks wait."""
+    """Ranks that share the GPU outside MPS: a child job of 2 ranks on this GPU whose ``CUDA_MPS_PIPE_DIRECTORY``
+    is an empty folder (no daemon answers there, so their contexts are not MPS clients and would time-slice: a
+    kernel waiting on the peer could wait forever). initialize_distributed refuses (naming the GPU, the ranks, why
+    each is not an MPS client and the fix) before SHMEM starts or any kernel is launched. The child job is started
+    by rank 0; the other ranks wait."""
     from triton_dist.runtime import shared_gpu
 
     import torch.distributed as dist
@@ -179,7 +181,7 @@ def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path)
     per_gpu = shared_gpu.ranks_per_gpu()
     if per_gpu < 2:
         pytest.skip("one rank per GPU here: the SM-share check applies where ranks share a GPU")
-    child = per_gpu + 1
+    child = 2
     port = [0]
     if RANK == 0:
         import socket
@@ -196,8 +198,11 @@ def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path)
             keep = ("TORCHELASTIC_", "GROUP_", "ROLE_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                     "MASTER_")
             env = {k: v for k, v in os.environ.items() if not k.startswith(keep)}
+            no_daemon = tmp_path / "no-mps-daemon"
+            no_daemon.mkdir()
             env.update({shared_gpu.RANKS_PER_GPU_ENV: str(child), "PYTHONUNBUFFERED": "1",
-                        "CUDA_VISIBLE_DEVICES": str(torch.cuda.current_device())})
+                        "CUDA_VISIBLE_DEVICES": str(torch.cuda.current_device()),
+                        "CUDA_MPS_PIPE_DIRECTORY": str(no_daemon)})
             for k in (shared_gpu.SM_SHARE_CHECK_ENV, shared_gpu.MPS_PERCENT_ENV):
                 env.pop(k, None)
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(child), "--master_addr",
@@ -211,4 +216,5 @@ def test_misconfigured_sm_shares_fail_clearly_before_any_launch(group, tmp_path)
         assert rc != "timeout", "the misconfigured job hung instead of failing"
         assert rc != 0 and "INITIALISED" not in text, text[-3000:]
         assert "INIT-ERROR" in text and "cannot all be resident" in text, text[-3000:]
+        assert "not an MPS client: no MPS control daemon answers" in text, text[-3000:]
         assert f"--ranks-per-gpu {child}" in text, text[-3000:]

@@ -72,11 +72,11 @@ def test_profiler_disabled_writes_nothing(group):
 
 def test_profiler_multi_program_two_ranks(group):
     """Every rank profiles a kernel of more programs than its SMs; the traces of all ranks are gathered into one.
-    Where ranks share a GPU ``nsm`` is this rank's share (CUDA MPS) while the SM ids the profiler records are the
-    GPU's own (any of its physical SMs)."""
+    ``nsm`` is what this rank's context reports (the whole GPU, or a caller's MPS limit where ranks share it) while
+    the SM ids the profiler records are the GPU's own (any of its physical SMs)."""
     from triton_dist.runtime.shared_gpu import physical_sm_count
 
-    nsm = torch.cuda.get_device_properties(DEVICE).multi_processor_count  # the rank's SMs (its MPS share)
+    nsm = torch.cuda.get_device_properties(DEVICE).multi_processor_count  # the context's SMs
     # SM ids lie below the GPU's physical SM count (NVML); without NVML: nsm where the GPU is this rank's alone, no
     # bound where it is shared
     sm_ids_below = physical_sm_count(DEVICE) or (1 << 30 if gpu_shared() else nsm)

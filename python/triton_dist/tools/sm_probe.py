@@ -1,0 +1,138 @@
+"""``python -m triton_dist.tools.sm_probe``: which SMs each rank's kernels use where ranks share a GPU, and whether
+their full-SM grids are resident together.
+
+    scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 -m triton_dist.tools.sm_probe --out DIR
+
+The facts behind the co-residency rule of ``runtime/shared_gpu.py`` (H100, 2026-12-06): under an MPS
+active-thread percentage of 100 / N every rank's blocks ran on the *same* SMs (66 at 2 ranks, 32 at 4), so full-SM
+grids sized to that share could not all be resident; without a percentage each context may use all 132 SMs, and N
+grids of 132 / N blocks run side by side. Three measurements, each with blocks that hold most of an SM's shared memory (one block per SM):
+
+* ``alone``: each rank in turn (the others idle) launches 2 x (physical SMs) spinning blocks; the distinct ``%smid``
+  values are the SMs that rank's context may use;
+* ``together``: all ranks at once launch ``rank_sm_count`` spinning blocks (what the fused kernels launch);
+  per-block start/end stamps show whether they ran side by side or one after another;
+* the overlap of the ranks' SM sets.
+
+Writes ``DIR/sm_sets.json`` (rank 0) and prints a summary (``together_concurrent``: whether every rank's blocks
+were running at one moment, from the GPU-wide ``%globaltimer`` stamps). No waiting between ranks inside a kernel, so
+it cannot hang.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import triton.language as tl
+
+import triton_dist
+import triton_dist.utils as U
+from triton_dist.language.profiler import sm_id, timestamp
+from triton_dist.runtime import shared_gpu
+from triton_dist.runtime.device_info import rank_sm_count
+
+
+@triton_dist.jit
+def k_sm_probe(smids, starts, ends, spin, a_ptr, b_ptr, c_ptr, K0):
+    """Record this block's SM and its start / end clock; spin ``spin`` ticks. A pipelined 128x64 @ 64x256 bf16 dot
+    loop over ``K0`` (0: no iteration) reserves most of an SM's shared memory, so at most one block fits an SM."""
+    pid = tl.program_id(0)
+    offs_m = tl.arange(0, 128)
+    offs_n = tl.arange(0, 256)
+    offs_k = tl.arange(0, 64)
+    acc = tl.zeros((128, 256), dtype=tl.float32)
+    for k in range(0, K0, 64):
+        a = tl.load(a_ptr + offs_m[:, None] * K0 + (k + offs_k)[None, :])
+        b = tl.load(b_ptr + (k + offs_k)[:, None] * 256 + offs_n[None, :])
+        acc = tl.dot(a, b, acc)
+    if K0 > 0:
+        tl.store(c_ptr + offs_m[:, None] * 256 + offs_n[None, :], acc)
+    t0 = timestamp()
+    now = t0
+    while now - t0 < spin:
+        now = timestamp()
+    tl.store(smids + pid, sm_id())
+    tl.store(starts + pid, t0)
+    tl.store(ends + pid, now)
+
+
+def summarize(every, spin_ms):
+    """The probe's summary from every rank's facts (rank order): how many SMs each rank's blocks used alone and
+    together, how many SMs those sets share, each rank's span, and ``together_concurrent``: whether there was a
+    moment when every block of every rank ran (the latest start before the earliest end, GPU-wide clock).
+    Pure function."""
+    sets = [set(f["alone_sms"]) for f in every]
+    tog = [set(f["together"]["sms"]) for f in every]
+    return {
+        "alone_counts": [len(s) for s in sets],
+        "alone_overlap": len(set.intersection(*sets)),
+        "alone_union": len(set.union(*sets)),
+        "together_counts": [len(s) for s in tog],
+        "together_overlap": len(set.intersection(*tog)),
+        "together_span_ms": [f["together"]["span_ms"] for f in every],
+        "together_start_spread_ms": [f["together"]["start_spread_ms"] for f in every],
+        "spin_ms": spin_ms,
+        "together_concurrent": max(f["together"]["last_start"] for f in every) <
+        min(f["together"]["first_end"] for f in every),
+    }
+
+
+def launch(blocks, spin_ns):
+    smids = torch.full((blocks, ), -1, dtype=torch.int32, device="cuda")
+    starts = torch.zeros(blocks, dtype=torch.int64, device="cuda")
+    ends = torch.zeros(blocks, dtype=torch.int64, device="cuda")
+    dummy = torch.zeros(128 * 256, dtype=torch.bfloat16, device="cuda")
+    out = torch.zeros(128 * 256, dtype=torch.float32, device="cuda")
+    kern = k_sm_probe[(blocks, )](smids, starts, ends, spin_ns, dummy, dummy, out, 0, num_warps=8, num_stages=4)
+    torch.cuda.synchronize()
+    return smids.cpu().tolist(), starts.cpu().tolist(), ends.cpu().tolist(), kern.metadata.shared
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--spin-ms", type=float, default=50.0, help="how long each block of 'together' spins")
+    args = ap.parse_args()
+    U.initialize_distributed(seed=0)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.cuda.current_device()
+    phys = shared_gpu.physical_sm_count(dev) or torch.cuda.get_device_properties(dev).multi_processor_count
+    share = rank_sm_count(dev)
+    facts = {"rank": rank, "world": world, "ranks_per_gpu": shared_gpu.ranks_per_gpu(), "physical_sms": phys,
+             "rank_sm_count": share, "context_sms": torch.cuda.get_device_properties(dev).multi_processor_count,
+             "mps_percent": os.environ.get(shared_gpu.MPS_PERCENT_ENV)}
+    launch(4, 1000)  # compile and warm up
+    alone = None
+    for r in range(world):
+        dist.barrier()
+        if r == rank:
+            smids, starts, ends, shared = launch(2 * phys, 2_000_000)
+            alone = sorted(set(smids))
+            facts["shared_bytes_per_block"] = shared
+            facts["alone_ms"] = (max(ends) - min(starts)) / 1e6
+        dist.barrier()
+    dist.barrier()
+    time.sleep(0.2)
+    dist.barrier()
+    smids, starts, ends, _ = launch(share, int(args.spin_ms * 1e6))
+    facts["alone_sms"] = alone
+    facts["together"] = {"sms": sorted(set(smids)), "first_start": min(starts), "last_start": max(starts),
+                         "first_end": min(ends), "last_end": max(ends), "span_ms": (max(ends) - min(starts)) / 1e6,
+                         "start_spread_ms": (max(starts) - min(starts)) / 1e6}
+    every = [None] * world
+    dist.all_gather_object(every, facts)
+    if rank == 0:
+        summary = summarize(every, args.spin_ms)
+        print(json.dumps({k: v for k, v in every[0].items() if k not in ("alone_sms", "together")}))
+        print("SUMMARY", json.dumps(summary))
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "sm_sets.json"), "w") as f:
+            json.dump({"summary": summary, "ranks": every}, f, indent=1)
+    dist.barrier()
+    U.finalize_distributed()
+
+
+if __name__ == "__main__":
+    main()
