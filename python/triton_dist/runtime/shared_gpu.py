@@ -188,7 +188,8 @@ def local_gpu_record(rank: int, device_index: int) -> Dict[str, object]:
     """What this rank tells the others about its GPU for :func:`check_sm_shares`: the GPU's identity (UUID, else
     PCI address), the SMs this rank's context has, the GPU's physical SM count (None if unknown), the MPS
     active-thread percentage from the environment (None if unset) and, where ranks share GPUs
-    (``TRITON_DIST_RANKS_PER_GPU`` > 1), :func:`mps_client_status` (None otherwise). Needs a GPU."""
+    (``TRITON_DIST_RANKS_PER_GPU`` > 1) and the check is on, :func:`mps_client_status` (None otherwise: a child
+    job outside MPS with the check off does not wait for a daemon that is not there). Needs a GPU."""
     import torch
 
     torch.empty(1, device=torch.device("cuda", device_index))  # the CUDA context exists: an MPS client by now
@@ -202,7 +203,8 @@ def local_gpu_record(rank: int, device_index: int) -> Dict[str, object]:
         pct_value = None
     return {"rank": int(rank), "gpu": gpu, "device": int(device_index), "sms": int(props.multi_processor_count),
             "physical_sms": physical_sm_count(device_index), "mps_percent": pct_value,
-            "mps": mps_client_status() if ranks_per_gpu() > 1 else None, "host": os.uname().nodename}
+            "mps": mps_client_status() if ranks_per_gpu() > 1 and share_check_enabled() else None,
+            "host": os.uname().nodename}
 
 
 def _records_by_gpu(records: Sequence[Dict[str, object]]) -> Dict[str, List[Dict[str, object]]]:
