@@ -24,7 +24,8 @@ sections, one per kind of record:
   ``ours*`` column graph and eager, the torch layer with its all_to_all backend (no ratio where it is gloo).
   ``"benchmark": "bench_moe_tp"`` (:func:`moe_tp_section`): the layer at tensor parallelism, ours and its two ops
   against the torch TP layer, its capturable form and (world 1) torch.compile, graph and eager.
-* ``"benchmark": "bench_attention"`` (section "Attention"; :func:`attention_section`): decode bandwidth and SDPA
+* ``"benchmark": "bench_attention"`` (section "Attention"; :func:`attention_section`; one PNG,
+  ``results/attention.png``: :func:`plot_attention`): decode bandwidth and SDPA
   ratios, prefill against SDPA's flash backend, the sequence-parallel decode's parts.
 * ``"benchmark": "bench_overlap"``: per op / model / M, the best fused method against sequential NCCL + cuBLAS and
   torch's fused symmetric-memory op, overlap efficiency max(t_gemm, t_comm) / t_fused, our GEMM vs cuBLAS.
@@ -966,6 +967,78 @@ def _mega_variants(doc):
     return lines + [""]
 
 
+def _attention_timed(doc, part):
+    return [r for r in doc.get("records", []) if r.get("part") == part and r.get("us")]
+
+
+def plot_attention(docs, png_path):
+    """Per GPU, the newest bench_attention run with timed decode records and the newest with timed prefill records
+    (one process: shared-GPU runs never reach here): decode bars of the K/V read fraction of the run's read ceiling,
+    ours and SDPA, per (batch, tokens, page), with the issue's 0.85 target; prefill bars of SDPA flash's time / ours
+    per tokens, with the 0.9 target and a line at 1. Into ``png_path``; returns False without matplotlib or without
+    such records."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = []
+    for gpu in sorted({gpu_of(d) for d in docs}):
+        mine = [d for d in docs if gpu_of(d) == gpu]
+        dec = _newest(mine, lambda d: bool(_attention_timed(d, "decode")))
+        pre = _newest(mine, lambda d: bool(_attention_timed(d, "prefill")))
+        if dec is not None or pre is not None:
+            rows.append((gpu, dec, pre))
+    if not rows:
+        return False
+    fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.8 * len(rows)), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 1]})
+    for row, (gpu, dec, pre) in enumerate(rows):
+        ax = axes[row][0]
+        if dec is not None:
+            recs = _attention_timed(dec, "decode")
+            labels = [f"B={r.get('batch')}\n{(r.get('tokens') or 0) // 1024}K p{r.get('page_size')}" for r in recs]
+            for i, (name, color) in enumerate((("ours", "tab:blue"), ("sdpa", "tab:gray"))):
+                xs = [j + (i - 0.5) * 0.4 for j in range(len(recs))]
+                ys = [(r.get("kv_fraction") or {}).get(name) or 0.0 for r in recs]
+                b = ax.bar(xs, ys, 0.4, label=name, color=color)
+                ax.bar_label(b, fmt="%.2f", fontsize=6)
+            ax.axhline(0.85, color="tab:red", linewidth=1, linestyle="--", label="target 0.85")
+            ax.set_xticks(range(len(recs)))
+            ax.set_xticklabels(labels, fontsize=7)
+            ax.set_ylim(0, 1.2)
+            ax.set_ylabel("K/V bytes / time / read ceiling", fontsize=8)
+            ax.set_title(f"decode (graph replay), {gpu}, commit {str(dec.get('git_commit', '?'))[:8]}, {_when(dec)}",
+                         fontsize=9)
+            ax.legend(fontsize=7, loc="upper left", ncol=3)
+            ax.grid(True, axis="y", alpha=0.3)
+        else:
+            ax.set_axis_off()
+        ax = axes[row][1]
+        if pre is not None:
+            recs = _attention_timed(pre, "prefill")
+            ys = [r.get("sdpa_flash_over_ours") or 0.0 for r in recs]
+            b = ax.bar(range(len(recs)), ys, 0.6, color="tab:blue")
+            ax.bar_label(b, fmt="%.2f", fontsize=7)
+            ax.axhline(0.9, color="tab:red", linewidth=1, linestyle="--", label="target 0.9")
+            ax.axhline(1.0, color="k", linewidth=1, linestyle=":")
+            ax.set_xticks(range(len(recs)))
+            ax.set_xticklabels([f"{(r.get('tokens') or 0) // 1024}K" for r in recs], fontsize=8)
+            ax.set_ylim(0, max([1.2] + [y * 1.2 for y in ys]))
+            ax.set_ylabel("SDPA flash time / ours (> 1: ours faster)", fontsize=8)
+            ax.set_title(f"causal prefill, commit {str(pre.get('git_commit', '?'))[:8]}", fontsize=9)
+            ax.legend(fontsize=7, loc="lower right")
+            ax.grid(True, axis="y", alpha=0.3)
+        else:
+            ax.set_axis_off()
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def plot_mega(docs, png_path):
     """Step latency of one ``bench_mega`` run per (preset, TP, layers, batch), the newest of those that checked the most
     teacher-forced steps (a headline run checks 64, a sweep's variants fewer), one bar group per result file (mega,
@@ -1448,6 +1521,9 @@ def main():
                   "and against `scaled_dot_product_attention` on contiguous K/V; causal prefill against SDPA's flash "
                   "backend; the sequence-parallel decode split into its local decode and its exchange. Ratios: "
                   "SDPA's time / ours (> 1: ours faster). Newest run first.", ""]
+        png = os.path.join(os.path.dirname(os.path.abspath(args.out)), "results", "attention.png")
+        if plot_attention(kind["bench_attention"], png):
+            lines += ["![decode read fraction and prefill ratio](results/attention.png)", ""]
         for d in sorted(kind["bench_attention"], key=doc_time, reverse=True):
             lines += attention_section(d)
     probes = [d for d in docs if _kind(d) == "probe_mega"]  # bench_mega --probe linear-chain (was probe_mega.py)

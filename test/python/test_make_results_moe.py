@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "benchmarks", "make_results.py")
@@ -187,3 +188,18 @@ def test_attention_table():
     assert ("| 8 | 1 | 32768 (4096) | 900.0 / 910.0 | 1200.0 / 1300.0 | 1000.0 / 1010.0 | 500 | 1.33 / 1.43 | "
             "1.11 / 1.11 |") in text, text
     assert "| 2 (shared GPU) | 1 |" in text, text
+
+
+def test_attention_plot(tmp_path):
+    """plot_attention: the newest run per GPU with timed decode / prefill records makes one PNG; nothing timed
+    (the simulator) makes none."""
+    pytest.importorskip("matplotlib")
+    dec = {"part": "decode", "batch": 1, "tokens": 32768, "page_size": 16, "us": {"ours": 100.0, "sdpa": 90.0},
+           "kv_fraction": {"ours": 0.7, "sdpa": 0.8}}
+    pre = {"part": "prefill", "tokens": 8192, "us": {"ours": 1000.0}, "sdpa_flash_over_ours": 1.3}
+    doc = {"benchmark": "bench_attention", "timestamp_utc": "20261206T020000Z", "git_commit": "abcdef0123",
+           "versions": H100, "records": [dec, pre], "_path": "results/a/attention-1.json"}
+    png = tmp_path / "attention.png"
+    assert mr.plot_attention([doc], str(png)) and png.stat().st_size > 1000
+    assert not mr.plot_attention([{**doc, "records": [{**dec, "us": {}}]}], str(tmp_path / "none.png"))
+    assert not (tmp_path / "none.png").exists()
