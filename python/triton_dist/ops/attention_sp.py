@@ -84,15 +84,9 @@ class SPDecodeContext(Context):
         self.ready.zero_()
         self.recv_ok.zero_()
         self._symmetric += [self.part_out, self.part_lse, self.ready, self.recv_ok]
-        self.counter = torch.zeros(3, dtype=torch.int64, device=self.device)
-        # every program of the exchange must be resident (they wait for the peers' programs): cooperative launch
-        self.cooperative = bool(self.on_gpu and not getattr(torch.version, "hip", None))
+        self._init_call_epochs()  # counter [3] and a cooperative launch: the programs wait on the peers' programs
         self._finish_init()
 
-    @property
-    def epoch(self) -> int:
-        """Calls completed on this context (reads the device counter: synchronizes; for tests)."""
-        return int(self.counter[0].item())
 
 
 def create_sp_decode_ctx(max_batch: int, num_q_heads: int, head_dim: int, dtype: torch.dtype = torch.bfloat16,
@@ -188,7 +182,7 @@ def sp_decode_exchange(ctx: SPDecodeContext, B: int, out, lse) -> None:
     args = (ctx.part_out, ctx.part_lse, out, lse, ctx.ready, ctx.recv_ok, ctx.counter, B * Hq, Hq, cap_o, cap_l,
             out.stride(0), out.stride(1), tag, r)
     block_r = 16 if ctx.on_gpu else 4
-    kw = {"launch_cooperative_grid": True} if ctx.cooperative else {}
+    kw = ctx._coop()
     ctx._launch_plain(_k.sp_decode_exchange_kernel, (ctx.programs, ), args, WORLD=W, NSIG=ctx.programs, D=D,
                       BLOCK_R=block_r, BLOCK_S=triton.next_power_of_2(W), num_warps=4, **kw)
 

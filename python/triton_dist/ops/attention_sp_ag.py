@@ -110,15 +110,9 @@ class SPAttentionContext(Context):
         for t in (self.k_full, self.v_full, self.ready, self.recv_ok):
             t.zero_()
         self._symmetric += [self.k_full, self.v_full, self.ready, self.recv_ok]
-        self.counter = torch.zeros(3, dtype=torch.int64, device=self.device)
-        # every program must be resident (they wait for the peers' programs): cooperative launch on NVIDIA
-        self.cooperative = bool(self.on_gpu and not getattr(torch.version, "hip", None))
+        self._init_call_epochs()  # counter [3] and a cooperative launch: the programs wait on the peers' programs
         self._finish_init()
 
-    @property
-    def epoch(self) -> int:
-        """Calls completed on this context (reads the device counter: synchronizes; for tests)."""
-        return int(self.counter[0].item())
 
 
 def create_sp_attention_ctx(max_batch: int, max_seq_per_rank: int, num_kv_heads: int, head_dim: int,
@@ -225,7 +219,7 @@ def _sp_ag_attention(q, k, v, ctx: SPAttentionContext, causal: bool, scale: floa
     args = (q, k, v, out, lse if return_lse else out, ctx.k_full, ctx.v_full, ctx.ready, ctx.recv_ok, ctx.counter,
             B, Hq, Hkv, L, scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), out.stride(0), out.stride(1),
             out.stride(2), tag, ctx.rank)
-    kw = {"launch_cooperative_grid": True} if ctx.cooperative else {}
+    kw = ctx._coop()
     ctx._launch_plain(_k.sp_ag_attention_kernel, (grid, ), args, WORLD=W, NSIG=ctx.push_programs,
                       COPY_BLOCK=ctx._block(), HEAD_D=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=causal,
                       USE_TMA=use_tma, WRITE_LSE=return_lse, num_warps=cfg.num_warps, num_stages=cfg.num_stages,

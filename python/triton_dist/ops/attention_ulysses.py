@@ -108,15 +108,9 @@ class UlyssesContext(Context):
         self.ready.zero_()
         self.recv_ok.zero_()
         self._symmetric += [self.recv, self.ready, self.recv_ok]
-        self.counter = torch.zeros(3, dtype=torch.int64, device=self.device)
-        # every program must be resident (they wait for the peers' programs): cooperative launch
-        self.cooperative = bool(self.on_gpu and not getattr(torch.version, "hip", None))
+        self._init_call_epochs()  # counter [3] and a cooperative launch: the programs wait on the peers' programs
         self._finish_init()
 
-    @property
-    def epoch(self) -> int:
-        """Calls completed on this context (reads the device counter: synchronizes; for tests)."""
-        return int(self.counter[0].item())
 
     def tiling(self, heads_per_rank: int, head_dim: int):
         """``(BLOCK_D, HB, BLOCK_R)`` of a call whose pieces have ``heads_per_rank`` heads of ``head_dim``: tiles of
@@ -223,7 +217,7 @@ def _all_to_all(op: str, t, ctx: UlyssesContext, out, post: bool):
     block_d, hb, block_r = ctx.tiling(Hg, D)
     args = (t, out, ctx.recv, ctx.ready, ctx.recv_ok, ctx.counter, B, L, Hg, *sx, x_step, *so, o_step,
             ctx.slot_numel, tag, ctx.rank)
-    kw = {"launch_cooperative_grid": True} if ctx.cooperative else {}
+    kw = ctx._coop()
     ctx._launch_plain(_k.ulysses_all_to_all_kernel, (ctx.programs, ), args, WORLD=W, NSIG=ctx.programs, D=D,
                       BLOCK_D=block_d, BLOCK_R=block_r, HB=hb, num_warps=ctx.num_warps, **kw)
     return out

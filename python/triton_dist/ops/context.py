@@ -317,6 +317,32 @@ class Context:
         self.channels[name] = ch
         return ch
 
+    # ------------------------------------------------------------------ fused kernels' launch epochs
+    def _init_call_epochs(self, cooperative: bool = True) -> None:
+        """For a context whose fused kernels run one epoch of a signalling protocol per launch
+        (``kernels.common.call_epoch`` / ``finish_call``): ``counter [3]`` int64 in this rank's device memory (not
+        symmetric), zeroed -- ``counter[0]`` the launches on this context that completed, ``counter[1]`` the
+        programs of the running launch that finished, ``counter[2]`` free for a kernel's own use (the AG + GEMM
+        keeps its call's epoch there) -- and ``cooperative``: whether its launches are cooperative (NVIDIA GPUs
+        only, and ``cooperative``), because their programs wait on the peers' programs and must all be resident:
+        an impossible grid is then a launch error instead of a hang. The epochs live in device memory, so calls can
+        be captured in CUDA graphs and replayed."""
+        self.counter = torch.zeros(3, dtype=torch.int64, device=self.device)
+        self.cooperative = bool(cooperative and self.on_gpu and not getattr(torch.version, "hip", None))
+
+    def _coop(self) -> dict:
+        """The launch options of a fused launch: ``launch_cooperative_grid=True`` where :attr:`cooperative`."""
+        return {"launch_cooperative_grid": True} if getattr(self, "cooperative", False) else {}
+
+    @property
+    def epoch(self) -> int:
+        """Fused calls completed on this context (``counter[0]``; reads the device counter: synchronizes; for
+        tests). A context without launch epochs has none: AttributeError."""
+        counter = getattr(self, "counter", None)
+        if counter is None:
+            raise AttributeError(f"{type(self).__name__} has no launch epochs (no fused kernels)")
+        return int(counter[0].item())
+
     def _finish_init(self):
         """Every rank zeroed its signals before any rank may raise one: device sync + SHMEM barrier."""
         if self.on_gpu:

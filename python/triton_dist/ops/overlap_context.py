@@ -57,7 +57,6 @@ class _OverlapContext(Context):
     def _setup_common(self):
         # device-side epoch counter (kernels.common.call_epoch / finish_call): [completed calls, finished programs of
         # the running launch, copy-engine epoch]; no host counter, so calls can be captured in a CUDA graph
-        self.counter = torch.zeros(3, dtype=torch.int64, device=self.device)
         self.num_sms = _gcfg.num_sms(self.device)
         self.side_stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
         self.cc = torch.cuda.get_device_capability(self.device)[0] * 10 if self.on_gpu else 0
@@ -69,8 +68,7 @@ class _OverlapContext(Context):
             self.smem_bytes = get_device_max_shared_memory_size(self.device.index) - 8192
         # fused kernels need every program resident (programs wait for peers' programs): launch them cooperatively
         # on GPU, so an impossible grid is a launch error instead of a hang (TRITON_DIST_OVERLAP_COOPERATIVE=0: off)
-        self.cooperative = (self.on_gpu and not getattr(torch.version, "hip", None)
-                            and os.environ.get("TRITON_DIST_OVERLAP_COOPERATIVE", "1") != "0")
+        self._init_call_epochs(cooperative=os.environ.get("TRITON_DIST_OVERLAP_COOPERATIVE", "1") != "0")
         # 0/1 flags of the host-composed methods (see _flag_wait_reset): stream memory operations where the driver
         # has them; in bounded-wait mode the waits are kernels (a wait that cannot be satisfied then ends in an error
         # naming the flag instead of a hang); remote raises need a probe (_probe_remote_memops)
@@ -125,14 +123,6 @@ class _OverlapContext(Context):
         dist.all_gather_object(votes, bool(ok), group=self.group)
         flags_peers[r][probe:probe + W].zero_()
         return all(votes)
-
-    def _coop(self):
-        return {"launch_cooperative_grid": True} if self.cooperative else {}
-
-    @property
-    def epoch(self) -> int:
-        """Number of fused calls completed on this context (reads the device counter: synchronizes; for tests)."""
-        return int(self.counter[0].item())
 
     def _cfg(self, M, N, K, elem_bytes):
         """The tiling of a fused launch: the measured table's for this shape (GPU, no ``TRITON_DIST_OVERLAP_CONFIG``
