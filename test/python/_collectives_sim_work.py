@@ -1,12 +1,13 @@
 """Rank-side functions for test_collectives_sim.py / test_ops_api.py (module level, so rank processes can import
-them by reference). Each returns a list of failure strings (empty = pass) plus counts, so one spawn checks a lot.
-``expect_error`` also serves test_overlap_sim.py and the mega kernel's tests."""
+them by reference). Each returns a list of failure strings (empty = pass) plus counts, so one spawn checks a lot."""
 from __future__ import annotations
 
 import random
 import time
 
 import torch
+
+from _expect import expect_error
 
 
 def _init():
@@ -239,22 +240,6 @@ def stress(calls, seed=0, max_elems=512):
     return fails, calls, time.time() - t0
 
 
-def expect_error(fails, what, fn, *needles, exc=ValueError):
-    """Append to ``fails`` unless ``fn()`` raises ``exc`` (an exception type or a tuple of them) whose message holds
-    every one of ``needles``."""
-    try:
-        fn()
-    except exc as e:
-        msg = str(e)
-        missing = [n for n in needles if n not in msg]
-        if missing:
-            fails.append(f"{what}: message lacks {missing}: {msg}")
-        return
-    except Exception as e:  # noqa: BLE001
-        names = " or ".join(t.__name__ for t in (exc if isinstance(exc, tuple) else (exc, )))
-        fails.append(f"{what}: raised {type(e).__name__}: {e} instead of {names}")
-        return
-    fails.append(f"{what}: no error")
 
 
 def api_checks():

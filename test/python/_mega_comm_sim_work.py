@@ -181,7 +181,7 @@ def barrier_cases(steps=3, delay_s=0.4):
 
 
 def _expect(fails, exc_type, text, fn, *args, **kwargs):
-    from _collectives_sim_work import expect_error
+    from _expect import expect_error
 
     expect_error(fails, f"{fn.__name__} ({text!r})", lambda: fn(*args, **kwargs), text, exc=exc_type)
 

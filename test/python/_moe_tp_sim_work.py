@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from _expect import one_line_checker
+
 
 def _init():
     import triton_dist.utils as u
@@ -192,18 +194,7 @@ def bad_input_cases():
     w1 = torch.ones((E, H, N), dtype=torch.bfloat16)
     w2 = torch.ones((E, N, H), dtype=torch.bfloat16)
 
-    def expect(what, fn, *needles):
-        try:
-            fn()
-        except ValueError as exc:
-            msg = str(exc)
-            if "\n" in msg or not all(n in msg for n in needles):
-                fails.append(f"{what}: message {msg!r} lacks {needles}")
-            return
-        except Exception as exc:  # noqa: BLE001
-            fails.append(f"{what}: {type(exc).__name__}: {exc}")
-            return
-        fails.append(f"{what}: no error")
+    expect = one_line_checker(fails)
 
     bad_idx = idx.clone()
     bad_idx[1, 1] = E

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from _collectives_sim_work import _init, expect_error
+from _collectives_sim_work import _init
+from _expect import expect_error
 
 BF = torch.bfloat16
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from _expect import expect_error
 from _sp_attention_sim_work import _close, _init, _paged
 
 
@@ -96,16 +97,7 @@ def bad_input_cases():
     def expect(what, fn, needle):
         nonlocal checks
         checks += 1
-        try:
-            fn()
-        except ValueError as exc:
-            if needle not in str(exc) or "\n" in str(exc):
-                fails.append(f"{what}: message {exc!r} lacks {needle!r} or is not one line")
-            return
-        except Exception as exc:  # noqa: BLE001
-            fails.append(f"{what}: {type(exc).__name__}: {exc}")
-            return
-        fails.append(f"{what}: no error")
+        expect_error(fails, what, fn, needle, one_line=True)
 
     expect("GQA", lambda: SPAttention(6, 4, 64, max_batch=1, max_seq_per_rank=8), "multiple of num_kv_heads")
     expect("method", lambda: SPAttention(4, 2, 64, max_batch=1, max_seq_per_rank=8, prefill_method="ring"),

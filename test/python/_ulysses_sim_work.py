@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from _expect import one_line_checker
+
 
 def _init():
     import triton_dist.utils as u
@@ -116,19 +118,7 @@ def bad_input_cases():
     x = torch.randn((B, L, H, D)).to(bf)
     y = torch.randn((B, world * L, H // world, D)).to(bf)
 
-    def expect(what, fn, *needles):
-        try:
-            fn()
-        except ValueError as exc:
-            msg = str(exc)
-            if "\n" in msg or not msg.startswith(("pre_attn_all_to_all: ", "post_attn_all_to_all: ",
-                                                  "create_ulysses_ctx: ")) or not all(n in msg for n in needles):
-                fails.append(f"{what}: message {msg!r} lacks {needles}")
-            return
-        except Exception as exc:  # noqa: BLE001
-            fails.append(f"{what}: {type(exc).__name__}: {exc}")
-            return
-        fails.append(f"{what}: no error")
+    expect = one_line_checker(fails, prefix=("pre_attn_all_to_all: ", "post_attn_all_to_all: ", "create_ulysses_ctx: "))
 
     pre, post = ops.pre_attn_all_to_all, ops.post_attn_all_to_all
     expect("heads % world", lambda: pre(torch.randn((B, L, 3, D)).to(bf), ctx), "3 heads", f"world size {world}")

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from _collectives_sim_work import expect_error
+from _expect import expect_error
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
 ENV = {"TRITON_DIST_SIM_WAIT_TIMEOUT": "240"}

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from _collectives_sim_work import expect_error as _expect  # ValueError with every needle, else a failure
+from _expect import expect_error as _expect  # ValueError with every needle, else a failure
 from conftest_sim import sim_ranks  # noqa: F401  (fixture)
 
 # same settings as test_collectives_sim.py, so a CI session reuses one rank pool per world size

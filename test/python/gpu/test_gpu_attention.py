@@ -48,6 +48,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/python
 
+from _expect import one_line_checker  # noqa: E402
 from _torchrun_shmem import DEVICE  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -506,18 +507,7 @@ def test_sp_flash_decode_bad_input():
     sl = torch.tensor([20, 5], dtype=torch.int32, device=dev)
     fails = []
 
-    def expect(what, fn, *needles):
-        try:
-            fn()
-        except ValueError as exc:
-            msg = str(exc)
-            if "\n" in msg or not all(n in msg for n in needles):
-                fails.append(f"{what}: message {msg!r} lacks {needles}")
-            return
-        except Exception as exc:  # noqa: BLE001
-            fails.append(f"{what}: {type(exc).__name__}: {exc}")
-            return
-        fails.append(f"{what}: no error")
+    expect = one_line_checker(fails)
 
     sp = ops.sp_flash_decode
     try:
@@ -694,18 +684,7 @@ def test_ulysses_bad_input():
     x = torch.randn((B, L, H, D), device=dev).to(bf)
     fails = []
 
-    def expect(what, fn, *needles):
-        try:
-            fn()
-        except ValueError as exc:
-            msg = str(exc)
-            if "\n" in msg or not all(n in msg for n in needles):
-                fails.append(f"{what}: message {msg!r} lacks {needles}")
-            return
-        except Exception as exc:  # noqa: BLE001
-            fails.append(f"{what}: {type(exc).__name__}: {exc}")
-            return
-        fails.append(f"{what}: no error")
+    expect = one_line_checker(fails)
 
     pre, post = ops.pre_attn_all_to_all, ops.post_attn_all_to_all
     try:

@@ -33,6 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/python
 
+from _expect import one_line_checker  # noqa: E402
 from _torchrun_shmem import DEVICE  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -349,18 +350,7 @@ def test_bad_input_is_refused_before_any_launch():
     w2 = torch.ones((E, N, H), dtype=bf16, device="cuda")
     fails = []
 
-    def expect(what, fn, *needles):
-        try:
-            fn()
-        except ValueError as exc:
-            msg = str(exc)
-            if "\n" in msg or not all(n in msg for n in needles):
-                fails.append(f"{what}: message {msg!r} lacks {needles}")
-            return
-        except Exception as exc:  # noqa: BLE001 - any other error is a failure of the check
-            fails.append(f"{what}: {type(exc).__name__}: {exc}")
-            return
-        fails.append(f"{what}: no error")
+    expect = one_line_checker(fails)
 
     try:
         bad_idx = idx.clone()
