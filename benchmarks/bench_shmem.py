@@ -360,7 +360,9 @@ def main(argv=None) -> int:
     if world < 2:
         raise SystemExit("bench_shmem needs >= 2 ranks")
     nxt, prv = (rank + 1) % world, (rank - 1) % world
-    sms = torch.cuda.get_device_properties(device).multi_processor_count  # under MPS: this rank's share
+    from triton_dist.runtime.device_info import rank_sm_count
+
+    sms = rank_sm_count(device)  # this rank's part of the GPU where ranks share it (runtime/shared_gpu.py)
     sizes = args.sizes
     biggest = max(max(sizes), PUT_QUIET_BYTES, max(PP_PAYLOADS))
     log = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
