@@ -31,6 +31,17 @@ while the current tile is computed, its page ids a tile earlier still.
 tokens from ``seq_lens``, so empty splits need not write anything) and any ``[S, B, H, D]`` partials (sequence-
 parallel attention across ranks).
 
+Profiling (``PROFILE=True``; off by default, and then nothing is emitted: no clock read, load or store): both
+kernels record into one profiler buffer (:mod:`triton_dist.language.profiler`; the layout:
+:mod:`triton_dist.profiler_layout`) as two *groups* of ``prof_blocks`` tracks (``prof_blocks`` at least either
+grid): group 0 holds the split kernel's programs, group 1 the merge kernel's, so program ``p`` of a launch is track
+``2 * p + group``. Task types (:data:`TASKS`, index = task type): a split program records ``prologue`` (its start to
+its query rows loaded: lengths, split bounds, the Q load), ``tokens`` (the token loop: K / V tiles, both dots, the
+online softmax; empty for a split past its request's end), ``store`` (normalising and storing the partial, or
+``out`` / ``lse`` with one split); a merge program records ``merge`` (its whole row). Each stamp follows a CTA-scope
+fence (:func:`~triton_dist.language.profiler.timestamp`), so it is not taken before the program's earlier memory
+operations were performed.
+
 Memory safety whatever the tables hold: lengths are clamped to ``[0, max_pages * PAGE]`` and page ids to ``[0,
 num_pages)``, so a corrupt table gives wrong results, never an access outside the tensors.
 """
@@ -39,6 +50,19 @@ from __future__ import annotations
 import triton.language as tl
 
 import triton_dist
+from triton_dist.language.profiler import Profiler
+
+#: profiler task names of the decode kernels (index = task type; module docstring)
+TASKS = ("prologue", "tokens", "store", "merge")
+TASK_PROLOGUE, TASK_TOKENS, TASK_STORE, TASK_MERGE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), \
+    tl.constexpr(3)
+#: profiler groups: the split kernel's programs are group 0, the merge kernel's group 1
+PROFILE_GROUPS = 2
+_GROUPS = tl.constexpr(PROFILE_GROUPS)
+#: record slots per track: a split program records at most 6 (prologue, tokens and store, a start and an end each);
+#: two spare, so that a track whose slots all filled up (what the profiler's parser reports as records dropped) means
+#: records really were dropped
+RECORDS_PER_TRACK = 8
 
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
@@ -84,13 +108,19 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
                               lse_ptr, qk_scale, num_kv_heads, num_splits, max_pages, num_pages, stride_qb, stride_qh,
                               stride_kp, stride_kt, stride_kh, stride_vp, stride_vt, stride_vh, stride_btb, stride_ob,
                               stride_oh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr,
-                              PAGE: tl.constexpr, BLOCK_N: tl.constexpr, DIRECT: tl.constexpr):
+                              PAGE: tl.constexpr, BLOCK_N: tl.constexpr, DIRECT: tl.constexpr, prof_ptr=None,
+                              prof_blocks=None, PROFILE: tl.constexpr = False):
     """Split ``pid % num_splits`` of ``(b, kv head) = divmod(pid // num_splits, num_kv_heads)`` (module docstring).
     ``qk_scale`` is ``scale * log2(e)``. Writes, for the ``G`` query heads of the kv head, the normalised partial
     output and its natural-log LSE: to ``part_out [B, Hq, num_splits, D]`` / ``part_lse [B, Hq, num_splits]`` (fp32,
     contiguous; only splits that hold tokens write), or with ``DIRECT`` (``num_splits == 1``) to ``out [B, Hq, D]``
     (its dtype; strides ``stride_ob``, ``stride_oh``) and ``lse [B, Hq]`` (fp32, contiguous), a request without tokens
-    getting 0 and ``-inf``."""
+    getting 0 and ``-inf``. ``PROFILE``: records ``prologue``, ``tokens`` and ``store`` into the profiler buffer
+    ``prof_ptr`` as group 0 of ``prof_blocks`` tracks (module docstring); ``prof_ptr`` / ``prof_blocks`` are unused
+    (None) otherwise."""
+    profiler = Profiler.create(prof_ptr, group_id=0, num_groups=_GROUPS, num_blocks=prof_blocks,
+                               ENABLE_PROFILING=PROFILE)
+    profiler = profiler.record(True, TASK_PROLOGUE)
     pid = tl.program_id(0)
     split = pid % num_splits
     bh = pid // num_splits
@@ -109,6 +139,8 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
     heads = kvh * G + offs_g
     q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
                 mask=g_ok[:, None], other=0.0)
+    profiler = profiler.record(False, TASK_PROLOGUE)
+    profiler = profiler.record(True, TASK_TOKENS)
 
     k_head = k_ptr + kvh * stride_kh
     v_head = v_ptr + kvh * stride_vh
@@ -132,6 +164,8 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
+    profiler = profiler.record(False, TASK_TOKENS)
+    profiler = profiler.record(True, TASK_STORE)
 
     seen = l_i > 0
     l_safe = tl.where(seen, l_i, 1.0)
@@ -146,6 +180,7 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
         keep = g_ok & (t_begin < t_end)
         tl.store(part_out_ptr + row[:, None] * D + offs_d[None, :], o, mask=keep[:, None])
         tl.store(part_lse_ptr + row, lse, mask=keep)
+    profiler = profiler.record(False, TASK_STORE)
 
 
 @triton_dist.jit
@@ -190,13 +225,18 @@ def merge_lse_row(part_row, lse_row, used, stride_ps, stride_ls, head_dim, BLOCK
 def merge_partials_kernel(parts_ptr, lses_ptr, out_ptr, lse_ptr, seq_lens_ptr, num_parts, num_heads, head_dim,
                           max_len, stride_ps, stride_pb, stride_ph, stride_ls, stride_lb, stride_lh, stride_ob,
                           stride_oh, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, FROM_SPLITS: tl.constexpr,
-                          SPLIT_BLOCK_N: tl.constexpr):
+                          SPLIT_BLOCK_N: tl.constexpr, prof_ptr=None, prof_blocks=None,
+                          PROFILE: tl.constexpr = False):
     """Row ``(b, h) = divmod(program_id, num_heads)``: merges partial ``s`` (output at ``parts + s * stride_ps + b *
     stride_pb + h * stride_ph``, ``head_dim`` contiguous elements of any float dtype; LSE at ``lses + s * stride_ls +
     b * stride_lb + h * stride_lh``, fp32, natural log) for ``s < num_parts`` into ``out[b, h, :]`` (its dtype) and
     ``lse[b * num_heads + h]`` (fp32). ``FROM_SPLITS``: the partials are :func:`flash_decode_split_kernel`'s splits of
     ``SPLIT_BLOCK_N``-token tiles, and only the splits holding tokens of request ``b`` (``seq_lens[b]`` clamped to
-    ``max_len``) are read. The math: :func:`merge_lse_row`."""
+    ``max_len``) are read. The math: :func:`merge_lse_row`. ``PROFILE``: records ``merge`` (the whole program) into
+    ``prof_ptr`` as group 1 of ``prof_blocks`` tracks (module docstring)."""
+    profiler = Profiler.create(prof_ptr, group_id=1, num_groups=_GROUPS, num_blocks=prof_blocks,
+                               ENABLE_PROFILING=PROFILE)
+    profiler = profiler.record(True, TASK_MERGE)
     row = tl.program_id(0)
     b = row // num_heads
     h = row % num_heads
@@ -213,3 +253,4 @@ def merge_partials_kernel(parts_ptr, lses_ptr, out_ptr, lse_ptr, seq_lens_ptr, n
     tl.store(out_ptr + b.to(tl.int64) * stride_ob + h * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty),
              mask=d_ok)
     tl.store(lse_ptr + row, lse)
+    profiler = profiler.record(False, TASK_MERGE)
