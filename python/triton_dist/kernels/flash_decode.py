@@ -31,6 +31,16 @@ while the current tile is computed, its page ids a tile earlier still.
 tokens from ``seq_lens``, so empty splits need not write anything) and any ``[S, B, H, D]`` partials (sequence-
 parallel attention across ranks).
 
+Fused merge (``FUSED_MERGE=True``, ``num_splits > 1``; opt-in, ``DecodeConfig.fused_merge``): no second launch.
+After storing its partial, a split program that holds tokens (split ``< max(used, 1)``: with no token at all, split
+0 stands for the request) increments the ``(b, kv head)``'s arrival counter ``counters[b * Hkv + kv head]`` (int32)
+and the program that arrives last merges the ``G`` rows of that kv head itself (:func:`merge_lse_row`, the merge
+kernel's math and order; its loads ``.cg``: from L2) and sets the counter back to 0 for the next launch. Memory
+ordering: every thread's partial stores, then a CTA barrier, then one ``atom.add.acq_rel.gpu`` (release: the
+program's partial; acquire: every earlier arrival's, each of which acquired the ones before it), then a CTA barrier
+before any thread reads the partials. Nothing waits, so no program depends on another being resident. The counters
+start at 0 (zeroed when allocated) and every launch leaves them 0.
+
 Profiling (``PROFILE=True``; off by default, and then nothing is emitted: no clock read, load or store): both
 kernels record into one profiler buffer (:mod:`triton_dist.language.profiler`; the layout:
 :mod:`triton_dist.profiler_layout`) as two *groups* of ``prof_blocks`` tracks (``prof_blocks`` at least either
@@ -38,7 +48,9 @@ grid): group 0 holds the split kernel's programs, group 1 the merge kernel's, so
 ``2 * p + group``. Task types (:data:`TASKS`, index = task type): a split program records ``prologue`` (its start to
 its query rows loaded: lengths, split bounds, the Q load), ``tokens`` (the token loop: K / V tiles, both dots, the
 online softmax; empty for a split past its request's end), ``store`` (normalising and storing the partial, or
-``out`` / ``lse`` with one split); a merge program records ``merge`` (its whole row). Each stamp follows a CTA-scope
+``out`` / ``lse`` with one split); a merge program records ``merge`` (its whole row); with ``FUSED_MERGE`` a split
+program that holds tokens also records ``arrive`` (the barrier and the counter's increment) and the last one of its
+``(b, kv head)`` ``fused_merge`` (the merge of its ``G`` rows). Each stamp follows a CTA-scope
 fence (:func:`~triton_dist.language.profiler.timestamp`), so it is not taken before the program's earlier memory
 operations were performed.
 
@@ -53,16 +65,17 @@ import triton_dist
 from triton_dist.language.profiler import Profiler
 
 #: profiler task names of the decode kernels (index = task type; module docstring)
-TASKS = ("prologue", "tokens", "store", "merge")
+TASKS = ("prologue", "tokens", "store", "merge", "arrive", "fused_merge")
 TASK_PROLOGUE, TASK_TOKENS, TASK_STORE, TASK_MERGE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2), \
     tl.constexpr(3)
+TASK_ARRIVE, TASK_FUSED_MERGE = tl.constexpr(4), tl.constexpr(5)
 #: profiler groups: the split kernel's programs are group 0, the merge kernel's group 1
 PROFILE_GROUPS = 2
 _GROUPS = tl.constexpr(PROFILE_GROUPS)
-#: record slots per track: a split program records at most 6 (prologue, tokens and store, a start and an end each);
-#: two spare, so that a track whose slots all filled up (what the profiler's parser reports as records dropped) means
-#: records really were dropped
-RECORDS_PER_TRACK = 8
+#: record slots per track: a split program records at most 10 (prologue, tokens, store, and with the fused merge
+#: arrive and fused_merge: a start and an end each); two spare, so that a track whose slots all filled up (what the
+#: profiler's parser reports as records dropped) means records really were dropped
+RECORDS_PER_TRACK = 12
 
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
@@ -108,14 +121,17 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
                               lse_ptr, qk_scale, num_kv_heads, num_splits, max_pages, num_pages, stride_qb, stride_qh,
                               stride_kp, stride_kt, stride_kh, stride_vp, stride_vt, stride_vh, stride_btb, stride_ob,
                               stride_oh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr,
-                              PAGE: tl.constexpr, BLOCK_N: tl.constexpr, DIRECT: tl.constexpr, prof_ptr=None,
+                              PAGE: tl.constexpr, BLOCK_N: tl.constexpr, DIRECT: tl.constexpr, counters_ptr=None,
+                              FUSED_MERGE: tl.constexpr = False, MERGE_BLOCK_S: tl.constexpr = 16, prof_ptr=None,
                               prof_blocks=None, PROFILE: tl.constexpr = False):
     """Split ``pid % num_splits`` of ``(b, kv head) = divmod(pid // num_splits, num_kv_heads)`` (module docstring).
     ``qk_scale`` is ``scale * log2(e)``. Writes, for the ``G`` query heads of the kv head, the normalised partial
     output and its natural-log LSE: to ``part_out [B, Hq, num_splits, D]`` / ``part_lse [B, Hq, num_splits]`` (fp32,
     contiguous; only splits that hold tokens write), or with ``DIRECT`` (``num_splits == 1``) to ``out [B, Hq, D]``
     (its dtype; strides ``stride_ob``, ``stride_oh``) and ``lse [B, Hq]`` (fp32, contiguous), a request without tokens
-    getting 0 and ``-inf``. ``PROFILE``: records ``prologue``, ``tokens`` and ``store`` into the profiler buffer
+    getting 0 and ``-inf``. ``FUSED_MERGE`` (not with ``DIRECT``): the last split of each ``(b, kv head)`` to
+    finish merges the kv head's rows into ``out`` / ``lse`` (module docstring; ``counters_ptr``: int32 ``[B *
+    num_kv_heads]``, 0 before the launch and after it; ``MERGE_BLOCK_S`` splits per merge step). ``PROFILE``: records ``prologue``, ``tokens`` and ``store`` into the profiler buffer
     ``prof_ptr`` as group 0 of ``prof_blocks`` tracks (module docstring); ``prof_ptr`` / ``prof_blocks`` are unused
     (None) otherwise."""
     profiler = Profiler.create(prof_ptr, group_id=0, num_groups=_GROUPS, num_blocks=prof_blocks,
@@ -129,7 +145,7 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
     num_heads = num_kv_heads * G
 
     seq_len = clamped_len(seq_lens_ptr, b, max_pages * PAGE)
-    tiles, per_split, _ = split_tiles(seq_len, num_splits, BLOCK_N)
+    tiles, per_split, used = split_tiles(seq_len, num_splits, BLOCK_N)
     t_begin = split * per_split
     t_end = tl.minimum(t_begin + per_split, tiles)
 
@@ -181,25 +197,49 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
         tl.store(part_out_ptr + row[:, None] * D + offs_d[None, :], o, mask=keep[:, None])
         tl.store(part_lse_ptr + row, lse, mask=keep)
     profiler = profiler.record(False, TASK_STORE)
+    if FUSED_MERGE and not DIRECT:
+        arrivals = tl.maximum(used, 1)  # no token at all: split 0 arrives alone and writes 0 / -inf
+        if split < arrivals:
+            profiler = profiler.record(True, TASK_ARRIVE)
+            counter = counters_ptr + bh
+            tl.debug_barrier()  # every thread's part of the partial is stored before the arrival is released
+            arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            profiler = profiler.record(False, TASK_ARRIVE)
+            if arrived == arrivals - 1:  # the last split of (b, kv head): every other one's partial is visible
+                profiler = profiler.record(True, TASK_FUSED_MERGE)
+                tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # every arrival of this launch is counted
+                tl.debug_barrier()  # the acquire (one thread) before any thread reads the other splits' partials
+                for g in range(0, G):
+                    h = kvh * G + g
+                    prow = (b.to(tl.int64) * num_heads + h) * num_splits
+                    o_m, lse_m = merge_lse_row(part_out_ptr + prow * D, part_lse_ptr + prow, used, D, 1, D,
+                                               MERGE_BLOCK_S, D, True)
+                    tl.store(out_ptr + b.to(tl.int64) * stride_ob + h * stride_oh + offs_d,
+                             o_m.to(out_ptr.dtype.element_ty))
+                    tl.store(lse_ptr + b * num_heads + h, lse_m)
+                profiler = profiler.record(False, TASK_FUSED_MERGE)
 
 
 @triton_dist.jit
 def merge_lse_row(part_row, lse_row, used, stride_ps, stride_ls, head_dim, BLOCK_S: tl.constexpr,
-                  BLOCK_D: tl.constexpr):
+                  BLOCK_D: tl.constexpr, L2_ONLY: tl.constexpr = False):
     """The LSE merge of one output row (shared by :func:`merge_partials_kernel` and the sequence-parallel decode's
     exchange kernel, :mod:`triton_dist.kernels.attention_sp`): partial ``s < used`` has its output at ``part_row + s
     * stride_ps`` (``head_dim`` contiguous elements of any float dtype) and its natural-log LSE at ``lse_row + s *
     stride_ls`` (fp32). Returns ``(out [BLOCK_D] fp32, lse fp32)``: ``out = sum_s exp(lse_s - m) o_s / sum_s
     exp(lse_s - m)``, ``lse = m + log(sum_s exp(lse_s - m))`` (``m`` the largest LSE); a partial with LSE ``-inf`` weighs
     0 and its output is not read; all empty gives 0 and ``-inf``. Two passes over the LSEs: their maximum, then the
-    weighted sum."""
+    weighted sum. ``L2_ONLY``: the loads are ``.cg`` (from L2, not L1: for partials that other programs of the same
+    launch wrote)."""
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < head_dim
+    CACHE: tl.constexpr = ".cg" if L2_ONLY else ""
 
     m_vec = tl.full([BLOCK_S], float("-inf"), tl.float32)
     for s0 in range(0, used, BLOCK_S):
-        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"))
+        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"),
+                     cache_modifier=CACHE)
         m_vec = tl.maximum(m_vec, ls)
     m = tl.max(m_vec, axis=0)
     m_ref = tl.where(m == float("-inf"), 0.0, m)  # all empty: every weight exp(-inf) = 0, no inf - inf
@@ -207,11 +247,12 @@ def merge_lse_row(part_row, lse_row, used, stride_ps, stride_ls, head_dim, BLOCK
     acc = tl.zeros([BLOCK_D], tl.float32)
     w_sum = tl.zeros([BLOCK_S], tl.float32)
     for s0 in range(0, used, BLOCK_S):
-        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"))
+        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"),
+                     cache_modifier=CACHE)
         live = ls > float("-inf")
         w = tl.where(live, tl.exp(ls - m_ref), 0.0)
         o = tl.load(part_row + (s0 + offs_s)[:, None].to(tl.int64) * stride_ps + offs_d[None, :],
-                    mask=live[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
+                    mask=live[:, None] & d_ok[None, :], other=0.0, cache_modifier=CACHE).to(tl.float32)
         acc += tl.sum(w[:, None] * o, axis=0)
         w_sum += w
     total = tl.sum(w_sum, axis=0)

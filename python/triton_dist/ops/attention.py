@@ -58,11 +58,18 @@ PROGRAMS_PER_SM = 4
 @dataclass(frozen=True)
 class DecodeConfig:
     """Launch choices of :func:`flash_decode`'s split kernel: ``BLOCK_N`` tokens per tile (a power of two >= 16),
-    ``BLOCK_G`` query rows per MMA (a power of two >= 16 and >= the GQA group), warps and pipeline stages."""
+    ``BLOCK_G`` query rows per MMA (a power of two >= 16 and >= the GQA group), warps and pipeline stages.
+
+    ``fused_merge`` (default False; opt-in, not yet measured on a GPU): one launch instead of two. Each split
+    program, after writing its partial, increments an arrival counter of its (request, kv head) (an int32 workspace
+    per device: :func:`arrival_counters`), and the program that arrives last merges that kv head's query rows itself
+    (the merge kernel's math) and resets the counter to 0. Needs more than one split (with one, the split kernel
+    writes ``out`` / ``lse`` itself either way). docs/attention.md, "The fused merge"."""
     BLOCK_N: int
     BLOCK_G: int
     num_warps: int = 4
     num_stages: int = 3
+    fused_merge: bool = False
 
 
 def pick_decode_config(head_dim: int, group: int, *, on_gpu: bool) -> DecodeConfig:
@@ -94,6 +101,41 @@ def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block
     fill = triton.cdiv(PROGRAMS_PER_SM * max(sms, 1), max(batch * num_kv_heads, 1))
     want = max(fill, triton.cdiv(tiles, TARGET_TILES_PER_SPLIT))
     return max(1, min(want, triton.cdiv(tiles, MIN_TILES_PER_SPLIT), MAX_SPLITS))
+
+
+#: the fused merge's arrival counters: one int32 workspace per device (:func:`arrival_counters`)
+_ARRIVALS: dict = {}
+#: workspaces replaced by larger ones, kept alive: a CUDA graph that captured a call still points at its workspace
+_RETIRED_ARRIVALS: list = []
+#: the smallest arrival-counter workspace allocated (requests x kv heads): 4 KiB, so that one serves most shapes
+MIN_ARRIVAL_COUNTERS = 1024
+
+
+def arrival_counters(op: str, device, n: int) -> torch.Tensor:
+    """The fused merge's arrival counters on ``device``: an int32 tensor of at least ``n`` elements that are 0
+    (zeroed when allocated; every fused launch leaves them 0). Cached per device and grown on demand (to the next
+    power of two, at least :data:`MIN_ARRIVAL_COUNTERS`); a replaced workspace is kept alive, since CUDA graphs may
+    hold its address. Growing allocates, which a CUDA-graph capture cannot: inside a capture a call that needs a larger
+    workspace raises RuntimeError (make the call once outside the capture first). One workspace per device: fused
+    calls that may run concurrently on several streams of one device would share counters (not supported)."""
+    device = torch.device(device)
+    buf = _ARRIVALS.get(device)
+    if buf is not None and buf.numel() >= n:
+        return buf
+    if _capturing():
+        raise RuntimeError(f"{op}: the fused merge needs {n} arrival counters on {device} and has "
+                           f"{0 if buf is None else buf.numel()}: they cannot be allocated inside CUDA-graph capture; "
+                           f"make this call (same batch and kv heads, fused_merge) once outside the capture first")
+    if buf is not None:
+        _RETIRED_ARRIVALS.append(buf)
+    buf = torch.zeros((max(MIN_ARRIVAL_COUNTERS, triton.next_power_of_2(n)), ), dtype=torch.int32, device=device)
+    _ARRIVALS[device] = buf
+    return buf
+
+
+def _merge_block_s(num_parts: int, on_gpu: bool) -> int:
+    """Partials a merge step reads at once (the merge kernel's and the fused merge's ``BLOCK_S``)."""
+    return min(triton.next_power_of_2(num_parts), 16 if on_gpu else 8)
 
 
 def _is_pow2(n: int) -> bool:
@@ -199,7 +241,9 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     Executed on ``q``'s device by two launches: the split kernel, one program per (request, kv head, split), each
     split a contiguous range of the request's tokens (all the kv head's query heads at once), writing a partial
     output and LSE to a workspace allocated per call; then the merge of the splits
-    (:func:`merge_attention_partials`' kernel). With one split the first launch writes ``out`` and ``lse`` itself.
+    (:func:`merge_attention_partials`' kernel). With one split the first launch writes ``out`` and ``lse`` itself;
+    with ``config.fused_merge`` (opt-in, :class:`DecodeConfig`) the last split of each (request, kv head) merges
+    them in the same launch (one launch in all).
     ``num_splits`` (default :func:`pick_num_splits` from the batch, the kv heads, ``max_pages * page_size`` and the
     device's SMs: splits of about 2,048 tokens of the longest possible request) fixes the splits per request; splits
     past a request's tokens do nothing.
@@ -253,6 +297,10 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     if B == 0:
         return (out, lse) if return_lse else out
     direct = num_splits == 1
+    fused = {}
+    if cfg.fused_merge and not direct:  # before any allocation or launch: inside a capture it may raise
+        fused = {"counters_ptr": arrival_counters(op, q.device, B * Hkv), "FUSED_MERGE": True,
+                 "MERGE_BLOCK_S": _merge_block_s(num_splits, q.device.type == "cuda")}
     if direct:
         part_out, part_lse = out, lse  # unused by the kernel
     else:
@@ -263,8 +311,8 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
         num_splits, block_table.shape[1], num_pages, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
         out.stride(0), out.stride(1), G=Hq // Hkv, BLOCK_G=cfg.BLOCK_G, D=D, PAGE=page_size, BLOCK_N=cfg.BLOCK_N,
-        DIRECT=direct, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **prof)
-    if not direct:
+        DIRECT=direct, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **fused, **prof)
+    if not direct and not fused:
         _launch_merge(part_out, part_lse, out, lse, seq_lens, num_parts=num_splits, heads=Hq, D=D,
                       part_strides=(D, Hq * num_splits * D, num_splits * D),
                       lse_strides=(1, Hq * num_splits, num_splits), from_splits=True, max_len=max_len,
@@ -282,6 +330,8 @@ def _launch_plan(op: str, q, k_cache, block_table, num_splits: Optional[int], co
     if not (_is_pow2(cfg.BLOCK_N) and cfg.BLOCK_N >= 16 and _is_pow2(cfg.BLOCK_G) and cfg.BLOCK_G >= max(16, G)):
         raise ValueError(f"{op}: config {cfg}: BLOCK_N and BLOCK_G must be powers of two >= 16, BLOCK_G >= the GQA "
                          f"group {G}")
+    if not isinstance(cfg.fused_merge, bool):
+        raise ValueError(f"{op}: config {cfg}: fused_merge must be a bool, got {cfg.fused_merge!r}")
     if num_splits is None:
         num_splits = pick_num_splits(B, Hkv, block_table.shape[1] * page_size, num_sms(q.device), cfg.BLOCK_N)
     return cfg, num_splits
@@ -336,8 +386,7 @@ def _launch_merge(parts, lses, out, lse, seq_lens, *, num_parts: int, heads: int
     B = out.shape[0]
     if B * heads == 0:
         return
-    on_gpu = out.device.type == "cuda"
-    block_s = min(triton.next_power_of_2(num_parts), 16 if on_gpu else 8)
+    block_s = _merge_block_s(num_parts, out.device.type == "cuda")
     merge_partials_kernel[(B * heads, )](
         parts, lses, out, lse, seq_lens if seq_lens is not None else lse, num_parts, heads, D, max_len,
         *part_strides, *lse_strides, out.stride(0), out.stride(1), BLOCK_S=block_s,
@@ -422,5 +471,5 @@ def flash_decode_reference(q, k_cache, v_cache, block_table, seq_lens, *, scale:
 
 
 __all__ = ["DecodeConfig", "flash_decode", "merge_attention_partials", "flash_decode_reference", "pick_num_splits",
-           "decode_profile_slots", "pick_decode_config", "check_decode_operands", "check_decode_lens",
-           "check_merge_operands", "DECODE_HEAD_DIMS", "MERGE_DTYPES"]
+           "decode_profile_slots", "arrival_counters", "pick_decode_config", "check_decode_operands",
+           "check_decode_lens", "check_merge_operands", "DECODE_HEAD_DIMS", "MERGE_DTYPES"]
