@@ -34,8 +34,9 @@ parallel attention across ranks).
 Fused merge (``FUSED_MERGE=True``, ``num_splits > 1``; opt-in, ``DecodeConfig.fused_merge``): no second launch.
 After storing its partial, a split program that holds tokens (split ``< max(used, 1)``: with no token at all, split
 0 stands for the request) increments the ``(b, kv head)``'s arrival counter ``counters[b * Hkv + kv head]`` (int32)
-and the program that arrives last merges the ``G`` rows of that kv head itself (:func:`merge_lse_row`, the merge
-kernel's math and order; its loads ``.cg``: from L2) and sets the counter back to 0 for the next launch. Memory
+and the program that arrives last merges the ``G`` rows of that kv head itself (:func:`merge_lse_group`: the merge
+kernel's math, all ``G`` rows at once, its loads ``.cg``: from L2) and sets the counter back to 0 for the next
+launch. Memory
 ordering: every thread's partial stores, then a CTA barrier, then one ``atom.add.acq_rel.gpu`` (release: the
 program's partial; acquire: every earlier arrival's, each of which acquired the ones before it), then a CTA barrier
 before any thread reads the partials. Nothing waits, so no program depends on another being resident. The counters
@@ -122,7 +123,8 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
                               stride_kp, stride_kt, stride_kh, stride_vp, stride_vt, stride_vh, stride_btb, stride_ob,
                               stride_oh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr,
                               PAGE: tl.constexpr, BLOCK_N: tl.constexpr, DIRECT: tl.constexpr, counters_ptr=None,
-                              FUSED_MERGE: tl.constexpr = False, MERGE_BLOCK_S: tl.constexpr = 16, prof_ptr=None,
+                              FUSED_MERGE: tl.constexpr = False, BLOCK_GM: tl.constexpr = 4,
+                              MERGE_BLOCK_SM: tl.constexpr = 64, MERGE_BLOCK_S: tl.constexpr = 8, prof_ptr=None,
                               prof_blocks=None, PROFILE: tl.constexpr = False):
     """Split ``pid % num_splits`` of ``(b, kv head) = divmod(pid // num_splits, num_kv_heads)`` (module docstring).
     ``qk_scale`` is ``scale * log2(e)``. Writes, for the ``G`` query heads of the kv head, the normalised partial
@@ -131,7 +133,8 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
     (its dtype; strides ``stride_ob``, ``stride_oh``) and ``lse [B, Hq]`` (fp32, contiguous), a request without tokens
     getting 0 and ``-inf``. ``FUSED_MERGE`` (not with ``DIRECT``): the last split of each ``(b, kv head)`` to
     finish merges the kv head's rows into ``out`` / ``lse`` (module docstring; ``counters_ptr``: int32 ``[B *
-    num_kv_heads]``, 0 before the launch and after it; ``MERGE_BLOCK_S`` splits per merge step). ``PROFILE``: records ``prologue``, ``tokens`` and ``store`` into the profiler buffer
+    num_kv_heads]``, 0 before the launch and after it; :func:`merge_lse_group` over ``BLOCK_GM >= G`` rows,
+    ``MERGE_BLOCK_SM`` / ``MERGE_BLOCK_S`` splits per step of its two passes). ``PROFILE``: records ``prologue``, ``tokens`` and ``store`` into the profiler buffer
     ``prof_ptr`` as group 0 of ``prof_blocks`` tracks (module docstring); ``prof_ptr`` / ``prof_blocks`` are unused
     (None) otherwise."""
     profiler = Profiler.create(prof_ptr, group_id=0, num_groups=_GROUPS, num_blocks=prof_blocks,
@@ -209,37 +212,35 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
                 profiler = profiler.record(True, TASK_FUSED_MERGE)
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # every arrival of this launch is counted
                 tl.debug_barrier()  # the acquire (one thread) before any thread reads the other splits' partials
-                for g in range(0, G):
-                    h = kvh * G + g
-                    prow = (b.to(tl.int64) * num_heads + h) * num_splits
-                    o_m, lse_m = merge_lse_row(part_out_ptr + prow * D, part_lse_ptr + prow, used, D, 1, D,
-                                               MERGE_BLOCK_S, D, True)
-                    tl.store(out_ptr + b.to(tl.int64) * stride_ob + h * stride_oh + offs_d,
-                             o_m.to(out_ptr.dtype.element_ty))
-                    tl.store(lse_ptr + b * num_heads + h, lse_m)
+                row0 = (b.to(tl.int64) * num_heads + kvh * G) * num_splits  # the kv head's G rows are contiguous
+                o_m, lse_m = merge_lse_group(part_out_ptr + row0 * D, part_lse_ptr + row0, used, num_splits, G,
+                                             BLOCK_GM, MERGE_BLOCK_SM, MERGE_BLOCK_S, D)
+                offs_gm = tl.arange(0, BLOCK_GM)
+                gm_ok = offs_gm < G
+                heads_m = kvh * G + offs_gm
+                tl.store(out_ptr + b.to(tl.int64) * stride_ob + heads_m[:, None] * stride_oh + offs_d[None, :],
+                         o_m.to(out_ptr.dtype.element_ty), mask=gm_ok[:, None])
+                tl.store(lse_ptr + b * num_heads + heads_m, lse_m, mask=gm_ok)
                 profiler = profiler.record(False, TASK_FUSED_MERGE)
 
 
 @triton_dist.jit
 def merge_lse_row(part_row, lse_row, used, stride_ps, stride_ls, head_dim, BLOCK_S: tl.constexpr,
-                  BLOCK_D: tl.constexpr, L2_ONLY: tl.constexpr = False):
+                  BLOCK_D: tl.constexpr):
     """The LSE merge of one output row (shared by :func:`merge_partials_kernel` and the sequence-parallel decode's
     exchange kernel, :mod:`triton_dist.kernels.attention_sp`): partial ``s < used`` has its output at ``part_row + s
     * stride_ps`` (``head_dim`` contiguous elements of any float dtype) and its natural-log LSE at ``lse_row + s *
     stride_ls`` (fp32). Returns ``(out [BLOCK_D] fp32, lse fp32)``: ``out = sum_s exp(lse_s - m) o_s / sum_s
     exp(lse_s - m)``, ``lse = m + log(sum_s exp(lse_s - m))`` (``m`` the largest LSE); a partial with LSE ``-inf`` weighs
     0 and its output is not read; all empty gives 0 and ``-inf``. Two passes over the LSEs: their maximum, then the
-    weighted sum. ``L2_ONLY``: the loads are ``.cg`` (from L2, not L1: for partials that other programs of the same
-    launch wrote)."""
+    weighted sum."""
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < head_dim
-    CACHE: tl.constexpr = ".cg" if L2_ONLY else ""
 
     m_vec = tl.full([BLOCK_S], float("-inf"), tl.float32)
     for s0 in range(0, used, BLOCK_S):
-        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"),
-                     cache_modifier=CACHE)
+        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"))
         m_vec = tl.maximum(m_vec, ls)
     m = tl.max(m_vec, axis=0)
     m_ref = tl.where(m == float("-inf"), 0.0, m)  # all empty: every weight exp(-inf) = 0, no inf - inf
@@ -247,17 +248,63 @@ def merge_lse_row(part_row, lse_row, used, stride_ps, stride_ls, head_dim, BLOCK
     acc = tl.zeros([BLOCK_D], tl.float32)
     w_sum = tl.zeros([BLOCK_S], tl.float32)
     for s0 in range(0, used, BLOCK_S):
-        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"),
-                     cache_modifier=CACHE)
+        ls = tl.load(lse_row + (s0 + offs_s) * stride_ls, mask=s0 + offs_s < used, other=float("-inf"))
         live = ls > float("-inf")
         w = tl.where(live, tl.exp(ls - m_ref), 0.0)
         o = tl.load(part_row + (s0 + offs_s)[:, None].to(tl.int64) * stride_ps + offs_d[None, :],
-                    mask=live[:, None] & d_ok[None, :], other=0.0, cache_modifier=CACHE).to(tl.float32)
+                    mask=live[:, None] & d_ok[None, :], other=0.0).to(tl.float32)
         acc += tl.sum(w[:, None] * o, axis=0)
         w_sum += w
     total = tl.sum(w_sum, axis=0)
     seen = total > 0
     out = acc / tl.where(seen, total, 1.0)
+    lse = tl.where(seen, m_ref + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
+    return out, lse
+
+
+@triton_dist.jit
+def merge_lse_group(part_ptr, lse_ptr, used, num_parts, rows, BLOCK_R: tl.constexpr, BLOCK_SM: tl.constexpr,
+                    BLOCK_S: tl.constexpr, D: tl.constexpr):
+    """:func:`merge_lse_row`'s merge for ``rows`` rows at once (the fused merge's ``G`` query heads of one kv head):
+    row ``r``'s partial ``s < used`` has its output at ``part_ptr + (r * num_parts + s) * D`` (fp32, ``D``
+    contiguous) and its LSE at ``lse_ptr + r * num_parts + s`` (fp32, natural log). Returns ``(out [BLOCK_R, D]
+    fp32, lse [BLOCK_R] fp32)``, the same math as :func:`merge_lse_row` per row: the largest LSE ``m`` first
+    (``BLOCK_SM`` partials a step), then ``out = sum_s exp(lse_s - m) o_s / sum_s exp(lse_s - m)``, ``lse = m +
+    log(sum_s exp(lse_s - m))`` (``BLOCK_S`` partials a step), a partial with LSE ``-inf`` weighing 0 (its output,
+    loaded with the LSE rather than after it, is replaced by 0 before use, so NaN there cannot leak), all empty
+    giving 0 and ``-inf``. The rows are merged together so that a step's loads for every row are in flight at once
+    (one L2 round trip per step instead of one per row and step; the loads are ``.cg``: the partials were written
+    by other programs of the launch)."""
+    offs_r = tl.arange(0, BLOCK_R)
+    r_ok = offs_r < rows
+    offs_m = tl.arange(0, BLOCK_SM)
+    m_vec = tl.full([BLOCK_R, BLOCK_SM], float("-inf"), tl.float32)
+    for s0 in range(0, used, BLOCK_SM):
+        s_ok = s0 + offs_m < used
+        ls = tl.load(lse_ptr + offs_r[:, None] * num_parts + (s0 + offs_m)[None, :],
+                     mask=r_ok[:, None] & s_ok[None, :], other=float("-inf"), cache_modifier=".cg")
+        m_vec = tl.maximum(m_vec, ls)
+    m = tl.max(m_vec, axis=1)
+    m_ref = tl.where(m == float("-inf"), 0.0, m)  # all empty: every weight exp(-inf) = 0, no inf - inf
+
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, D)
+    acc = tl.zeros([BLOCK_R, D], tl.float32)
+    w_sum = tl.zeros([BLOCK_R, BLOCK_S], tl.float32)
+    for s0 in range(0, used, BLOCK_S):
+        rs_ok = r_ok[:, None] & (s0 + offs_s < used)[None, :]
+        idx = offs_r[:, None].to(tl.int64) * num_parts + (s0 + offs_s)[None, :]
+        ls = tl.load(lse_ptr + idx, mask=rs_ok, other=float("-inf"), cache_modifier=".cg")
+        o = tl.load(part_ptr + idx[:, :, None] * D + offs_d[None, None, :], mask=rs_ok[:, :, None], other=0.0,
+                    cache_modifier=".cg")
+        live = ls > float("-inf")
+        w = tl.where(live, tl.exp(ls - m_ref[:, None]), 0.0)
+        o = tl.where(live[:, :, None], o, 0.0)
+        acc += tl.sum(w[:, :, None] * o, axis=1)
+        w_sum += w
+    total = tl.sum(w_sum, axis=1)
+    seen = total > 0
+    out = acc / tl.where(seen, total, 1.0)[:, None]
     lse = tl.where(seen, m_ref + tl.log(tl.where(seen, total, 1.0)), float("-inf"))
     return out, lse
 

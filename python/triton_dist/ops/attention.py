@@ -133,6 +133,21 @@ def arrival_counters(op: str, device, n: int) -> torch.Tensor:
     return buf
 
 
+#: the fused merge's register budget: elements of one step's ``[rows, splits, D]`` fp32 partials (32 a thread at
+#: 4 warps), so that the merge after the token loop does not raise the split kernel's register count much
+FUSED_MERGE_STEP_ELEMS = 4096
+
+
+def _fused_merge_blocks(group: int, D: int, num_splits: int) -> dict:
+    """The fused merge's tiles (``kernels.flash_decode.merge_lse_group``): all ``group`` rows at once (a power of two
+    >= the group), the LSE maximum over up to 1,024 / rows splits a step, the weighted sum over as many splits as
+    :data:`FUSED_MERGE_STEP_ELEMS` allows (1 to 16)."""
+    rows = triton.next_power_of_2(max(group, 1))
+    splits = triton.next_power_of_2(max(num_splits, 1))
+    return {"BLOCK_GM": rows, "MERGE_BLOCK_SM": min(splits, max(1, 1024 // rows)),
+            "MERGE_BLOCK_S": min(splits, 16, max(1, FUSED_MERGE_STEP_ELEMS // (rows * D)))}
+
+
 def _merge_block_s(num_parts: int, on_gpu: bool) -> int:
     """Partials a merge step reads at once (the merge kernel's and the fused merge's ``BLOCK_S``)."""
     return min(triton.next_power_of_2(num_parts), 16 if on_gpu else 8)
@@ -300,7 +315,7 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     fused = {}
     if cfg.fused_merge and not direct:  # before any allocation or launch: inside a capture it may raise
         fused = {"counters_ptr": arrival_counters(op, q.device, B * Hkv), "FUSED_MERGE": True,
-                 "MERGE_BLOCK_S": _merge_block_s(num_splits, q.device.type == "cuda")}
+                 **_fused_merge_blocks(Hq // Hkv, D, num_splits)}
     if direct:
         part_out, part_lse = out, lse  # unused by the kernel
     else:

@@ -5,10 +5,10 @@
 # any thread reads) and merges the kv head's rows from L2 (.cg loads) with the merge kernel's math. The default
 # launch has no atomic at all (test/lit/attention/flash_decode.py, NOATOM). gfx942: the same acq_rel add (a release
 # write-back of L2 before, an invalidation after). Signature: test/lit/attention/flash_decode.py's, then
-# counters_ptr, FUSED_MERGE, MERGE_BLOCK_S (prof_ptr, prof_blocks, PROFILE left at their defaults: off).
+# counters_ptr, FUSED_MERGE, BLOCK_GM, MERGE_BLOCK_SM, MERGE_BLOCK_S (prof_ptr, prof_blocks, PROFILE left at their defaults: off).
 #
-# RUN: %compile %s:flash_decode_split_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *fp32:16, *fp32:16, *bf16:16, *fp32:16, fp32, i32, i32, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32, i32:16, i32:16, 4, 16, 128, 16, 128, False, *i32:16, True, 16" --target cuda:90 --num-warps 4 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PTX
-# RUN: %compile %s:flash_decode_split_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *fp32:16, *fp32:16, *bf16:16, *fp32:16, fp32, i32, i32, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32, i32:16, i32:16, 4, 16, 128, 16, 64, False, *i32:16, True, 16" --target hip:gfx942 --num-warps 4 --num-stages 2 --stage amdgcn | filecheck %s --check-prefix=AMD
+# RUN: %compile %s:flash_decode_split_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *fp32:16, *fp32:16, *bf16:16, *fp32:16, fp32, i32, i32, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32, i32:16, i32:16, 4, 16, 128, 16, 128, False, *i32:16, True, 4, 64, 8" --target cuda:90 --num-warps 4 --num-stages 3 --stage ptx | filecheck %s --check-prefix=PTX
+# RUN: %compile %s:flash_decode_split_kernel -s "*bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *fp32:16, *fp32:16, *bf16:16, *fp32:16, fp32, i32, i32, i32, i32, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32:16, i32, i32:16, i32:16, 4, 16, 128, 16, 64, False, *i32:16, True, 4, 64, 8" --target hip:gfx942 --num-warps 4 --num-stages 2 --stage amdgcn | filecheck %s --check-prefix=AMD
 #
 # PTX: .target sm_90a
 # PTX-NOT: atom.
