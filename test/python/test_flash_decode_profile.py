@@ -111,3 +111,13 @@ def test_bad_profiler_buffer_is_refused_before_launch(monkeypatch, buf, words):
     assert "\n" not in msg and msg.startswith("flash_decode: "), msg
     for w in words:
         assert w.format(n=n) in msg, (w, msg)
+
+
+def test_profiler_buffer_is_eager_only(monkeypatch):
+    """Under torch.compile the call is the registered op, which records nothing: a buffer is refused, not ignored."""
+    from triton_dist.ops.attention import flash_decode
+
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    q, k, v, bt, sl = _operands()
+    with pytest.raises(ValueError, match="^flash_decode: profiler_buffer apply to eager calls only"):
+        flash_decode(q, k, v, bt, sl, profiler_buffer=torch.zeros(64, dtype=torch.int64))
