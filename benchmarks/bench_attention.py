@@ -33,7 +33,8 @@ Parts (``--only``, default all; decode and prefill need one process, sp, ulysses
   last partial's store, per-task mean / p50 / max, split programs per SM, peak residency, waves, ramp and drain, the
   K/V bytes over the split span; with the unprofiled and profiled calls' graph-replay times, i.e. what profiling
   costs), plus ``decode-trace-<stamp>.json`` with all of them. The profiled result is checked against the fp32
-  reference (a wrong one: exit status 1).
+  reference, and a last unprofiled call against the first (``repeat_equal``: after every replay); a failed check:
+  exit status 1.
 * ``prefill`` (one GPU): causal ``ops.flash_attention`` against SDPA with its flash backend
   (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``, is_causal) at ``--prefill-lens`` (8K, 32K), batch 1, 32 q heads /
   8 kv heads (GQA, where SDPA's flash backend takes ``enable_gqa``; else both at 32 / 32: ``heads`` in the record),
@@ -510,6 +511,11 @@ def trace_decode(B, L, page, heads, gpu, outdir, stamp, name="ours", kv=None, se
         timed = harness.time_interleaved({"unprofiled": plain, "profiled": profiled}, k, 5)
         rec["call_us"] = {n: round(t, 3) for n, (t, _) in timed.items()}
         rec["call_graphed"] = {n: g for n, (_, g) in timed.items()}
+    # after every call above (graph replays included) the result is still the first call's, bit for bit (the fused
+    # merge's arrival counters were left at 0 by each launch)
+    rec["repeat_equal"] = bool(torch.equal(plain(), got_plain))
+    if not rec["repeat_equal"]:
+        rec["errors"][key] = "a later call's result differs from the first call's (stale arrival counters?)"
     base = os.path.join(outdir, f"decode-trace-{stamp}-B{B}-L{L}-{_slug(name)}")
     title = (f"flash_decode B={B} L={L} Hq={Hq} Hkv={Hkv} D={Dh} page={page} {name}: {ns} splits, "
              f"{rec['split_programs']} + {rec['merge_programs']} programs")
@@ -543,12 +549,12 @@ def trace_lines(rec):
              f"{pr.get('programs_per_sm')}, peak {pr.get('peak_per_sm')}/SM {pr.get('peak_running')} in all, "
              f"waves {pr.get('waves')}, ramp {_g2(pr.get('ramp_us'))} us, drain {_g2(pr.get('drain_us'))} us; "
              f"K/V over the split span {rec.get('kv_gbs_split', '-')} GB/s"]
+    checks = (f"profiled == unprofiled {rec['profiled_equals_unprofiled']}, last call == first "
+              f"{rec['repeat_equal']}, err vs reference {_g(rec['rel_error_vs_reference'])}")
     if rec.get("call_us"):
-        lines.append(f"    graph replay us: {rec['call_us']} (profiling's cost); profiled == unprofiled "
-                     f"{rec['profiled_equals_unprofiled']}, err vs reference {_g(rec['rel_error_vs_reference'])}")
+        lines.append(f"    graph replay us: {rec['call_us']} (profiling's cost); {checks}")
     else:
-        lines.append(f"    profiled == unprofiled {rec['profiled_equals_unprofiled']}, err vs reference "
-                     f"{_g(rec['rel_error_vs_reference'])}")
+        lines.append(f"    {checks}")
     if rec["errors"]:
         lines.append(f"    FAILED: {rec['errors']}")
     return lines

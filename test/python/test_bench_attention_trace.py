@@ -119,6 +119,7 @@ def test_decode_trace_and_fused_column_on_the_simulator(tmp_path):
     B, Hq, Hkv = 2, 4, 1  # bench_attention.TINY
     for name, rec in recs.items():
         assert not rec["errors"] and rec["profiled_equals_unprofiled"] and rec["rel_error_vs_reference"] < 2e-2
+        assert rec["repeat_equal"]
         assert rec["unmatched_records"] == 0 and rec["full_tracks"] == 0
         for key in ("trace", "gantt", "timeline", "summary"):
             assert os.path.isfile(rec["files"][key]), (name, key, rec["files"][key])
