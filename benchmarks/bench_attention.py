@@ -1,6 +1,7 @@
 """The attention family's figures (issue 41; docs/attention.md)::
 
     python benchmarks/bench_attention.py --only decode,prefill [--out DIR]               # one GPU, one process
+    python benchmarks/bench_attention.py --decode-trace DIR [--decode-variants fused=1]  # one GPU: decode timelines
     scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp
     scripts/launch.sh --ranks-per-gpu auto --nproc_per_node 2 benchmarks/bench_attention.py --only sp,ulysses,sp_ag
     scripts/launch.sh --nproc_per_node 2 benchmarks/bench_attention.py --tiny   # no GPU: the simulator, checks only
@@ -17,8 +18,23 @@ Parts (``--only``, default all; decode and prefill need one process, sp, ulysses
   same data as contiguous ``[B, H, L, D]`` K/V (GQA through ``enable_gqa=True``; where this torch lacks it, K/V
   heads repeated beforehand, outside the timing: ``sdpa_gqa`` in the record says which), its own backend choice;
   ``sdpa_over_ours`` = SDPA time / ours. Extra column ``ours/BLOCK_G=64``: the decode kernel with 64 query rows per
-  MMA (wgmma on sm_90), the choice docs/attention.md leaves to this benchmark. Targets (printed, never asserted):
-  ``kv_fraction >= 0.85``, ``sdpa_over_ours >= 1.5``.
+  MMA (wgmma on sm_90), the choice docs/attention.md leaves to this benchmark. ``--decode-variants`` adds columns
+  ``ours/<entry>`` (keys: ``splits``, ``block_n``, ``block_g``, ``warps``, ``stages``, and ``fused=1``: the fused
+  merge, one launch instead of two; on the simulator they are checked, not timed). Targets (printed, never
+  asserted): ``kv_fraction >= 0.85``, ``sdpa_over_ours >= 1.5``.
+* ``--decode-trace DIR`` (one GPU; runs alone unless ``--only`` names parts): where a decode call's time goes. Per
+  shape (``--decode-lens``, default 32768 here; ``--batches``, default 1 and 8; the first ``--pages``; the default
+  heads) and per launch (the default, then each ``--decode-variants`` entry), ONE profiled ``flash_decode`` call
+  (``profiler_buffer``: docs/attention.md, "Profiling the decode"), captured in a CUDA graph after four unprofiled
+  calls (steady state, the launches back to back as when timed), written to ``DIR`` as
+  ``decode-trace-<stamp>-B<B>-L<L>-<variant>`` ``.json`` (Perfetto), ``.png`` (Gantt, one row per SM lane),
+  ``-timeline.png`` (programs per task over time) and ``-summary.json`` (:func:`decode_trace_summary`: the call's
+  and each launch's span, the gap between the split kernel's last program and the merge's first, the time after the
+  last partial's store, per-task mean / p50 / max, split programs per SM, peak residency, waves, ramp and drain, the
+  K/V bytes over the split span; with the unprofiled and profiled calls' graph-replay times, i.e. what profiling
+  costs), plus ``decode-trace-<stamp>.json`` with all of them. The profiled result is checked against the fp32
+  reference, and a last unprofiled call against the first (``repeat_equal``: after every replay); a failed check:
+  exit status 1.
 * ``prefill`` (one GPU): causal ``ops.flash_attention`` against SDPA with its flash backend
   (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``, is_causal) at ``--prefill-lens`` (8K, 32K), batch 1, 32 q heads /
   8 kv heads (GQA, where SDPA's flash backend takes ``enable_gqa``; else both at 32 / 32: ``heads`` in the record),
@@ -169,8 +185,9 @@ def _ratios(rec, ours, baselines):
 
 
 # --------------------------------------------------------------------------------------------------- decode
-#: keys of a ``--decode-variants`` entry: what each sets of ``flash_decode``'s launch
-VARIANT_KEYS = ("splits", "block_n", "block_g", "warps", "stages")
+#: keys of a ``--decode-variants`` entry: what each sets of ``flash_decode``'s launch (``fused=1``: the fused merge,
+#: ``DecodeConfig.fused_merge``: one launch instead of two)
+VARIANT_KEYS = ("splits", "block_n", "block_g", "warps", "stages", "fused")
 
 
 def parse_decode_variants(ap, text):
@@ -188,6 +205,16 @@ def parse_decode_variants(ap, text):
     return out
 
 
+def variant_config(base, kv):
+    """The ``DecodeConfig`` of a ``--decode-variants`` entry ``kv`` over the default ``base`` (``splits`` is the
+    call's ``num_splits``, not part of the config)."""
+    from triton_dist.ops.attention import DecodeConfig
+
+    return DecodeConfig(kv.get("block_n", base.BLOCK_N), kv.get("block_g", base.BLOCK_G),
+                        kv.get("warps", base.num_warps), kv.get("stages", base.num_stages),
+                        fused_merge=bool(kv.get("fused", 0)))
+
+
 def bench_decode(B, L, page, heads, gpu, ceiling, seed=0, variants=()):
     from triton_dist import ops
     from triton_dist.ops.attention import DecodeConfig, flash_decode_reference, pick_decode_config
@@ -201,16 +228,15 @@ def bench_decode(B, L, page, heads, gpu, ceiling, seed=0, variants=()):
     sdpa, gqa = sdpa_fn(q[:, :, None], k, v)
     # check_lens=False: one host synchronisation per call otherwise (the capture skips it anyway)
     fns = {"ours": lambda: ops.flash_decode(q, kc, vc, bt, sl, check_lens=False, return_lse=False)}
+    base = pick_decode_config(Dh, Hq // Hkv, on_gpu=gpu)
     if gpu:
-        base = pick_decode_config(Dh, Hq // Hkv, on_gpu=True)
         bg64 = DecodeConfig(base.BLOCK_N, 64, base.num_warps, base.num_stages)
         fns["ours/BLOCK_G=64"] = lambda: ops.flash_decode(q, kc, vc, bt, sl, check_lens=False, return_lse=False,
                                                           config=bg64)
-        for name, kv in variants:  # --decode-variants: the launch choices docs/attention.md leaves to measurement
-            cfg = DecodeConfig(kv.get("block_n", base.BLOCK_N), kv.get("block_g", base.BLOCK_G),
-                               kv.get("warps", base.num_warps), kv.get("stages", base.num_stages))
-            fns[f"ours/{name}"] = (lambda cfg=cfg, ns=kv.get("splits"): ops.flash_decode(
-                q, kc, vc, bt, sl, check_lens=False, return_lse=False, config=cfg, num_splits=ns))
+    for name, kv in variants:  # --decode-variants: the launch choices docs/attention.md leaves to measurement
+        cfg = variant_config(base, kv)  # (on the simulator: checked only)
+        fns[f"ours/{name}"] = (lambda cfg=cfg, ns=kv.get("splits"): ops.flash_decode(
+            q, kc, vc, bt, sl, check_lens=False, return_lse=False, config=cfg, num_splits=ns))
     fns["sdpa"] = lambda: sdpa()[:, :, 0]
     ref = fns["sdpa"]()
     errors = harness.drop_failing(fns, ref)
@@ -250,6 +276,288 @@ def decode_lines(rec):
             f"{_g2(rec.get('eager_sdpa_over_ours'))}; fraction of read bw {_g2(rec.get('kv_fraction', {}).get('ours'))} "
             f"(target >= {TARGETS['decode_kv_fraction']})  err vs sdpa {_g(rec['rel_error_vs_sdpa'])} "
             f"{rec['errors'] or ''}"]
+
+
+# ------------------------------------------------------------------------------------------------ decode trace
+#: ``--decode-trace``'s default shapes (tokens, batches): where batch 1 loses its time and batch 8 does not
+TRACE_LENS, TRACE_BATCHES = [32768], [1, 8]
+#: unprofiled calls before the profiled one, in the same CUDA graph (steady state: the profiled call's launches follow
+#: another call's, as in the timing loop)
+TRACE_WARM_CALLS = 4
+
+
+def _us(ns):
+    return None if ns is None else round(ns / 1000.0, 3)
+
+
+def _stats_us(values):
+    """``{count, mean_us, p50_us, min_us, max_us, total_us}`` of durations in ns (None entries dropped)."""
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return {"count": 0}
+    return {"count": len(v), "mean_us": _us(sum(v) / len(v)), "p50_us": _us(v[len(v) // 2]), "min_us": _us(v[0]),
+            "max_us": _us(v[-1]), "total_us": _us(sum(v))}
+
+
+def _concurrency(intervals):
+    """``(peak, first_peak_ns)`` of ``[(start, end)]``: the most intervals open at once and when that was first
+    reached (an interval ending at ``t`` is closed before one starting at ``t`` opens)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    cur = peak = 0
+    when = None
+    for t, d in events:
+        cur += d
+        if cur > peak:
+            peak, when = cur, t
+    return peak, when
+
+
+def decode_trace_summary(tracks, task_names=None, sms=None, kv_bytes=None):
+    """What one profiled ``flash_decode`` call's tracks (``triton_dist.tools.profiler.parse_to_tracks`` of its
+    buffer; group 0 the split kernel's programs, group 1 the merge kernel's) say, times in us:
+
+    * ``span_us`` (first stamp to last), ``split`` / ``merge``: each launch's programs, ``start_us`` / ``end_us``
+      (from the first stamp), ``span_us``; ``gap_us``: the merge's first program start minus the split kernel's last
+      program end (None without a merge launch: one split, or the fused merge); ``tail_after_last_store_us``: the
+      call's end minus the last partial's store (the merge's whole cost, launch gap included, in either variant);
+    * ``tasks``: per task name, count / mean / p50 / min / max / total duration;
+    * ``programs``: the split programs' durations (first stamp to last), and where they ran: ``sms_used``,
+      ``programs_per_sm`` (min / mean / max), ``peak_per_sm`` (most programs resident on one SM at once),
+      ``peak_running`` (on the whole GPU), ``mean_running`` (sum of durations / the split span), ``waves`` (programs
+      / peak_running), ``ramp_us`` (first start to the peak), ``last_start_us`` (from the first start) and
+      ``drain_us`` (last start to the split kernel's end: the tail in which SMs run out of work);
+    * ``idle_sms`` (``sms`` given: SMs no split program ran on) and ``kv_gbs_split`` / ``kv_gbs_call`` (``kv_bytes``
+      given: K/V bytes over the split span / the whole span).
+
+    A pure function of the tracks (tested on synthetic buffers)."""
+    names = list(task_names) if task_names is not None else None
+
+    def name(t):
+        return names[t] if names is not None and 0 <= t < len(names) else f"task_{t}"
+
+    tracks = list(tracks)
+    tasks = [x for tr in tracks for x in tr.tasks]
+    if not tasks:
+        return {"empty": True, "tracks": len(tracks)}
+    t0 = min(x.start_ns for x in tasks)
+    t_end = max(x.end_ns for x in tasks)
+    out = {"span_us": _us(t_end - t0), "unmatched_records": sum(tr.unmatched for tr in tracks),
+           "full_tracks": sum(1 for tr in tracks if tr.full)}
+    spans = {}
+    for group, label in ((0, "split"), (1, "merge")):
+        grp = [tr for tr in tracks if tr.group_id == group and tr.tasks]
+        if not grp:
+            out[label] = None
+            continue
+        starts = [min(x.start_ns for x in tr.tasks) for tr in grp]
+        ends = [max(x.end_ns for x in tr.tasks) for tr in grp]
+        spans[label] = (min(starts), max(ends))
+        out[label] = {"programs": len(grp), "start_us": _us(min(starts) - t0), "end_us": _us(max(ends) - t0),
+                      "span_us": _us(max(ends) - min(starts))}
+    out["gap_us"] = _us(spans["merge"][0] - spans["split"][1]) if "merge" in spans and "split" in spans else None
+    by_name = {}
+    for x in tasks:
+        by_name.setdefault(name(x.task_type), []).append(x)
+    out["tasks"] = {n: _stats_us(x.duration_ns for x in xs) for n, xs in by_name.items()}
+    stores = [x.end_ns for x in by_name.get(name(2), [])]
+    out["tail_after_last_store_us"] = _us(t_end - max(stores)) if stores else None
+    split = [tr for tr in tracks if tr.group_id == 0 and tr.tasks]
+    if split:
+        iv = [(min(x.start_ns for x in tr.tasks), max(x.end_ns for x in tr.tasks)) for tr in split]
+        per_sm = {}
+        for tr, span in zip(split, iv):
+            per_sm.setdefault(tr.sm_id, []).append(span)
+        counts = [len(v) for v in per_sm.values()]
+        peak, when = _concurrency(iv)
+        s0, s1 = spans["split"]
+        last_start = max(s for s, _ in iv)
+        out["programs"] = {
+            "duration": _stats_us(e - s for s, e in iv), "sms_used": len(per_sm),
+            "programs_per_sm": {"min": min(counts), "mean": round(sum(counts) / len(counts), 3), "max": max(counts)},
+            "peak_per_sm": max(_concurrency(v)[0] for v in per_sm.values()), "peak_running": peak,
+            "mean_running": round(sum(e - s for s, e in iv) / max(s1 - s0, 1), 3),
+            "waves": round(len(iv) / max(peak, 1), 3), "ramp_us": _us(when - s0), "last_start_us": _us(last_start - s0),
+            "drain_us": _us(s1 - last_start)}
+        if sms is not None:
+            out["idle_sms"] = max(0, int(sms) - len(per_sm))
+        if kv_bytes:
+            out["kv_gbs_split"] = round(kv_bytes / max(s1 - s0, 1), 1)
+            out["kv_gbs_call"] = round(kv_bytes / max(t_end - t0, 1), 1)
+    return out
+
+
+def render_timeline_png(tracks, path, task_names, title):
+    """A small companion of the Gantt chart: how many programs run each task over time (one step line per task
+    type, the split and merge launches' spans shaded). Needs matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = [x for tr in tracks for x in tr.tasks]
+    t0 = min(x.start_ns for x in tasks)
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    for tt in sorted({x.task_type for x in tasks}):
+        ev = sorted([(x.start_ns, 1) for x in tasks if x.task_type == tt] +
+                    [(x.end_ns, -1) for x in tasks if x.task_type == tt], key=lambda e: (e[0], e[1]))
+        xs, ys, cur = [0.0], [0], 0
+        for t, d in ev:
+            cur += d
+            xs.append((t - t0) / 1000.0)
+            ys.append(cur)
+        ax.step(xs, ys, where="post", label=task_names[tt] if tt < len(task_names) else f"task_{tt}", linewidth=1)
+    for group, colour in ((0, "tab:blue"), (1, "tab:orange")):
+        grp = [x for tr in tracks if tr.group_id == group for x in tr.tasks]
+        if grp:
+            ax.axvspan((min(x.start_ns for x in grp) - t0) / 1000.0, (max(x.end_ns for x in grp) - t0) / 1000.0,
+                       color=colour, alpha=0.06)
+    ax.set_xlabel("time (us, from the call's first stamp)")
+    ax.set_ylabel("programs in the task")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _slug(text):
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)
+
+
+def trace_decode(B, L, page, heads, gpu, outdir, stamp, name="ours", kv=None, seed=0):
+    """One profiled steady-state ``flash_decode`` call at batch ``B``, ``L`` tokens each (``kv``: a
+    ``--decode-variants`` entry, None: the default launch) -> ``decode-trace-<stamp>-B<B>-L<L>-<name>`` ``.json``
+    (Perfetto / Chrome trace), ``.png`` (Gantt chart, one row per SM lane), ``-timeline.png`` (programs per task over
+    time) and ``-summary.json`` (:func:`decode_trace_summary` plus the launch and the check) in ``outdir``; returns
+    the summary. On a GPU the profiled call is the last of ``TRACE_WARM_CALLS + 1`` calls captured in one CUDA graph
+    (the launches back to back, as when timed; eager calls if the capture fails: ``mode``), and both the profiled
+    and the unprofiled call are then timed (graph replay) to show what profiling costs. On the simulator: one call,
+    nothing timed."""
+    from triton_dist.kernels.flash_decode import TASKS
+    from triton_dist.kernels.gemm_config import num_sms
+    from triton_dist.ops.attention import (decode_profile_slots, flash_decode, flash_decode_reference,
+                                           pick_decode_config, pick_num_splits)
+    from triton_dist.tools.profiler import (alloc_profiler_buffer, export_to_perfetto_trace, parse_to_tracks,
+                                            render_gantt_png, reset_profiler_buffer)
+
+    kv = kv or {}
+    Hq, Hkv, Dh = heads
+    dev = "cuda" if gpu else "cpu"
+    kc, vc, bt, sl = paged_cache(B, L, Hkv, Dh, page, torch.bfloat16, dev, seed)
+    q = torch.randn((B, Hq, Dh), device=dev, generator=_gen(seed + 1, dev)).to(torch.bfloat16)
+    cfg = variant_config(pick_decode_config(Dh, Hq // Hkv, on_gpu=gpu), kv)
+    sms = num_sms(q.device) if gpu else None
+    ns = kv.get("splits") or pick_num_splits(B, Hkv, bt.shape[1] * page, num_sms(q.device), cfg.BLOCK_N)
+    buf = alloc_profiler_buffer(decode_profile_slots(q, kc, bt, num_splits=ns, config=cfg), device=q.device)
+
+    def plain():
+        return flash_decode(q, kc, vc, bt, sl, check_lens=False, return_lse=False, config=cfg, num_splits=ns)
+
+    def profiled():
+        return flash_decode(q, kc, vc, bt, sl, check_lens=False, return_lse=False, config=cfg, num_splits=ns,
+                            profiler_buffer=buf)
+
+    want, _ = flash_decode_reference(q, kc, vc, bt, sl)
+    got_plain, got_prof = plain(), profiled()
+    harness._sync()
+    ok, rel = harness.close(got_prof, want)
+    key = "ours" if name == "ours" else f"ours/{name}"
+    rec = {"errors": {} if ok else {key: f"wrong result: rel err {rel:.3g} against the fp32 reference"}}
+    rec.update({
+        "batch": B, "tokens": L, "page_size": page, "q_heads": Hq, "kv_heads": Hkv, "head_dim": Dh, "dtype": "bfloat16",
+        "variant": name, "config": {"BLOCK_N": cfg.BLOCK_N, "BLOCK_G": cfg.BLOCK_G, "num_warps": cfg.num_warps,
+                                    "num_stages": cfg.num_stages, "fused_merge": cfg.fused_merge},
+        "num_splits": ns, "split_programs": B * Hkv * ns, "merge_programs": 0 if ns == 1 or cfg.fused_merge else B * Hq,
+        "sms": sms, "rel_error_vs_reference": rel,
+        "profiled_equals_unprofiled": bool(torch.equal(got_plain, got_prof))})
+    del want
+    mode = "simulator (one call)"
+    if gpu:
+        def calls():
+            for _ in range(TRACE_WARM_CALLS):
+                plain()
+            profiled()
+
+        graph = None
+        try:
+            graph = harness.capture_calls(calls, 1, torch.cuda.Stream(), warmup=1)
+            graph.replay()  # the first replay uploads the graph
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            rec["capture_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            graph = None
+            torch.cuda.synchronize()
+        reset_profiler_buffer(buf)
+        if graph is not None:
+            graph.replay()
+            mode = f"CUDA graph: {TRACE_WARM_CALLS} unprofiled calls, then the profiled one"
+        else:
+            calls()
+            mode = f"eager (capture failed): {TRACE_WARM_CALLS} unprofiled calls, then the profiled one"
+        torch.cuda.synchronize()
+        del graph
+    else:
+        reset_profiler_buffer(buf)
+        profiled()
+    rec["mode"] = mode
+    words = buf.detach().cpu().clone()
+    tracks = parse_to_tracks(words)
+    kv_bytes = 2 * B * L * Hkv * Dh * 2
+    rec["kv_bytes"] = kv_bytes
+    rec.update(decode_trace_summary(tracks, TASKS, sms=sms, kv_bytes=kv_bytes))
+    if gpu:  # what the instrumentation costs: the same call with and without the profiler, graph replay
+        k = harness.calls_per_sample(plain, SAMPLE_US)
+        timed = harness.time_interleaved({"unprofiled": plain, "profiled": profiled}, k, 5)
+        rec["call_us"] = {n: round(t, 3) for n, (t, _) in timed.items()}
+        rec["call_graphed"] = {n: g for n, (_, g) in timed.items()}
+    # after every call above (graph replays included) the result is still the first call's, bit for bit (the fused
+    # merge's arrival counters were left at 0 by each launch)
+    rec["repeat_equal"] = bool(torch.equal(plain(), got_plain))
+    if not rec["repeat_equal"]:
+        rec["errors"][key] = "a later call's result differs from the first call's (stale arrival counters?)"
+    base = os.path.join(outdir, f"decode-trace-{stamp}-B{B}-L{L}-{_slug(name)}")
+    title = (f"flash_decode B={B} L={L} Hq={Hq} Hkv={Hkv} D={Dh} page={page} {name}: {ns} splits, "
+             f"{rec['split_programs']} + {rec['merge_programs']} programs")
+    rec["files"] = {"trace": export_to_perfetto_trace(words, TASKS, base + ".json", gather=False, rank=0)}
+    for key, fn in (("gantt", lambda: render_gantt_png(tracks, base + ".png", task_names=TASKS, title=title)),
+                    ("timeline", lambda: render_timeline_png(tracks, base + "-timeline.png", TASKS, title))):
+        try:
+            rec["files"][key] = fn()
+        except Exception as exc:  # noqa: BLE001 (a figure is an extra: the summary is the record)
+            rec["files"][key] = f"not drawn: {type(exc).__name__}: {exc}"[:200]
+    rec["files"]["summary"] = harness.write_json(base + "-summary.json", rec)
+    return rec
+
+
+def trace_lines(rec):
+    head = f"decode-trace B={rec['batch']} L={rec['tokens']} {rec['variant']} ({rec['mode']})"
+    if rec.get("empty"):
+        return [f"{head}: nothing recorded"]
+    sp, mg, pr, tk = rec["split"], rec["merge"], rec.get("programs", {}), rec["tasks"]
+
+    def mean(task):
+        return _g2(tk.get(task, {}).get("mean_us"))
+
+    lines = [head,
+             f"    call {_g2(rec['span_us'])} us: split {_g2(sp and sp['span_us'])} us ({rec['split_programs']} "
+             f"programs), gap {_g2(rec['gap_us'])} us, merge {_g2(mg and mg['span_us'])} us "
+             f"({rec['merge_programs']} programs); after the last store {_g2(rec['tail_after_last_store_us'])} us",
+             f"    per program (mean us): prologue {mean('prologue')}, tokens {mean('tokens')}, store "
+             f"{mean('store')}, merge {mean('merge')}, arrive {mean('arrive')}, fused_merge {mean('fused_merge')}",
+             f"    SMs {pr.get('sms_used')} (idle {rec.get('idle_sms', '-')}), programs/SM "
+             f"{pr.get('programs_per_sm')}, peak {pr.get('peak_per_sm')}/SM {pr.get('peak_running')} in all, "
+             f"waves {pr.get('waves')}, ramp {_g2(pr.get('ramp_us'))} us, drain {_g2(pr.get('drain_us'))} us; "
+             f"K/V over the split span {rec.get('kv_gbs_split', '-')} GB/s"]
+    checks = (f"profiled == unprofiled {rec['profiled_equals_unprofiled']}, last call == first "
+              f"{rec['repeat_equal']}, err vs reference {_g(rec['rel_error_vs_reference'])}")
+    if rec.get("call_us"):
+        lines.append(f"    graph replay us: {rec['call_us']} (profiling's cost); {checks}")
+    else:
+        lines.append(f"    {checks}")
+    if rec["errors"]:
+        lines.append(f"    FAILED: {rec['errors']}")
+    return lines
 
 
 # -------------------------------------------------------------------------------------------------- prefill
@@ -551,14 +859,19 @@ def _g2(v):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)} (default "
-                                                           f"all; decode and prefill need a single process)")
+    ap.add_argument("--only", default=None, help=f"comma-separated parts of {', '.join(PARTS)} (default all, none "
+                                                f"with --decode-trace; decode and prefill need a single process)")
     ap.add_argument("--decode-lens", default=None, help="decode tokens per request (default 32768,131072)")
     ap.add_argument("--batches", default=None, help="decode and sp batch sizes (default 1,8)")
     ap.add_argument("--pages", default=None, help="decode page sizes (default 16,1,64; the first is sp's)")
     ap.add_argument("--decode-variants", default=None,
                     help="extra decode columns, comma-separated, each KEY=N[+KEY=N] with KEY in "
-                         f"{', '.join(VARIANT_KEYS)} (e.g. splits=132,block_n=128+stages=4)")
+                         f"{', '.join(VARIANT_KEYS)} (e.g. splits=132,block_n=128+stages=4,fused=1)")
+    ap.add_argument("--decode-trace", default=None, metavar="DIR",
+                    help="profile one steady-state flash_decode call per shape (--decode-lens, default 32768; "
+                         "--batches, default 1,8; the first --pages) for the default launch and each "
+                         "--decode-variants entry: Perfetto JSON, Gantt PNG, timeline PNG and summary JSON into DIR "
+                         "(alone unless --only names parts)")
     ap.add_argument("--prefill-lens", default=None, help="prefill tokens (default 8192,32768)")
     ap.add_argument("--sp-len", type=int, default=None, help=f"sp tokens per request, whole world (default {SP_LEN})")
     ap.add_argument("--ulysses-lens", default=None, help="ulysses tokens per rank (default "
@@ -568,7 +881,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="results folder (default $TRITON_DIST_RESULTS_DIR or "
                                                 "benchmarks/results)")
     args = ap.parse_args(argv)
-    parts = harness.names_arg(ap, "--only", args.only, PARTS, "part")
+    trace_dir = args.decode_trace
+    only = args.only if args.only is not None else ("" if trace_dir else ",".join(PARTS))
+    parts = harness.names_arg(ap, "--only", only, PARTS, "part") if only else []
     t = TINY if args.tiny else {}
     heads = t.get("heads", (HQ, HKV, D))
     dlens = harness.counts_arg(ap, "--decode-lens", args.decode_lens or ",".join(map(str, t.get("decode_lens",
@@ -583,9 +898,16 @@ def main(argv=None):
                                                                                                   ULYSSES_LENS))))
     sp_ag_lens = harness.counts_arg(ap, "--sp-ag-lens", args.sp_ag_lens or ",".join(map(str, t.get("sp_ag_lens",
                                                                                                   SP_AG_LENS))))
+    trace_lens = harness.counts_arg(ap, "--decode-lens", args.decode_lens or ",".join(
+        map(str, t.get("decode_lens", TRACE_LENS)))) if trace_dir else []
+    trace_batches = harness.counts_arg(ap, "--batches", args.batches or ",".join(
+        map(str, t.get("batches", TRACE_BATCHES)))) if trace_dir else []
     for p in pages:
         if p & (p - 1):
             ap.error(f"--pages: {p} is not a power of two")
+    for L in trace_lens:
+        if L % pages[0]:
+            ap.error(f"--decode-lens: {L} is not a multiple of the page size {pages[0]} (--decode-trace)")
     for L in dlens:
         if any(L % p for p in pages):
             ap.error(f"--decode-lens: {L} is not a multiple of every page size")
@@ -593,9 +915,9 @@ def main(argv=None):
     if not gpu and not args.tiny:
         raise SystemExit("bench_attention: no GPU (the simulator): only --tiny runs there (checks, no timing)")
     world_env = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    if gpu and world_env > 1 and ("decode" in parts or "prefill" in parts):
-        raise SystemExit("bench_attention: decode and prefill time one GPU in one process: run them without "
-                         "torchrun (--only decode,prefill), and --only sp,ulysses,sp_ag under torchrun")
+    if gpu and world_env > 1 and ("decode" in parts or "prefill" in parts or trace_dir):
+        raise SystemExit("bench_attention: decode, prefill and --decode-trace use one GPU in one process: run them "
+                         "without torchrun (--only decode,prefill), and --only sp,ulysses,sp_ag under torchrun")
     os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", "1G")
     os.environ.setdefault("TRITON_DIST_SIM_SYMMETRIC_SIZE", "64M")
     from provenance import topology, topology_line
@@ -648,6 +970,26 @@ def main(argv=None):
                     say(line)
                 if gpu:
                     torch.cuda.empty_cache()
+    trace_records = []
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
+        for L in trace_lens:
+            for B in trace_batches:
+                for name, kv in [("ours", None)] + variants:
+                    try:
+                        rec = trace_decode(B, L, pages[0], heads, gpu, trace_dir, stamp, name=name, kv=kv)
+                    except Exception as exc:  # noqa: BLE001 (the other shapes still get their trace)
+                        key = "ours" if name == "ours" else f"ours/{name}"
+                        rec = {"batch": B, "tokens": L, "variant": name,
+                               "errors": {key: f"{type(exc).__name__}: {exc}"[:300]}}
+                        say(f"decode-trace B={B} L={L} {name}: FAILED {rec['errors'][key]}")
+                    else:
+                        for line in trace_lines(rec):
+                            say(line)
+                    rec["part"] = "decode-trace"
+                    trace_records.append(rec)
+                    if gpu:
+                        torch.cuda.empty_cache()
     sp_records = []
     if "sp" in parts:
         for B in batches:
@@ -674,8 +1016,8 @@ def main(argv=None):
                 say(line)
             if gpu:
                 torch.cuda.empty_cache()
-    failed = sorted({f"{r['part']}:{n}" for r in records + sp_records + ulysses_records for n in r["errors"]
-                     if n.startswith(("ours", "sp_flash_decode", "pre"))})
+    failed = sorted({f"{r['part']}:{n}" for r in records + sp_records + ulysses_records + trace_records
+                     for n in r["errors"] if n.startswith(("ours", "sp_flash_decode", "pre"))})
     timing = ("CUDA-graph replay of calls_per_sample calls (us; graphed false: eager), interleaved per row, and "
               "eager calls (eager_us); median of samples, max over ranks" if gpu else
               "none: the simulator (CPU), checks only, nothing timed")
@@ -691,6 +1033,14 @@ def main(argv=None):
             doc["graph_failures"] = harness.GRAPH_FAILURES
             path = harness.write_json(os.path.join(harness.results_dir(args.out), f"{name}-{stamp}.json"), doc)
             say(f"bench_attention: wrote {path}")
+        if trace_records:
+            doc = harness.result_header("bench_attention", topo=topo, stamp=stamp, timing=timing,
+                                        parts=["decode-trace"], records=trace_records,
+                                        trace="one profiled flash_decode call per record (triton_dist.tools.profiler; "
+                                              "docs/attention.md, 'Profiling the decode'); times in us from the "
+                                              "device's global timer")
+            path = harness.write_json(os.path.join(trace_dir, f"decode-trace-{stamp}.json"), doc)
+            say(f"bench_attention: wrote {path} and {len(trace_records)} traces beside it")
         for f in harness.GRAPH_FAILURES:
             say(f"bench_attention: graph capture failed: {f['impl']}: {f['error']}")
         if failed:

@@ -52,6 +52,12 @@
 #   scripts/gpu_suite.sh attention-tune one GPU: bench_attention decode at DECODE_LENS / DECODE_BATCHES (default
 #                                       32768 / 1,8), page 16, with DECODE_VARIANTS as extra columns (bench_attention
 #                                       --decode-variants: splits, tile, warps, stages)
+#   scripts/gpu_suite.sh attention-trace one GPU: where a decode call's time goes and the fused merge against the
+#                                       default: bench_attention --decode-trace (one profiled call per shape and
+#                                       launch: Perfetto JSON, Gantt, timeline, summary in $OUT/decode-trace; the
+#                                       default and TRACE_VARIANTS, default fused=1), then the timed A/B (--only
+#                                       decode with DECODE_VARIANTS, default fused=1,splits=32,splits=32+fused=1), both
+#                                       at DECODE_LENS / DECODE_BATCHES (default 32768 / 1,8), page 16
 #   scripts/gpu_suite.sh shared-fullsm  ranks sharing a GPU, kernels of one block per SM (the TP-MoE and sp_ag kernels
 #                                       hung at 2 ranks on one GPU under MPS percentages, 2026-12-06): the SM probe
 #                                       (-m triton_dist.tools.sm_probe), the shared-GPU tier, the TP-MoE tier and
@@ -73,7 +79,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-1}
-PARTS="1|2|3|4|attention-sp|attention-tune|shared-fullsm|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
+PARTS="1|2|3|4|attention-sp|attention-tune|attention-trace|shared-fullsm|coll-host|coll-ll|coll-verify|ll-knobs|coll-sweep|coll-round|coll-final|overlap-tune|overlap-bench|\
 overlap-trace|overlap-round|overlap-ag|overlap-ar|overlap-rs|rs-probe|mega|mega-b8|mega-pf|mega-ab|mega-ab-32b|gemm-quality|moe|moe-tp|moe-bench|moe-ds|attention|changed"
 if [[ "$part" == "-h" || "$part" == "--help" ]]; then
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
@@ -320,6 +326,14 @@ case $part in
       --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \
       --decode-variants "${DECODE_VARIANTS:-splits=33,splits=132,splits=264,stages=4,block_n=128,warps=8}" \
       --out "$OUT" ;;
+  attention-trace)  # one GPU: the decode's timeline (batch 1 at 32K runs at 0.65 of the read ceiling, batch 8 at
+    # 0.96: docs/attention.md), then the fused merge timed against the default, each in one process
+    rec bench_attention_trace 120 "$PY" benchmarks/bench_attention.py --decode-trace "$OUT/decode-trace" --pages 16 \
+      --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \
+      --decode-variants "${TRACE_VARIANTS:-fused=1}" --out "$OUT"
+    rec bench_attention_fused 130 "$PY" benchmarks/bench_attention.py --only decode --pages 16 \
+      --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \
+      --decode-variants "${DECODE_VARIANTS:-fused=1,splits=32,splits=32+fused=1}" --out "$OUT" ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py

@@ -31,8 +31,10 @@ from typing import Optional, Tuple
 import torch
 import triton
 
-from ..kernels.flash_decode import flash_decode_split_kernel, merge_partials_kernel
+from ..kernels.flash_decode import PROFILE_GROUPS, RECORDS_PER_TRACK, flash_decode_split_kernel, \
+    merge_partials_kernel
 from ..kernels.gemm_config import num_sms
+from .. import profiler_layout
 from ..runtime.dtypes import HALF_DTYPES, dtype_names
 from .context import capturing as _capturing
 from .context import check_eager_only, traced_result
@@ -56,11 +58,18 @@ PROGRAMS_PER_SM = 4
 @dataclass(frozen=True)
 class DecodeConfig:
     """Launch choices of :func:`flash_decode`'s split kernel: ``BLOCK_N`` tokens per tile (a power of two >= 16),
-    ``BLOCK_G`` query rows per MMA (a power of two >= 16 and >= the GQA group), warps and pipeline stages."""
+    ``BLOCK_G`` query rows per MMA (a power of two >= 16 and >= the GQA group), warps and pipeline stages.
+
+    ``fused_merge`` (default False; opt-in, not yet measured on a GPU): one launch instead of two. Each split
+    program, after writing its partial, increments an arrival counter of its (request, kv head) (an int32 workspace
+    per device: :func:`arrival_counters`), and the program that arrives last merges that kv head's query rows itself
+    (the merge kernel's math) and resets the counter to 0. Needs more than one split (with one, the split kernel
+    writes ``out`` / ``lse`` itself either way). docs/attention.md, "The fused merge"."""
     BLOCK_N: int
     BLOCK_G: int
     num_warps: int = 4
     num_stages: int = 3
+    fused_merge: bool = False
 
 
 def pick_decode_config(head_dim: int, group: int, *, on_gpu: bool) -> DecodeConfig:
@@ -92,6 +101,56 @@ def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block
     fill = triton.cdiv(PROGRAMS_PER_SM * max(sms, 1), max(batch * num_kv_heads, 1))
     want = max(fill, triton.cdiv(tiles, TARGET_TILES_PER_SPLIT))
     return max(1, min(want, triton.cdiv(tiles, MIN_TILES_PER_SPLIT), MAX_SPLITS))
+
+
+#: the fused merge's arrival counters: one int32 workspace per device (:func:`arrival_counters`)
+_ARRIVALS: dict = {}
+#: workspaces replaced by larger ones, kept alive: a CUDA graph that captured a call still points at its workspace
+_RETIRED_ARRIVALS: list = []
+#: the smallest arrival-counter workspace allocated (requests x kv heads): 4 KiB, so that one serves most shapes
+MIN_ARRIVAL_COUNTERS = 1024
+
+
+def arrival_counters(op: str, device, n: int) -> torch.Tensor:
+    """The fused merge's arrival counters on ``device``: an int32 tensor of at least ``n`` elements that are 0
+    (zeroed when allocated; every fused launch leaves them 0). Cached per device and grown on demand (to the next
+    power of two, at least :data:`MIN_ARRIVAL_COUNTERS`); a replaced workspace is kept alive, since CUDA graphs may
+    hold its address. Growing allocates, which a CUDA-graph capture cannot: inside a capture a call that needs a larger
+    workspace raises RuntimeError (make the call once outside the capture first). One workspace per device: fused
+    calls that may run concurrently on several streams of one device would share counters (not supported)."""
+    device = torch.device(device)
+    buf = _ARRIVALS.get(device)
+    if buf is not None and buf.numel() >= n:
+        return buf
+    if _capturing():
+        raise RuntimeError(f"{op}: the fused merge needs {n} arrival counters on {device} and has "
+                           f"{0 if buf is None else buf.numel()}: they cannot be allocated inside CUDA-graph capture; "
+                           f"make this call (same batch and kv heads, fused_merge) once outside the capture first")
+    if buf is not None:
+        _RETIRED_ARRIVALS.append(buf)
+    buf = torch.zeros((max(MIN_ARRIVAL_COUNTERS, triton.next_power_of_2(n)), ), dtype=torch.int32, device=device)
+    _ARRIVALS[device] = buf
+    return buf
+
+
+#: the fused merge's register budget: elements of one step's ``[rows, splits, D]`` fp32 partials (32 a thread at
+#: 4 warps), so that the merge after the token loop does not raise the split kernel's register count much
+FUSED_MERGE_STEP_ELEMS = 4096
+
+
+def _fused_merge_blocks(group: int, D: int, num_splits: int) -> dict:
+    """The fused merge's tiles (``kernels.flash_decode.merge_lse_group``): all ``group`` rows at once (a power of two
+    >= the group), the LSE maximum over up to 1,024 / rows splits a step, the weighted sum over as many splits as
+    :data:`FUSED_MERGE_STEP_ELEMS` allows (1 to 16)."""
+    rows = triton.next_power_of_2(max(group, 1))
+    splits = triton.next_power_of_2(max(num_splits, 1))
+    return {"BLOCK_GM": rows, "MERGE_BLOCK_SM": min(splits, max(1, 1024 // rows)),
+            "MERGE_BLOCK_S": min(splits, 16, max(1, FUSED_MERGE_STEP_ELEMS // (rows * D)))}
+
+
+def _merge_block_s(num_parts: int, on_gpu: bool) -> int:
+    """Partials a merge step reads at once (the merge kernel's and the fused merge's ``BLOCK_S``)."""
+    return min(triton.next_power_of_2(num_parts), 16 if on_gpu else 8)
 
 
 def _is_pow2(n: int) -> bool:
@@ -184,7 +243,7 @@ def _check_out(op: str, out, shape, dtypes, device) -> None:
 
 def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[float] = None,
                  num_splits: Optional[int] = None, out=None, return_lse: bool = True, check_lens: bool = True,
-                 config: Optional[DecodeConfig] = None, lse=None):
+                 config: Optional[DecodeConfig] = None, lse=None, profiler_buffer=None):
     """Decode attention of one query token per request over a paged KV cache (the layout and the exact semantics
     of ``out`` / ``lse``: module docstring); returns ``(out [B, Hq, D], lse [B, Hq])``, or ``out`` alone with
     ``return_lse=False``. ``out`` has ``q``'s dtype (bf16 / fp16; fp32 inside), ``lse`` is float32, natural log of
@@ -197,7 +256,9 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     Executed on ``q``'s device by two launches: the split kernel, one program per (request, kv head, split), each
     split a contiguous range of the request's tokens (all the kv head's query heads at once), writing a partial
     output and LSE to a workspace allocated per call; then the merge of the splits
-    (:func:`merge_attention_partials`' kernel). With one split the first launch writes ``out`` and ``lse`` itself.
+    (:func:`merge_attention_partials`' kernel). With one split the first launch writes ``out`` and ``lse`` itself;
+    with ``config.fused_merge`` (opt-in, :class:`DecodeConfig`) the last split of each (request, kv head) merges
+    them in the same launch (one launch in all).
     ``num_splits`` (default :func:`pick_num_splits` from the batch, the kv heads, ``max_pages * page_size`` and the
     device's SMs: splits of about 2,048 tokens of the longest possible request) fixes the splits per request; splits
     past a request's tokens do nothing.
@@ -209,8 +270,14 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     instead of :func:`pick_decode_config`'s. ``out``: a ``[B, Hq, D]`` tensor of ``q``'s dtype, or float32 (the
     partial kept unrounded, e.g. to merge it with other partials later: :func:`triton_dist.ops.attention_sp.
     sp_flash_decode`), to write (unit stride along D); ``lse``: a contiguous ``[B, Hq]`` float32 tensor to write the
-    LSE into (default: a new one). Raises ValueError on bad input before any launch. Under torch.compile the call is the registered
-    ``torch.ops.triton_dist.flash_decode`` (``config`` is refused there; ``out`` receives a copy)."""
+    LSE into (default: a new one). ``profiler_buffer`` (default None: no profiling, nothing recorded or emitted): a
+    profiler buffer (``triton_dist.tools.profiler.alloc_profiler_buffer(decode_profile_slots(q, k_cache,
+    block_table, ...))``, reset before the call) into which both launches record their programs' tasks
+    (``triton_dist.kernels.flash_decode.TASKS``: group 0 of the buffer's tracks the split kernel, group 1 the merge;
+    docs/attention.md, "Profiling the decode"); it must be a 1-D int64 tensor on ``q``'s device with room for
+    :func:`decode_profile_slots` records. Raises ValueError on bad input before any launch. Under torch.compile the
+    call is the registered ``torch.ops.triton_dist.flash_decode`` (``config`` and ``profiler_buffer`` are refused
+    there; ``out`` receives a copy)."""
     op = "flash_decode"
     check_decode_operands(op, q, k_cache, v_cache, block_table, seq_lens)
     B, Hq, D = q.shape
@@ -226,20 +293,15 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
         raise ValueError(f"{op}: lse must be a contiguous float32 [{B}, {Hq}] tensor on {q.device}, got "
                          f"{getattr(lse, 'dtype', type(lse).__name__)} {tuple(getattr(lse, 'shape', ()))}")
     if torch.compiler.is_compiling():  # num_splits 0: the op picks (it reads the device's SM count)
-        check_eager_only(op, config=config)
+        check_eager_only(op, config=config, profiler_buffer=profiler_buffer)
         res_out, res_lse = torch.ops.triton_dist.flash_decode(q, k_cache, v_cache, block_table, seq_lens, scale,
                                                               num_splits or 0)
         res_out = traced_result(res_out, out)
         res_lse = traced_result(res_lse, lse)
         return (res_out, res_lse) if return_lse else res_out
-    cfg = config or pick_decode_config(D, Hq // Hkv, on_gpu=q.device.type == "cuda")
-    G = Hq // Hkv
-    if not (_is_pow2(cfg.BLOCK_N) and cfg.BLOCK_N >= 16 and _is_pow2(cfg.BLOCK_G) and cfg.BLOCK_G >= max(16, G)):
-        raise ValueError(f"{op}: config {cfg}: BLOCK_N and BLOCK_G must be powers of two >= 16, BLOCK_G >= the GQA "
-                         f"group {G}")
+    cfg, num_splits = _launch_plan(op, q, k_cache, block_table, num_splits, config)
     max_len = block_table.shape[1] * page_size
-    if num_splits is None:
-        num_splits = pick_num_splits(B, Hkv, max_len, num_sms(q.device), cfg.BLOCK_N)
+    prof = _profile_args(op, profiler_buffer, q, Hkv, num_splits)
     if check_lens and not _capturing():
         check_decode_lens(op, seq_lens, block_table, page_size, num_pages)
 
@@ -250,6 +312,10 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     if B == 0:
         return (out, lse) if return_lse else out
     direct = num_splits == 1
+    fused = {}
+    if cfg.fused_merge and not direct:  # before any allocation or launch: inside a capture it may raise
+        fused = {"counters_ptr": arrival_counters(op, q.device, B * Hkv), "FUSED_MERGE": True,
+                 **_fused_merge_blocks(Hq // Hkv, D, num_splits)}
     if direct:
         part_out, part_lse = out, lse  # unused by the kernel
     else:
@@ -260,26 +326,87 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
         num_splits, block_table.shape[1], num_pages, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
         out.stride(0), out.stride(1), G=Hq // Hkv, BLOCK_G=cfg.BLOCK_G, D=D, PAGE=page_size, BLOCK_N=cfg.BLOCK_N,
-        DIRECT=direct, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    if not direct:
+        DIRECT=direct, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **fused, **prof)
+    if not direct and not fused:
         _launch_merge(part_out, part_lse, out, lse, seq_lens, num_parts=num_splits, heads=Hq, D=D,
                       part_strides=(D, Hq * num_splits * D, num_splits * D),
                       lse_strides=(1, Hq * num_splits, num_splits), from_splits=True, max_len=max_len,
-                      split_block_n=cfg.BLOCK_N)
+                      split_block_n=cfg.BLOCK_N, prof=prof)
     return (out, lse) if return_lse else out
 
 
+def _launch_plan(op: str, q, k_cache, block_table, num_splits: Optional[int], config: Optional[DecodeConfig]):
+    """``(config, num_splits)`` of a :func:`flash_decode` call whose operands passed the shape checks: ``config``
+    or :func:`pick_decode_config`'s (checked), ``num_splits`` or :func:`pick_num_splits`'."""
+    B, Hq, D = q.shape
+    _, page_size, Hkv, _ = k_cache.shape
+    G = Hq // Hkv
+    cfg = config or pick_decode_config(D, G, on_gpu=q.device.type == "cuda")
+    if not (_is_pow2(cfg.BLOCK_N) and cfg.BLOCK_N >= 16 and _is_pow2(cfg.BLOCK_G) and cfg.BLOCK_G >= max(16, G)):
+        raise ValueError(f"{op}: config {cfg}: BLOCK_N and BLOCK_G must be powers of two >= 16, BLOCK_G >= the GQA "
+                         f"group {G}")
+    if not isinstance(cfg.fused_merge, bool):
+        raise ValueError(f"{op}: config {cfg}: fused_merge must be a bool, got {cfg.fused_merge!r}")
+    if num_splits is None:
+        num_splits = pick_num_splits(B, Hkv, block_table.shape[1] * page_size, num_sms(q.device), cfg.BLOCK_N)
+    return cfg, num_splits
+
+
+def _profile_blocks(batch: int, num_kv_heads: int, num_splits: int, group: int) -> int:
+    """Tracks per profiler group of a call: the larger grid of the two launches (split: ``B * Hkv * num_splits``
+    programs, merge: ``B * Hq = B * Hkv * G``)."""
+    return max(1, batch * num_kv_heads * max(num_splits, group))
+
+
+def decode_profile_slots(q, k_cache, block_table, *, num_splits: Optional[int] = None,
+                         config: Optional[DecodeConfig] = None) -> int:
+    """The record slots that :func:`flash_decode`'s ``profiler_buffer`` needs for a call with these operands and
+    launch choices (the same ``num_splits`` / ``config`` as the call): ``alloc_profiler_buffer(decode_profile_slots(
+    q, k_cache, block_table))``. Two groups (split, merge) of as many tracks as the larger launch's grid, each
+    track room for :data:`~triton_dist.kernels.flash_decode.RECORDS_PER_TRACK` records. Reads shapes only."""
+    op = "decode_profile_slots"
+    for name, t, dims in (("q", q, 3), ("k_cache", k_cache, 4), ("block_table", block_table, 2)):
+        if not isinstance(t, torch.Tensor) or t.dim() != dims:
+            raise ValueError(f"{op}: {name} must be a {dims}-D torch.Tensor (flash_decode's operand), got "
+                             f"{getattr(t, 'shape', type(t).__name__)}")
+    B, Hq, _ = q.shape
+    Hkv = k_cache.shape[2]
+    if Hkv < 1 or Hq % Hkv:
+        raise ValueError(f"{op}: Hq={Hq} query heads must be a positive multiple of the caches' Hkv={Hkv} kv heads")
+    _, num_splits = _launch_plan(op, q, k_cache, block_table, num_splits, config)
+    return RECORDS_PER_TRACK * PROFILE_GROUPS * _profile_blocks(B, Hkv, num_splits, Hq // Hkv)
+
+
+def _profile_args(op: str, profiler_buffer, q, Hkv: int, num_splits: int) -> dict:
+    """The profiling keywords of both launches (none without a buffer: the kernels' defaults, profiling off), after
+    checking the buffer (ValueError)."""
+    if profiler_buffer is None:
+        return {}
+    B, Hq, _ = q.shape
+    blocks = _profile_blocks(B, Hkv, num_splits, Hq // Hkv)
+    need = profiler_layout.HEADER_WORDS + profiler_layout.WORDS_PER_RECORD * RECORDS_PER_TRACK * PROFILE_GROUPS * \
+        blocks
+    if not isinstance(profiler_buffer, torch.Tensor) or profiler_buffer.dtype != torch.int64 or \
+            profiler_buffer.dim() != 1 or profiler_buffer.device != q.device or profiler_buffer.numel() < need:
+        raise ValueError(f"{op}: profiler_buffer must be a 1-D int64 tensor on {q.device} of at least {need} words "
+                         f"(alloc_profiler_buffer(decode_profile_slots(q, k_cache, block_table, ...))), got "
+                         f"{getattr(profiler_buffer, 'dtype', type(profiler_buffer).__name__)} "
+                         f"{tuple(getattr(profiler_buffer, 'shape', ()))}"
+                         f"{' on ' + str(profiler_buffer.device) if isinstance(profiler_buffer, torch.Tensor) else ''}")
+    return {"prof_ptr": profiler_buffer, "prof_blocks": blocks, "PROFILE": True}
+
+
 def _launch_merge(parts, lses, out, lse, seq_lens, *, num_parts: int, heads: int, D: int, part_strides, lse_strides,
-                  from_splits: bool, max_len: int = 0, split_block_n: int = 16) -> None:
+                  from_splits: bool, max_len: int = 0, split_block_n: int = 16, prof=None) -> None:
     B = out.shape[0]
     if B * heads == 0:
         return
-    on_gpu = out.device.type == "cuda"
-    block_s = min(triton.next_power_of_2(num_parts), 16 if on_gpu else 8)
+    block_s = _merge_block_s(num_parts, out.device.type == "cuda")
     merge_partials_kernel[(B * heads, )](
         parts, lses, out, lse, seq_lens if seq_lens is not None else lse, num_parts, heads, D, max_len,
         *part_strides, *lse_strides, out.stride(0), out.stride(1), BLOCK_S=block_s,
-        BLOCK_D=triton.next_power_of_2(D), FROM_SPLITS=from_splits, SPLIT_BLOCK_N=split_block_n, num_warps=4)
+        BLOCK_D=triton.next_power_of_2(D), FROM_SPLITS=from_splits, SPLIT_BLOCK_N=split_block_n, num_warps=4,
+        **(prof or {}))
 
 
 def check_merge_operands(op: str, outs, lses) -> None:
@@ -359,5 +486,5 @@ def flash_decode_reference(q, k_cache, v_cache, block_table, seq_lens, *, scale:
 
 
 __all__ = ["DecodeConfig", "flash_decode", "merge_attention_partials", "flash_decode_reference", "pick_num_splits",
-           "pick_decode_config", "check_decode_operands", "check_decode_lens", "check_merge_operands",
-           "DECODE_HEAD_DIMS", "MERGE_DTYPES"]
+           "decode_profile_slots", "arrival_counters", "pick_decode_config", "check_decode_operands",
+           "check_decode_lens", "check_merge_operands", "DECODE_HEAD_DIMS", "MERGE_DTYPES"]
