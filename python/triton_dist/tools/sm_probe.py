@@ -35,10 +35,11 @@ from triton_dist.runtime.device_info import rank_sm_count
 
 
 @triton_dist.jit
-def k_sm_probe(smids, starts, ends, spin, a_ptr, b_ptr, c_ptr, K0):
-    """Record this block's SM and its start / end clock; spin ``spin`` ticks. A pipelined 128x64 @ 64x256 bf16 dot
-    loop over ``K0`` (0: no iteration) reserves most of an SM's shared memory, so at most one block fits an SM."""
-    pid = tl.program_id(0)
+def occupy_most_shared_memory(a_ptr, b_ptr, c_ptr, K0):
+    """Make the calling block hold most of an SM's shared memory, so that at most one such block fits an SM: a
+    software-pipelined 128x64 @ 64x256 bf16 dot loop over ``K0`` columns (call it with ``K0`` = 0 at run time: it
+    runs no iteration, but its stage buffers, ``num_stages`` x 48 KiB, are allocated for the whole block). Also
+    used by test_gpu_shared_gpu.py's full-SM cross-rank barrier."""
     offs_m = tl.arange(0, 128)
     offs_n = tl.arange(0, 256)
     offs_k = tl.arange(0, 64)
@@ -49,6 +50,14 @@ def k_sm_probe(smids, starts, ends, spin, a_ptr, b_ptr, c_ptr, K0):
         acc = tl.dot(a, b, acc)
     if K0 > 0:
         tl.store(c_ptr + offs_m[:, None] * 256 + offs_n[None, :], acc)
+
+
+@triton_dist.jit
+def k_sm_probe(smids, starts, ends, spin, a_ptr, b_ptr, c_ptr, K0):
+    """Record this block's SM and its start / end clock; spin ``spin`` ticks. :func:`occupy_most_shared_memory`
+    (``K0`` = 0) makes it one block per SM."""
+    pid = tl.program_id(0)
+    occupy_most_shared_memory(a_ptr, b_ptr, c_ptr, K0)
     t0 = timestamp()
     now = t0
     while now - t0 < spin:

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.gpu
 import triton_dist  # noqa: E402
 import triton_dist.language as dl  # noqa: E402
 import triton_dist.utils as U  # noqa: E402
+from triton_dist.tools.sm_probe import occupy_most_shared_memory  # noqa: E402
 
 from _torchrun_shmem import DEVICE, RANK, WORLD, run_logged_child, shmem_barrier, shmem_group  # noqa: E402
 
@@ -49,21 +50,11 @@ def k_cross_rank_grid_barrier(counter, arrived, rounds, WORLD: tl.constexpr):
 
 @triton_dist.jit
 def k_cross_rank_grid_barrier_full_sm(counter, arrived, rounds, a_ptr, b_ptr, c_ptr, K0, WORLD: tl.constexpr):
-    """:func:`k_cross_rank_grid_barrier` in a block that owns most of an SM's shared memory: a software-pipelined
-    128x64 @ 64x256 bf16 dot loop over ``K0`` columns (0 at run time: it runs no iteration, but its stage buffers,
-    ``num_stages`` x 48 KiB, are allocated for the whole block), so at most one block fits an SM."""
+    """:func:`k_cross_rank_grid_barrier` in a block that owns most of an SM's shared memory
+    (:func:`~triton_dist.tools.sm_probe.occupy_most_shared_memory`, ``K0`` = 0), so at most one block fits an SM."""
     pid = tl.program_id(0)
     n = tl.num_programs(0)
-    offs_m = tl.arange(0, 128)
-    offs_n = tl.arange(0, 256)
-    offs_k = tl.arange(0, 64)
-    acc = tl.zeros((128, 256), dtype=tl.float32)
-    for k in range(0, K0, 64):
-        a = tl.load(a_ptr + offs_m[:, None] * K0 + (k + offs_k)[None, :])
-        b = tl.load(b_ptr + (k + offs_k)[:, None] * 256 + offs_n[None, :])
-        acc = tl.dot(a, b, acc)
-    if K0 > 0:
-        tl.store(c_ptr + offs_m[:, None] * 256 + offs_n[None, :], acc)
+    occupy_most_shared_memory(a_ptr, b_ptr, c_ptr, K0)
     for r in range(0, rounds):
         for peer in tl.static_range(WORLD):
             dl.notify(counter + r, peer, 1, "add", "intra_node")
