@@ -72,9 +72,8 @@ def test_auto_never_picks_nccl_without_nccl(monkeypatch):
 
 
 # ---- the SM-share check ----------------------------------------------------------------------------------------
-def _rec(rank, sms, phys=132, pct=None, gpu="GPU-a", host="h", mps="client"):
-    return {"rank": rank, "gpu": gpu, "device": 0, "sms": sms, "physical_sms": phys, "mps_percent": pct,
-            "mps": mps, "host": host}
+def _rec(rank, sms, gpu="GPU-a", host="h", mps="client"):
+    return {"rank": rank, "gpu": gpu, "device": 0, "sms": sms, "mps": mps, "host": host}
 
 
 def test_sm_shares_that_fit_pass():
@@ -82,7 +81,7 @@ def test_sm_shares_that_fit_pass():
     assert shared_gpu.check_sm_shares([_rec(0, 132), _rec(1, 132)]) == {"h/GPU-a": [0, 1]}
     assert shared_gpu.check_sm_shares([_rec(r, 132) for r in range(4)]) == {"h/GPU-a": [0, 1, 2, 3]}
     # a caller's limit, the same for every rank: one pool of 66 SMs, shared
-    assert shared_gpu.check_sm_shares([_rec(0, 66, pct=50), _rec(1, 66, pct=50)])
+    assert shared_gpu.check_sm_shares([_rec(0, 66), _rec(1, 66)])
     # one rank per GPU: the whole GPU each, nothing to check (no MPS status needed)
     assert len(shared_gpu.check_sm_shares([_rec(0, 132, gpu="a", mps=None), _rec(1, 132, gpu="b", mps=None)])) == 2
     # the same GPU id on two hosts is two GPUs
@@ -103,7 +102,7 @@ def test_sm_shares_that_cannot_be_resident_are_refused():
         shared_gpu.check_sm_shares([_rec(r, 132, mps=None) for r in range(4)])
     # different pools (different MPS limits): a rank with the larger pool could fill the smaller one
     with pytest.raises(RuntimeError, match=r"different SM counts \(rank 0: 132, rank 1: 66;.*cannot all be resident"):
-        shared_gpu.check_sm_shares([_rec(0, 132), _rec(1, 66, pct=50)])
+        shared_gpu.check_sm_shares([_rec(0, 132), _rec(1, 66)])
     # fewer SMs than ranks
     with pytest.raises(RuntimeError, match="fewer SMs than ranks"):
         shared_gpu.check_sm_shares([_rec(r, 2) for r in range(4)])

@@ -186,23 +186,16 @@ def physical_sm_count(device_index: int) -> Optional[int]:
 
 def local_gpu_record(rank: int, device_index: int) -> Dict[str, object]:
     """What this rank tells the others about its GPU for :func:`check_sm_shares`: the GPU's identity (UUID, else
-    PCI address), the SMs this rank's context has, the GPU's physical SM count (None if unknown), the MPS
-    active-thread percentage from the environment (None if unset) and, where ranks share GPUs
-    (``TRITON_DIST_RANKS_PER_GPU`` > 1) and the check is on, :func:`mps_client_status` (None otherwise: a child
-    job outside MPS with the check off does not wait for a daemon that is not there). Needs a GPU."""
+    PCI address), the SMs this rank's context has and, where ranks share GPUs (``TRITON_DIST_RANKS_PER_GPU`` > 1)
+    and the check is on, :func:`mps_client_status` (None otherwise: a child job outside MPS with the check off does
+    not wait for a daemon that is not there). Needs a GPU."""
     import torch
 
     torch.empty(1, device=torch.device("cuda", device_index))  # the CUDA context exists: an MPS client by now
     props = torch.cuda.get_device_properties(device_index)
     uuid = str(getattr(props, "uuid", "") or "")
     gpu = uuid or f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
-    pct = os.environ.get(MPS_PERCENT_ENV)
-    try:
-        pct_value = int(pct) if pct not in (None, "") else None
-    except ValueError:
-        pct_value = None
     return {"rank": int(rank), "gpu": gpu, "device": int(device_index), "sms": int(props.multi_processor_count),
-            "physical_sms": physical_sm_count(device_index), "mps_percent": pct_value,
             "mps": mps_client_status() if ranks_per_gpu() > 1 and share_check_enabled() else None,
             "host": os.uname().nodename}
 
