@@ -40,6 +40,11 @@ W_GRID = 2
 W_TICKS = 3
 
 
+def words_for_slots(max_num_profile_slots: int) -> int:
+    """Buffer length in 64-bit words for ``max_num_profile_slots`` records (shared by all tracks)."""
+    return HEADER_WORDS + WORDS_PER_RECORD * int(max_num_profile_slots)
+
+
 def capacity_per_track(total_words: int, num_tracks: int) -> int:
     """Record slots each track owns in a buffer of ``total_words`` words shared by ``num_tracks`` tracks."""
     if num_tracks <= 0:

@@ -149,7 +149,8 @@ def _fused_merge_blocks(group: int, D: int, num_splits: int) -> dict:
 
 
 def _merge_block_s(num_parts: int, on_gpu: bool) -> int:
-    """Partials a merge step reads at once (the merge kernel's and the fused merge's ``BLOCK_S``)."""
+    """Partials a step of the merge kernel reads at once (its ``BLOCK_S``; the fused merge sizes its own steps:
+    :func:`_fused_merge_blocks`)."""
     return min(triton.next_power_of_2(num_parts), 16 if on_gpu else 8)
 
 
@@ -358,6 +359,11 @@ def _profile_blocks(batch: int, num_kv_heads: int, num_splits: int, group: int) 
     return max(1, batch * num_kv_heads * max(num_splits, group))
 
 
+def _profile_slots(blocks: int) -> int:
+    """Record slots of a call whose profiler groups have ``blocks`` tracks each."""
+    return RECORDS_PER_TRACK * PROFILE_GROUPS * blocks
+
+
 def decode_profile_slots(q, k_cache, block_table, *, num_splits: Optional[int] = None,
                          config: Optional[DecodeConfig] = None) -> int:
     """The record slots that :func:`flash_decode`'s ``profiler_buffer`` needs for a call with these operands and
@@ -374,7 +380,7 @@ def decode_profile_slots(q, k_cache, block_table, *, num_splits: Optional[int] =
     if Hkv < 1 or Hq % Hkv:
         raise ValueError(f"{op}: Hq={Hq} query heads must be a positive multiple of the caches' Hkv={Hkv} kv heads")
     _, num_splits = _launch_plan(op, q, k_cache, block_table, num_splits, config)
-    return RECORDS_PER_TRACK * PROFILE_GROUPS * _profile_blocks(B, Hkv, num_splits, Hq // Hkv)
+    return _profile_slots(_profile_blocks(B, Hkv, num_splits, Hq // Hkv))
 
 
 def _profile_args(op: str, profiler_buffer, q, Hkv: int, num_splits: int) -> dict:
@@ -384,8 +390,7 @@ def _profile_args(op: str, profiler_buffer, q, Hkv: int, num_splits: int) -> dic
         return {}
     B, Hq, _ = q.shape
     blocks = _profile_blocks(B, Hkv, num_splits, Hq // Hkv)
-    need = profiler_layout.HEADER_WORDS + profiler_layout.WORDS_PER_RECORD * RECORDS_PER_TRACK * PROFILE_GROUPS * \
-        blocks
+    need = profiler_layout.words_for_slots(_profile_slots(blocks))
     if not isinstance(profiler_buffer, torch.Tensor) or profiler_buffer.dtype != torch.int64 or \
             profiler_buffer.dim() != 1 or profiler_buffer.device != q.device or profiler_buffer.numel() < need:
         raise ValueError(f"{op}: profiler_buffer must be a 1-D int64 tensor on {q.device} of at least {need} words "

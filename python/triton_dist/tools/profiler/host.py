@@ -45,11 +45,6 @@ def _default_device():
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def words_for_slots(max_num_profile_slots: int) -> int:
-    """Buffer length in 64-bit words for ``max_num_profile_slots`` records (shared by all tracks)."""
-    return layout.HEADER_WORDS + layout.WORDS_PER_RECORD * int(max_num_profile_slots)
-
-
 def alloc_profiler_buffer(max_num_profile_slots: int, device=None):
     """A zero-initialised profiler buffer (``torch.int64``) with room for ``max_num_profile_slots`` records in total
     (split evenly between the tracks of the kernel that uses it). ``device`` defaults to the current CUDA device, or
@@ -59,7 +54,7 @@ def alloc_profiler_buffer(max_num_profile_slots: int, device=None):
     n = int(max_num_profile_slots)
     if n <= 0:
         raise ValueError(f"alloc_profiler_buffer: max_num_profile_slots={max_num_profile_slots!r} must be > 0")
-    buf = torch.empty(words_for_slots(n), dtype=torch.int64, device=device if device is not None else _default_device())
+    buf = torch.empty(layout.words_for_slots(n), dtype=torch.int64, device=device if device is not None else _default_device())
     return reset_profiler_buffer(buf)
 
 
