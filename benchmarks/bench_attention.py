@@ -299,16 +299,24 @@ def _stats_us(values):
             "max_us": _us(v[-1]), "total_us": _us(sum(v))}
 
 
-def _concurrency(intervals):
-    """``(peak, first_peak_ns)`` of ``[(start, end)]``: the most intervals open at once and when that was first
-    reached (an interval ending at ``t`` is closed before one starting at ``t`` opens)."""
+def _open_counts(intervals):
+    """``[(t, open)]`` of ``[(start, end)]``: after each start or end, in time order, how many intervals are open
+    (an interval ending at ``t`` is closed before one starting at ``t`` opens)."""
     events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    cur = peak = 0
-    when = None
+    out, cur = [], 0
     for t, d in events:
         cur += d
-        if cur > peak:
-            peak, when = cur, t
+        out.append((t, cur))
+    return out
+
+
+def _concurrency(intervals):
+    """``(peak, first_peak_ns)`` of ``[(start, end)]``: the most intervals open at once and when that was first
+    reached (:func:`_open_counts`)."""
+    peak, when = 0, None
+    for t, n in _open_counts(intervals):
+        if n > peak:
+            peak, when = n, t
     return peak, when
 
 
@@ -398,13 +406,9 @@ def render_timeline_png(tracks, path, task_names, title):
     t0 = min(x.start_ns for x in tasks)
     fig, ax = plt.subplots(figsize=(10, 3.6))
     for tt in sorted({x.task_type for x in tasks}):
-        ev = sorted([(x.start_ns, 1) for x in tasks if x.task_type == tt] +
-                    [(x.end_ns, -1) for x in tasks if x.task_type == tt], key=lambda e: (e[0], e[1]))
-        xs, ys, cur = [0.0], [0], 0
-        for t, d in ev:
-            cur += d
-            xs.append((t - t0) / 1000.0)
-            ys.append(cur)
+        steps = _open_counts([(x.start_ns, x.end_ns) for x in tasks if x.task_type == tt])
+        xs = [0.0] + [(t - t0) / 1000.0 for t, _ in steps]
+        ys = [0] + [n for _, n in steps]
         ax.step(xs, ys, where="post", label=task_names[tt] if tt < len(task_names) else f"task_{tt}", linewidth=1)
     for group, colour in ((0, "tab:blue"), (1, "tab:orange")):
         grp = [x for tr in tracks if tr.group_id == group for x in tr.tasks]
