@@ -21,6 +21,7 @@ mkdir -p "$TRITON_CACHE_DIR"
 echo "cache entries at start: $(ls "$TRITON_CACHE_DIR" | wc -l); $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"
 R=$OUT/run
 mkdir -p "$R"
+touch "$R/.start"
 for spec in "$@"; do
   IFS=: read -r np part budget <<< "$spec"
   left=$(( TOTAL_S - ($(date +%s) - T0) - 15 ))
@@ -30,5 +31,9 @@ for spec in "$@"; do
   NPROC=$np OUT=$R/$part-np$np SUITE_BUDGET_S=$budget scripts/gpu_suite.sh "$part" 2>&1 | grep -v '^total\|^d\|^-'
 done
 echo "cache entries at end: $(ls "$TRITON_CACHE_DIR" | wc -l)"
+# the call's new cache entries in the order they were written (epoch seconds, key, file): when each kernel finished
+# compiling, i.e. where a cold step's time went
+find "$TRITON_CACHE_DIR" -mindepth 2 -maxdepth 2 -name '*.json' -newer "$R/.start" -printf '%T@ %h %f\n' 2>/dev/null \
+  | sed "s|$TRITON_CACHE_DIR/||" | sort -n > "$R/cache-new.txt"
 ( cd "$OUT" && tar czf run.tgz run && rm -rf run )
 ls -la "$OUT"

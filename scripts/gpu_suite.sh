@@ -148,9 +148,12 @@ tier() {  # tier NAME TIMEOUT_S TESTFILE [PYTEST ARGS...]
   # fused kernels hung that way on 2026-12-06 and left nothing to read); benchmarks keep unbounded waits. Output is
   # uncaptured (-s: a kernel's device print reaches the log even when the rank dies before pytest's summary, as
   # both ranks did in NVSHMEM's teardown after a trap, 2026-12-06) and each failure is reported the moment it
-  # happens (TRITON_DIST_REPORT_FAILURES_NOW, test/python/conftest.py)
+  # happens (TRITON_DIST_REPORT_FAILURES_NOW, test/python/conftest.py; rank 0 also prints "[done] OUTCOME SECONDS
+  # NODEID" per test). TIER_PYTEST_ARGS (word-split) go to every tier's pytest, e.g. "--deselect NODEID ..." to go on
+  # where a cut run stopped (a recording pass; the evidence of a tier is one whole pass)
   TRITON_DIST_REPORT_FAILURES_NOW=1 TRITON_DIST_BOUNDED_WAIT=${TRITON_DIST_BOUNDED_WAIT:-${TIER_BOUNDED_WAIT_MS:-120000}} \
-    rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -s -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}"
+    rec "$1" "$2" torchrun --nproc_per_node "$NP" -m pytest -s -rA --durations=12 -p no:cacheprovider -m gpu --collect-gpu "${@:3}" \
+    ${TIER_PYTEST_ARGS:-}
 }
 # mega-ab's candidates as bench_mega --variant arguments, into the array "variants" (MEGA_VARIANTS overrides the
 # list; "all3" is the three candidates together): the early L2 prefetch of the GEMV after attention at 32 MiB, the split's loads ahead of its

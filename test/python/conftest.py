@@ -163,10 +163,19 @@ REPORT_FAILURES_NOW_ENV = "TRITON_DIST_REPORT_FAILURES_NOW"
 
 def pytest_runtest_logreport(report):
     """With ``TRITON_DIST_REPORT_FAILURES_NOW=1`` (the GPU suite's tiers set it): a failure's report goes to the
-    process's stderr the moment it happens, not only in the session summary -- a kernel that later hangs the rank
+    process's stderr the moment it happens, not only in the session summary, and rank 0 prints a ``[done]`` line
+    with the outcome and duration of each finished test -- a kernel that later hangs the rank
     or kills it in a library's teardown (2026-12-06: both, on a shared GPU) would otherwise take every message of
     the session with it."""
-    if report.failed and os.environ.get(REPORT_FAILURES_NOW_ENV, "") not in ("", "0"):
-        rank = os.environ.get("RANK", "?")
+    if os.environ.get(REPORT_FAILURES_NOW_ENV, "") in ("", "0"):
+        return
+    rank = os.environ.get("RANK", "?")
+    if report.failed:
         sys.__stderr__.write(f"\n[rank {rank}] FAILED {report.nodeid} ({report.when}):\n{report.longreprtext}\n")
+        sys.__stderr__.flush()
+    elif rank in ("0", "?") and (report.when == "call" or report.skipped):
+        # one line per finished test from the first rank, with its duration: a step cut at its time limit prints no
+        # summary and no --durations, and this is where its time went (2026-12-05: the overlap tier, cut after 9
+        # of 79 tests, told nothing of it). The "[done]" lines also list what a later run may deselect.
+        sys.__stderr__.write(f"\n[done] {report.outcome} {report.duration:.1f}s {report.nodeid}\n")
         sys.__stderr__.flush()

@@ -169,3 +169,37 @@ def test_gpu_tier_calls_bind_to_the_library_signatures(tmp_path):
     assert [(line, what) for line, what, _ in got] == [(3, "g.select_matmul_launch"), (4, "g.build_gemm_table"),
                                                         (5, "g.no_such_function")], got
     assert "num_sms" in got[0][2]
+
+
+def test_tier_progress_lines_name_each_test_its_outcome_and_duration(tmp_path):
+    """The GPU suite's tiers run with ``TRITON_DIST_REPORT_FAILURES_NOW=1`` (conftest.py): rank 0 prints one
+    ``[done] OUTCOME SECONDS NODEID`` line per finished test and every rank its failures at once, so a step cut at
+    its limit still tells where its time went and which tests a later run may deselect."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    shutil.copy(os.path.join(here, "conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_progress_probe.py").write_text(
+        "import pytest\n"
+        "def test_ok():\n    pass\n"
+        "def test_bad():\n    assert 1 == 2, 'wrong on purpose'\n"
+        "@pytest.mark.skip(reason='not here')\n"
+        "def test_skipped():\n    pass\n")
+    env = dict(os.environ, TRITON_DIST_REPORT_FAILURES_NOW="1", RANK="0")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          "test_progress_probe.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    done = [line.split() for line in run.stderr.splitlines() if line.startswith("[done] ")]
+    assert [(d[1], d[3]) for d in done] == [("passed", "test_progress_probe.py::test_ok"),
+                                             ("skipped", "test_progress_probe.py::test_skipped")], run.stderr
+    assert all(d[2].endswith("s") and float(d[2][:-1]) >= 0 for d in done)
+    assert "[rank 0] FAILED test_progress_probe.py::test_bad (call):" in run.stderr
+    assert "wrong on purpose" in run.stderr
+    quiet = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_progress_probe.py"],
+                           cwd=tmp_path, env=dict(env, TRITON_DIST_REPORT_FAILURES_NOW="0"), capture_output=True,
+                           text=True, timeout=120)
+    assert "[done]" not in quiet.stderr and "[rank 0] FAILED" not in quiet.stderr
