@@ -41,7 +41,7 @@ PY=${PY:-/opt/torch/.venv/bin/python}
 # ---- the per-process pass (python), shared by the build and --check -------------------------------------------
 # argv: MODE (build|check) FILE ; prints one line per request: "OK|MISS|FAIL <dir> <kernel>"
 read -r -d '' PASS_PY <<'EOF' || true
-import hashlib, os, sys, sysconfig, tempfile
+import hashlib, json, os, sys, sysconfig, tempfile
 mode, path = sys.argv[1], sys.argv[2]
 import triton_dist  # noqa: F401  (the hooks every compile goes through)
 from triton_dist import _compat
@@ -73,7 +73,15 @@ for rec in reqs:
         src = _compat.ast_source(fn, cr.decode(rec["signature"]), cr.decode(rec["constexprs"]), cr.decode(rec["attrs"]))
         h = hashlib.sha256(get_cache_key(src, backend, opts, get_cache_invalidating_env_vars()).encode()).hexdigest()
         d = _base32(h)
-        ok = os.path.isfile(os.path.join(cache, d, f"{src.name[:150]}.json"))
+        # a hit as Triton's compile() sees it: the group file's children (absolute paths) must exist, the metadata
+        # json and the binary among them (a group naming another machine's paths is a silent miss)
+        meta = f"{src.name[:150]}.json"
+        try:  # FileCacheManager.get_group's reading, without its making the directory of a miss
+            with open(os.path.join(cache, d, f"__grp__{meta}")) as f:
+                group = {c: p for c, p in json.load(f)["child_paths"].items() if os.path.exists(p)}
+        except (OSError, ValueError, KeyError):
+            group = dict()  # (no empty brace pair in this text: xargs -I substitutes it)
+        ok = meta in group and any(c.endswith((".cubin", ".hsaco")) for c in group)
         print("OK" if ok else "MISS", d[:12], name, flush=True)
     except Exception as exc:
         print("FAIL", "-", name, type(exc).__name__, " ".join(str(exc).split())[:200], flush=True)
@@ -181,6 +189,22 @@ echo "ordered pass: $(grep -c '^OK' <<< "$lines" || true) requests replayed in r
 rm -rf "$STUB"
 "$PY" -c "$FINGERPRINT_PY" > "$WORK/triton_dist/prebuild-fingerprint.txt"
 mkdir -p "$(dirname "$OUT")"
+# What a cache hit needs on the device: the metadata json, the binary and the TTIR (runtime/cooperative.py reads
+# the extern calls from it); the other stages (~85% of the bytes) go. Triton's group files name their children by
+# ABSOLUTE path: rewritten to the device's cache directory (DEVICE_CACHE, default /tmp/tcache) and to the files
+# kept, else every entry is a silent miss there (found 2026-12-06 before any device use).
+find "$WORK" -mindepth 2 -maxdepth 2 -type f \( -name '*.llir' -o -name '*.ttgir' -o -name '*.source' -o -name '*.ptx' \
+  -o -name '*.amdgcn' \) -delete
+"$PY" - "$WORK" "${DEVICE_CACHE:-/tmp/tcache}" <<'EOF'
+import glob, json, os, sys
+work, device = sys.argv[1], sys.argv[2]
+for grp in glob.glob(os.path.join(work, "*", "__grp__*.json")):
+    d = os.path.dirname(grp)
+    children = json.load(open(grp))["child_paths"]
+    kept = {c: os.path.join(device, os.path.basename(d), c) for c in children if os.path.exists(os.path.join(d, c))}
+    with open(grp, "w") as f:
+        json.dump({"child_paths": kept}, f)
+EOF
 tar czf "$OUT" -C "$WORK" .
 echo "$OUT: $(du -h "$OUT" | cut -f1) ($(du -sh "$WORK" | cut -f1) unpacked, $(ls "$WORK" | wc -l) cache entries)" \
   "in $((SECONDS - t0)) s"
