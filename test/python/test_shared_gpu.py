@@ -123,14 +123,21 @@ def test_each_rank_sizes_its_grids_to_its_part_of_the_shared_pool(monkeypatch):
     assert di.rank_sm_count("cuda:0") == 132
     monkeypatch.setenv(shared_gpu.RANKS_PER_GPU_ENV, "4")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    assert shared_gpu.ranks_on_this_gpu() == 2 and di.rank_sm_count("cuda:0") == 66
+    m = di.SHARED_GPU_SM_MARGIN  # where ranks share a GPU, each leaves these SMs free (copies between them need SMs)
+    assert m >= 1 and shared_gpu.ranks_on_this_gpu() == 2 and di.rank_sm_count("cuda:0") == 66 - m
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    assert di.rank_sm_count("cuda:0") == 33
+    assert di.rank_sm_count("cuda:0") == 33 - m
     monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": [0, 1, 2], "h/GPU-b": [3]})  # measured at initialisation
     monkeypatch.setattr(STATE, "ranks_per_gpu", 3)
-    assert di.rank_sm_count("cuda:0") == 44
+    assert di.rank_sm_count("cuda:0") == 44 - m
     monkeypatch.setenv(di.SM_MARGIN_ENV, "4")
     assert di.rank_sm_count("cuda:0") == 40
+    monkeypatch.setenv(di.SM_MARGIN_ENV, "0")  # an explicit 0 wins: every SM in the grids
+    assert di.rank_sm_count("cuda:0") == 44
+    monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": [0], "h/GPU-b": [1]})  # one rank per GPU: no default margin
+    monkeypatch.setattr(STATE, "ranks_per_gpu", 1)
+    monkeypatch.delenv(di.SM_MARGIN_ENV)
+    assert di.rank_sm_count("cuda:0") == 132
 
 
 _STUB_MPS_QUERY = textwrap.dedent("""\
@@ -348,12 +355,16 @@ def test_launch_refuses_bad_values(launch):
 
 
 def test_sm_margin_knob(monkeypatch):
-    """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (diagnostic, default 0);
-    a bad value is a one-line ValueError naming the variable."""
+    """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (default 0 at one rank per
+    GPU, SHARED_GPU_SM_MARGIN where ranks share one; the variable overrides both); a bad value is a one-line
+    ValueError naming the variable."""
     from triton_dist.runtime import device_info as di
 
     monkeypatch.delenv(di.SM_MARGIN_ENV, raising=False)
-    assert di.sm_margin() == 0
+    assert di.sm_margin() == 0 and di.sm_margin(1) == 0
+    assert di.sm_margin(2) == di.sm_margin(4) == di.SHARED_GPU_SM_MARGIN
+    monkeypatch.setenv(di.SM_MARGIN_ENV, "0")
+    assert di.sm_margin(2) == 0
     monkeypatch.setenv(di.SM_MARGIN_ENV, "2")
     assert di.sm_margin() == 2
     assert di.rank_sm_count("cpu", simulated=2) == 2  # not CUDA: the caller's count, no margin
@@ -392,3 +403,16 @@ def test_sm_probe_kernel_compiles_for_hopper_on_the_cpu(tmp_path):
                    "--num-warps", "8", "--num-stages", "4", "--stage", "ptx", "--out", str(tmp_path / "probe.ptx")])
     ptx = (tmp_path / "probe.ptx").read_text()
     assert rc == 0 and "%globaltimer" in ptx and "%smid" in ptx
+
+
+def test_copy_progress_kernel_compiles_for_hopper_and_polls_with_volatile_loads(tmp_path):
+    """tools/sm_probe.py's copy-progress kernel (an SM-filling block polling a peer-raised flag against a deadline)
+    compiles for cuda:90 without a GPU, and its poll is a volatile load (a cached load could spin forever on a
+    stale value and make every variant look blocked)."""
+    from triton_dist.tools import compile as tool
+
+    rc = tool.run([f"{os.path.join(ROOT, 'python', 'triton_dist', 'tools', 'sm_probe.py')}:k_spin_until_flag", "-s",
+                   "*i64:16, *i64:16, *i64:16, i64, *bf16:16, *bf16:16, *fp32:16, i32", "--target", "cuda:90",
+                   "--num-warps", "8", "--num-stages", "4", "--stage", "ptx", "--out", str(tmp_path / "spin.ptx")])
+    ptx = (tmp_path / "spin.ptx").read_text()
+    assert rc == 0 and "%globaltimer" in ptx and "ld.volatile.global" in ptx

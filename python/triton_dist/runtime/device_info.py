@@ -107,19 +107,30 @@ def rank_sm_count(device, simulated: int = 1) -> int:
     from .shared_gpu import ranks_on_this_gpu
 
     sms = int(torch.cuda.get_device_properties(device).multi_processor_count)
-    return max(1, sms // ranks_on_this_gpu() - sm_margin())
+    sharing = ranks_on_this_gpu()
+    return max(1, sms // sharing - sm_margin(sharing))
 
 
-#: SMs of its share a rank leaves unused in every "one program per SM" grid (default 0): a diagnostic knob (with it,
-#: 2026-12-06, an MPS percentage was shown not to give ranks separate SMs: runtime/shared_gpu.py)
+#: SMs of its share a rank leaves unused in every "one program per SM" grid: overrides the default of
+#: :func:`sm_margin` (0 at one rank per GPU, :data:`SHARED_GPU_SM_MARGIN` where ranks share one)
 SM_MARGIN_ENV = "TRITON_DIST_SM_MARGIN"
 
+#: SMs each rank leaves free where ranks share a GPU. There, work that another GPU would do without an SM may need
+#: one: a rank's push into a peer's memory is a copy within one device, which may run as a kernel instead of on a
+#: copy engine (``python -m triton_dist.tools.sm_probe`` measures it: its copy-progress part), while the peer's
+#: persistent kernel spins until the push lands. With every rank's grid at exactly its share all SMs may spin, and
+#: the copy never starts: the overlap tier's ``ce`` GEMM+RS hung at 2 ranks on one H100 (2026-12-06: both ranks'
+#: 66 programs waiting for the ready flag that the peer raises after its copy).
+SHARED_GPU_SM_MARGIN = 2
 
-def sm_margin() -> int:
-    """``TRITON_DIST_SM_MARGIN`` as a non-negative int (0 when unset); a bad value is a ValueError naming it."""
+
+def sm_margin(sharing: int = 1) -> int:
+    """SMs a rank leaves out of its "one program per SM" grids when ``sharing`` ranks share its GPU:
+    ``TRITON_DIST_SM_MARGIN`` as a non-negative int where set, else 0 at one rank per GPU and
+    :data:`SHARED_GPU_SM_MARGIN` where ranks share one. A bad value is a ValueError naming the variable."""
     text = os.environ.get(SM_MARGIN_ENV, "").strip()
     if not text:
-        return 0
+        return SHARED_GPU_SM_MARGIN if sharing > 1 else 0
     if not text.isdigit():
         raise ValueError(f"{SM_MARGIN_ENV}={text!r}: expected a number of SMs (integer >= 0)")
     return int(text)

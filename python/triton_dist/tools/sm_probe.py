@@ -67,6 +67,87 @@ def k_sm_probe(smids, starts, ends, spin, a_ptr, b_ptr, c_ptr, K0):
     tl.store(ends + pid, now)
 
 
+@triton_dist.jit
+def k_spin_until_flag(flag, seen_ns, t0_ns, deadline_ns, a_ptr, b_ptr, c_ptr, K0):
+    """Hold one SM per block (:func:`occupy_most_shared_memory`) and poll the int64 word ``flag`` (volatile loads)
+    until it is nonzero or ``deadline_ns`` of the GPU clock have passed; block 0 stores the clock at which it saw the
+    flag (``seen_ns``, -1: never) and its start (``t0_ns``). Polls, never waits unboundedly: it cannot hang."""
+    occupy_most_shared_memory(a_ptr, b_ptr, c_ptr, K0)
+    t0 = timestamp()
+    now = t0
+    seen = tl.load(flag, volatile=True)
+    while (seen == 0) & (now - t0 < deadline_ns):
+        seen = tl.load(flag, volatile=True)
+        now = timestamp()
+    if tl.program_id(0) == 0:
+        tl.store(seen_ns, tl.where(seen != 0, now, -1))
+        tl.store(t0_ns, t0)
+
+
+#: how a peer's flag is raised in copy_progress: what the overlapped GEMMs' pushes and raises do
+COPY_VARIANTS = ("copy_8B", "copy_16MiB_then_flag", "write_value")
+
+
+def copy_progress(rank, world, phys, deadline_ms=1500.0):
+    """Whether work a rank enqueues into a PEER's memory progresses while that peer's kernel holds every SM of the
+    GPU: rank 1 launches ``phys`` SM-filling blocks polling its flag (:func:`k_spin_until_flag`); 200 ms later rank
+    0 raises that flag through its peer view in each way of :data:`COPY_VARIANTS` (an 8-byte ``copy_``, a 16 MiB
+    ``copy_`` into the peer's buffer followed by the 8-byte one, a stream write-value). Across GPUs such copies run
+    on copy engines; between ranks of ONE GPU (MPS) a device-to-device copy may be a kernel that needs an SM, and
+    then a peer that spins on all its SMs waiting for it deadlocks (the reason for the SM margin of ranks that share
+    a GPU, ``runtime/device_info.py``). Returns ``{variant: {"seen": bool, "latency_ms": float | None,
+    "raiser_ms": float}}`` on ranks 0 and 1 (the same dict), ``{}`` elsewhere or at world size 1."""
+    if world < 2:
+        return {}
+    from triton_dist.runtime import stream_ops
+
+    flags = U.nvshmem_create_tensors((1, ), torch.int64, rank, world)
+    bufs = U.nvshmem_create_tensors((8 << 20, ), torch.bfloat16, rank, world)
+    src = torch.ones(8 << 20, dtype=torch.bfloat16, device="cuda")
+    one = torch.ones(1, dtype=torch.int64, device="cuda")
+    seen = torch.full((1, ), -1, dtype=torch.int64, device="cuda")
+    t0 = torch.zeros(1, dtype=torch.int64, device="cuda")
+    dummy = torch.zeros(128 * 256, dtype=torch.bfloat16, device="cuda")
+    out = torch.zeros(128 * 256, dtype=torch.float32, device="cuda")
+    side = torch.cuda.Stream()
+    result = {}
+    for variant in COPY_VARIANTS:
+        if variant == "write_value" and not stream_ops.supported(torch.cuda.current_device()):
+            continue
+        flags[rank].zero_()
+        torch.cuda.synchronize()
+        dist.barrier()
+        raiser_ms = 0.0
+        if rank == 1:
+            k_spin_until_flag[(phys, )](flags[rank], seen, t0, int(deadline_ms * 1e6), dummy, dummy, out, 0,
+                                        num_warps=8, num_stages=4)
+        dist.barrier()
+        if rank == 0:
+            time.sleep(0.2)  # the peer's blocks hold every SM by now
+            t = time.perf_counter()
+            with torch.cuda.stream(side):
+                if variant == "copy_16MiB_then_flag":
+                    bufs[1].copy_(src)
+                if variant == "write_value":
+                    stream_ops.write_value64(side, flags[1], 1)
+                else:
+                    flags[1].copy_(one)
+            side.synchronize()
+            raiser_ms = (time.perf_counter() - t) * 1e3
+        torch.cuda.synchronize()
+        got = [None, None]
+        if rank == 1:
+            s, start = int(seen.item()), int(t0.item())
+            got = [s >= 0, (s - start) / 1e6 if s >= 0 else None]
+        facts = [None] * world
+        dist.all_gather_object(facts, (got, raiser_ms))
+        result[variant] = {"seen": facts[1][0][0], "latency_ms": facts[1][0][1], "raiser_ms": facts[0][1]}
+    dist.barrier()
+    for views in (flags, bufs):
+        U.nvshmem_free_tensor_sync(views[rank])
+    return result
+
+
 def summarize(every, spin_ms):
     """The probe's summary from every rank's facts (rank order): how many SMs each rank's blocks used alone and
     together, how many SMs those sets share, each rank's span, and ``together_concurrent``: whether there was a
@@ -103,6 +184,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--spin-ms", type=float, default=50.0, help="how long each block of 'together' spins")
+    ap.add_argument("--no-copies", dest="copies", action="store_false",
+                    help="skip the copy-progress measurement (copy_progress: does a peer's raise progress while "
+                         "this rank's kernel fills every SM)")
     args = ap.parse_args()
     U.initialize_distributed(seed=0)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -132,8 +216,11 @@ def main():
                          "start_spread_ms": (max(starts) - min(starts)) / 1e6}
     every = [None] * world
     dist.all_gather_object(every, facts)
+    progress = copy_progress(rank, world, phys) if args.copies else {}
     if rank == 0:
         summary = summarize(every, args.spin_ms)
+        if progress:
+            summary["peer_raise_while_peer_fills_the_gpu"] = progress
         print(json.dumps({k: v for k, v in every[0].items() if k not in ("alone_sms", "together")}))
         print("SUMMARY", json.dumps(summary))
         os.makedirs(args.out, exist_ok=True)
