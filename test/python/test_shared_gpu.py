@@ -354,6 +354,27 @@ def test_launch_refuses_bad_values(launch):
         assert r.returncode == 2 and text in r.stderr, (args, r.stderr)
 
 
+def test_waiting_grids_keep_to_one_program_per_sm_of_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """waiting_grid_programs: per_sm programs per SM of the rank's share on a GPU of its own; one per SM of the
+    share where ranks share a GPU (a grid spread over every SM would leave a peer's GEMM no whole SM); per_sm x
+    simulated off CUDA."""
+    import types
+
+    import torch
+    from triton_dist.runtime import device_info as di
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.delenv(di.SM_MARGIN_ENV, raising=False)
+    monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": [0], "h/GPU-b": [1]})
+    monkeypatch.setattr(STATE, "ranks_per_gpu", 1)
+    assert di.waiting_grid_programs("cuda:0", 4) == 4 * 132
+    monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": [0, 1]})
+    monkeypatch.setattr(STATE, "ranks_per_gpu", 2)
+    share = di.rank_sm_count("cuda:0")
+    assert share == 66 - di.SHARED_GPU_SM_MARGIN and di.waiting_grid_programs("cuda:0", 4) == share
+    assert di.waiting_grid_programs("cpu", 4, simulated=2) == 8
+
+
 def test_sm_margin_knob(monkeypatch):
     """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (default 0 at one rank per
     GPU, SHARED_GPU_SM_MARGIN where ranks share one; the variable overrides both); a bad value is a one-line

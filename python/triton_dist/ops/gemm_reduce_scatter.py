@@ -324,9 +324,11 @@ def _gemm_rs_chunked(a, b, ctx, out, sub_chunks=1):
         cur.wait_stream(side)  # the pushes read chunk_tmp: done before the epoch is published
         # 4 programs per SM: enough loads in flight for HBM bandwidth, and few enough that the per-program epoch
         # atomics on one counter stay cheap (one program per block, 8192 of them, spent ~30 us on those atomics);
-        # no co-residency needed (the programs only wait for the peers' flags)
+        # no co-residency needed (the programs only wait for the peers' flags); one per SM of this rank's share
+        # where ranks share a GPU (device_info.waiting_grid_programs: else they sit on every SM and the peer's GEMM
+        # that raises their flags cannot start)
         blk = 2048
-        grid = (max(1, min(4 * ctx.num_sms, -(-(rows * N) // blk))), )
+        grid = (max(1, min(ctx.waiting_programs, -(-(rows * N) // blk))), )
         _rsk.rs_chunked_finish_kernel[grid](out, own, stage, ready, ctx.counter, rows, N, out.stride(0), cap, tag, r,
                                             WORLD=W, BLOCK=blk, CONTIGUOUS=out.stride(0) == N, num_warps=4)
         return out

@@ -14,6 +14,7 @@ import torch
 
 from ..kernels import common as _common
 from ..kernels import gemm_config as _gcfg
+from ..runtime import device_info as _device_info
 from ..runtime.dtypes import FP8_DTYPES, HALF_DTYPES
 from .context import Context, check_method
 from .context import capturing as _capturing  # the ops' one capture predicate, a module global the CPU tests patch
@@ -58,6 +59,9 @@ class _OverlapContext(Context):
         # device-side epoch counter (kernels.common.call_epoch / finish_call): [completed calls, finished programs of
         # the running launch, copy-engine epoch]; no host counter, so calls can be captured in a CUDA graph
         self.num_sms = _gcfg.num_sms(self.device)
+        # programs of a grid that only waits for the peers' flags (rs_chunked_finish_kernel): 4 per SM of the share,
+        # one per SM where ranks share a GPU (runtime.device_info.waiting_grid_programs)
+        self.waiting_programs = _device_info.waiting_grid_programs(self.device, 4, simulated=2)
         self.side_stream = torch.cuda.Stream(device=self.device) if self.on_gpu else None
         self.cc = torch.cuda.get_device_capability(self.device)[0] * 10 if self.on_gpu else 0
         # shared memory a block may opt into, less a margin for the compiler's barriers and scratch (_fit_smem)

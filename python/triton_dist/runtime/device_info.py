@@ -111,16 +111,33 @@ def rank_sm_count(device, simulated: int = 1) -> int:
     return max(1, sms // sharing - sm_margin(sharing))
 
 
+def waiting_grid_programs(device, per_sm: int, simulated: int = 1) -> int:
+    """Most programs for a grid whose programs spin-wait for peers and need no co-residency, ``per_sm`` per SM of
+    this rank's share (:func:`rank_sm_count`) where the GPU is this rank's alone, but one per SM of the share where
+    ranks share a GPU. There the hardware spreads a grid over every SM of the GPU: more programs than the share put
+    a waiting program on every SM, and a peer's kernel that needs a whole SM's registers or shared memory (a cuBLAS
+    GEMM: 384 threads holding most of the register file) finds none, while the waiting programs wait for that very
+    kernel's result (2026-12-06: gemm_rs ``chunked`` hung at 2 ranks on one H100, one rank's 256 waiting programs
+    spread over the 132 SMs, and the peer's push, which follows its cuBLAS GEMM, never landed). On a device that is not CUDA: ``per_sm`` x ``simulated``."""
+    sms = rank_sm_count(device, simulated=simulated)
+    if torch.device(device).type != "cuda":
+        return sms * per_sm
+    from .shared_gpu import ranks_on_this_gpu
+
+    return sms if ranks_on_this_gpu() > 1 else sms * per_sm
+
+
 #: SMs of its share a rank leaves unused in every "one program per SM" grid: overrides the default of
 #: :func:`sm_margin` (0 at one rank per GPU, :data:`SHARED_GPU_SM_MARGIN` where ranks share one)
 SM_MARGIN_ENV = "TRITON_DIST_SM_MARGIN"
 
-#: SMs each rank leaves free where ranks share a GPU. There, work that another GPU would do without an SM may need
-#: one: a rank's push into a peer's memory is a copy within one device, which may run as a kernel instead of on a
-#: copy engine (``python -m triton_dist.tools.sm_probe`` measures it: its copy-progress part), while the peer's
-#: persistent kernel spins until the push lands. With every rank's grid at exactly its share all SMs may spin, and
-#: the copy never starts: the overlap tier's ``ce`` GEMM+RS hung at 2 ranks on one H100 (2026-12-06: both ranks'
-#: 66 programs waiting for the ready flag that the peer raises after its copy).
+#: SMs each rank leaves free where ranks share a GPU. A rank's persistent grid rarely runs alone: one-program
+#: waits and signals on its side streams, and the peers' work, run beside it, and the hardware places them on any
+#: SM. With every rank's grid at exactly its share, such a kernel takes an SM that a peer's full grid needs (or finds
+#: none while every SM spins), and a wait that depends on it never ends: the overlap tier's ``ce`` GEMM+RS hung at 2
+#: ranks on one H100 with both ranks' 66 programs waiting for a peer's raise (2026-12-06); with this margin that
+#: shape passed. (A rank's copies into a peer's memory are not the cause: they progress while the peer's blocks
+#: hold every SM, measured by ``python -m triton_dist.tools.sm_probe``'s copy-progress part the same day.)
 SHARED_GPU_SM_MARGIN = 2
 
 
