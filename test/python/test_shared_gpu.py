@@ -148,6 +148,9 @@ _STUB_MPS_QUERY = textwrap.dedent("""\
       touch "$STUB_BUSY_ONCE"; echo "Cannot find MPS control daemon process" >&2; exit 1
     fi
     read -r cmd arg
+    if [[ -n "${STUB_EMPTY_ONCE:-}" && ! -e "$STUB_EMPTY_ONCE" && "$cmd" == get_server_list ]]; then
+      touch "$STUB_EMPTY_ONCE"; echo ""; exit 0  # answered, but no server yet
+    fi
     case "$cmd" in
       get_server_list) echo "${STUB_SERVERS:-}" ;;
       get_client_list) [[ "$arg" == 4242 ]] && printf '%s\\n' ${STUB_CLIENTS:-} ;;
@@ -166,10 +169,16 @@ def test_mps_client_status_asks_the_control_daemon(tmp_path, monkeypatch):
     assert shared_gpu.mps_client_status(pid=99) == "client"
     monkeypatch.setenv("STUB_BUSY_ONCE", str(tmp_path / "busy"))  # a query the daemon did not answer is retried
     assert shared_gpu.mps_client_status(pid=99) == "client" and (tmp_path / "busy").exists()
-    why = shared_gpu.mps_client_status(pid=98)
+    why = shared_gpu.mps_client_status(pid=98, rounds=2)
     assert why.startswith("not an MPS client") and "process 98" in why and "['4242']" in why
     monkeypatch.setenv("STUB_SERVERS", "")
-    assert "none running" in shared_gpu.mps_client_status(pid=99)
+    assert "none running" in shared_gpu.mps_client_status(pid=99, rounds=2)
+    # the daemon names no server (or not this client) at first, then does: asked again, it is a client
+    monkeypatch.setenv("STUB_SERVERS", "4242")
+    monkeypatch.setenv("STUB_EMPTY_ONCE", str(tmp_path / "empty"))
+    assert shared_gpu.mps_client_status(pid=99) == "client" and (tmp_path / "empty").exists()
+    monkeypatch.delenv("STUB_EMPTY_ONCE")
+    monkeypatch.setenv("STUB_SERVERS", "")
     monkeypatch.setenv("STUB_DOWN", "1")
     assert shared_gpu.mps_client_status(pid=99, attempts=2) == (
         "not an MPS client: no MPS control daemon answers at CUDA_MPS_PIPE_DIRECTORY=/tmp/pipe-x (nvidia-cuda-mps-control "

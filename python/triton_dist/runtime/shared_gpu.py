@@ -100,13 +100,16 @@ def ranks_on_this_gpu() -> int:
     return max(1, min(n, local) if local > 0 else n)
 
 
-def mps_client_status(pid: Optional[int] = None, timeout_s: float = 10.0, attempts: int = 8) -> str:
+def mps_client_status(pid: Optional[int] = None, timeout_s: float = 10.0, attempts: int = 8, rounds: int = 6) -> str:
     """``"client"`` when process ``pid`` (default: this one) is a client of a CUDA MPS server that answers at
     ``CUDA_MPS_PIPE_DIRECTORY`` (default /tmp/nvidia-mps): the control daemon's ``get_server_list`` and
     ``get_client_list`` name it. Otherwise a short reason starting with ``"not an MPS client"``. Call it after the
     process created its CUDA context (a process becomes a client then). Runs ``nvidia-cuda-mps-control``; no GPU
     call of its own. A query that fails is retried (``attempts`` times, 0.1-0.8 s apart): the control daemon
-    answered only one of two ranks that asked at the same moment (H100, 2026-12-06)."""
+    answered only one of two ranks that asked at the same moment (H100, 2026-12-06). An answer that does not name
+    this process is asked again (``rounds`` times, 0.25-1 s apart, ~4 s in all): when 4 ranks started at once, the
+    daemon named no server at all to two of them (H100, 2026-12-06, the 4-rank overlap tier's first test), though
+    every rank was a client of it moments later."""
     import shutil
     import subprocess
     import time
@@ -135,17 +138,22 @@ def mps_client_status(pid: Optional[int] = None, timeout_s: float = 10.0, attemp
             last[0] = f"exit {done.returncode}" + (f": {said}" if said else "")
         return None
 
-    servers = ask("get_server_list")
-    if servers is None:
-        return (f"not an MPS client: no MPS control daemon answers at CUDA_MPS_PIPE_DIRECTORY={pipe} "
-                f"(nvidia-cuda-mps-control get_server_list, {attempts} tries; last: {last[0]})")
-    server_pids = [w for w in servers.split() if w.isdigit()]
-    for server in server_pids:
-        clients = ask(f"get_client_list {server}") or ""
-        if str(pid) in clients.split():
-            return "client"
-    return (f"not an MPS client: process {pid} is not among the clients of the MPS server(s) "
-            f"{server_pids or 'none running'} at CUDA_MPS_PIPE_DIRECTORY={pipe}")
+    why = ""
+    for round_ in range(max(1, rounds)):
+        if round_:
+            time.sleep(min(1.0, 0.25 * 2 ** (round_ - 1)))
+        servers = ask("get_server_list")
+        if servers is None:
+            return (f"not an MPS client: no MPS control daemon answers at CUDA_MPS_PIPE_DIRECTORY={pipe} "
+                    f"(nvidia-cuda-mps-control get_server_list, {attempts} tries; last: {last[0]})")
+        server_pids = [w for w in servers.split() if w.isdigit()]
+        for server in server_pids:
+            clients = ask(f"get_client_list {server}") or ""
+            if str(pid) in clients.split():
+                return "client"
+        why = (f"not an MPS client: process {pid} is not among the clients of the MPS server(s) "
+               f"{server_pids or 'none running'} at CUDA_MPS_PIPE_DIRECTORY={pipe} (asked {round_ + 1} times)")
+    return why
 
 
 #: CUDA cores per SM by compute capability major (and minor where it differs), for the physical SM count from
