@@ -117,29 +117,37 @@ mps_answers() {  # does an MPS control daemon answer at $CUDA_MPS_PIPE_DIRECTORY
   [[ -S "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]] && \
     echo get_default_active_thread_percentage | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
 }
-mps=existing
+mps=existing mps_pid=
 if ! mps_answers; then
   mps=private
   export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
   CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d /tmp/triton-dist-mps-pipe.XXXXXX)
   CUDA_MPS_LOG_DIRECTORY=$(mktemp -d /tmp/triton-dist-mps-log.XXXXXX)
   stop_mps() {  # quit ends the daemon and its server; wait until both are gone (nothing outlives the job)
+    local t0=$SECONDS waited=0
     echo quit | timeout 30 nvidia-cuda-mps-control >/dev/null 2>&1 || true
+    # wait for the processes, not the control socket: the socket file may stay after the daemon is gone (the
+    # former socket test made every shared-GPU step ~10 s longer than a one-rank-per-GPU one, 2026-12-06)
     for _ in $(seq 100); do
-      [[ -S "$CUDA_MPS_PIPE_DIRECTORY/control" ]] || pgrep -x nvidia-cuda-mps-server >/dev/null || break
-      sleep 0.1
+      { [[ -n $mps_pid ]] && kill -0 "$mps_pid" 2>/dev/null; } || pgrep -x nvidia-cuda-mps-server >/dev/null || break
+      sleep 0.1; waited=$((waited + 1))
     done
     rm -rf "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    echo "[launch] MPS daemon stopped in $((SECONDS - t0)) s ($waited waits of 0.1 s)" >&2
   }
   trap stop_mps EXIT
   trap 'exit 143' TERM INT
   nvidia-cuda-mps-control -d || die "could not start a CUDA MPS daemon (nvidia-cuda-mps-control -d); start one" \
     "yourself and set CUDA_MPS_PIPE_DIRECTORY, or run one rank per GPU"
+  # this job's daemon: the newest nvidia-cuda-mps-control process (-d forks and returns once it runs)
+  mps_pid=$(pgrep -n -x nvidia-cuda-mps-control || true)
   for _ in $(seq 50); do mps_answers && break; sleep 0.1; done
   mps_answers || die "the private CUDA MPS daemon does not answer at $CUDA_MPS_PIPE_DIRECTORY"
 fi
 echo "[launch] world_size=$world gpus=$(( gpus * ${NNODES:-1} )) ranks_per_gpu=$per_gpu mps=$mps"
 set +e
+t_job=$SECONDS
 "${torchrun[@]}" "$@"
 rc=$?
+echo "[launch] ranks ended after $((SECONDS - t_job)) s (exit $rc)" >&2
 exit $rc
