@@ -126,8 +126,8 @@ if ! mps_answers; then
   stop_mps() {  # quit ends the daemon and its server; wait until both are gone (nothing outlives the job)
     local t0=$SECONDS waited=0
     echo quit | timeout 30 nvidia-cuda-mps-control >/dev/null 2>&1 || true
-    # wait for the processes, not the control socket: the socket file may stay after the daemon is gone (the
-    # former socket test made every shared-GPU step ~10 s longer than a one-rank-per-GPU one, 2026-12-06)
+    # wait for the processes, not the control socket: if the socket file stays after the daemon is gone, a wait on
+    # it lasts the full 10 s (suspected: shared-GPU steps exited ~10 s later than one-rank-per-GPU ones, 2026-12-06)
     for _ in $(seq 100); do
       { [[ -n $mps_pid ]] && kill -0 "$mps_pid" 2>/dev/null; } || pgrep -x nvidia-cuda-mps-server >/dev/null || break
       sleep 0.1; waited=$((waited + 1))

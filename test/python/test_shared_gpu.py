@@ -319,8 +319,9 @@ def test_launch_shares_the_gpu_under_a_private_mps_daemon(launch, tmp_path):
 
 
 def test_launch_stops_the_daemon_without_waiting_on_a_socket_file_left_behind(launch):
-    """The stop waits for the daemon and server processes, not for the control socket file to vanish (it may stay:
-    waiting on it made every shared-GPU step ~10 s longer, 2026-12-06), and says how long it took."""
+    """The stop waits for the daemon and server processes, not for the control socket file to vanish (if it stays, a
+    wait on it costs the full 10 s; shared-GPU steps exited ~10 s later than one-rank-per-GPU ones on 2026-12-06,
+    the suspected cause), and says how long it took."""
     import time
 
     t0 = time.monotonic()
