@@ -2,7 +2,7 @@
 # Builds the GPU machine's Triton cache on this CPU-only machine from recorded compile requests, as a tarball to
 # carry there (so a device call compiles no kernels), and checks on the device that the cache is hit.
 #
-#   scripts/prebuild_device_cache.sh [-o .gpu/tcache.tgz] [-j JOBS] [-w WORKDIR] RECORD_DIR...     # here
+#   scripts/prebuild_device_cache.sh [-o .gpu/tcache.tgz] [-j JOBS] [-w WORKDIR] [-x N:DIR]... RECORD_DIR...  # here
 #   scripts/prebuild_device_cache.sh --check RECORD_DIR...                                           # on the device
 #
 # RECORD_DIR: TRITON_DIST_COMPILE_RECORD folders of device runs (runtime/compile_record.py), e.g.
@@ -18,6 +18,9 @@
 #     load: ~0.3-1.3 s each) against an empty libcuda.so.1 stub; keyed by (C source, platform) only. A launcher that
 #     fails to load on the device is rebuilt there by Triton (it catches the ImportError);
 #  4. tar czf OUT of WORKDIR's contents (relative paths) plus triton_dist/prebuild-fingerprint.txt.
+# -x N:DIR (repeatable): also compile DIR's requests of kernels with a WORLD constexpr for N ranks (tools/precompile
+# --world N, after step 1): a guess for a rank count that has no recording of its own yet (e.g. -x 4:DIR_OF_NP2 for
+# the tests a cut 4-rank run did not reach). Not in the ordered pass (no recorded history for them).
 # Requirements: PY (default /opt/torch/.venv/bin/python) must be the device's stack: CPython 3.12 (patch level does
 # not enter any key), triton==3.6.0 (the cp312 wheel: Triton's key hashes its own .py files and libtriton .so),
 # nvidia-nvshmem-cu13==3.4.5 (its bitcode names and fills the slim library, hashed by content), torch 2.11.0 only to
@@ -36,7 +39,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 PY=${PY:-/opt/torch/.venv/bin/python}
-[[ $# -eq 0 || $1 == -h || $1 == --help ]] && { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ $# -eq 0 || $1 == -h || $1 == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; }
 
 # ---- the per-process pass (python), shared by the build and --check -------------------------------------------
 # argv: MODE (build|check) FILE ; prints one line per request: "OK|MISS|FAIL <dir> <kernel>"
@@ -158,9 +161,9 @@ if [[ $1 == --check ]]; then
   exit 0
 fi
 
-OUT=.gpu/tcache.tgz JOBS=$(( $(nproc) > 1 ? $(nproc) : 1 )) WORK=/tmp/tcache-prebuild
-while getopts "o:j:w:" opt; do
-  case $opt in o) OUT=$OPTARG ;; j) JOBS=$OPTARG ;; w) WORK=$OPTARG ;; *) exit 2 ;; esac
+OUT=.gpu/tcache.tgz JOBS=$(( $(nproc) > 1 ? $(nproc) : 1 )) WORK=/tmp/tcache-prebuild WORLDS=()
+while getopts "o:j:w:x:" opt; do
+  case $opt in o) OUT=$OPTARG ;; j) JOBS=$OPTARG ;; w) WORK=$OPTARG ;; x) WORLDS+=("$OPTARG") ;; *) exit 2 ;; esac
 done
 shift $((OPTIND - 1))
 (( $# )) || { echo "no RECORD_DIR given" >&2; exit 2; }
@@ -179,6 +182,11 @@ echo "" > "$STUB/e.c" && gcc -shared -fPIC -o "$STUB/libcuda.so.1" "$STUB/e.c"
 export TRITON_LIBCUDA_PATH=$STUB
 t0=$SECONDS
 "$PY" -m triton_dist.tools.precompile "$@" --jobs "$JOBS" --path "$REPO/test/python" | tail -5 || true
+for spec in "${WORLDS[@]}"; do
+  [[ $spec =~ ^[0-9]+:.+ ]] || { echo "-x $spec: expected N:DIR" >&2; exit 2; }
+  "$PY" -m triton_dist.tools.precompile "${spec#*:}" --world "${spec%%:*}" --jobs "$JOBS" --path "$REPO/test/python" \
+    | tail -2 || true
+done
 n1=$(find "$WORK" -mindepth 1 -maxdepth 1 -type d | wc -l)
 lines=$(pass_files build "$JOBS" "$@" || true)
 grep '^FAIL' <<< "$lines" | sort -u || true

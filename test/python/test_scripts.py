@@ -118,3 +118,14 @@ def test_gpu_suite_names_its_parts_once_and_refuses_others_before_creating_anyth
     h = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_suite.sh"), "--help"], capture_output=True,
                        text=True, env=dict(os.environ, OUT=str(out)), timeout=60)
     assert h.returncode == 0 and "mega-ab" in h.stdout and not out.exists()
+
+
+def test_prebuild_device_cache_help_prints_the_whole_header_and_runs_nothing():
+    """``scripts/prebuild_device_cache.sh --help`` prints its whole header (up to ``set -euo``: the options, among
+    them ``-x N:DIR``, and the device-side ``--check``) with an interpreter that cannot run anything."""
+    env = dict(os.environ, PY="/bin/false")
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "prebuild_device_cache.sh"), "--help"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("Builds the GPU machine's Triton cache") and "-x N:DIR" in proc.stdout
+    assert "--check computes" in proc.stdout and "set -euo" not in proc.stdout
