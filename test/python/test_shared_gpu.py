@@ -384,6 +384,39 @@ def test_waiting_grids_keep_to_one_program_per_sm_of_the_share_where_ranks_share
     assert di.waiting_grid_programs("cpu", 4, simulated=2) == 8
 
 
+def _one_h100(monkeypatch, ranks_on_it: int):
+    """A 132-SM CUDA device as seen by rank_sm_count, with ``ranks_on_it`` ranks on it (1: a GPU per rank)."""
+    import types
+
+    import torch
+    from triton_dist.runtime import device_info as di
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.delenv(di.SM_MARGIN_ENV, raising=False)
+    if ranks_on_it == 1:
+        monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": [0], "h/GPU-b": [1]})
+    else:
+        monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": list(range(ranks_on_it))})
+    monkeypatch.setattr(STATE, "ranks_per_gpu", ranks_on_it)
+    return di.rank_sm_count("cuda:0")
+
+
+def test_given_grids_of_waiting_programs_keep_to_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """programs_within_share: a grid size the caller was given stays as given on a GPU of its own and off CUDA, and
+    is capped at the rank's share where ranks share a GPU (waiting programs beyond it would sit on every SM)."""
+    from triton_dist.runtime import device_info as di
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert di.programs_within_share("cuda:0", 264) == 264 and di.programs_within_share("cuda:0", 8) == 8
+    assert di.programs_within_share("cpu", 1000) == 1000
+    share = _one_h100(monkeypatch, 2)
+    assert share == 66 - di.SHARED_GPU_SM_MARGIN
+    assert di.programs_within_share("cuda:0", 132) == share and di.programs_within_share("cuda:0", 8) == 8
+    assert di.programs_within_share("cpu", 1000) == 1000
+    assert _one_h100(monkeypatch, 4) == 33 - di.SHARED_GPU_SM_MARGIN
+    assert di.programs_within_share("cuda:0", 64) == 33 - di.SHARED_GPU_SM_MARGIN
+
+
 def test_sm_margin_knob(monkeypatch):
     """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (default 0 at one rank per
     GPU, SHARED_GPU_SM_MARGIN where ranks share one; the variable overrides both); a bad value is a one-line
