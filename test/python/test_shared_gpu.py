@@ -417,6 +417,20 @@ def test_given_grids_of_waiting_programs_keep_to_the_share_where_ranks_share_a_g
     assert di.programs_within_share("cuda:0", 64) == 33 - di.SHARED_GPU_SM_MARGIN
 
 
+def test_collective_contexts_keep_num_programs_within_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """ops.context.program_budget (every collective context's max_programs, the channels' grid bound): the rank's
+    SMs by default, a given num_programs as given on a GPU of its own, capped at the share where ranks share one;
+    2 / as given on the simulator."""
+    from triton_dist.ops.context import program_budget
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert program_budget("cuda:0") == 132 and program_budget("cuda:0", 200) == 200 and program_budget("cuda:0", 8) == 8
+    share = _one_h100(monkeypatch, 2)
+    assert program_budget("cuda:0") == share and program_budget("cuda:0", 132) == share
+    assert program_budget("cuda:0", 8) == 8
+    assert program_budget("cpu") == 2 and program_budget("cpu", 300) == 300
+
+
 def test_sm_margin_knob(monkeypatch):
     """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (default 0 at one rank per
     GPU, SHARED_GPU_SM_MARGIN where ranks share one; the variable overrides both); a bad value is a one-line
