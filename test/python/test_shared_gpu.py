@@ -431,6 +431,24 @@ def test_collective_contexts_keep_num_programs_within_the_share_where_ranks_shar
     assert program_budget("cpu") == 2 and program_budget("cpu", 300) == 300
 
 
+def test_mega_kernel_workers_keep_to_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """mega_triton_kernel.builder.resolve_num_workers: one worker per SM of the share by default, a given count as
+    given on a GPU of its own, capped at the share where ranks share one; 1 on the simulator; bad values refused."""
+    from triton_dist.mega_triton_kernel.builder import resolve_num_workers
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert resolve_num_workers(None, "cuda:0", False) == 132 and resolve_num_workers(264, "cuda:0", False) == 264
+    share = _one_h100(monkeypatch, 2)
+    assert resolve_num_workers(None, "cuda:0", False) == share
+    assert resolve_num_workers(2 * 132, "cuda:0", False) == share and resolve_num_workers(16, "cuda:0", False) == 16
+    assert resolve_num_workers(None, "cpu", True) == 1 and resolve_num_workers(16, "cpu", False) == 16
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="num_workers must be an int >= 1"):
+            resolve_num_workers(bad, "cuda:0", False)
+    with pytest.raises(ValueError, match="on the simulator num_workers must be 1"):
+        resolve_num_workers(4, "cpu", True)
+
+
 def test_sm_margin_knob(monkeypatch):
     """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (default 0 at one rank per
     GPU, SHARED_GPU_SM_MARGIN where ranks share one; the variable overrides both); a bad value is a one-line
