@@ -449,6 +449,21 @@ def test_mega_kernel_workers_keep_to_the_share_where_ranks_share_a_gpu(monkeypat
         resolve_num_workers(4, "cpu", True)
 
 
+def test_ag_gemm_push_programs_leave_the_gemm_room_in_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """ops.allgather_gemm.push_programs: method sm's push programs plus at least one GEMM program fit the rank's
+    share where ranks share a GPU; the given count (default 8; 2 on the simulator) elsewhere."""
+    from triton_dist.ops.allgather_gemm import push_programs
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert push_programs(None, "cuda:0") == 8 and push_programs(200, "cuda:0") == 200
+    share = _one_h100(monkeypatch, 2)
+    assert push_programs(None, "cuda:0") == 8 and push_programs(64, "cuda:0") == share - 1
+    assert push_programs(None, "cpu") == 2 and push_programs(300, "cpu") == 300
+    monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": list(range(13))})
+    monkeypatch.setattr(STATE, "ranks_per_gpu", 13)  # share 132 // 13 - 2 = 8: the default 8 leaves no GEMM program
+    assert push_programs(None, "cuda:0") == 7
+
+
 def test_sm_margin_knob(monkeypatch):
     """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (default 0 at one rank per
     GPU, SHARED_GPU_SM_MARGIN where ranks share one; the variable overrides both); a bad value is a one-line
