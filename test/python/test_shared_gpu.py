@@ -399,6 +399,86 @@ def test_waiting_grids_keep_to_one_program_per_sm_of_the_share_where_ranks_share
     assert di.waiting_grid_programs("cpu", 4, simulated=2) == 8
 
 
+def _one_h100(monkeypatch, ranks_on_it: int):
+    """A 132-SM CUDA device as seen by rank_sm_count, with ``ranks_on_it`` ranks on it (1: a GPU per rank)."""
+    import types
+
+    import torch
+    from triton_dist.runtime import device_info as di
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.delenv(di.SM_MARGIN_ENV, raising=False)
+    if ranks_on_it == 1:
+        monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": [0], "h/GPU-b": [1]})
+    else:
+        monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": list(range(ranks_on_it))})
+    monkeypatch.setattr(STATE, "ranks_per_gpu", ranks_on_it)
+    return di.rank_sm_count("cuda:0")
+
+
+def test_given_grids_of_waiting_programs_keep_to_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """programs_within_share: a grid size the caller was given stays as given on a GPU of its own and off CUDA, and
+    is capped at the rank's share where ranks share a GPU (waiting programs beyond it would sit on every SM)."""
+    from triton_dist.runtime import device_info as di
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert di.programs_within_share("cuda:0", 264) == 264 and di.programs_within_share("cuda:0", 8) == 8
+    assert di.programs_within_share("cpu", 1000) == 1000
+    share = _one_h100(monkeypatch, 2)
+    assert share == 66 - di.SHARED_GPU_SM_MARGIN
+    assert di.programs_within_share("cuda:0", 132) == share and di.programs_within_share("cuda:0", 8) == 8
+    assert di.programs_within_share("cpu", 1000) == 1000
+    assert _one_h100(monkeypatch, 4) == 33 - di.SHARED_GPU_SM_MARGIN
+    assert di.programs_within_share("cuda:0", 64) == 33 - di.SHARED_GPU_SM_MARGIN
+
+
+def test_collective_contexts_keep_num_programs_within_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """ops.context.program_budget (every collective context's max_programs, the channels' grid bound): the rank's
+    SMs by default, a given num_programs as given on a GPU of its own, capped at the share where ranks share one;
+    2 / as given on the simulator."""
+    from triton_dist.ops.context import program_budget
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert program_budget("cuda:0") == 132 and program_budget("cuda:0", 200) == 200 and program_budget("cuda:0", 8) == 8
+    share = _one_h100(monkeypatch, 2)
+    assert program_budget("cuda:0") == share and program_budget("cuda:0", 132) == share
+    assert program_budget("cuda:0", 8) == 8
+    assert program_budget("cpu") == 2 and program_budget("cpu", 300) == 300
+
+
+def test_mega_kernel_workers_keep_to_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """mega_triton_kernel.builder.resolve_num_workers: one worker per SM of the share by default, a given count as
+    given on a GPU of its own, capped at the share where ranks share one; 1 on the simulator; bad values refused."""
+    from triton_dist.mega_triton_kernel.builder import resolve_num_workers
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert resolve_num_workers(None, "cuda:0", False) == 132 and resolve_num_workers(264, "cuda:0", False) == 264
+    share = _one_h100(monkeypatch, 2)
+    assert resolve_num_workers(None, "cuda:0", False) == share
+    assert resolve_num_workers(2 * 132, "cuda:0", False) == share and resolve_num_workers(16, "cuda:0", False) == 16
+    assert resolve_num_workers(None, "cpu", True) == 1 and resolve_num_workers(16, "cpu", False) == 16
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="num_workers must be an int >= 1"):
+            resolve_num_workers(bad, "cuda:0", False)
+    with pytest.raises(ValueError, match="on the simulator num_workers must be 1"):
+        resolve_num_workers(4, "cpu", True)
+
+
+def test_ag_gemm_push_programs_leave_the_gemm_room_in_the_share_where_ranks_share_a_gpu(monkeypatch):
+    """ops.allgather_gemm.push_programs: method sm's push programs plus at least one GEMM program fit the rank's
+    share where ranks share a GPU; the given count (default 8; 2 on the simulator) elsewhere."""
+    from triton_dist.ops.allgather_gemm import push_programs
+
+    assert _one_h100(monkeypatch, 1) == 132
+    assert push_programs(None, "cuda:0") == 8 and push_programs(200, "cuda:0") == 200
+    share = _one_h100(monkeypatch, 2)
+    assert push_programs(None, "cuda:0") == 8 and push_programs(64, "cuda:0") == share - 1
+    assert push_programs(None, "cpu") == 2 and push_programs(300, "cpu") == 300
+    monkeypatch.setattr(STATE, "gpu_ranks", {"h/GPU-a": list(range(13))})
+    monkeypatch.setattr(STATE, "ranks_per_gpu", 13)  # share 132 // 13 - 2 = 8: the default 8 leaves no GEMM program
+    assert push_programs(None, "cuda:0") == 7
+
+
 def test_sm_margin_knob(monkeypatch):
     """TRITON_DIST_SM_MARGIN: SMs a rank leaves out of its "one program per SM" grids (default 0 at one rank per
     GPU, SHARED_GPU_SM_MARGIN where ranks share one; the variable overrides both); a bad value is a one-line

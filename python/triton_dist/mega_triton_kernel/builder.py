@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from ..runtime.device_info import rank_sm_count
+from ..runtime.device_info import programs_within_share, rank_sm_count
 from .core import codegen, fusion, graph, scheduler
 from .core.checks import ALIGN_BYTES
 from .core.registry import task_type
@@ -69,6 +69,26 @@ def _backend_name() -> str:
     from triton_dist.utils import get_shmem_backend
 
     return get_shmem_backend()
+
+
+def resolve_num_workers(num_workers: Optional[int], device, on_sim: bool) -> int:
+    """The mega kernel's persistent programs (``ModelBuilder(num_workers=...)``): one per SM of this rank's share
+    (:func:`~triton_dist.runtime.device_info.rank_sm_count`) by default, 1 on the simulator (where it must be 1).
+    Where ranks share a GPU a larger ``num_workers`` is capped to the share
+    (:func:`~triton_dist.runtime.device_info.programs_within_share`): the workers spin on the peers' barrier and
+    all-reduce tasks, and more of them than the share sit on every SM of the GPU, where the peer's kernel that
+    raises those signals (its own mega kernel's workers, or a cuBLAS GEMM it runs first) finds no room. Unchanged on
+    a GPU of its own. ValueError for a bad value."""
+    if num_workers is None:
+        num_workers = 1 if on_sim else rank_sm_count(device)
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"ModelBuilder: num_workers must be an int >= 1, got {num_workers!r}")
+    if on_sim:
+        if num_workers != 1:
+            raise ValueError("ModelBuilder: on the simulator num_workers must be 1 (the interpreter runs programs one "
+                             "after another, so a program waiting for another's task would never see it)")
+        return num_workers
+    return programs_within_share(device, num_workers)
 
 
 class ModelBuilder:
@@ -128,14 +148,9 @@ class ModelBuilder:
         if device is None:
             device = torch.device("cpu") if self.on_sim else torch.device("cuda", torch.cuda.current_device())
         self.device = torch.device(device)
-        if num_workers is None:
-            num_workers = 1 if self.on_sim else rank_sm_count(self.device)
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-            raise ValueError(f"ModelBuilder: num_workers must be an int >= 1, got {num_workers!r}")
-        if self.on_sim and num_workers != 1:
-            raise ValueError("ModelBuilder: on the simulator num_workers must be 1 (the interpreter runs programs one "
-                             "after another, so a program waiting for another's task would never see it)")
-        self.num_workers = num_workers
+        # where ranks share a GPU a given num_workers is capped at the share (resolve_num_workers): the workers wait
+        # for the peers' tasks, and more than the share would sit on every SM and keep the peers' kernels off
+        self.num_workers = num_workers = resolve_num_workers(num_workers, self.device, self.on_sim)
         self.policy = policy
         self.strict = self.on_sim if strict is None else bool(strict)
         if self.strict and num_workers != 1 and not enable_runtime_scheduler:

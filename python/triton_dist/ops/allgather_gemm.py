@@ -11,11 +11,24 @@ import torch
 from ..kernels import ag_gemm as _agk
 from ..kernels import gemm_config as _gcfg
 from ..runtime import torch_collectives as _torch_coll
+from ..runtime.device_info import programs_within_share
 from ..runtime.dtypes import FP8_DTYPES
 from .context import capacity_arg, check_ctx, check_eager_only, check_method, shmem_runtime, traced_result
 from .overlap_context import (AG_GEMM_DTYPES, GEMM_DTYPES, TAG_RANGE, _capturing, _flag_raise, _flag_wait_reset,
                               _operand_checks, _OverlapContext, _scale_tensor)
 from .overlap_table import select_rule
+
+
+def push_programs(comm_programs: Optional[int], device) -> int:
+    """``AGGemmContext.comm_programs``: ``comm_programs``, default 8 on a GPU and 2 on the simulator. Where ranks
+    share a GPU at most this rank's share less one (``runtime.device_info.programs_within_share``): method ``sm``
+    launches them with at least one GEMM program, and that launch's programs spin on the peers' pushes, so more of
+    them than the share would sit on every SM of the GPU and keep the peer's kernels (its own launch, or a cuBLAS
+    GEMM it runs first) off. Unchanged on a GPU of its own."""
+    gpu = torch.device(device).type == "cuda"
+    G = int(comm_programs or (8 if gpu else 2))
+    fit = programs_within_share(device, G + 1)  # G + 1 unless ranks share a GPU and the share is smaller
+    return G if fit == G + 1 else max(1, fit - 1)
 
 
 class AGGemmContext(_OverlapContext):
@@ -35,7 +48,10 @@ class AGGemmContext(_OverlapContext):
         from ..runtime.state import require_backend
 
         gpu = getattr(require_backend(), "name", "") != "sim"
-        self.comm_programs = int(comm_programs or (8 if gpu else 2))
+        # where ranks share a GPU at most the share less one (push_programs): method sm's launch (push + GEMM
+        # programs, all waiting for the peers) must stay within the share, else it sits on every SM
+        self.comm_programs = push_programs(comm_programs, torch.device("cuda", torch.cuda.current_device()) if gpu
+                                           else torch.device("cpu"))
         super().__init__(max_m_per_rank * k, dtype, AG_GEMM_DTYPES, methods=methods,
                          all_methods=("ce", "sm", "chunked") if gpu else ("sm", ),
                          fingerprint_extra=(max_m_per_rank, k, self.comm_programs), **kw)
@@ -92,7 +108,8 @@ def create_ag_gemm_context(max_m: Optional[int] = None, k: Optional[int] = None,
     counts the gathered rows ``world * M_loc`` (the context holds ``ceil(max_M / world)`` rows per rank); the context
     keeps it as ``max_m_per_rank``: docs/ops.md). Keywords: ``methods`` (subset of ``("ce", "sm",
     "chunked")`` to allocate for; each GPU method has its own gathered-A buffer of ``world * max_m * k`` elements),
-    ``comm_programs`` (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator)."""
+    ``comm_programs`` (push programs / ready signals per chunk; default 8 on GPU, 2 on the simulator; where ranks
+    share a GPU at most the rank's SM share less one: :func:`push_programs`)."""
     if isinstance(max_M, int) and not isinstance(max_M, bool) and max_M > 0:  # the reference's: world * M_loc rows
         max_M = -(-max_M // shmem_runtime()[1].n_pes())
     max_m = capacity_arg("create_ag_gemm_context", "max_m", max_m, {"max_m_per_rank": max_m_per_rank, "max_M": max_M})

@@ -120,6 +120,19 @@ def sm_count(device) -> int:
     return rank_sm_count(device, simulated=1)
 
 
+def program_budget(device, num_programs: Optional[int] = None) -> int:
+    """The most programs of a context's channels (:attr:`Context.max_programs`): ``num_programs`` where given, else
+    this rank's SMs on a GPU (:func:`sm_count`) and 2 on the simulator. Where ranks share a GPU a ``num_programs``
+    above this rank's share is capped to it (``runtime.device_info.programs_within_share``): the channels' programs
+    spin on the peers' signals, and more of them than the share sit on every SM of the GPU, where the peer's kernel
+    that raises those signals (or a cuBLAS GEMM it runs first) finds no room. Unchanged on a GPU of its own."""
+    from ..runtime.device_info import programs_within_share
+
+    if not num_programs:
+        return sm_count(device) if torch.device(device).type == "cuda" else 2
+    return programs_within_share(device, num_programs)
+
+
 class Channel:
     """One fixed-grid signalling channel: ``num_programs`` programs, ``BLOCK`` elements per block, a symmetric
     data buffer, symmetric int64 ``ready``/``done`` arrays and a local int64 epoch ``counter``."""
@@ -227,7 +240,9 @@ class Context:
         self.sm_count = sm_count(self.device)
         self.block_bytes = int(block_bytes or (16384 if self.on_gpu else 4096))
         self.num_warps = int(num_warps or (8 if self.on_gpu else 1))
-        self.max_programs = int(num_programs or (self.sm_count if self.on_gpu else 2))
+        # where ranks share a GPU a given num_programs is capped at the share (program_budget): the channels'
+        # programs wait for the peers, and more than the share would sit on every SM and keep the peers' kernels off
+        self.max_programs = program_budget(self.device, num_programs)
         self.check_peers = False
         #: Eager calls through per-call CUDA graphs (:meth:`_launch_graphed`); on by default on GPUs, set False to
         #: launch every call directly.
@@ -562,4 +577,4 @@ def get_context(handle: int) -> Context:
 
 
 __all__ = ["FP8_DTYPES", "Channel", "Context", "capacity_arg", "capturing", "check_ctx", "check_method", "dtype_names", "get_context", "on_gpu",
-           "shmem_runtime", "sm_count", "registry"]
+           "program_budget", "shmem_runtime", "sm_count", "registry"]

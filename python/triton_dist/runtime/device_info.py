@@ -127,6 +127,21 @@ def waiting_grid_programs(device, per_sm: int, simulated: int = 1) -> int:
     return sms if ranks_on_this_gpu() > 1 else sms * per_sm
 
 
+def programs_within_share(device, programs: int) -> int:
+    """``programs`` (a grid size the caller was given: a collective context's ``num_programs``, the mega kernel's
+    ``num_workers``, the AG+GEMM's push programs) where the GPU is this rank's alone or ``device`` is not CUDA, but at
+    most this rank's share (:func:`rank_sm_count`) where ranks share a GPU. Such grids spin on the peers' signals,
+    and there a grid larger than the share puts a waiting program on (nearly) every SM of the GPU: the peer's kernel
+    that would raise those signals, or a cuBLAS GEMM it runs first, finds no SM with room, and the wait never ends
+    (the hang :func:`waiting_grid_programs` avoids for the grids sized here)."""
+    programs = int(programs)
+    if torch.device(device).type != "cuda":
+        return programs
+    from .shared_gpu import ranks_on_this_gpu
+
+    return min(programs, rank_sm_count(device)) if ranks_on_this_gpu() > 1 else programs
+
+
 #: SMs of its share a rank leaves unused in every "one program per SM" grid: overrides the default of
 #: :func:`sm_margin` (0 at one rank per GPU, :data:`SHARED_GPU_SM_MARGIN` where ranks share one)
 SM_MARGIN_ENV = "TRITON_DIST_SM_MARGIN"
