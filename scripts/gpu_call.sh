@@ -8,9 +8,10 @@
 # left of TOTAL_S (default 560: a call is at most 600 s); a spec with less than 40 s left is skipped. Start the command
 # with TRITON_DIST_GIT_COMMIT=<this checkout's HEAD>: the machine's copy of the tree may carry stale git metadata
 # (2026-12-06: records said 5534f94 for a run of 8a379e7; benchmarks/provenance.py's tree fingerprint was right).
+# PREBUILT_CACHE="TGZ ..." unpacks caches built here by scripts/prebuild_device_cache.sh (carry them) first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 0 || $1 == -h || $1 == --help ]] && { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ $# -eq 0 || $1 == -h || $1 == --help ]] && { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 T0=$(date +%s); TOTAL_S=${TOTAL_S:-560}; OUT=${OUT:-/tmp/gpu-call-out}
 if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 | tail -2
@@ -18,6 +19,12 @@ if compgen -G ".whl/*.whl" > /dev/null; then
 fi
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
 mkdir -p "$TRITON_CACHE_DIR"
+# PREBUILT_CACHE="TGZ ...": caches built on the CPU machine (scripts/prebuild_device_cache.sh; carry them), unpacked
+# into the cache first. One tarball per call's parts: all the recordings' kernels together outgrow the device
+# carry's 64 MiB (2026-12-06: 72 MB compressed for 1,272 kernels, ~240 KB of cubin each with NVSHMEM linked in)
+for tgz in ${PREBUILT_CACHE:-}; do
+  tar xzf "$tgz" -C "$TRITON_CACHE_DIR" && echo "prebuilt cache $tgz unpacked" || echo "prebuilt cache $tgz: tar failed"
+done
 echo "cache entries at start: $(ls "$TRITON_CACHE_DIR" | wc -l); $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"
 R=$OUT/run
 mkdir -p "$R"
