@@ -128,15 +128,31 @@ failed=0
 # PRECOMPILE_JOBS processes at once (default: CPUs - 2), before the part's steps; a request that fails to compile
 # here is compiled by the step itself, as without it (log: $OUT/precompile.log; not a step of the part).
 # PRECOMPILE_WORLD=N: the recordings are of another world size: compile the kernels with a WORLD constexpr for N
-# ranks (tools/precompile.py --world; a guess that saves most of a first run at a new rank count)
+# ranks (tools/precompile.py --world; a guess that saves most of a first run at a new rank count). An entry
+# "N:DIR" of PRECOMPILE_FROM does that for DIR alone (its kernels without a WORLD constexpr are skipped), e.g.
+# PRECOMPILE_FROM=".gpu/compiles-p4-np4 4:.gpu/compiles-p4-np2" for the 4-rank tests only a 2-rank run recorded.
+# The way to a warm first run of a big part: the recordings are small to carry and the machine's cores compile them
+# in parallel (a prebuilt cache of the same kernels, scripts/prebuild_device_cache.sh, outgrows the carry)
 if [[ -n ${PRECOMPILE_FROM:-} ]]; then
   # coreutils nproc honours OMP_NUM_THREADS (set to 1 above for the ranks): ask without it
   cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
-  # shellcheck disable=SC2086
-  TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile $PRECOMPILE_FROM \
-    --jobs "${PRECOMPILE_JOBS:-$(( cpus > 3 ? cpus - 2 : 1 ))}" ${PRECOMPILE_WORLD:+--world "$PRECOMPILE_WORLD"} \
-    > "$OUT/precompile.log" 2>&1
-  echo "precompile: exit $? ($(tail -1 "$OUT/precompile.log"))"
+  jobs=${PRECOMPILE_JOBS:-$(( cpus > 3 ? cpus - 2 : 1 ))}
+  plain=()
+  : > "$OUT/precompile.log"
+  for entry in $PRECOMPILE_FROM; do
+    if [[ $entry =~ ^([0-9]+):(.+)$ ]]; then
+      TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile "${BASH_REMATCH[2]}" --jobs "$jobs" \
+        --world "${BASH_REMATCH[1]}" >> "$OUT/precompile.log" 2>&1
+      echo "precompile $entry: exit $? ($(tail -1 "$OUT/precompile.log"))"
+    else
+      plain+=("$entry")
+    fi
+  done
+  if (( ${#plain[@]} )); then
+    TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile "${plain[@]}" --jobs "$jobs" \
+      ${PRECOMPILE_WORLD:+--world "$PRECOMPILE_WORLD"} >> "$OUT/precompile.log" 2>&1
+    echo "precompile: exit $? ($(tail -1 "$OUT/precompile.log"))"
+  fi
 fi
 eager_rules() {  # eager_rules TAG: the final run's eager winners into the table's eager overrides, copied to $OUT
   "$PY" benchmarks/bench_overlap.py --eager-rules-from "$OUT"/overlap-*-"$1".json && \
