@@ -89,12 +89,15 @@ case("16-token tiles in 64-token pages, BLOCK_G 32", [100], 4, 1, 64, 64, splits
      config=DecodeConfig(16, 32, 4, 1))
 
 # the int64 K/V row offsets (wide_offsets, the former code) and the int32 ones (the default where the caches fit)
-# give the same bits
+# give the same bits; resident=3 (splits in whole waves: several at the interpreter's 2 SMs) against the reference
 qw, kw_, vw, btw, slw = paged([37, 0, 90], 8, 2, 64, 16, torch.bfloat16)
 narrow = flash_decode(qw, kw_, vw, btw, slw, num_splits=3, config=DecodeConfig(16, 16, 4, 1))
 wide = flash_decode(qw, kw_, vw, btw, slw, num_splits=3, config=DecodeConfig(16, 16, 4, 1, wide_offsets=True))
 if not (torch.equal(narrow[0], wide[0]) and torch.equal(narrow[1], wide[1])):
     fails.append("wide_offsets: the int64 offsets' result differs from the int32 ones'")
+case("GQA 4, splits in waves of 3 programs per SM", [200], 4, 1, 64, 16, config=DecodeConfig(16, 16, 4, 1, resident=3))
+case("the merge 4 splits a step", [150, 7], 4, 2, 64, 16, splits=(9, ), config=DecodeConfig(16, 16, 4, 1,
+                                                                                             merge_block_s=4))
 
 # out= is written in place; return_lse=False gives out alone
 buf = torch.full_like(q, float("nan"))
@@ -256,24 +259,44 @@ def test_flash_decode_launch_reads_nothing_on_the_host(monkeypatch):
     attention.flash_decode(q, k, v, bt, torch.tensor([16, 40], dtype=torch.int32), num_splits=1)
 
 
-def test_flash_decode_offsets_reach_the_launch(monkeypatch):
-    """``KV_I32`` is passed where both caches' element offsets fit in int32 and ``wide_offsets`` is off."""
+def test_flash_decode_offsets_and_waves_reach_the_launch(monkeypatch):
+    """``KV_I32`` is passed where both caches' element offsets fit in int32 and ``wide_offsets`` is off;
+    ``DecodeConfig.resident`` selects pick_num_splits' waves rule (the grid), an explicit ``num_splits`` wins;
+    ``merge_block_s`` sets the merge kernel's step."""
     import dataclasses
 
     from triton_dist.ops import attention
 
-    split = _Recorder()
+    split, merge = _Recorder(), _Recorder()
     monkeypatch.setattr(attention, "flash_decode_split_kernel", split)
-    monkeypatch.setattr(attention, "merge_partials_kernel", _Recorder())
+    monkeypatch.setattr(attention, "merge_partials_kernel", merge)
     q, k, v, bt, sl = _operands()
     base = attention.pick_decode_config(64, 2, on_gpu=False)
+    for mbs in (0, 4, 64):  # merge_block_s: the merge's step (0: the rule, 8 on the interpreter; at most pow2(9))
+        attention.flash_decode(q, k, v, bt, sl, num_splits=9, config=dataclasses.replace(base, merge_block_s=mbs))
+    assert [kw["BLOCK_S"] for _, _, kw in merge.launches] == [8, 4, 16]
+    split.launches.clear()
     attention.flash_decode(q, k, v, bt, sl, num_splits=2, config=base)
     attention.flash_decode(q, k, v, bt, sl, num_splits=2, config=dataclasses.replace(base, wide_offsets=True))
     monkeypatch.setattr(attention, "kv_offsets_fit_int32", lambda kc, vc: False)
     attention.flash_decode(q, k, v, bt, sl, num_splits=2, config=base)
     assert [kw["KV_I32"] for _, _, kw in split.launches] == [True, False, False]
+    split.launches.clear()
+    long_bt = torch.zeros(1, 64, dtype=torch.int32)  # 1,024 tokens at most: 64 tiles of 16
+    for resident, ns in ((0, None), (3, None), (3, 5)):
+        cfg = dataclasses.replace(base, resident=resident)
+        attention.flash_decode(q[:1], k, v, long_bt, sl[:1], config=cfg, num_splits=ns, check_lens=False)
+    sms = attention.num_sms(q.device)
+    want = [attention.pick_num_splits(1, 2, 1024, sms, 16), attention.pick_num_splits(1, 2, 1024, sms, 16, resident=3),
+            5]
+    assert [g[0] for g, _, _ in split.launches] == [2 * n for n in want]
+    assert want[0] != want[1]
+    with pytest.raises(ValueError, match="resident must be an int >= 0"):
+        attention.flash_decode(q, k, v, bt, sl, config=dataclasses.replace(base, resident=-1))
     with pytest.raises(ValueError, match="wide_offsets must be a bool"):
         attention.flash_decode(q, k, v, bt, sl, config=dataclasses.replace(base, wide_offsets=1))
+    with pytest.raises(ValueError, match="merge_block_s must be 0"):
+        attention.flash_decode(q, k, v, bt, sl, config=dataclasses.replace(base, merge_block_s=3))
 
 
 def test_kv_offsets_fit_int32():
@@ -329,6 +352,20 @@ def test_pick_num_splits_and_config():
     assert pick_num_splits(256, 8, 256, 132, 64) == 1
     assert pick_num_splits(1, 1, 10 ** 7, 1000, 64) == MAX_SPLITS
     assert pick_num_splits(4, 2, 0, 132, 64) == 1  # no tokens at all: one (empty) split
+    # the waves rule (resident programs per SM): the fewest tiles per split (>= 4) whose programs fill the waves
+    # that splits of 16 tiles need; 132 SMs x 3, 8 kv heads, 128-token tiles
+    for B, L, want in ((1, 32768, 43), (1, 131072, 94), (8, 32768, 18), (8, 131072, 64)):
+        splits = pick_num_splits(B, 8, L, 132, 128, resident=3)
+        tiles = L // 128
+        per = -(-tiles // splits)
+        assert splits == want and -(-tiles // per) == splits, (B, L, splits)  # every split holds tokens
+        programs, slots = B * 8 * splits, 3 * 132
+        assert -(-programs // slots) == -(-B * 8 * (tiles // 16) // slots), (B, L)  # no more waves than at 16
+    assert pick_num_splits(1, 8, 32768, 132, 128, resident=2) == 32  # 256 programs of 8 tiles: one wave of 264
+    assert pick_num_splits(1, 8, 512, 132, 128, resident=3) == 1  # 4 tiles: at least 4 a split
+    assert pick_num_splits(1, 8, 100, 132, 128, resident=3) == 1
+    assert pick_num_splits(4, 2, 0, 132, 64, resident=3) == 1
+    assert pick_num_splits(1, 1, 10 ** 7, 1000, 64, resident=3) == MAX_SPLITS
     assert pick_decode_config(128, 4, on_gpu=True) == pick_decode_config(128, 16, on_gpu=True)
     assert pick_decode_config(128, 4, on_gpu=True).BLOCK_G == 16
     assert pick_decode_config(64, 32, on_gpu=True).BLOCK_G == 32
@@ -399,7 +436,7 @@ def _split_launch(monkeypatch, B=1, tokens=32768, Hq=32, Hkv=8, D=128, page=16, 
     v = torch.empty(pages, page, Hkv, D, **meta)
     bt = torch.empty(B, tokens // page, device="meta", dtype=torch.int32)
     sl = torch.empty(B, device="meta", dtype=torch.int32)
-    ns = attention.pick_num_splits(B, Hkv, tokens, sms, cfg.BLOCK_N)
+    ns = attention.pick_num_splits(B, Hkv, tokens, sms, cfg.BLOCK_N, resident=cfg.resident)
     attention.flash_decode(q, k, v, bt, sl, num_splits=ns, config=cfg, check_lens=False)
     (grid, args, kw), = split.launches
     return grid[0], args, kw

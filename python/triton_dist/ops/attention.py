@@ -71,6 +71,16 @@ class DecodeConfig:
     Same results either way; at the default tiles on sm_90 int32 takes the split kernel from 189 to 126 registers a
     thread, i.e. from 2 to 3 programs per SM (docs/attention.md, "Occupancy and the split rule").
 
+    ``resident`` (default 0): 0 sizes the grid by :func:`pick_num_splits`' fill rule (at least
+    :data:`PROGRAMS_PER_SM` programs per SM, splits of about :data:`TARGET_TILES_PER_SPLIT` tiles); ``N > 0`` sizes
+    it in whole waves of ``N`` programs resident per SM (:func:`pick_num_splits` with ``resident=N``; 3 is what
+    ptxas gives the default tiles on sm_90). Ignored when the call passes ``num_splits``.
+
+    ``merge_block_s`` (default 0): splits the merge kernel reads per step (a power of two; 0: the rule, at most 16
+    on a GPU). Each step is one round trip to L2 that the next waits for (its loop is not pipelined), so at 64
+    splits the rule's 16 make 1 + 4 + 4 dependent loads a merge program, 64 make 1 + 1 + 1. The fused merge sizes
+    its own steps.
+
     ``fused_merge`` (default False; opt-in, not yet measured on a GPU): one launch instead of two. Each split
     program, after writing its partial, increments an arrival counter of its (request, kv head) (an int32 workspace
     per device: :func:`arrival_counters`), and the program that arrives last merges that kv head's query rows itself
@@ -82,6 +92,8 @@ class DecodeConfig:
     num_stages: int = 3
     fused_merge: bool = False
     wide_offsets: bool = False
+    resident: int = 0
+    merge_block_s: int = 0
 
 
 def pick_decode_config(head_dim: int, group: int, *, on_gpu: bool) -> DecodeConfig:
@@ -102,17 +114,40 @@ def pick_decode_config(head_dim: int, group: int, *, on_gpu: bool) -> DecodeConf
     return DecodeConfig(128, block_g, 4, 3)
 
 
-def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block_n: int) -> int:
+def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block_n: int, *,
+                    resident: int = 0) -> int:
     """Splits per ``(request, kv head)`` from what the host knows (shapes and the device, never the lengths), for
-    the longest possible request (``max_len = max_pages * page_size`` tokens, ``tiles = cdiv(max_len, block_n)``):
-    the larger of ``cdiv(tiles, TARGET_TILES_PER_SPLIT)`` (short programs: whatever the number of programs resident
-    per SM, the wave in which they run out lasts one short program, not a long one) and ``cdiv(PROGRAMS_PER_SM * sms,
-    batch * num_kv_heads)`` (``sms``: this rank's; enough programs for every SM), then at most ``cdiv(tiles,
-    MIN_TILES_PER_SPLIT)`` and :data:`MAX_SPLITS`; at least 1. The cost of more splits is the partials' write and
-    merge: ``4 * Hq * D`` bytes a split of ``TARGET_TILES_PER_SPLIT * block_n * Hkv * D * 4`` K/V bytes, under 1%
-    at GQA 4, D 128, 128-token tiles."""
+    the longest possible request (``max_len = max_pages * page_size`` tokens, ``tiles = cdiv(max_len, block_n)``).
+
+    ``resident == 0`` (the default, the fill rule): the larger of ``cdiv(tiles, TARGET_TILES_PER_SPLIT)`` (short
+    programs: whatever the number of programs resident per SM, the wave in which they run out lasts one short
+    program, not a long one) and ``cdiv(PROGRAMS_PER_SM * sms, batch * num_kv_heads)`` (``sms``: this rank's; enough
+    programs for every SM), then at most ``cdiv(tiles, MIN_TILES_PER_SPLIT)`` and :data:`MAX_SPLITS`; at least 1.
+    The cost of more splits is the partials' write and merge: ``4 * Hq * D`` bytes a split of
+    ``TARGET_TILES_PER_SPLIT * block_n * Hkv * D * 4`` K/V bytes, under 1% at GQA 4, D 128, 128-token tiles.
+
+    ``resident > 0`` (the waves rule: ``resident`` programs of the split kernel fit an SM, ``slots = resident *
+    sms``): the splits of :data:`TARGET_TILES_PER_SPLIT` tiles need ``waves = cdiv(programs, slots)`` waves; the
+    rule then takes the fewest tiles per split (at least :data:`MIN_TILES_PER_SPLIT`) whose ``batch *
+    num_kv_heads * cdiv(tiles, per_split)`` programs still fit those waves, and returns ``cdiv(tiles, per_split)``
+    (every split holds tokens of the longest request; at most :data:`MAX_SPLITS`). So the last wave is as full as
+    the tile counts allow instead of a fraction of one: at 132 SMs x 3, 8 kv heads and 128-token tiles, batch 1 at
+    32K tokens gets 43 splits (344 programs of 6 tiles, one wave) where the fill rule gives 64 (512 programs of 4
+    tiles, 1.3 waves)."""
     tiles = triton.cdiv(max(max_len, 0), block_n)
-    fill = triton.cdiv(PROGRAMS_PER_SM * max(sms, 1), max(batch * num_kv_heads, 1))
+    rows = max(batch * num_kv_heads, 1)
+    if resident > 0:
+        if tiles <= 1:
+            return 1
+        slots = resident * max(sms, 1)
+        per_floor = max(1, triton.cdiv(tiles, MAX_SPLITS))  # shorter splits would be more than MAX_SPLITS
+        per = max(min(TARGET_TILES_PER_SPLIT, tiles), per_floor)
+        waves = triton.cdiv(rows * triton.cdiv(tiles, per), slots)
+        lo = max(min(MIN_TILES_PER_SPLIT, tiles), per_floor)
+        while per > lo and rows * triton.cdiv(tiles, per - 1) <= waves * slots:
+            per -= 1
+        return max(1, min(triton.cdiv(tiles, per), MAX_SPLITS))
+    fill = triton.cdiv(PROGRAMS_PER_SM * max(sms, 1), rows)
     want = max(fill, triton.cdiv(tiles, TARGET_TILES_PER_SPLIT))
     return max(1, min(want, triton.cdiv(tiles, MIN_TILES_PER_SPLIT), MAX_SPLITS))
 
@@ -384,7 +419,7 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
         _launch_merge(part_out, part_lse, out, lse, seq_lens, num_parts=num_splits, heads=Hq, D=D,
                       part_strides=(D, Hq * num_splits * D, num_splits * D),
                       lse_strides=(1, Hq * num_splits, num_splits), from_splits=True, max_len=max_len,
-                      split_block_n=cfg.BLOCK_N, prof=prof)
+                      split_block_n=cfg.BLOCK_N, prof=prof, block_s=cfg.merge_block_s)
     return (out, lse) if return_lse else out
 
 
@@ -401,8 +436,14 @@ def _launch_plan(op: str, q, k_cache, block_table, num_splits: Optional[int], co
     for name in ("fused_merge", "wide_offsets"):
         if not isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{op}: config {cfg}: {name} must be a bool, got {getattr(cfg, name)!r}")
+    if isinstance(cfg.resident, bool) or not isinstance(cfg.resident, int) or cfg.resident < 0:
+        raise ValueError(f"{op}: config {cfg}: resident must be an int >= 0, got {cfg.resident!r}")
+    mbs = cfg.merge_block_s
+    if isinstance(mbs, bool) or not isinstance(mbs, int) or not (mbs == 0 or _is_pow2(mbs)):
+        raise ValueError(f"{op}: config {cfg}: merge_block_s must be 0 (the rule) or a power of two, got {mbs!r}")
     if num_splits is None:
-        num_splits = pick_num_splits(B, Hkv, block_table.shape[1] * page_size, num_sms(q.device), cfg.BLOCK_N)
+        num_splits = pick_num_splits(B, Hkv, block_table.shape[1] * page_size, num_sms(q.device), cfg.BLOCK_N,
+                                     resident=cfg.resident)
     return cfg, num_splits
 
 
@@ -455,11 +496,16 @@ def _profile_args(op: str, profiler_buffer, q, Hkv: int, num_splits: int) -> dic
 
 
 def _launch_merge(parts, lses, out, lse, seq_lens, *, num_parts: int, heads: int, D: int, part_strides, lse_strides,
-                  from_splits: bool, max_len: int = 0, split_block_n: int = 16, prof=None) -> None:
+                  from_splits: bool, max_len: int = 0, split_block_n: int = 16, prof=None, block_s: int = 0) -> None:
+    """The merge kernel over ``B * heads`` rows; ``block_s``: partials a step (0: :func:`_merge_block_s`'s rule;
+    never more than ``next_pow2(num_parts)``)."""
     B = out.shape[0]
     if B * heads == 0:
         return
-    block_s = _merge_block_s(num_parts, out.device.type == "cuda")
+    if block_s:
+        block_s = min(block_s, triton.next_power_of_2(num_parts))
+    else:
+        block_s = _merge_block_s(num_parts, out.device.type == "cuda")
     merge_partials_kernel[(B * heads, )](
         parts, lses, out, lse, seq_lens if seq_lens is not None else lse, num_parts, heads, D, max_len,
         *part_strides, *lse_strides, out.stride(0), out.stride(1), BLOCK_S=block_s,
