@@ -19,8 +19,11 @@ Parts (``--only``, default all; decode and prefill need one process, sp, ulysses
   heads repeated beforehand, outside the timing: ``sdpa_gqa`` in the record says which), its own backend choice;
   ``sdpa_over_ours`` = SDPA time / ours. Extra column ``ours/BLOCK_G=64``: the decode kernel with 64 query rows per
   MMA (wgmma on sm_90), the choice docs/attention.md leaves to this benchmark. ``--decode-variants`` adds columns
-  ``ours/<entry>`` (keys: ``splits``, ``block_n``, ``block_g``, ``warps``, ``stages``, and ``fused=1``: the fused
-  merge, one launch instead of two; on the simulator they are checked, not timed). Targets (printed, never
+  ``ours/<entry>`` (keys: ``splits``, ``block_n``, ``block_g``, ``warps``, ``stages``, ``fused=1``: the fused
+  merge, one launch instead of two, ``wide=1``: the int64 K/V row offsets, ``resident=N``: splits sized in whole
+  waves of N programs per SM, ``merge_s=N``: N splits a merge step; on the simulator they are checked, not timed).
+  On a GPU the record's ``split_kernel`` gives each launch's split kernel as the device compiled it (registers,
+  spills, shared memory, programs per SM: ``ops.attention.last_split_kernel_resources``). Targets (printed, never
   asserted): ``kv_fraction >= 0.85``, ``sdpa_over_ours >= 1.5``.
 * ``--decode-trace DIR`` (one GPU; runs alone unless ``--only`` names parts): where a decode call's time goes. Per
   shape (``--decode-lens``, default 32768 here; ``--batches``, default 1 and 8; the first ``--pages``; the default
@@ -186,8 +189,10 @@ def _ratios(rec, ours, baselines):
 
 # --------------------------------------------------------------------------------------------------- decode
 #: keys of a ``--decode-variants`` entry: what each sets of ``flash_decode``'s launch (``fused=1``: the fused merge,
-#: ``DecodeConfig.fused_merge``: one launch instead of two)
-VARIANT_KEYS = ("splits", "block_n", "block_g", "warps", "stages", "fused")
+#: ``DecodeConfig.fused_merge``: one launch instead of two; ``wide=1``: ``DecodeConfig.wide_offsets``, the int64 K/V
+#: row offsets of before 2026-12-07; ``resident=N``: ``DecodeConfig.resident``, splits sized in whole waves of N
+#: programs per SM; ``merge_s=N``: ``DecodeConfig.merge_block_s``, splits the merge kernel reads per step)
+VARIANT_KEYS = ("splits", "block_n", "block_g", "warps", "stages", "fused", "wide", "resident", "merge_s")
 
 
 def parse_decode_variants(ap, text):
@@ -212,12 +217,15 @@ def variant_config(base, kv):
 
     return DecodeConfig(kv.get("block_n", base.BLOCK_N), kv.get("block_g", base.BLOCK_G),
                         kv.get("warps", base.num_warps), kv.get("stages", base.num_stages),
-                        fused_merge=bool(kv.get("fused", 0)))
+                        fused_merge=bool(kv.get("fused", 0)), wide_offsets=bool(kv.get("wide", 0)),
+                        resident=kv.get("resident", base.resident),
+                        merge_block_s=kv.get("merge_s", base.merge_block_s))
 
 
 def bench_decode(B, L, page, heads, gpu, ceiling, seed=0, variants=()):
     from triton_dist import ops
-    from triton_dist.ops.attention import DecodeConfig, flash_decode_reference, pick_decode_config
+    from triton_dist.ops.attention import DecodeConfig, flash_decode_reference, last_split_kernel_resources, \
+        pick_decode_config
 
     Hq, Hkv, Dh = heads
     dev = "cuda" if gpu else "cpu"
@@ -247,6 +255,12 @@ def bench_decode(B, L, page, heads, gpu, ceiling, seed=0, variants=()):
         want, _ = flash_decode_reference(q, kc, vc, bt, sl)
         rec["rel_error_vs_reference"] = harness.rel_error(fns["ours"](), want) if "ours" in fns else None
     rec["rel_error_vs_sdpa"] = harness.rel_error(fns["ours"](), ref) if "ours" in fns else None
+    if gpu:  # what each launch's split kernel was compiled to (the device's ptxas): registers, spills, residency
+        rec["split_kernel"] = {}
+        for n, fn in fns.items():
+            if n.startswith("ours"):
+                fn()
+                rec["split_kernel"][n] = last_split_kernel_resources()
     del k, v
     rec["us"], rec["graphed"], rec["eager_us"], rec["calls_per_sample"] = _time(fns, gpu)
     if not gpu:
@@ -271,11 +285,23 @@ def decode_lines(rec):
                      + (f" ({rec['kv_fraction'][n]:.2f})" if "kv_fraction" in rec else "") for n, t in rec["us"].items())
     eager = "  ".join(f"{n} {t:.1f}" for n, t in rec["eager_us"].items())
     r = rec.get("sdpa_over_ours")
-    return [head, f"    graph: {cols}", f"    eager us: {eager}",
-            f"    x sdpa {_g2(r)} (target >= {TARGETS['decode_sdpa_over_ours']}), eager x sdpa "
-            f"{_g2(rec.get('eager_sdpa_over_ours'))}; fraction of read bw {_g2(rec.get('kv_fraction', {}).get('ours'))} "
-            f"(target >= {TARGETS['decode_kv_fraction']})  err vs sdpa {_g(rec['rel_error_vs_sdpa'])} "
-            f"{rec['errors'] or ''}"]
+    lines = [head, f"    graph: {cols}", f"    eager us: {eager}",
+             f"    x sdpa {_g2(r)} (target >= {TARGETS['decode_sdpa_over_ours']}), eager x sdpa "
+             f"{_g2(rec.get('eager_sdpa_over_ours'))}; fraction of read bw {_g2(rec.get('kv_fraction', {}).get('ours'))} "
+             f"(target >= {TARGETS['decode_kv_fraction']})  err vs sdpa {_g(rec['rel_error_vs_sdpa'])} "
+             f"{rec['errors'] or ''}"]
+    if rec.get("split_kernel"):
+        lines.append("    split kernel: " + "  ".join(f"{n} {split_kernel_words(k)}"
+                                                       for n, k in rec["split_kernel"].items()))
+    return lines
+
+
+def split_kernel_words(res):
+    """``"126 regs 0 spills 74240 B smem 3/SM"`` of :func:`~triton_dist.ops.attention.last_split_kernel_resources`'s
+    dict (``-`` for None)."""
+    if not res:
+        return "-"
+    return (f"{res['regs']} regs {res['spills']} spills {res['shared']} B smem {res['programs_per_sm']}/SM")
 
 
 # ------------------------------------------------------------------------------------------------ decode trace
@@ -441,7 +467,7 @@ def trace_decode(B, L, page, heads, gpu, outdir, stamp, name="ours", kv=None, se
     from triton_dist.kernels.flash_decode import TASKS
     from triton_dist.kernels.gemm_config import num_sms
     from triton_dist.ops.attention import (decode_profile_slots, flash_decode, flash_decode_reference,
-                                           pick_decode_config, pick_num_splits)
+                                           last_split_kernel_resources, pick_decode_config, pick_num_splits)
     from triton_dist.tools.profiler import (alloc_profiler_buffer, export_to_perfetto_trace, parse_to_tracks,
                                             render_gantt_png, reset_profiler_buffer)
 
@@ -452,7 +478,8 @@ def trace_decode(B, L, page, heads, gpu, outdir, stamp, name="ours", kv=None, se
     q = torch.randn((B, Hq, Dh), device=dev, generator=_gen(seed + 1, dev)).to(torch.bfloat16)
     cfg = variant_config(pick_decode_config(Dh, Hq // Hkv, on_gpu=gpu), kv)
     sms = num_sms(q.device) if gpu else None
-    ns = kv.get("splits") or pick_num_splits(B, Hkv, bt.shape[1] * page, num_sms(q.device), cfg.BLOCK_N)
+    ns = kv.get("splits") or pick_num_splits(B, Hkv, bt.shape[1] * page, num_sms(q.device), cfg.BLOCK_N,
+                                             resident=cfg.resident)
     buf = alloc_profiler_buffer(decode_profile_slots(q, kc, bt, num_splits=ns, config=cfg), device=q.device)
 
     def plain():
@@ -463,7 +490,9 @@ def trace_decode(B, L, page, heads, gpu, outdir, stamp, name="ours", kv=None, se
                             profiler_buffer=buf)
 
     want, _ = flash_decode_reference(q, kc, vc, bt, sl)
-    got_plain, got_prof = plain(), profiled()
+    got_plain = plain()
+    split_kernel = last_split_kernel_resources()  # the unprofiled launch's (None on the simulator)
+    got_prof = profiled()
     harness._sync()
     ok, rel = harness.close(got_prof, want)
     key = "ours" if name == "ours" else f"ours/{name}"
@@ -471,7 +500,10 @@ def trace_decode(B, L, page, heads, gpu, outdir, stamp, name="ours", kv=None, se
     rec.update({
         "batch": B, "tokens": L, "page_size": page, "q_heads": Hq, "kv_heads": Hkv, "head_dim": Dh, "dtype": "bfloat16",
         "variant": name, "config": {"BLOCK_N": cfg.BLOCK_N, "BLOCK_G": cfg.BLOCK_G, "num_warps": cfg.num_warps,
-                                    "num_stages": cfg.num_stages, "fused_merge": cfg.fused_merge},
+                                    "num_stages": cfg.num_stages, "fused_merge": cfg.fused_merge,
+                                    "wide_offsets": cfg.wide_offsets, "resident": cfg.resident,
+                                    "merge_block_s": cfg.merge_block_s},
+        "split_kernel": split_kernel,
         "num_splits": ns, "split_programs": B * Hkv * ns, "merge_programs": 0 if ns == 1 or cfg.fused_merge else B * Hq,
         "sms": sms, "rel_error_vs_reference": rel,
         "profiled_equals_unprofiled": bool(torch.equal(got_plain, got_prof))})
@@ -552,7 +584,8 @@ def trace_lines(rec):
              f"    SMs {pr.get('sms_used')} (idle {rec.get('idle_sms', '-')}), programs/SM "
              f"{pr.get('programs_per_sm')}, peak {pr.get('peak_per_sm')}/SM {pr.get('peak_running')} in all, "
              f"waves {pr.get('waves')}, ramp {_g2(pr.get('ramp_us'))} us, drain {_g2(pr.get('drain_us'))} us; "
-             f"K/V over the split span {rec.get('kv_gbs_split', '-')} GB/s"]
+             f"K/V over the split span {rec.get('kv_gbs_split', '-')} GB/s",
+             f"    split kernel (unprofiled): {split_kernel_words(rec.get('split_kernel'))}"]
     checks = (f"profiled == unprofiled {rec['profiled_equals_unprofiled']}, last call == first "
               f"{rec['repeat_equal']}, err vs reference {_g(rec['rel_error_vs_reference'])}")
     if rec.get("call_us"):

@@ -51,13 +51,18 @@
 #                                       (sp_flash_decode, Ulysses, sp_ag_attention): no one-GPU decode / prefill bench
 #   scripts/gpu_suite.sh attention-tune one GPU: bench_attention decode at DECODE_LENS / DECODE_BATCHES (default
 #                                       32768 / 1,8), page 16, with DECODE_VARIANTS as extra columns (bench_attention
-#                                       --decode-variants: splits, tile, warps, stages)
-#   scripts/gpu_suite.sh attention-trace one GPU: where a decode call's time goes and the fused merge against the
-#                                       default: bench_attention --decode-trace (one profiled call per shape and
-#                                       launch: Perfetto JSON, Gantt, timeline, summary in $OUT/decode-trace; the
-#                                       default and TRACE_VARIANTS, default fused=1), then the timed A/B (--only
-#                                       decode with DECODE_VARIANTS, default fused=1,splits=32,splits=32+fused=1), both
-#                                       at DECODE_LENS / DECODE_BATCHES (default 32768 / 1,8), page 16
+#                                       --decode-variants: splits, tile, warps, stages, offsets, waves, merge step;
+#                                       default: the tilings that fit 3-4 programs per SM with deeper K/V buffers,
+#                                       docs/attention.md "Occupancy and the split rule")
+#   scripts/gpu_suite.sh attention-trace one GPU: where a decode call's time goes, and the launch choices of
+#                                       docs/attention.md "Occupancy and the split rule" against the default:
+#                                       bench_attention --decode-trace (one profiled call per shape and launch:
+#                                       Perfetto JSON, Gantt, timeline, summary in $OUT/decode-trace; the default and
+#                                       TRACE_VARIANTS,
+#                                       default wide=1,merge_s=64,fused=1), then the timed A/B (--only decode with
+#                                       DECODE_VARIANTS, default wide=1,merge_s=64,resident=3,resident=3+merge_s=64,
+#                                       fused=1,splits=32), both at DECODE_LENS / DECODE_BATCHES (default 32768 /
+#                                       1,8), page 16
 #   scripts/gpu_suite.sh shared-fullsm  ranks sharing a GPU, kernels of one block per SM (the TP-MoE and sp_ag kernels
 #                                       hung at 2 ranks on one GPU under MPS percentages, 2026-12-06): the SM probe
 #                                       (-m triton_dist.tools.sm_probe), the shared-GPU tier, the TP-MoE tier and
@@ -343,16 +348,19 @@ case $part in
   attention-tune)  # one GPU: the decode kernel's launch choices against its default, same process
     rec bench_attention_tune 200 "$PY" benchmarks/bench_attention.py --only decode --pages 16 \
       --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \
-      --decode-variants "${DECODE_VARIANTS:-splits=33,splits=132,splits=264,stages=4,block_n=128,warps=8}" \
+      --decode-variants "${DECODE_VARIANTS:-wide=1,warps=8,block_n=64+stages=5,block_n=32+stages=7,resident=3,merge_s=64}" \
       --out "$OUT" ;;
   attention-trace)  # one GPU: the decode's timeline (batch 1 at 32K runs at 0.65 of the read ceiling, batch 8 at
-    # 0.96: docs/attention.md), then the fused merge timed against the default, each in one process
-    rec bench_attention_trace 120 "$PY" benchmarks/bench_attention.py --decode-trace "$OUT/decode-trace" --pages 16 \
+    # 0.96: docs/attention.md) for the default (int32 K/V offsets: 3 programs per SM), the former int64 offsets (2),
+    # the merge in one step and the fused merge; then those and the waves rule timed against the default, each in
+    # one process
+    rec bench_attention_trace 200 "$PY" benchmarks/bench_attention.py --decode-trace "$OUT/decode-trace" --pages 16 \
       --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \
-      --decode-variants "${TRACE_VARIANTS:-fused=1}" --out "$OUT"
-    rec bench_attention_fused 130 "$PY" benchmarks/bench_attention.py --only decode --pages 16 \
+      --decode-variants "${TRACE_VARIANTS:-wide=1,merge_s=64,fused=1}" --out "$OUT"
+    rec bench_attention_fused 250 "$PY" benchmarks/bench_attention.py --only decode --pages 16 \
       --decode-lens "${DECODE_LENS:-32768}" --batches "${DECODE_BATCHES:-1,8}" \
-      --decode-variants "${DECODE_VARIANTS:-fused=1,splits=32,splits=32+fused=1}" --out "$OUT" ;;
+      --decode-variants "${DECODE_VARIANTS:-wide=1,merge_s=64,resident=3,resident=3+merge_s=64,fused=1,splits=32}" \
+      --out "$OUT" ;;
   coll-host)  # after a change to the collectives' host path: its tests, where the host time goes, eager figures
     tier gpu_runtime_bound 100 test/python/gpu/test_gpu_runtime.py -k "init or bound"
     tier gpu_collectives 160 test/python/gpu/test_gpu_collectives.py

@@ -68,6 +68,40 @@ def test_binary_stage_to_file(kernel_file, tmp_path):
     assert out.read_bytes()[:4] == b"\x7fELF"
 
 
+def test_resources_line(kernel_file, capsys, tmp_path):
+    """--resources: one JSON line, ptxas' registers and spills, the shared memory, and the residency they allow
+    (runtime.occupancy); --out writes it to a file; hip targets are refused."""
+    import json
+
+    from triton_dist.runtime.occupancy import programs_per_sm
+
+    argv = [f"{kernel_file}:scale", "-s", "*fp32:16, *fp32:16, i32, fp32, 1024", "--num-warps", "8", "--resources"]
+    assert ctool.main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["kernel"] == "scale" and res["target"] == "cuda:90" and res["num_warps"] == 8
+    assert 0 < res["registers"] <= 255 and res["spill_stores"] == res["spill_loads"] == res["stack"] == 0, res
+    assert (res["programs_per_sm"], res["bound_by"]) == programs_per_sm(res["registers"], res["shared"], 8)
+    assert res["bound_by"]["threads"] == 8  # 2,048 threads an SM / 256
+    out = tmp_path / "res.json"
+    assert ctool.main(argv + ["-o", str(out)]) == 0
+    assert json.loads(out.read_text())["registers"] == res["registers"]
+    capsys.readouterr()
+    assert ctool.main(argv + ["--target", "hip:gfx942"]) == 2
+    assert "--resources needs a cuda target" in capsys.readouterr().err
+
+
+def test_programs_per_sm():
+    """sm_90's residency arithmetic (registers per warp rounded to 256, 1 KiB reserved shared memory a block)."""
+    from triton_dist.runtime.occupancy import programs_per_sm
+
+    # the decode split kernel, 4 warps, 72.5 KiB: 189 registers (int64 K/V offsets) -> 2, 126 -> 3 (then shared)
+    assert programs_per_sm(189, 74240, 4) == (2, {"regs": 2, "shared": 3, "threads": 16})
+    assert programs_per_sm(126, 74240, 4) == (3, {"regs": 4, "shared": 3, "threads": 16})
+    assert programs_per_sm(168, 74240, 4)[1]["regs"] == 3 and programs_per_sm(169, 74240, 4)[1]["regs"] == 2
+    assert programs_per_sm(16, 0, 1)[0] == 32  # the blocks-per-SM limit
+    assert programs_per_sm(255, 0, 32)[0] == 0  # 1,024 threads of 255 registers do not fit
+
+
 def test_options_reach_the_compiler(kernel_file, capsys):
     ctool.main([f"{kernel_file}:scale", "-s", "*fp32, *fp32, i32, fp32, 128", "--stage", "ttgir",
                 "--num-warps", "8"])

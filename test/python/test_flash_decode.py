@@ -5,6 +5,7 @@ interpreter against a plain fp32 torch reference (GQA ratios 1, 3 and 4, D 64 an
 has pages, tiles spanning several pages, strided K / V views), ``out`` and ``lse`` both; the merge with empty (-inf)
 partials whose outputs hold NaN; the torch.library ops under torch.compile; the host checks; the split rule; and
 compilation of both kernels for cuda:90 and hip:gfx942 in fresh processes."""
+import json
 import re
 
 import pytest
@@ -86,6 +87,17 @@ case("GQA 3, 32-token tiles over 16-token pages", [45, 9], 6, 2, 64, 16, dtype=t
      config=DecodeConfig(32, 16, 4, 1))
 case("16-token tiles in 64-token pages, BLOCK_G 32", [100], 4, 1, 64, 64, splits=(3, ),
      config=DecodeConfig(16, 32, 4, 1))
+
+# the int64 K/V row offsets (wide_offsets, the former code) and the int32 ones (the default where the caches fit)
+# give the same bits; resident=3 (splits in whole waves: several at the interpreter's 2 SMs) against the reference
+qw, kw_, vw, btw, slw = paged([37, 0, 90], 8, 2, 64, 16, torch.bfloat16)
+narrow = flash_decode(qw, kw_, vw, btw, slw, num_splits=3, config=DecodeConfig(16, 16, 4, 1))
+wide = flash_decode(qw, kw_, vw, btw, slw, num_splits=3, config=DecodeConfig(16, 16, 4, 1, wide_offsets=True))
+if not (torch.equal(narrow[0], wide[0]) and torch.equal(narrow[1], wide[1])):
+    fails.append("wide_offsets: the int64 offsets' result differs from the int32 ones'")
+case("GQA 4, splits in waves of 3 programs per SM", [200], 4, 1, 64, 16, config=DecodeConfig(16, 16, 4, 1, resident=3))
+case("the merge 4 splits a step", [150, 7], 4, 2, 64, 16, splits=(9, ), config=DecodeConfig(16, 16, 4, 1,
+                                                                                             merge_block_s=4))
 
 # out= is written in place; return_lse=False gives out alone
 buf = torch.full_like(q, float("nan"))
@@ -247,6 +259,64 @@ def test_flash_decode_launch_reads_nothing_on_the_host(monkeypatch):
     attention.flash_decode(q, k, v, bt, torch.tensor([16, 40], dtype=torch.int32), num_splits=1)
 
 
+def test_flash_decode_offsets_and_waves_reach_the_launch(monkeypatch):
+    """``KV_I32`` is passed where both caches' element offsets fit in int32 and ``wide_offsets`` is off;
+    ``DecodeConfig.resident`` selects pick_num_splits' waves rule (the grid), an explicit ``num_splits`` wins;
+    ``merge_block_s`` sets the merge kernel's step."""
+    import dataclasses
+
+    from triton_dist.ops import attention
+
+    split, merge = _Recorder(), _Recorder()
+    monkeypatch.setattr(attention, "flash_decode_split_kernel", split)
+    monkeypatch.setattr(attention, "merge_partials_kernel", merge)
+    q, k, v, bt, sl = _operands()
+    base = attention.pick_decode_config(64, 2, on_gpu=False)
+    for mbs in (0, 4, 64):  # merge_block_s: the merge's step (0: the rule, 8 on the interpreter; at most pow2(9))
+        attention.flash_decode(q, k, v, bt, sl, num_splits=9, config=dataclasses.replace(base, merge_block_s=mbs))
+    assert [kw["BLOCK_S"] for _, _, kw in merge.launches] == [8, 4, 16]
+    split.launches.clear()
+    attention.flash_decode(q, k, v, bt, sl, num_splits=2, config=base)
+    attention.flash_decode(q, k, v, bt, sl, num_splits=2, config=dataclasses.replace(base, wide_offsets=True))
+    monkeypatch.setattr(attention, "kv_offsets_fit_int32", lambda kc, vc: False)
+    attention.flash_decode(q, k, v, bt, sl, num_splits=2, config=base)
+    assert [kw["KV_I32"] for _, _, kw in split.launches] == [True, False, False]
+    split.launches.clear()
+    long_bt = torch.zeros(1, 64, dtype=torch.int32)  # 1,024 tokens at most: 64 tiles of 16
+    for resident, ns in ((0, None), (3, None), (3, 5)):
+        cfg = dataclasses.replace(base, resident=resident)
+        attention.flash_decode(q[:1], k, v, long_bt, sl[:1], config=cfg, num_splits=ns, check_lens=False)
+    sms = attention.num_sms(q.device)
+    want = [attention.pick_num_splits(1, 2, 1024, sms, 16), attention.pick_num_splits(1, 2, 1024, sms, 16, resident=3),
+            5]
+    assert [g[0] for g, _, _ in split.launches] == [2 * n for n in want]
+    assert want[0] != want[1]
+    with pytest.raises(ValueError, match="resident must be an int >= 0"):
+        attention.flash_decode(q, k, v, bt, sl, config=dataclasses.replace(base, resident=-1))
+    with pytest.raises(ValueError, match="wide_offsets must be a bool"):
+        attention.flash_decode(q, k, v, bt, sl, config=dataclasses.replace(base, wide_offsets=1))
+    with pytest.raises(ValueError, match="merge_block_s must be 0"):
+        attention.flash_decode(q, k, v, bt, sl, config=dataclasses.replace(base, merge_block_s=3))
+
+
+def test_kv_offsets_fit_int32():
+    """The largest element offset of each cache decides (meta tensors: shapes and strides without storage)."""
+    from triton_dist.ops.attention import INT32_OFFSETS_LIMIT, kv_offsets_fit_int32, max_element_offset
+
+    def cache(pages, stride_page=16 * 8 * 128):
+        return torch.empty_strided((pages, 16, 8, 128), (stride_page, 8 * 128, 128, 1), dtype=torch.bfloat16,
+                                   device="meta")
+
+    fits = INT32_OFFSETS_LIMIT // (16 * 8 * 128)  # 131,072 pages: offsets up to 2**31 - 1
+    assert max_element_offset(cache(fits)) == INT32_OFFSETS_LIMIT - 1
+    assert kv_offsets_fit_int32(cache(fits), cache(fits))
+    assert not kv_offsets_fit_int32(cache(fits), cache(fits + 1))
+    assert not kv_offsets_fit_int32(cache(fits + 1), cache(1))
+    # a strided view (K and V interleaved in one [pages, 2, ...] buffer) counts its strides, not its element count
+    assert not kv_offsets_fit_int32(cache(fits // 2 + 1, stride_page=2 * 16 * 8 * 128), cache(1))
+    assert max_element_offset(cache(0)) == -1 and kv_offsets_fit_int32(cache(0), cache(0))
+
+
 @pytest.mark.parametrize("args,kw,words", [
     ((torch.zeros(2, 3, 4), torch.zeros(2, 3)), {}, ["outs must be 4-D [S, B, H, D]"]),
     ((torch.zeros(2, 1, 3, 4), torch.zeros(2, 1, 3, dtype=torch.float16)), {},
@@ -282,6 +352,20 @@ def test_pick_num_splits_and_config():
     assert pick_num_splits(256, 8, 256, 132, 64) == 1
     assert pick_num_splits(1, 1, 10 ** 7, 1000, 64) == MAX_SPLITS
     assert pick_num_splits(4, 2, 0, 132, 64) == 1  # no tokens at all: one (empty) split
+    # the waves rule (resident programs per SM): the fewest tiles per split (>= 4) whose programs fill the waves
+    # that splits of 16 tiles need; 132 SMs x 3, 8 kv heads, 128-token tiles
+    for B, L, want in ((1, 32768, 43), (1, 131072, 94), (8, 32768, 18), (8, 131072, 64)):
+        splits = pick_num_splits(B, 8, L, 132, 128, resident=3)
+        tiles = L // 128
+        per = -(-tiles // splits)
+        assert splits == want and -(-tiles // per) == splits, (B, L, splits)  # every split holds tokens
+        programs, slots = B * 8 * splits, 3 * 132
+        assert -(-programs // slots) == -(-B * 8 * (tiles // 16) // slots), (B, L)  # no more waves than at 16
+    assert pick_num_splits(1, 8, 32768, 132, 128, resident=2) == 32  # 256 programs of 8 tiles: one wave of 264
+    assert pick_num_splits(1, 8, 512, 132, 128, resident=3) == 1  # 4 tiles: at least 4 a split
+    assert pick_num_splits(1, 8, 100, 132, 128, resident=3) == 1
+    assert pick_num_splits(4, 2, 0, 132, 64, resident=3) == 1
+    assert pick_num_splits(1, 1, 10 ** 7, 1000, 64, resident=3) == MAX_SPLITS
     assert pick_decode_config(128, 4, on_gpu=True) == pick_decode_config(128, 16, on_gpu=True)
     assert pick_decode_config(128, 4, on_gpu=True).BLOCK_G == 16
     assert pick_decode_config(64, 32, on_gpu=True).BLOCK_G == 32
@@ -297,6 +381,97 @@ SPLIT_SIG = "*bf16:16, *bf16:16, *bf16:16, *i32:16, *i32:16, *fp32:16, *fp32:16,
 # stride_ls, stride_lb, stride_lh, stride_ob, stride_oh, then BLOCK_S, BLOCK_D, FROM_SPLITS, SPLIT_BLOCK_N
 MERGE_SIG = "*fp32:16, *fp32:16, *bf16:16, *fp32:16, *i32:16, i32, i32, i32:16, i32, i32:16, i32:16, i32:16, i32, " \
             "i32, i32, i32:16, i32:16"
+
+
+_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int32: "i32"}
+
+
+def _tool_args_of_launch(args, kw):
+    """``(signature, options)``: the compile tool's ``-s`` and its ``-D`` / option arguments that compile what one
+    recorded split-kernel launch runs, specialised as Triton's launch specialises it: a tensor is a pointer of its
+    dtype, 16-byte aligned (the CUDA caching allocator's blocks are; meta tensors stand in for them here); an int is
+    the constexpr 1 where it is 1, ``i32:16`` where divisible by 16, else ``i32``; a float is ``fp32``; keyword
+    constexprs are ``-D``."""
+    from triton_dist.kernels.flash_decode import flash_decode_split_kernel as kernel
+
+    def entry(a):
+        if isinstance(a, torch.Tensor):
+            return f"*{_TYPES[a.dtype]}:16"
+        if isinstance(a, float):
+            return "fp32"
+        if isinstance(a, int) and not isinstance(a, bool):
+            assert -2 ** 31 <= a < 2 ** 31, a
+            return "1" if a == 1 else "i32:16" if a % 16 == 0 else "i32"
+        raise AssertionError(f"argument {a!r}")
+
+    kw = dict(kw)
+    opts = ["--num-warps", str(kw.pop("num_warps")), "--num-stages", str(kw.pop("num_stages"))]
+    sig, defines, skipped = [entry(a) for a in args], [], []
+    for param in kernel.params[len(args):]:  # keywords in the kernel's order: runtime ones extend the signature
+        if param.name not in kw:
+            skipped.append(param.name)
+        elif param.is_constexpr:
+            defines += ["-D", f"{param.name}={kw.pop(param.name)}"]
+        else:  # the tool fills the parameters not set by -D in order: none may be left out before this one
+            assert not skipped, (param.name, skipped)
+            sig.append(entry(kw.pop(param.name)))
+    assert not kw, kw
+    return ", ".join(sig), defines + opts
+
+
+def _split_launch(monkeypatch, B=1, tokens=32768, Hq=32, Hkv=8, D=128, page=16, config=None, sms=132):
+    """The split kernel's launch (args, keywords) of ``flash_decode`` on a GPU at this shape, recorded from meta
+    tensors (no memory, nothing runs): the GPU's tiling (``pick_decode_config(on_gpu=True)``) and split count
+    (``pick_num_splits`` for ``sms`` SMs) unless ``config`` says otherwise."""
+    from triton_dist.ops import attention
+
+    split = _Recorder()
+    monkeypatch.setattr(attention, "flash_decode_split_kernel", split)
+    monkeypatch.setattr(attention, "merge_partials_kernel", _Recorder())
+    cfg = config or attention.pick_decode_config(D, Hq // Hkv, on_gpu=True)
+    pages = B * tokens // page
+    meta = {"device": "meta", "dtype": torch.bfloat16}
+    q = torch.empty(B, Hq, D, **meta)
+    k = torch.empty(pages, page, Hkv, D, **meta)
+    v = torch.empty(pages, page, Hkv, D, **meta)
+    bt = torch.empty(B, tokens // page, device="meta", dtype=torch.int32)
+    sl = torch.empty(B, device="meta", dtype=torch.int32)
+    ns = attention.pick_num_splits(B, Hkv, tokens, sms, cfg.BLOCK_N, resident=cfg.resident)
+    attention.flash_decode(q, k, v, bt, sl, num_splits=ns, config=cfg, check_lens=False)
+    (grid, args, kw), = split.launches
+    return grid[0], args, kw
+
+
+def _resources(args, kw):
+    sig, options = _tool_args_of_launch(args, kw)
+    res = compile_kernel("flash_decode.py", "flash_decode_split_kernel", sig, "cuda:90", *options, "--resources")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("page", [16, 1, 64])
+def test_split_kernel_occupancy_on_sm90(monkeypatch, page):
+    """The split kernel as ``flash_decode`` launches it on an H100 / H200 for the issue's shape (batch 1, 32K
+    tokens, 32 q / 8 kv heads, D 128, bf16; pages of 16, and 1 and 64), compiled for cuda:90 here with ptxas:
+    three programs fit an SM (int32 K/V row offsets: ~126 registers a thread at 4 warps, the 72.5 KiB of shared
+    memory then the bound; with int64 offsets 189 registers allowed two), nothing spills; the grid at 132 SMs:
+    64 splits x 8 kv heads (docs/attention.md, "Occupancy and the split rule")."""
+    programs, args, kw = _split_launch(monkeypatch, page=page)
+    assert programs == 8 * 64 and kw["KV_I32"] is True and kw["num_warps"] == 4 and kw["num_stages"] == 3
+    res = _resources(args, kw)
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
+    assert res["programs_per_sm"] == 3, res
+    assert res["bound_by"]["regs"] >= 3 and res["registers"] <= 168, res  # 168: the most that still fits 3
+    if page == 16:  # the former int64 offsets (wide_offsets) cost registers: why the int32 ones are the default
+        import dataclasses
+
+        from triton_dist.ops.attention import pick_decode_config
+
+        wide_cfg = dataclasses.replace(pick_decode_config(128, 4, on_gpu=True), wide_offsets=True)
+        _, args, kw = _split_launch(monkeypatch, page=page, config=wide_cfg)
+        assert kw["KV_I32"] is False
+        wide = _resources(args, kw)
+        assert wide["registers"] > res["registers"] and wide["shared"] == res["shared"], (wide, res)
 
 
 NV_ATOMICS = [r"\batom\.", r"\bred\."]

@@ -21,8 +21,19 @@ the ``[BLOCK_G, BLOCK_N]`` scores with one ``tl.dot`` and runs an online softmax
 pre-multiplied by ``scale * log2(e)``), accumulating ``p @ V`` with a second ``tl.dot``. It writes the normalised
 partial output and its natural-log LSE to a workspace ``[B, Hq, num_splits, D]`` / ``[B, Hq, num_splits]`` fp32, or
 (``DIRECT``, one split) the final ``out`` and ``lse`` themselves. On GPUs the token loop is software-pipelined by
-Triton (``num_stages >= 3``): the next tile's K and V are copied asynchronously (16-byte pieces) into shared memory
-while the current tile is computed, its page ids a tile earlier still.
+Triton: K and V are copied asynchronously (16-byte pieces) into shared memory, the page ids a tile ahead of them
+(``num_stages >= 3``). How far ahead depends on ``num_stages`` (Triton 3.6, sm_90, read from the TTGIR): at 3 or 4
+stages K and V get ONE buffer each, so the copy of tile ``t + 1`` is issued after tile ``t``'s two dots and waited
+for at the top of the next iteration (a program has at most one tile in flight, none while it computes: the other
+programs resident on the SM hide the latency); 5 stages give two buffers (tile ``t + 1`` in flight while ``t`` is
+computed), 7 stages three. With 2 stages the page ids are a plain load after the dots.
+
+Registers (ptxas, sm_90a; docs/attention.md, "Occupancy and the split rule"): the K / V addresses dominate. A
+thread issues its share of a tile's 16-byte copies (16 rows of K and 16 of V at 128-token tiles and 4 warps), one
+row offset each; as int64 these offsets (``page * stride_kp + slot * stride_kt``) took the split kernel to 189
+registers at 4 warps (2 programs per SM), as int32 (``KV_I32``, chosen by the host when every element offset of
+both caches is below 2**31) 126 (3 per SM, then bound by shared memory). Results are the same either way (addresses
+only).
 
 :func:`merge_partials_kernel`, one program per ``(b, query head)``: ``out = sum_s exp(lse_s - m) o_s / sum_s exp(lse_s
 - m)`` and ``lse = m + log(sum_s exp(lse_s - m))`` (``m`` the largest partial LSE). A partial with LSE ``-inf``
@@ -100,11 +111,13 @@ def clamped_len(seq_lens_ptr, b, max_len):
 
 
 @triton_dist.jit
-def kv_tile(bt_row, n0, seq_len, num_pages, PAGE: tl.constexpr, BLOCK_N: tl.constexpr):
+def kv_tile(bt_row, n0, seq_len, num_pages, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, KV_I32: tl.constexpr = False):
     """Where tokens ``n0 .. n0 + BLOCK_N - 1`` of one request live: ``(pages, slots, valid)``, their page ids (int64,
-    clamped to ``[0, num_pages)``; a scalar when ``PAGE >= BLOCK_N``), slots in the page (``[BLOCK_N]``) and mask
-    (``< seq_len``). ``n0`` is a multiple of ``BLOCK_N``: with ``PAGE >= BLOCK_N`` (both powers of two) the tile lies
-    in one page, whose id is loaded once; otherwise each token's page id is loaded (one vector load)."""
+    or int32 with ``KV_I32``; clamped to ``[0, num_pages)``; a scalar when ``PAGE >= BLOCK_N``), slots in the page
+    (``[BLOCK_N]``) and mask (``< seq_len``). ``n0`` is a multiple of ``BLOCK_N``: with ``PAGE >= BLOCK_N`` (both
+    powers of two) the tile lies in one page, whose id is loaded once; otherwise each token's page id is loaded (one
+    vector load). ``KV_I32``: the caller knows that every element offset of the caches fits in int32, so the row
+    offsets computed from the page ids may stay 32-bit."""
     offs_n = n0 + tl.arange(0, BLOCK_N)
     valid = offs_n < seq_len
     if PAGE >= BLOCK_N:
@@ -113,7 +126,9 @@ def kv_tile(bt_row, n0, seq_len, num_pages, PAGE: tl.constexpr, BLOCK_N: tl.cons
     else:
         pages = tl.load(bt_row + offs_n // PAGE, mask=valid, other=0)
         slots = offs_n % PAGE
-    pages = tl.minimum(tl.maximum(pages, 0), num_pages - 1).to(tl.int64)
+    pages = tl.minimum(tl.maximum(pages, 0), num_pages - 1)
+    if not KV_I32:
+        pages = pages.to(tl.int64)
     return pages, slots, valid
 
 
@@ -125,7 +140,7 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
                               PAGE: tl.constexpr, BLOCK_N: tl.constexpr, DIRECT: tl.constexpr, counters_ptr=None,
                               FUSED_MERGE: tl.constexpr = False, BLOCK_GM: tl.constexpr = 4,
                               MERGE_BLOCK_SM: tl.constexpr = 64, MERGE_BLOCK_S: tl.constexpr = 8, prof_ptr=None,
-                              prof_blocks=None, PROFILE: tl.constexpr = False):
+                              prof_blocks=None, PROFILE: tl.constexpr = False, KV_I32: tl.constexpr = False):
     """Split ``pid % num_splits`` of ``(b, kv head) = divmod(pid // num_splits, num_kv_heads)`` (module docstring).
     ``qk_scale`` is ``scale * log2(e)``. Writes, for the ``G`` query heads of the kv head, the normalised partial
     output and its natural-log LSE: to ``part_out [B, Hq, num_splits, D]`` / ``part_lse [B, Hq, num_splits]`` (fp32,
@@ -136,7 +151,8 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
     num_kv_heads]``, 0 before the launch and after it; :func:`merge_lse_group` over ``BLOCK_GM >= G`` rows,
     ``MERGE_BLOCK_SM`` / ``MERGE_BLOCK_S`` splits per step of its two passes). ``PROFILE``: records ``prologue``, ``tokens`` and ``store`` into the profiler buffer
     ``prof_ptr`` as group 0 of ``prof_blocks`` tracks (module docstring); ``prof_ptr`` / ``prof_blocks`` are unused
-    (None) otherwise."""
+    (None) otherwise. ``KV_I32`` (the caller's promise: every element offset of ``k`` and ``v`` is below 2**31): the
+    K / V row offsets are computed in int32 instead of int64 (module docstring, "Registers")."""
     profiler = Profiler.create(prof_ptr, group_id=0, num_groups=_GROUPS, num_blocks=prof_blocks,
                                ENABLE_PROFILING=PROFILE)
     profiler = profiler.record(True, TASK_PROLOGUE)
@@ -170,7 +186,7 @@ def flash_decode_split_kernel(q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr
     # every tile of the range holds at least one token, so each row's running max is finite after the first tile
     for t in range(t_begin, t_end):
         n0 = t * BLOCK_N
-        pages, slots, valid = kv_tile(bt_row, n0, seq_len, num_pages, PAGE, BLOCK_N)
+        pages, slots, valid = kv_tile(bt_row, n0, seq_len, num_pages, PAGE, BLOCK_N, KV_I32)
         k_rows = pages * stride_kp + slots * stride_kt
         v_rows = pages * stride_vp + slots * stride_vt
         k = tl.load(k_head + k_rows[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)

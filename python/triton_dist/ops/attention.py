@@ -36,6 +36,7 @@ from ..kernels.flash_decode import PROFILE_GROUPS, RECORDS_PER_TRACK, flash_deco
 from ..kernels.gemm_config import num_sms
 from .. import profiler_layout
 from ..runtime.dtypes import HALF_DTYPES, dtype_names
+from ..runtime.occupancy import SM_LIMITS, programs_per_sm
 from .context import capturing as _capturing
 from .context import check_eager_only, traced_result
 
@@ -55,10 +56,30 @@ TARGET_TILES_PER_SPLIT = 16
 PROGRAMS_PER_SM = 4
 
 
+#: the K / V element offsets that 32-bit arithmetic covers: below this, :func:`flash_decode` computes the row offsets
+#: of the paged caches in int32 (:func:`kv_offsets_fit_int32`)
+INT32_OFFSETS_LIMIT = 2 ** 31
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
     """Launch choices of :func:`flash_decode`'s split kernel: ``BLOCK_N`` tokens per tile (a power of two >= 16),
     ``BLOCK_G`` query rows per MMA (a power of two >= 16 and >= the GQA group), warps and pipeline stages.
+
+    ``wide_offsets`` (default False): False computes the K / V row offsets in int32 wherever every element offset
+    of both caches is below 2**31 (:func:`kv_offsets_fit_int32`; else int64); True always in int64, the former code.
+    Same results either way; at the default tiles on sm_90 int32 takes the split kernel from 189 to 126 registers a
+    thread, i.e. from 2 to 3 programs per SM (docs/attention.md, "Occupancy and the split rule").
+
+    ``resident`` (default 0): 0 sizes the grid by :func:`pick_num_splits`' fill rule (at least
+    :data:`PROGRAMS_PER_SM` programs per SM, splits of about :data:`TARGET_TILES_PER_SPLIT` tiles); ``N > 0`` sizes
+    it in whole waves of ``N`` programs resident per SM (:func:`pick_num_splits` with ``resident=N``; 3 is what
+    ptxas gives the default tiles on sm_90). Ignored when the call passes ``num_splits``.
+
+    ``merge_block_s`` (default 0): splits the merge kernel reads per step (a power of two; 0: the rule, at most 16
+    on a GPU). Each step is one round trip to L2 that the next waits for (its loop is not pipelined), so at 64
+    splits the rule's 16 make 1 + 4 + 4 dependent loads a merge program, 64 make 1 + 1 + 1. The fused merge sizes
+    its own steps.
 
     ``fused_merge`` (default False; opt-in, not yet measured on a GPU): one launch instead of two. Each split
     program, after writing its partial, increments an arrival counter of its (request, kv head) (an int32 workspace
@@ -70,15 +91,20 @@ class DecodeConfig:
     num_warps: int = 4
     num_stages: int = 3
     fused_merge: bool = False
+    wide_offsets: bool = False
+    resident: int = 0
+    merge_block_s: int = 0
 
 
 def pick_decode_config(head_dim: int, group: int, *, on_gpu: bool) -> DecodeConfig:
     """:func:`flash_decode`'s tiling. ``BLOCK_G = max(16, next_pow2(group))`` (decode is bound by the K/V bytes: the
     padding rows cost tensor-core time, never bandwidth; on sm_90 a 16-row dot is mma.sync, 64 rows would be wgmma).
-    On a GPU ``BLOCK_N = 128``, 4 warps, ``num_stages = 3``: Triton's pipeliner then copies the next tile's K and V
-    (2 x 32 KiB at ``D = 128``, 16-byte asynchronous copies) while the current one is computed, the page ids one tile
-    further ahead (the K/V addresses depend on them); about 73 KiB of shared memory a program at ``D = 128``, so three
-    programs share an SM and keep its loads in flight. Measured on one H200 (2026-12-06, bench_attention
+    On a GPU ``BLOCK_N = 128``, 4 warps, ``num_stages = 3``: Triton's pipeliner copies each tile's K and V (2 x 32
+    KiB at ``D = 128``, 16-byte asynchronous copies) into one buffer each, the page ids one tile further ahead (the
+    K/V addresses depend on them): the next tile's copy is issued once the current tile's dots have read the buffer
+    (kernels.flash_decode, module docstring). 72.5 KiB of shared memory a program at ``D = 128``; with the int32 row
+    offsets (``DecodeConfig.wide_offsets`` False, caches below 2**31 elements) 126 registers a thread, so three
+    programs share an SM (189 registers and two with int64 offsets). Measured on one H200 (2026-12-06, bench_attention
     ``--decode-variants``, 32K tokens, 32 q / 8 kv heads, page 16, CUDA-graph replay): 128-token tiles took 48.5 /
     263.8 us at batch 1 / 8 against 54.0 / 284.1 with 64-token tiles (8 warps, 4 stages: no gain). The interpreter:
     16-token tiles (each tile is numpy work: small tiles keep the tests fast)."""
@@ -88,19 +114,79 @@ def pick_decode_config(head_dim: int, group: int, *, on_gpu: bool) -> DecodeConf
     return DecodeConfig(128, block_g, 4, 3)
 
 
-def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block_n: int) -> int:
+def pick_num_splits(batch: int, num_kv_heads: int, max_len: int, sms: int, block_n: int, *,
+                    resident: int = 0) -> int:
     """Splits per ``(request, kv head)`` from what the host knows (shapes and the device, never the lengths), for
-    the longest possible request (``max_len = max_pages * page_size`` tokens, ``tiles = cdiv(max_len, block_n)``):
-    the larger of ``cdiv(tiles, TARGET_TILES_PER_SPLIT)`` (short programs: whatever the number of programs resident
-    per SM, the wave in which they run out lasts one short program, not a long one) and ``cdiv(PROGRAMS_PER_SM * sms,
-    batch * num_kv_heads)`` (``sms``: this rank's; enough programs for every SM), then at most ``cdiv(tiles,
-    MIN_TILES_PER_SPLIT)`` and :data:`MAX_SPLITS`; at least 1. The cost of more splits is the partials' write and
-    merge: ``4 * Hq * D`` bytes a split of ``TARGET_TILES_PER_SPLIT * block_n * Hkv * D * 4`` K/V bytes, under 1%
-    at GQA 4, D 128, 128-token tiles."""
+    the longest possible request (``max_len = max_pages * page_size`` tokens, ``tiles = cdiv(max_len, block_n)``).
+
+    ``resident == 0`` (the default, the fill rule): the larger of ``cdiv(tiles, TARGET_TILES_PER_SPLIT)`` (short
+    programs: whatever the number of programs resident per SM, the wave in which they run out lasts one short
+    program, not a long one) and ``cdiv(PROGRAMS_PER_SM * sms, batch * num_kv_heads)`` (``sms``: this rank's; enough
+    programs for every SM), then at most ``cdiv(tiles, MIN_TILES_PER_SPLIT)`` and :data:`MAX_SPLITS`; at least 1.
+    The cost of more splits is the partials' write and merge: ``4 * Hq * D`` bytes a split of
+    ``TARGET_TILES_PER_SPLIT * block_n * Hkv * D * 4`` K/V bytes, under 1% at GQA 4, D 128, 128-token tiles.
+
+    ``resident > 0`` (the waves rule: ``resident`` programs of the split kernel fit an SM, ``slots = resident *
+    sms``): the splits of :data:`TARGET_TILES_PER_SPLIT` tiles need ``waves = cdiv(programs, slots)`` waves; the
+    rule then takes the fewest tiles per split (at least :data:`MIN_TILES_PER_SPLIT`) whose ``batch *
+    num_kv_heads * cdiv(tiles, per_split)`` programs still fit those waves, and returns ``cdiv(tiles, per_split)``
+    (every split holds tokens of the longest request; at most :data:`MAX_SPLITS`). So the last wave is as full as
+    the tile counts allow instead of a fraction of one: at 132 SMs x 3, 8 kv heads and 128-token tiles, batch 1 at
+    32K tokens gets 43 splits (344 programs of 6 tiles, one wave) where the fill rule gives 64 (512 programs of 4
+    tiles, 1.3 waves)."""
     tiles = triton.cdiv(max(max_len, 0), block_n)
-    fill = triton.cdiv(PROGRAMS_PER_SM * max(sms, 1), max(batch * num_kv_heads, 1))
+    rows = max(batch * num_kv_heads, 1)
+    if resident > 0:
+        if tiles <= 1:
+            return 1
+        slots = resident * max(sms, 1)
+        per_floor = max(1, triton.cdiv(tiles, MAX_SPLITS))  # shorter splits would be more than MAX_SPLITS
+        per = max(min(TARGET_TILES_PER_SPLIT, tiles), per_floor)
+        waves = triton.cdiv(rows * triton.cdiv(tiles, per), slots)
+        lo = max(min(MIN_TILES_PER_SPLIT, tiles), per_floor)
+        while per > lo and rows * triton.cdiv(tiles, per - 1) <= waves * slots:
+            per -= 1
+        return max(1, min(triton.cdiv(tiles, per), MAX_SPLITS))
+    fill = triton.cdiv(PROGRAMS_PER_SM * max(sms, 1), rows)
     want = max(fill, triton.cdiv(tiles, TARGET_TILES_PER_SPLIT))
     return max(1, min(want, triton.cdiv(tiles, MIN_TILES_PER_SPLIT), MAX_SPLITS))
+
+
+def max_element_offset(t: torch.Tensor) -> int:
+    """The largest element offset of ``t`` from its first element (``sum((size - 1) * stride)``; -1 when empty)."""
+    if t.numel() == 0:
+        return -1
+    return sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+
+
+def kv_offsets_fit_int32(k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
+    """Whether every element offset of both caches is below :data:`INT32_OFFSETS_LIMIT` (2**31), so that the split
+    kernel may compute ``page * stride_page + slot * stride_slot + d`` in int32 (``KV_I32``): page ids are clamped
+    to the cache on the device, so no offset it forms exceeds :func:`max_element_offset` whatever the block table
+    holds. ``[num_pages, 16, 8, 128]`` caches fit up to 131,072 pages (2M tokens; 4 GiB each in bf16)."""
+    return max(max_element_offset(k_cache), max_element_offset(v_cache)) < INT32_OFFSETS_LIMIT
+
+
+#: the compiled split kernel of this process's last :func:`flash_decode` launch (None on the interpreter):
+#: :func:`last_split_kernel_resources`
+_LAST_SPLIT: dict = {"kernel": None}
+
+
+def last_split_kernel_resources() -> Optional[dict]:
+    """What the split kernel of this process's last :func:`flash_decode` call was compiled to: ``{"regs",
+    "spills", "shared", "num_warps", "num_stages", "programs_per_sm", "bound_by"}`` (ptxas' registers a thread and
+    spills, shared memory a program in bytes; ``runtime.occupancy.programs_per_sm`` for the kernel's compute
+    capability, None where that has no limits entry); None before any compiled launch (the interpreter compiles
+    nothing). For benchmarks and traces: the device's ptxas may differ from the one a CPU checkout compiles with."""
+    kernel = _LAST_SPLIT["kernel"]
+    regs = getattr(kernel, "n_regs", None)
+    if kernel is None or regs is None:
+        return None
+    md = kernel.metadata
+    cap = getattr(getattr(md, "target", None), "arch", None)
+    per_sm, by = programs_per_sm(regs, md.shared, md.num_warps, cap) if cap in SM_LIMITS else (None, None)
+    return {"regs": regs, "spills": getattr(kernel, "n_spills", None), "shared": md.shared,
+            "num_warps": md.num_warps, "num_stages": md.num_stages, "programs_per_sm": per_sm, "bound_by": by}
 
 
 #: the fused merge's arrival counters: one int32 workspace per device (:func:`arrival_counters`)
@@ -322,17 +408,18 @@ def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, scale: Optional[
     else:
         part_out = torch.empty((B, Hq, num_splits, D), dtype=torch.float32, device=q.device)
         part_lse = torch.empty((B, Hq, num_splits), dtype=torch.float32, device=q.device)
-    flash_decode_split_kernel[(B * Hkv * num_splits, )](
+    _LAST_SPLIT["kernel"] = flash_decode_split_kernel[(B * Hkv * num_splits, )](
         q, k_cache, v_cache, block_table, seq_lens, part_out, part_lse, out, lse, scale * math.log2(math.e), Hkv,
         num_splits, block_table.shape[1], num_pages, q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
         out.stride(0), out.stride(1), G=Hq // Hkv, BLOCK_G=cfg.BLOCK_G, D=D, PAGE=page_size, BLOCK_N=cfg.BLOCK_N,
-        DIRECT=direct, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **fused, **prof)
+        DIRECT=direct, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        KV_I32=not cfg.wide_offsets and kv_offsets_fit_int32(k_cache, v_cache), **fused, **prof)
     if not direct and not fused:
         _launch_merge(part_out, part_lse, out, lse, seq_lens, num_parts=num_splits, heads=Hq, D=D,
                       part_strides=(D, Hq * num_splits * D, num_splits * D),
                       lse_strides=(1, Hq * num_splits, num_splits), from_splits=True, max_len=max_len,
-                      split_block_n=cfg.BLOCK_N, prof=prof)
+                      split_block_n=cfg.BLOCK_N, prof=prof, block_s=cfg.merge_block_s)
     return (out, lse) if return_lse else out
 
 
@@ -346,10 +433,17 @@ def _launch_plan(op: str, q, k_cache, block_table, num_splits: Optional[int], co
     if not (_is_pow2(cfg.BLOCK_N) and cfg.BLOCK_N >= 16 and _is_pow2(cfg.BLOCK_G) and cfg.BLOCK_G >= max(16, G)):
         raise ValueError(f"{op}: config {cfg}: BLOCK_N and BLOCK_G must be powers of two >= 16, BLOCK_G >= the GQA "
                          f"group {G}")
-    if not isinstance(cfg.fused_merge, bool):
-        raise ValueError(f"{op}: config {cfg}: fused_merge must be a bool, got {cfg.fused_merge!r}")
+    for name in ("fused_merge", "wide_offsets"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ValueError(f"{op}: config {cfg}: {name} must be a bool, got {getattr(cfg, name)!r}")
+    if isinstance(cfg.resident, bool) or not isinstance(cfg.resident, int) or cfg.resident < 0:
+        raise ValueError(f"{op}: config {cfg}: resident must be an int >= 0, got {cfg.resident!r}")
+    mbs = cfg.merge_block_s
+    if isinstance(mbs, bool) or not isinstance(mbs, int) or not (mbs == 0 or _is_pow2(mbs)):
+        raise ValueError(f"{op}: config {cfg}: merge_block_s must be 0 (the rule) or a power of two, got {mbs!r}")
     if num_splits is None:
-        num_splits = pick_num_splits(B, Hkv, block_table.shape[1] * page_size, num_sms(q.device), cfg.BLOCK_N)
+        num_splits = pick_num_splits(B, Hkv, block_table.shape[1] * page_size, num_sms(q.device), cfg.BLOCK_N,
+                                     resident=cfg.resident)
     return cfg, num_splits
 
 
@@ -402,11 +496,16 @@ def _profile_args(op: str, profiler_buffer, q, Hkv: int, num_splits: int) -> dic
 
 
 def _launch_merge(parts, lses, out, lse, seq_lens, *, num_parts: int, heads: int, D: int, part_strides, lse_strides,
-                  from_splits: bool, max_len: int = 0, split_block_n: int = 16, prof=None) -> None:
+                  from_splits: bool, max_len: int = 0, split_block_n: int = 16, prof=None, block_s: int = 0) -> None:
+    """The merge kernel over ``B * heads`` rows; ``block_s``: partials a step (0: :func:`_merge_block_s`'s rule;
+    never more than ``next_pow2(num_parts)``)."""
     B = out.shape[0]
     if B * heads == 0:
         return
-    block_s = _merge_block_s(num_parts, out.device.type == "cuda")
+    if block_s:
+        block_s = min(block_s, triton.next_power_of_2(num_parts))
+    else:
+        block_s = _merge_block_s(num_parts, out.device.type == "cuda")
     merge_partials_kernel[(B * heads, )](
         parts, lses, out, lse, seq_lens if seq_lens is not None else lse, num_parts, heads, D, max_len,
         *part_strides, *lse_strides, out.stride(0), out.stride(1), BLOCK_S=block_s,
@@ -491,5 +590,6 @@ def flash_decode_reference(q, k_cache, v_cache, block_table, seq_lens, *, scale:
 
 
 __all__ = ["DecodeConfig", "flash_decode", "merge_attention_partials", "flash_decode_reference", "pick_num_splits",
+           "kv_offsets_fit_int32", "max_element_offset", "last_split_kernel_resources", "INT32_OFFSETS_LIMIT",
            "decode_profile_slots", "arrival_counters", "pick_decode_config", "check_decode_operands",
            "check_decode_lens", "check_merge_operands", "DECODE_HEAD_DIMS", "MERGE_DTYPES"]

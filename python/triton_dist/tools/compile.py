@@ -15,6 +15,13 @@ one line ``triton-dist-compile: error: …`` and exits with code 2. So does a ke
 (a front-end error, MLIR or ptxas failing): the error is one line naming the cause, a second line hints at
 ``--verbose``, which shows the compiler's full output and the traceback instead. The compiler's temporary files go
 to a private directory removed afterwards (ptxas leaves its .ptx input in /tmp when it fails).
+
+``--resources`` (cuda targets) prints, instead of a stage, one JSON line with what ptxas gave the kernel and what
+that means for residency: ``registers`` (a thread), ``spill_stores`` / ``spill_loads`` / ``stack`` (bytes),
+``shared`` (bytes a program), ``num_warps``, ``num_stages``, ``programs_per_sm`` and ``bound_by`` (what registers,
+shared memory and threads each allow: ``triton_dist.runtime.occupancy``). The registers come from ``ptxas -v`` run
+again on the kernel's PTX (Triton keeps no register count until a kernel is loaded on a GPU), with the flags
+Triton's own ptxas call uses.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import ast
 import contextlib
 import importlib.util
 import io
+import json
 import os
 import re
 import shutil
@@ -245,6 +253,52 @@ def _check_shared_memory(compiled, target: Target, kernel) -> None:
                                    f"OutOfResources)")
 
 
+_PTXAS_RESOURCE_PATTERNS = {
+    "registers": r"Used (\d+) registers",
+    "stack": r"(\d+) bytes stack frame",
+    "spill_stores": r"(\d+) bytes spill stores",
+    "spill_loads": r"(\d+) bytes spill loads",
+}
+
+
+def ptxas_resources(compiled, target: Target) -> Dict[str, object]:
+    """What ptxas gives the compiled kernel on ``target`` (a cuda target): ``ptxas -v`` on its PTX, as Triton's
+    make_cubin calls it (``--gpu-name``, ``--fmad=false`` without fp fusion, the options' ``ptx_options``), parsed,
+    with the kernel's shared memory, warps and stages and :func:`triton_dist.runtime.occupancy.programs_per_sm`.
+    Raises :class:`UsageError` for another backend, :class:`CompileFailure` if ptxas fails."""
+    import subprocess
+
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    from ..runtime.occupancy import SM_LIMITS, programs_per_sm
+
+    if target.backend != "cuda":
+        raise UsageError(f"--resources needs a cuda target (ptxas), got {target}")
+    md = compiled.metadata
+    cap = int(target.arch)
+    cmd = [get_ptxas(cap).path, "-v", f"--gpu-name={sm_arch_from_capability(cap)}"]
+    if not getattr(md, "enable_fp_fusion", True):
+        cmd.append("--fmad=false")
+    if getattr(md, "ptx_options", None):
+        cmd += md.ptx_options.split(" ")
+    with tempfile.TemporaryDirectory(prefix="triton-dist-resources-") as tmp:
+        src = os.path.join(tmp, "kernel.ptx")
+        with open(src, "w") as f:
+            f.write(compiled.asm["ptx"])
+        res = subprocess.run(cmd + [src, "-o", os.path.join(tmp, "kernel.cubin")], capture_output=True, text=True)
+    log = res.stderr + res.stdout
+    if res.returncode != 0:
+        raise CompileFailure(f"ptxas -v failed: {_one_line(log)}")
+    out: Dict[str, object] = {"kernel": md.name, "target": f"{target.backend}:{target.arch}"}
+    for key, pattern in _PTXAS_RESOURCE_PATTERNS.items():
+        m = re.search(pattern, log)
+        out[key] = int(m.group(1)) if m else 0
+    out.update(shared=md.shared, num_warps=md.num_warps, num_stages=md.num_stages)
+    if cap in SM_LIMITS:
+        out["programs_per_sm"], out["bound_by"] = programs_per_sm(out["registers"], md.shared, md.num_warps, cap)
+    return out
+
+
 _VERBOSE = False  # --verbose: let compiler output and tracebacks through
 
 
@@ -338,6 +392,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the last stage to run (default: --stage for ttir / ttgir / llir, else the whole pipeline); "
                         "a later one than --stage checks that the kernel also compiles that far")
     p.add_argument("--out", "-o", default=None, help="write the stage to this file instead of stdout")
+    p.add_argument("--resources", action="store_true",
+                   help="cuda: print one JSON line (registers, spills, shared memory, programs per SM) instead of "
+                        "the stage")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="when the kernel fails to import or compile, show the compiler's output and the traceback")
     return p
@@ -367,6 +424,8 @@ def run(argv=None) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     stage = args.stage
+    if args.resources and target.backend != "cuda":
+        raise UsageError(f"--resources needs a cuda target (ptxas), got {args.target}")
     if stage not in TEXT_STAGES[target.backend] + BINARY_STAGES[target.backend]:
         raise UsageError(f"unknown stage {stage!r} for {target.backend}: choose one of "
                          f"{', '.join(TEXT_STAGES[target.backend] + BINARY_STAGES[target.backend])}")
@@ -383,6 +442,8 @@ def run(argv=None) -> int:
         if all_stages.index(stage) > all_stages.index(args.stop_after):
             raise UsageError(f"--stage {stage} comes after --stop-after {args.stop_after}: nothing to print")
     stop_after = args.stop_after
+    if args.resources:
+        stage, stop_after = "ptx", None  # the whole pipeline: the shared memory is known once it ran
     if stop_after is None and stage in IR_STAGES:
         stop_after = stage
     kernel = load_kernel(args.kernel, args.kernel_name)
@@ -390,6 +451,14 @@ def run(argv=None) -> int:
                          stop_after=stop_after)
     compiled = compile_quietly(req)
     _check_shared_memory(compiled, target, kernel)
+    if args.resources:
+        text = json.dumps(ptxas_resources(compiled, target), sort_keys=True) + "\n"
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
+        return 0
     asm = compiled.asm[stage]
     if args.out:
         mode = "wb" if isinstance(asm, bytes) else "w"

@@ -9,7 +9,9 @@ interpreter at toy sizes; this one runs the compiled kernels at real sizes.
 * ``ops.flash_decode``: GQA 4 (32 q / 8 kv heads), D 128, page sizes 1 / 16 / 64, a batch whose lengths include 0,
   1, lengths off the page and the tile, and one of ~8K tokens, pages shuffled, bf16 and fp16, several split counts,
   against ``flash_decode_reference`` (fp32 torch); a CUDA graph of one call replayed with new lengths, block tables
-  and queries copied into the captured tensors (each replay equal to the reference and to an eager call).
+  and queries copied into the captured tensors (each replay equal to the reference and to an eager call); the
+  launch choices (int32 / int64 K/V offsets bit-identical, ``resident``, ``merge_block_s``; the device's register
+  count: at least 3 split programs per SM on sm_90).
 * ``ops.merge_attention_partials`` with ``-inf`` partials (NaN outputs behind them) and all-empty rows.
 * ``ops.flash_attention`` causal at 1K / 2K tokens, D 64 and 128, GQA and MHA, against an fp32 reference and
   against ``torch.nn.functional.scaled_dot_product_attention`` (tolerance); K/V in chunks merged with
@@ -178,6 +180,41 @@ def test_flash_decode_real_sizes(page, dtname):
     if o is not out or lse is not lse_buf:
         fails.append("out= / lse= buffers not returned")
     _check(fails, "out= buffers", o, want_o, _tol(dtype))
+    torch.cuda.synchronize()
+    assert not fails, fails
+
+
+def test_flash_decode_launch_choices():
+    """The DecodeConfig knobs of docs/attention.md, "Occupancy and the split rule", at real sizes (LENS, page 16,
+    bf16): the int32 K/V row offsets (the default) and the int64 ones (``wide_offsets``) give the same bits at the
+    same split count; ``resident=3`` (splits in whole waves) and ``merge_block_s=64`` (the merge in one step)
+    against the reference; the device's ptxas gives the default split kernel no spills and at least 3 programs per
+    SM (sm_90)."""
+    import dataclasses
+
+    from triton_dist import ops
+    from triton_dist.ops.attention import flash_decode_reference, last_split_kernel_resources, pick_decode_config
+
+    dev = _device()
+    q, kv = _sequences(11, LENS, HKV, D, torch.bfloat16, dev)
+    kc, vc, bt, sl = _paged(kv, 16, 16)
+    want_o, want_l = flash_decode_reference(q, kc, vc, bt, sl)
+    base = pick_decode_config(D, HQ // HKV, on_gpu=True)
+    fails = []
+    o, lse = ops.flash_decode(q, kc, vc, bt, sl, num_splits=16, config=base)
+    res = last_split_kernel_resources()
+    if res is None or (torch.cuda.get_device_capability(dev) == (9, 0) and
+                       (res["spills"] or res["programs_per_sm"] < 3)):
+        fails.append(f"default split kernel on this device: {res}")
+    wo, wl = ops.flash_decode(q, kc, vc, bt, sl, num_splits=16, config=dataclasses.replace(base, wide_offsets=True))
+    if not torch.equal(o, wo) or not torch.equal(lse, wl):
+        fails.append("wide_offsets: the int64 offsets' result differs from the int32 ones'")
+    for cfg in (dataclasses.replace(base, resident=3), dataclasses.replace(base, merge_block_s=64),
+                dataclasses.replace(base, resident=3, merge_block_s=64)):
+        o, lse = ops.flash_decode(q, kc, vc, bt, sl, config=cfg)
+        tag = f"resident {cfg.resident} merge_block_s {cfg.merge_block_s}"
+        _check(fails, tag + " out", o, want_o, _tol(torch.bfloat16))
+        _check(fails, tag + " lse", lse, want_l, 2e-3, rtol=1e-4)
     torch.cuda.synchronize()
     assert not fails, fails
 
