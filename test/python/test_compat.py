@@ -1708,3 +1708,13 @@ def test_standard_library_globals_hold_the_jit_functions_tl_exports():
     g = _compat.standard_library_globals()
     for name in ("cdiv", "sum", "zeros", "max"):
         assert g[name] is getattr(tl, name), name
+
+
+def test_ptxas_for_names_tritons_ptxas_and_gpu_name():
+    """``ptxas_for(90)``: the ptxas binary Triton compiles sm_90 with (an executable file) and the gpu name it passes
+    (``sm_90a``); what ``triton-dist-compile --resources`` runs ``ptxas -v`` with."""
+    import os
+
+    path, name = _compat.ptxas_for(90)
+    assert os.path.isfile(path) and os.access(path, os.X_OK), path
+    assert name == "sm_90a"

@@ -35,7 +35,7 @@ from .compiler import (  # noqa: F401
     fill_skipped_stage_metadata, kernel_load_end_hooks, reset_loading_compiled_kernel,
     current_stages_inspection_hook, set_stages_inspection_hook, stages_inspection_hook, stages_hook_cache_key,
     llir_stage_with_extern_libs, cache_invalidating_env_vars, llvm_type_name, llvm_ir_to_asm,
-    extract_library_functions, gpu_target, ast_source)
+    extract_library_functions, gpu_target, ptxas_for, ast_source)
 from .launcher import (  # noqa: F401
     allocator_is_unset, specialization_binder, device_and_stream_getters, compiled_kernel_launcher, active_driver)
 from .interpreter import (  # noqa: F401

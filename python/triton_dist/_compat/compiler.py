@@ -256,6 +256,16 @@ def gpu_target(backend: str, arch, warp_size: int):
     return GPUTarget(backend, arch, warp_size)
 
 
+def ptxas_for(capability: int):
+    """``(path, gpu_name)``: the ptxas Triton uses for NVIDIA compute capability ``capability`` and the
+    ``--gpu-name`` it passes (e.g. ``sm_90a`` for 90), so a tool can run ``ptxas -v`` as Triton's cubin stage would.
+    Assumptions: ``triton.backends.nvidia.compiler.get_ptxas(capability)`` returns an object with the binary's
+    ``.path``, and ``sm_arch_from_capability(capability)`` the gpu name."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    return get_ptxas(capability).path, sm_arch_from_capability(capability)
+
+
 def ast_source(fn, signature, constexprs, attrs):
     """Triton's compilation source for the ``JITFunction`` ``fn``: ``ASTSource(fn=fn, signature=signature,
     constexprs=constexprs, attrs=attrs)`` (``signature`` ``{name: type name}``, ``constexprs`` ``{(index, ): value}``,

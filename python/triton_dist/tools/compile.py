@@ -268,15 +268,14 @@ def ptxas_resources(compiled, target: Target) -> Dict[str, object]:
     Raises :class:`UsageError` for another backend, :class:`CompileFailure` if ptxas fails."""
     import subprocess
 
-    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
-
     from ..runtime.occupancy import SM_LIMITS, programs_per_sm
 
     if target.backend != "cuda":
         raise UsageError(f"--resources needs a cuda target (ptxas), got {target}")
     md = compiled.metadata
     cap = int(target.arch)
-    cmd = [get_ptxas(cap).path, "-v", f"--gpu-name={sm_arch_from_capability(cap)}"]
+    ptxas, gpu_name = _compat.ptxas_for(cap)
+    cmd = [ptxas, "-v", f"--gpu-name={gpu_name}"]
     if not getattr(md, "enable_fp_fusion", True):
         cmd.append("--fmad=false")
     if getattr(md, "ptx_options", None):
