@@ -118,13 +118,9 @@ def waiting_grid_programs(device, per_sm: int, simulated: int = 1) -> int:
     a waiting program on every SM, and a peer's kernel that needs a whole SM's registers or shared memory (a cuBLAS
     GEMM: 384 threads holding most of the register file) finds none, while the waiting programs wait for that very
     kernel's result (2026-12-06: gemm_rs ``chunked`` hung at 2 ranks on one H100, one rank's 256 waiting programs
-    spread over the 132 SMs, and the peer's push, which follows its cuBLAS GEMM, never landed). On a device that is not CUDA: ``per_sm`` x ``simulated``."""
-    sms = rank_sm_count(device, simulated=simulated)
-    if torch.device(device).type != "cuda":
-        return sms * per_sm
-    from .shared_gpu import ranks_on_this_gpu
-
-    return sms if ranks_on_this_gpu() > 1 else sms * per_sm
+    spread over the 132 SMs, and the peer's push, which follows its cuBLAS GEMM, never landed). On a device that is
+    not CUDA: ``per_sm`` x ``simulated``. (:func:`programs_within_share` of ``per_sm`` x the share.)"""
+    return programs_within_share(device, per_sm * rank_sm_count(device, simulated=simulated))
 
 
 def programs_within_share(device, programs: int) -> int:
