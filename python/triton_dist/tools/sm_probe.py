@@ -52,6 +52,12 @@ def occupy_most_shared_memory(a_ptr, b_ptr, c_ptr, K0):
         tl.store(c_ptr + offs_m[:, None] * 256 + offs_n[None, :], acc)
 
 
+def _occupy_operands():
+    """The (A / B, C) operands :func:`occupy_most_shared_memory` is launched with (``K0`` = 0: never read)."""
+    return (torch.zeros(128 * 256, dtype=torch.bfloat16, device="cuda"),
+            torch.zeros(128 * 256, dtype=torch.float32, device="cuda"))
+
+
 @triton_dist.jit
 def k_sm_probe(smids, starts, ends, spin, a_ptr, b_ptr, c_ptr, K0):
     """Record this block's SM and its start / end clock; spin ``spin`` ticks. :func:`occupy_most_shared_memory`
@@ -93,9 +99,10 @@ def copy_progress(rank, world, phys, deadline_ms=1500.0):
     GPU: rank 1 launches ``phys`` SM-filling blocks polling its flag (:func:`k_spin_until_flag`); 200 ms later rank
     0 raises that flag through its peer view in each way of :data:`COPY_VARIANTS` (an 8-byte ``copy_``, a 16 MiB
     ``copy_`` into the peer's buffer followed by the 8-byte one, a stream write-value). Across GPUs such copies run
-    on copy engines; between ranks of ONE GPU (MPS) a device-to-device copy may be a kernel that needs an SM, and
-    then a peer that spins on all its SMs waiting for it deadlocks (the reason for the SM margin of ranks that share
-    a GPU, ``runtime/device_info.py``). Returns ``{variant: {"seen": bool, "latency_ms": float | None,
+    on copy engines; between ranks of ONE GPU (MPS) a device-to-device copy could have been a kernel that needs an
+    SM, which a peer spinning on every SM would wait for forever. Measured on one H100 (2026-12-06): all three land
+    while the peer holds every SM, so they are not what the SM margin of ranks sharing a GPU is for
+    (``runtime/device_info.py``). Returns ``{variant: {"seen": bool, "latency_ms": float | None,
     "raiser_ms": float}}`` on ranks 0 and 1 (the same dict), ``{}`` elsewhere or at world size 1."""
     if world < 2:
         return {}
@@ -107,8 +114,7 @@ def copy_progress(rank, world, phys, deadline_ms=1500.0):
     one = torch.ones(1, dtype=torch.int64, device="cuda")
     seen = torch.full((1, ), -1, dtype=torch.int64, device="cuda")
     t0 = torch.zeros(1, dtype=torch.int64, device="cuda")
-    dummy = torch.zeros(128 * 256, dtype=torch.bfloat16, device="cuda")
-    out = torch.zeros(128 * 256, dtype=torch.float32, device="cuda")
+    dummy, out = _occupy_operands()
     side = torch.cuda.Stream()
     result = {}
     for variant in COPY_VARIANTS:
@@ -173,8 +179,7 @@ def launch(blocks, spin_ns):
     smids = torch.full((blocks, ), -1, dtype=torch.int32, device="cuda")
     starts = torch.zeros(blocks, dtype=torch.int64, device="cuda")
     ends = torch.zeros(blocks, dtype=torch.int64, device="cuda")
-    dummy = torch.zeros(128 * 256, dtype=torch.bfloat16, device="cuda")
-    out = torch.zeros(128 * 256, dtype=torch.float32, device="cuda")
+    dummy, out = _occupy_operands()
     kern = k_sm_probe[(blocks, )](smids, starts, ends, spin_ns, dummy, dummy, out, 0, num_warps=8, num_stages=4)
     torch.cuda.synchronize()
     return smids.cpu().tolist(), starts.cpu().tolist(), ends.cpu().tolist(), kern.metadata.shared
