@@ -58,11 +58,10 @@
 #                                       docs/attention.md "Occupancy and the split rule" against the default:
 #                                       bench_attention --decode-trace (one profiled call per shape and launch:
 #                                       Perfetto JSON, Gantt, timeline, summary in $OUT/decode-trace; the default and
-#                                       TRACE_VARIANTS,
-#                                       default wide=1,merge_s=64,fused=1), then the timed A/B (--only decode with
-#                                       DECODE_VARIANTS, default wide=1,merge_s=64,resident=3,resident=3+merge_s=64,
-#                                       fused=1,splits=32), both at DECODE_LENS / DECODE_BATCHES (default 32768 /
-#                                       1,8), page 16
+#                                       TRACE_VARIANTS, default wide=1,merge_s=64,fused=1), then the timed A/B
+#                                       (--only decode with DECODE_VARIANTS, default wide=1,merge_s=64,resident=3,
+#                                       resident=3+merge_s=64,fused=1,splits=32), both at DECODE_LENS /
+#                                       DECODE_BATCHES (default 32768 / 1,8), page 16
 #   scripts/gpu_suite.sh shared-fullsm  ranks sharing a GPU, kernels of one block per SM (the TP-MoE and sp_ag kernels
 #                                       hung at 2 ranks on one GPU under MPS percentages, 2026-12-06): the SM probe
 #                                       (-m triton_dist.tools.sm_probe), the shared-GPU tier, the TP-MoE tier and
@@ -142,22 +141,21 @@ if [[ -n ${PRECOMPILE_FROM:-} ]]; then
   # coreutils nproc honours OMP_NUM_THREADS (set to 1 above for the ranks): ask without it
   cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
   jobs=${PRECOMPILE_JOBS:-$(( cpus > 3 ? cpus - 2 : 1 ))}
+  precompile() {  # precompile WHAT ARGS...: one tools/precompile run, appended to the log, its last line reported
+    local what=$1; shift
+    TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile "$@" --jobs "$jobs" >> "$OUT/precompile.log" 2>&1
+    echo "precompile$what: exit $? ($(tail -1 "$OUT/precompile.log"))"
+  }
   plain=()
   : > "$OUT/precompile.log"
   for entry in $PRECOMPILE_FROM; do
     if [[ $entry =~ ^([0-9]+):(.+)$ ]]; then
-      TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile "${BASH_REMATCH[2]}" --jobs "$jobs" \
-        --world "${BASH_REMATCH[1]}" >> "$OUT/precompile.log" 2>&1
-      echo "precompile $entry: exit $? ($(tail -1 "$OUT/precompile.log"))"
+      precompile " $entry" "${BASH_REMATCH[2]}" --world "${BASH_REMATCH[1]}"
     else
       plain+=("$entry")
     fi
   done
-  if (( ${#plain[@]} )); then
-    TRITON_DIST_COMPILE_RECORD= "$PY" -m triton_dist.tools.precompile "${plain[@]}" --jobs "$jobs" \
-      ${PRECOMPILE_WORLD:+--world "$PRECOMPILE_WORLD"} >> "$OUT/precompile.log" 2>&1
-    echo "precompile: exit $? ($(tail -1 "$OUT/precompile.log"))"
-  fi
+  (( ${#plain[@]} )) && precompile "" "${plain[@]}" ${PRECOMPILE_WORLD:+--world "$PRECOMPILE_WORLD"}
 fi
 eager_rules() {  # eager_rules TAG: the final run's eager winners into the table's eager overrides, copied to $OUT
   "$PY" benchmarks/bench_overlap.py --eager-rules-from "$OUT"/overlap-*-"$1".json && \
